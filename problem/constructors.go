@@ -1,0 +1,116 @@
+package problem
+
+import (
+	"net/http"
+	"strings"
+	"time"
+)
+
+// New returns a problem with the given status and detail; the title is the
+// status text.
+func New(status int, detail string) *Problem {
+	return &Problem{Status: status, Detail: detail}
+}
+
+// BadRequest returns a 400: the request is malformed (bad JSON, a query
+// parameter of the wrong type).
+func BadRequest(detail string) *Problem { return New(http.StatusBadRequest, detail) }
+
+// Unauthorized returns a 401: no credentials, or credentials that do not
+// verify. Add a WWW-Authenticate header through Header.
+func Unauthorized(detail string) *Problem { return New(http.StatusUnauthorized, detail) }
+
+// Forbidden returns a 403: the caller is known but may not do this.
+func Forbidden(detail string) *Problem { return New(http.StatusForbidden, detail) }
+
+// NotFound returns a 404: the resource does not exist.
+func NotFound(detail string) *Problem { return New(http.StatusNotFound, detail) }
+
+// MethodNotAllowed returns a 405 whose Allow header lists allow.
+func MethodNotAllowed(allow []string) *Problem {
+	list := strings.Join(allow, ", ")
+	p := New(http.StatusMethodNotAllowed, "the method is not allowed for this resource")
+	if list != "" {
+		p.Detail += "; allowed: " + list
+	}
+	p.Header = http.Header{"Allow": {list}}
+	return p
+}
+
+// Conflict returns a 409: the request conflicts with the resource's current
+// state (a duplicate, a stale version).
+func Conflict(detail string) *Problem { return New(http.StatusConflict, detail) }
+
+// FieldError is one invalid field of a request, rendered in the "errors"
+// member of an [Unprocessable] problem.
+type FieldError struct {
+	// Field names the field as the client sent it, e.g. "email" or
+	// "items[2].quantity".
+	Field string `json:"field"`
+	// Detail says what is wrong with it.
+	Detail string `json:"detail"`
+}
+
+// Unprocessable returns a 422: the request is well-formed but its content is
+// invalid. errs, when given, become the "errors" member.
+func Unprocessable(detail string, errs ...FieldError) *Problem {
+	p := New(http.StatusUnprocessableEntity, detail)
+	if len(errs) > 0 {
+		p.Extensions = map[string]any{"errors": errs}
+	}
+	return p
+}
+
+// TooManyRequests returns a 429; a positive retryAfter sets Retry-After and
+// "retry_after".
+func TooManyRequests(detail string, retryAfter time.Duration) *Problem {
+	p := New(http.StatusTooManyRequests, detail)
+	setRetryAfter(p, retryAfter)
+	return p
+}
+
+// BadGateway returns a 502 naming the upstream that answered with something
+// unusable, in the "upstream" member.
+func BadGateway(upstream, detail string) *Problem {
+	p := New(http.StatusBadGateway, detail)
+	if upstream != "" {
+		p.Extensions = map[string]any{"upstream": upstream}
+	}
+	return p
+}
+
+// ServiceUnavailable returns a 503 naming the dependency that failed in the
+// "dependency" member; a positive retryAfter sets Retry-After and
+// "retry_after". An empty detail becomes "<dependency> is unavailable".
+func ServiceUnavailable(dependency, detail string, retryAfter time.Duration) *Problem {
+	if detail == "" {
+		detail = dependencyDetail(dependency)
+	}
+	p := New(http.StatusServiceUnavailable, detail)
+	if dependency != "" {
+		p.Extensions = map[string]any{"dependency": dependency}
+	}
+	setRetryAfter(p, retryAfter)
+	return p
+}
+
+// Internal returns a 500 with a generic detail. It is what an unexpected
+// error becomes; see [From].
+func Internal() *Problem {
+	return &Problem{
+		Status: http.StatusInternalServerError,
+		Title:  "Internal Server Error",
+		Detail: detailInternal,
+	}
+}
+
+func setRetryAfter(p *Problem, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	p.RetryAfter = d
+	if p.Extensions == nil {
+		p.Extensions = make(map[string]any, 1)
+	}
+	p.Extensions["retry_after"] = retryAfterSeconds(d)
+}
