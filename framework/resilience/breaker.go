@@ -1,0 +1,422 @@
+package resilience
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Outcome is what a call meant for a breaker, as decided by the caller's
+// classifier.
+type Outcome uint8
+
+const (
+	// Success is evidence that the dependency is up.
+	Success Outcome = iota
+	// Failure is evidence that the dependency is not there: a transport
+	// error, a timeout, a 502, 503 or 504.
+	Failure
+	// Ignore is no evidence either way: a 429 or a 500 (the dependency
+	// answered), a bulkhead rejection, a call whose caller gave up.
+	Ignore
+)
+
+// String returns "success", "failure" or "ignore".
+func (o Outcome) String() string {
+	switch o {
+	case Success:
+		return "success"
+	case Failure:
+		return "failure"
+	case Ignore:
+		return "ignore"
+	}
+	return fmt.Sprintf("Outcome(%d)", uint8(o))
+}
+
+// State is a breaker's state.
+type State uint8
+
+const (
+	// StateClosed lets every call through.
+	StateClosed State = iota
+	// StateOpen refuses every call until the cool-down ends.
+	StateOpen
+	// StateHalfOpen lets exactly one probe call through.
+	StateHalfOpen
+)
+
+// String returns "closed", "open" or "half_open".
+func (s State) String() string {
+	switch s {
+	case StateClosed:
+		return "closed"
+	case StateOpen:
+		return "open"
+	case StateHalfOpen:
+		return "half_open"
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// Breaker defaults, from DESIGN.md §3 and the "Llamar a otros servicios" page.
+const (
+	DefaultBreakerFailures     = 5
+	DefaultBreakerFailureRate  = 0.5
+	DefaultBreakerWindow       = 30 * time.Second
+	DefaultBreakerMinimumCalls = 20
+	DefaultBreakerCoolDown     = 15 * time.Second
+)
+
+// breakerBuckets is how many buckets the failure-rate window has: the rate
+// rule is exact to within Window/30 (1 s with the default window).
+const breakerBuckets = 30
+
+// BreakerOpts configures a [Breaker]. Zero fields take their defaults.
+type BreakerOpts struct {
+	// Name names the dependency in errors, hooks and metrics.
+	// Defaults to "dependency".
+	Name string
+	// Failures is how many consecutive failures open the breaker. The
+	// count does not decay with Window: twelve failures spread over an
+	// hour are still twelve in a row. Defaults to 5.
+	Failures int
+	// FailureRate opens the breaker when at least this share of the calls
+	// in the last Window failed, provided there were at least
+	// MinimumCalls. Must be in (0, 1]. Defaults to 0.5.
+	FailureRate float64
+	// Window is the sliding span of the failure-rate rule.
+	// Defaults to 30s.
+	Window time.Duration
+	// MinimumCalls is how many calls Window must hold before the rate rule
+	// may open the breaker. Defaults to 20.
+	MinimumCalls int
+	// CoolDown is how long the breaker stays open before it lets one probe
+	// through. Defaults to 15s.
+	CoolDown time.Duration
+	// Clock is the time source. Defaults to RealClock().
+	Clock Clock
+	// OnStateChange, when set, is called after every state change with the
+	// counts as they were just before the change reset them. Calls are
+	// serialised and in transition order, never with the breaker's lock
+	// held (so the hook may call Snapshot). It runs on the goroutine of a
+	// call that changed the state, after the change, so it must be quick.
+	// Defaults to nil.
+	OnStateChange func(StateChange)
+}
+
+// StateChange describes one transition of a breaker.
+type StateChange struct {
+	Name     string
+	From, To State
+	At       time.Time
+	// Consecutive, WindowCalls and WindowFailures are the counts just
+	// before the change (a change to open or closed resets them).
+	Consecutive    int
+	WindowCalls    int
+	WindowFailures int
+}
+
+// BreakerSnapshot is a breaker's state at one moment, for /ready and metrics.
+type BreakerSnapshot struct {
+	Name  string
+	State State
+	// RetryAfter is the cool-down left while open; 0 otherwise.
+	RetryAfter time.Duration
+	// Consecutive is the current run of consecutive failures.
+	Consecutive int
+	// WindowCalls and WindowFailures are the counts of the sliding window.
+	WindowCalls    int
+	WindowFailures int
+	// Opens counts every transition to open since the breaker was made.
+	Opens uint64
+}
+
+// Breaker is a circuit breaker for one dependency in one process: closed,
+// open, half-open as described in the package documentation. A Breaker is
+// safe for concurrent use. A nil *Breaker lets every call through.
+type Breaker struct {
+	name     string
+	failures int
+	rate     float64
+	minCalls int
+	coolDown time.Duration
+	clock    Clock
+	hook     func(StateChange)
+
+	hookMu sync.Mutex // held by the goroutine delivering queued changes
+
+	mu          sync.Mutex
+	state       State
+	gen         uint64 // bumped by every state change and every probe grant
+	probing     bool
+	consecutive int
+	win         window // a: calls, b: failures
+	until       time.Time
+	openErr     *OpenError // shared by every refusal of the current open period
+	probeErr    *OpenError // shared by every refusal while the probe is in flight
+	opens       uint64
+	pending     []StateChange // changes not yet delivered to the hook
+}
+
+// NewBreaker returns a closed Breaker. It panics if an option is out of
+// range (negative counts or durations, a failure rate outside (0, 1]).
+func NewBreaker(o BreakerOpts) *Breaker {
+	if o.Failures < 0 || o.MinimumCalls < 0 || o.Window < 0 || o.CoolDown < 0 {
+		panic(fmt.Sprintf("resilience: breaker %q: negative option in %+v", o.Name, o))
+	}
+	if o.FailureRate < 0 || o.FailureRate > 1 || o.FailureRate != o.FailureRate {
+		panic(fmt.Sprintf("resilience: breaker %q: FailureRate %v is outside (0, 1]", o.Name, o.FailureRate))
+	}
+	if o.Name == "" {
+		o.Name = "dependency"
+	}
+	if o.Failures == 0 {
+		o.Failures = DefaultBreakerFailures
+	}
+	if o.FailureRate == 0 {
+		o.FailureRate = DefaultBreakerFailureRate
+	}
+	if o.Window == 0 {
+		o.Window = DefaultBreakerWindow
+	}
+	if o.MinimumCalls == 0 {
+		o.MinimumCalls = DefaultBreakerMinimumCalls
+	}
+	if o.CoolDown == 0 {
+		o.CoolDown = DefaultBreakerCoolDown
+	}
+	clock := clockOrReal(o.Clock)
+	b := &Breaker{
+		name:     o.Name,
+		failures: o.Failures,
+		rate:     o.FailureRate,
+		minCalls: o.MinimumCalls,
+		coolDown: o.CoolDown,
+		clock:    clock,
+		hook:     o.OnStateChange,
+		win:      newWindow(o.Window, breakerBuckets, clock.Now()),
+	}
+	b.probeErr = &OpenError{Name: o.Name, clock: clock}
+	return b
+}
+
+// Name returns the breaker's name.
+func (b *Breaker) Name() string { return b.name }
+
+// Ticket is the permission [Breaker.Allow] gives one call. Report the call's
+// outcome with Done, exactly once. A Ticket remembers the breaker's
+// generation: an outcome reported after the breaker changed state (a call
+// admitted while closed that ends after the breaker opened, or after a new
+// probe was granted) is ignored, so a stale result cannot decide the new
+// state. The zero Ticket's Done does nothing.
+type Ticket struct {
+	b     *Breaker
+	gen   uint64
+	probe bool
+}
+
+// Probe reports whether this ticket is the half-open breaker's single probe.
+func (t Ticket) Probe() bool { return t.probe }
+
+// Allow asks to make one call. It returns a Ticket, or a *[OpenError] when
+// the breaker is open, or half-open with its probe already taken. Allow does
+// no I/O and, on both paths, allocates nothing.
+func (b *Breaker) Allow() (Ticket, error) {
+	if b == nil {
+		return Ticket{}, nil
+	}
+	b.mu.Lock()
+	if b.state == StateClosed {
+		t := Ticket{b: b, gen: b.gen}
+		b.mu.Unlock()
+		return t, nil
+	}
+	var change *StateChange
+	if b.state == StateOpen {
+		now := b.clock.Now()
+		if now.Before(b.until) {
+			err := b.openErr
+			b.mu.Unlock()
+			return Ticket{}, err
+		}
+		c := b.transitionLocked(StateHalfOpen, now)
+		change = &c
+	}
+	// Half-open.
+	if b.probing {
+		err := b.probeErr
+		b.unlockAndNotify(change)
+		return Ticket{}, err
+	}
+	b.probing = true
+	b.gen++
+	t := Ticket{b: b, gen: b.gen, probe: true}
+	b.unlockAndNotify(change)
+	return t, nil
+}
+
+// Done reports the call's outcome. Call it exactly once per Ticket; use
+// [Ignore] when the caller gave up (cancelled context) or the outcome says
+// nothing about the dependency. A probe's Ignore frees the probe slot for
+// the next caller without closing or reopening the breaker.
+func (t Ticket) Done(o Outcome) {
+	b := t.b
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	if t.gen != b.gen {
+		b.mu.Unlock()
+		return
+	}
+	switch b.state {
+	case StateClosed:
+		if o != Success && o != Failure {
+			b.mu.Unlock()
+			return
+		}
+		now := b.clock.Now()
+		if o == Success {
+			b.win.add(now, 1, 0)
+			b.consecutive = 0
+			b.mu.Unlock()
+			return
+		}
+		b.win.add(now, 1, 1)
+		b.consecutive++
+		if b.consecutive >= b.failures || b.rateTrippedLocked() {
+			c := b.openLocked(now)
+			b.unlockAndNotify(&c)
+			return
+		}
+		b.mu.Unlock()
+	case StateHalfOpen:
+		if !t.probe {
+			b.mu.Unlock()
+			return
+		}
+		switch o {
+		case Success:
+			c := b.transitionLocked(StateClosed, b.clock.Now())
+			b.unlockAndNotify(&c)
+		case Failure:
+			c := b.openLocked(b.clock.Now())
+			b.unlockAndNotify(&c)
+		default:
+			b.probing = false
+			b.gen++
+			b.mu.Unlock()
+		}
+	default:
+		b.mu.Unlock()
+	}
+}
+
+// rateTrippedLocked reports whether the failure-rate rule holds.
+func (b *Breaker) rateTrippedLocked() bool {
+	calls := b.win.a
+	if calls < int64(b.minCalls) {
+		return false
+	}
+	// A small tolerance so that, e.g., 3 of 30 meets a rate of 0.1 despite
+	// 0.1*30 being 3.0000000000000004 in floating point.
+	return float64(b.win.b) >= b.rate*float64(calls)-1e-9
+}
+
+func (b *Breaker) openLocked(now time.Time) StateChange {
+	c := b.transitionLocked(StateOpen, now)
+	b.until = now.Add(b.coolDown)
+	b.openErr = &OpenError{Name: b.name, Until: b.until, clock: b.clock}
+	b.opens++
+	return c
+}
+
+// transitionLocked moves to state to, bumps the generation and resets what
+// the new state starts without. It returns the change for the hook.
+func (b *Breaker) transitionLocked(to State, now time.Time) StateChange {
+	b.win.advance(now)
+	c := StateChange{
+		Name: b.name, From: b.state, To: to, At: now,
+		Consecutive: b.consecutive, WindowCalls: int(b.win.a), WindowFailures: int(b.win.b),
+	}
+	b.state = to
+	b.gen++
+	b.probing = false
+	if to != StateHalfOpen {
+		b.consecutive = 0
+		b.win.reset()
+	}
+	return c
+}
+
+// unlockAndNotify queues change (if any) for the hook, releases b.mu and
+// delivers queued changes. Changes are queued under mu, so they are
+// delivered in the order the transitions happened, and the hook never runs
+// with mu held: it may call any method of the breaker.
+func (b *Breaker) unlockAndNotify(change *StateChange) {
+	if change != nil && b.hook != nil {
+		b.pending = append(b.pending, *change)
+	}
+	queued := len(b.pending) > 0
+	b.mu.Unlock()
+	if queued {
+		b.deliver()
+	}
+}
+
+// deliver runs the hook for every queued change. Whoever holds hookMu
+// delivers; a goroutine that finds it held leaves its change to the holder,
+// which looks again after letting go, so no change is left behind.
+func (b *Breaker) deliver() {
+	for {
+		if !b.hookMu.TryLock() {
+			return
+		}
+		b.drain()
+		b.mu.Lock()
+		more := len(b.pending) > 0
+		b.mu.Unlock()
+		if !more {
+			return
+		}
+	}
+}
+
+func (b *Breaker) drain() {
+	defer b.hookMu.Unlock() // a panicking hook must not stop later deliveries
+	for {
+		b.mu.Lock()
+		if len(b.pending) == 0 {
+			b.pending = b.pending[:0]
+			b.mu.Unlock()
+			return
+		}
+		c := b.pending[0]
+		b.pending = append(b.pending[:0], b.pending[1:]...)
+		b.mu.Unlock()
+		b.hook(c)
+	}
+}
+
+// Snapshot returns the breaker's state and counts. An open breaker whose
+// cool-down has ended is reported (and becomes) half-open.
+func (b *Breaker) Snapshot() BreakerSnapshot {
+	b.mu.Lock()
+	now := b.clock.Now()
+	var change *StateChange
+	if b.state == StateOpen && !now.Before(b.until) {
+		c := b.transitionLocked(StateHalfOpen, now)
+		change = &c
+	}
+	b.win.advance(now)
+	s := BreakerSnapshot{
+		Name: b.name, State: b.state, Consecutive: b.consecutive,
+		WindowCalls: int(b.win.a), WindowFailures: int(b.win.b), Opens: b.opens,
+	}
+	if b.state == StateOpen {
+		s.RetryAfter = b.until.Sub(now)
+	}
+	b.unlockAndNotify(change)
+	return s
+}

@@ -1,0 +1,200 @@
+package resilience
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+// Retry budget defaults, from DESIGN.md §3 (sliding ratio) and page 002 of
+// the specification (token bucket: 10 tokens, at most 10, +0.1 per call).
+const (
+	DefaultBudgetRatio        = 0.2
+	DefaultBudgetMinPerSecond = 1.0
+	DefaultBudgetWindow       = 10 * time.Second
+
+	DefaultTokenBucketMaxTokens     = 10.0
+	DefaultTokenBucketTokensPerCall = 0.1
+)
+
+// budgetBuckets is how many buckets each budget window has: the ratio rule
+// is exact to within Window/10 (1 s by default) and the per-second rule to
+// within 100 ms.
+const budgetBuckets = 10
+
+// RetryBudgetOpts configures a [RetryBudget]. Zero fields take their
+// defaults.
+type RetryBudgetOpts struct {
+	// Ratio lets a retry start while the retries of the last Window stay
+	// below Ratio × the calls (first attempts) of the last Window.
+	// Defaults to 0.2.
+	Ratio float64
+	// MinPerSecond lets a retry start, whatever Ratio says, while fewer than
+	// this many retries were made in the last second, so a quiet client can
+	// still retry. Defaults to 1.
+	MinPerSecond float64
+	// Window is the span of the ratio rule. Defaults to 10s.
+	Window time.Duration
+	// Clock is the time source. Defaults to RealClock().
+	Clock Clock
+	// TokenBucket, when set, replaces the sliding ratio with a token bucket
+	// (Ratio, MinPerSecond and Window are then unused). Defaults to nil.
+	TokenBucket *TokenBucketOpts
+}
+
+// TokenBucketOpts configures the token-bucket variant of [RetryBudget]: the
+// bucket starts with InitialTokens, every call adds TokensPerCall (never
+// above MaxTokens), and every retry needs and takes one whole token. This is
+// the gRPC-throttling style of spec page 002: 50 calls of 3 attempts to an
+// always-failing upstream make 64 requests (50 + 10 initial + 4 earned).
+type TokenBucketOpts struct {
+	// MaxTokens caps the bucket. Defaults to 10.
+	MaxTokens float64
+	// InitialTokens is the bucket's content at start. Defaults to MaxTokens.
+	InitialTokens float64
+	// TokensPerCall is added by every RecordCall. Defaults to 0.1.
+	TokensPerCall float64
+}
+
+// RetryBudget limits retries to a share of the calls, so a client that
+// retries does not multiply its traffic when its dependency is down. Call
+// RecordCall once per call (first attempt) and TryRetry before every retry.
+// A RetryBudget is per dependency and per process, and safe for concurrent
+// use. A nil *RetryBudget allows every retry.
+type RetryBudget struct {
+	ratio  float64
+	minPS  float64
+	clock  Clock
+	bucket bool
+
+	mu      sync.Mutex
+	long    window // a: calls, b: retries over Window
+	second  window // a: retries over the last second
+	tokens  int64  // token bucket content in millitokens
+	maxTok  int64
+	perCall int64
+	calls   uint64
+	retries uint64
+	denied  uint64
+}
+
+// BudgetSnapshot is a budget's counters, for metrics.
+type BudgetSnapshot struct {
+	// Calls, Retries and Denied count since the budget was made.
+	Calls, Retries, Denied uint64
+	// WindowCalls and WindowRetries are the sliding counts (ratio mode).
+	WindowCalls, WindowRetries int
+	// Tokens is the bucket's content (token-bucket mode).
+	Tokens float64
+}
+
+// NewRetryBudget returns a RetryBudget. It panics if an option is negative
+// or not a number.
+func NewRetryBudget(o RetryBudgetOpts) *RetryBudget {
+	if bad(o.Ratio) || bad(o.MinPerSecond) || o.Window < 0 {
+		panic(fmt.Sprintf("resilience: retry budget: negative option in %+v", o))
+	}
+	clock := clockOrReal(o.Clock)
+	b := &RetryBudget{clock: clock}
+	if tb := o.TokenBucket; tb != nil {
+		if bad(tb.MaxTokens) || bad(tb.InitialTokens) || bad(tb.TokensPerCall) {
+			panic(fmt.Sprintf("resilience: retry budget: negative token bucket option in %+v", *tb))
+		}
+		maxT, perCall := tb.MaxTokens, tb.TokensPerCall
+		if maxT == 0 {
+			maxT = DefaultTokenBucketMaxTokens
+		}
+		if perCall == 0 {
+			perCall = DefaultTokenBucketTokensPerCall
+		}
+		initial := tb.InitialTokens
+		if initial == 0 {
+			initial = maxT
+		}
+		b.bucket = true
+		b.maxTok = milli(maxT)
+		b.perCall = milli(perCall)
+		b.tokens = min(milli(initial), b.maxTok)
+		return b
+	}
+	if o.Ratio == 0 {
+		o.Ratio = DefaultBudgetRatio
+	}
+	if o.MinPerSecond == 0 {
+		o.MinPerSecond = DefaultBudgetMinPerSecond
+	}
+	if o.Window == 0 {
+		o.Window = DefaultBudgetWindow
+	}
+	b.ratio, b.minPS = o.Ratio, o.MinPerSecond
+	now := clock.Now()
+	b.long = newWindow(o.Window, budgetBuckets, now)
+	b.second = newWindow(time.Second, budgetBuckets, now)
+	return b
+}
+
+func bad(f float64) bool { return f < 0 || math.IsNaN(f) || math.IsInf(f, 0) }
+
+// milli converts tokens to millitokens, so 0.1 added ten times is exactly one.
+func milli(f float64) int64 { return int64(math.Round(f * 1000)) }
+
+// RecordCall records one call (a first attempt).
+func (b *RetryBudget) RecordCall() {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	b.calls++
+	if b.bucket {
+		b.tokens = min(b.tokens+b.perCall, b.maxTok)
+	} else {
+		b.long.add(b.clock.Now(), 1, 0)
+	}
+	b.mu.Unlock()
+}
+
+// TryRetry reports whether a retry may start and, if so, records it. A false
+// is counted as a denial (see Snapshot); the caller returns the failure it
+// has instead of retrying.
+func (b *RetryBudget) TryRetry() bool {
+	if b == nil {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.bucket {
+		if b.tokens < 1000 {
+			b.denied++
+			return false
+		}
+		b.tokens -= 1000
+		b.retries++
+		return true
+	}
+	now := b.clock.Now()
+	b.long.advance(now)
+	b.second.advance(now)
+	if float64(b.long.b) < b.ratio*float64(b.long.a) || float64(b.second.a) < b.minPS {
+		b.long.add(now, 0, 1)
+		b.second.add(now, 1, 0)
+		b.retries++
+		return true
+	}
+	b.denied++
+	return false
+}
+
+// Snapshot returns the budget's counters.
+func (b *RetryBudget) Snapshot() BudgetSnapshot {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := BudgetSnapshot{Calls: b.calls, Retries: b.retries, Denied: b.denied}
+	if b.bucket {
+		s.Tokens = float64(b.tokens) / 1000
+	} else {
+		b.long.advance(b.clock.Now())
+		s.WindowCalls, s.WindowRetries = int(b.long.a), int(b.long.b)
+	}
+	return s
+}

@@ -1,0 +1,130 @@
+package resilience
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestBulkheadFiftyFirstWaitsThenIsRejected(t *testing.T) {
+	t.Parallel()
+	clock := NewTestClock(epoch)
+	bh := NewBulkhead(BulkheadOpts{Name: "billing", Clock: clock})
+	permits := make([]Permit, 0, 50)
+	for i := range 50 {
+		p, err := bh.Acquire(t.Context())
+		if err != nil {
+			t.Fatalf("acquire %d: %v", i+1, err)
+		}
+		permits = append(permits, p)
+	}
+	if bh.InFlight() != 50 {
+		t.Fatalf("InFlight = %d, want 50", bh.InFlight())
+	}
+	type result struct {
+		err error
+		at  time.Time
+	}
+	done := make(chan result, 1)
+	go func() {
+		_, err := bh.Acquire(context.Background())
+		done <- result{err, clock.Now()}
+	}()
+	clock.BlockUntil(1)
+	clock.Advance(499 * time.Millisecond)
+	select {
+	case r := <-done:
+		t.Fatalf("51st returned before 0.5 s: %v", r.err)
+	default:
+	}
+	clock.Advance(time.Millisecond)
+	r := <-done
+	var full *BulkheadFullError
+	if !errors.As(r.err, &full) || !errors.Is(r.err, ErrBulkheadFull) || errors.Is(r.err, ErrOpen) {
+		t.Fatalf("51st = %v, want *BulkheadFullError", r.err)
+	}
+	if got := r.at.Sub(epoch); got != 500*time.Millisecond {
+		t.Fatalf("rejected at %v of test-clock time, want 500ms", got)
+	}
+	if got, want := r.err.Error(), "bulkhead for 'billing' is full: 50 calls in flight, waited 500ms"; got != want {
+		t.Fatalf("error = %q, want %q", got, want)
+	}
+	for _, p := range permits {
+		p.Release()
+	}
+	if bh.InFlight() != 0 {
+		t.Fatalf("InFlight after release = %d", bh.InFlight())
+	}
+}
+
+func TestBulkheadWaiterGetsFreedSlot(t *testing.T) {
+	t.Parallel()
+	clock := NewTestClock(epoch)
+	bh := NewBulkhead(BulkheadOpts{MaxConcurrent: 1, Clock: clock})
+	p, _ := bh.Acquire(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		p2, err := bh.Acquire(context.Background())
+		p2.Release()
+		done <- err
+	}()
+	clock.BlockUntil(1)
+	clock.Advance(300 * time.Millisecond)
+	p.Release()
+	if err := <-done; err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+}
+
+func TestBulkheadContextCancellation(t *testing.T) {
+	t.Parallel()
+	clock := NewTestClock(epoch)
+	bh := NewBulkhead(BulkheadOpts{Name: "billing", MaxConcurrent: 1, Clock: clock})
+	p, _ := bh.Acquire(t.Context())
+	defer p.Release()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := bh.Acquire(ctx)
+		done <- err
+	}()
+	clock.BlockUntil(1)
+	cancel()
+	err := <-done
+	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrBulkheadFull) {
+		t.Fatalf("cancelled wait = %v, want context.Canceled", err)
+	}
+	if clock.Waiters() != 0 {
+		t.Fatalf("cancelled wait left %d timers", clock.Waiters())
+	}
+	// An already-ended context fails at once.
+	if _, err := bh.Acquire(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Acquire with a done ctx = %v", err)
+	}
+}
+
+func TestBulkheadDoubleReleaseIsHarmless(t *testing.T) {
+	t.Parallel()
+	bh := NewBulkhead(BulkheadOpts{MaxConcurrent: 2})
+	p1, _ := bh.Acquire(t.Context())
+	copyOfP1 := p1
+	p1.Release()
+	p1.Release()
+	p2, _ := bh.Acquire(t.Context()) // may reuse p1's slot
+	p3, _ := bh.Acquire(t.Context())
+	copyOfP1.Release() // stale: must not free p2's or p3's slot
+	if bh.InFlight() != 2 {
+		t.Fatalf("InFlight = %d, want 2 (a stale release freed a slot)", bh.InFlight())
+	}
+	p2.Release()
+	p3.Release()
+	Permit{}.Release()
+	var nilBH *Bulkhead
+	if p, err := nilBH.Acquire(t.Context()); err != nil {
+		t.Fatalf("nil bulkhead: %v", err)
+	} else {
+		p.Release()
+	}
+}

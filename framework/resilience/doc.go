@@ -1,0 +1,78 @@
+// Package resilience is the one implementation of jfast's breakers, retry
+// budgets, bulkheads, backoff and clock. Every plugin's deadlines, retries
+// and breakers go through it; no plugin writes its own.
+//
+// Everything here is per dependency and per process: a service with many
+// workers (processes or replicas) has one [Breaker], one [RetryBudget] and
+// one [Bulkhead] per dependency in each of them, each deciding on its own
+// evidence. See docs/resilience.md for the reasons behind every default.
+//
+// # Clock
+//
+// Every timer goes through a [Clock]: [RealClock] in production, a
+// [TestClock] in tests, which moves only when the test calls
+// [TestClock.Advance] and records every Sleep, so cool-downs, budget windows
+// and bulkhead waits are tested without sleeping.
+//
+// # Breaker
+//
+// A [Breaker] is closed, open or half-open:
+//
+//   - Closed: calls pass. It opens after Failures (5) consecutive failures,
+//     or when at least FailureRate (0.5) of the calls of the last Window
+//     (30 s, sliding) failed, provided there were at least MinimumCalls (20).
+//     The consecutive count does not decay with the window.
+//   - Open: [Breaker.Allow] fails at once with an [*OpenError] that carries
+//     the cool-down left, for CoolDown (15 s).
+//   - Half-open: after the cool-down exactly one probe passes and every
+//     other call fails fast. A probe success closes the breaker (and resets
+//     the counts), a probe failure reopens it for a full cool-down, and an
+//     [Ignore] outcome (the caller gave up, a 429, a bulkhead rejection)
+//     frees the probe slot for the next caller.
+//
+// What counts as a failure is the caller's decision, reported as an
+// [Outcome] through [Ticket.Done]. Tickets carry the breaker's generation, so
+// a result that arrives after a state change cannot decide the new state.
+// State changes are reported to [BreakerOpts].OnStateChange with the counts
+// from just before the change.
+//
+// # RetryBudget, Bulkhead, Backoff
+//
+// A [RetryBudget] lets a retry start while the retries of the last 10 s stay
+// below 0.2 × the calls of the last 10 s, or while fewer than 1 retry was
+// made in the last second; [TokenBucketOpts] selects the token-bucket
+// variant instead. A [Bulkhead] admits at most 50 calls in flight and makes
+// a call wait at most 0.5 s for a slot. [Backoff] computes full-jitter
+// delays and [ParseRetryAfter] reads a Retry-After header.
+//
+// # Example
+//
+// One call through a breaker and a bulkhead, retried within a budget:
+//
+//	br := resilience.NewBreaker(resilience.BreakerOpts{Name: "billing"})
+//	bh := resilience.NewBulkhead(resilience.BulkheadOpts{Name: "billing"})
+//	budget := resilience.NewRetryBudget(resilience.RetryBudgetOpts{})
+//	backoff := resilience.Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second}
+//	clock := resilience.RealClock()
+//
+//	budget.RecordCall()
+//	for attempt := 1; ; attempt++ {
+//		status, err := resilience.Call(ctx, br, bh, classify, send)
+//		if !retryable(status, err) || attempt == 3 || !budget.TryRetry() {
+//			return status, err
+//		}
+//		if err := clock.Sleep(ctx, backoff.Delay(attempt)); err != nil {
+//			return status, err
+//		}
+//	}
+//
+// Plugins that need the breaker checked once per call (with several
+// attempts inside) use [Breaker.Allow] and [Ticket.Done] directly:
+//
+//	ticket, err := br.Allow()
+//	if err != nil {
+//		return err // *resilience.OpenError: errors.Is(err, resilience.ErrOpen)
+//	}
+//	resp, err := attempts(ctx)
+//	ticket.Done(classify(resp, err))
+package resilience

@@ -1,0 +1,63 @@
+package resilience
+
+import "time"
+
+// window counts two quantities (a and b) over a sliding span of time split
+// into equal buckets. The span summed at any moment covers between
+// span-width and span of history, so counts are exact to within one bucket.
+// It is not safe for concurrent use; its owner holds a lock.
+type window struct {
+	width   time.Duration // one bucket
+	origin  time.Time
+	head    int64 // bucket epoch of the newest bucket
+	buckets []bucket
+	a, b    int64 // running totals over the buckets
+}
+
+type bucket struct{ a, b int64 }
+
+func newWindow(span time.Duration, n int, origin time.Time) window {
+	w := span / time.Duration(n)
+	if w <= 0 {
+		w = 1
+	}
+	return window{width: w, origin: origin, buckets: make([]bucket, n)}
+}
+
+// advance drops the buckets that have slid out of the span at now.
+func (w *window) advance(now time.Time) {
+	e := int64(now.Sub(w.origin) / w.width)
+	if e <= w.head {
+		return
+	}
+	n := int64(len(w.buckets))
+	if e-w.head >= n {
+		clear(w.buckets)
+		w.a, w.b = 0, 0
+	} else {
+		for k := w.head + 1; k <= e; k++ {
+			bk := &w.buckets[k%n]
+			w.a -= bk.a
+			w.b -= bk.b
+			*bk = bucket{}
+		}
+	}
+	w.head = e
+}
+
+// add records da and db in the bucket of now. A time before the newest
+// bucket (a clock that stepped back) counts in the newest bucket.
+func (w *window) add(now time.Time, da, db int64) {
+	w.advance(now)
+	bk := &w.buckets[w.head%int64(len(w.buckets))]
+	bk.a += da
+	bk.b += db
+	w.a += da
+	w.b += db
+}
+
+// reset forgets everything.
+func (w *window) reset() {
+	clear(w.buckets)
+	w.a, w.b = 0, 0
+}
