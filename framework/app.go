@@ -1,0 +1,613 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jfastframework/jfast/problem"
+	"github.com/jfastframework/jfast/readiness"
+)
+
+// Options are what a service's main compiles in. Plugins lists every plugin the
+// binary carries; [plugins] enabled chooses which of them run.
+type Options struct {
+	// Plugins compiled into the service. The observability plugin is always
+	// compiled in; it runs when enabled (it is by default).
+	Plugins []Plugin
+
+	// Routes mounts the service's routes. It runs once at boot, after the plugins
+	// have started, and gets the App so handlers can take the clients they need
+	// (asking for something not configured returns an error, which fails the boot).
+	Routes func(app *App, r chi.Router) error
+
+	// ConfigFile is the configuration file. Empty means $JFAST_CONFIG, and without
+	// it "jfast.toml" in the working directory when that file exists; no file at
+	// all is allowed (defaults plus the environment).
+	ConfigFile string
+
+	// ConfigText, when not empty, is the TOML text used instead of any file
+	// (tests and tools).
+	ConfigText string
+
+	// Environ is the environment to read JFAST_* variables from. Defaults to
+	// os.Environ().
+	Environ []string
+
+	// LogOutput receives the logs. Defaults to os.Stderr.
+	LogOutput io.Writer
+}
+
+// App is a jfast service: its configuration, its plugins, and its HTTP server.
+// Build it with New, then Run it (or Start and Stop it).
+type App struct {
+	opts       Options
+	configFile string
+	cfg        AppConfig
+	raw        *rawConfig
+	compiled   map[string]Plugin
+	plugins    []Plugin // enabled, in start order
+	critical   map[string]bool
+	log        *slog.Logger
+	logSources atomic.Pointer[[]LogSource]
+	registry   *prometheus.Registry
+
+	mu       sync.Mutex
+	started  []Plugin
+	ready    *readiness.Aggregator
+	router   chi.Router
+	server   *http.Server
+	listener net.Listener
+	served   chan error
+	stopped  bool
+}
+
+// New loads and validates the configuration. It does no I/O beyond reading the
+// file: a configuration error is returned as ConfigErrors, listing every problem.
+func New(opts Options) (*App, error) {
+	a := &App{opts: opts, compiled: map[string]Plugin{}, critical: map[string]bool{}, cfg: DefaultAppConfig()}
+	compiled := slices.Clone(opts.Plugins)
+	hasObservability := false
+	for _, p := range compiled {
+		if p.Name() == observabilityName {
+			hasObservability = true
+		}
+	}
+	if !hasObservability {
+		compiled = append(compiled, &Observability{})
+	}
+	for _, p := range compiled {
+		if _, dup := a.compiled[p.Name()]; dup {
+			return nil, fmt.Errorf("framework: plugin %q is compiled in twice", p.Name())
+		}
+		a.compiled[p.Name()] = p
+	}
+
+	environ := opts.Environ
+	if environ == nil {
+		environ = os.Environ()
+	}
+	text := []byte(opts.ConfigText)
+	a.configFile = "config"
+	if len(text) == 0 {
+		path, explicit := opts.ConfigFile, opts.ConfigFile != ""
+		if !explicit {
+			if p := lookupEnv(environ, "JFAST_CONFIG"); p != "" {
+				path, explicit = p, true
+			} else {
+				path = "jfast.toml"
+			}
+		}
+		var err error
+		if text, err = readConfigFile(path, explicit); err != nil {
+			return nil, err
+		}
+		a.configFile = path
+	}
+
+	a.raw = loadRaw(a.configFile, text, environ, a.isDeploy)
+	errs := a.raw.errs
+	a.bind(&errs)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+
+	out := opts.LogOutput
+	if out == nil {
+		out = os.Stderr
+	}
+	a.log = newLogger(a.cfg, out, &a.logSources)
+	for _, w := range a.raw.warnings {
+		a.log.Warn("configuration: " + w)
+	}
+	a.registry = prometheus.NewRegistry()
+	return a, nil
+}
+
+func lookupEnv(environ []string, name string) string {
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}
+
+// isDeploy reports whether a flat key is a deploy key.
+func (a *App) isDeploy(key string) bool {
+	if key == "app.listen" {
+		return true
+	}
+	for name, p := range a.compiled {
+		dk, ok := p.(DeployKeyer)
+		if !ok {
+			continue
+		}
+		for _, pattern := range dk.DeployKeys() {
+			if matchKey("plugin."+name+"."+pattern, key) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// bind decodes the raw tree into the [app] table, the [plugins] table and every
+// compiled plugin's table, validates them, and orders the enabled plugins.
+func (a *App) bind(errs *ConfigErrors) {
+	b := &binder{errs: errs, set: map[string]string{}}
+	tree := a.raw.tree
+	top := map[string]int{"app": 0, "plugins": 1, "plugin": 2}
+	for _, k := range sortedKeys(tree) {
+		if _, ok := top[k]; !ok {
+			b.unknown(k, k, top)
+		}
+	}
+	if m, ok := tableAt(b, tree, "app"); ok {
+		b.bindStruct("app", reflectValue(&a.cfg), m)
+	}
+	plugins := PluginsConfig{Enabled: []string{observabilityName}}
+	if m, ok := tableAt(b, tree, "plugins"); ok {
+		b.bindStruct("plugins", reflectValue(&plugins), m)
+	}
+	v := &Validation{prefix: "app", app: &a.cfg, errs: errs, set: b.set}
+	a.cfg.validate(v)
+
+	enabled := map[string]bool{}
+	for _, name := range plugins.Enabled {
+		switch {
+		case enabled[name]:
+			*errs = append(*errs, ConfigError{Key: "plugins.enabled", Problem: fmt.Sprintf("plugin %q is listed twice", name), Fix: "list each plugin once"})
+		case a.compiled[name] == nil:
+			*errs = append(*errs, ConfigError{Key: "plugins.enabled", Problem: fmt.Sprintf("plugin %q is enabled but not compiled into this service", name), Fix: a.compileFix(name)})
+		default:
+			enabled[name] = true
+		}
+	}
+
+	pluginTables, _ := tableAt(b, tree, "plugin")
+	for _, name := range sortedKeys(pluginTables) {
+		if a.compiled[name] != nil {
+			continue
+		}
+		fix := a.compileFix(name)
+		if s := suggest(name, slices.Collect(mapKeys(a.compiled))); s != "" {
+			fix = fmt.Sprintf("did you mean [plugin.%s]? Otherwise %s", s, fix)
+		}
+		*errs = append(*errs, ConfigError{Key: "plugin." + name, Problem: "configures a plugin that is not compiled into this service", Fix: fix})
+	}
+	for _, name := range sortedKeys(a.compiled) {
+		p := a.compiled[name]
+		key := "plugin." + name
+		m, _ := tableAt(b, pluginTables, name)
+		if m == nil {
+			m = map[string]any{}
+		}
+		if c, ok := m["critical"]; ok {
+			crit, isBool := c.(bool)
+			if s, isString := c.(string); isString && (s == "true" || s == "false") {
+				crit, isBool = s == "true", true
+			}
+			if !isBool {
+				*errs = append(*errs, ConfigError{Key: key + ".critical", Problem: fmt.Sprintf("must be true or false, got %s", describe(c)), Fix: "set critical = true only for a dependency without which this replica is useless"})
+			}
+			a.critical[name] = crit
+			b.set[key+".critical"] = ""
+			m = mapWithout(m, "critical")
+		}
+		if cp, ok := p.(Configurable); ok {
+			b.bindStruct(key, reflectValue(cp.Config()), m)
+		} else {
+			for _, k := range sortedKeys(m) {
+				b.unknown(key+"."+k, k, map[string]int{"critical": 0})
+			}
+		}
+		if !enabled[name] {
+			continue
+		}
+		if vp, ok := p.(Validator); ok {
+			vp.Validate(&Validation{prefix: key, app: &a.cfg, errs: errs, set: b.set})
+		}
+	}
+	for k, src := range a.raw.sources {
+		if _, ok := b.set[k]; ok {
+			b.set[k] = src.String()
+		}
+	}
+	order, err := startOrder(plugins.Enabled, a.compiled, enabled)
+	if err != nil {
+		*errs = append(*errs, err...)
+	}
+	a.plugins = order
+}
+
+func (a *App) compileFix(name string) string {
+	if slices.Contains(knownPlugins, name) {
+		return fmt.Sprintf(`import "github.com/jfastframework/jfast/plugins/%s" and add %s.New() to framework.Options.Plugins in main`, name, name)
+	}
+	known := slices.Sorted(mapKeys(a.compiled))
+	if s := suggest(name, append(known, knownPlugins...)); s != "" {
+		return fmt.Sprintf("did you mean %q?", s)
+	}
+	return "remove it, or compile the plugin in: jfast's plugins are " + strings.Join(knownPlugins, ", ")
+}
+
+// startOrder sorts the enabled plugins so each starts after its dependencies, ties
+// broken by the order of [plugins] enabled.
+func startOrder(names []string, compiled map[string]Plugin, enabled map[string]bool) ([]Plugin, ConfigErrors) {
+	var errs ConfigErrors
+	deps := map[string][]string{}
+	for _, name := range names {
+		if !enabled[name] {
+			continue
+		}
+		d, ok := compiled[name].(Dependent)
+		if !ok {
+			continue
+		}
+		for _, dep := range d.Dependencies() {
+			switch {
+			case enabled[dep.Name]:
+				deps[name] = append(deps[name], dep.Name)
+			case !dep.Optional:
+				errs = append(errs, ConfigError{Key: "plugins.enabled", Problem: fmt.Sprintf("plugin %q needs plugin %q, which is not enabled", name, dep.Name), Fix: fmt.Sprintf("add %q to [plugins] enabled", dep.Name)})
+			}
+		}
+	}
+	var order []Plugin
+	state := map[string]int{} // 1 visiting, 2 done
+	var visit func(string, []string)
+	visit = func(name string, path []string) {
+		switch state[name] {
+		case 2:
+			return
+		case 1:
+			errs = append(errs, ConfigError{Key: "plugins.enabled", Problem: "plugins depend on each other in a cycle: " + strings.Join(append(path, name), " → "), Fix: "this is a bug in those plugins; report it"})
+			return
+		}
+		state[name] = 1
+		for _, dep := range deps[name] {
+			visit(dep, append(path, name))
+		}
+		state[name] = 2
+		order = append(order, compiled[name])
+	}
+	for _, name := range names {
+		if enabled[name] {
+			visit(name, nil)
+		}
+	}
+	return order, errs
+}
+
+// Start starts the plugins in order, mounts the routes and starts listening. A
+// failed start stops what had started, in reverse. Start returns once the server
+// accepts connections.
+func (a *App) Start(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.server != nil {
+		return errors.New("framework: app already started")
+	}
+	for _, p := range a.plugins {
+		s, ok := p.(Starter)
+		if !ok {
+			a.started = append(a.started, p)
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, a.cfg.StartTimeout)
+		err := s.Start(pctx, a)
+		cancel()
+		if err != nil {
+			a.stopPlugins(context.Background())
+			return fmt.Errorf("start plugin %s: %w", p.Name(), err)
+		}
+		a.started = append(a.started, p)
+	}
+	router, err := a.buildRouter()
+	if err != nil {
+		a.stopPlugins(context.Background())
+		return err
+	}
+	a.router = router
+	ln, err := net.Listen("tcp", a.cfg.Listen)
+	if err != nil {
+		a.stopPlugins(context.Background())
+		return fmt.Errorf("listen on %s (app.listen): %w", a.cfg.Listen, err)
+	}
+	a.listener = ln
+	a.server = &http.Server{
+		Handler:           router,
+		ReadHeaderTimeout: a.cfg.ReadHeaderTimeout,
+		IdleTimeout:       a.cfg.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+	}
+	a.served = make(chan error, 1)
+	go func() {
+		err := a.server.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		a.served <- err
+	}()
+	names := make([]string, len(a.plugins))
+	for i, p := range a.plugins {
+		names[i] = p.Name()
+	}
+	a.log.Info("listening", slog.String("addr", ln.Addr().String()), slog.Any("plugins", names), slog.String("env", a.cfg.Env))
+	return nil
+}
+
+func (a *App) buildRouter() (chi.Router, error) {
+	r := chi.NewRouter()
+	r.Use(func(next http.Handler) http.Handler {
+		return &serveRequest{next: next, timeout: a.cfg.RequestTimeout, log: a.log}
+	})
+	for _, p := range a.plugins {
+		if m, ok := p.(Middlewarer); ok {
+			r.Use(m.Middleware())
+		}
+	}
+	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
+		problem.Write(w, req, problem.NotFound("no route for "+req.Method+" "+req.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		problem.Write(w, req, problem.MethodNotAllowed(allowedMethods(r, req.URL.Path)))
+	})
+
+	a.ready = readiness.NewAggregator(a.cfg.ReadinessTimeout)
+	a.ready.SetLogger(a.log)
+	for _, p := range a.plugins {
+		if c, ok := p.(Checker); ok {
+			a.ready.Add(readiness.Check{Name: p.Name(), Critical: a.critical[p.Name()], Run: c.Check})
+		}
+	}
+	r.Method(http.MethodGet, "/live", readiness.LiveHandler())
+	r.Method(http.MethodGet, "/ready", a.ready.Handler())
+	for _, p := range a.plugins {
+		if m, ok := p.(RouteMounter); ok {
+			m.MountRoutes(r)
+		}
+	}
+	if a.opts.Routes != nil {
+		if err := a.opts.Routes(a, r); err != nil {
+			return nil, fmt.Errorf("mount routes: %w", err)
+		}
+	}
+	return r, nil
+}
+
+var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions}
+
+// allowedMethods lists the methods routed for path, for the Allow header of a 405.
+func allowedMethods(r chi.Router, path string) []string {
+	var allow []string
+	for _, m := range probeMethods {
+		if r.Match(chi.NewRouteContext(), m, path) {
+			allow = append(allow, m)
+		}
+	}
+	return allow
+}
+
+// Stop drains the server (in-flight requests finish within app.shutdown_timeout),
+// then stops the plugins in reverse start order. It is safe to call more than once.
+func (a *App) Stop(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.stopped {
+		return nil
+	}
+	a.stopped = true
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.ShutdownTimeout)
+	defer cancel()
+	var errs []error
+	if a.server != nil {
+		a.log.Info("shutting down", slog.Duration("timeout", a.cfg.ShutdownTimeout))
+		if err := a.server.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("drain requests: %w", err))
+			_ = a.server.Close()
+		}
+		if err := <-a.served; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, a.stopPlugins(ctx)...)
+	return errors.Join(errs...)
+}
+
+func (a *App) stopPlugins(ctx context.Context) []error {
+	var errs []error
+	for i := len(a.started) - 1; i >= 0; i-- {
+		p := a.started[i]
+		s, ok := p.(Stopper)
+		if !ok {
+			continue
+		}
+		if err := s.Stop(ctx); err != nil {
+			a.log.Error("stop plugin", slog.String("plugin", p.Name()), slog.String("error", err.Error()))
+			errs = append(errs, fmt.Errorf("stop plugin %s: %w", p.Name(), err))
+		}
+	}
+	a.started = nil
+	return errs
+}
+
+// Run starts the App, serves until ctx is done (Main cancels it on SIGINT and
+// SIGTERM), then stops gracefully.
+func (a *App) Run(ctx context.Context) error {
+	if err := a.Start(ctx); err != nil {
+		return err
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-a.served:
+		a.served <- serveErr // Stop reads it again
+	}
+	return errors.Join(serveErr, a.Stop(context.WithoutCancel(ctx)))
+}
+
+// Config returns the validated [app] table.
+func (a *App) Config() AppConfig { return a.cfg }
+
+// Logger returns the service's logger; records logged with a request's context
+// carry its request ID.
+func (a *App) Logger() *slog.Logger { return a.log }
+
+// AddLogSource registers f to add attributes from a context to every log record.
+// Plugins call it from Start.
+func (a *App) AddLogSource(f LogSource) {
+	for {
+		old := a.logSources.Load()
+		var next []LogSource
+		if old != nil {
+			next = slices.Clone(*old)
+		}
+		next = append(next, f)
+		if a.logSources.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}
+
+// Metrics is the registry /metrics serves; plugins register their collectors in it.
+func (a *App) Metrics() *prometheus.Registry { return a.registry }
+
+// Enabled reports whether the named plugin runs.
+func (a *App) Enabled(name string) bool { return a.Plugin(name) != nil }
+
+// Plugin returns the enabled plugin with that name, or nil.
+func (a *App) Plugin(name string) Plugin {
+	for _, p := range a.plugins {
+		if p.Name() == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// Critical reports whether [plugin.<name>] critical is true.
+func (a *App) Critical(name string) bool { return a.critical[name] }
+
+// Get returns the enabled plugin called name as a T, or an error that names the fix.
+// Plugin packages wrap it in their typed accessors.
+func Get[T Plugin](a *App, name string) (T, error) {
+	var zero T
+	p := a.Plugin(name)
+	if p == nil {
+		return zero, fmt.Errorf("plugin %q is not enabled; add it to [plugins] enabled", name)
+	}
+	t, ok := p.(T)
+	if !ok {
+		return zero, fmt.Errorf("plugin %q is a %T, not a %T", name, p, zero)
+	}
+	return t, nil
+}
+
+// Addr is the address the server listens on (useful with port 0).
+func (a *App) Addr() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.listener == nil {
+		return ""
+	}
+	return a.listener.Addr().String()
+}
+
+// Router returns the router once started (tests drive it without a socket).
+func (a *App) Router() http.Handler {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.router
+}
+
+// Sources tells, for every key the file or the environment set, where it came from
+// ("file" or "env JFAST_..."); keys absent from it hold their defaults.
+func (a *App) Sources() map[string]string {
+	out := map[string]string{}
+	for k, src := range a.raw.sources {
+		out[k] = src.String()
+	}
+	return out
+}
+
+// ReadyTimeout is app.readiness_timeout.
+func (a *App) ReadyTimeout() time.Duration { return a.cfg.ReadinessTimeout }
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func mapWithout(m map[string]any, key string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if k != key {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// tableAt returns tree[key] as a table; a value that is not a table is an error.
+func tableAt(b *binder, tree map[string]any, key string) (map[string]any, bool) {
+	v, ok := tree[key]
+	if !ok || v == nil {
+		return nil, false
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		b.errorf(key, "write it as a table: ["+key+"]", "must be a table, got %s", describe(v))
+		return nil, false
+	}
+	return m, true
+}

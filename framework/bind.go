@@ -1,0 +1,264 @@
+package framework
+
+import (
+	"encoding"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+)
+
+// Defaulter is implemented by the element type of a map of tables (for example one
+// upstream of [plugin.http.upstreams.<name>]) so each new entry starts from its
+// defaults before the file and the environment are applied.
+type Defaulter interface {
+	SetDefaults()
+}
+
+// binder walks a typed config struct alongside the raw tree: it reports unknown keys
+// (with a suggestion), values of the wrong type (with the full key), and records
+// which keys were set. Leaf conversion is mapstructure's, with jfast's duration rule.
+type binder struct {
+	errs *ConfigErrors
+	set  map[string]string
+}
+
+var (
+	durationType        = reflect.TypeFor[time.Duration]()
+	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+	defaulterType       = reflect.TypeFor[Defaulter]()
+)
+
+func (b *binder) errorf(key, fix, format string, args ...any) {
+	*b.errs = append(*b.errs, ConfigError{Key: key, Problem: fmt.Sprintf(format, args...), Fix: fix})
+}
+
+// fieldsOf maps each koanf tag of a struct type to its field index.
+func fieldsOf(t reflect.Type) map[string]int {
+	fields := map[string]int{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("koanf"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		fields[name] = i
+	}
+	return fields
+}
+
+func (b *binder) bindStruct(path string, dst reflect.Value, src map[string]any) {
+	fields := fieldsOf(dst.Type())
+	keys := make([]string, 0, len(src))
+	for k := range src {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		i, ok := fields[k]
+		if !ok {
+			b.unknown(join(path, k), k, fields)
+			continue
+		}
+		b.bindValue(join(path, k), dst.Field(i), src[k])
+	}
+}
+
+func (b *binder) unknown(key, name string, fields map[string]int) {
+	known := make([]string, 0, len(fields))
+	for f := range fields {
+		known = append(known, f)
+	}
+	fix := "remove it"
+	if s := suggest(name, known); s != "" {
+		fix = fmt.Sprintf("did you mean %q?", s)
+	} else if len(known) > 0 {
+		sort.Strings(known)
+		fix = "remove it; known keys here: " + strings.Join(known, ", ")
+	}
+	b.errorf(key, fix, "unknown key")
+}
+
+func (b *binder) bindValue(key string, dst reflect.Value, val any) {
+	b.set[key] = ""
+	t := dst.Type()
+	switch {
+	case t == durationType:
+		d, err := parseDuration(val)
+		if err != nil {
+			b.errorf(key, `write a duration such as "250ms" or "5s", or a number of seconds`, "%v", err)
+			return
+		}
+		dst.SetInt(int64(d))
+	case t.Kind() == reflect.Struct && !reflect.PointerTo(t).Implements(textUnmarshalerType):
+		m, ok := val.(map[string]any)
+		if !ok {
+			b.errorf(key, "write it as a table: ["+key+"]", "must be a table, got %s", describe(val))
+			return
+		}
+		b.bindStruct(key, dst, m)
+	case t.Kind() == reflect.Map && t.Key().Kind() == reflect.String && val != nil:
+		m, ok := val.(map[string]any)
+		if !ok {
+			b.errorf(key, "write it as a table: ["+key+"]", "must be a table, got %s", describe(val))
+			return
+		}
+		if dst.IsNil() {
+			dst.Set(reflect.MakeMap(t))
+		}
+		names := make([]string, 0, len(m))
+		for k := range m {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			elem := reflect.New(t.Elem())
+			if existing := dst.MapIndex(reflect.ValueOf(name)); existing.IsValid() {
+				elem.Elem().Set(existing)
+			} else if t.Elem().Kind() == reflect.Struct && reflect.PointerTo(t.Elem()).Implements(defaulterType) {
+				elem.Interface().(Defaulter).SetDefaults()
+			}
+			b.bindValue(join(key, name), elem.Elem(), m[name])
+			dst.SetMapIndex(reflect.ValueOf(name), elem.Elem())
+		}
+	default:
+		dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
+			Result:           dst.Addr().Interface(),
+			WeaklyTypedInput: true,
+			DecodeHook: mapstructure.ComposeDecodeHookFunc(
+				mapstructure.StringToSliceHookFunc(","),
+				mapstructure.TextUnmarshallerHookFunc(),
+			),
+		})
+		if err == nil {
+			err = dec.Decode(val)
+		}
+		if err != nil {
+			b.errorf(key, "write a "+describeType(t), "cannot use %s: %s", describe(val), leafError(err))
+		}
+	}
+}
+
+// parseDuration accepts a Go duration string ("250ms", "5s") or a bare number of
+// seconds (5, 0.25, "5").
+func parseDuration(val any) (time.Duration, error) {
+	switch v := val.(type) {
+	case int64:
+		return time.Duration(v) * time.Second, nil
+	case int:
+		return time.Duration(v) * time.Second, nil
+	case float64:
+		return time.Duration(v * float64(time.Second)), nil
+	case string:
+		s := strings.TrimSpace(v)
+		if s == "" {
+			return 0, fmt.Errorf("is empty; a deadline must be set")
+		}
+		if f, err := strconv.ParseFloat(s, 64); err == nil {
+			return time.Duration(f * float64(time.Second)), nil
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not a duration", s)
+		}
+		return d, nil
+	default:
+		return 0, fmt.Errorf("%s is not a duration", describe(val))
+	}
+}
+
+func leafError(err error) string {
+	var de *mapstructure.DecodeError
+	if errors.As(err, &de) {
+		return de.Unwrap().Error()
+	}
+	return err.Error()
+}
+
+func describe(val any) string {
+	switch v := val.(type) {
+	case string:
+		return strconv.Quote(v)
+	case map[string]any:
+		return "a table"
+	case []any:
+		return "a list"
+	default:
+		return fmt.Sprintf("%v", v)
+	}
+}
+
+func describeType(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Bool:
+		return "boolean: true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "whole number"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.Slice:
+		return "list such as [\"a\", \"b\"] (or a comma-separated string in the environment)"
+	default:
+		return "string"
+	}
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// suggest returns the known name closest to name within edit distance 2, or "".
+func suggest(name string, known []string) string {
+	best, bestD := "", 3
+	sort.Strings(known)
+	for _, k := range known {
+		if d := editDistance(name, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func reflectValue(ptr any) reflect.Value {
+	v := reflect.ValueOf(ptr)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		panic(fmt.Sprintf("framework: Config() must return a pointer to a struct, got %T", ptr))
+	}
+	return v.Elem()
+}

@@ -1,0 +1,97 @@
+package framework
+
+import (
+	"fmt"
+	"time"
+)
+
+// AppConfig is the [app] table of jfast.toml. It is built by the loader, which fills
+// the defaults below before the file and the environment are applied.
+type AppConfig struct {
+	// Name names the service in logs, metrics and the default key prefixes of plugins.
+	// Defaults to "jfast".
+	Name string `koanf:"name"`
+
+	// Env is "development" or "production"; production turns on the production
+	// boot rules (DESIGN.md §7) and JSON logs. Defaults to "development".
+	Env string `koanf:"env"`
+
+	// Listen is the address the HTTP server listens on. It is a deploy key:
+	// JFAST_APP_LISTEN wins over the file. Defaults to "127.0.0.1:8000".
+	Listen string `koanf:"listen"`
+
+	// RequestTimeout is the deadline of every request's context. Defaults to 30s.
+	RequestTimeout time.Duration `koanf:"request_timeout"`
+
+	// ReadinessTimeout bounds the whole /ready run; checks run in parallel under it.
+	// Defaults to 2s.
+	ReadinessTimeout time.Duration `koanf:"readiness_timeout"`
+
+	// ShutdownTimeout bounds a graceful stop: draining in-flight requests, then
+	// stopping plugins in reverse order. Defaults to 20s.
+	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
+
+	// StartTimeout bounds each plugin's Start. Plugins connect lazily, so a start
+	// never waits on a dependency; the bound catches a plugin that would.
+	// Defaults to 10s.
+	StartTimeout time.Duration `koanf:"start_timeout"`
+
+	// ReadHeaderTimeout bounds how long a client may take to send request headers,
+	// so a slow client cannot hold a connection open (slowloris). Defaults to 10s.
+	ReadHeaderTimeout time.Duration `koanf:"read_header_timeout"`
+
+	// IdleTimeout closes keep-alive connections idle for longer. Defaults to 120s.
+	IdleTimeout time.Duration `koanf:"idle_timeout"`
+
+	// LogLevel is "debug", "info", "warn" or "error". Defaults to "info".
+	LogLevel string `koanf:"log_level"`
+}
+
+// Production reports whether the production rules apply.
+func (c AppConfig) Production() bool { return c.Env == "production" }
+
+// DefaultAppConfig returns the [app] defaults.
+func DefaultAppConfig() AppConfig {
+	return AppConfig{
+		Name:              "jfast",
+		Env:               "development",
+		Listen:            "127.0.0.1:8000",
+		RequestTimeout:    30 * time.Second,
+		ReadinessTimeout:  2 * time.Second,
+		ShutdownTimeout:   20 * time.Second,
+		StartTimeout:      10 * time.Second,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		LogLevel:          "info",
+	}
+}
+
+func (c AppConfig) validate(v *Validation) {
+	if c.Name == "" {
+		v.Error("name", "must not be empty", `set name = "orders" (the service's name)`)
+	}
+	if c.Env != "development" && c.Env != "production" {
+		v.Error("env", fmt.Sprintf("must be \"development\" or \"production\", got %q", c.Env), `set env = "production" in deployed environments, "development" elsewhere`)
+	}
+	if c.Listen == "" {
+		v.Error("listen", "must not be empty", `set listen = "127.0.0.1:8000" or JFAST_APP_LISTEN`)
+	}
+	v.Deadline("request_timeout", c.RequestTimeout)
+	v.Deadline("readiness_timeout", c.ReadinessTimeout)
+	v.Deadline("shutdown_timeout", c.ShutdownTimeout)
+	v.Deadline("start_timeout", c.StartTimeout)
+	v.Deadline("read_header_timeout", c.ReadHeaderTimeout)
+	v.Deadline("idle_timeout", c.IdleTimeout)
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		v.Error("log_level", fmt.Sprintf("must be debug, info, warn or error, got %q", c.LogLevel), `set log_level = "info"`)
+	}
+}
+
+// PluginsConfig is the [plugins] table.
+type PluginsConfig struct {
+	// Enabled lists the plugins that run, in the order they start when no dependency
+	// says otherwise. Each must be compiled into the service. Defaults to ["observability"].
+	Enabled []string `koanf:"enabled"`
+}

@@ -1,0 +1,79 @@
+package framework
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/jfastframework/jfast/problem"
+)
+
+// HandlerFunc is a handler that may fail. Its error is rendered in one place:
+// an error that is (or wraps) a problem renders as that problem, every plugin's
+// dependency error as a 503 naming the dependency, anything else as a 500 problem
+// with no internals (the error itself goes to the log with the request ID).
+type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// ServeHTTP implements http.Handler.
+func (f HandlerFunc) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := f(w, r); err != nil {
+		WriteError(w, r, err)
+	}
+}
+
+// Handler adapts a function returning an error to an http.Handler.
+func Handler(f func(w http.ResponseWriter, r *http.Request) error) http.Handler {
+	return HandlerFunc(f)
+}
+
+// WriteError renders err as problem+json. When the response has already started it
+// can only be logged.
+func WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	p := problem.From(err)
+	log := loggerFrom(w)
+	if p.Status >= 500 {
+		log.LogAttrs(r.Context(), slog.LevelError, "request failed",
+			slog.Int("status", p.Status), slog.String("route", routePattern(r)), slog.String("error", err.Error()))
+	}
+	if rec, ok := w.(*ResponseRecorder); ok && rec.Started() {
+		log.LogAttrs(r.Context(), slog.LevelError, "error after the response started; it cannot be rendered",
+			slog.String("error", err.Error()))
+		return
+	}
+	problem.Write(w, r, p)
+}
+
+// JSON writes v as a JSON response with the given status.
+func JSON(w http.ResponseWriter, status int, v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, err = w.Write(append(body, '\n'))
+	return err
+}
+
+func routePattern(r *http.Request) string {
+	if rctx := chi.RouteContext(r.Context()); rctx != nil {
+		return rctx.RoutePattern()
+	}
+	return ""
+}
+
+// loggerFrom returns the App's logger through the recorder the framework serves
+// requests with, or slog's default for a writer something else wrapped.
+func loggerFrom(w http.ResponseWriter) *slog.Logger {
+	for {
+		switch x := w.(type) {
+		case *ResponseRecorder:
+			return x.log
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return slog.Default()
+		}
+	}
+}

@@ -1,0 +1,169 @@
+package framework
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/knadh/koanf/maps"
+	"github.com/knadh/koanf/parsers/toml/v2"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/v2"
+)
+
+// envPrefix starts every variable jfast reads.
+const envPrefix = "JFAST_"
+
+// Source says where a configuration value came from.
+type Source struct {
+	Kind   string // "default", "file" or "env"
+	EnvVar string // the variable's name when Kind is "env"
+}
+
+func (s Source) String() string {
+	if s.Kind == "env" {
+		return "env " + s.EnvVar
+	}
+	return s.Kind
+}
+
+// rawConfig is the file and the environment merged by the deploy/shape rules, before
+// it is bound to typed structs.
+type rawConfig struct {
+	tree     map[string]any    // nested, as the binder walks it
+	sources  map[string]Source // flat key → where its value came from
+	warnings []string
+	errs     ConfigErrors
+}
+
+// envKey maps JFAST_<SECTION>_<KEY> to a config key: SECTION is "APP", "PLUGINS" or
+// a plugin name; "__" separates deeper levels of KEY. It returns "" for variables
+// that are not configuration (JFAST_CONFIG, JFAST_DRILL_*...).
+func envKey(name string) string {
+	rest, ok := strings.CutPrefix(name, envPrefix)
+	if !ok {
+		return ""
+	}
+	section, key, ok := strings.Cut(rest, "_")
+	if !ok || section == "" || key == "" {
+		return ""
+	}
+	section = strings.ToLower(section)
+	key = strings.ToLower(strings.ReplaceAll(key, "__", "."))
+	switch section {
+	case "config", "drill", "test":
+		return ""
+	case "app", "plugins":
+		return section + "." + key
+	default:
+		return "plugin." + section + "." + key
+	}
+}
+
+// loadRaw reads the TOML text and the environment and merges them. isDeploy says
+// whether a flat key is a deploy key (environment wins) or a shape key (file wins).
+func loadRaw(fileName string, text []byte, environ []string, isDeploy func(string) bool) *rawConfig {
+	raw := &rawConfig{sources: map[string]Source{}}
+	fileValues := map[string]any{}
+	if len(text) > 0 {
+		k := koanf.New(".")
+		if err := k.Load(rawBytes(text), toml.Parser()); err != nil {
+			raw.errs = append(raw.errs, ConfigError{Key: fileName, Problem: "is not valid TOML: " + err.Error(), Fix: "correct the syntax at the position given"})
+		} else {
+			fileValues = k.All()
+		}
+	}
+	merged := make(map[string]any, len(fileValues))
+	for key, v := range fileValues {
+		merged[key] = v
+		raw.sources[key] = Source{Kind: "file"}
+	}
+
+	envValues := map[string]string{}
+	envNames := map[string]string{}
+	ek := koanf.New(".")
+	// The provider's own delimiter handling is bypassed: envKey already returns
+	// dotted keys, and koanf nests them on ".".
+	err := ek.Load(env.Provider(".", env.Opt{
+		Prefix: envPrefix,
+		TransformFunc: func(name, value string) (string, any) {
+			key := envKey(name)
+			if key == "" {
+				return "", nil
+			}
+			envValues[key] = value
+			envNames[key] = name
+			return key, value
+		},
+		EnvironFunc: func() []string { return environ },
+	}), nil)
+	if err != nil {
+		raw.errs = append(raw.errs, ConfigError{Key: "environment", Problem: err.Error(), Fix: "check the JFAST_* variables"})
+	}
+
+	keys := make([]string, 0, len(envValues))
+	for key := range envValues {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		value, name := envValues[key], envNames[key]
+		fileValue, inFile := fileValues[key]
+		differs := inFile && fmt.Sprint(fileValue) != value
+		switch {
+		case isDeploy(key):
+			merged[key] = value
+			raw.sources[key] = Source{Kind: "env", EnvVar: name}
+			if differs {
+				// Values are never printed: deploy keys hold DSNs and secrets.
+				raw.warnings = append(raw.warnings, fmt.Sprintf("%s: %s and %s disagree; the environment wins because %s is a deploy key", key, name, fileName, key))
+			}
+		case inFile:
+			if differs {
+				raw.warnings = append(raw.warnings, fmt.Sprintf("%s: %s is ignored; %s wins because %s is a shape key (remove the variable or change the file)", key, name, fileName, key))
+			}
+		default:
+			merged[key] = value
+			raw.sources[key] = Source{Kind: "env", EnvVar: name}
+		}
+	}
+	raw.tree = maps.Unflatten(merged, ".")
+	return raw
+}
+
+// rawBytes is a koanf provider over bytes already read.
+type rawBytes []byte
+
+func (b rawBytes) ReadBytes() ([]byte, error) { return b, nil }
+func (b rawBytes) Read() (map[string]any, error) {
+	return nil, fmt.Errorf("framework: raw bytes need a parser")
+}
+
+// readConfigFile returns the file's text. An explicit path must exist; the default
+// path (jfast.toml in the working directory) may be absent.
+func readConfigFile(path string, explicit bool) ([]byte, error) {
+	text, err := os.ReadFile(path)
+	if err != nil {
+		if !explicit && os.IsNotExist(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read config %s: %w", path, err)
+	}
+	return text, nil
+}
+
+// matchKey reports whether key matches pattern, where a "*" segment matches any one
+// segment: "plugin.http.upstreams.*.base_url".
+func matchKey(pattern, key string) bool {
+	ps, ks := strings.Split(pattern, "."), strings.Split(key, ".")
+	if len(ps) != len(ks) {
+		return false
+	}
+	for i := range ps {
+		if ps[i] != "*" && ps[i] != ks[i] {
+			return false
+		}
+	}
+	return true
+}

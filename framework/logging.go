@@ -1,0 +1,58 @@
+package framework
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/jfastframework/jfast/requestid"
+)
+
+// LogSource adds attributes taken from a context to a log record: telemetry adds
+// trace_id and span_id this way.
+type LogSource func(ctx context.Context, rec *slog.Record)
+
+// contextHandler adds the request ID of the context, and the attributes of every
+// registered LogSource, to each record logged with a context.
+type contextHandler struct {
+	slog.Handler
+	sources *atomic.Pointer[[]LogSource]
+}
+
+func (h contextHandler) Handle(ctx context.Context, rec slog.Record) error {
+	if ctx != nil {
+		if id := requestid.FromContext(ctx); id != "" {
+			rec.AddAttrs(slog.String("request_id", id))
+		}
+		if srcs := h.sources.Load(); srcs != nil {
+			for _, src := range *srcs {
+				src(ctx, &rec)
+			}
+		}
+	}
+	return h.Handler.Handle(ctx, rec)
+}
+
+func (h contextHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return contextHandler{h.Handler.WithAttrs(attrs), h.sources}
+}
+
+func (h contextHandler) WithGroup(name string) slog.Handler {
+	return contextHandler{h.Handler.WithGroup(name), h.sources}
+}
+
+// newLogger returns the service's logger: JSON in production, text elsewhere, with
+// the request ID of the context on every record.
+func newLogger(cfg AppConfig, out io.Writer, sources *atomic.Pointer[[]LogSource]) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel)) // validated at boot
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler
+	if cfg.Production() {
+		h = slog.NewJSONHandler(out, opts)
+	} else {
+		h = slog.NewTextHandler(out, opts)
+	}
+	return slog.New(contextHandler{h, sources}).With(slog.String("service", cfg.Name))
+}

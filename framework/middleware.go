@@ -1,0 +1,133 @@
+package framework
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/jfastframework/jfast/problem"
+	"github.com/jfastframework/jfast/requestid"
+)
+
+// ResponseRecorder is the ResponseWriter every jfast request is served with. It
+// records the status and size for the access log and metrics, and whether the
+// response has started (after which an error can only be logged). Middleware finds
+// it with a type assertion on the ResponseWriter; handlers need not know it.
+type ResponseRecorder struct {
+	http.ResponseWriter
+	status  int
+	written int64
+	start   time.Time
+	log     *slog.Logger
+}
+
+// Status returns the status written, or 0 when nothing has been written yet.
+func (w *ResponseRecorder) Status() int { return w.status }
+
+// Written returns the number of body bytes written.
+func (w *ResponseRecorder) Written() int64 { return w.written }
+
+// Started reports whether the status line has been sent.
+func (w *ResponseRecorder) Started() bool { return w.status != 0 }
+
+// StartTime is when the request entered the framework's middleware.
+func (w *ResponseRecorder) StartTime() time.Time { return w.start }
+
+func (w *ResponseRecorder) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *ResponseRecorder) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.written += int64(n)
+	return n, err
+}
+
+// Flush sends buffered data to the client when the underlying writer can.
+func (w *ResponseRecorder) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		if w.status == 0 {
+			w.status = http.StatusOK
+		}
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *ResponseRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+var recorderPool = sync.Pool{New: func() any { return new(ResponseRecorder) }}
+
+// serveRequest is the framework's middleware, fused into one handler so a request
+// pays for one context and one request copy: request ID, panic recovery, the
+// request deadline and the access log, outermost first.
+type serveRequest struct {
+	next    http.Handler
+	timeout time.Duration
+	log     *slog.Logger
+}
+
+func (s *serveRequest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec := recorderPool.Get().(*ResponseRecorder)
+	*rec = ResponseRecorder{ResponseWriter: w, start: time.Now(), log: s.log}
+	defer recorderPool.Put(rec)
+
+	// Request ID: accept a sane inbound one, else make one; echo it.
+	id := r.Header.Get(requestid.Header)
+	if !requestid.Valid(id) {
+		id = requestid.New()
+	}
+	w.Header()[requestid.Header] = []string{id}
+
+	ctx, cancel := context.WithTimeout(requestid.NewContext(r.Context(), id), s.timeout)
+	defer cancel()
+	r = r.WithContext(ctx)
+
+	defer s.accessLog(rec, r)
+	defer s.recover(rec, r)
+	s.next.ServeHTTP(rec, r)
+}
+
+func (s *serveRequest) recover(w *ResponseRecorder, r *http.Request) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v == http.ErrAbortHandler {
+		panic(v)
+	}
+	s.log.LogAttrs(r.Context(), slog.LevelError, "panic serving request",
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.Any("panic", v),
+		slog.String("stack", string(debug.Stack())))
+	if !w.Started() {
+		problem.Write(w, r, problem.Internal())
+	}
+}
+
+func (s *serveRequest) accessLog(w *ResponseRecorder, r *http.Request) {
+	if !s.log.Enabled(r.Context(), slog.LevelInfo) {
+		return
+	}
+	status := w.Status()
+	if status == 0 {
+		status = http.StatusOK
+	}
+	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		slog.String("method", r.Method),
+		slog.String("route", routePattern(r)),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", status),
+		slog.Int64("bytes", w.Written()),
+		slog.Duration("duration", time.Since(w.start)))
+}

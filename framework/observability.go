@@ -1,0 +1,155 @@
+package framework
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+const observabilityName = "observability"
+
+// ObservabilityConfig is the [plugin.observability] table.
+type ObservabilityConfig struct {
+	// MetricsPath is where the Prometheus text metrics are served.
+	// Defaults to "/metrics".
+	MetricsPath string `koanf:"metrics_path"`
+
+	// RuntimeMetrics adds the Go runtime and process collectors (goroutines, GC,
+	// memory, file descriptors). Defaults to true.
+	RuntimeMetrics bool `koanf:"runtime_metrics"`
+}
+
+// Observability is the built-in plugin behind /metrics: request count and latency
+// by method, chi route template and status, plus the Go runtime. It is compiled into
+// every service and enabled by default.
+//
+// Metrics use prometheus/client_golang directly rather than OpenTelemetry's metric
+// API with its Prometheus exporter: /metrics is Prometheus text either way, and the
+// direct client is one layer less on every request's path and has the Go runtime
+// collector built in. Traces are OpenTelemetry's (the telemetry plugin).
+type Observability struct {
+	cfg      ObservabilityConfig
+	registry *prometheus.Registry
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	series   sync.Map // seriesKey → *series: label lookups once per route, not per request
+}
+
+type seriesKey struct {
+	method, route string
+	status        int
+}
+
+type series struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
+}
+
+// Name implements Plugin.
+func (o *Observability) Name() string { return observabilityName }
+
+// Config implements Configurable.
+func (o *Observability) Config() any {
+	o.cfg = ObservabilityConfig{MetricsPath: "/metrics", RuntimeMetrics: true}
+	return &o.cfg
+}
+
+// Validate implements Validator.
+func (o *Observability) Validate(v *Validation) {
+	if len(o.cfg.MetricsPath) == 0 || o.cfg.MetricsPath[0] != '/' {
+		v.Error("metrics_path", "must be a path starting with /", `set metrics_path = "/metrics"`)
+	}
+}
+
+// Start implements Starter: it registers the collectors.
+func (o *Observability) Start(_ context.Context, app *App) error {
+	o.registry = app.Metrics()
+	o.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "http_server_requests_total",
+		Help: "HTTP requests served, by method, route template and status.",
+	}, []string{"method", "route", "status"})
+	o.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "http_server_request_duration_seconds",
+		Help:    "Time to serve an HTTP request, by method, route template and status.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	}, []string{"method", "route", "status"})
+	cs := []prometheus.Collector{o.requests, o.duration}
+	if o.cfg.RuntimeMetrics {
+		cs = append(cs, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	for _, c := range cs {
+		if err := o.registry.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// MountRoutes implements RouteMounter.
+func (o *Observability) MountRoutes(r chi.Router) {
+	r.Method(http.MethodGet, o.cfg.MetricsPath, promhttp.HandlerFor(o.registry, promhttp.HandlerOpts{}))
+}
+
+// Middleware implements Middlewarer: it counts and times every request.
+func (o *Observability) Middleware() func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			start := time.Now()
+			next.ServeHTTP(w, r)
+			status := http.StatusOK
+			if rec, ok := w.(*ResponseRecorder); ok && rec.Status() != 0 {
+				status = rec.Status()
+			}
+			s := o.seriesFor(metricMethod(r.Method), metricRoute(r), status)
+			s.requests.Inc()
+			s.duration.Observe(time.Since(start).Seconds())
+		})
+	}
+}
+
+func (o *Observability) seriesFor(method, route string, status int) *series {
+	key := seriesKey{method, route, status}
+	if s, ok := o.series.Load(key); ok {
+		return s.(*series)
+	}
+	code := strconv.Itoa(status)
+	s := &series{
+		requests: o.requests.WithLabelValues(method, route, code),
+		duration: o.duration.WithLabelValues(method, route, code),
+	}
+	actual, _ := o.series.LoadOrStore(key, s)
+	return actual.(*series)
+}
+
+// metricRoute is the chi route template, never the raw path: a path can carry an
+// id per request and would make a series per id.
+func metricRoute(r *http.Request) string {
+	if p := routePattern(r); p != "" {
+		return p
+	}
+	return "unmatched"
+}
+
+func metricMethod(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "OTHER"
+}
+
+var (
+	_ Configurable = (*Observability)(nil)
+	_ Validator    = (*Observability)(nil)
+	_ Starter      = (*Observability)(nil)
+	_ RouteMounter = (*Observability)(nil)
+	_ Middlewarer  = (*Observability)(nil)
+)

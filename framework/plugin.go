@@ -1,0 +1,111 @@
+package framework
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/jfastframework/jfast/readiness"
+)
+
+// Plugin is the one thing every jfast plugin is: a name. Everything else a plugin
+// can do is an optional capability, a one-method interface found by type assertion
+// and guarded at compile time in the plugin's package:
+//
+//	var (
+//		_ framework.Configurable = (*Plugin)(nil)
+//		_ framework.Starter      = (*Plugin)(nil)
+//		_ framework.Checker      = (*Plugin)(nil)
+//	)
+//
+// The lifecycle, in order:
+//
+//  1. Config: the [plugin.<name>] table is decoded into the value Config returns
+//     (pre-filled with defaults), unknown keys and wrong types are reported.
+//  2. Validate: the plugin checks its decoded table; every error of every plugin
+//     is collected and printed together, and a single one stops the boot.
+//  3. Start: plugins start in dependency order (declared dependencies, then the
+//     order of [plugins] enabled), each bounded by app.start_timeout. A start must
+//     not wait on its dependency: a dependency that is down never fails the boot.
+//     A failed start stops the plugins already started, in reverse.
+//  4. MountRoutes and Middleware: the plugin's own routes and request middleware.
+//  5. Check: the plugin's /ready report, run in parallel with the others.
+//  6. Stop: in reverse start order, within app.shutdown_timeout, after the HTTP
+//     server has drained.
+type Plugin interface {
+	// Name is the plugin's key in [plugins] enabled and in [plugin.<name>].
+	Name() string
+}
+
+// Configurable is a plugin with a [plugin.<name>] table.
+type Configurable interface {
+	Plugin
+	// Config returns a pointer to the plugin's configuration struct, already holding
+	// its defaults. Fields are bound by their `koanf:"key"` tags.
+	Config() any
+}
+
+// Validator is a plugin that checks its decoded configuration. It reports every
+// problem through v; it must not stop at the first.
+type Validator interface {
+	Plugin
+	Validate(v *Validation)
+}
+
+// DeployKeyer is a plugin with deploy keys: addresses, DSNs, URLs and credentials
+// that depend on where the service runs, so the environment wins over the file.
+// Keys are relative to the plugin's table; a "*" segment matches any name, e.g.
+// "upstreams.*.base_url".
+type DeployKeyer interface {
+	Plugin
+	DeployKeys() []string
+}
+
+// Dependency names another plugin this one needs started first.
+type Dependency struct {
+	Name string
+	// Optional dependencies order the start when both are enabled; a required one
+	// that is not enabled is a boot error.
+	Optional bool
+}
+
+// Dependent is a plugin that must start after others.
+type Dependent interface {
+	Plugin
+	Dependencies() []Dependency
+}
+
+// Starter is a plugin with work to do at boot. Start is bounded by ctx; it receives
+// the App to find the plugins it depends on.
+type Starter interface {
+	Plugin
+	Start(ctx context.Context, app *App) error
+}
+
+// Stopper is a plugin that releases resources (pools, workers) at shutdown.
+type Stopper interface {
+	Plugin
+	Stop(ctx context.Context) error
+}
+
+// Checker is a plugin that reports to /ready.
+type Checker interface {
+	Plugin
+	Check(ctx context.Context) readiness.Report
+}
+
+// RouteMounter is a plugin that serves routes of its own (/metrics, signed URLs).
+type RouteMounter interface {
+	Plugin
+	MountRoutes(r chi.Router)
+}
+
+// Middlewarer is a plugin that wraps every request, inside the framework's own
+// middleware (request ID, recovery, deadline, access log).
+type Middlewarer interface {
+	Plugin
+	Middleware() func(http.Handler) http.Handler
+}
+
+// knownPlugins are jfast's own plugins, for the message naming the import to add.
+var knownPlugins = []string{"observability", "http", "db", "cache", "auth", "queue", "mail", "storage", "telemetry", "idempotency"}

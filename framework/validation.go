@@ -1,0 +1,99 @@
+package framework
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ConfigError is one problem in the configuration: the full key, what is wrong and
+// how to fix it.
+type ConfigError struct {
+	Key     string // full key path, e.g. "plugin.http.upstreams.billing.read_timeout"
+	Problem string // what is wrong, e.g. "must be a positive duration, got 0s"
+	Fix     string // what to do about it
+}
+
+func (e ConfigError) Error() string {
+	if e.Fix == "" {
+		return e.Key + ": " + e.Problem
+	}
+	return e.Key + ": " + e.Problem + "; fix: " + e.Fix
+}
+
+// ConfigErrors is every problem found in a configuration, reported together so one
+// boot attempt shows all of them.
+type ConfigErrors []ConfigError
+
+func (es ConfigErrors) Error() string {
+	var b strings.Builder
+	for _, e := range es {
+		b.WriteString(e.Error())
+		b.WriteByte('\n')
+	}
+	if len(es) == 1 {
+		b.WriteString("1 configuration error")
+	} else {
+		fmt.Fprintf(&b, "%d configuration errors", len(es))
+	}
+	return b.String()
+}
+
+// Validation collects a plugin's configuration errors. Keys given to it are relative
+// to the plugin's table; errors carry the full path.
+type Validation struct {
+	prefix string
+	app    *AppConfig
+	errs   *ConfigErrors
+	set    map[string]string // full key → source, for keys the file or environment set
+}
+
+// App returns the validated [app] table, for rules that depend on it (production).
+func (v *Validation) App() AppConfig { return *v.app }
+
+// Production reports whether app.env is "production".
+func (v *Validation) Production() bool { return v.app.Production() }
+
+// Key returns the full key path of a key relative to the table being validated.
+func (v *Validation) Key(key string) string {
+	if key == "" {
+		return v.prefix
+	}
+	return v.prefix + "." + key
+}
+
+// IsSet reports whether the file or the environment set key (relative).
+func (v *Validation) IsSet(key string) bool {
+	_, ok := v.set[v.Key(key)]
+	return ok
+}
+
+// Error records a problem with key (relative to the table) and how to fix it.
+func (v *Validation) Error(key, problem, fix string) {
+	*v.errs = append(*v.errs, ConfigError{Key: v.Key(key), Problem: problem, Fix: fix})
+}
+
+// Deadline records an error unless d is a positive duration: jfast's deadlines
+// cannot be switched off, so zero and negative are refused.
+func (v *Validation) Deadline(key string, d time.Duration) {
+	if d > 0 {
+		return
+	}
+	v.Error(key, fmt.Sprintf("must be a positive duration, got %s", d),
+		`set a duration such as "5s" or a number of seconds; deadlines cannot be switched off`)
+}
+
+// Positive records an error unless n > 0.
+func (v *Validation) Positive(key string, n int) {
+	if n > 0 {
+		return
+	}
+	v.Error(key, fmt.Sprintf("must be greater than zero, got %d", n), "set a positive whole number")
+}
+
+// Sub returns a Validation for a nested table, e.g. v.Sub("upstreams.billing").
+func (v *Validation) Sub(key string) *Validation {
+	s := *v
+	s.prefix = v.Key(key)
+	return &s
+}
