@@ -1,0 +1,5 @@
+//go:build !race
+
+package requestid_test
+
+const raceEnabled = false
