@@ -306,7 +306,7 @@ func (teapotError) Problem() *problem.Problem {
 // nilRenderer is a Renderer that (wrongly) returns nil: it must not crash.
 type nilRenderer struct{}
 
-func (nilRenderer) Error() string              { return "nil renderer" }
+func (nilRenderer) Error() string             { return "nil renderer" }
 func (nilRenderer) Problem() *problem.Problem { return nil }
 
 func TestForeignRenderer(t *testing.T) {
