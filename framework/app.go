@@ -19,6 +19,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/problem"
 	"github.com/jfastframework/jfast/readiness"
 )
@@ -50,6 +51,10 @@ type Options struct {
 
 	// LogOutput receives the logs. Defaults to os.Stderr.
 	LogOutput io.Writer
+
+	// Clock is the clock every breaker, budget, bulkhead and backoff of the
+	// plugins uses. Defaults to the real clock; tests pass a resilience.TestClock.
+	Clock resilience.Clock
 }
 
 // App is a jfast service: its configuration, its plugins, and its HTTP server.
@@ -503,6 +508,14 @@ func (a *App) AddLogSource(f LogSource) {
 			return
 		}
 	}
+}
+
+// Clock is the clock plugins build their breakers, budgets and timers on.
+func (a *App) Clock() resilience.Clock {
+	if a.opts.Clock == nil {
+		return resilience.RealClock()
+	}
+	return a.opts.Clock
 }
 
 // Metrics is the registry /metrics serves; plugins register their collectors in it.

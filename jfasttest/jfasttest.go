@@ -13,6 +13,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
 )
 
 // Options describe the service under test.
@@ -26,6 +27,9 @@ type Options struct {
 	// Env holds JFAST_* variables; the process environment is not read, so tests
 	// do not depend on the machine's. JFAST_APP_LISTEN defaults to 127.0.0.1:0.
 	Env map[string]string
+	// Clock replaces the real clock for every plugin's breakers, budgets and
+	// timers (see NewClock).
+	Clock resilience.Clock
 }
 
 // Service is a started App with its base URL and captured logs.
@@ -69,6 +73,7 @@ func (o Options) framework(logs io.Writer) framework.Options {
 		ConfigText: o.TOML + "\n",
 		Environ:    env,
 		LogOutput:  logs,
+		Clock:      o.Clock,
 	}
 }
 
@@ -143,4 +148,10 @@ func (s *Service) Do(t testing.TB, method, path string, body string, headers ...
 func (s *Service) Get(t testing.TB, path string, headers ...string) Response {
 	t.Helper()
 	return s.Do(t, http.MethodGet, path, "", headers...)
+}
+
+// NewClock returns a test clock that starts at a fixed instant; tests move it with
+// Advance instead of sleeping.
+func NewClock() *resilience.TestClock {
+	return resilience.NewTestClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 }
