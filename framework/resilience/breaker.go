@@ -3,6 +3,7 @@ package resilience
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -142,7 +143,13 @@ type Breaker struct {
 	minCalls int
 	coolDown time.Duration
 	clock    Clock
+	origin   time.Time // every time below is a duration since origin
 	hook     func(StateChange)
+	probeErr *OpenError // shared by every refusal while the probe is in flight
+
+	// Read without the lock by Allow's fast paths; written under mu.
+	sg      atomic.Uint64             // gen<<3 | probing<<2 | state
+	openErr atomic.Pointer[OpenError] // the current open period's error
 
 	hookMu sync.Mutex // held by the goroutine delivering queued changes
 
@@ -151,10 +158,8 @@ type Breaker struct {
 	gen         uint64 // bumped by every state change and every probe grant
 	probing     bool
 	consecutive int
-	win         window // a: calls, b: failures
-	until       time.Time
-	openErr     *OpenError // shared by every refusal of the current open period
-	probeErr    *OpenError // shared by every refusal while the probe is in flight
+	win         window        // a: calls, b: failures
+	until       time.Duration // end of the cool-down
 	opens       uint64
 	pending     []StateChange // changes not yet delivered to the hook
 }
@@ -187,18 +192,18 @@ func NewBreaker(o BreakerOpts) *Breaker {
 		o.CoolDown = DefaultBreakerCoolDown
 	}
 	clock := clockOrReal(o.Clock)
-	b := &Breaker{
+	return &Breaker{
 		name:     o.Name,
 		failures: o.Failures,
 		rate:     o.FailureRate,
 		minCalls: o.MinimumCalls,
 		coolDown: o.CoolDown,
 		clock:    clock,
+		origin:   clock.Now(),
 		hook:     o.OnStateChange,
-		win:      newWindow(o.Window, breakerBuckets, clock.Now()),
+		probeErr: &OpenError{Name: o.Name, clock: clock},
+		win:      newWindow(o.Window, breakerBuckets),
 	}
-	b.probeErr = &OpenError{Name: o.Name, clock: clock}
-	return b
 }
 
 // Name returns the breaker's name.
@@ -219,6 +224,23 @@ type Ticket struct {
 // Probe reports whether this ticket is the half-open breaker's single probe.
 func (t Ticket) Probe() bool { return t.probe }
 
+const (
+	sgStateMask = 3
+	sgProbing   = 4
+	sgGenShift  = 3
+)
+
+// publishLocked makes state, probing and gen visible to the fast paths.
+func (b *Breaker) publishLocked() {
+	v := b.gen<<sgGenShift | uint64(b.state)
+	if b.probing {
+		v |= sgProbing
+	}
+	b.sg.Store(v)
+}
+
+func (b *Breaker) now() time.Duration { return elapsed(b.clock, b.origin) }
+
 // Allow asks to make one call. It returns a Ticket, or a *[OpenError] when
 // the breaker is open, or half-open with its probe already taken. Allow does
 // no I/O and, on both paths, allocates nothing.
@@ -226,17 +248,29 @@ func (b *Breaker) Allow() (Ticket, error) {
 	if b == nil {
 		return Ticket{}, nil
 	}
+	// Fast paths, without the lock: closed; open within the cool-down;
+	// half-open with the probe taken.
+	switch v := b.sg.Load(); {
+	case State(v&sgStateMask) == StateClosed:
+		return Ticket{b: b, gen: v >> sgGenShift}, nil
+	case State(v&sgStateMask) == StateOpen:
+		if e := b.openErr.Load(); e != nil && b.now() < e.until {
+			return Ticket{}, e
+		}
+	case v&sgProbing != 0:
+		return Ticket{}, b.probeErr
+	}
 	b.mu.Lock()
-	if b.state == StateClosed {
+	var change *StateChange
+	switch b.state {
+	case StateClosed:
 		t := Ticket{b: b, gen: b.gen}
 		b.mu.Unlock()
 		return t, nil
-	}
-	var change *StateChange
-	if b.state == StateOpen {
-		now := b.clock.Now()
-		if now.Before(b.until) {
-			err := b.openErr
+	case StateOpen:
+		now := b.now()
+		if now < b.until {
+			err := b.openErr.Load()
 			b.mu.Unlock()
 			return Ticket{}, err
 		}
@@ -245,12 +279,12 @@ func (b *Breaker) Allow() (Ticket, error) {
 	}
 	// Half-open.
 	if b.probing {
-		err := b.probeErr
 		b.unlockAndNotify(change)
-		return Ticket{}, err
+		return Ticket{}, b.probeErr
 	}
 	b.probing = true
 	b.gen++
+	b.publishLocked()
 	t := Ticket{b: b, gen: b.gen, probe: true}
 	b.unlockAndNotify(change)
 	return t, nil
@@ -262,8 +296,8 @@ func (b *Breaker) Allow() (Ticket, error) {
 // the next caller without closing or reopening the breaker.
 func (t Ticket) Done(o Outcome) {
 	b := t.b
-	if b == nil {
-		return
+	if b == nil || (!t.probe && o != Success && o != Failure) {
+		return // an ignored call in closed state changes nothing
 	}
 	b.mu.Lock()
 	if t.gen != b.gen {
@@ -272,11 +306,7 @@ func (t Ticket) Done(o Outcome) {
 	}
 	switch b.state {
 	case StateClosed:
-		if o != Success && o != Failure {
-			b.mu.Unlock()
-			return
-		}
-		now := b.clock.Now()
+		now := b.now()
 		if o == Success {
 			b.win.add(now, 1, 0)
 			b.consecutive = 0
@@ -298,14 +328,15 @@ func (t Ticket) Done(o Outcome) {
 		}
 		switch o {
 		case Success:
-			c := b.transitionLocked(StateClosed, b.clock.Now())
+			c := b.transitionLocked(StateClosed, b.now())
 			b.unlockAndNotify(&c)
 		case Failure:
-			c := b.openLocked(b.clock.Now())
+			c := b.openLocked(b.now())
 			b.unlockAndNotify(&c)
 		default:
 			b.probing = false
 			b.gen++
+			b.publishLocked()
 			b.mu.Unlock()
 		}
 	default:
@@ -324,20 +355,19 @@ func (b *Breaker) rateTrippedLocked() bool {
 	return float64(b.win.b) >= b.rate*float64(calls)-1e-9
 }
 
-func (b *Breaker) openLocked(now time.Time) StateChange {
-	c := b.transitionLocked(StateOpen, now)
-	b.until = now.Add(b.coolDown)
-	b.openErr = &OpenError{Name: b.name, Until: b.until, clock: b.clock}
+func (b *Breaker) openLocked(now time.Duration) StateChange {
+	b.until = now + b.coolDown
+	b.openErr.Store(&OpenError{Name: b.name, Until: b.origin.Add(b.until), clock: b.clock, until: b.until})
 	b.opens++
-	return c
+	return b.transitionLocked(StateOpen, now)
 }
 
 // transitionLocked moves to state to, bumps the generation and resets what
 // the new state starts without. It returns the change for the hook.
-func (b *Breaker) transitionLocked(to State, now time.Time) StateChange {
+func (b *Breaker) transitionLocked(to State, now time.Duration) StateChange {
 	b.win.advance(now)
 	c := StateChange{
-		Name: b.name, From: b.state, To: to, At: now,
+		Name: b.name, From: b.state, To: to, At: b.origin.Add(now),
 		Consecutive: b.consecutive, WindowCalls: int(b.win.a), WindowFailures: int(b.win.b),
 	}
 	b.state = to
@@ -347,6 +377,7 @@ func (b *Breaker) transitionLocked(to State, now time.Time) StateChange {
 		b.consecutive = 0
 		b.win.reset()
 	}
+	b.publishLocked()
 	return c
 }
 
@@ -388,7 +419,6 @@ func (b *Breaker) drain() {
 	for {
 		b.mu.Lock()
 		if len(b.pending) == 0 {
-			b.pending = b.pending[:0]
 			b.mu.Unlock()
 			return
 		}
@@ -403,9 +433,9 @@ func (b *Breaker) drain() {
 // cool-down has ended is reported (and becomes) half-open.
 func (b *Breaker) Snapshot() BreakerSnapshot {
 	b.mu.Lock()
-	now := b.clock.Now()
+	now := b.now()
 	var change *StateChange
-	if b.state == StateOpen && !now.Before(b.until) {
+	if b.state == StateOpen && now >= b.until {
 		c := b.transitionLocked(StateHalfOpen, now)
 		change = &c
 	}
@@ -415,7 +445,7 @@ func (b *Breaker) Snapshot() BreakerSnapshot {
 		WindowCalls: int(b.win.a), WindowFailures: int(b.win.b), Opens: b.opens,
 	}
 	if b.state == StateOpen {
-		s.RetryAfter = b.until.Sub(now)
+		s.RetryAfter = b.until - now
 	}
 	b.unlockAndNotify(change)
 	return s

@@ -66,6 +66,7 @@ type RetryBudget struct {
 	ratio  float64
 	minPS  float64
 	clock  Clock
+	origin time.Time
 	bucket bool
 
 	mu      sync.Mutex
@@ -128,9 +129,9 @@ func NewRetryBudget(o RetryBudgetOpts) *RetryBudget {
 		o.Window = DefaultBudgetWindow
 	}
 	b.ratio, b.minPS = o.Ratio, o.MinPerSecond
-	now := clock.Now()
-	b.long = newWindow(o.Window, budgetBuckets, now)
-	b.second = newWindow(time.Second, budgetBuckets, now)
+	b.origin = clock.Now()
+	b.long = newWindow(o.Window, budgetBuckets)
+	b.second = newWindow(time.Second, budgetBuckets)
 	return b
 }
 
@@ -149,7 +150,7 @@ func (b *RetryBudget) RecordCall() {
 	if b.bucket {
 		b.tokens = min(b.tokens+b.perCall, b.maxTok)
 	} else {
-		b.long.add(b.clock.Now(), 1, 0)
+		b.long.add(elapsed(b.clock, b.origin), 1, 0)
 	}
 	b.mu.Unlock()
 }
@@ -172,7 +173,7 @@ func (b *RetryBudget) TryRetry() bool {
 		b.retries++
 		return true
 	}
-	now := b.clock.Now()
+	now := elapsed(b.clock, b.origin)
 	b.long.advance(now)
 	b.second.advance(now)
 	if float64(b.long.b) < b.ratio*float64(b.long.a) || float64(b.second.a) < b.minPS {
@@ -193,7 +194,7 @@ func (b *RetryBudget) Snapshot() BudgetSnapshot {
 	if b.bucket {
 		s.Tokens = float64(b.tokens) / 1000
 	} else {
-		b.long.advance(b.clock.Now())
+		b.long.advance(elapsed(b.clock, b.origin))
 		s.WindowCalls, s.WindowRetries = int(b.long.a), int(b.long.b)
 	}
 	return s

@@ -3,6 +3,8 @@ package resilience
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -28,15 +30,19 @@ type BulkheadOpts struct {
 }
 
 // Bulkhead caps the calls in flight to one dependency from one process, so a
-// slow dependency cannot hold every goroutine of the service. It is safe for
-// concurrent use. A nil *Bulkhead admits every call.
+// slow dependency cannot hold every goroutine of the service. Waiting calls
+// are served in arrival order. It is safe for concurrent use. A nil
+// *Bulkhead admits every call.
 type Bulkhead struct {
 	name  string
 	max   int
 	wait  time.Duration
 	clock Clock
-	slots chan *slot // free slots; a call holds one while in flight
 	full  *BulkheadFullError
+
+	mu      sync.Mutex
+	free    []*slot      // free slots, used as a stack
+	waiters []chan *slot // FIFO of waiting calls; each channel has room for one slot
 }
 
 // slot is one unit of capacity. Its generation changes on every release, so
@@ -71,14 +77,16 @@ func NewBulkhead(o BulkheadOpts) *Bulkhead {
 	}
 	b := &Bulkhead{
 		name: o.Name, max: o.MaxConcurrent, wait: o.Wait, clock: clockOrReal(o.Clock),
-		slots: make(chan *slot, o.MaxConcurrent),
-		full:  &BulkheadFullError{Name: o.Name, MaxConcurrent: o.MaxConcurrent, Wait: o.Wait},
+		full: &BulkheadFullError{Name: o.Name, MaxConcurrent: o.MaxConcurrent, Wait: o.Wait},
+		free: make([]*slot, o.MaxConcurrent),
 	}
-	for range o.MaxConcurrent {
-		b.slots <- &slot{b: b}
+	for i := range b.free {
+		b.free[i] = &slot{b: b}
 	}
 	return b
 }
+
+func permitFor(s *slot) Permit { return Permit{s: s, gen: s.gen.Load()} }
 
 // Acquire takes a slot, waiting at most the bulkhead's Wait (on its Clock)
 // for one to free up. It returns a *[BulkheadFullError] when none did, or
@@ -88,45 +96,70 @@ func (b *Bulkhead) Acquire(ctx context.Context) (Permit, error) {
 	if b == nil {
 		return Permit{}, nil
 	}
-	select {
-	case s := <-b.slots:
-		return Permit{s: s, gen: s.gen.Load()}, nil
-	default:
+	b.mu.Lock()
+	if n := len(b.free); n > 0 {
+		s := b.free[n-1]
+		b.free = b.free[:n-1]
+		b.mu.Unlock()
+		return permitFor(s), nil
 	}
 	if err := ctx.Err(); err != nil {
+		b.mu.Unlock()
 		return Permit{}, fmt.Errorf("waiting for a bulkhead slot for '%s': %w", b.name, err)
 	}
+	w := make(chan *slot, 1)
+	b.waiters = append(b.waiters, w)
+	b.mu.Unlock()
+
 	t := b.clock.NewTimer(b.wait)
 	defer t.Stop()
+	var err error
 	select {
-	case s := <-b.slots:
-		return Permit{s: s, gen: s.gen.Load()}, nil
+	case s := <-w:
+		return permitFor(s), nil
 	case <-t.C():
-		// A slot freed at the same instant still counts.
-		select {
-		case s := <-b.slots:
-			return Permit{s: s, gen: s.gen.Load()}, nil
-		default:
-			return Permit{}, b.full
-		}
+		err = b.full
 	case <-ctx.Done():
-		return Permit{}, fmt.Errorf("waiting for a bulkhead slot for '%s': %w", b.name, ctx.Err())
+		err = fmt.Errorf("waiting for a bulkhead slot for '%s': %w", b.name, ctx.Err())
 	}
+	b.mu.Lock()
+	if i := slices.Index(b.waiters, w); i >= 0 {
+		b.waiters = slices.Delete(b.waiters, i, i+1)
+		b.mu.Unlock()
+		return Permit{}, err
+	}
+	b.mu.Unlock()
+	// A releaser handed us a slot as we gave up: it freed at the same
+	// instant, so take it rather than lose it.
+	return permitFor(<-w), nil
 }
 
-// Release gives the slot back. Only the first Release of a Permit counts.
+// Release gives the slot back, to the longest-waiting call if there is one.
+// Only the first Release of a Permit counts.
 func (p Permit) Release() {
 	s := p.s
-	if s == nil {
+	if s == nil || !s.gen.CompareAndSwap(p.gen, p.gen+1) {
 		return
 	}
-	if s.gen.CompareAndSwap(p.gen, p.gen+1) {
-		s.b.slots <- s // never blocks: the slot came from this channel
+	b := s.b
+	b.mu.Lock()
+	if len(b.waiters) > 0 {
+		w := b.waiters[0]
+		b.waiters = slices.Delete(b.waiters, 0, 1)
+		b.mu.Unlock()
+		w <- s // room for one, and each waiter is handed at most one slot
+		return
 	}
+	b.free = append(b.free, s)
+	b.mu.Unlock()
 }
 
 // InFlight returns how many slots are taken.
-func (b *Bulkhead) InFlight() int { return b.max - len(b.slots) }
+func (b *Bulkhead) InFlight() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.max - len(b.free)
+}
 
 // MaxConcurrent returns the bulkhead's limit.
 func (b *Bulkhead) MaxConcurrent() int { return b.max }

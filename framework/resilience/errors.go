@@ -35,6 +35,7 @@ type OpenError struct {
 	// breaker is half-open and its probe is in flight.
 	Until time.Time
 	clock Clock
+	until time.Duration // Until, as the breaker's time since its origin
 }
 
 // RetryAfter returns the time left until the cool-down ends, or 0 when the

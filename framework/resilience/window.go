@@ -8,7 +8,6 @@ import "time"
 // It is not safe for concurrent use; its owner holds a lock.
 type window struct {
 	width   time.Duration // one bucket
-	origin  time.Time
 	head    int64 // bucket epoch of the newest bucket
 	buckets []bucket
 	a, b    int64 // running totals over the buckets
@@ -16,17 +15,19 @@ type window struct {
 
 type bucket struct{ a, b int64 }
 
-func newWindow(span time.Duration, n int, origin time.Time) window {
+// newWindow returns a window of span split into n buckets. Times are given
+// as durations since an origin the owner chose.
+func newWindow(span time.Duration, n int) window {
 	w := span / time.Duration(n)
 	if w <= 0 {
 		w = 1
 	}
-	return window{width: w, origin: origin, buckets: make([]bucket, n)}
+	return window{width: w, buckets: make([]bucket, n)}
 }
 
 // advance drops the buckets that have slid out of the span at now.
-func (w *window) advance(now time.Time) {
-	e := int64(now.Sub(w.origin) / w.width)
+func (w *window) advance(now time.Duration) {
+	e := int64(now / w.width)
 	if e <= w.head {
 		return
 	}
@@ -47,7 +48,7 @@ func (w *window) advance(now time.Time) {
 
 // add records da and db in the bucket of now. A time before the newest
 // bucket (a clock that stepped back) counts in the newest bucket.
-func (w *window) add(now time.Time, da, db int64) {
+func (w *window) add(now time.Duration, da, db int64) {
 	w.advance(now)
 	bk := &w.buckets[w.head%int64(len(w.buckets))]
 	bk.a += da
