@@ -8,7 +8,7 @@ import "time"
 // It is not safe for concurrent use; its owner holds a lock.
 type window struct {
 	width   time.Duration // one bucket
-	head    int64 // bucket epoch of the newest bucket
+	head    int64         // bucket epoch of the newest bucket
 	buckets []bucket
 	a, b    int64 // running totals over the buckets
 }
