@@ -88,13 +88,23 @@ type outcome struct {
 	i        int
 	report   Report
 	panicked bool
+	// late is set when the check's context had ended by the time it
+	// returned: it answered only because it was told to stop (typically
+	// with a "context deadline exceeded" failure), so it did not answer in
+	// time. Deciding this in the check's goroutine keeps a check that
+	// honours its context from being reported as "fail" or "timeout" at
+	// random, depending on which of two ready channels select picks.
+	late bool
 }
 
 // Run runs every check in parallel, each with a context that ends after the
 // timeout (or when ctx ends), and returns when all have answered or the
 // timeout has passed, whichever comes first. It never waits for a check that
 // ignores its context: that check is reported as Timeout and its goroutine
-// finishes on its own, touching nothing Run returned.
+// finishes on its own, touching nothing Run returned. A check that returns
+// only after its context ended is reported as Timeout too, whatever it
+// returned. A check that panics is reported as Fail with the detail "check
+// panicked"; the panic and its stack go to the log, never to the body.
 //
 // Each entry is normalised (an empty Status becomes Pass if Healthy, else
 // Fail) and its critical field is set to the check's declared Critical and:
@@ -132,7 +142,8 @@ func (a *Aggregator) Run(ctx context.Context) Result {
 	panicked := make([]bool, len(checks))
 	pending := len(checks)
 	collect := func(o outcome) {
-		reports[o.i], answered[o.i], panicked[o.i] = o.report, true, o.panicked
+		reports[o.i], panicked[o.i] = o.report, o.panicked
+		answered[o.i] = !o.late || o.panicked
 		pending--
 	}
 wait:
@@ -154,7 +165,7 @@ wait:
 	}
 
 	late := "no answer within " + a.timeout.String()
-	if pending > 0 && !errors.Is(context.Cause(ctx), errTimeout) {
+	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), errTimeout) {
 		late = detailCancelled
 	}
 	for i, c := range checks {
@@ -213,5 +224,6 @@ func runOne(ctx context.Context, i int, c Check, results chan<- outcome, logger 
 			results <- outcome{i: i, panicked: true}
 		}
 	}()
-	results <- outcome{i: i, report: c.Run(ctx)}
+	r := c.Run(ctx)
+	results <- outcome{i: i, report: r, late: ctx.Err() != nil}
 }
