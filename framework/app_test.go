@@ -1,0 +1,450 @@
+package framework_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/jfasttest"
+	"github.com/jfastframework/jfast/problem"
+	"github.com/jfastframework/jfast/readiness"
+	"github.com/jfastframework/jfast/requestid"
+)
+
+func TestPluginsStartInDependencyOrderAndStopInReverse(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	a, b, c := newFake("a", rec), newFake("b", rec), newFake("c", rec)
+	a.deps = []framework.Dependency{{Name: "c"}}
+	b.deps = []framework.Dependency{{Name: "missing", Optional: true}}
+	app, err := jfasttest.New(t, jfasttest.Options{
+		TOML:    "[plugins]\nenabled = [\"a\", \"b\", \"c\"]",
+		Plugins: []framework.Plugin{a, b, c},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"start c", "start a", "start b", "stop b", "stop a", "stop c"}
+	if got := rec.list(); !slices.Equal(got, want) {
+		t.Fatalf("events = %v, want %v", got, want)
+	}
+}
+
+func TestFailedStartStopsWhatStartedInReverse(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	a, b, c := newFake("a", rec), newFake("b", rec), newFake("c", rec)
+	b.startErr = errors.New("bad key material")
+	app, err := jfasttest.New(t, jfasttest.Options{
+		TOML:    "[plugins]\nenabled = [\"a\", \"c\", \"b\"]",
+		Plugins: []framework.Plugin{a, b, c},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = app.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "start plugin b: bad key material") {
+		t.Fatalf("err = %v", err)
+	}
+	want := []string{"start a", "start c", "start b", "stop c", "stop a"}
+	if got := rec.list(); !slices.Equal(got, want) {
+		t.Fatalf("events = %v, want %v", got, want)
+	}
+	if app.Addr() != "" {
+		t.Fatal("a failed start must not listen")
+	}
+}
+
+func TestUnreachableDependencyDoesNotFailTheBoot(t *testing.T) {
+	t.Parallel()
+	// A port nothing listens on: take one and close it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML:    fmt.Sprintf("[plugins]\nenabled = [\"observability\", \"fake\"]\n[plugin.fake]\naddress = %q", addr),
+		Plugins: []framework.Plugin{newFake("fake", nil)},
+	})
+	if r := svc.Get(t, "/live"); r.Status != http.StatusOK {
+		t.Fatalf("/live = %d", r.Status)
+	}
+	r := svc.Get(t, "/ready")
+	var res readiness.Result
+	if err := json.Unmarshal(r.Body, &res); err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != http.StatusOK || res.Status != readiness.Degraded {
+		t.Fatalf("/ready = %d %s", r.Status, r.Body)
+	}
+	if c := res.Checks["fake"]; c.Healthy || c.Status != readiness.Fail || !strings.Contains(c.Detail, "unreachable") {
+		t.Fatalf("fake check = %+v", c)
+	}
+}
+
+func TestRoutesAskingForMissingThingsFailTheBoot(t *testing.T) {
+	t.Parallel()
+	app, err := jfasttest.New(t, jfasttest.Options{
+		Routes: func(app *framework.App, r chi.Router) error {
+			_, err := framework.Get[*fakePlugin](app, "fake")
+			return err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = app.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `plugin "fake" is not enabled`) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestReadyRunsChecksInParallel(t *testing.T) {
+	t.Parallel()
+	slow := func(ctx context.Context) readiness.Report {
+		select {
+		case <-time.After(time.Second):
+			return readiness.Passed("slow but fine", nil)
+		case <-ctx.Done():
+			return readiness.Failed("cancelled", false, nil)
+		}
+	}
+	a, b := newFake("a", nil), newFake("b", nil)
+	a.check, b.check = slow, slow
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML:    "[app]\nreadiness_timeout = \"3s\"\n[plugins]\nenabled = [\"a\", \"b\"]",
+		Plugins: []framework.Plugin{a, b},
+	})
+	start := time.Now()
+	r := svc.Get(t, "/ready")
+	elapsed := time.Since(start)
+	if r.Status != http.StatusOK || !strings.Contains(r.String(), `"status":"ok"`) {
+		t.Fatalf("/ready = %d %s", r.Status, r.Body)
+	}
+	// Two 1 s checks in sequence take 2 s; in parallel about 1 s.
+	if elapsed >= 1800*time.Millisecond {
+		t.Fatalf("two 1s checks took %v: not parallel", elapsed)
+	}
+}
+
+func TestReadyRules(t *testing.T) {
+	t.Parallel()
+	hang := func(ctx context.Context) readiness.Report { <-ctx.Done(); return readiness.Report{} }
+	fail := func(critical bool) func(context.Context) readiness.Report {
+		return func(context.Context) readiness.Report { return readiness.Failed("said no", critical, nil) }
+	}
+	boom := func(context.Context) readiness.Report { panic("check bug") }
+	cases := []struct {
+		name       string
+		critical   bool // declared in config
+		check      func(context.Context) readiness.Report
+		wantCode   int
+		wantStatus readiness.Status
+		wantAll    readiness.Overall
+	}{
+		{"fail non-critical plugin", false, fail(true), 200, readiness.Fail, readiness.Degraded},
+		{"fail critical plugin, critical report", true, fail(true), 503, readiness.Fail, readiness.Unavailable},
+		{"fail critical plugin, non-critical report", true, fail(false), 200, readiness.Fail, readiness.Degraded},
+		{"timeout non-critical", false, hang, 200, readiness.Timeout, readiness.Degraded},
+		{"timeout critical", true, hang, 503, readiness.Timeout, readiness.Unavailable},
+		{"panic non-critical", false, boom, 200, readiness.Fail, readiness.Degraded},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := newFake("dep", nil)
+			p.check = tc.check
+			svc := jfasttest.Start(t, jfasttest.Options{
+				TOML:    fmt.Sprintf("[app]\nreadiness_timeout = \"300ms\"\n[plugins]\nenabled = [\"dep\"]\n[plugin.dep]\ncritical = %v", tc.critical),
+				Plugins: []framework.Plugin{p},
+			})
+			start := time.Now()
+			r := svc.Get(t, "/ready")
+			if elapsed := time.Since(start); elapsed > 300*time.Millisecond+100*time.Millisecond {
+				t.Errorf("/ready took %v, more than readiness_timeout + 100ms", elapsed)
+			}
+			var res readiness.Result
+			if err := json.Unmarshal(r.Body, &res); err != nil {
+				t.Fatalf("%v: %s", err, r.Body)
+			}
+			c := res.Checks["dep"]
+			if r.Status != tc.wantCode || res.Status != tc.wantAll || c.Status != tc.wantStatus || c.Healthy {
+				t.Fatalf("/ready = %d %s", r.Status, r.Body)
+			}
+			if strings.Contains(r.String(), "goroutine") {
+				t.Fatalf("a stack leaked into /ready: %s", r.Body)
+			}
+		})
+	}
+}
+
+func TestPanicIsA500ProblemWithoutStack(t *testing.T) {
+	t.Parallel()
+	svc := jfasttest.Start(t, jfasttest.Options{Routes: func(_ *framework.App, r chi.Router) error {
+		r.Get("/boom", func(http.ResponseWriter, *http.Request) { panic("secret internals") })
+		return nil
+	}})
+	r := svc.Get(t, "/boom", requestid.Header, "trace-me-1")
+	if r.Status != http.StatusInternalServerError || r.Header.Get("Content-Type") != problem.ContentType {
+		t.Fatalf("status %d, type %q", r.Status, r.Header.Get("Content-Type"))
+	}
+	var p map[string]any
+	if err := json.Unmarshal(r.Body, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p["request_id"] != "trace-me-1" || strings.Contains(r.String(), "secret") || strings.Contains(r.String(), "goroutine") {
+		t.Fatalf("body = %s", r.Body)
+	}
+	logs := svc.Logs()
+	if !strings.Contains(logs, "panic serving request") || !strings.Contains(logs, "secret internals") ||
+		!strings.Contains(logs, "request_id=trace-me-1") || !strings.Contains(logs, "goroutine") {
+		t.Fatalf("the panic and its stack are not in the log with the request ID:\n%s", logs)
+	}
+}
+
+func TestRequestDeadlineReachesTheHandler(t *testing.T) {
+	t.Parallel()
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML: "[app]\nrequest_timeout = \"7s\"",
+		Routes: func(_ *framework.App, r chi.Router) error {
+			r.Method(http.MethodGet, "/deadline", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+				d, ok := r.Context().Deadline()
+				if !ok {
+					return errors.New("no deadline")
+				}
+				return framework.JSON(w, 200, map[string]float64{"left": time.Until(d).Seconds()})
+			}))
+			r.Method(http.MethodGet, "/wait", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+				<-r.Context().Done()
+				return r.Context().Err()
+			}))
+			return nil
+		},
+	})
+	r := svc.Get(t, "/deadline")
+	var body map[string]float64
+	if err := json.Unmarshal(r.Body, &body); err != nil {
+		t.Fatalf("%v: %s", err, r.Body)
+	}
+	if left := body["left"]; left <= 6 || left > 7 {
+		t.Fatalf("deadline %.2fs away, want about 7s", left)
+	}
+
+	short := jfasttest.Start(t, jfasttest.Options{
+		TOML: "[app]\nrequest_timeout = \"100ms\"",
+		Routes: func(_ *framework.App, r chi.Router) error {
+			r.Method(http.MethodGet, "/wait", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+				<-r.Context().Done()
+				return r.Context().Err()
+			}))
+			return nil
+		},
+	})
+	if r := short.Get(t, "/wait"); r.Status != http.StatusServiceUnavailable || r.Header.Get("Content-Type") != problem.ContentType {
+		t.Fatalf("a handler past its deadline answered %d %s", r.Status, r.Body)
+	}
+}
+
+func TestRequestID(t *testing.T) {
+	t.Parallel()
+	svc := jfasttest.Start(t, jfasttest.Options{Routes: func(_ *framework.App, r chi.Router) error {
+		r.Get("/id", func(w http.ResponseWriter, r *http.Request) {
+			w.Write([]byte(requestid.FromContext(r.Context())))
+		})
+		return nil
+	}})
+	long := strings.Repeat("a", 128)
+	cases := []struct {
+		name, inbound string
+		keep          bool
+	}{
+		{"accepted", "req-42", true},
+		{"128 characters", long, true},
+		{"129 characters", long + "a", false},
+		{"space", "has space", false},
+		{"non-ASCII", "idé", false},
+		{"tab", "a\tb", false},
+		{"none", "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var r jfasttest.Response
+			if tc.inbound == "" {
+				r = svc.Get(t, "/id")
+			} else {
+				r = svc.Get(t, "/id", requestid.Header, tc.inbound)
+			}
+			echoed := r.Header.Get(requestid.Header)
+			if echoed != r.String() {
+				t.Fatalf("echoed %q but the handler saw %q", echoed, r.Body)
+			}
+			if tc.keep && echoed != tc.inbound {
+				t.Fatalf("inbound %q replaced by %q", tc.inbound, echoed)
+			}
+			if !tc.keep && (echoed == tc.inbound || !requestid.Valid(echoed)) {
+				t.Fatalf("inbound %q not replaced by a fresh ID (got %q)", tc.inbound, echoed)
+			}
+		})
+	}
+}
+
+func TestNotFoundAndMethodNotAllowedAreProblems(t *testing.T) {
+	t.Parallel()
+	svc := jfasttest.Start(t, jfasttest.Options{Routes: func(_ *framework.App, r chi.Router) error {
+		r.Get("/orders/{id}", func(w http.ResponseWriter, r *http.Request) {})
+		r.Delete("/orders/{id}", func(w http.ResponseWriter, r *http.Request) {})
+		return nil
+	}})
+	r := svc.Get(t, "/nowhere")
+	if r.Status != 404 || r.Header.Get("Content-Type") != problem.ContentType || !strings.Contains(r.String(), `"status":404`) {
+		t.Fatalf("404: %d %s", r.Status, r.Body)
+	}
+	r = svc.Do(t, http.MethodPost, "/orders/7", "{}")
+	if r.Status != 405 || r.Header.Get("Content-Type") != problem.ContentType {
+		t.Fatalf("405: %d %s", r.Status, r.Body)
+	}
+	if allow := r.Header.Get("Allow"); allow != "GET, HEAD, DELETE" && allow != "GET, DELETE" {
+		t.Fatalf("Allow = %q", allow)
+	}
+}
+
+func TestHandlerErrorsRenderInOnePlace(t *testing.T) {
+	t.Parallel()
+	svc := jfasttest.Start(t, jfasttest.Options{Routes: func(_ *framework.App, r chi.Router) error {
+		r.Method(http.MethodGet, "/missing", framework.Handler(func(http.ResponseWriter, *http.Request) error {
+			return fmt.Errorf("lookup: %w", problem.NotFound("no invoice for this order"))
+		}))
+		r.Method(http.MethodGet, "/outage", framework.Handler(func(http.ResponseWriter, *http.Request) error {
+			return &problem.DependencyError{Dependency: "billing", Err: errors.New("dial tcp: refused"), RetryAfter: 3 * time.Second}
+		}))
+		r.Method(http.MethodGet, "/bug", framework.Handler(func(http.ResponseWriter, *http.Request) error {
+			return errors.New("pq: password=hunter2 rejected")
+		}))
+		return nil
+	}})
+	if r := svc.Get(t, "/missing"); r.Status != 404 || !strings.Contains(r.String(), "no invoice for this order") {
+		t.Fatalf("/missing: %d %s", r.Status, r.Body)
+	}
+	r := svc.Get(t, "/outage")
+	if r.Status != 503 || r.Header.Get("Retry-After") != "3" || !strings.Contains(r.String(), `"dependency":"billing"`) {
+		t.Fatalf("/outage: %d %v %s", r.Status, r.Header, r.Body)
+	}
+	r = svc.Get(t, "/bug")
+	if r.Status != 500 || strings.Contains(r.String(), "hunter2") {
+		t.Fatalf("/bug: %d %s", r.Status, r.Body)
+	}
+}
+
+func TestGracefulShutdownFinishesInFlightRequest(t *testing.T) {
+	t.Parallel()
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	var finished atomic.Bool
+	app, err := jfasttest.New(t, jfasttest.Options{
+		TOML: "[app]\nshutdown_timeout = \"5s\"",
+		Routes: func(_ *framework.App, r chi.Router) error {
+			r.Get("/slow", func(w http.ResponseWriter, r *http.Request) {
+				close(entered)
+				<-release
+				finished.Store(true)
+				w.Write([]byte("done"))
+			})
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + app.Addr()
+	type result struct {
+		body string
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		resp, err := http.Get(url + "/slow")
+		if err != nil {
+			got <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b := make([]byte, 16)
+		n, _ := resp.Body.Read(b)
+		got <- result{body: string(b[:n])}
+	}()
+	<-entered
+	stopped := make(chan error, 1)
+	go func() { stopped <- app.Stop(context.Background()) }()
+	// The listener closes at once; the in-flight request is still running.
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		conn, err := net.Dial("tcp", app.Addr())
+		if err != nil {
+			break
+		}
+		conn.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("the server still accepts connections during shutdown")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case err := <-stopped:
+		t.Fatalf("Stop returned (%v) before the in-flight request finished", err)
+	default:
+	}
+	close(release)
+	r := <-got
+	if r.err != nil || r.body != "done" || !finished.Load() {
+		t.Fatalf("in-flight request: %+v", r)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMetricsUseRouteTemplates(t *testing.T) {
+	t.Parallel()
+	svc := jfasttest.Start(t, jfasttest.Options{Routes: func(_ *framework.App, r chi.Router) error {
+		r.Get("/orders/{id}", func(w http.ResponseWriter, r *http.Request) {})
+		return nil
+	}})
+	for _, id := range []string{"1", "2", "3"} {
+		svc.Get(t, "/orders/"+id)
+	}
+	svc.Get(t, "/nope/123")
+	m := svc.Get(t, "/metrics").String()
+	want := `http_server_requests_total{method="GET",route="/orders/{id}",status="200"} 3`
+	if !strings.Contains(m, want) {
+		t.Fatalf("metrics lack %q", want)
+	}
+	if strings.Contains(m, "/orders/1") || strings.Contains(m, "/nope/123") {
+		t.Fatal("a raw path became a label")
+	}
+	if !strings.Contains(m, `route="unmatched",status="404"`) || !strings.Contains(m, "go_goroutines") {
+		t.Fatal("unmatched routes or runtime metrics missing")
+	}
+}

@@ -1,0 +1,320 @@
+package framework_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/jfasttest"
+)
+
+// configErrors builds an App that must fail and returns its errors by key.
+func configErrors(t *testing.T, o jfasttest.Options) map[string]framework.ConfigError {
+	t.Helper()
+	_, err := jfasttest.New(t, o)
+	var errs framework.ConfigErrors
+	if !errors.As(err, &errs) {
+		t.Fatalf("want ConfigErrors, got %v", err)
+	}
+	byKey := map[string]framework.ConfigError{}
+	for _, e := range errs {
+		byKey[e.Key] = e
+	}
+	return byKey
+}
+
+func TestDefaultsWithoutAnyFile(t *testing.T) {
+	t.Parallel()
+	app, err := jfasttest.New(t, jfasttest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := app.Config()
+	want := framework.DefaultAppConfig()
+	want.Listen = "127.0.0.1:0" // jfasttest's JFAST_APP_LISTEN
+	if cfg != want {
+		t.Fatalf("config = %+v, want %+v", cfg, want)
+	}
+	if !app.Enabled("observability") {
+		t.Fatal("observability is not enabled by default")
+	}
+}
+
+func TestDurationsAcceptStringsAndBareSeconds(t *testing.T) {
+	t.Parallel()
+	app, err := jfasttest.New(t, jfasttest.Options{TOML: `
+[app]
+request_timeout = "250ms"
+readiness_timeout = 3
+shutdown_timeout = 1.5
+`, Env: map[string]string{"JFAST_APP_START_TIMEOUT": "7"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := app.Config()
+	if cfg.RequestTimeout != 250*time.Millisecond || cfg.ReadinessTimeout != 3*time.Second ||
+		cfg.ShutdownTimeout != 1500*time.Millisecond || cfg.StartTimeout != 7*time.Second {
+		t.Fatalf("durations = %v %v %v %v", cfg.RequestTimeout, cfg.ReadinessTimeout, cfg.ShutdownTimeout, cfg.StartTimeout)
+	}
+}
+
+func TestDeployKeyTakesEnvironmentOverFileWithWarning(t *testing.T) {
+	t.Parallel()
+	p := newFake("fake", nil)
+	o := jfasttest.Options{
+		TOML: `
+[plugins]
+enabled = ["fake"]
+[plugin.fake]
+address = "file-host:1"
+[plugin.fake.targets.billing]
+url = "http://billing.file:8010"
+`,
+		Plugins: []framework.Plugin{p},
+		Env: map[string]string{
+			"JFAST_FAKE_ADDRESS":               "env-host:2",
+			"JFAST_FAKE_TARGETS__BILLING__URL": "http://billing.env:8010",
+		},
+	}
+	svc := jfasttest.Start(t, o)
+	if p.cfg.Address != "env-host:2" {
+		t.Fatalf("address = %q, want the environment's", p.cfg.Address)
+	}
+	if got := p.cfg.Targets["billing"].URL; got != "http://billing.env:8010" {
+		t.Fatalf("targets.billing.url = %q, want the environment's", got)
+	}
+	if got := p.cfg.Targets["billing"].Timeout; got != 5*time.Second {
+		t.Fatalf("a map entry did not start from its defaults: timeout = %v", got)
+	}
+	logs := svc.Logs()
+	for _, want := range []string{
+		"plugin.fake.address: JFAST_FAKE_ADDRESS and config disagree; the environment wins",
+		"plugin.fake.targets.billing.url: JFAST_FAKE_TARGETS__BILLING__URL and config disagree",
+	} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("logs lack %q:\n%s", want, logs)
+		}
+	}
+	if strings.Contains(logs, "env-host") || strings.Contains(logs, "file-host") {
+		t.Errorf("the warning printed a deploy key's value:\n%s", logs)
+	}
+	if !strings.Contains(logs, "level=WARN") {
+		t.Errorf("the disagreement is not a WARNING:\n%s", logs)
+	}
+	src := svc.Sources()
+	if src["plugin.fake.address"] != "env JFAST_FAKE_ADDRESS" {
+		t.Errorf("source of plugin.fake.address = %q", src["plugin.fake.address"])
+	}
+}
+
+func TestShapeKeyTakesFileOverEnvironmentWithWarning(t *testing.T) {
+	t.Parallel()
+	p := newFake("fake", nil)
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML: `
+[plugins]
+enabled = ["fake"]
+[plugin.fake]
+timeout = "3s"
+`,
+		Plugins: []framework.Plugin{p},
+		Env: map[string]string{
+			"JFAST_FAKE_TIMEOUT": "9s",
+			"JFAST_FAKE_RETRIES": "4", // not in the file: the environment is used
+		},
+	})
+	if p.cfg.Timeout != 3*time.Second {
+		t.Fatalf("timeout = %v, want the file's 3s", p.cfg.Timeout)
+	}
+	if p.cfg.Retries != 4 {
+		t.Fatalf("retries = %d, want the environment's 4 (the file does not set it)", p.cfg.Retries)
+	}
+	want := "plugin.fake.timeout: JFAST_FAKE_TIMEOUT is ignored; config wins because plugin.fake.timeout is a shape key"
+	if logs := svc.Logs(); !strings.Contains(logs, want) || !strings.Contains(logs, "level=WARN") {
+		t.Fatalf("logs lack the WARNING %q:\n%s", want, logs)
+	}
+}
+
+func TestUnknownKeysAreErrorsWithSuggestions(t *testing.T) {
+	t.Parallel()
+	errs := configErrors(t, jfasttest.Options{
+		TOML: `
+[app]
+request_timout = "5s"
+[plugins]
+enabled = ["fake"]
+[plugin.fake]
+adress = "x:1"
+[plugin.fake.targets.billing]
+url = "http://b"
+timeot = "1s"
+[plugin.fak]
+x = 1
+[aap]
+name = "x"
+`,
+		Plugins: []framework.Plugin{newFake("fake", nil)},
+	})
+	cases := map[string]string{
+		"app.request_timout":                 `did you mean "request_timeout"?`,
+		"plugin.fake.adress":                 `did you mean "address"?`,
+		"plugin.fake.targets.billing.timeot": `did you mean "timeout"?`,
+		"plugin.fak":                         "did you mean [plugin.fake]?",
+		"aap":                                `did you mean "app"?`,
+	}
+	for key, fix := range cases {
+		e, ok := errs[key]
+		if !ok {
+			t.Errorf("no error for %s; got %v", key, errs)
+			continue
+		}
+		if !strings.Contains(e.Fix, fix) {
+			t.Errorf("%s: fix = %q, want it to contain %q", key, e.Fix, fix)
+		}
+	}
+}
+
+func TestEnvironmentUnknownKeyIsAnError(t *testing.T) {
+	t.Parallel()
+	errs := configErrors(t, jfasttest.Options{Env: map[string]string{"JFAST_APP_LISTN": "127.0.0.1:1"}})
+	if e, ok := errs["app.listn"]; !ok || !strings.Contains(e.Fix, `"listen"`) {
+		t.Fatalf("errors = %v", errs)
+	}
+}
+
+func TestEveryErrorIsReportedAtOnce(t *testing.T) {
+	t.Parallel()
+	_, err := jfasttest.New(t, jfasttest.Options{
+		TOML: `
+[app]
+env = "prod"
+request_timeout = 0
+shutdown_timeout = "-1s"
+log_level = "loud"
+[plugins]
+enabled = ["fake"]
+[plugin.fake]
+timeout = "abc"
+retries = "many"
+`,
+		Plugins: []framework.Plugin{newFake("fake", nil)},
+	})
+	var errs framework.ConfigErrors
+	if !errors.As(err, &errs) {
+		t.Fatalf("want ConfigErrors, got %v", err)
+	}
+	want := []string{"app.env", "app.request_timeout", "app.shutdown_timeout", "app.log_level", "plugin.fake.timeout", "plugin.fake.retries"}
+	if len(errs) != len(want) {
+		t.Fatalf("got %d errors, want %d:\n%v", len(errs), len(want), err)
+	}
+	msg := err.Error()
+	for _, key := range want {
+		if !strings.Contains(msg, key+": ") {
+			t.Errorf("message lacks a line for %s:\n%s", key, msg)
+		}
+	}
+	if !strings.HasSuffix(msg, "6 configuration errors") {
+		t.Errorf("message does not end with the count:\n%s", msg)
+	}
+	if lines := strings.Count(msg, "\n"); lines != 6 {
+		t.Errorf("want one line per error, got %d lines:\n%s", lines, msg)
+	}
+}
+
+func TestDeadlinesCannotBeSwitchedOff(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, toml string
+		env        map[string]string
+		key        string
+	}{
+		{"zero", "[app]\nrequest_timeout = 0", nil, "app.request_timeout"},
+		{"zero string", "[app]\nreadiness_timeout = \"0s\"", nil, "app.readiness_timeout"},
+		{"negative", "[app]\nshutdown_timeout = \"-5s\"", nil, "app.shutdown_timeout"},
+		{"missing", "", map[string]string{"JFAST_APP_REQUEST_TIMEOUT": ""}, "app.request_timeout"},
+		{"plugin zero", "[plugins]\nenabled = [\"fake\"]\n[plugin.fake]\ntimeout = 0", nil, "plugin.fake.timeout"},
+		{"map entry negative", "[plugins]\nenabled = [\"fake\"]\n[plugin.fake.targets.billing]\ntimeout = -1", nil, "plugin.fake.targets.billing.timeout"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			errs := configErrors(t, jfasttest.Options{TOML: tc.toml, Env: tc.env, Plugins: []framework.Plugin{newFake("fake", nil)}})
+			e, ok := errs[tc.key]
+			if !ok || len(errs) != 1 {
+				t.Fatalf("want exactly one error for %s, got %v", tc.key, errs)
+			}
+			if e.Fix == "" {
+				t.Fatalf("%s: no fix given", tc.key)
+			}
+		})
+	}
+}
+
+func TestEnablingAPluginNotCompiledIn(t *testing.T) {
+	t.Parallel()
+	errs := configErrors(t, jfasttest.Options{TOML: "[plugins]\nenabled = [\"observability\", \"db\"]"})
+	e, ok := errs["plugins.enabled"]
+	if !ok {
+		t.Fatalf("errors = %v", errs)
+	}
+	if !strings.Contains(e.Problem, `"db" is enabled but not compiled`) ||
+		!strings.Contains(e.Fix, `import "github.com/jfastframework/jfast/plugins/db"`) {
+		t.Fatalf("error = %v", e)
+	}
+}
+
+func TestRequiredDependencyMustBeEnabled(t *testing.T) {
+	t.Parallel()
+	p := newFake("mailer", nil)
+	p.deps = []framework.Dependency{{Name: "jobs"}}
+	errs := configErrors(t, jfasttest.Options{
+		TOML:    "[plugins]\nenabled = [\"mailer\"]",
+		Plugins: []framework.Plugin{p, newFake("jobs", nil)},
+	})
+	if e, ok := errs["plugins.enabled"]; !ok || !strings.Contains(e.Fix, `add "jobs"`) {
+		t.Fatalf("errors = %v", errs)
+	}
+}
+
+func TestCriticalIsAcceptedForEveryPlugin(t *testing.T) {
+	t.Parallel()
+	app, err := jfasttest.New(t, jfasttest.Options{TOML: `
+[plugins]
+enabled = ["observability", "fake"]
+[plugin.observability]
+critical = false
+[plugin.fake]
+critical = true
+`, Plugins: []framework.Plugin{newFake("fake", nil)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !app.Critical("fake") || app.Critical("observability") {
+		t.Fatal("critical flags not recorded")
+	}
+	errs := configErrors(t, jfasttest.Options{TOML: "[plugin.observability]\ncritical = \"yes\""})
+	if _, ok := errs["plugin.observability.critical"]; !ok {
+		t.Fatalf("errors = %v", errs)
+	}
+}
+
+func TestConfigFileFromEnvironment(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := dir + "/service.toml"
+	if err := writeFile(path, "[app]\nname = \"orders\"\n"); err != nil {
+		t.Fatal(err)
+	}
+	app, err := framework.New(framework.Options{Environ: []string{"JFAST_CONFIG=" + path}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if app.Config().Name != "orders" {
+		t.Fatalf("name = %q", app.Config().Name)
+	}
+	if _, err := framework.New(framework.Options{ConfigFile: dir + "/missing.toml", Environ: []string{}}); err == nil {
+		t.Fatal("an explicit config file that does not exist must be an error")
+	}
+}
