@@ -1,0 +1,31 @@
+# jfast's own tasks. `make test` is what CI runs (.ci/run), with the race detector.
+
+GO ?= go
+# Packages are tested one or two at a time: the machine has 2 cores and several
+# packages start real servers.
+TEST_FLAGS ?= -race -count=1 -p 2 -timeout 15m
+
+.PHONY: run test test-servers bench vet fmt
+
+## run: the hello service on 127.0.0.1:8000 (JFAST_APP_LISTEN overrides)
+run:
+	$(GO) run ./examples/hello
+
+## test-servers: install the servers tests start themselves (S3, SMTP), once
+test-servers:
+	@for s in scripts/install-*.sh; do [ -e "$$s" ] || continue; bash "$$s" || exit 1; done
+
+## test: every package with the race detector
+test: test-servers
+	$(GO) vet ./...
+	$(GO) test $(TEST_FLAGS) ./...
+
+## bench: the benchmarks behind docs/performance.md
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -l -w .
