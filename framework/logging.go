@@ -9,9 +9,9 @@ import (
 	"github.com/jfastframework/jfast/requestid"
 )
 
-// LogSource adds attributes taken from a context to a log record: telemetry adds
-// trace_id and span_id this way.
-type LogSource func(ctx context.Context, rec *slog.Record)
+// LogSource returns attributes taken from a context to add to a log record:
+// telemetry adds trace_id and span_id this way.
+type LogSource func(ctx context.Context) []slog.Attr
 
 // contextHandler adds the request ID of the context, and the attributes of every
 // registered LogSource, to each record logged with a context.
@@ -27,7 +27,9 @@ func (h contextHandler) Handle(ctx context.Context, rec slog.Record) error {
 		}
 		if srcs := h.sources.Load(); srcs != nil {
 			for _, src := range *srcs {
-				src(ctx, &rec)
+				if attrs := src(ctx); len(attrs) > 0 {
+					rec.AddAttrs(attrs...)
+				}
 			}
 		}
 	}

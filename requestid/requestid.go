@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net/http"
+	"unsafe"
 )
 
 // Header is the HTTP header that carries the request ID in and out.
@@ -43,9 +45,50 @@ func Valid(s string) bool {
 
 type ctxKey struct{}
 
+// entry is what a context carries: the ID, and the one-element slice the
+// response header points at, allocated together so serving a request pays for
+// one allocation instead of three (ID, header slice, boxed string).
+type entry struct {
+	id     string
+	header [1]string
+	raw    [16]byte
+	buf    [32]byte
+}
+
 // NewContext returns a copy of ctx that carries id.
 func NewContext(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, ctxKey{}, id)
+	return context.WithValue(ctx, ctxKey{}, &entry{id: id})
+}
+
+// Serve returns ctx carrying the request ID for an inbound request: the
+// inbound one when [Valid], else a fresh one from [New]; it sets the ID on the
+// response header h. This is the framework's hot path: one allocation for the
+// ID and its header value, one for the context.
+func Serve(ctx context.Context, inbound string, h http.Header) (context.Context, string) {
+	e := &entry{}
+	if Valid(inbound) {
+		e.id = inbound
+	} else {
+		_, _ = rand.Read(e.raw[:])
+		hex.Encode(e.buf[:], e.raw[:])
+		// e.buf is never written again, so the string may share it.
+		e.id = unsafe.String(&e.buf[0], len(e.buf))
+	}
+	e.header[0] = e.id
+	h[canonicalHeader] = e.header[:]
+	return context.WithValue(ctx, ctxKey{}, e), e.id
+}
+
+// canonicalHeader is Header in the form net/http stores it, so map access
+// needs no canonicalisation.
+const canonicalHeader = "X-Request-Id"
+
+// Inbound returns the request ID a client sent, without allocating.
+func Inbound(h http.Header) string {
+	if v := h[canonicalHeader]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // FromContext returns the request ID stored in ctx by [NewContext], or ""
@@ -54,6 +97,8 @@ func FromContext(ctx context.Context) string {
 	if ctx == nil {
 		return ""
 	}
-	id, _ := ctx.Value(ctxKey{}).(string)
-	return id
+	if e, ok := ctx.Value(ctxKey{}).(*entry); ok {
+		return e.id
+	}
+	return ""
 }

@@ -1,0 +1,101 @@
+package framework_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jfastframework/jfast/framework"
+)
+
+// The benchmarks compare a hello route through jfast's whole middleware stack
+// (request ID, recovery, deadline, access log, metrics) with the same handler on
+// bare chi, in the same run. docs/performance.md keeps the ratios.
+
+var helloBody = []byte(`{"message":"hello, world"}` + "\n")
+
+func hello(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(helloBody)
+}
+
+func bareChi() http.Handler {
+	r := chi.NewRouter()
+	r.Get("/hello", hello)
+	return r
+}
+
+func jfastApp(b *testing.B) *framework.App {
+	app, err := framework.New(framework.Options{
+		ConfigText: "[app]\nlisten = \"127.0.0.1:0\"\n",
+		Environ:    []string{},
+		LogOutput:  io.Discard,
+		Routes: func(_ *framework.App, r chi.Router) error {
+			r.Get("/hello", hello)
+			return nil
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { app.Stop(context.Background()) })
+	return app
+}
+
+// BenchmarkStack serves in-process (no socket): the middleware's own cost.
+func BenchmarkStack(b *testing.B) {
+	run := func(b *testing.B, h http.Handler) {
+		req := httptest.NewRequest(http.MethodGet, "/hello", nil)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				if w.Code != http.StatusOK {
+					b.Fatalf("status %d", w.Code)
+				}
+			}
+		})
+	}
+	b.Run("bare-chi", func(b *testing.B) { run(b, bareChi()) })
+	b.Run("jfast", func(b *testing.B) { run(b, jfastApp(b).Router()) })
+}
+
+// BenchmarkLoopback serves over real loopback sockets with keep-alive: the
+// throughput a client sees.
+func BenchmarkLoopback(b *testing.B) {
+	run := func(b *testing.B, url string) {
+		tr := &http.Transport{MaxIdleConnsPerHost: 64}
+		defer tr.CloseIdleConnections()
+		client := &http.Client{Transport: tr}
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				resp, err := client.Get(url + "/hello")
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+			}
+		})
+	}
+	b.Run("bare-chi", func(b *testing.B) {
+		srv := httptest.NewServer(bareChi())
+		defer srv.Close()
+		run(b, srv.URL)
+	})
+	b.Run("jfast", func(b *testing.B) {
+		run(b, "http://"+jfastApp(b).Addr())
+	})
+}
