@@ -1,0 +1,427 @@
+package auth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/MicahParks/jwkset"
+	"github.com/MicahParks/keyfunc/v3"
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/problem"
+)
+
+// jwksDependency names the issuer's key set in 503 bodies, /ready, metrics and
+// the breaker.
+const jwksDependency = "jwks"
+
+// maxJWKSBody bounds a JWK Set response: real sets are a few kilobytes.
+const maxJWKSBody = 1 << 20
+
+// jwksCache holds the issuer's keys in memory and refreshes them. Known kids are
+// read from memory only (no I/O, no wait). Fetches go through one breaker and
+// never overlap: a token with an unknown kid joins the fetch in flight, or starts
+// one if the rate limit allows, or is answered from the last fetch's outcome.
+//
+// keyfunc's own HTTP storage (jwkset.NewStorageFromHTTP) is not used for the
+// fetching: it refreshes on a real ticker (not the App's clock), its unknown-kid
+// refresh waits on its rate limiter and swallows fetch errors, so "the issuer
+// does not know this kid" (401) could not be told from "the issuer is down" (503),
+// and its first fetch blocks the boot. keyfunc still turns a token into its key
+// (kid lookup, the JWK's alg and use checks) over this cache, and jwkset parses
+// and stores the keys.
+type jwksCache struct {
+	url      string
+	timeout  time.Duration
+	coolDown time.Duration
+	interval time.Duration
+	clock    resilience.Clock
+	log      *slog.Logger
+
+	client    *http.Client
+	transport *http.Transport
+	breaker   *resilience.Breaker
+	limiter   *rate.Limiter // unknown-kid refreshes, driven by clock
+	store     *jwkset.MemoryJWKSet
+	keyfunc   keyfunc.Keyfunc
+	fetches   *prometheus.CounterVec
+	keyCount  prometheus.Gauge
+
+	ctx    context.Context // ends at Stop; every fetch derives from it
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu          sync.Mutex
+	inflight    *fetch
+	lastSuccess time.Time
+	lastErr     error // of the last fetch that ran; nil after a success
+	keys        int
+}
+
+// fetch is one download of the key set; waiters read err after done is closed.
+type fetch struct {
+	done chan struct{}
+	err  error
+}
+
+type jwksOpts struct {
+	url                              string
+	timeout, coolDown, interval, min time.Duration
+	clock                            resilience.Clock
+	log                              *slog.Logger
+	registry                         prometheus.Registerer
+}
+
+func newJWKSCache(o jwksOpts) (*jwksCache, error) {
+	c := &jwksCache{
+		url: o.url, timeout: o.timeout, coolDown: o.coolDown, interval: o.interval,
+		clock: o.clock, log: o.log,
+		limiter: rate.NewLimiter(rate.Every(o.min), 1),
+		store:   jwkset.NewMemoryStorage(),
+	}
+	c.transport = &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: o.timeout, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout:   o.timeout,
+		ResponseHeaderTimeout: o.timeout,
+		MaxIdleConns:          2,
+		IdleConnTimeout:       90 * time.Second,
+		ForceAttemptHTTP2:     true,
+	}
+	c.client = &http.Client{
+		Transport: c.transport,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= 3 {
+				return errors.New("more than 3 redirects")
+			}
+			if via[0].URL.Scheme == "https" && req.URL.Scheme != "https" {
+				return errors.New("redirect from https to plain http refused")
+			}
+			return nil
+		},
+	}
+	c.breaker = resilience.NewBreaker(resilience.BreakerOpts{
+		Name: jwksDependency,
+		// One failed fetch is enough evidence: fetches are rare (a refresh, or an
+		// unknown kid at most once per jwks_min_refresh_interval), and each
+		// failure may have cost a request jwks_timeout.
+		Failures: 1,
+		CoolDown: o.coolDown,
+		Clock:    o.clock,
+		OnStateChange: func(s resilience.StateChange) {
+			c.log.Warn("auth: jwks breaker changed state",
+				slog.String("dependency", jwksDependency), slog.String("from", s.From.String()), slog.String("to", s.To.String()))
+		},
+	})
+	c.fetches = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jfast_auth_jwks_fetches_total",
+		Help: "JWK Set fetches by result: ok, error, or breaker_open (refused without I/O).",
+	}, []string{"result"})
+	c.keyCount = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "jfast_auth_jwks_keys",
+		Help: "Keys of the issuer's JWK Set cached in memory.",
+	})
+	for _, col := range []prometheus.Collector{c.fetches, c.keyCount} {
+		if err := o.registry.Register(col); err != nil {
+			return nil, fmt.Errorf("auth: register jwks metrics: %w", err)
+		}
+	}
+	kf, err := keyfunc.New(keyfunc.Options{
+		Storage:      cacheStorage{c.store, c},
+		UseWhitelist: []jwkset.USE{jwkset.UseSig, ""},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("auth: jwks keyfunc: %w", err)
+	}
+	c.keyfunc = kf
+	return c, nil
+}
+
+// start launches the refresh loop; its first fetch runs at once, in the
+// background: a boot never waits on, nor fails because of, the issuer.
+func (c *jwksCache) start() {
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.wg.Add(1)
+	go c.loop()
+}
+
+// stop ends the refresh loop and any fetch in flight, and waits for them.
+func (c *jwksCache) stop(ctx context.Context) error {
+	if c.cancel == nil {
+		return nil
+	}
+	c.cancel()
+	done := make(chan struct{})
+	go func() { c.wg.Wait(); close(done) }()
+	defer c.transport.CloseIdleConnections()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("auth: stop jwks refresh: %w", ctx.Err())
+	}
+}
+
+// loop refreshes the keys every interval, and after a failure again once the
+// breaker's cool-down has passed.
+func (c *jwksCache) loop() {
+	defer c.wg.Done()
+	var wait time.Duration
+	for {
+		if wait > 0 {
+			t := c.clock.NewTimer(wait)
+			select {
+			case <-c.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C():
+			}
+		}
+		f := c.refresh()
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-f.done:
+		}
+		wait = c.interval
+		if f.err != nil {
+			wait = c.coolDown
+			var open *resilience.OpenError
+			if errors.As(f.err, &open) && open.RetryAfter() > 0 {
+				wait = open.RetryAfter()
+			}
+		}
+	}
+}
+
+// refresh joins the fetch in flight or starts one through the breaker. An open
+// breaker answers at once with its *resilience.OpenError.
+func (c *jwksCache) refresh() *fetch {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inflight != nil {
+		return c.inflight
+	}
+	ticket, err := c.breaker.Allow()
+	if err != nil {
+		c.fetches.WithLabelValues("breaker_open").Inc()
+		return doneFetch(err)
+	}
+	return c.startLocked(ticket)
+}
+
+func doneFetch(err error) *fetch {
+	f := &fetch{done: make(chan struct{}), err: err}
+	close(f.done)
+	return f
+}
+
+func (c *jwksCache) startLocked(ticket resilience.Ticket) *fetch {
+	f := &fetch{done: make(chan struct{})}
+	c.inflight = f
+	c.wg.Add(1)
+	go c.run(f, ticket)
+	return f
+}
+
+func (c *jwksCache) run(f *fetch, ticket resilience.Ticket) {
+	defer c.wg.Done()
+	ctx, cancel := context.WithTimeout(c.ctx, c.timeout)
+	keys, err := c.download(ctx)
+	cancel()
+	switch {
+	case c.ctx.Err() != nil:
+		ticket.Done(resilience.Ignore) // stopping: no evidence about the issuer
+		err = errors.New("auth: jwks fetch stopped: the App is shutting down")
+	case err != nil:
+		ticket.Done(resilience.Failure)
+	default:
+		ticket.Done(resilience.Success)
+	}
+	if err == nil {
+		_ = c.store.KeyReplaceAll(context.Background(), keys) // memory storage: never fails
+		c.keyCount.Set(float64(len(keys)))
+		c.fetches.WithLabelValues("ok").Inc()
+	} else {
+		c.fetches.WithLabelValues("error").Inc()
+		if c.ctx.Err() == nil {
+			c.log.Warn("auth: jwks fetch failed; cached keys keep verifying",
+				slog.String("dependency", jwksDependency), slog.String("error", err.Error()))
+		}
+	}
+	c.mu.Lock()
+	if err == nil {
+		c.lastSuccess = c.clock.Now()
+		c.keys = len(keys)
+	}
+	c.lastErr = err
+	c.inflight = nil
+	f.err = err
+	c.mu.Unlock()
+	close(f.done)
+}
+
+// download fetches and parses the key set. Errors never carry the URL (it is a
+// deploy key and may hold credentials).
+func (c *jwksCache) download(ctx context.Context) ([]jwkset.JWK, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("auth: jwks request: %w", err)
+	}
+	req.Header.Set("Accept", "application/jwk-set+json, application/json")
+	resp, err := c.client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("auth: jwks fetch: no answer within jwks_timeout (%s)", c.timeout)
+		}
+		return nil, fmt.Errorf("auth: jwks fetch: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		return nil, fmt.Errorf("auth: jwks fetch: the issuer answered %d", resp.StatusCode)
+	}
+	var set jwkset.JWKSMarshal
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxJWKSBody)).Decode(&set); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("auth: jwks fetch: body not read within jwks_timeout (%s)", c.timeout)
+		}
+		return nil, fmt.Errorf("auth: jwks fetch: the key set is not valid JSON: %w", err)
+	}
+	keys := make([]jwkset.JWK, 0, len(set.Keys))
+	skipped := 0
+	for _, m := range set.Keys {
+		// Public material only: a symmetric ("oct") key in a published set is
+		// refused here, so it can never be used as an HMAC secret.
+		k, err := jwkset.NewJWKFromMarshal(m, jwkset.JWKMarshalOptions{}, jwkset.JWKValidateOptions{})
+		if err != nil || m.KID == "" {
+			skipped++
+			continue
+		}
+		keys = append(keys, k)
+	}
+	if len(keys) == 0 {
+		// Keep the cached keys: an empty set is far more likely a broken issuer
+		// than the withdrawal of every key.
+		return nil, fmt.Errorf("auth: jwks fetch: the key set has no usable keys (%d skipped)", skipped)
+	}
+	if skipped > 0 {
+		c.log.Warn("auth: jwks keys skipped (unsupported type, no kid, or invalid)",
+			slog.Int("skipped", skipped), slog.Int("kept", len(keys)))
+	}
+	return keys, nil
+}
+
+// unknownKID is asked when kid is not cached. It returns nil when a refresh now
+// holds the kid, a *TokenError when the issuer answered without it, and a
+// *problem.DependencyError naming jwks when the issuer could not be asked: a
+// request never waits longer than one fetch (jwks_timeout), and not at all while
+// the breaker is open.
+func (c *jwksCache) unknownKID(ctx context.Context, kid string) error {
+	c.mu.Lock()
+	f := c.inflight
+	if f == nil {
+		ticket, err := c.breaker.Allow()
+		if err != nil {
+			c.mu.Unlock()
+			c.fetches.WithLabelValues("breaker_open").Inc()
+			return unavailable(err)
+		}
+		if !c.limiter.AllowN(c.clock.Now(), 1) {
+			ticket.Done(resilience.Ignore)
+			lastErr := c.lastErr
+			c.mu.Unlock()
+			if lastErr != nil {
+				return unavailable(lastErr)
+			}
+			return &TokenError{Reason: ReasonKID, Err: fmt.Errorf("kid %q is not in the issuer's key set (refreshed less than jwks_min_refresh_interval ago)", kid)}
+		}
+		f = c.startLocked(ticket)
+	}
+	c.mu.Unlock()
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return unavailable(ctx.Err())
+	}
+	if f.err != nil {
+		return unavailable(f.err)
+	}
+	if _, err := c.store.KeyRead(ctx, kid); err != nil {
+		return &TokenError{Reason: ReasonKID, Err: fmt.Errorf("kid %q is not in the issuer's key set", kid)}
+	}
+	return nil
+}
+
+func unavailable(err error) *problem.DependencyError {
+	e := &problem.DependencyError{
+		Dependency: jwksDependency,
+		Err:        err,
+		Detail:     "the token's signing key is not cached and the issuer's key set (jwks) cannot be fetched right now",
+	}
+	var ra resilience.RetryAfterError
+	if errors.As(err, &ra) {
+		e.RetryAfter = ra.RetryAfter()
+	}
+	return e
+}
+
+// key returns the verification key of a token: kid required, the JWK's alg and
+// use checked by keyfunc.
+func (c *jwksCache) key(ctx context.Context, t *jwt.Token) (any, error) {
+	kid, _ := t.Header["kid"].(string)
+	if kid == "" {
+		return nil, &TokenError{Reason: ReasonKID, Err: errors.New("jwks mode needs a kid in the token header")}
+	}
+	return c.keyfunc.KeyfuncCtx(ctx)(t)
+}
+
+// jwksStatus is the cache's state for /ready.
+type jwksStatus struct {
+	keys        int
+	lastSuccess time.Time
+	lastErr     error
+	inflight    bool
+	breaker     resilience.BreakerSnapshot
+}
+
+func (c *jwksCache) status() jwksStatus {
+	c.mu.Lock()
+	s := jwksStatus{keys: c.keys, lastSuccess: c.lastSuccess, lastErr: c.lastErr, inflight: c.inflight != nil}
+	c.mu.Unlock()
+	s.breaker = c.breaker.Snapshot()
+	return s
+}
+
+// cacheStorage is the jwkset.Storage keyfunc reads: the memory storage, with a
+// refresh when the kid is unknown.
+type cacheStorage struct {
+	*jwkset.MemoryJWKSet
+	c *jwksCache
+}
+
+func (s cacheStorage) KeyRead(ctx context.Context, kid string) (jwkset.JWK, error) {
+	if k, err := s.MemoryJWKSet.KeyRead(ctx, kid); err == nil {
+		return k, nil
+	}
+	if err := s.c.unknownKID(ctx, kid); err != nil {
+		return jwkset.JWK{}, err
+	}
+	return s.MemoryJWKSet.KeyRead(ctx, kid)
+}
