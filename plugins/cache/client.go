@@ -1,0 +1,85 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// newClient builds the go-redis client the url describes, with jfast's deadlines.
+// It does not connect.
+func newClient(cfg Config) (redis.UniversalClient, error) {
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
+		return nil, errors.New("url is not a valid URL")
+	}
+	build, err := buildOptions(cfg.URL, u, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return build(), nil
+}
+
+// buildOptions parses the url with go-redis's parser for its mode and returns the
+// constructor of the client:
+//
+//   - a master_name query parameter: Sentinel (redis.ParseFailoverURL), the host
+//     and every addr parameter being sentinels;
+//   - one or more addr parameters: Redis Cluster (redis.ParseClusterURL), the host
+//     and every addr parameter being seed nodes;
+//   - otherwise one server (redis.ParseURL).
+//
+// jfast's keys override what the URL's query says about timeouts, retries and
+// the pool size, so the deadlines cannot be switched off from the URL.
+func buildOptions(raw string, u *url.URL, cfg Config) (func() redis.UniversalClient, error) {
+	q := u.Query()
+	t := cfg.CommandTimeout
+	disabled := &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	switch {
+	case q.Has("master_name"):
+		o, err := redis.ParseFailoverURL(raw)
+		if err != nil {
+			return nil, parseError(err)
+		}
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = t, t, t, t
+		o.ContextTimeoutEnabled = true
+		o.MaxRetries = -1
+		o.PoolSize = cfg.PoolSize
+		return func() redis.UniversalClient { return redis.NewFailoverClient(o) }, nil
+	case q.Has("addr"):
+		o, err := redis.ParseClusterURL(raw)
+		if err != nil {
+			return nil, parseError(err)
+		}
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = t, t, t, t
+		o.ContextTimeoutEnabled = true
+		o.MaxRetries = -1
+		o.PoolSize = cfg.PoolSize
+		o.MaintNotificationsConfig = disabled
+		return func() redis.UniversalClient { return redis.NewClusterClient(o) }, nil
+	default:
+		o, err := redis.ParseURL(raw)
+		if err != nil {
+			return nil, parseError(err)
+		}
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = t, t, t, t
+		o.ContextTimeoutEnabled = true
+		o.MaxRetries = -1
+		o.PoolSize = cfg.PoolSize
+		o.MaintNotificationsConfig = disabled
+		return func() redis.UniversalClient { return redis.NewClient(o) }, nil
+	}
+}
+
+// parseError returns go-redis's parse error without any part of the URL that a
+// *url.Error would repeat (it carries the password).
+func parseError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return fmt.Errorf("is not a URL go-redis accepts: %v", err)
+}

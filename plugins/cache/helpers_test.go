@@ -1,0 +1,188 @@
+package cache
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/jfasttest"
+)
+
+// sharedURL is the machine's Redis. Tests only touch keys under their own
+// prefix and never flush it.
+const sharedURL = "redis://127.0.0.1:6379/0"
+
+var prefixSeq atomic.Int64
+
+var unsafeKeyChars = regexp.MustCompile(`[^A-Za-z0-9_]+`)
+
+// uniquePrefix is a key prefix no other test (or run) uses.
+func uniquePrefix(t testing.TB) string {
+	return fmt.Sprintf("jfasttest:cache:%s:%d:%d:%d:", unsafeKeyChars.ReplaceAllString(t.Name(), "_"),
+		os.Getpid(), time.Now().UnixNano(), prefixSeq.Add(1))
+}
+
+// bundle is what a test of a running service needs.
+type bundle struct {
+	svc    *jfasttest.Service
+	cache  *Plugin
+	clock  *resilience.TestClock
+	prefix string
+}
+
+type setupOpts struct {
+	url    string // defaults to the shared Redis
+	toml   string // extra lines of [plugin.cache]
+	routes func(c *Plugin, r chi.Router)
+}
+
+// setup starts a service with the cache plugin on a unique key prefix and a test
+// clock, and deletes the prefix's keys when the test ends.
+func setup(t *testing.T, o setupOpts) bundle {
+	t.Helper()
+	if o.url == "" {
+		o.url = sharedURL
+	}
+	prefix := uniquePrefix(t)
+	if o.url == sharedURL {
+		t.Cleanup(func() { deletePrefix(t, prefix) })
+	}
+	clk := jfasttest.NewClock()
+	var got *Plugin
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML: fmt.Sprintf("[app]\nname = \"cachetest\"\n[plugins]\nenabled = [\"observability\", \"cache\"]\n[plugin.cache]\nurl = %q\nkey_prefix = %q\n%s",
+			o.url, prefix, o.toml),
+		Plugins: []framework.Plugin{New()},
+		Clock:   clk,
+		Routes: func(app *framework.App, r chi.Router) error {
+			c, err := From(app)
+			if err != nil {
+				return err
+			}
+			got = c
+			if o.routes != nil {
+				o.routes(c, r)
+			}
+			return nil
+		},
+	})
+	return bundle{svc: svc, cache: got, clock: clk, prefix: prefix}
+}
+
+// deletePrefix removes every key under prefix from the shared Redis.
+func deletePrefix(t testing.TB, prefix string) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		t.Errorf("clean up %s*: %v", prefix, err)
+		return
+	}
+	if len(keys) > 0 {
+		if err := c.Del(ctx, keys...).Err(); err != nil {
+			t.Errorf("clean up %s*: %v", prefix, err)
+		}
+	}
+}
+
+// redisServer is a private redis-server the test started; only it is ever
+// paused.
+type redisServer struct {
+	cmd  *exec.Cmd
+	addr string
+}
+
+func (s *redisServer) url() string { return "redis://" + s.addr + "/0" }
+
+// startRedis starts a redis-server on a free loopback port, waits until it
+// answers, and stops it (by its pid) when the test ends.
+func startRedis(t *testing.T) *redisServer {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("redis-server is not installed: %v (apt-get install redis-server)", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", t.TempDir(), "--loglevel", "warning")
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	s := &redisServer{cmd: cmd, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if s.ping() == nil {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server on %s did not answer PING within 10s", s.addr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// ping sends PING on a fresh connection.
+func (s *redisServer) ping() error {
+	c, err := net.DialTimeout("tcp", s.addr, 200*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line != "+PONG\r\n" {
+		return fmt.Errorf("PING answered %q", line)
+	}
+	return nil
+}
+
+// pause stops the server with SIGSTOP: its socket stays open and nothing answers.
+func (s *redisServer) pause(t *testing.T) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP redis-server: %v", err)
+	}
+}
+
+func (s *redisServer) resume(t *testing.T) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatalf("SIGCONT redis-server: %v", err)
+	}
+}

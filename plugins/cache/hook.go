@@ -1,0 +1,243 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jfastframework/jfast/framework/resilience"
+)
+
+// hook puts every command of the shared client behind the breaker and its
+// deadline. It is a go-redis hook, so it covers the cache API, the rate limiter,
+// the token store and every plugin using Client() alike.
+//
+// Deadlines: the client is built with ContextTimeoutEnabled, so the context's
+// deadline reaches the pool wait, the dial and the socket reads and writes. The
+// hook gives each command a context whose deadline is command_timeout from now
+// (or the caller's, when it is earlier):
+//
+//   - an ordinary command: command_timeout end to end;
+//   - a blocking command (BLPOP, BRPOP, BRPOPLPUSH, BLMOVE, BLMPOP, BZPOPMIN,
+//     BZPOPMAX, BZMPOP, XREAD/XREADGROUP with BLOCK, WAIT, WAITAOF): its own
+//     wait plus command_timeout; with a wait of 0 (block forever) only the
+//     caller's context bounds it.
+//
+// go-redis sets the socket read deadline of its typed blocking commands to the
+// wait plus 10 s; the hook's earlier deadline wins. Pub/sub does not go through
+// the hook: see docs/cache.md.
+type hook struct {
+	timeout time.Duration
+	breaker *resilience.Breaker
+}
+
+// DialHook implements redis.Hook. Dials happen inside a command, which the
+// process hooks already bound and count.
+func (h *hook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return next(ctx, network, addr)
+	}
+}
+
+// ProcessHook implements redis.Hook.
+func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		ticket, err := h.breaker.Allow()
+		if err != nil {
+			return &UnavailableError{Err: err}
+		}
+		limit, bounded := h.limit(commandWait(cmd))
+		var cctx context.Context = ctx
+		var cancel context.CancelFunc
+		if bounded {
+			cctx, cancel = withTimeout(ctx, limit)
+		}
+		err = next(cctx, cmd)
+		if cancel != nil {
+			cancel()
+		}
+		return h.done(ctx, ticket, err, limit)
+	}
+}
+
+// ProcessPipelineHook implements redis.Hook: a pipeline (or MULTI/EXEC) is one
+// call for the breaker, bounded by command_timeout plus the waits of the
+// blocking commands in it.
+func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		ticket, err := h.breaker.Allow()
+		if err != nil {
+			return &UnavailableError{Err: err}
+		}
+		var wait time.Duration
+		bounded := true
+		for _, cmd := range cmds {
+			w, blocking := commandWait(cmd)
+			if blocking && w == 0 {
+				bounded = false
+			}
+			wait += w
+		}
+		limit := h.timeout + wait
+		var cctx context.Context = ctx
+		var cancel context.CancelFunc
+		if bounded {
+			cctx, cancel = withTimeout(ctx, limit)
+		}
+		err = next(cctx, cmds)
+		if cancel != nil {
+			cancel()
+		}
+		return h.done(ctx, ticket, err, limit)
+	}
+}
+
+// limit returns a command's deadline from now, and false when only the caller's
+// context bounds it (a blocking command with a wait of 0).
+func (h *hook) limit(wait time.Duration, blocking bool) (time.Duration, bool) {
+	if blocking && wait == 0 {
+		return 0, false
+	}
+	return h.timeout + wait, true
+}
+
+// withTimeout is context.WithTimeout, skipped when the caller's deadline is
+// already sooner (its cancellation then bounds the command by itself).
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
+		return ctx, nil
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// done reports the command's outcome to the breaker and returns its error,
+// wrapped in an *UnavailableError when Redis did not answer.
+//
+//   - nil and redis.Nil (a miss) are successes;
+//   - an error reply is a success (Redis answered), except those saying the
+//     server cannot serve now (LOADING, BUSY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN,
+//     READONLY), which are failures;
+//   - a command whose caller gave up (its context ended) and a closed client are
+//     no evidence either way;
+//   - anything else (timeouts, refused or broken connections, pool timeouts) is
+//     a failure.
+func (h *hook) done(ctx context.Context, t resilience.Ticket, err error, limit time.Duration) error {
+	if err == nil || err == redis.Nil {
+		t.Done(resilience.Success)
+		return err
+	}
+	if ctx.Err() != nil || errors.Is(err, redis.ErrClosed) {
+		t.Done(resilience.Ignore)
+		return err
+	}
+	var reply redis.Error
+	if errors.As(err, &reply) && !unavailableReply(reply.Error()) {
+		t.Done(resilience.Success)
+		return err
+	}
+	t.Done(resilience.Failure)
+	ue := &UnavailableError{Err: err}
+	if isTimeout(err) {
+		ue.Timeout = limit
+	}
+	return ue
+}
+
+// unavailableReply reports whether an error reply means the server cannot serve
+// now rather than that the command was wrong.
+func unavailableReply(msg string) bool {
+	for _, prefix := range [...]string{"LOADING", "BUSY ", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "READONLY"} {
+		if strings.HasPrefix(msg, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// commandWait returns how long a blocking command may wait by its own arguments,
+// and whether the command is a blocking one. A wait of 0 means forever.
+func commandWait(cmd redis.Cmder) (time.Duration, bool) {
+	args := cmd.Args()
+	if len(args) == 0 {
+		return 0, false
+	}
+	name, ok := args[0].(string)
+	if !ok || name == "" {
+		return 0, false
+	}
+	switch name[0] {
+	case 'b', 'B', 'x', 'X', 'w', 'W':
+	default:
+		return 0, false // the common case, decided without lower-casing
+	}
+	switch strings.ToLower(name) {
+	case "blpop", "brpop", "brpoplpush", "blmove", "bzpopmin", "bzpopmax":
+		return seconds(args[len(args)-1])
+	case "blmpop", "bzmpop":
+		if len(args) > 1 {
+			return seconds(args[1])
+		}
+	case "xread", "xreadgroup":
+		for i := 1; i+1 < len(args); i++ {
+			if s, ok := args[i].(string); ok && strings.EqualFold(s, "block") {
+				return millis(args[i+1])
+			}
+		}
+	case "wait":
+		if len(args) > 2 {
+			return millis(args[2])
+		}
+	case "waitaof":
+		if len(args) > 3 {
+			return millis(args[3])
+		}
+	}
+	return 0, false
+}
+
+func seconds(v any) (time.Duration, bool) {
+	f, ok := number(v)
+	if !ok || f < 0 {
+		return 0, false
+	}
+	return time.Duration(f * float64(time.Second)), true
+}
+
+func millis(v any) (time.Duration, bool) {
+	f, ok := number(v)
+	if !ok || f < 0 {
+		return 0, false
+	}
+	return time.Duration(f * float64(time.Millisecond)), true
+}
+
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	case uint64:
+		return float64(n), true
+	case float64:
+		return n, true
+	case float32:
+		return float64(n), true
+	case string:
+		f, err := strconv.ParseFloat(n, 64)
+		return f, err == nil
+	case []byte:
+		f, err := strconv.ParseFloat(string(n), 64)
+		return f, err == nil
+	}
+	return 0, false
+}
+
+var _ redis.Hook = (*hook)(nil)

@@ -1,0 +1,95 @@
+package cache
+
+import (
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// component names what failed open, in the fail-open metric and log.
+type component int
+
+const (
+	componentRemember component = iota
+	componentRateLimit
+	numComponents
+)
+
+func (c component) String() string {
+	if c == componentRateLimit {
+		return "ratelimit"
+	}
+	return "remember"
+}
+
+// metrics are the plugin's Prometheus collectors. None is touched on a
+// successful command: the hot path stays go-redis's.
+type metrics struct {
+	failOpen   [numComponents]prometheus.Counter
+	limited    *prometheus.CounterVec
+	collectors []prometheus.Collector
+}
+
+func newMetrics(p *Plugin) *metrics {
+	failOpen := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jfast_cache_fail_open_total",
+		Help: "Calls that went on without Redis because it did not answer, by component (remember, ratelimit).",
+	}, []string{"component"})
+	limited := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jfast_cache_rate_limited_total",
+		Help: "Requests refused with 429 by a rate limiter, by limiter name.",
+	}, []string{"limiter"})
+	m := &metrics{limited: limited}
+	for c := component(0); c < numComponents; c++ {
+		m.failOpen[c] = failOpen.WithLabelValues(c.String())
+	}
+	state := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "jfast_cache_breaker_state",
+		Help: "State of the Redis breaker: 0 closed, 1 open, 2 half-open.",
+	}, func() float64 { return float64(p.breaker.Snapshot().State) })
+	opens := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "jfast_cache_breaker_opens_total",
+		Help: "Times the Redis breaker opened.",
+	}, func() float64 { return float64(p.breaker.Snapshot().Opens) })
+	conns := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "jfast_cache_pool_connections",
+		Help: "Connections in the Redis pool.",
+	}, func() float64 { return float64(p.client.PoolStats().TotalConns) })
+	idle := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "jfast_cache_pool_idle_connections",
+		Help: "Idle connections in the Redis pool.",
+	}, func() float64 { return float64(p.client.PoolStats().IdleConns) })
+	timeouts := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "jfast_cache_pool_timeouts_total",
+		Help: "Times a command waited for a pooled connection longer than command_timeout.",
+	}, func() float64 { return float64(p.client.PoolStats().Timeouts) })
+	m.collectors = []prometheus.Collector{failOpen, limited, state, opens, conns, idle, timeouts}
+	return m
+}
+
+func (m *metrics) register(r *prometheus.Registry) error {
+	for _, c := range m.collectors {
+		if err := r.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// failOpen counts a call that went on without Redis and logs it once per
+// breaker opening (and once before the first opening) per component.
+func (p *Plugin) failOpen(c component, err error) {
+	p.metrics.failOpen[c].Inc()
+	mark := p.breaker.Snapshot().Opens + 1
+	for {
+		last := p.loggedOpens[c].Load()
+		if last == mark {
+			return
+		}
+		if p.loggedOpens[c].CompareAndSwap(last, mark) {
+			p.log.Warn("redis unreachable: "+c.String()+" fails open until it is back (logged once per breaker opening)",
+				slog.String("component", c.String()), slog.String("error", err.Error()))
+			return
+		}
+	}
+}

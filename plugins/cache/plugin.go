@@ -1,0 +1,308 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/readiness"
+)
+
+// pluginName is the plugin's key in [plugins] enabled and its dependency name in
+// errors and /ready.
+const pluginName = "cache"
+
+// breakerName names the breaker in its errors: "calls to 'redis' are suspended".
+const breakerName = "redis"
+
+// Config is the [plugin.cache] table.
+type Config struct {
+	// URL is where Redis is: redis://[user:password@]host:port[/db] or rediss://
+	// for TLS. A master_name query parameter selects Sentinel, addr parameters
+	// select Redis Cluster (see docs/cache.md). It is a deploy key:
+	// JFAST_CACHE_URL wins over the file. Defaults to "redis://127.0.0.1:6379/0".
+	URL string `koanf:"url"`
+
+	// CommandTimeout bounds every command end to end: waiting for a pooled
+	// connection, dialing, writing and reading. Blocking commands (BLPOP,
+	// BLMOVE, XREAD BLOCK, ...) get their own wait plus this on top.
+	// Defaults to 1s.
+	CommandTimeout time.Duration `koanf:"command_timeout"`
+
+	// PoolSize is the most connections the client keeps per Redis node.
+	// Defaults to 10 per CPU (runtime.GOMAXPROCS), go-redis's own default.
+	PoolSize int `koanf:"pool_size"`
+
+	// KeyPrefix is put in front of every key the cache API, the rate limiter
+	// and the token store use, so services can share a Redis. Defaults to
+	// app.name + ":".
+	KeyPrefix string `koanf:"key_prefix"`
+
+	// BreakerFailures is how many consecutive failed commands open the breaker.
+	// Defaults to 5.
+	BreakerFailures int `koanf:"breaker_failures"`
+
+	// BreakerFailureRate opens the breaker when at least this share of the
+	// commands of the last breaker_window failed. Defaults to 0.5.
+	BreakerFailureRate float64 `koanf:"breaker_failure_rate"`
+
+	// BreakerWindow is the sliding window of the failure-rate rule.
+	// Defaults to 30s.
+	BreakerWindow time.Duration `koanf:"breaker_window"`
+
+	// BreakerMinimumCalls is how many commands the window must hold before
+	// the failure rate can open the breaker. Defaults to 20.
+	BreakerMinimumCalls int `koanf:"breaker_minimum_calls"`
+
+	// BreakerCoolDown is how long an open breaker refuses commands before it
+	// lets one probe through. Defaults to 15s.
+	BreakerCoolDown time.Duration `koanf:"breaker_cool_down"`
+}
+
+// DefaultURL is the url used when none is configured: a local Redis, database 0.
+const DefaultURL = "redis://127.0.0.1:6379/0"
+
+// DefaultCommandTimeout is command_timeout's default (DESIGN.md §6): Redis
+// answers in well under a millisecond, and the rate limiter and the token store
+// sit in front of every request, so this is also what the first requests of an
+// outage wait, per command.
+const DefaultCommandTimeout = time.Second
+
+// Plugin is the cache plugin: one shared go-redis client behind a breaker and
+// per-command deadlines, with the cache API, a rate limiter and a token store
+// built on it. Make it with [New]; handlers get it with [From].
+type Plugin struct {
+	cfg    Config
+	prefix string
+
+	client  redis.UniversalClient
+	breaker *resilience.Breaker
+	log     *slog.Logger
+	flight  singleflight.Group
+	metrics *metrics
+
+	// loggedOpens remembers, per fail-open component, the breaker opening
+	// (Opens + 1) already logged, so an outage logs once per opening.
+	loggedOpens [numComponents]atomic.Uint64
+}
+
+// New returns the cache plugin with its defaults.
+func New() *Plugin {
+	return &Plugin{cfg: defaultConfig()}
+}
+
+func defaultConfig() Config {
+	return Config{
+		URL:                 DefaultURL,
+		CommandTimeout:      DefaultCommandTimeout,
+		PoolSize:            10 * runtime.GOMAXPROCS(0),
+		BreakerFailures:     resilience.DefaultBreakerFailures,
+		BreakerFailureRate:  resilience.DefaultBreakerFailureRate,
+		BreakerWindow:       resilience.DefaultBreakerWindow,
+		BreakerMinimumCalls: resilience.DefaultBreakerMinimumCalls,
+		BreakerCoolDown:     resilience.DefaultBreakerCoolDown,
+	}
+}
+
+// From returns the cache plugin of app, or an error naming the fix when it is not
+// enabled. Call it at boot, in Routes.
+func From(app *framework.App) (*Plugin, error) {
+	return framework.Get[*Plugin](app, pluginName)
+}
+
+// Name implements framework.Plugin.
+func (p *Plugin) Name() string { return pluginName }
+
+// Config implements framework.Configurable.
+func (p *Plugin) Config() any {
+	p.cfg = defaultConfig()
+	return &p.cfg
+}
+
+// DeployKeys implements framework.DeployKeyer: the URL (with its credentials)
+// depends on where the service runs.
+func (p *Plugin) DeployKeys() []string { return []string{"url"} }
+
+// Validate implements framework.Validator.
+func (p *Plugin) Validate(v *framework.Validation) {
+	if _, err := parseURL(p.cfg.URL); err != nil {
+		v.Error("url", err.Error(), `set url = "redis://host:6379/0" (or rediss:// for TLS), or JFAST_CACHE_URL`)
+	}
+	v.Deadline("command_timeout", p.cfg.CommandTimeout)
+	v.Positive("pool_size", p.cfg.PoolSize)
+	v.Positive("breaker_failures", p.cfg.BreakerFailures)
+	if r := p.cfg.BreakerFailureRate; !(r > 0 && r <= 1) {
+		v.Error("breaker_failure_rate", fmt.Sprintf("must be in (0, 1], got %g", r), "set a share such as 0.5 (half of the commands in the window)")
+	}
+	v.Deadline("breaker_window", p.cfg.BreakerWindow)
+	v.Positive("breaker_minimum_calls", p.cfg.BreakerMinimumCalls)
+	v.Deadline("breaker_cool_down", p.cfg.BreakerCoolDown)
+	if !v.IsSet("key_prefix") {
+		p.cfg.KeyPrefix = v.App().Name + ":"
+	}
+}
+
+// Start implements framework.Starter. It builds the client without connecting:
+// Redis being down does not fail the boot; commands fail (fast, once the breaker
+// opens) until it is back.
+func (p *Plugin) Start(_ context.Context, app *framework.App) error {
+	p.prefix = p.cfg.KeyPrefix
+	p.log = app.Logger().With(slog.String("plugin", pluginName))
+	p.breaker = resilience.NewBreaker(resilience.BreakerOpts{
+		Name:          breakerName,
+		Failures:      p.cfg.BreakerFailures,
+		FailureRate:   p.cfg.BreakerFailureRate,
+		Window:        p.cfg.BreakerWindow,
+		MinimumCalls:  p.cfg.BreakerMinimumCalls,
+		CoolDown:      p.cfg.BreakerCoolDown,
+		Clock:         app.Clock(),
+		OnStateChange: p.logStateChange,
+	})
+	client, err := newClient(p.cfg)
+	if err != nil {
+		return fmt.Errorf("cache: %w", err) // already refused by Validate; kept for safety
+	}
+	client.AddHook(&hook{timeout: p.cfg.CommandTimeout, breaker: p.breaker})
+	p.client = client
+	p.metrics = newMetrics(p)
+	if err := p.metrics.register(app.Metrics()); err != nil {
+		_ = client.Close()
+		return fmt.Errorf("cache: register metrics: %w", err)
+	}
+	return nil
+}
+
+// Stop implements framework.Stopper: it closes the pool.
+func (p *Plugin) Stop(context.Context) error {
+	if p.client == nil {
+		return nil
+	}
+	if err := p.client.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
+		return fmt.Errorf("cache: close redis client: %w", err)
+	}
+	return nil
+}
+
+// Client returns the shared go-redis client, for plugins and handlers that need
+// raw Redis (the queue, idempotency). Every command on it goes through the
+// plugin's breaker and deadlines; keys are not prefixed (use [Plugin.Key]).
+func (p *Plugin) Client() redis.UniversalClient { return p.client }
+
+// KeyPrefix returns key_prefix.
+func (p *Plugin) KeyPrefix() string { return p.prefix }
+
+// Key returns key with key_prefix in front, as the cache API stores it.
+func (p *Plugin) Key(key string) string { return p.prefix + key }
+
+// Breaker returns the breaker every Redis command goes through.
+func (p *Plugin) Breaker() *resilience.Breaker { return p.breaker }
+
+// Check implements framework.Checker: a PING bounded by the readiness context
+// and command_timeout, with the breaker state and pool stats in meta.
+func (p *Plugin) Check(ctx context.Context) readiness.Report {
+	err := p.client.Ping(ctx).Err()
+	meta := p.readyMeta()
+	if err == nil {
+		return readiness.Passed("redis answered PING", meta)
+	}
+	var ue *UnavailableError
+	if errors.As(err, &ue) && errors.Is(ue.Err, resilience.ErrOpen) {
+		return readiness.Failed(ue.Error(), false, meta)
+	}
+	if ctx.Err() != nil {
+		return readiness.Failed("redis unreachable: no answer to PING within the readiness timeout", true, meta)
+	}
+	return readiness.Failed(errorDetail(err), true, meta)
+}
+
+// errorDetail is err's text with "redis unreachable" in front when it is not
+// there already.
+func errorDetail(err error) string {
+	var ue *UnavailableError
+	if errors.As(err, &ue) {
+		return ue.Error()
+	}
+	return "redis unreachable: " + err.Error()
+}
+
+func (p *Plugin) readyMeta() map[string]any {
+	s := p.breaker.Snapshot()
+	ps := p.client.PoolStats()
+	return map[string]any{
+		"breaker": map[string]any{
+			"state":       s.State.String(),
+			"retry_after": roundSeconds(s.RetryAfter),
+			"consecutive": s.Consecutive,
+			"opens":       s.Opens,
+		},
+		"pool": map[string]any{
+			"total":    ps.TotalConns,
+			"idle":     ps.IdleConns,
+			"hits":     ps.Hits,
+			"misses":   ps.Misses,
+			"timeouts": ps.Timeouts,
+		},
+	}
+}
+
+func roundSeconds(d time.Duration) float64 {
+	return float64(d.Round(100*time.Millisecond)) / float64(time.Second)
+}
+
+func (p *Plugin) logStateChange(c resilience.StateChange) {
+	attrs := []any{
+		slog.String("breaker", c.Name), slog.String("from", c.From.String()), slog.String("to", c.To.String()),
+		slog.Int("consecutive_failures", c.Consecutive), slog.Int("window_calls", c.WindowCalls), slog.Int("window_failures", c.WindowFailures),
+	}
+	if c.To == resilience.StateOpen {
+		p.log.Warn("redis breaker opened: redis commands fail at once for "+p.cfg.BreakerCoolDown.String(), attrs...)
+		return
+	}
+	p.log.Info("redis breaker "+c.To.String(), attrs...)
+}
+
+// parseURL checks the url and returns it parsed. Its errors never contain the
+// password.
+func parseURL(raw string) (*url.URL, error) {
+	if raw == "" {
+		return nil, errors.New("must not be empty")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error repeats the whole URL, password included
+		}
+		return nil, fmt.Errorf("is not a valid URL: %v", err)
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return nil, fmt.Errorf("must be a redis:// or rediss:// URL, got scheme %q", u.Scheme)
+	}
+	if u.Host == "" {
+		return nil, errors.New("must name a host, as in redis://host:6379/0")
+	}
+	if _, err := buildOptions(raw, u, defaultConfig()); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+var (
+	_ framework.Configurable       = (*Plugin)(nil)
+	_ framework.Validator          = (*Plugin)(nil)
+	_ framework.DeployKeyer        = (*Plugin)(nil)
+	_ framework.Starter            = (*Plugin)(nil)
+	_ framework.Stopper            = (*Plugin)(nil)
+	_ framework.Checker            = (*Plugin)(nil)
+	_ framework.RevocationProvider = (*Plugin)(nil)
+)
