@@ -1,0 +1,272 @@
+package storage
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
+)
+
+// Config is the [plugin.storage] table.
+type Config struct {
+	// Default names the disk [Plugin.Default] and For(app, "") return. It may be
+	// left empty when exactly one disk is configured. Defaults to "".
+	Default string `koanf:"default"`
+
+	// RoutePrefix is where the plugin mounts the route that serves temporary URLs
+	// of local disks: GET <route_prefix>/<disk>/<key>?expires=...&signature=....
+	// Defaults to "/_storage".
+	RoutePrefix string `koanf:"route_prefix"`
+
+	// PublicURL is this service's public base URL ("https://api.example.com"),
+	// put in front of the temporary URLs of local disks. Empty makes them paths
+	// relative to the service. It is a deploy key. Defaults to "".
+	PublicURL string `koanf:"public_url"`
+
+	// Disks are the named disks, [plugin.storage.disks.<name>].
+	// Defaults to none: at least one is required.
+	Disks map[string]DiskConfig `koanf:"disks"`
+}
+
+// DiskConfig is one [plugin.storage.disks.<name>] table. Keys of the other driver
+// are refused, so a disk cannot silently ignore a setting.
+type DiskConfig struct {
+	// Driver is "local" (a directory) or "s3" (an S3 bucket, or an S3-compatible
+	// server with endpoint and path_style). Defaults to "local".
+	Driver string `koanf:"driver"`
+
+	// Visibility is "public" (URL gives a permanent address under base_url) or
+	// "private" (only TemporaryURL gives access). Anything else refuses to boot.
+	// Defaults to "private".
+	Visibility string `koanf:"visibility"`
+
+	// BaseURL is the public address of the disk's objects, for URL: a CDN, a web
+	// server over the local root, or the bucket's public address. Required for a
+	// public local disk; an s3 disk without it uses the bucket's own address.
+	// It is a deploy key. Defaults to "".
+	BaseURL string `koanf:"base_url"`
+
+	// Root is the local disk's directory. It is created at start when missing.
+	// It is a deploy key. Defaults to "".
+	Root string `koanf:"root"`
+
+	// SigningKey is the HMAC-SHA256 key of the local disk's temporary URLs. In
+	// production it must be at least 32 bytes; in development an empty key is
+	// replaced by a random one per process (temporary URLs then work only on
+	// the replica that made them). It is a deploy key. Defaults to "".
+	SigningKey string `koanf:"signing_key"`
+
+	// Bucket is the s3 disk's bucket. It is a deploy key. Defaults to "".
+	Bucket string `koanf:"bucket"`
+
+	// Region is the s3 disk's region. It is a deploy key. Defaults to "us-east-1".
+	Region string `koanf:"region"`
+
+	// Endpoint is the address of an S3-compatible server ("http://127.0.0.1:7070");
+	// empty means AWS S3 itself. It is a deploy key. Defaults to "".
+	Endpoint string `koanf:"endpoint"`
+
+	// PathStyle addresses the bucket as <endpoint>/<bucket>/<key> instead of
+	// <bucket>.<endpoint>/<key>, as most S3-compatible servers need.
+	// Defaults to false.
+	PathStyle bool `koanf:"path_style"`
+
+	// AccessKey and SecretKey are static credentials; both or neither must be
+	// set. With neither, the AWS SDK's default credential chain is used
+	// (environment, shared files, instance or task role). Both are deploy keys.
+	// Defaults to "".
+	AccessKey string `koanf:"access_key"`
+	// SecretKey: see AccessKey. Defaults to "".
+	SecretKey string `koanf:"secret_key"`
+
+	// ConnectTimeout bounds each TCP connect and TLS handshake to S3.
+	// Defaults to 5s (DESIGN.md §6).
+	ConnectTimeout time.Duration `koanf:"connect_timeout"`
+
+	// ReadTimeout is the longest gap between bytes on an S3 connection, in either
+	// direction, not the whole transfer: a slow transfer that keeps moving is not
+	// cut, a stalled one fails after this. It also bounds the wait for a
+	// response to begin. Defaults to 30s (DESIGN.md §6).
+	ReadTimeout time.Duration `koanf:"read_timeout"`
+
+	// Attempts is how many times the AWS SDK's retryer tries one S3 request
+	// (first try included), on connection errors, timeouts, throttling and 5xx.
+	// Defaults to 3 (DESIGN.md §6).
+	Attempts int `koanf:"attempts"`
+
+	// BreakerFailures opens the disk's breaker after this many consecutive failed
+	// operations. Defaults to 5.
+	BreakerFailures int `koanf:"breaker_failures"`
+	// BreakerFailureRate opens the breaker when this share of the operations in
+	// breaker_window failed (with at least breaker_minimum_calls). Defaults to 0.5.
+	BreakerFailureRate float64 `koanf:"breaker_failure_rate"`
+	// BreakerWindow is the sliding window of the failure-rate rule. Defaults to 30s.
+	BreakerWindow time.Duration `koanf:"breaker_window"`
+	// BreakerMinimumCalls is how many operations the window must hold before the
+	// rate rule applies. Defaults to 20.
+	BreakerMinimumCalls int `koanf:"breaker_minimum_calls"`
+	// BreakerCoolDown is how long an open breaker answers at once, with no I/O,
+	// before one probe operation may pass. Defaults to 15s.
+	BreakerCoolDown time.Duration `koanf:"breaker_cool_down"`
+}
+
+// Drivers and visibilities.
+const (
+	DriverLocal = "local"
+	DriverS3    = "s3"
+)
+
+// Visibility is a disk's visibility: [Public] or [Private].
+type Visibility string
+
+const (
+	// Public objects have a permanent address: Disk.URL.
+	Public Visibility = "public"
+	// Private objects are reached only through Disk.TemporaryURL.
+	Private Visibility = "private"
+)
+
+// minSigningKey is the production minimum for signing_key: HMAC-SHA256's block of
+// security is 256 bits, the same rule as the auth plugin's HMAC secret (DESIGN.md §7).
+const minSigningKey = 32
+
+// SetDefaults implements framework.Defaulter: every disk table starts from these.
+func (c *DiskConfig) SetDefaults() {
+	*c = DiskConfig{
+		Driver:              DriverLocal,
+		Visibility:          string(Private),
+		Region:              "us-east-1",
+		ConnectTimeout:      5 * time.Second,
+		ReadTimeout:         30 * time.Second,
+		Attempts:            3,
+		BreakerFailures:     resilience.DefaultBreakerFailures,
+		BreakerFailureRate:  resilience.DefaultBreakerFailureRate,
+		BreakerWindow:       resilience.DefaultBreakerWindow,
+		BreakerMinimumCalls: resilience.DefaultBreakerMinimumCalls,
+		BreakerCoolDown:     resilience.DefaultBreakerCoolDown,
+	}
+}
+
+func defaultConfig() Config {
+	return Config{RoutePrefix: "/_storage"}
+}
+
+// diskName is what a disk may be called: it is a path segment of the signed route
+// and a metric label.
+var diskName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+
+func (c *Config) validate(v *framework.Validation) {
+	if !strings.HasPrefix(c.RoutePrefix, "/") || strings.HasSuffix(c.RoutePrefix, "/") || strings.ContainsAny(c.RoutePrefix, "{}*?#") {
+		v.Error("route_prefix", fmt.Sprintf("must be a path starting with / and not ending with /, got %q", c.RoutePrefix),
+			`set route_prefix = "/_storage"`)
+	}
+	if c.PublicURL != "" {
+		checkHTTPURL(v, "public_url", c.PublicURL, `set public_url = "https://api.example.com", or leave it empty for relative temporary URLs`)
+	}
+	if len(c.Disks) == 0 {
+		v.Error("disks", "no disk is configured",
+			`add a disk, e.g. [plugin.storage.disks.uploads] with driver = "local" and root = "/var/lib/app/uploads"`)
+	}
+	switch {
+	case c.Default != "":
+		if _, ok := c.Disks[c.Default]; !ok && len(c.Disks) > 0 {
+			v.Error("default", fmt.Sprintf("names no configured disk: %q", c.Default),
+				"set default to one of: "+strings.Join(sortedNames(c.Disks), ", "))
+		}
+	case len(c.Disks) > 1:
+		v.Error("default", "must be set when there are several disks",
+			"set default to one of: "+strings.Join(sortedNames(c.Disks), ", "))
+	}
+	for _, name := range sortedNames(c.Disks) {
+		d := c.Disks[name]
+		sub := v.Sub("disks." + name)
+		if !diskName.MatchString(name) {
+			v.Error("disks."+name, "a disk name must be lowercase letters, digits, _ and -, starting with a letter or digit",
+				"rename the table, e.g. [plugin.storage.disks.uploads]")
+		}
+		d.validate(sub)
+	}
+}
+
+func (d *DiskConfig) validate(v *framework.Validation) {
+	switch Visibility(d.Visibility) {
+	case Public, Private:
+	default:
+		v.Error("visibility", fmt.Sprintf("must be \"public\" or \"private\", got %q", d.Visibility),
+			`set visibility = "private" (temporary URLs only) or "public" (permanent URLs under base_url)`)
+	}
+	if d.BaseURL != "" {
+		checkHTTPURL(v, "base_url", d.BaseURL, `set base_url = "https://cdn.example.com/uploads"`)
+	}
+	local := []string{"root", "signing_key"}
+	s3only := []string{"bucket", "region", "endpoint", "path_style", "access_key", "secret_key",
+		"connect_timeout", "read_timeout", "attempts", "breaker_failures", "breaker_failure_rate",
+		"breaker_window", "breaker_minimum_calls", "breaker_cool_down"}
+	switch d.Driver {
+	case DriverLocal:
+		refuseKeys(v, s3only, DriverS3)
+		if d.Root == "" {
+			v.Error("root", "a local disk needs a root directory", `set root = "/var/lib/app/uploads"`)
+		}
+		if v.Production() && len(d.SigningKey) < minSigningKey {
+			// The length only: the key itself never reaches an error.
+			v.Error("signing_key", fmt.Sprintf("must be at least %d bytes in production, got %d", minSigningKey, len(d.SigningKey)),
+				"set a random key of 32 bytes or more, e.g. from `openssl rand -base64 48`, in JFAST_STORAGE_DISKS__<NAME>__SIGNING_KEY")
+		}
+		if Visibility(d.Visibility) == Public && d.BaseURL == "" {
+			v.Error("base_url", "a public local disk needs base_url: it is the address URL() returns",
+				`set base_url to where a web server or CDN serves root, e.g. "https://cdn.example.com/uploads", or make the disk private`)
+		}
+	case DriverS3:
+		refuseKeys(v, local, DriverLocal)
+		if d.Bucket == "" {
+			v.Error("bucket", "an s3 disk needs a bucket", `set bucket = "my-bucket"`)
+		}
+		if d.Region == "" {
+			v.Error("region", "an s3 disk needs a region", `set region = "us-east-1"`)
+		}
+		if d.Endpoint != "" {
+			checkHTTPURL(v, "endpoint", d.Endpoint, `set endpoint = "http://127.0.0.1:7070" for an S3-compatible server, or remove it for AWS S3`)
+		}
+		switch {
+		case d.AccessKey != "" && d.SecretKey == "":
+			v.Error("secret_key", "access_key is set but secret_key is not",
+				"set secret_key too (JFAST_STORAGE_DISKS__<NAME>__SECRET_KEY), or remove access_key to use the AWS default credential chain")
+		case d.AccessKey == "" && d.SecretKey != "":
+			v.Error("access_key", "secret_key is set but access_key is not",
+				"set access_key too, or remove secret_key to use the AWS default credential chain")
+		}
+		v.Deadline("connect_timeout", d.ConnectTimeout)
+		v.Deadline("read_timeout", d.ReadTimeout)
+		v.Positive("attempts", d.Attempts)
+		v.Positive("breaker_failures", d.BreakerFailures)
+		if !(d.BreakerFailureRate > 0 && d.BreakerFailureRate <= 1) {
+			v.Error("breaker_failure_rate", fmt.Sprintf("must be in (0, 1], got %g", d.BreakerFailureRate), "set breaker_failure_rate = 0.5")
+		}
+		v.Deadline("breaker_window", d.BreakerWindow)
+		v.Positive("breaker_minimum_calls", d.BreakerMinimumCalls)
+		v.Deadline("breaker_cool_down", d.BreakerCoolDown)
+	default:
+		v.Error("driver", fmt.Sprintf("must be \"local\" or \"s3\", got %q", d.Driver), `set driver = "local" or driver = "s3"`)
+	}
+}
+
+// refuseKeys reports keys of the other driver that the file or environment set.
+func refuseKeys(v *framework.Validation, keys []string, driver string) {
+	for _, k := range keys {
+		if v.IsSet(k) {
+			v.Error(k, "applies only to driver = \""+driver+"\"", "remove it, or set driver = \""+driver+"\"")
+		}
+	}
+}
+
+func checkHTTPURL(v *framework.Validation, key, raw, fix string) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		v.Error(key, "must be an absolute http or https URL without credentials, query or fragment", fix)
+	}
+}

@@ -1,0 +1,358 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"iter"
+	"mime"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/problem"
+)
+
+// dependency is the name storage errors carry in their 503 problem.
+const dependency = "storage"
+
+// ErrNotExist is what a missing object's error matches with errors.Is. It is
+// fs.ErrNotExist, so code written for files works unchanged.
+var ErrNotExist = fs.ErrNotExist
+
+// ErrPrivate is returned by [Disk.URL] on a private disk: its objects have no
+// permanent address; use [Disk.TemporaryURL].
+var ErrPrivate = errors.New("storage disk is private: it has no public URLs; use TemporaryURL")
+
+// Info describes a stored object.
+type Info struct {
+	// Key is the object's key on its disk.
+	Key string
+	// Size is the object's length in bytes.
+	Size int64
+	// ContentType is the media type given to Put (s3), or the one the key's
+	// extension implies (local, which keeps no metadata). Empty in List results.
+	ContentType string
+	// LastModified is when the object was last written.
+	LastModified time.Time
+	// ETag is the S3 entity tag; empty on local disks.
+	ETag string
+}
+
+// Object is an object being read: its Info and its body, streamed. The caller
+// must Close it.
+type Object struct {
+	Info
+	Body io.ReadCloser
+}
+
+// Read reads from the body.
+func (o *Object) Read(p []byte) (int, error) { return o.Body.Read(p) }
+
+// Close closes the body, releasing the file or connection.
+func (o *Object) Close() error { return o.Body.Close() }
+
+// driver is what a disk is built on: the local filesystem or an S3 bucket.
+// Keys are validated before a driver sees them. Errors for missing objects wrap
+// fs.ErrNotExist.
+type driver interface {
+	put(ctx context.Context, key string, body io.Reader, size int64, contentType string) error
+	get(ctx context.Context, key string) (*Object, error)
+	stat(ctx context.Context, key string) (Info, error)
+	delete(ctx context.Context, key string) error
+	// listPage returns one page of the objects under prefix after token, and
+	// the token of the next page ("" at the end).
+	listPage(ctx context.Context, prefix, token string) ([]Info, string, error)
+	publicURL(key string) string
+	temporaryURL(ctx context.Context, key string, ttl time.Duration) (string, error)
+	// check is the bounded /ready probe: a HEAD of the bucket, a stat of the root.
+	check(ctx context.Context) error
+	close()
+}
+
+// Disk is one configured disk. Every method validates the key first, then runs
+// the operation under the disk's breaker (s3) and turns failures into a
+// *problem.DependencyError naming "storage" (503), except a missing object
+// (errors.Is(err, ErrNotExist)) and an invalid key (*KeyError, 400).
+//
+// A Disk is safe for concurrent use.
+type Disk struct {
+	name       string
+	driverName string
+	visibility Visibility
+	drv        driver
+	breaker    *resilience.Breaker // nil for local disks: no breaker
+	metrics    *metrics
+}
+
+// Name returns the disk's name in [plugin.storage.disks.<name>].
+func (d *Disk) Name() string { return d.name }
+
+// Visibility returns the disk's visibility.
+func (d *Disk) Visibility() Visibility { return d.visibility }
+
+// Breaker returns the disk's breaker (nil for a local disk), for tests and
+// operators' tools.
+func (d *Disk) Breaker() *resilience.Breaker { return d.breaker }
+
+// Put stores body under key, streaming it: the object is never held in memory
+// whole. contentType may be empty: then the key's extension decides, else
+// application/octet-stream.
+//
+// On s3, a body whose size is known (an io.Seeker such as *os.File, a Len
+// method such as *bytes.Reader, or [Sized]) is sent as one request; a body of
+// unknown size is sent in parts of 8 MiB (a multipart upload) through one
+// reused buffer. On local disks the object is written to a temporary file in
+// the same directory, synced and renamed, so readers never see half an object.
+func (d *Disk) Put(ctx context.Context, key string, body io.Reader, contentType string) error {
+	if err := validate(key, false); err != nil {
+		return err
+	}
+	if contentType == "" {
+		contentType = typeByKey(key)
+	}
+	size := sizeOf(body)
+	if s, ok := body.(*sized); ok {
+		body = s.r
+	}
+	return d.do(ctx, opPut, key, func(ctx context.Context) error {
+		return d.drv.put(ctx, key, body, size, contentType)
+	})
+}
+
+// Get opens key for reading. The object is streamed: the caller must Close it.
+// A stall longer than read_timeout while reading the body fails the read.
+func (d *Disk) Get(ctx context.Context, key string) (*Object, error) {
+	if err := validate(key, false); err != nil {
+		return nil, err
+	}
+	var obj *Object
+	err := d.do(ctx, opGet, key, func(ctx context.Context) (err error) {
+		obj, err = d.drv.get(ctx, key)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+// Stat returns what is known about key without reading it.
+func (d *Disk) Stat(ctx context.Context, key string) (Info, error) {
+	if err := validate(key, false); err != nil {
+		return Info{}, err
+	}
+	var info Info
+	err := d.do(ctx, opStat, key, func(ctx context.Context) (err error) {
+		info, err = d.drv.stat(ctx, key)
+		return err
+	})
+	return info, err
+}
+
+// Exists reports whether key exists. An error means the disk could not say.
+func (d *Disk) Exists(ctx context.Context, key string) (bool, error) {
+	_, err := d.Stat(ctx, key)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, ErrNotExist):
+		return false, nil
+	}
+	return false, err
+}
+
+// Delete removes key. Deleting a missing key is not an error (as on S3).
+func (d *Disk) Delete(ctx context.Context, key string) error {
+	if err := validate(key, false); err != nil {
+		return err
+	}
+	return d.do(ctx, opDelete, key, func(ctx context.Context) error {
+		return d.drv.delete(ctx, key)
+	})
+}
+
+// List yields every object whose key starts with prefix ("" for all; a prefix
+// is matched by bytes, so "reports/2026" matches "reports/2026-01.csv"). s3
+// fetches pages of up to 1000 keys as the loop goes, each under the breaker;
+// local disks walk the directory under the prefix, in lexical order per
+// directory. A failure is yielded once, as the last pair.
+func (d *Disk) List(ctx context.Context, prefix string) iter.Seq2[Info, error] {
+	return func(yield func(Info, error) bool) {
+		if err := validate(prefix, true); err != nil {
+			yield(Info{}, err)
+			return
+		}
+		token := ""
+		for {
+			var page []Info
+			var next string
+			err := d.do(ctx, opList, prefix, func(ctx context.Context) (err error) {
+				page, next, err = d.drv.listPage(ctx, prefix, token)
+				return err
+			})
+			if err != nil {
+				yield(Info{}, err)
+				return
+			}
+			for _, info := range page {
+				if !yield(info, nil) {
+					return
+				}
+			}
+			if next == "" {
+				return
+			}
+			token = next
+		}
+	}
+}
+
+// URL returns the permanent public address of key: base_url + "/" + key (each
+// segment escaped), or for an s3 disk without base_url the bucket's own
+// address. It does no I/O and does not check that key exists. On a private
+// disk it returns ErrPrivate.
+func (d *Disk) URL(key string) (string, error) {
+	if err := validate(key, false); err != nil {
+		return "", err
+	}
+	if d.visibility != Public {
+		return "", fmt.Errorf("storage disk %q: %w", d.name, ErrPrivate)
+	}
+	return d.drv.publicURL(key), nil
+}
+
+// TemporaryURL returns an address that serves key with GET until ttl has
+// passed, on any disk. s3: a presigned GetObject URL (ttl at most 7 days).
+// local: a URL of the route the plugin mounts (route_prefix), signed with
+// HMAC-SHA256 over the disk, key and expiry. It does no I/O on the object.
+func (d *Disk) TemporaryURL(ctx context.Context, key string, ttl time.Duration) (string, error) {
+	if err := validate(key, false); err != nil {
+		return "", err
+	}
+	if ttl <= 0 {
+		return "", fmt.Errorf("storage disk %q: temporary URL lifetime must be positive, got %s", d.name, ttl)
+	}
+	u, err := d.drv.temporaryURL(ctx, key, ttl)
+	if err != nil {
+		return "", fmt.Errorf("storage disk %q: temporary URL: %w", d.name, err)
+	}
+	return u, nil
+}
+
+// Operation names, for errors and the metric label.
+const (
+	opPut    = "put"
+	opGet    = "get"
+	opStat   = "stat"
+	opDelete = "delete"
+	opList   = "list"
+)
+
+// do runs one operation under the breaker and turns its error into what the
+// caller gets. The breaker's ticket is settled when fn returns: for Get that is
+// when the response headers arrived, not when the body was read.
+func (d *Disk) do(ctx context.Context, op, key string, fn func(context.Context) error) error {
+	start := time.Now()
+	ticket, err := d.breaker.Allow()
+	if err != nil {
+		d.metrics.observe(d.name, op, outcomeRejected, start)
+		var ra time.Duration
+		var oe *resilience.OpenError
+		if errors.As(err, &oe) {
+			ra = oe.RetryAfter()
+		}
+		return &problem.DependencyError{Dependency: dependency, Err: fmt.Errorf("storage disk %q: %s: %w", d.name, op, err), RetryAfter: ra}
+	}
+	err = fn(ctx)
+	ticket.Done(classify(ctx, err))
+	switch {
+	case err == nil:
+		d.metrics.observe(d.name, op, outcomeOK, start)
+		return nil
+	case errors.Is(err, ErrNotExist):
+		d.metrics.observe(d.name, op, outcomeNotFound, start)
+		return fmt.Errorf("storage disk %q: %s: %w", d.name, op, err)
+	case errors.Is(err, ErrInvalidKey):
+		d.metrics.observe(d.name, op, outcomeError, start)
+		return err
+	}
+	d.metrics.observe(d.name, op, outcomeError, start)
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		// The caller gave up: not the dependency's fault, and nobody reads a 503.
+		return fmt.Errorf("storage disk %q: %s: %w", d.name, op, err)
+	}
+	return &problem.DependencyError{Dependency: dependency, Err: fmt.Errorf("storage disk %q: %s: %w", d.name, op, err)}
+}
+
+// classify decides what an operation's result means for the breaker: a missing
+// object or any other answer the server gave below 500 is success (it
+// answered); a caller that cancelled is no evidence; a transport error, a
+// timeout (the gap deadline or the caller's deadline running out while S3 said
+// nothing) or a 5xx is a failure.
+func classify(ctx context.Context, err error) resilience.Outcome {
+	switch {
+	case err == nil, errors.Is(err, ErrNotExist), errors.Is(err, ErrInvalidKey):
+		return resilience.Success
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		return resilience.Ignore
+	}
+	if status, ok := httpStatus(err); ok && status < 500 {
+		return resilience.Success
+	}
+	return resilience.Failure
+}
+
+// Sized tells Put the length of a body whose length it cannot find out itself
+// (an io.Pipe, a request body with Content-Length), so s3 sends it as one
+// streamed request instead of a multipart upload. n must be exact.
+func Sized(r io.Reader, n int64) io.Reader { return &sized{r: r, n: n} }
+
+type sized struct {
+	r io.Reader
+	n int64
+}
+
+func (s *sized) Read(p []byte) (int, error) { return s.r.Read(p) }
+
+// sizeOf returns the bytes left in body, or -1 when it cannot be known without
+// reading it.
+func sizeOf(body io.Reader) int64 {
+	switch b := body.(type) {
+	case *sized:
+		return b.n
+	case *bytes.Reader:
+		return int64(b.Len())
+	case *bytes.Buffer:
+		return int64(b.Len())
+	case *strings.Reader:
+		return int64(b.Len())
+	case io.Seeker:
+		cur, err := b.Seek(0, io.SeekCurrent)
+		if err != nil {
+			return -1
+		}
+		end, err := b.Seek(0, io.SeekEnd)
+		if err != nil {
+			return -1
+		}
+		if _, err := b.Seek(cur, io.SeekStart); err != nil {
+			return -1
+		}
+		return end - cur
+	}
+	return -1
+}
+
+// typeByKey is the media type the key's extension implies, else
+// application/octet-stream.
+func typeByKey(key string) string {
+	if t := mime.TypeByExtension(path.Ext(key)); t != "" {
+		return t
+	}
+	return "application/octet-stream"
+}

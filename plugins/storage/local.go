@@ -1,0 +1,282 @@
+package storage
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"time"
+)
+
+// tempPrefix starts the name of a file being written; List skips such files.
+const tempPrefix = ".jfast-put-"
+
+// localDriver keeps objects as files under a root directory. Every access goes
+// through an os.Root, so no key and no symbolic link inside the root can reach
+// a file outside it, even if key validation had a hole.
+type localDriver struct {
+	dir      string
+	baseURL  string
+	filePerm os.FileMode
+	dirPerm  os.FileMode
+	signer   *signer
+
+	mu   sync.Mutex
+	root *os.Root
+}
+
+func newLocalDriver(cfg DiskConfig, s *signer) *localDriver {
+	d := &localDriver{dir: cfg.Root, baseURL: strings.TrimSuffix(cfg.BaseURL, "/"), signer: s,
+		filePerm: 0o600, dirPerm: 0o700}
+	if Visibility(cfg.Visibility) == Public {
+		// Public files are read by whatever serves base_url (a web server
+		// running as another user): world-readable, as the visibility says.
+		d.filePerm, d.dirPerm = 0o644, 0o755
+	}
+	return d
+}
+
+// open returns the root, creating the directory and opening it on first use: a
+// root that could not be opened at start (a volume not mounted yet) is tried
+// again by the next operation instead of failing forever.
+func (d *localDriver) open() (*os.Root, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.root != nil {
+		return d.root, nil
+	}
+	if err := os.MkdirAll(d.dir, d.dirPerm); err != nil {
+		return nil, fmt.Errorf("create root: %w", err)
+	}
+	r, err := os.OpenRoot(d.dir)
+	if err != nil {
+		return nil, fmt.Errorf("open root: %w", err)
+	}
+	d.root = r
+	return r, nil
+}
+
+func (d *localDriver) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.root != nil {
+		d.root.Close()
+		d.root = nil
+	}
+}
+
+func (d *localDriver) put(ctx context.Context, key string, body io.Reader, _ int64, _ string) (err error) {
+	root, err := d.open()
+	if err != nil {
+		return err
+	}
+	dir := path.Dir(key)
+	if err := root.MkdirAll(dir, d.dirPerm); err != nil {
+		return fmt.Errorf("create directory: %w", err)
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := path.Join(dir, tempPrefix+hex.EncodeToString(rnd[:]))
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, d.filePerm)
+	if err != nil {
+		return fmt.Errorf("create temporary file: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			_ = root.Remove(tmp)
+		}
+	}()
+	if _, err := io.Copy(f, contextReader{ctx, body}); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	// Synced before the rename: after a crash the key holds the old object or
+	// the new one, never a truncated file.
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close: %w", err)
+	}
+	if err := root.Rename(tmp, key); err != nil {
+		_ = root.Remove(tmp)
+		return fmt.Errorf("rename into place: %w", err)
+	}
+	return nil
+}
+
+func (d *localDriver) get(ctx context.Context, key string) (*Object, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	root, err := d.open()
+	if err != nil {
+		return nil, err
+	}
+	f, err := root.Open(key)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, notFile(key)
+	}
+	return &Object{Info: localInfo(key, fi), Body: f}, nil
+}
+
+func (d *localDriver) stat(ctx context.Context, key string) (Info, error) {
+	if err := ctx.Err(); err != nil {
+		return Info{}, err
+	}
+	root, err := d.open()
+	if err != nil {
+		return Info{}, err
+	}
+	fi, err := root.Stat(key)
+	if err != nil {
+		return Info{}, err
+	}
+	if !fi.Mode().IsRegular() {
+		return Info{}, notFile(key)
+	}
+	return localInfo(key, fi), nil
+}
+
+func (d *localDriver) delete(ctx context.Context, key string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	root, err := d.open()
+	if err != nil {
+		return err
+	}
+	fi, err := root.Lstat(key)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case fi.IsDir():
+		return nil // a "directory" is not an object: there is nothing to delete
+	}
+	if err := root.Remove(key); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	// Remove the directories the object leaves empty, as S3 has none; a
+	// directory that is not empty (or was just refilled) stays.
+	for dir := path.Dir(key); dir != "."; dir = path.Dir(dir) {
+		if root.Remove(dir) != nil {
+			break
+		}
+	}
+	return nil
+}
+
+// listPage walks the directory that holds every key starting with prefix and
+// returns all matches in one page.
+func (d *localDriver) listPage(ctx context.Context, prefix, _ string) ([]Info, string, error) {
+	root, err := d.open()
+	if err != nil {
+		return nil, "", err
+	}
+	start := "."
+	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
+		start = prefix[:i]
+	}
+	var out []Info
+	err = fs.WalkDir(root.FS(), start, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			if p == start && errors.Is(err, fs.ErrNotExist) {
+				return fs.SkipAll // nothing under this prefix
+			}
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if e.IsDir() {
+			// Skip directories that cannot hold a match.
+			if p != "." && !strings.HasPrefix(p+"/", prefix) && !strings.HasPrefix(prefix, p+"/") {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !e.Type().IsRegular() || strings.HasPrefix(e.Name(), tempPrefix) || !strings.HasPrefix(p, prefix) {
+			return nil
+		}
+		fi, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // deleted while we walked
+		}
+		if err != nil {
+			return err
+		}
+		out = append(out, Info{Key: p, Size: fi.Size(), LastModified: fi.ModTime()})
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return out, "", nil
+}
+
+func (d *localDriver) publicURL(key string) string {
+	return d.baseURL + "/" + escapeKey(key)
+}
+
+func (d *localDriver) temporaryURL(_ context.Context, key string, ttl time.Duration) (string, error) {
+	return d.signer.url(key, ttl), nil
+}
+
+func (d *localDriver) check(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	root, err := d.open()
+	if err != nil {
+		return err
+	}
+	fi, err := root.Stat(".")
+	if err != nil {
+		return fmt.Errorf("stat root: %w", err)
+	}
+	if !fi.IsDir() {
+		return errors.New("root is not a directory")
+	}
+	return nil
+}
+
+func localInfo(key string, fi fs.FileInfo) Info {
+	return Info{Key: key, Size: fi.Size(), ContentType: typeByKey(key), LastModified: fi.ModTime()}
+}
+
+// notFile is the error for a key that names a directory or a device: not an
+// object, so a missing one.
+func notFile(key string) error {
+	return &fs.PathError{Op: "open", Path: key, Err: fs.ErrNotExist}
+}
+
+// contextReader stops a local copy when the caller gives up.
+type contextReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c contextReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}

@@ -1,0 +1,53 @@
+package storage
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Operation outcomes, the "outcome" label.
+const (
+	outcomeOK       = "ok"
+	outcomeNotFound = "not_found"
+	outcomeError    = "error"
+	outcomeRejected = "rejected" // refused by the open breaker, no I/O
+)
+
+type metrics struct {
+	operations   *prometheus.CounterVec
+	duration     *prometheus.HistogramVec
+	breakerState *prometheus.GaugeVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jfast_storage_operations_total",
+			Help: "Storage operations by disk, operation and outcome (ok, not_found, error, rejected).",
+		}, []string{"disk", "operation", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "jfast_storage_operation_duration_seconds",
+			Help:    "Time to the result of a storage operation (for get: to the response headers).",
+			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"disk", "operation"}),
+		breakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "jfast_storage_breaker_state",
+			Help: "State of an s3 disk's breaker: 0 closed, 1 open, 2 half-open.",
+		}, []string{"disk"}),
+	}
+	for _, c := range []prometheus.Collector{m.operations, m.duration, m.breakerState} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) observe(disk, op, outcome string, start time.Time) {
+	if m == nil {
+		return
+	}
+	m.operations.WithLabelValues(disk, op, outcome).Inc()
+	m.duration.WithLabelValues(disk, op).Observe(time.Since(start).Seconds())
+}

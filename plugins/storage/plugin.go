@@ -1,0 +1,266 @@
+package storage
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/readiness"
+)
+
+const pluginName = "storage"
+
+// Plugin is the storage plugin: the disks of [plugin.storage.disks.<name>].
+type Plugin struct {
+	cfg      Config
+	disks    map[string]*Disk
+	names    []string // sorted
+	fallback string   // the default disk's name
+	log      *slog.Logger
+}
+
+// New returns the storage plugin with its defaults.
+func New() *Plugin {
+	return &Plugin{cfg: defaultConfig()}
+}
+
+// Name implements framework.Plugin.
+func (p *Plugin) Name() string { return pluginName }
+
+// Config implements framework.Configurable.
+func (p *Plugin) Config() any { return &p.cfg }
+
+// Validate implements framework.Validator.
+func (p *Plugin) Validate(v *framework.Validation) { p.cfg.validate(v) }
+
+// DeployKeys implements framework.DeployKeyer: addresses, buckets and
+// credentials depend on where the service runs.
+func (p *Plugin) DeployKeys() []string {
+	return []string{
+		"public_url",
+		"disks.*.base_url", "disks.*.root", "disks.*.signing_key",
+		"disks.*.bucket", "disks.*.region", "disks.*.endpoint",
+		"disks.*.access_key", "disks.*.secret_key",
+	}
+}
+
+// Start implements framework.Starter. It builds every disk's client without
+// touching S3 or failing on a missing root: an outage at boot is reported by
+// /ready and by the operations, never by the boot.
+func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
+	p.log = app.Logger().With(slog.String("plugin", pluginName))
+	m, err := newMetrics(app.Metrics())
+	if err != nil {
+		return err
+	}
+	p.names = sortedNames(p.cfg.Disks)
+	p.fallback = p.cfg.Default
+	if p.fallback == "" && len(p.names) == 1 {
+		p.fallback = p.names[0]
+	}
+	p.disks = make(map[string]*Disk, len(p.names))
+	for _, name := range p.names {
+		cfg := p.cfg.Disks[name]
+		d := &Disk{name: name, driverName: cfg.Driver, visibility: Visibility(cfg.Visibility), metrics: m}
+		switch cfg.Driver {
+		case DriverLocal:
+			key, random := []byte(cfg.SigningKey), false
+			if len(key) == 0 {
+				key, random = make([]byte, 32), true
+				_, _ = rand.Read(key)
+				p.log.Warn("storage disk has no signing_key: temporary URLs use a random key of this process and work only on this replica until it restarts",
+					slog.String("disk", name), slog.String("fix", "set plugin.storage.disks."+name+".signing_key"))
+			}
+			s := &signer{disk: name, key: key, base: strings.TrimSuffix(p.cfg.PublicURL, "/") + p.cfg.RoutePrefix + "/" + name,
+				clock: app.Clock(), random: random}
+			ld := newLocalDriver(cfg, s)
+			if _, err := ld.open(); err != nil {
+				p.log.Warn("storage disk root is not usable yet; operations will retry it", slog.String("disk", name), slog.String("error", err.Error()))
+			}
+			d.drv = ld
+		case DriverS3:
+			sd, err := newS3Driver(ctx, cfg)
+			if err != nil {
+				p.closeDisks()
+				return fmt.Errorf("storage disk %q: %w", name, err)
+			}
+			d.drv = sd
+			d.breaker = resilience.NewBreaker(resilience.BreakerOpts{
+				Name:          "storage." + name,
+				Failures:      cfg.BreakerFailures,
+				FailureRate:   cfg.BreakerFailureRate,
+				Window:        cfg.BreakerWindow,
+				MinimumCalls:  cfg.BreakerMinimumCalls,
+				CoolDown:      cfg.BreakerCoolDown,
+				Clock:         app.Clock(),
+				OnStateChange: p.onStateChange(m, name),
+			})
+			m.breakerState.WithLabelValues(name).Set(0)
+		}
+		p.disks[name] = d
+	}
+	return nil
+}
+
+func (p *Plugin) onStateChange(m *metrics, disk string) func(resilience.StateChange) {
+	return func(c resilience.StateChange) {
+		m.breakerState.WithLabelValues(disk).Set(float64(c.To))
+		level := slog.LevelWarn
+		if c.To == resilience.StateClosed {
+			level = slog.LevelInfo
+		}
+		p.log.Log(context.Background(), level, "storage breaker "+c.To.String(),
+			slog.String("disk", disk), slog.String("from", c.From.String()),
+			slog.Int("consecutive_failures", c.Consecutive),
+			slog.Int("window_calls", c.WindowCalls), slog.Int("window_failures", c.WindowFailures))
+	}
+}
+
+// Stop implements framework.Stopper: it closes idle S3 connections and the
+// local roots.
+func (p *Plugin) Stop(context.Context) error {
+	p.closeDisks()
+	return nil
+}
+
+func (p *Plugin) closeDisks() {
+	for _, d := range p.disks {
+		if d.drv != nil {
+			d.drv.close()
+		}
+	}
+}
+
+// Check implements framework.Checker: every disk in parallel, each bounded by
+// ctx (readiness_timeout). A disk whose breaker is open or half-open is
+// reported from the breaker, with no I/O, and is never critical; otherwise a
+// HEAD of the bucket or a stat of the root. An unreachable disk is a critical
+// failure, which makes /ready unavailable only when [plugin.storage] critical =
+// true; otherwise the service is degraded.
+func (p *Plugin) Check(ctx context.Context) readiness.Report {
+	type result struct {
+		name     string
+		err      error
+		critical bool
+		meta     map[string]any
+	}
+	results := make([]result, len(p.names))
+	var wg sync.WaitGroup
+	for i, name := range p.names {
+		d := p.disks[name]
+		results[i] = result{name: name, meta: map[string]any{"driver": d.driverName}}
+		wg.Go(func() {
+			r := &results[i]
+			if d.breaker != nil {
+				s := d.breaker.Snapshot()
+				r.meta["breaker"] = map[string]any{"state": s.State.String(), "retry_after": s.RetryAfter.Seconds()}
+				if s.State != resilience.StateClosed {
+					r.err = fmt.Errorf("calls are suspended for %.1fs after repeated failures (breaker %s)", s.RetryAfter.Seconds(), s.State)
+					return
+				}
+			}
+			if err := d.drv.check(ctx); err != nil {
+				r.err, r.critical = err, true
+			}
+		})
+	}
+	wg.Wait()
+	disks := make(map[string]any, len(results))
+	var failed []string
+	critical := false
+	for _, r := range results {
+		r.meta["healthy"] = r.err == nil
+		if r.err != nil {
+			failed = append(failed, fmt.Sprintf("disk %q: %s", r.name, errText(r.err)))
+			critical = critical || r.critical
+		}
+		disks[r.name] = r.meta
+	}
+	meta := map[string]any{"disks": disks}
+	if len(results) == 1 {
+		if b, ok := results[0].meta["breaker"]; ok {
+			meta["breaker"] = b // the usual place, for a service with one disk
+		}
+	}
+	if len(failed) > 0 {
+		return readiness.Failed("storage unavailable: "+strings.Join(failed, "; "), critical, meta)
+	}
+	return readiness.Passed(fmt.Sprintf("%d disk(s) reachable", len(results)), meta)
+}
+
+// errText is a check error for /ready: the SDK's text without request IDs, and
+// never a credential (the SDK puts none in its errors).
+func errText(err error) string {
+	s := err.Error()
+	if i := strings.Index(s, ", request id:"); i > 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// MountRoutes implements framework.RouteMounter: the route that serves the
+// temporary URLs of local disks.
+func (p *Plugin) MountRoutes(r chi.Router) {
+	h := framework.Handler(p.serveSigned)
+	r.Method(http.MethodGet, p.cfg.RoutePrefix+"/*", h)
+	r.Method(http.MethodHead, p.cfg.RoutePrefix+"/*", h)
+}
+
+// Disk returns the disk called name, or the default disk for "".
+func (p *Plugin) Disk(name string) (*Disk, error) {
+	if name == "" {
+		name = p.fallback
+	}
+	if d := p.disks[name]; d != nil {
+		return d, nil
+	}
+	return nil, fmt.Errorf("storage: no disk %q; configure [plugin.storage.disks.%s] (configured: %s)", name, name, strings.Join(p.names, ", "))
+}
+
+// Default returns the default disk.
+func (p *Plugin) Default() *Disk { return p.disks[p.fallback] }
+
+// From returns the storage plugin of a started App.
+func From(app *framework.App) (*Plugin, error) {
+	return framework.Get[*Plugin](app, pluginName)
+}
+
+// For returns the disk called name ("" for the default disk), for a service's
+// Routes function: asking for a disk that is not configured returns an error,
+// which fails the boot.
+func For(app *framework.App, name string) (*Disk, error) {
+	p, err := From(app)
+	if err != nil {
+		return nil, err
+	}
+	return p.Disk(name)
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return slices.Clip(names)
+}
+
+var (
+	_ framework.Configurable = (*Plugin)(nil)
+	_ framework.Validator    = (*Plugin)(nil)
+	_ framework.DeployKeyer  = (*Plugin)(nil)
+	_ framework.Starter      = (*Plugin)(nil)
+	_ framework.Stopper      = (*Plugin)(nil)
+	_ framework.Checker      = (*Plugin)(nil)
+	_ framework.RouteMounter = (*Plugin)(nil)
+)
