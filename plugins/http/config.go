@@ -1,0 +1,346 @@
+package http
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Defaults of an upstream, from DESIGN.md §6 and the "Llamar a otros servicios"
+// page, except where a comment says otherwise.
+const (
+	DefaultConnectTimeout = 2 * time.Second
+	DefaultReadTimeout    = 5 * time.Second
+	// DefaultWriteTimeout matches the read timeout: it is also a gap (between two
+	// writes of the request), so a request body is never cut for being large, only
+	// for an upstream that stopped reading it.
+	DefaultWriteTimeout = 5 * time.Second
+	// DefaultPoolTimeout bounds the wait for a connection, dial and TLS handshake
+	// included (each bounded by connect_timeout), so it sits above
+	// 2 × connect_timeout: it only fires when every connection is busy.
+	DefaultPoolTimeout  = 5 * time.Second
+	DefaultTotalTimeout = 10 * time.Second
+	DefaultRetries      = 2
+	// NoRetries, as Upstream.Retries in NewClient, turns retries off (there a
+	// zero Retries takes the default). In the file, retries = 0 does.
+	NoRetries = -1
+	// DefaultBackoffBase is page 002's first pause (100 ms, doubling).
+	DefaultBackoffBase = 100 * time.Millisecond
+	// DefaultBackoffMax caps one wait at a fifth of total_timeout: a longer wait
+	// would rarely leave the retry time to finish.
+	DefaultBackoffMax              = 2 * time.Second
+	DefaultMaxRetryAfter           = 30 * time.Second
+	DefaultRetryBudgetRatio        = 0.2
+	DefaultRetryBudgetMinPerSecond = 1.0
+	DefaultBreakerFailures         = 5
+	DefaultBreakerFailureRate      = 0.5
+	DefaultBreakerWindow           = 30 * time.Second
+	DefaultBreakerMinimumCalls     = 20
+	DefaultBreakerCoolDown         = 15 * time.Second
+	DefaultMaxConcurrent           = 50
+	DefaultBulkheadWait            = 500 * time.Millisecond
+)
+
+// Config is the [plugin.http] table.
+type Config struct {
+	// Upstreams are the services this one calls, by name:
+	// [plugin.http.upstreams.<name>]. Defaults to none.
+	Upstreams map[string]Upstream `koanf:"upstreams"`
+}
+
+// Upstream is one service this one calls: the [plugin.http.upstreams.<name>]
+// table, or the argument of [NewClient]. In NewClient a zero field takes its
+// default; in the configuration file a zero or negative deadline is an error.
+type Upstream struct {
+	// Name names the upstream in errors, metrics, logs and /ready. The plugin
+	// sets it from the table's name. Defaults to "upstream" in NewClient.
+	Name string `koanf:"-"`
+
+	// BaseURL is the absolute http or https URL every call's path is appended
+	// to, such as "http://billing:8010". It is a deploy key:
+	// JFAST_HTTP_UPSTREAMS__<NAME>__BASE_URL wins over the file. Required.
+	BaseURL string `koanf:"base_url"`
+
+	// ConnectTimeout bounds the TCP connect, and separately the TLS handshake.
+	// Defaults to 2s.
+	ConnectTimeout time.Duration `koanf:"connect_timeout"`
+	// ReadTimeout is the longest gap between two bytes of the response, from the
+	// end of the request to the first byte and then between reads: a slow but
+	// steady response is not cut, a silent one is. Defaults to 5s.
+	ReadTimeout time.Duration `koanf:"read_timeout"`
+	// WriteTimeout is the longest gap between two writes of the request.
+	// Defaults to 5s.
+	WriteTimeout time.Duration `koanf:"write_timeout"`
+	// PoolTimeout bounds the wait for a connection: an idle one, one another
+	// call frees, or a new one (dial and handshake included). Defaults to 5s.
+	PoolTimeout time.Duration `koanf:"pool_timeout"`
+	// TotalTimeout bounds the whole call: every attempt, every wait between
+	// attempts and reading the body. The caller's context deadline, when
+	// sooner, wins. Defaults to 10s.
+	TotalTimeout time.Duration `koanf:"total_timeout"`
+
+	// Retries is how many times a failed attempt may be repeated (so 2 means
+	// at most 3 attempts), within the rules of docs/http.md. In the file 0
+	// never retries; in NewClient 0 takes the default and [NoRetries] never
+	// retries. Defaults to 2.
+	Retries int `koanf:"retries"`
+	// BackoffBase is the ceiling of the first full-jitter wait; the n-th wait
+	// is uniform in [0, backoff_base × 2^(n−1)], capped at backoff_max.
+	// Defaults to 100ms.
+	BackoffBase time.Duration `koanf:"backoff_base"`
+	// BackoffMax caps every backoff ceiling. Defaults to 2s.
+	BackoffMax time.Duration `koanf:"backoff_max"`
+	// MaxRetryAfter is the longest Retry-After the client waits; a response
+	// asking for more goes back to the caller. Defaults to 30s.
+	MaxRetryAfter time.Duration `koanf:"max_retry_after"`
+	// RetryBudgetRatio lets a retry start while the retries of the last 10 s
+	// stay below this share of the calls of the last 10 s. Must be in (0, 1].
+	// Defaults to 0.2.
+	RetryBudgetRatio float64 `koanf:"retry_budget_ratio"`
+	// RetryBudgetMinPerSecond lets a retry start, whatever the ratio says,
+	// while fewer retries than this were made in the last second, so a quiet
+	// client can still retry. Defaults to 1.
+	RetryBudgetMinPerSecond float64 `koanf:"retry_budget_min_per_second"`
+
+	// BreakerFailures is how many consecutive failed calls open the breaker.
+	// Defaults to 5.
+	BreakerFailures int `koanf:"breaker_failures"`
+	// BreakerFailureRate opens the breaker when this share of the calls in
+	// breaker_window failed (with at least breaker_minimum_calls). Must be in
+	// (0, 1]. Defaults to 0.5.
+	BreakerFailureRate float64 `koanf:"breaker_failure_rate"`
+	// BreakerWindow is the sliding span of the failure-rate rule.
+	// Defaults to 30s.
+	BreakerWindow time.Duration `koanf:"breaker_window"`
+	// BreakerMinimumCalls is how many calls the window must hold before the
+	// rate rule may open the breaker. Defaults to 20.
+	BreakerMinimumCalls int `koanf:"breaker_minimum_calls"`
+	// BreakerCoolDown is how long an open breaker refuses calls before one
+	// probe may pass. Defaults to 15s.
+	BreakerCoolDown time.Duration `koanf:"breaker_cool_down"`
+
+	// MaxConcurrent is how many calls to this upstream may be in flight from
+	// this process; it is also the connection pool's size. Defaults to 50.
+	MaxConcurrent int `koanf:"max_concurrent"`
+	// BulkheadWait is the longest a call waits for a place among
+	// max_concurrent before failing with BulkheadFull. Defaults to 500ms.
+	BulkheadWait time.Duration `koanf:"bulkhead_wait"`
+
+	// ForwardAuthorization sends the caller's bearer token (see
+	// framework.BearerToken) to this upstream. A token is issued for an
+	// audience; sending it elsewhere hands the caller's identity to a service
+	// outside it. Defaults to false.
+	ForwardAuthorization bool `koanf:"forward_authorization"`
+	// Headers are sent with every call to this upstream; per-call headers win
+	// over them. Defaults to none.
+	Headers map[string]string `koanf:"headers"`
+
+	// TLS is the TLS configuration for an https base_url, such as a custom CA
+	// in RootCAs. It cannot be set from the file: a service trusts the
+	// system's roots, which SSL_CERT_FILE and SSL_CERT_DIR extend.
+	// Defaults to nil (the system roots).
+	TLS *tls.Config `koanf:"-"`
+}
+
+// SetDefaults implements framework.Defaulter: each [plugin.http.upstreams.<name>]
+// starts from the defaults before the file and the environment apply.
+func (u *Upstream) SetDefaults() {
+	name, base, headers, tlsConf := u.Name, u.BaseURL, u.Headers, u.TLS
+	*u = Upstream{
+		Name:                    name,
+		BaseURL:                 base,
+		ConnectTimeout:          DefaultConnectTimeout,
+		ReadTimeout:             DefaultReadTimeout,
+		WriteTimeout:            DefaultWriteTimeout,
+		PoolTimeout:             DefaultPoolTimeout,
+		TotalTimeout:            DefaultTotalTimeout,
+		Retries:                 DefaultRetries,
+		BackoffBase:             DefaultBackoffBase,
+		BackoffMax:              DefaultBackoffMax,
+		MaxRetryAfter:           DefaultMaxRetryAfter,
+		RetryBudgetRatio:        DefaultRetryBudgetRatio,
+		RetryBudgetMinPerSecond: DefaultRetryBudgetMinPerSecond,
+		BreakerFailures:         DefaultBreakerFailures,
+		BreakerFailureRate:      DefaultBreakerFailureRate,
+		BreakerWindow:           DefaultBreakerWindow,
+		BreakerMinimumCalls:     DefaultBreakerMinimumCalls,
+		BreakerCoolDown:         DefaultBreakerCoolDown,
+		MaxConcurrent:           DefaultMaxConcurrent,
+		BulkheadWait:            DefaultBulkheadWait,
+		Headers:                 headers,
+		TLS:                     tlsConf,
+	}
+}
+
+// withDefaults fills the zero fields of u, for NewClient.
+func (u Upstream) withDefaults() Upstream {
+	var d Upstream
+	d.SetDefaults()
+	fill := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	fill(&u.ConnectTimeout, d.ConnectTimeout)
+	fill(&u.ReadTimeout, d.ReadTimeout)
+	fill(&u.WriteTimeout, d.WriteTimeout)
+	fill(&u.PoolTimeout, d.PoolTimeout)
+	fill(&u.TotalTimeout, d.TotalTimeout)
+	fill(&u.BackoffBase, d.BackoffBase)
+	fill(&u.BackoffMax, d.BackoffMax)
+	fill(&u.MaxRetryAfter, d.MaxRetryAfter)
+	fill(&u.BreakerWindow, d.BreakerWindow)
+	fill(&u.BreakerCoolDown, d.BreakerCoolDown)
+	fill(&u.BulkheadWait, d.BulkheadWait)
+	if u.RetryBudgetRatio == 0 {
+		u.RetryBudgetRatio = d.RetryBudgetRatio
+	}
+	if u.RetryBudgetMinPerSecond == 0 {
+		u.RetryBudgetMinPerSecond = d.RetryBudgetMinPerSecond
+	}
+	if u.BreakerFailures == 0 {
+		u.BreakerFailures = d.BreakerFailures
+	}
+	if u.BreakerFailureRate == 0 {
+		u.BreakerFailureRate = d.BreakerFailureRate
+	}
+	if u.BreakerMinimumCalls == 0 {
+		u.BreakerMinimumCalls = d.BreakerMinimumCalls
+	}
+	if u.MaxConcurrent == 0 {
+		u.MaxConcurrent = d.MaxConcurrent
+	}
+	switch u.Retries {
+	case 0:
+		u.Retries = d.Retries
+	case NoRetries:
+		u.Retries = 0
+	}
+	if u.Name == "" {
+		u.Name = "upstream"
+	}
+	return u
+}
+
+// fieldError is one problem with an upstream's settings, keyed relative to
+// the upstream's table.
+type fieldError struct {
+	key, problem, fix string
+}
+
+// problems returns every problem with u's settings, in key order.
+func (u *Upstream) problems() []fieldError {
+	var errs []fieldError
+	add := func(key, problem, fix string) { errs = append(errs, fieldError{key, problem, fix}) }
+	deadline := func(key string, d time.Duration) {
+		if d <= 0 {
+			add(key, fmt.Sprintf("must be a positive duration, got %s", d),
+				`set a duration such as "5s" or a number of seconds; deadlines cannot be switched off`)
+		}
+	}
+	positive := func(key string, n int) {
+		if n <= 0 {
+			add(key, fmt.Sprintf("must be greater than zero, got %d", n), "set a positive whole number")
+		}
+	}
+	share := func(key string, f float64) {
+		if !(f > 0 && f <= 1) {
+			add(key, fmt.Sprintf("must be in (0, 1], got %v", f), "set a fraction such as 0.2; it cannot be switched off")
+		}
+	}
+
+	if problem := checkBaseURL(u.BaseURL); problem != "" {
+		add("base_url", problem, `set an absolute URL such as "http://billing:8010", in the file or in JFAST_HTTP_UPSTREAMS__<NAME>__BASE_URL`)
+	}
+	deadline("connect_timeout", u.ConnectTimeout)
+	deadline("read_timeout", u.ReadTimeout)
+	deadline("write_timeout", u.WriteTimeout)
+	deadline("pool_timeout", u.PoolTimeout)
+	deadline("total_timeout", u.TotalTimeout)
+	if u.Retries < 0 {
+		add("retries", fmt.Sprintf("must be zero or more, got %d", u.Retries), "set 0 to never retry, or a small number such as 2")
+	}
+	deadline("backoff_base", u.BackoffBase)
+	deadline("backoff_max", u.BackoffMax)
+	if u.BackoffBase > 0 && u.BackoffMax > 0 && u.BackoffMax < u.BackoffBase {
+		add("backoff_max", fmt.Sprintf("must not be below backoff_base (%s), got %s", u.BackoffBase, u.BackoffMax), "raise backoff_max or lower backoff_base")
+	}
+	deadline("max_retry_after", u.MaxRetryAfter)
+	share("retry_budget_ratio", u.RetryBudgetRatio)
+	if !(u.RetryBudgetMinPerSecond > 0) {
+		add("retry_budget_min_per_second", fmt.Sprintf("must be greater than zero, got %v", u.RetryBudgetMinPerSecond), "set a rate such as 1")
+	}
+	positive("breaker_failures", u.BreakerFailures)
+	share("breaker_failure_rate", u.BreakerFailureRate)
+	deadline("breaker_window", u.BreakerWindow)
+	positive("breaker_minimum_calls", u.BreakerMinimumCalls)
+	deadline("breaker_cool_down", u.BreakerCoolDown)
+	positive("max_concurrent", u.MaxConcurrent)
+	deadline("bulkhead_wait", u.BulkheadWait)
+
+	names := make([]string, 0, len(u.Headers))
+	for name := range u.Headers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if !validHeaderName(name) {
+			add("headers."+name, "is not a valid header name", "use letters, digits and - only")
+		} else if !validHeaderValue(u.Headers[name]) {
+			add("headers."+name, "holds a control character (such as a line break)", "remove it")
+		}
+	}
+	return errs
+}
+
+// checkBaseURL returns what is wrong with an upstream's base URL, or "".
+// The message never repeats the URL: it may carry credentials.
+func checkBaseURL(s string) string {
+	if s == "" {
+		return "is missing"
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return "is not a valid URL"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "must be an absolute http or https URL"
+	case u.Host == "" || u.Hostname() == "":
+		return "must name a host"
+	case u.User != nil:
+		return "must not carry credentials: set an Authorization header in headers instead"
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return "must not have a query or a fragment"
+	}
+	return ""
+}
+
+// validHeaderName reports whether s is an RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue reports whether s has no control characters but tab.
+func validHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}

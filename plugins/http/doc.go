@@ -1,0 +1,56 @@
+// Package http is the client a jfast service calls its sibling services with:
+// one [ServiceClient] per upstream per process, with mandatory deadlines,
+// retries only when they are safe and can help (within a retry budget and the
+// call's deadline), a circuit breaker and a bulkhead per upstream, all from
+// framework/resilience.
+//
+// Configure the upstreams in jfast.toml:
+//
+//	[plugins]
+//	enabled = ["observability", "http"]
+//
+//	[plugin.http.upstreams.billing]
+//	base_url = "http://billing:8010"
+//	read_timeout = "5s"
+//	retries = 2
+//
+// and take the client once, when mounting routes:
+//
+//	func routes(app *framework.App, r chi.Router) error {
+//		billing, err := http.Client(app, "billing")
+//		if err != nil {
+//			return err // unknown upstream: the boot fails naming it
+//		}
+//		r.Method(nethttp.MethodGet, "/orders/{id}", framework.Handler(func(w nethttp.ResponseWriter, r *nethttp.Request) error {
+//			resp, err := billing.Get(r.Context(), "/invoices/"+chi.URLParam(r, "id"))
+//			if err != nil {
+//				return err // an UpstreamError: 503 problem+json naming "billing"
+//			}
+//			if resp.StatusCode == nethttp.StatusNotFound {
+//				return problem.NotFound("no invoice for this order")
+//			}
+//			var invoice Invoice
+//			if err := http.DecodeJSON(resp, &invoice); err != nil {
+//				return err
+//			}
+//			return framework.JSON(w, nethttp.StatusOK, invoice)
+//		}))
+//		return nil
+//	}
+//
+// A call returns the response the upstream sent, whatever its status, with
+// its body already read; only a call that got no response returns an error:
+// [UpstreamTimeout], [UpstreamUnavailable], [CircuitOpen] or [BulkheadFull],
+// each an [UpstreamError] (errors.As) that renders as 503.
+//
+// Outside a service (a script, a test) build a client directly with
+// [NewClient] and Close it when done.
+//
+// The telemetry seam is [TransportWrapper] (every attempt's RoundTrip) and
+// [CallObserver] (every call), added with [Plugin.AddTransportWrapper] and
+// [Plugin.ObserveCalls] before the plugin starts, or [WithTransportWrapper]
+// and [WithCallObserver] in NewClient.
+//
+// docs/http.md explains what is retried and why, the budget, the breaker,
+// the bulkhead, what travels with a call, every setting and what is tested.
+package http

@@ -1,0 +1,129 @@
+package http
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jfastframework/jfast/problem"
+)
+
+// UpstreamError is what every failed call returns: a call that got no response
+// at all. (A call that got a response returns it, whatever its status.) It is
+// never returned bare: each failure is one of [UpstreamTimeout],
+// [UpstreamUnavailable], [CircuitOpen] and [BulkheadFull], and errors.As finds
+// the UpstreamError inside any of them:
+//
+//	var ue *http.UpstreamError
+//	if errors.As(err, &ue) {
+//		log.Printf("%s failed: %v", ue.Upstream, err)
+//	}
+//
+// Every one renders, through [problem.Renderer], as a 503 problem+json naming
+// the upstream in the "upstream" member, with Retry-After when the wait is
+// known, so a handler that lets it escape answers 503, never 500.
+type UpstreamError struct {
+	// Upstream is the upstream's name, as configured.
+	Upstream string
+	// Err is the cause, for logs only: it is never rendered.
+	Err error
+	// RetryAfter, when positive, is how long until another call may succeed.
+	RetryAfter time.Duration
+
+	detail string
+}
+
+// Error returns the detail and the cause.
+func (e *UpstreamError) Error() string {
+	if e.Err == nil {
+		return e.detail
+	}
+	return e.detail + ": " + e.Err.Error()
+}
+
+// Unwrap returns the cause.
+func (e *UpstreamError) Unwrap() error { return e.Err }
+
+// Problem renders the error as a 503 naming the upstream.
+func (e *UpstreamError) Problem() *problem.Problem {
+	p := problem.ServiceUnavailable("", e.detail, e.RetryAfter)
+	if p.Extensions == nil {
+		p.Extensions = make(map[string]any, 1)
+	}
+	p.Extensions["upstream"] = e.Upstream
+	p.Err = e
+	return p
+}
+
+// UpstreamTimeout is a call that did not get its response in time: the total
+// deadline or the caller's context deadline passed, a connect, read-gap, write-gap
+// or pool wait timed out, and no attempt had received a response.
+type UpstreamTimeout struct{ UpstreamError }
+
+// UpstreamUnavailable is a call that could not reach the upstream: the
+// connection was refused, reset or dropped, the name did not resolve, TLS
+// failed, or the caller cancelled the call. No attempt received a response.
+type UpstreamUnavailable struct{ UpstreamError }
+
+// CircuitOpen is a call refused by the upstream's open (or half-open, probe in
+// flight) breaker: nothing was sent. RetryAfter is the cool-down left (0 while
+// a probe decides). errors.Is(err, resilience.ErrOpen) holds.
+type CircuitOpen struct{ UpstreamError }
+
+// BulkheadFull is a call that found max_concurrent calls to the upstream in
+// flight and no place freed within bulkhead_wait: nothing was sent.
+// errors.Is(err, resilience.ErrBulkheadFull) holds.
+type BulkheadFull struct{ UpstreamError }
+
+// As lets errors.As find the *UpstreamError inside each kind.
+func (e *UpstreamTimeout) As(target any) bool     { return asUpstream(&e.UpstreamError, target) }
+func (e *UpstreamUnavailable) As(target any) bool { return asUpstream(&e.UpstreamError, target) }
+func (e *CircuitOpen) As(target any) bool         { return asUpstream(&e.UpstreamError, target) }
+func (e *BulkheadFull) As(target any) bool        { return asUpstream(&e.UpstreamError, target) }
+
+func asUpstream(e *UpstreamError, target any) bool {
+	if t, ok := target.(**UpstreamError); ok {
+		*t = e
+		return true
+	}
+	return false
+}
+
+// Unwrap returns the cause; the promoted method would be shadowed by As in
+// errors.As's walk otherwise.
+func (e *UpstreamTimeout) Unwrap() error     { return e.Err }
+func (e *UpstreamUnavailable) Unwrap() error { return e.Err }
+func (e *CircuitOpen) Unwrap() error         { return e.Err }
+func (e *BulkheadFull) Unwrap() error        { return e.Err }
+
+func newTimeout(upstream string, err error) *UpstreamTimeout {
+	return &UpstreamTimeout{UpstreamError{Upstream: upstream, Err: err,
+		detail: fmt.Sprintf("upstream '%s' did not answer in time", upstream)}}
+}
+
+func newUnavailable(upstream string, err error) *UpstreamUnavailable {
+	return &UpstreamUnavailable{UpstreamError{Upstream: upstream, Err: err,
+		detail: fmt.Sprintf("upstream '%s' is unreachable", upstream)}}
+}
+
+func newCircuitOpen(upstream string, err error, retryAfter time.Duration) *CircuitOpen {
+	d := fmt.Sprintf("calls to upstream '%s' are suspended for %.1fs", upstream, retryAfter.Seconds())
+	if retryAfter <= 0 {
+		d = fmt.Sprintf("calls to upstream '%s' are suspended while a probe call is in flight", upstream)
+	}
+	return &CircuitOpen{UpstreamError{Upstream: upstream, Err: err, RetryAfter: retryAfter, detail: d}}
+}
+
+func newBulkheadFull(upstream string, err error) *BulkheadFull {
+	return &BulkheadFull{UpstreamError{Upstream: upstream, Err: err,
+		detail: fmt.Sprintf("too many calls to upstream '%s' are in flight", upstream)}}
+}
+
+// errClosed is the cause of a call on a closed client.
+var errClosed = errors.New("client is closed")
+
+var (
+	_ problem.Renderer = (*UpstreamError)(nil)
+	_ problem.Renderer = (*UpstreamTimeout)(nil)
+	_ problem.Renderer = (*CircuitOpen)(nil)
+)

@@ -1,0 +1,193 @@
+package http
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"time"
+)
+
+// The read timeout is a gap, not a whole-response timeout: a response that
+// keeps coming, however slowly, is only cut by the total deadline; one that
+// stops for read_timeout is cut at once. net/http has no such setting, so the
+// client wraps every connection it dials (gapConn) and, while an attempt is
+// waiting for or reading its response, gives every read of that connection a
+// fresh deadline of read_timeout. An idle pooled connection carries no
+// deadline, so keep-alive connections are not closed for being idle.
+
+// gapConn is a connection whose reads, while armed, each get a deadline of
+// readGap from the moment they start, and whose writes always get one of
+// writeGap.
+type gapConn struct {
+	net.Conn
+	readGap, writeGap time.Duration
+
+	mu    sync.Mutex
+	armed int // attempts waiting for or reading a response on this connection
+}
+
+func (c *gapConn) Read(b []byte) (int, error) {
+	c.mu.Lock()
+	if c.armed > 0 {
+		_ = c.Conn.SetReadDeadline(time.Now().Add(c.readGap))
+	}
+	c.mu.Unlock()
+	return c.Conn.Read(b)
+}
+
+func (c *gapConn) Write(b []byte) (int, error) {
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.writeGap))
+	return c.Conn.Write(b)
+}
+
+// arm starts the gap deadline, including for a read already waiting (the
+// transport's reader parks on a pooled connection between responses).
+func (c *gapConn) arm() {
+	c.mu.Lock()
+	c.armed++
+	_ = c.Conn.SetReadDeadline(time.Now().Add(c.readGap))
+	c.mu.Unlock()
+}
+
+// disarm ends the gap deadline when no attempt needs it any more.
+func (c *gapConn) disarm() {
+	c.mu.Lock()
+	if c.armed > 0 {
+		c.armed--
+		if c.armed == 0 {
+			_ = c.Conn.SetReadDeadline(time.Time{})
+		}
+	}
+	c.mu.Unlock()
+}
+
+// gapConnOf finds the gapConn under a connection the transport handed out
+// (a *tls.Conn for https).
+func gapConnOf(c net.Conn) *gapConn {
+	for c != nil {
+		if g, ok := c.(*gapConn); ok {
+			return g
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return nil
+		}
+		c = u.NetConn()
+	}
+	return nil
+}
+
+// newTransport returns the transport of one upstream: HTTP/1.1, no proxy, a
+// pool of max_concurrent connections, connect_timeout on dial and TLS
+// handshake, and gap deadlines on every connection.
+func newTransport(u Upstream) *http.Transport {
+	dialer := &net.Dialer{Timeout: u.ConnectTimeout, KeepAlive: 30 * time.Second}
+	readGap, writeGap := u.ReadTimeout, u.WriteTimeout
+	return &http.Transport{
+		// No proxy from the environment: siblings are called directly, and a
+		// proxy would receive the forwarded bearer token.
+		Proxy: nil,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &gapConn{Conn: c, readGap: readGap, writeGap: writeGap}, nil
+		},
+		TLSClientConfig:     u.TLS,
+		TLSHandshakeTimeout: u.ConnectTimeout,
+		MaxConnsPerHost:     u.MaxConcurrent,
+		MaxIdleConns:        u.MaxConcurrent,
+		MaxIdleConnsPerHost: u.MaxConcurrent,
+		IdleConnTimeout:     90 * time.Second,
+		// The gap deadline covers the wait for the headers.
+		ResponseHeaderTimeout: 0,
+		ExpectContinueTimeout: time.Second,
+		ForceAttemptHTTP2:     false,
+	}
+}
+
+// errPoolTimeout is the cause of an attempt that waited pool_timeout for a
+// connection.
+var errPoolTimeout = errors.New("no connection within pool_timeout")
+
+// attempt is the per-attempt state the transport's trace hooks write to. It
+// is pooled with its trace, whose hooks are bound once, so an attempt costs no
+// closure allocations.
+type attempt struct {
+	trace httptrace.ClientTrace
+	pool  *time.Timer // pool_timeout, re-armed per attempt
+
+	mu      sync.Mutex
+	active  bool
+	poolDue time.Time // a timer firing before this belongs to an earlier attempt
+	conn    *gapConn
+	armed   bool
+	cancel  context.CancelCauseFunc
+}
+
+var attemptPool = sync.Pool{New: func() any {
+	a := &attempt{}
+	a.trace = httptrace.ClientTrace{
+		GotConn:      a.gotConn,
+		WroteRequest: a.wroteRequest,
+	}
+	a.pool = time.AfterFunc(time.Hour, a.poolExpired)
+	a.pool.Stop()
+	return a
+}}
+
+// begin prepares the attempt; the pool timer starts now, as the transport
+// asks for a connection as soon as RoundTrip starts.
+func (a *attempt) begin(cancel context.CancelCauseFunc, poolTimeout time.Duration) {
+	a.mu.Lock()
+	a.active, a.conn, a.armed, a.cancel = true, nil, false, cancel
+	a.poolDue = time.Now().Add(poolTimeout)
+	a.mu.Unlock()
+	a.pool.Reset(poolTimeout)
+}
+
+func (a *attempt) gotConn(info httptrace.GotConnInfo) {
+	a.pool.Stop()
+	a.mu.Lock()
+	if a.active {
+		a.conn = gapConnOf(info.Conn)
+	}
+	a.mu.Unlock()
+}
+
+func (a *attempt) wroteRequest(info httptrace.WroteRequestInfo) {
+	if info.Err != nil {
+		return
+	}
+	a.mu.Lock()
+	if a.active && a.conn != nil && !a.armed {
+		a.armed = true
+		a.conn.arm()
+	}
+	a.mu.Unlock()
+}
+
+func (a *attempt) poolExpired() {
+	a.mu.Lock()
+	cancel, gotConn := a.cancel, a.conn != nil
+	if a.active && !gotConn && cancel != nil && !time.Now().Before(a.poolDue) {
+		cancel(errPoolTimeout)
+	}
+	a.mu.Unlock()
+}
+
+// end disarms the connection and detaches the hooks, which may still fire
+// late on the transport's goroutines.
+func (a *attempt) end() {
+	a.pool.Stop()
+	a.mu.Lock()
+	if a.armed {
+		a.conn.disarm()
+	}
+	a.active, a.conn, a.armed, a.cancel = false, nil, false, nil
+	a.mu.Unlock()
+}
