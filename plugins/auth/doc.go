@@ -28,7 +28,7 @@
 //		if err != nil {
 //			return err
 //		}
-//		r.With(a.RequireAuth(auth.Scopes("orders:read"))).Get("/orders", framework.Handler(
+//		r.With(a.RequireAuth(auth.Scopes("orders:read"))).Method("GET", "/orders", framework.Handler(
 //			func(w http.ResponseWriter, r *http.Request) error {
 //				claims, _ := auth.ClaimsFrom(r.Context())
 //				return framework.JSON(w, 200, map[string]string{"subject": claims.Subject})

@@ -60,6 +60,7 @@ type jwksCache struct {
 	keyCount  prometheus.Gauge
 
 	ctx    context.Context // ends at Stop; every fetch derives from it
+	failed chan struct{}   // a fetch failed: the loop reschedules after the cool-down
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
@@ -90,6 +91,7 @@ func newJWKSCache(o jwksOpts) (*jwksCache, error) {
 		clock: o.clock, log: o.log,
 		limiter: rate.NewLimiter(rate.Every(o.min), 1),
 		store:   jwkset.NewMemoryStorage(),
+		failed:  make(chan struct{}, 1),
 	}
 	c.transport = &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
@@ -174,8 +176,9 @@ func (c *jwksCache) stop(ctx context.Context) error {
 	}
 }
 
-// loop refreshes the keys every interval, and after a failure again once the
-// breaker's cool-down has passed.
+// loop refreshes the keys every interval. After a failed fetch, whoever
+// started it, the next one is tried once the breaker's cool-down has passed, so
+// the cache and /ready recover on their own even when no request asks.
 func (c *jwksCache) loop() {
 	defer c.wg.Done()
 	var wait time.Duration
@@ -186,6 +189,10 @@ func (c *jwksCache) loop() {
 			case <-c.ctx.Done():
 				t.Stop()
 				return
+			case <-c.failed:
+				t.Stop()
+				wait = c.retryWait(nil)
+				continue
 			case <-t.C():
 			}
 		}
@@ -197,13 +204,26 @@ func (c *jwksCache) loop() {
 		}
 		wait = c.interval
 		if f.err != nil {
-			wait = c.coolDown
-			var open *resilience.OpenError
-			if errors.As(f.err, &open) && open.RetryAfter() > 0 {
-				wait = open.RetryAfter()
+			select {
+			case <-c.failed: // this fetch's own signal
+			default:
 			}
+			wait = c.retryWait(f.err)
 		}
 	}
+}
+
+// retryWait is how long the loop waits after a failure: what is left of the
+// breaker's cool-down, or a full cool-down.
+func (c *jwksCache) retryWait(err error) time.Duration {
+	var open *resilience.OpenError
+	if errors.As(err, &open) && open.RetryAfter() > 0 {
+		return open.RetryAfter()
+	}
+	if s := c.breaker.Snapshot(); s.RetryAfter > 0 {
+		return s.RetryAfter
+	}
+	return c.coolDown
 }
 
 // refresh joins the fetch in flight or starts one through the breaker. An open
@@ -256,6 +276,10 @@ func (c *jwksCache) run(f *fetch, ticket resilience.Ticket) {
 		c.fetches.WithLabelValues("ok").Inc()
 	} else {
 		c.fetches.WithLabelValues("error").Inc()
+		select {
+		case c.failed <- struct{}{}:
+		default:
+		}
 		if c.ctx.Err() == nil {
 			c.log.Warn("auth: jwks fetch failed; cached keys keep verifying",
 				slog.String("dependency", jwksDependency), slog.String("error", err.Error()))

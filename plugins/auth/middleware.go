@@ -32,7 +32,7 @@ func Roles(roles ...string) Requirement { return Requirement{roles: roles} }
 // with forward_authorization = true).
 //
 //	a, err := auth.From(app)
-//	r.With(a.RequireAuth(auth.Scopes("orders:write"))).Post("/orders", create)
+//	r.With(a.RequireAuth(auth.Scopes("orders:write"))).Method("POST", "/orders", framework.Handler(create))
 func (p *Plugin) RequireAuth(reqs ...Requirement) func(http.Handler) http.Handler {
 	var need Requirement
 	for _, r := range reqs {

@@ -1,0 +1,324 @@
+package auth_test
+
+import (
+	"crypto"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jfastframework/jfast/jfasttest"
+	"github.com/jfastframework/jfast/plugins/auth"
+)
+
+// jwksTOML configures jwks mode against is, with a short jwks_timeout so the
+// drill's hanging fetches end quickly in real time.
+func jwksTOML(is *issuer, timeout string) string {
+	return fmt.Sprintf(`
+[plugins]
+enabled = ["auth"]
+[plugin.auth]
+mode = "jwks"
+jwks_url = %q
+issuer = %q
+audience = %q
+jwks_timeout = %q
+`, is.url(), testIssuer, testAudience, timeout)
+}
+
+// startJWKS starts an App in jwks mode and waits until its first fetch filled the
+// cache (the boot itself does not wait for it).
+func startJWKS(t *testing.T, is *issuer, timeout string) service {
+	t.Helper()
+	s := startService(t, jwksTOML(is, timeout))
+	waitFor(t, "the first JWKS fetch", func() bool {
+		_, c := readyCheck(t, s.Service)
+		return c["healthy"] == true
+	})
+	return s
+}
+
+// TestJWKSVerifies: tokens signed by any published key verify; kid is required;
+// keys are read from memory (no fetch per request).
+func TestJWKSVerifies(t *testing.T) {
+	t.Parallel()
+	testKeys(t)
+	is := newIssuer(t)
+	is.publish(t, map[string]crypto.PublicKey{"rsa-1": &rsa1.PublicKey, "ec-1": &ec256.PublicKey, "ed-1": ed.Public()})
+	s := startJWKS(t, is, "2s")
+	now := s.clock.Now()
+	hits := is.hits.Load()
+	for _, tc := range []struct {
+		alg, kid string
+		key      any
+	}{{"RS256", "rsa-1", rsa1}, {"PS256", "rsa-1", rsa1}, {"ES256", "ec-1", ec256}, {"EdDSA", "ed-1", ed}} {
+		if r := s.Get(t, "/me", bearer(sign(t, tc.alg, tc.kid, claimsAt(now), tc.key))...); r.Status != 200 {
+			t.Fatalf("%s/%s: status %d, body %s", tc.alg, tc.kid, r.Status, r.Body)
+		}
+	}
+	if got := is.hits.Load(); got != hits {
+		t.Fatalf("known kids fetched the key set %d more times", got-hits)
+	}
+	// No kid: refused without a fetch.
+	expect401(t, s.Get(t, "/me", bearer(sign(t, "RS256", "", claimsAt(now), rsa1))...), auth.ReasonKID)
+	// A known kid with a token of another family: the JWK's type decides.
+	expect401(t, s.Get(t, "/me", bearer(sign(t, "ES256", "rsa-1", claimsAt(now), ec256))...), auth.ReasonAlgorithm)
+	// HS256 "signed" with the RSA key's PEM under its kid: outside jwks mode's
+	// allow-list and not fitting an RSA key.
+	expect401(t, s.Get(t, "/me", bearer(sign(t, "HS256", "rsa-1", claimsAt(now), []byte(publicPEM(t, &rsa1.PublicKey))))...), auth.ReasonAlgorithm)
+	if got := is.hits.Load(); got != hits {
+		t.Fatalf("refused tokens fetched the key set %d times", got-hits)
+	}
+	status, c := readyCheck(t, s.Service)
+	meta := c["meta"].(map[string]any)
+	if status != 200 || c["status"] != "pass" || meta["keys"] != float64(3) || meta["last_refresh"] == nil {
+		t.Fatalf("/ready: %d %v", status, c)
+	}
+}
+
+// TestJWKSSymmetricKeyIgnored: an "oct" key in the published set is never used as
+// an HMAC secret.
+func TestJWKSSymmetricKeyIgnored(t *testing.T) {
+	t.Parallel()
+	testKeys(t)
+	is := newIssuer(t)
+	secret := []byte("a-symmetric-key-published-by-mistake")
+	jwk := fmt.Sprintf(`{"keys":[{"kty":"oct","kid":"sym","k":%q},%s]}`,
+		b64(secret), jwkJSON(t, "rsa-1", &rsa1.PublicKey))
+	is.publishRaw([]byte(jwk))
+	s := startJWKS(t, is, "2s")
+	c := claimsAt(s.clock.Now())
+	expect401(t, s.Get(t, "/me", bearer(sign(t, "HS256", "sym", c, secret))...), auth.ReasonAlgorithm)
+	// With HS256 allowed it would still not verify: the kid is unknown.
+	if r := s.Get(t, "/me", bearer(sign(t, "RS256", "rsa-1", c, rsa1))...); r.Status != 200 {
+		t.Fatalf("the RSA key next to it: status %d, body %s", r.Status, r.Body)
+	}
+}
+
+// TestJWKSUnknownKIDRateLimited: an unknown kid refreshes the set once; more
+// unknown kids within jwks_min_refresh_interval are refused without a fetch.
+func TestJWKSUnknownKIDRateLimited(t *testing.T) {
+	t.Parallel()
+	testKeys(t)
+	is := newIssuer(t)
+	is.publish(t, map[string]crypto.PublicKey{"rsa-1": &rsa1.PublicKey})
+	s := startJWKS(t, is, "2s")
+	now := s.clock.Now()
+	hits := is.hits.Load()
+	expect401(t, s.Get(t, "/me", bearer(sign(t, "RS256", "made-up-1", claimsAt(now), rsa2))...), auth.ReasonKID)
+	if got := is.hits.Load() - hits; got != 1 {
+		t.Fatalf("first unknown kid: %d fetches, want 1", got)
+	}
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			expect401(t, s.Get(t, "/me", bearer(sign(t, "RS256", fmt.Sprintf("made-up-%d", i+2), claimsAt(now), rsa2))...), auth.ReasonKID)
+		}()
+	}
+	wg.Wait()
+	if got := is.hits.Load() - hits; got != 1 {
+		t.Fatalf("20 more unknown kids: %d fetches in all, want 1", got)
+	}
+	s.clock.Advance(auth.DefaultJWKSMinRefreshInterval)
+	expect401(t, s.Get(t, "/me", bearer(sign(t, "RS256", "made-up-99", claimsAt(now), rsa2))...), auth.ReasonKID)
+	if got := is.hits.Load() - hits; got != 2 {
+		t.Fatalf("after jwks_min_refresh_interval: %d fetches, want 2", got)
+	}
+}
+
+// TestJWKSKeyRotation: the issuer adds a key and withdraws the old one; the new
+// kid is fetched on first sight, the withdrawn one stops verifying.
+func TestJWKSKeyRotation(t *testing.T) {
+	t.Parallel()
+	testKeys(t)
+	is := newIssuer(t)
+	is.publish(t, map[string]crypto.PublicKey{"2026-01": &rsa1.PublicKey})
+	s := startJWKS(t, is, "2s")
+	now := s.clock.Now()
+	old := sign(t, "RS256", "2026-01", claimsAt(now), rsa1)
+	if r := s.Get(t, "/me", bearer(old)...); r.Status != 200 {
+		t.Fatalf("old key: %d %s", r.Status, r.Body)
+	}
+	is.publish(t, map[string]crypto.PublicKey{"2026-02": &rsa2.PublicKey})
+	if r := s.Get(t, "/me", bearer(sign(t, "RS256", "2026-02", claimsAt(now), rsa2))...); r.Status != 200 {
+		t.Fatalf("new key: %d %s", r.Status, r.Body)
+	}
+	expect401(t, s.Get(t, "/me", bearer(old)...), auth.ReasonKID)
+}
+
+// TestJWKSPeriodicRefresh: the set is fetched again every jwks_refresh_interval
+// (on the App's clock), so a withdrawn key stops verifying without any unknown kid.
+func TestJWKSPeriodicRefresh(t *testing.T) {
+	t.Parallel()
+	testKeys(t)
+	is := newIssuer(t)
+	is.publish(t, map[string]crypto.PublicKey{"a": &rsa1.PublicKey, "b": &rsa2.PublicKey})
+	s := startJWKS(t, is, "2s")
+	tokenA := sign(t, "RS256", "a", claimsAt(s.clock.Now()), rsa1)
+	is.publish(t, map[string]crypto.PublicKey{"b": &rsa2.PublicKey})
+	hits := is.hits.Load()
+	s.clock.BlockUntil(1) // the refresh loop waits on the clock
+	s.clock.Advance(auth.DefaultJWKSRefreshInterval)
+	waitFor(t, "the periodic refresh", func() bool {
+		_, c := readyCheck(t, s.Service)
+		return is.hits.Load() > hits && c["meta"].(map[string]any)["keys"] == float64(1)
+	})
+	s.clock.Advance(auth.DefaultJWKSMinRefreshInterval) // let the unknown kid refresh; it stays unknown
+	expect401(t, s.Get(t, "/me", bearer(tokenA)...), auth.ReasonKID)
+}
+
+// TestJWKSDrill is the identity-provider drill: the issuer hangs, fails and comes
+// back while the App keeps serving.
+func TestJWKSDrill(t *testing.T) {
+	t.Parallel()
+	testKeys(t)
+	is := newIssuer(t)
+	is.publish(t, map[string]crypto.PublicKey{"k1": &rsa1.PublicKey})
+	// A second is long enough that a request waiting on the issuer cannot pass for
+	// one served from the cache (timeout/3), even on a loaded CI machine.
+	const timeout = time.Second
+	s := startJWKS(t, is, timeout.String())
+	now := s.clock.Now()
+	known := sign(t, "RS256", "k1", claimsAt(now), rsa1)
+	fresh := sign(t, "RS256", "k2", claimsAt(now), rsa2)
+
+	// 1. The issuer hangs. A token with an unknown kid starts a fetch that hangs.
+	is.set("hang")
+	type result struct {
+		r       jfasttest.Response
+		elapsed time.Duration
+	}
+	done := make(chan result, 1)
+	go func() {
+		start := time.Now()
+		r := s.Get(t, "/me", bearer(fresh)...)
+		done <- result{r, time.Since(start)}
+	}()
+	waitFor(t, "the hanging fetch", func() bool { return is.hanging.Load() == 1 })
+
+	// 2. Meanwhile known kids verify with no added latency.
+	for range 10 {
+		start := time.Now()
+		r := s.Get(t, "/me", bearer(known)...)
+		if el := time.Since(start); r.Status != 200 || el > timeout/3 {
+			t.Fatalf("known kid while the issuer hangs: status %d in %s", r.Status, el)
+		}
+	}
+
+	// 3. The unknown kid gets 503 naming jwks within jwks_timeout.
+	res := <-done
+	if res.r.Status != http.StatusServiceUnavailable || res.elapsed > timeout+time.Second {
+		t.Fatalf("unknown kid while the issuer hangs: status %d in %s, body %s", res.r.Status, res.elapsed, res.r.Body)
+	}
+	if p := decodeProblem(t, res.r); p.Dependency != "jwks" {
+		t.Fatalf("503 does not name jwks: %+v", p)
+	}
+
+	// 4. The breaker is open: unknown kids are answered at once, without a fetch,
+	// with the cool-down in Retry-After; known kids still verify.
+	hits := is.hits.Load()
+	for range 5 {
+		start := time.Now()
+		r := s.Get(t, "/me", bearer(fresh)...)
+		if el := time.Since(start); r.Status != 503 || el > timeout/3 {
+			t.Fatalf("unknown kid with the breaker open: status %d in %s", r.Status, el)
+		}
+		if r.Header.Get("Retry-After") != "30" {
+			t.Fatalf("Retry-After = %q, want 30 (jwks_cool_down)", r.Header.Get("Retry-After"))
+		}
+	}
+	if r := s.Get(t, "/me", bearer(known)...); r.Status != 200 {
+		t.Fatalf("known kid with the breaker open: %d", r.Status)
+	}
+	if got := is.hits.Load(); got != hits {
+		t.Fatalf("the open breaker let %d fetches through", got-hits)
+	}
+
+	// 5. /ready: degraded (200), not critical, with keys, last refresh and breaker.
+	status, c := readyCheck(t, s.Service)
+	meta := c["meta"].(map[string]any)
+	br := meta["breaker"].(map[string]any)
+	if status != 200 || c["overall"] != "degraded" || c["healthy"] != false || c["critical"] != false ||
+		meta["keys"] != float64(1) || meta["last_refresh"] == nil || br["state"] != "open" {
+		t.Fatalf("/ready while the issuer hangs: %d %v", status, c)
+	}
+
+	// 6. The issuer fails outright (500) through the next probe: the breaker
+	// reopens for a full cool-down; the 503 is immediate.
+	is.set("fail")
+	s.clock.Advance(30 * time.Second)
+	waitFor(t, "the probe after the cool-down", func() bool {
+		_, c := readyCheck(t, s.Service)
+		b := c["meta"].(map[string]any)["breaker"].(map[string]any)
+		return b["state"] == "open" && is.hits.Load() > hits
+	})
+	if r := s.Get(t, "/me", bearer(fresh)...); r.Status != 503 {
+		t.Fatalf("unknown kid with the issuer failing: %d", r.Status)
+	}
+	if r := s.Get(t, "/me", bearer(known)...); r.Status != 200 {
+		t.Fatalf("known kid with the issuer failing: %d", r.Status)
+	}
+
+	// 7. The issuer recovers with a new key; after the cool-down the new kid is
+	// accepted on the same App.
+	is.publish(t, map[string]crypto.PublicKey{"k1": &rsa1.PublicKey, "k2": &rsa2.PublicKey})
+	is.set("answer")
+	s.clock.Advance(30 * time.Second)
+	if r := s.Get(t, "/me", bearer(fresh)...); r.Status != 200 {
+		t.Fatalf("new kid after the issuer recovered: %d %s", r.Status, r.Body)
+	}
+	waitFor(t, "/ready to pass", func() bool {
+		_, c := readyCheck(t, s.Service)
+		return c["healthy"] == true
+	})
+}
+
+// TestJWKSIssuerDownAtBoot: the boot does not wait for or fail on the issuer;
+// tokens get 503 jwks until it answers, then verify.
+func TestJWKSIssuerDownAtBoot(t *testing.T) {
+	t.Parallel()
+	testKeys(t)
+	is := newIssuer(t)
+	is.set("fail")
+	s := startService(t, jwksTOML(is, "2s"))
+	token := sign(t, "RS256", "k1", claimsAt(s.clock.Now()), rsa1)
+	waitFor(t, "the first fetch to fail", func() bool {
+		_, c := readyCheck(t, s.Service)
+		return c["meta"].(map[string]any)["last_error"] != nil
+	})
+	r := s.Get(t, "/me", bearer(token)...)
+	if p := decodeProblem(t, r); r.Status != 503 || p.Dependency != "jwks" {
+		t.Fatalf("issuer down at boot: %d %+v", r.Status, p)
+	}
+	status, c := readyCheck(t, s.Service)
+	if status != 200 || c["overall"] != "degraded" || c["critical"] != false {
+		t.Fatalf("/ready with the issuer down at boot: %d %v", status, c)
+	}
+	is.publish(t, map[string]crypto.PublicKey{"k1": &rsa1.PublicKey})
+	is.set("answer")
+	s.clock.Advance(auth.DefaultJWKSCoolDown)
+	if r := s.Get(t, "/me", bearer(token)...); r.Status != 200 {
+		t.Fatalf("after the issuer came back: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestJWKSStopWhileFetching: Stop ends a fetch that hangs and the refresh loop
+// at once (goleak in TestMain checks nothing is left).
+func TestJWKSStopWhileFetching(t *testing.T) {
+	t.Parallel()
+	is := newIssuer(t)
+	is.set("hang")
+	s := startService(t, jwksTOML(is, "1m"))
+	waitFor(t, "the hanging first fetch", func() bool { return is.hanging.Load() == 1 })
+	start := time.Now()
+	if err := s.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("Stop took %s with a fetch hanging", el)
+	}
+	waitFor(t, "the issuer to see the fetch end", func() bool { return is.hanging.Load() == 0 })
+}
