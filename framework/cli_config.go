@@ -1,0 +1,340 @@
+package framework
+
+import (
+	"encoding"
+	"fmt"
+	"io"
+	"net/url"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func (c *cli) printConfig(cmd *cobra.Command, _ []string) error {
+	app, err := c.load(cmd)
+	if err != nil {
+		return err
+	}
+	return app.WriteEffectiveConfig(cmd.OutOrStdout())
+}
+
+// WriteEffectiveConfig writes the configuration the App runs with as TOML: [app],
+// [plugins] and the table of every enabled plugin, each key with its value and a
+// trailing comment naming its source — "default", "file" or "env JFAST_...".
+// Secrets are written as "***" (see [IsSecretKey]), and the password inside any
+// URL's userinfo is masked too.
+func (a *App) WriteEffectiveConfig(w io.Writer) error {
+	ew := &errWriter{w: w}
+	src := func(key string) string {
+		if s, ok := a.raw.sources[key]; ok {
+			return s.String()
+		}
+		return "default"
+	}
+	fmt.Fprintf(ew, "# The effective configuration of %q, from %s.\n", a.cfg.Name, a.configFileName())
+	fmt.Fprintln(ew, "# Each value's source is in its comment: default, file, or the environment variable.")
+
+	tw := &tomlWriter{w: ew, source: src}
+	tw.table("app", reflect.ValueOf(a.cfg), nil)
+
+	// [plugins] enabled, rebound from the raw tree to keep the order as written.
+	plugins := PluginsConfig{Enabled: []string{observabilityName}}
+	var errs ConfigErrors
+	b := &binder{errs: &errs, set: map[string]string{}}
+	if m, ok := a.raw.tree["plugins"].(map[string]any); ok {
+		b.bindStruct("plugins", reflectValue(&plugins), m)
+	}
+	tw.table("plugins", reflect.ValueOf(plugins), nil)
+
+	pluginTables, _ := a.raw.tree["plugin"].(map[string]any)
+	for _, name := range plugins.Enabled {
+		p := a.compiled[name]
+		if p == nil {
+			continue
+		}
+		key := "plugin." + name
+		crit := []tomlLine{{key: "critical", value: strconv.FormatBool(a.critical[name]), source: src(key + ".critical")}}
+		cp, ok := p.(Configurable)
+		if !ok {
+			tw.table(key, reflect.Value{}, crit)
+			continue
+		}
+		// Some plugins' Config resets to the defaults, so the table is bound again
+		// from the raw tree into a fresh value rather than read back from the plugin.
+		v := reflectValue(cp.Config())
+		m, _ := pluginTables[name].(map[string]any)
+		if m != nil {
+			b.bindStruct(key, v, mapWithout(m, "critical"))
+		}
+		tw.table(key, v, crit)
+	}
+	return ew.err
+}
+
+// secretKeys are the last key segments whose values are secrets.
+var secretKeys = map[string]bool{
+	"password": true, "passwd": true, "pass": true, "secret": true, "secrets": true,
+	"secret_key": true, "signing_key": true, "private_key": true, "token": true,
+	"api_key": true, "apikey": true, "client_secret": true, "secret_access_key": true,
+	"access_token": true, "refresh_token": true, "passphrase": true, "credentials": true,
+	"hmac_secret": true, "session_token": true, "auth_token": true,
+}
+
+// IsSecretKey reports whether a configuration key holds a secret, by its last
+// segment: password, secret, secret_key, signing_key, private_key, token, api_key,
+// and names ending in _password, _secret, _token, _private_key, _signing_key or
+// _secret_key. The config command prints such values as "***".
+func IsSecretKey(key string) bool {
+	last := key[strings.LastIndexByte(key, '.')+1:]
+	last = strings.ToLower(last)
+	if secretKeys[last] {
+		return true
+	}
+	for _, suffix := range []string{"_password", "_secret", "_secrets", "_token", "_private_key", "_signing_key", "_secret_key"} {
+		if strings.HasSuffix(last, suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+var dsnPassword = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('[^']*'|\S+)`)
+
+// MaskSecrets masks the password in a URL's userinfo ("postgres://app:***@db/app")
+// and in a key=value DSN ("password=***").
+func MaskSecrets(s string) string {
+	if strings.Contains(s, "://") {
+		if u, err := url.Parse(s); err == nil && u.User != nil {
+			if _, has := u.User.Password(); has {
+				u.User = url.UserPassword(u.User.Username(), "***")
+				s = strings.Replace(u.String(), "%2A%2A%2A", "***", 1)
+			}
+		}
+	}
+	return dsnPassword.ReplaceAllString(s, "${1}***")
+}
+
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}
+
+type tomlWriter struct {
+	w      io.Writer
+	source func(key string) string
+}
+
+type tomlLine struct{ key, value, source string }
+
+// table writes [path] with the scalar fields of v (after the extra lines), then its
+// nested tables.
+func (t *tomlWriter) table(path string, v reflect.Value, extra []tomlLine) {
+	lines := append([]tomlLine(nil), extra...)
+	type sub struct {
+		path string
+		v    reflect.Value
+	}
+	var subs []sub
+	var empties []string
+	if v.IsValid() {
+		typ := v.Type()
+		switch typ.Kind() {
+		case reflect.Struct:
+			for i := range typ.NumField() {
+				f := typ.Field(i)
+				if !f.IsExported() {
+					continue
+				}
+				name, _, _ := strings.Cut(f.Tag.Get("koanf"), ",")
+				if name == "-" {
+					continue
+				}
+				if name == "" {
+					name = strings.ToLower(f.Name)
+				}
+				key := path + "." + name
+				fv := v.Field(i)
+				switch {
+				case isTable(fv.Type()):
+					subs = append(subs, sub{key, fv})
+				case isMapOfTables(fv.Type()):
+					if fv.Len() == 0 {
+						empties = append(empties, key)
+					}
+					for _, k := range sortedMapKeys(fv) {
+						subs = append(subs, sub{key + "." + k, fv.MapIndex(reflect.ValueOf(k))})
+					}
+				case fv.Kind() == reflect.Map:
+					subs = append(subs, sub{key, fv})
+				default:
+					lines = append(lines, tomlLine{name, formatValue(key, fv), t.source(key)})
+				}
+			}
+		case reflect.Map:
+			for _, k := range sortedMapKeys(v) {
+				key := path + "." + k
+				lines = append(lines, tomlLine{tomlKey(k), formatValue(key, v.MapIndex(reflect.ValueOf(k))), t.source(key)})
+			}
+		}
+	}
+	fmt.Fprintf(t.w, "\n[%s]\n", tomlPath(path))
+	keyWidth, width := 0, 0
+	for _, l := range lines {
+		keyWidth = max(keyWidth, len(l.key))
+	}
+	for _, l := range lines {
+		width = max(width, keyWidth+3+len(l.value))
+	}
+	for _, l := range lines {
+		s := fmt.Sprintf("%-*s = %s", keyWidth, l.key, l.value)
+		fmt.Fprintf(t.w, "%-*s  # %s\n", width, s, l.source)
+	}
+	for _, e := range empties {
+		fmt.Fprintf(t.w, "# [%s.<name>]: none configured\n", tomlPath(e))
+	}
+	for _, s := range subs {
+		t.table(s.path, s.v, nil)
+	}
+}
+
+func isTable(t reflect.Type) bool {
+	return t.Kind() == reflect.Struct && t != reflect.TypeFor[time.Time]() && !reflect.PointerTo(t).Implements(textUnmarshalerType)
+}
+
+func isMapOfTables(t reflect.Type) bool {
+	return t.Kind() == reflect.Map && t.Key().Kind() == reflect.String && isTable(t.Elem())
+}
+
+func sortedMapKeys(v reflect.Value) []string {
+	keys := make([]string, 0, v.Len())
+	for _, k := range v.MapKeys() {
+		keys = append(keys, k.String())
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+var bareKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+func tomlKey(k string) string {
+	if bareKey.MatchString(k) {
+		return k
+	}
+	return tomlString(k)
+}
+
+func tomlPath(path string) string {
+	parts := strings.Split(path, ".")
+	for i, p := range parts {
+		parts[i] = tomlKey(p)
+	}
+	return strings.Join(parts, ".")
+}
+
+// formatValue renders v as a TOML value, masking secrets.
+func formatValue(key string, v reflect.Value) string {
+	secret := IsSecretKey(key)
+	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
+		if v.IsNil() {
+			return `""`
+		}
+		v = v.Elem()
+	}
+	if v.Type() == durationType {
+		return tomlString(FormatDuration(time.Duration(v.Int())))
+	}
+	if v.CanInterface() {
+		if m, ok := v.Interface().(encoding.TextMarshaler); ok && v.Kind() != reflect.String {
+			b, err := m.MarshalText()
+			if err == nil {
+				return maskString(string(b), secret)
+			}
+		}
+	}
+	switch v.Kind() {
+	case reflect.String:
+		return maskString(v.String(), secret)
+	case reflect.Bool:
+		return strconv.FormatBool(v.Bool())
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return strconv.FormatInt(v.Int(), 10)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return strconv.FormatUint(v.Uint(), 10)
+	case reflect.Float32, reflect.Float64:
+		s := strconv.FormatFloat(v.Float(), 'f', -1, 64)
+		if !strings.ContainsAny(s, ".eE") {
+			s += ".0"
+		}
+		return s
+	case reflect.Slice, reflect.Array:
+		items := make([]string, v.Len())
+		for i := range items {
+			items[i] = formatValue(key, v.Index(i))
+		}
+		return "[" + strings.Join(items, ", ") + "]"
+	default:
+		return maskString(fmt.Sprint(v.Interface()), secret)
+	}
+}
+
+func maskString(s string, secret bool) string {
+	if secret && s != "" {
+		return `"***"`
+	}
+	return tomlString(MaskSecrets(s))
+}
+
+// tomlString quotes s as a TOML basic string.
+func tomlString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\r':
+			b.WriteString(`\r`)
+		default:
+			if r < 0x20 || r == 0x7f {
+				fmt.Fprintf(&b, `\u%04X`, r)
+			} else {
+				b.WriteRune(r)
+			}
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// FormatDuration writes d the way a person would in jfast.toml: "30s", "2m",
+// "1m30s", "250ms" (time.Duration.String without the trailing zero units).
+func FormatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
