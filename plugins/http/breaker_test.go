@@ -1,0 +1,276 @@
+package http_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jfastframework/jfast/framework/resilience"
+	jhttp "github.com/jfastframework/jfast/plugins/http"
+	"github.com/jfastframework/jfast/problem"
+)
+
+// switchable answers with the status it holds, and blocks while gate is set.
+type switchable struct {
+	status atomic.Int64
+	gate   atomic.Pointer[chan struct{}]
+	in     chan struct{} // a request arrived at the gate
+}
+
+func newSwitchable(code int) *switchable {
+	s := &switchable{in: make(chan struct{}, 100)}
+	s.status.Store(int64(code))
+	return s
+}
+
+func (s *switchable) handle(w http.ResponseWriter, r *http.Request, _ int) {
+	if g := s.gate.Load(); g != nil {
+		s.in <- struct{}{}
+		select {
+		case <-*g:
+		case <-r.Context().Done():
+		}
+	}
+	w.WriteHeader(int(s.status.Load()))
+}
+
+// hold makes requests wait until the returned func is called.
+func (s *switchable) hold() func() {
+	g := make(chan struct{})
+	s.gate.Store(&g)
+	return func() { s.gate.Store(nil); close(g) }
+}
+
+func newBreakerClient(t *testing.T, s *switchable, u jhttp.Upstream) (*jhttp.ServiceClient, *resilience.TestClock, *upstream) {
+	t.Helper()
+	up := newUpstream(t, s.handle)
+	u.BaseURL = up.URL
+	if u.Retries == 0 {
+		u.Retries = jhttp.NoRetries
+	}
+	c, clk, _ := newClient(t, noBudget(u))
+	clk.SetAutoAdvance(false)
+	return c, clk, up
+}
+
+func TestBreakerTransitions(t *testing.T) {
+	t.Parallel()
+	s := newSwitchable(503)
+	c, clk, up := newBreakerClient(t, s, jhttp.Upstream{})
+	ctx := context.Background()
+
+	// Closed: five consecutive failures open it.
+	for i := range 5 {
+		if got := c.Breaker().Snapshot().State; got != resilience.StateClosed {
+			t.Fatalf("before failure %d: state %s", i+1, got)
+		}
+		if _, err := c.Get(ctx, "/x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := c.Breaker().Snapshot().State; got != resilience.StateOpen {
+		t.Fatalf("after 5 failures: state %s, want open", got)
+	}
+
+	// Open: calls fail at once, nothing is sent, the error carries the wait.
+	_, err := c.Get(ctx, "/x")
+	var co *jhttp.CircuitOpen
+	if !errors.As(err, &co) || co.RetryAfter != 15*time.Second || co.Upstream != "billing" {
+		t.Fatalf("err = %v, want CircuitOpen with 15s", err)
+	}
+	var ue *jhttp.UpstreamError
+	if !errors.As(err, &ue) || !errors.Is(err, resilience.ErrOpen) {
+		t.Fatalf("errors.As(*UpstreamError) or errors.Is(ErrOpen) failed for %v", err)
+	}
+	if p, ok := problem.As(err); !ok || p.Status != 503 || p.RetryAfter != 15*time.Second || p.Extensions["upstream"] != "billing" {
+		t.Fatalf("problem = %+v", p)
+	}
+	if got := up.hits.Load(); got != 5 {
+		t.Fatalf("upstream got %d requests, want 5 (none while open)", got)
+	}
+
+	// Half-open after the cool-down: exactly one probe passes.
+	clk.Advance(15 * time.Second)
+	release := s.hold()
+	probeDone := make(chan error, 1)
+	go func() {
+		resp, err := c.Get(ctx, "/x")
+		if err == nil && resp.StatusCode != 200 {
+			err = errors.New(resp.Status)
+		}
+		probeDone <- err
+	}()
+	<-s.in
+	if _, err := c.Get(ctx, "/x"); !errors.As(err, &co) || co.RetryAfter != 0 {
+		t.Fatalf("second call while the probe is in flight: %v, want CircuitOpen without a wait", err)
+	}
+	if got := c.Breaker().Snapshot().State; got != resilience.StateHalfOpen {
+		t.Fatalf("state %s, want half_open", got)
+	}
+	// A failed probe reopens for a full cool-down.
+	release()
+	if err := <-probeDone; err == nil {
+		t.Fatal("the probe got 503 and should report it")
+	}
+	snap := c.Breaker().Snapshot()
+	if snap.State != resilience.StateOpen || snap.RetryAfter != 15*time.Second {
+		t.Fatalf("after a failed probe: %s, %s; want open for 15s", snap.State, snap.RetryAfter)
+	}
+
+	// A successful probe closes it.
+	clk.Advance(15 * time.Second)
+	s.status.Store(200)
+	if resp, err := c.Get(ctx, "/x"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("probe: %v, %v", resp, err)
+	}
+	if got := c.Breaker().Snapshot().State; got != resilience.StateClosed {
+		t.Fatalf("after a good probe: %s, want closed", got)
+	}
+	if got := up.hits.Load(); got != 7 {
+		t.Errorf("upstream got %d requests, want 7 (5 + 2 probes)", got)
+	}
+}
+
+// A probe whose caller gave up frees the probe slot: the next call probes.
+func TestBreakerCancelledProbe(t *testing.T) {
+	t.Parallel()
+	s := newSwitchable(503)
+	c, clk, up := newBreakerClient(t, s, jhttp.Upstream{BreakerFailures: 1})
+	if _, err := c.Get(context.Background(), "/x"); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(15 * time.Second)
+	release := s.hold()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := c.Get(ctx, "/x"); done <- err }()
+	<-s.in
+	cancel()
+	err := <-done
+	release()
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled probe: err = %v, want one wrapping context.Canceled", err)
+	}
+	if got := c.Breaker().Snapshot().State; got != resilience.StateHalfOpen {
+		t.Fatalf("after a cancelled probe: %s, want still half_open", got)
+	}
+	s.status.Store(200)
+	if resp, err := c.Get(context.Background(), "/x"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("next call should be the probe: %v, %v", resp, err)
+	}
+	if got := c.Breaker().Snapshot().State; got != resilience.StateClosed {
+		t.Fatalf("state %s, want closed", got)
+	}
+	if got := up.hits.Load(); got != 3 {
+		t.Errorf("%d requests, want 3", got)
+	}
+}
+
+func TestBreakerFailureRate(t *testing.T) {
+	t.Parallel()
+	s := newSwitchable(200)
+	c, _, _ := newBreakerClient(t, s, jhttp.Upstream{BreakerFailures: 1000})
+	for i := range 20 {
+		if got := c.Breaker().Snapshot().State; got != resilience.StateClosed {
+			t.Fatalf("before call %d: %s", i+1, got)
+		}
+		s.status.Store(int64([]int{200, 502}[i%2]))
+		if _, err := c.Get(context.Background(), "/x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := c.Breaker().Snapshot().State; got != resilience.StateOpen {
+		t.Fatalf("10 failures in 20 calls: %s, want open", got)
+	}
+}
+
+// What a failure is for the breaker: 502, 503, 504, transport errors and
+// timeouts; never a 500, a 429, a 4xx or a bulkhead rejection. A call with
+// retries counts once, with its final outcome.
+func TestBreakerClassification(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{500, 429, 404, 400} {
+		s := newSwitchable(code)
+		c, _, _ := newBreakerClient(t, s, jhttp.Upstream{BreakerFailures: 2})
+		for range 5 {
+			if _, err := c.Get(context.Background(), "/x"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := c.Breaker().Snapshot().State; got != resilience.StateClosed {
+			t.Errorf("%d × 5: %s, want closed", code, got)
+		}
+	}
+	for _, code := range []int{502, 503, 504} {
+		s := newSwitchable(code)
+		c, _, _ := newBreakerClient(t, s, jhttp.Upstream{BreakerFailures: 2})
+		for range 2 {
+			_, _ = c.Get(context.Background(), "/x")
+		}
+		if got := c.Breaker().Snapshot().State; got != resilience.StateOpen {
+			t.Errorf("%d × 2: %s, want open", code, got)
+		}
+	}
+
+	// One breaker check per call: 4 calls × 3 attempts of 503 are 4 failures.
+	s := newSwitchable(503)
+	up := newUpstream(t, s.handle)
+	c, _, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL}))
+	for range 4 {
+		_, _ = c.Get(context.Background(), "/x")
+	}
+	snap := c.Breaker().Snapshot()
+	if snap.State != resilience.StateClosed || snap.Consecutive != 4 || up.hits.Load() != 12 {
+		t.Fatalf("4 calls of 3 attempts: %s, %d consecutive, %d requests; want closed, 4, 12", snap.State, snap.Consecutive, up.hits.Load())
+	}
+	_, _ = c.Get(context.Background(), "/x")
+	if got := c.Breaker().Snapshot().State; got != resilience.StateOpen {
+		t.Fatalf("fifth failed call: %s, want open", got)
+	}
+}
+
+func TestBulkhead(t *testing.T) {
+	t.Parallel()
+	s := newSwitchable(200)
+	c, clk, up := newBreakerClient(t, s, jhttp.Upstream{MaxConcurrent: 2, BreakerFailures: 1})
+	release := s.hold()
+	done := make(chan error, 2)
+	for range 2 {
+		go func() { _, err := c.Get(context.Background(), "/x"); done <- err }()
+	}
+	<-s.in
+	<-s.in
+	rejected := make(chan error, 1)
+	go func() { _, err := c.Get(context.Background(), "/x"); rejected <- err }()
+	clk.BlockUntil(1) // the third call waits for a place
+	clk.Advance(499 * time.Millisecond)
+	select {
+	case err := <-rejected:
+		t.Fatalf("rejected before bulkhead_wait: %v", err)
+	default:
+	}
+	clk.Advance(time.Millisecond)
+	err := <-rejected
+	var bf *jhttp.BulkheadFull
+	if !errors.As(err, &bf) || !errors.Is(err, resilience.ErrBulkheadFull) || bf.Upstream != "billing" {
+		t.Fatalf("err = %v, want BulkheadFull", err)
+	}
+	if p, ok := problem.As(err); !ok || p.Status != 503 {
+		t.Fatalf("problem = %+v", p)
+	}
+	release()
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := c.Breaker().Snapshot().State; got != resilience.StateClosed {
+		t.Errorf("a bulkhead rejection opened the breaker (failures = 1): %s", got)
+	}
+	if got := up.hits.Load(); got != 2 {
+		t.Errorf("%d requests, want 2", got)
+	}
+}

@@ -1,0 +1,247 @@
+package http_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	jhttp "github.com/jfastframework/jfast/plugins/http"
+	"github.com/jfastframework/jfast/problem"
+)
+
+// silentUpstream accepts connections and never answers, like a paused process.
+func silentUpstream(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+	})
+	return "http://" + ln.Addr().String()
+}
+
+func within(t *testing.T, what string, got, want time.Duration, tolerance float64) {
+	t.Helper()
+	lo, hi := time.Duration(float64(want)*(1-tolerance)), time.Duration(float64(want)*(1+tolerance))
+	if got < lo || got > hi {
+		t.Errorf("%s took %s, want %s ±%.0f%%", what, got, want, tolerance*100)
+	} else {
+		t.Logf("%s took %s (want %s ±%.0f%%)", what, got, want, tolerance*100)
+	}
+}
+
+// An upstream that accepts and never answers: the total deadline holds.
+func TestSilentUpstreamTotalDeadline(t *testing.T) { // not parallel: it measures time
+	base := silentUpstream(t)
+	c, _, reg := newClient(t, jhttp.Upstream{BaseURL: base, TotalTimeout: 300 * time.Millisecond})
+	start := time.Now()
+	_, err := c.Get(context.Background(), "/x")
+	within(t, "a call to a silent upstream", time.Since(start), 300*time.Millisecond, 0.10)
+	var to *jhttp.UpstreamTimeout
+	if !errors.As(err, &to) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v (%T), want UpstreamTimeout wrapping DeadlineExceeded", err, err)
+	}
+	if p, ok := problem.As(err); !ok || p.Status != 503 || p.Extensions["upstream"] != "billing" {
+		t.Fatalf("problem = %+v", p)
+	}
+	if got := metric(t, reg, "jfast_http_client_calls_total", "result", "timeout"); got != 1 {
+		t.Errorf("timeout calls = %v", got)
+	}
+	// The failure counted for the breaker.
+	if got := c.Breaker().Snapshot().Consecutive; got != 1 {
+		t.Errorf("breaker consecutive failures = %d, want 1", got)
+	}
+}
+
+// The read timeout cuts a silent upstream after read_timeout, before the total.
+func TestSilentUpstreamReadTimeout(t *testing.T) {
+	t.Parallel()
+	base := silentUpstream(t)
+	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: base, ReadTimeout: 100 * time.Millisecond, TotalTimeout: 5 * time.Second, Retries: jhttp.NoRetries})
+	start := time.Now()
+	_, err := c.Get(context.Background(), "/x")
+	within(t, "a read gap of 100ms", time.Since(start), 100*time.Millisecond, 0.5)
+	var to *jhttp.UpstreamTimeout
+	if !errors.As(err, &to) {
+		t.Fatalf("err = %v (%T), want UpstreamTimeout", err, err)
+	}
+}
+
+// drip sends the headers at once, then one byte every 80 ms, n bytes in all.
+func drip(n int) func(http.ResponseWriter, *http.Request, int) {
+	return func(w http.ResponseWriter, r *http.Request, _ int) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		for range n {
+			select {
+			case <-time.After(80 * time.Millisecond):
+			case <-r.Context().Done():
+				return
+			}
+			_, _ = w.Write([]byte("x"))
+			w.(http.Flusher).Flush()
+		}
+	}
+}
+
+// The read timeout is the gap between bytes, not the whole response: a byte
+// every 80 ms fits read_timeout = 300ms however long the body, and only the
+// total deadline cuts it (spec page 002).
+func TestDripReadGapVersusTotal(t *testing.T) { // not parallel: it measures time
+	up := newUpstream(t, drip(8))
+	t.Run("a steady drip fits the read timeout", func(t *testing.T) {
+		t.Parallel()
+		c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, ReadTimeout: 300 * time.Millisecond, TotalTimeout: 3 * time.Second})
+		start := time.Now()
+		resp, err := c.Get(context.Background(), "/drip")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(jhttp.BodyBytes(resp)); got != "xxxxxxxx" {
+			t.Fatalf("body %q", got)
+		}
+		if d := time.Since(start); d < 8*80*time.Millisecond*9/10 {
+			t.Errorf("took %s: the body was not dripped", d)
+		}
+	})
+	t.Run("the total deadline cuts it", func(t *testing.T) {
+		t.Parallel()
+		c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, ReadTimeout: 300 * time.Millisecond, TotalTimeout: 350 * time.Millisecond})
+		start := time.Now()
+		_, err := c.Get(context.Background(), "/drip")
+		within(t, "total 350ms against the drip", time.Since(start), 350*time.Millisecond, 0.10)
+		var to *jhttp.UpstreamTimeout
+		if !errors.As(err, &to) {
+			t.Fatalf("err = %v (%T), want UpstreamTimeout", err, err)
+		}
+	})
+	t.Run("a read gap shorter than the drip cuts it", func(t *testing.T) {
+		t.Parallel()
+		c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, ReadTimeout: 40 * time.Millisecond, TotalTimeout: 3 * time.Second, Retries: jhttp.NoRetries})
+		start := time.Now()
+		_, err := c.Get(context.Background(), "/drip")
+		if d := time.Since(start); d > 200*time.Millisecond {
+			t.Errorf("took %s; the 40ms gap should cut the first 80ms pause", d)
+		}
+		var to *jhttp.UpstreamTimeout
+		if !errors.As(err, &to) {
+			t.Fatalf("err = %v (%T), want UpstreamTimeout", err, err)
+		}
+	})
+}
+
+// Idle keep-alive connections carry no read deadline: a connection idle for
+// longer than read_timeout is reused.
+func TestIdleConnectionOutlivesReadTimeout(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, status(200))
+	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, ReadTimeout: 50 * time.Millisecond})
+	for i := range 3 {
+		if i > 0 {
+			time.Sleep(120 * time.Millisecond) // real idle time on the socket, more than read_timeout
+		}
+		if resp, err := c.Get(context.Background(), "/x"); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("call %d: %v, %v", i+1, resp, err)
+		}
+	}
+	if got := up.conns.Load(); got != 1 {
+		t.Errorf("%d connections for 3 sequential calls, want 1 (reused)", got)
+	}
+}
+
+// TLS with a custom CA: trusted through Upstream.TLS; without it the call
+// fails as UpstreamUnavailable and is not retried.
+func TestTLSCustomCA(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		_, _ = w.Write([]byte("secure"))
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake is expected
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+
+	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: srv.URL, TLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}})
+	resp, err := c.Get(context.Background(), "/x")
+	if err != nil || string(jhttp.BodyBytes(resp)) != "secure" {
+		t.Fatalf("got %v, %v", resp, err)
+	}
+	if resp.TLS == nil {
+		t.Error("the response did not come over TLS")
+	}
+
+	// A long connect_timeout: the handshake must fail on the certificate, not time out.
+	untrusting, clk, _ := newClient(t, jhttp.Upstream{BaseURL: srv.URL, ConnectTimeout: 20 * time.Second})
+	_, err = untrusting.Get(context.Background(), "/x")
+	var ua *jhttp.UpstreamUnavailable
+	if !errors.As(err, &ua) {
+		t.Fatalf("unknown CA: err = %v (%T), want UpstreamUnavailable", err, err)
+	}
+	if len(clk.Sleeps()) != 0 {
+		t.Errorf("a certificate failure was retried (%d waits): %v", len(clk.Sleeps()), err)
+	}
+	if hits.Load() != 1 {
+		t.Errorf("%d requests reached the server, want 1", hits.Load())
+	}
+}
+
+// The read gap holds over TLS too.
+func TestTLSReadGap(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(release); srv.Close() })
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: srv.URL, TLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		ReadTimeout: 100 * time.Millisecond, TotalTimeout: 5 * time.Second, Retries: jhttp.NoRetries})
+	start := time.Now()
+	_, err := c.Get(context.Background(), "/x")
+	var to *jhttp.UpstreamTimeout
+	if !errors.As(err, &to) {
+		t.Fatalf("err = %v (%T), want UpstreamTimeout", err, err)
+	}
+	within(t, "a TLS read gap of 100ms", time.Since(start), 100*time.Millisecond, 0.5)
+}
