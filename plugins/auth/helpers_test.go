@@ -340,3 +340,25 @@ func jwkJSON(t testing.TB, kid string, k crypto.PublicKey) string {
 	}
 	return string(b)
 }
+
+// counter reads a counter with a single "result" label from the App's registry.
+func counter(t testing.TB, s service, name, result string) float64 {
+	t.Helper()
+	mfs, err := s.Metrics().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}

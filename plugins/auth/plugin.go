@@ -154,8 +154,11 @@ func (p *Plugin) Check(_ context.Context) readiness.Report {
 		meta["last_error"] = s.lastErr.Error()
 		detail += ": " + s.lastErr.Error()
 	}
-	if s.breaker.State != resilience.StateClosed {
+	switch s.breaker.State {
+	case resilience.StateOpen:
 		detail += fmt.Sprintf("; calls to 'jwks' are suspended for %.1fs", s.breaker.RetryAfter.Seconds())
+	case resilience.StateHalfOpen:
+		detail += "; the next fetch probes the issuer"
 	}
 	return readiness.Failed(detail, false, meta)
 }

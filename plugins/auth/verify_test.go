@@ -108,6 +108,12 @@ func TestHMACAccepts(t *testing.T) {
 	// The clock moves past the leeway: the same token is now refused.
 	s.clock.Advance(11 * time.Second)
 	expect401(t, s.Get(t, "/me", bearer(token)...), auth.ReasonExpired)
+
+	for _, result := range []string{"ok", "expired"} {
+		if got := counter(t, s, "jfast_auth_verifications_total", result); got != 1 {
+			t.Errorf("jfast_auth_verifications_total{result=%q} = %v, want 1", result, got)
+		}
+	}
 }
 
 // TestScopesAndRoles: a valid token without what the route needs is 403
