@@ -1,0 +1,199 @@
+package storage_test
+
+import (
+	"strings"
+	"testing"
+)
+
+// One test per boot rule (DESIGN.md §7): each names the key and the fix.
+
+func TestBootRefusesUnknownVisibility(t *testing.T) {
+	t.Parallel()
+	errs := bootErrors(t, localTOML(t.TempDir(), `visibility = "world"`), nil)
+	e, ok := errorFor(errs, "plugin.storage.disks.files.visibility")
+	if !ok || !strings.Contains(e.Problem, `"public" or "private"`) || e.Fix == "" {
+		t.Fatalf("errors = %v", errs)
+	}
+}
+
+func TestBootRefusesAccessKeyWithoutSecret(t *testing.T) {
+	t.Parallel()
+	toml := "[plugin.storage.disks.files]\ndriver = \"s3\"\nbucket = \"b\"\naccess_key = \"AKIA\"\n"
+	errs := bootErrors(t, toml, nil)
+	if _, ok := errorFor(errs, "plugin.storage.disks.files.secret_key"); !ok || len(errs) != 1 {
+		t.Fatalf("errors = %v", errs)
+	}
+	// The secret from the environment (a deploy key) satisfies the rule.
+	if errs := bootErrors(t, toml, map[string]string{"JFAST_STORAGE_DISKS__FILES__SECRET_KEY": "s3cr3t"}); errs != nil {
+		t.Fatalf("with the secret in the environment: %v", errs)
+	}
+}
+
+func TestBootRefusesSecretWithoutAccessKey(t *testing.T) {
+	t.Parallel()
+	errs := bootErrors(t, "[plugin.storage.disks.files]\ndriver = \"s3\"\nbucket = \"b\"\nsecret_key = \"s\"\n", nil)
+	if _, ok := errorFor(errs, "plugin.storage.disks.files.access_key"); !ok {
+		t.Fatalf("errors = %v", errs)
+	}
+}
+
+func TestBootRefusesShortSigningKeyInProduction(t *testing.T) {
+	t.Parallel()
+	short := "short-signing-key-31-bytes-long!"[:31]
+	toml := "[app]\nenv = \"production\"\n[plugin.storage.disks.files]\nroot = \"" + t.TempDir() + "\"\nsigning_key = \"" + short + "\"\n"
+	errs := bootErrors(t, toml, nil)
+	e, ok := errorFor(errs, "plugin.storage.disks.files.signing_key")
+	if !ok || !strings.Contains(e.Problem, "at least 32 bytes") {
+		t.Fatalf("errors = %v", errs)
+	}
+	if strings.Contains(errs.Error(), short) {
+		t.Fatal("the signing key leaked into the error")
+	}
+	// 32 bytes pass; so does a short key in development.
+	if errs := bootErrors(t, strings.Replace(toml, short, short+"x", 1), nil); errs != nil {
+		t.Fatalf("32-byte key: %v", errs)
+	}
+	if errs := bootErrors(t, strings.Replace(toml, "production", "development", 1), nil); errs != nil {
+		t.Fatalf("development: %v", errs)
+	}
+}
+
+func TestBootRefusesMissingSigningKeyInProduction(t *testing.T) {
+	t.Parallel()
+	errs := bootErrors(t, "[app]\nenv = \"production\"\n[plugin.storage.disks.files]\nroot = \"/tmp/x\"\n", nil)
+	if _, ok := errorFor(errs, "plugin.storage.disks.files.signing_key"); !ok {
+		t.Fatalf("errors = %v", errs)
+	}
+}
+
+func TestBootRefusesUnknownDriver(t *testing.T) {
+	t.Parallel()
+	errs := bootErrors(t, "[plugin.storage.disks.files]\ndriver = \"ftp\"\n", nil)
+	if _, ok := errorFor(errs, "plugin.storage.disks.files.driver"); !ok {
+		t.Fatalf("errors = %v", errs)
+	}
+}
+
+func TestBootRefusesZeroDeadlines(t *testing.T) {
+	t.Parallel()
+	errs := bootErrors(t, "[plugin.storage.disks.files]\ndriver = \"s3\"\nbucket = \"b\"\nconnect_timeout = 0\nread_timeout = \"-1s\"\nbreaker_cool_down = \"0s\"\n", nil)
+	for _, k := range []string{"connect_timeout", "read_timeout", "breaker_cool_down"} {
+		if _, ok := errorFor(errs, "plugin.storage.disks.files."+k); !ok {
+			t.Errorf("no error for %s in %v", k, errs)
+		}
+	}
+}
+
+func TestBootRefusesBadAttemptsAndBreaker(t *testing.T) {
+	t.Parallel()
+	errs := bootErrors(t, "[plugin.storage.disks.files]\ndriver = \"s3\"\nbucket = \"b\"\nattempts = 0\nbreaker_failures = 0\nbreaker_failure_rate = 1.5\nbreaker_minimum_calls = -1\nbreaker_window = 0\n", nil)
+	for _, k := range []string{"attempts", "breaker_failures", "breaker_failure_rate", "breaker_minimum_calls", "breaker_window"} {
+		if _, ok := errorFor(errs, "plugin.storage.disks.files."+k); !ok {
+			t.Errorf("no error for %s in %v", k, errs)
+		}
+	}
+}
+
+func TestBootRefusesLocalWithoutRoot(t *testing.T) {
+	t.Parallel()
+	errs := bootErrors(t, "[plugin.storage.disks.files]\ndriver = \"local\"\n", nil)
+	if _, ok := errorFor(errs, "plugin.storage.disks.files.root"); !ok {
+		t.Fatalf("errors = %v", errs)
+	}
+}
+
+func TestBootRefusesS3WithoutBucket(t *testing.T) {
+	t.Parallel()
+	errs := bootErrors(t, "[plugin.storage.disks.files]\ndriver = \"s3\"\n", nil)
+	if _, ok := errorFor(errs, "plugin.storage.disks.files.bucket"); !ok {
+		t.Fatalf("errors = %v", errs)
+	}
+}
+
+func TestBootRefusesOtherDriversKeys(t *testing.T) {
+	t.Parallel()
+	errs := bootErrors(t, localTOML(t.TempDir(), `bucket = "b"`, `read_timeout = "5s"`), nil)
+	for _, k := range []string{"bucket", "read_timeout"} {
+		if e, ok := errorFor(errs, "plugin.storage.disks.files."+k); !ok || !strings.Contains(e.Problem, `driver = "s3"`) {
+			t.Errorf("no error for %s in %v", k, errs)
+		}
+	}
+}
+
+func TestBootRefusesPublicLocalWithoutBaseURL(t *testing.T) {
+	t.Parallel()
+	errs := bootErrors(t, localTOML(t.TempDir(), `visibility = "public"`), nil)
+	if _, ok := errorFor(errs, "plugin.storage.disks.files.base_url"); !ok {
+		t.Fatalf("errors = %v", errs)
+	}
+}
+
+func TestBootRefusesBadURLs(t *testing.T) {
+	t.Parallel()
+	errs := bootErrors(t, "[plugin.storage]\npublic_url = \"api.example.com\"\n[plugin.storage.disks.files]\ndriver = \"s3\"\nbucket = \"b\"\nendpoint = \"127.0.0.1:7070\"\nbase_url = \"ftp://x\"\n", nil)
+	for _, k := range []string{"plugin.storage.public_url", "plugin.storage.disks.files.endpoint", "plugin.storage.disks.files.base_url"} {
+		if _, ok := errorFor(errs, k); !ok {
+			t.Errorf("no error for %s in %v", k, errs)
+		}
+	}
+}
+
+func TestBootRefusesNoDisk(t *testing.T) {
+	t.Parallel()
+	errs := bootErrors(t, "", nil)
+	if _, ok := errorFor(errs, "plugin.storage.disks"); !ok {
+		t.Fatalf("errors = %v", errs)
+	}
+}
+
+func TestBootRefusesUnknownDefault(t *testing.T) {
+	t.Parallel()
+	errs := bootErrors(t, "[plugin.storage]\ndefault = \"uploads\"\n"+localTOML(t.TempDir()), nil)
+	if _, ok := errorFor(errs, "plugin.storage.default"); !ok {
+		t.Fatalf("errors = %v", errs)
+	}
+}
+
+func TestBootRefusesSeveralDisksWithoutDefault(t *testing.T) {
+	t.Parallel()
+	toml := localTOML(t.TempDir()) + "[plugin.storage.disks.other]\nroot = \"" + t.TempDir() + "\"\n"
+	errs := bootErrors(t, toml, nil)
+	if _, ok := errorFor(errs, "plugin.storage.default"); !ok {
+		t.Fatalf("errors = %v", errs)
+	}
+	if errs := bootErrors(t, "[plugin.storage]\ndefault = \"other\"\n"+toml, nil); errs != nil {
+		t.Fatalf("with default: %v", errs)
+	}
+}
+
+func TestBootRefusesBadDiskName(t *testing.T) {
+	t.Parallel()
+	errs := bootErrors(t, "[plugin.storage.disks.Files]\nroot = \"/tmp/x\"\n", nil)
+	if _, ok := errorFor(errs, "plugin.storage.disks.Files"); !ok {
+		t.Fatalf("errors = %v", errs)
+	}
+}
+
+func TestBootRefusesUnknownKeyWithSuggestion(t *testing.T) {
+	t.Parallel()
+	errs := bootErrors(t, localTOML(t.TempDir(), `visibilty = "public"`), nil)
+	e, ok := errorFor(errs, "plugin.storage.disks.files.visibilty")
+	if !ok || !strings.Contains(e.Fix, `"visibility"`) {
+		t.Fatalf("errors = %v", errs)
+	}
+}
+
+func TestBootReportsEveryErrorTogether(t *testing.T) {
+	t.Parallel()
+	errs := bootErrors(t, "[plugin.storage.disks.a]\ndriver = \"s3\"\nvisibility = \"x\"\naccess_key = \"k\"\n", nil)
+	if len(errs) < 3 { // visibility, bucket, secret_key
+		t.Fatalf("want every error at once, got %v", errs)
+	}
+}
+
+func TestS3DefaultsNeedOnlyABucket(t *testing.T) {
+	t.Parallel()
+	if errs := bootErrors(t, "[plugin.storage.disks.files]\ndriver = \"s3\"\nbucket = \"b\"\n", nil); errs != nil {
+		t.Fatalf("errors = %v", errs)
+	}
+}

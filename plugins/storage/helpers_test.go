@@ -1,0 +1,91 @@
+package storage_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/jfasttest"
+	"github.com/jfastframework/jfast/plugins/storage"
+)
+
+const testSigningKey = "0123456789abcdef0123456789abcdef-test"
+
+// setup is what a storage test needs: a started service and its disk.
+type setup struct {
+	svc   *jfasttest.Service
+	disk  *storage.Disk
+	clock *resilience.TestClock
+}
+
+// start boots a service with the storage plugin and the given [plugin.storage]
+// TOML, and returns the disk called name. routes, when not nil, mounts extra
+// routes with the disk.
+func start(t *testing.T, toml, name string, routes func(d *storage.Disk, r chi.Router)) setup {
+	t.Helper()
+	clk := jfasttest.NewClock()
+	var disk *storage.Disk
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML:    "[plugins]\nenabled = [\"storage\"]\n" + toml,
+		Plugins: []framework.Plugin{storage.New()},
+		Clock:   clk,
+		Routes: func(app *framework.App, r chi.Router) error {
+			d, err := storage.For(app, name)
+			if err != nil {
+				return err
+			}
+			disk = d
+			if routes != nil {
+				routes(d, r)
+			}
+			return nil
+		},
+	})
+	return setup{svc: svc, disk: disk, clock: clk}
+}
+
+func localTOML(root string, extra ...string) string {
+	return fmt.Sprintf("[plugin.storage.disks.files]\ndriver = \"local\"\nroot = %q\nsigning_key = %q\n%s\n",
+		root, testSigningKey, strings.Join(extra, "\n"))
+}
+
+// bootErrors builds an App from the TOML and returns its configuration errors.
+func bootErrors(t *testing.T, toml string, env map[string]string) framework.ConfigErrors {
+	t.Helper()
+	_, err := jfasttest.New(t, jfasttest.Options{
+		TOML:    "[plugins]\nenabled = [\"storage\"]\n" + toml,
+		Plugins: []framework.Plugin{storage.New()},
+		Env:     env,
+	})
+	if err == nil {
+		return nil
+	}
+	var ce framework.ConfigErrors
+	if !errors.As(err, &ce) {
+		t.Fatalf("boot error is %T, not ConfigErrors: %v", err, err)
+	}
+	return ce
+}
+
+func errorFor(errs framework.ConfigErrors, key string) (framework.ConfigError, bool) {
+	for _, e := range errs {
+		if e.Key == key {
+			return e, true
+		}
+	}
+	return framework.ConfigError{}, false
+}
+
+func newApp(t *testing.T, toml string, routes func(*framework.App, chi.Router) error) (*framework.App, error) {
+	t.Helper()
+	return jfasttest.New(t, jfasttest.Options{
+		TOML:    "[plugins]\nenabled = [\"storage\"]\n" + toml,
+		Plugins: []framework.Plugin{storage.New()},
+		Routes:  routes,
+	})
+}
