@@ -36,6 +36,24 @@ type hook struct {
 	breaker *resilience.Breaker
 }
 
+// inCommand marks the context of a command the hook already admitted. go-redis
+// runs a new connection's handshake (HELLO, AUTH, SELECT) through the same hooks,
+// nested inside the command that dialed: those must neither take the breaker's
+// probe slot (the outer command holds it) nor count twice.
+type inCommand struct{ context.Context }
+
+type inCommandKey struct{}
+
+// Value implements context.Context.
+func (c inCommand) Value(key any) any {
+	if key == (inCommandKey{}) {
+		return true
+	}
+	return c.Context.Value(key)
+}
+
+func nested(ctx context.Context) bool { return ctx.Value(inCommandKey{}) != nil }
+
 // DialHook implements redis.Hook. Dials happen inside a command, which the
 // process hooks already bound and count.
 func (h *hook) DialHook(next redis.DialHook) redis.DialHook {
@@ -47,6 +65,9 @@ func (h *hook) DialHook(next redis.DialHook) redis.DialHook {
 // ProcessHook implements redis.Hook.
 func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
+		if nested(ctx) {
+			return next(ctx, cmd)
+		}
 		ticket, err := h.breaker.Allow()
 		if err != nil {
 			return &UnavailableError{Err: err}
@@ -57,7 +78,7 @@ func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if bounded {
 			cctx, cancel = withTimeout(ctx, limit)
 		}
-		err = next(cctx, cmd)
+		err = next(inCommand{cctx}, cmd)
 		if cancel != nil {
 			cancel()
 		}
@@ -70,6 +91,9 @@ func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // blocking commands in it.
 func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if nested(ctx) {
+			return next(ctx, cmds)
+		}
 		ticket, err := h.breaker.Allow()
 		if err != nil {
 			return &UnavailableError{Err: err}
@@ -89,7 +113,7 @@ func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 		if bounded {
 			cctx, cancel = withTimeout(ctx, limit)
 		}
-		err = next(cctx, cmds)
+		err = next(inCommand{cctx}, cmds)
 		if cancel != nil {
 			cancel()
 		}
@@ -122,7 +146,8 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 //   - an error reply is a success (Redis answered), except those saying the
 //     server cannot serve now (LOADING, BUSY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN,
 //     READONLY), which are failures;
-//   - a command whose caller gave up (its context ended) and a closed client are
+//   - a command whose caller gave up (its context ended, or its deadline was
+//     sooner than the command's and passed) and a closed client are
 //     no evidence either way;
 //   - anything else (timeouts, refused or broken connections, pool timeouts) is
 //     a failure.
@@ -131,7 +156,7 @@ func (h *hook) done(ctx context.Context, t resilience.Ticket, err error, limit t
 		t.Done(resilience.Success)
 		return err
 	}
-	if ctx.Err() != nil || errors.Is(err, redis.ErrClosed) {
+	if callerGaveUp(ctx) || errors.Is(err, redis.ErrClosed) {
 		t.Done(resilience.Ignore)
 		return err
 	}
@@ -146,6 +171,17 @@ func (h *hook) done(ctx context.Context, t resilience.Ticket, err error, limit t
 		ue.Timeout = limit
 	}
 	return ue
+}
+
+// callerGaveUp reports whether the caller's context ended: cancelled, or its
+// deadline passed (checked against the clock too, since the socket deadline can
+// fire a moment before the context's own timer does).
+func callerGaveUp(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // unavailableReply reports whether an error reply means the server cannot serve

@@ -1,0 +1,125 @@
+package cache
+
+import (
+	"encoding/json"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+)
+
+func okHandler(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }
+
+// 50 concurrent requests against a limit of 20 per minute: exactly 20 pass, 30
+// get a 429 problem, and the passing ones saw every remaining count from 19 down
+// to 0 once — the script's read-modify-write is atomic.
+func TestRateLimitExactUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{routes: func(c *Plugin, r chi.Router) {
+		r.With(c.RateLimit(RateLimitOpts{Name: "api", Limit: 20, Period: time.Minute})).Get("/limited", okHandler)
+	}})
+	const n = 50
+	var mu sync.Mutex
+	var remaining []int
+	statuses := map[int]int{}
+	var refused []http.Header
+	var bodies [][]byte
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp := b.svc.Get(t, "/limited")
+			mu.Lock()
+			defer mu.Unlock()
+			statuses[resp.Status]++
+			switch resp.Status {
+			case http.StatusOK:
+				n, err := strconv.Atoi(resp.Header.Get("RateLimit-Remaining"))
+				if err != nil {
+					t.Errorf("RateLimit-Remaining = %q", resp.Header.Get("RateLimit-Remaining"))
+				}
+				remaining = append(remaining, n)
+			case http.StatusTooManyRequests:
+				refused = append(refused, resp.Header)
+				bodies = append(bodies, resp.Body)
+			}
+			if got := resp.Header.Get("RateLimit-Limit"); got != "20" {
+				t.Errorf("RateLimit-Limit = %q, want 20", got)
+			}
+			if got := resp.Header.Get("RateLimit-Policy"); got != "20;w=60" {
+				t.Errorf("RateLimit-Policy = %q, want 20;w=60", got)
+			}
+		}()
+	}
+	wg.Wait()
+	if statuses[200] != 20 || statuses[429] != 30 {
+		t.Fatalf("statuses = %v, want 20×200 and 30×429", statuses)
+	}
+	sort.Ints(remaining)
+	for i, r := range remaining {
+		if r != i {
+			t.Fatalf("remaining counts = %v, want 0..19 once each", remaining)
+		}
+	}
+	for i, h := range refused {
+		// One request per 3 s (60 s / 20) comes back: Retry-After is 3.
+		if h.Get("Retry-After") != "3" || h.Get("RateLimit-Remaining") != "0" {
+			t.Errorf("429 headers: Retry-After %q, RateLimit-Remaining %q", h.Get("Retry-After"), h.Get("RateLimit-Remaining"))
+		}
+		if ct := h.Get("Content-Type"); ct != "application/problem+json" {
+			t.Errorf("429 Content-Type = %q", ct)
+		}
+		reset, _ := strconv.Atoi(h.Get("RateLimit-Reset"))
+		if reset < 58 || reset > 60 {
+			t.Errorf("429 RateLimit-Reset = %d, want about 60 (the whole quota is used)", reset)
+		}
+		var body map[string]any
+		if err := json.Unmarshal(bodies[i], &body); err != nil || body["status"] != float64(429) || body["retry_after"] != float64(3) {
+			t.Errorf("429 body = %s (%v)", bodies[i], err)
+		}
+	}
+}
+
+// Keys are counted apart; an empty key is not counted; Burst is the bucket size.
+func TestRateLimitKeysAndBurst(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{routes: func(c *Plugin, r chi.Router) {
+		r.With(c.RateLimit(RateLimitOpts{Name: "per-user", Limit: 60, Period: time.Minute, Burst: 2,
+			Key: func(r *http.Request) string { return r.Header.Get("X-User") }})).Get("/u", okHandler)
+	}})
+	for _, user := range []string{"ana", "bo"} {
+		for i, want := range []int{200, 200, 429} {
+			if got := b.svc.Get(t, "/u", "X-User", user).Status; got != want {
+				t.Fatalf("%s request %d: %d, want %d", user, i+1, got, want)
+			}
+		}
+	}
+	resp := b.svc.Get(t, "/u", "X-User", "ana")
+	if resp.Header.Get("RateLimit-Policy") != "60;w=60;burst=2" || resp.Header.Get("Retry-After") != "1" {
+		t.Errorf("headers = %v", resp.Header)
+	}
+	for range 5 {
+		if got := b.svc.Get(t, "/u").Status; got != 200 {
+			t.Fatalf("a request without a key: %d, want 200 (not counted)", got)
+		}
+	}
+}
+
+func TestRateLimitPanicsOnBadOpts(t *testing.T) {
+	t.Parallel()
+	for _, o := range []RateLimitOpts{{Limit: 0, Period: time.Second}, {Limit: 1}, {Limit: 1, Period: time.Second, Burst: -1}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("RateLimit(%+v) did not panic", o)
+				}
+			}()
+			(&Plugin{}).RateLimit(o)
+		}()
+	}
+}
