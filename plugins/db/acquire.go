@@ -1,0 +1,284 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/puddle/v2"
+
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/problem"
+)
+
+// dependencyName names the plugin's dependency in problems, breakers and logs.
+const dependencyName = "db"
+
+// pingSQL is the bounded ping. Sent with the simple protocol (no prepared
+// statement), so it works behind PgBouncer in transaction mode.
+const pingSQL = "SELECT 1"
+
+// attemptKey carries an *attempt in the acquisition's context, so the pool
+// hooks (which run inside pgxpool.Acquire and its connect goroutine) can
+// record what happened to it.
+type attemptKey struct{}
+
+// attempt records one connection attempt: a pgxpool.Acquire that may ping
+// idle connections and may open a new one.
+type attempt struct {
+	mu         sync.Mutex
+	fresh      *pgx.Conn // opened for this attempt: no ping needed
+	connecting bool      // a new connection was started for it
+	pinged     bool      // an idle connection was pinged for it
+	pingTimout bool      // a ping did not answer within ping_timeout
+}
+
+func attemptFrom(ctx context.Context) *attempt {
+	a, _ := ctx.Value(attemptKey{}).(*attempt)
+	return a
+}
+
+// errPingTimeout is the cause of an attempt whose ping did not answer.
+type pingTimeoutError struct{ timeout time.Duration }
+
+func (e *pingTimeoutError) Error() string {
+	return fmt.Sprintf("db: ping (SELECT 1) did not answer within ping_timeout %s; the connection was terminated", e.timeout)
+}
+
+// Timeout reports true, like net.Error.
+func (e *pingTimeoutError) Timeout() bool { return true }
+
+// errBreakerOpened cancels the attempts in flight when the breaker opens:
+// the evidence is in, they need not wait out their own deadlines.
+var errBreakerOpened = errors.New("db: breaker opened while waiting for a connection")
+
+// errAttemptBound is the cause of an attempt cut short because the previous
+// attempt failed (see gate.acquire).
+var errAttemptBound = errors.New("db: connection attempt after a failure took longer than ping_timeout")
+
+// gate is what every acquisition of a DB goes through: the breaker, the
+// bounded ping (installed as the pool's PrepareConn hook) and the bound on
+// attempts that follow a failure.
+type gate struct {
+	breaker     *resilience.Breaker
+	pingTimeout time.Duration
+	dsn         string // for redaction only
+
+	// suspect is set by a failed attempt and cleared by a successful one:
+	// while set, an attempt waits at most pingTimeout (see acquire).
+	suspect atomic.Bool
+
+	openedMu sync.Mutex
+	opened   context.Context // cancelled when the breaker opens
+	cancel   context.CancelFunc
+
+	pingTerminations atomic.Uint64
+	serverVersion    atomic.Pointer[string]
+}
+
+func newGate(br *resilience.BreakerOpts, pingTimeout time.Duration, dsn string) *gate {
+	g := &gate{pingTimeout: pingTimeout, dsn: dsn}
+	g.opened, g.cancel = context.WithCancel(context.Background())
+	hook := br.OnStateChange
+	br.OnStateChange = func(c resilience.StateChange) {
+		if c.To == resilience.StateOpen {
+			g.openedMu.Lock()
+			g.cancel()
+			g.opened, g.cancel = context.WithCancel(context.Background())
+			g.openedMu.Unlock()
+		}
+		if hook != nil {
+			hook(c)
+		}
+	}
+	g.breaker = resilience.NewBreaker(*br)
+	return g
+}
+
+func (g *gate) openedCtx() context.Context {
+	g.openedMu.Lock()
+	defer g.openedMu.Unlock()
+	return g.opened
+}
+
+func (g *gate) close() {
+	g.openedMu.Lock()
+	g.cancel()
+	g.openedMu.Unlock()
+}
+
+// install sets the pool hooks that make the bounded ping.
+func (g *gate) install(cfg *pgxpool.Config) {
+	// pgxpool's own ping ("-- ping", bounded only by the caller) is replaced
+	// by PrepareConn's SELECT 1 bounded by ping_timeout.
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if v := c.PgConn().ParameterStatus("server_version"); v != "" {
+			g.serverVersion.Store(&v)
+		}
+		if a := attemptFrom(ctx); a != nil {
+			a.mu.Lock()
+			a.fresh = c
+			a.mu.Unlock()
+		}
+		return nil
+	}
+	cfg.BeforeConnect = func(ctx context.Context, _ *pgx.ConnConfig) error {
+		if a := attemptFrom(ctx); a != nil {
+			a.mu.Lock()
+			a.connecting = true
+			a.mu.Unlock()
+		}
+		return nil
+	}
+	cfg.PrepareConn = g.prepare
+}
+
+// prepare is the pool's PrepareConn hook: before an idle connection is
+// handed out, SELECT 1 over the simple protocol, bounded by ping_timeout.
+//
+//   - The ping answers: the connection is handed out.
+//   - The ping fails at once (reset, closed by the server): the connection is
+//     destroyed and pgxpool tries the next one, idle or new.
+//   - The ping does not answer within ping_timeout: the connection is
+//     destroyed and this attempt fails with a *pingTimeoutError; the caller
+//     (gate.acquire) counts it against the breaker and tries once more.
+//   - The caller's context ends during the ping: the connection is destroyed
+//     (its state is unknown) and the acquisition fails with the context's error.
+func (g *gate) prepare(ctx context.Context, c *pgx.Conn) (bool, error) {
+	a := attemptFrom(ctx)
+	if a != nil {
+		a.mu.Lock()
+		fresh := a.fresh == c
+		a.pinged = a.pinged || !fresh
+		a.mu.Unlock()
+		if fresh {
+			return true, nil // it has just completed its startup: that was its ping
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, g.pingTimeout)
+	_, err := c.PgConn().Exec(pctx, pingSQL).ReadAll()
+	pingErr := pctx.Err()
+	cancel()
+	if err == nil {
+		return true, nil
+	}
+	g.pingTerminations.Add(1)
+	// pgconn has marked the connection closed and cleans it up in the
+	// background, reading until the server closes it for up to 15 s while
+	// the pool slot stays taken. The server is not answering: close the
+	// socket now so the slot frees at once.
+	_ = c.PgConn().Conn().Close()
+	if ctx.Err() != nil {
+		return false, context.Cause(ctx)
+	}
+	if pingErr != nil {
+		if a != nil {
+			a.mu.Lock()
+			a.pingTimout = true
+			a.mu.Unlock()
+		}
+		return false, &pingTimeoutError{timeout: g.pingTimeout}
+	}
+	return false, nil
+}
+
+// acquire returns a connection that answered its ping (or was just opened),
+// through the breaker:
+//
+//  1. One attempt: the breaker must allow it; it takes an idle connection and
+//     pings it, or opens a new one (bounded by connect_timeout). While the
+//     previous attempt failed, an attempt waits at most ping_timeout: the
+//     server is suspect, and a new connection keeps being opened in the
+//     background for the next caller.
+//  2. If that attempt's ping did not answer, the connection was terminated
+//     and one more attempt is made, bounded by ping_timeout.
+//
+// Each attempt is one call of the breaker; attempts in flight when it opens
+// are cancelled and answer the breaker's error. All of it stays within ctx.
+func (g *gate) acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn, error) {
+	var bound time.Duration
+	if g.suspect.Load() {
+		bound = g.pingTimeout
+	}
+	c, retry, err := g.attempt(ctx, pool, bound)
+	if err == nil || !retry {
+		return c, err
+	}
+	c, _, err = g.attempt(ctx, pool, g.pingTimeout)
+	return c, err
+}
+
+func (g *gate) attempt(ctx context.Context, pool *pgxpool.Pool, bound time.Duration) (_ *pgxpool.Conn, retry bool, _ error) {
+	ticket, err := g.breaker.Allow()
+	if err != nil {
+		return nil, false, g.unavailable(err)
+	}
+	a := &attempt{}
+	actx, cancel := context.WithCancelCause(context.WithValue(ctx, attemptKey{}, a))
+	defer cancel(nil)
+	stop := context.AfterFunc(g.openedCtx(), func() { cancel(errBreakerOpened) })
+	defer stop()
+	if bound > 0 {
+		var cancelBound context.CancelFunc
+		actx, cancelBound = context.WithTimeoutCause(actx, bound, errAttemptBound)
+		defer cancelBound()
+	}
+	c, err := pool.Acquire(actx)
+	if err == nil {
+		ticket.Done(resilience.Success)
+		g.suspect.Store(false)
+		return c, false, nil
+	}
+	cause := context.Cause(actx)
+	if actx.Err() == nil {
+		cause = err
+	}
+	a.mu.Lock()
+	tried, pingTimeout := a.connecting || a.pinged, a.pingTimout
+	a.mu.Unlock()
+	var pt *pingTimeoutError
+	switch {
+	case errors.Is(cause, errBreakerOpened):
+		ticket.Done(resilience.Ignore)
+		e := g.unavailable(cause).(*problem.DependencyError)
+		e.RetryAfter = g.breaker.Snapshot().RetryAfter
+		return nil, false, e
+	case errors.Is(err, puddle.ErrClosedPool):
+		ticket.Done(resilience.Ignore)
+		return nil, false, fmt.Errorf("db: the pool is closed (the plugin stopped, or this tenant pool was evicted: ask TenantPools.Get again): %w", err)
+	case ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled):
+		ticket.Done(resilience.Ignore) // the caller gave up: no evidence
+		return nil, false, ctx.Err()
+	case ctx.Err() != nil && !tried:
+		// The caller's deadline ran out while waiting for a free connection:
+		// the pool is busy, which says nothing about the server.
+		ticket.Done(resilience.Ignore)
+		return nil, false, g.unavailable(fmt.Errorf("no free connection within the caller's deadline (pool_size busy): %w", ctx.Err()))
+	case errors.As(err, &pt) || pingTimeout:
+		ticket.Done(resilience.Failure)
+		g.suspect.Store(true)
+		return nil, ctx.Err() == nil, g.unavailable(cause)
+	default:
+		ticket.Done(resilience.Failure)
+		g.suspect.Store(true)
+		return nil, false, g.unavailable(cause)
+	}
+}
+
+// unavailable turns the cause of a failed acquisition into the db
+// dependency error: a 503 naming db, with Retry-After while the breaker is
+// open. The password is removed from its text.
+func (g *gate) unavailable(cause error) error {
+	e := &problem.DependencyError{Dependency: dependencyName, Err: scrub(cause, g.dsn)}
+	var ra resilience.RetryAfterError
+	if errors.As(cause, &ra) {
+		e.RetryAfter = ra.RetryAfter()
+	}
+	return e
+}

@@ -1,0 +1,68 @@
+package db
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/readiness"
+)
+
+// Check implements framework.Checker: a SELECT 1 through the breaker and the
+// bounded ping, under the readiness context. An open breaker is reported
+// without I/O and is never critical (degraded, not unavailable); a server
+// that cannot be reached is a critical failure (it only takes the replica
+// out of rotation when [plugin.db] critical = true).
+func (p *Plugin) Check(ctx context.Context) readiness.Report {
+	p.mu.Lock()
+	d := p.db
+	p.mu.Unlock()
+	if d == nil {
+		meta := map[string]any{}
+		if p.tenants != nil {
+			meta["tenant_pools"] = p.tenants.len()
+		}
+		return readiness.Passed("only tenant pools are configured", meta)
+	}
+	return d.check(ctx)
+}
+
+func (d *DB) meta() map[string]any {
+	s := d.pool.Stat()
+	b := d.gate.breaker.Snapshot()
+	breaker := map[string]any{"state": b.State.String(), "consecutive_failures": b.Consecutive}
+	if b.State == resilience.StateOpen {
+		breaker["retry_after"] = math.Round(b.RetryAfter.Seconds()*10) / 10
+	}
+	meta := map[string]any{
+		"breaker": breaker,
+		"pool": map[string]any{
+			"acquired": s.AcquiredConns(),
+			"idle":     s.IdleConns(),
+			"total":    s.TotalConns(),
+			"max":      s.MaxConns(),
+		},
+	}
+	if v := d.gate.serverVersion.Load(); v != nil {
+		meta["server_version"] = *v
+	}
+	return meta
+}
+
+func (d *DB) check(ctx context.Context) readiness.Report {
+	if snap := d.gate.breaker.Snapshot(); snap.State == resilience.StateOpen {
+		return readiness.Failed(fmt.Sprintf("db unreachable: calls to 'db' are suspended for %.1fs", snap.RetryAfter.Seconds()), false, d.meta())
+	}
+	c, err := d.Acquire(ctx)
+	if err != nil {
+		open := d.gate.breaker.Snapshot().State != resilience.StateClosed
+		return readiness.Failed("db unreachable: "+redactText(err.Error(), d.gate.dsn), !open, d.meta())
+	}
+	_, err = c.Conn().PgConn().Exec(ctx, pingSQL).ReadAll()
+	c.Release()
+	if err != nil {
+		return readiness.Failed("db did not answer SELECT 1: "+redactText(err.Error(), d.gate.dsn), true, d.meta())
+	}
+	return readiness.Passed("", d.meta())
+}

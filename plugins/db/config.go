@@ -1,0 +1,204 @@
+package db
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	_ "time/tzdata" // session_timezone is checked against Go's own copy of the tz database, not the host's
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
+)
+
+// Config is the [plugin.db] table.
+type Config struct {
+	// URL is the PostgreSQL connection string, as a URL
+	// (postgres://user:password@host:5432/dbname?sslmode=require) or as
+	// key=value pairs. It is a deploy key: JFAST_DB_URL wins over the file.
+	// Its password never appears in a log line, an error or /ready.
+	// Required unless tenant_url_template is set. Defaults to "".
+	URL string `koanf:"url"`
+
+	// PoolSize is the most connections the pool opens. Zero is refused:
+	// some drivers read it as "no limit", which is never what a service
+	// wants in front of a server with max_connections. Defaults to 10.
+	PoolSize int `koanf:"pool_size"`
+
+	// MinIdle is how many idle connections the pool keeps open, made in the
+	// background (a server that is down does not delay the boot).
+	// Defaults to 0.
+	MinIdle int `koanf:"min_idle"`
+
+	// ConnectTimeout bounds opening one connection: TCP, TLS, startup and
+	// authentication. Ten seconds covers TLS and SCRAM on a busy server
+	// and still leaves the request time to answer 503 on its own within
+	// the 30 s request_timeout. Defaults to 10s.
+	ConnectTimeout time.Duration `koanf:"connect_timeout"`
+
+	// PingTimeout bounds the SELECT 1 sent on an idle connection before it
+	// is handed out. A connection whose ping does not answer in time is
+	// terminated and another is tried. Defaults to 2s.
+	PingTimeout time.Duration `koanf:"ping_timeout"`
+
+	// CommandTimeout, when positive, is the deadline of every statement
+	// sent through the plugin's pool, on top of the caller's context.
+	// Zero leaves statements bounded by the caller's context only (the
+	// request's request_timeout, a job's timeout): migrations and reports
+	// legitimately run for minutes. Defaults to 0 (off).
+	CommandTimeout time.Duration `koanf:"command_timeout"`
+
+	// MaxConnLifetime closes a connection this long after it was opened,
+	// so connections follow a failover or a PgBouncer restart.
+	// Defaults to 1h.
+	MaxConnLifetime time.Duration `koanf:"max_conn_lifetime"`
+
+	// MaxConnIdle closes a connection idle for this long. Defaults to 30m.
+	MaxConnIdle time.Duration `koanf:"max_conn_idle"`
+
+	// SessionTimezone is the TimeZone of every session, an IANA name such
+	// as "UTC" or "Europe/Madrid", checked at boot. Empty keeps the
+	// server's setting. Defaults to "".
+	SessionTimezone string `koanf:"session_timezone"`
+
+	// ApplicationName is the application_name of every session, shown in
+	// pg_stat_activity. An application_name in the connection string is
+	// kept when this key is not set. Defaults to app.name.
+	ApplicationName string `koanf:"application_name"`
+
+	// BreakerFailures is how many consecutive failed connection attempts
+	// open the breaker. Defaults to 5.
+	BreakerFailures int `koanf:"breaker_failures"`
+
+	// BreakerFailureRate opens the breaker when at least this share of the
+	// connection attempts of breaker_window failed. Defaults to 0.5.
+	BreakerFailureRate float64 `koanf:"breaker_failure_rate"`
+
+	// BreakerWindow is the sliding window of the failure-rate rule.
+	// Defaults to 30s.
+	BreakerWindow time.Duration `koanf:"breaker_window"`
+
+	// BreakerMinimumCalls is how many attempts the window must hold before
+	// the failure-rate rule applies. Defaults to 20.
+	BreakerMinimumCalls int `koanf:"breaker_minimum_calls"`
+
+	// BreakerCoolDown is how long the open breaker answers at once before
+	// it lets one probe through. Defaults to 15s.
+	BreakerCoolDown time.Duration `koanf:"breaker_cool_down"`
+
+	// TenantURLTemplate, when set, is the connection string of a tenant's
+	// database with {tenant} where the tenant's name goes, e.g.
+	// "postgres://app@db:5432/tenant_{tenant}". It is a deploy key
+	// (JFAST_DB_TENANT_URL_TEMPLATE). Defaults to "" (no tenants).
+	TenantURLTemplate string `koanf:"tenant_url_template"`
+
+	// MaxTenantPools is how many tenant pools stay open; the least recently
+	// used one is closed to make room for another. Defaults to 8.
+	MaxTenantPools int `koanf:"max_tenant_pools"`
+
+	// TenantPoolSize is the pool_size of each tenant pool, kept small
+	// because max_tenant_pools of them may be open at once. Defaults to 4.
+	TenantPoolSize int `koanf:"tenant_pool_size"`
+
+	// MigrateOnStart runs the embedded migrations (see WithMigrations) up
+	// at boot, under a PostgreSQL advisory lock so replicas booting
+	// together migrate once. With it on, the boot needs the database: it
+	// fails when the server cannot be reached within app.start_timeout.
+	// Defaults to false.
+	MigrateOnStart bool `koanf:"migrate_on_start"`
+
+	// MigrationsTable is the table recording the schema version,
+	// schema-qualified. Defaults to "public.schema_version".
+	MigrationsTable string `koanf:"migrations_table"`
+}
+
+func defaultConfig() Config {
+	return Config{
+		PoolSize:            10,
+		ConnectTimeout:      10 * time.Second,
+		PingTimeout:         2 * time.Second,
+		MaxConnLifetime:     time.Hour,
+		MaxConnIdle:         30 * time.Minute,
+		BreakerFailures:     resilience.DefaultBreakerFailures,
+		BreakerFailureRate:  resilience.DefaultBreakerFailureRate,
+		BreakerWindow:       resilience.DefaultBreakerWindow,
+		BreakerMinimumCalls: resilience.DefaultBreakerMinimumCalls,
+		BreakerCoolDown:     resilience.DefaultBreakerCoolDown,
+		MaxTenantPools:      8,
+		TenantPoolSize:      4,
+		MigrationsTable:     "public.schema_version",
+	}
+}
+
+// tenantPlaceholder is what tenant_url_template must contain.
+const tenantPlaceholder = "{tenant}"
+
+var qualifiedIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
+
+// validate reports every problem of c; hasMigrations says whether the
+// service compiled migrations in.
+func (c *Config) validate(v *framework.Validation, hasMigrations bool) {
+	switch {
+	case c.URL == "" && c.TenantURLTemplate == "":
+		v.Error("url", "is not set", `set url = "postgres://user@host:5432/dbname" or the environment variable JFAST_DB_URL`)
+	case c.URL != "":
+		if _, err := pgxpool.ParseConfig(c.URL); err != nil {
+			v.Error("url", "is not a valid PostgreSQL connection string: "+redactError(err, c.URL),
+				`use the form "postgres://user:password@host:5432/dbname"`)
+		}
+	}
+	if c.PoolSize <= 0 {
+		v.Error("pool_size", fmt.Sprintf("must be at least 1, got %d: a pool without a limit is never meant, it lets one burst exhaust the server's max_connections", c.PoolSize),
+			"set pool_size = 10, below the server's max_connections divided by the number of processes")
+	}
+	if c.MinIdle < 0 || (c.PoolSize > 0 && c.MinIdle > c.PoolSize) {
+		v.Error("min_idle", fmt.Sprintf("must be between 0 and pool_size (%d), got %d", c.PoolSize, c.MinIdle), "set min_idle = 0, or a number no larger than pool_size")
+	}
+	v.Deadline("connect_timeout", c.ConnectTimeout)
+	v.Deadline("ping_timeout", c.PingTimeout)
+	if c.CommandTimeout < 0 {
+		v.Error("command_timeout", fmt.Sprintf("must be zero (off) or a positive duration, got %s", c.CommandTimeout),
+			`remove it to leave statements bounded by the request's deadline, or set a duration such as "5s"`)
+	}
+	v.Deadline("max_conn_lifetime", c.MaxConnLifetime)
+	v.Deadline("max_conn_idle", c.MaxConnIdle)
+	if c.SessionTimezone != "" {
+		if _, err := time.LoadLocation(c.SessionTimezone); err != nil || c.SessionTimezone == "Local" {
+			v.Error("session_timezone", fmt.Sprintf("%q is not a time zone of the tz database", c.SessionTimezone),
+				`set an IANA zone name such as "UTC" or "America/Mexico_City", or remove it to keep the server's setting`)
+		}
+	}
+	if strings.ContainsRune(c.ApplicationName, 0) {
+		v.Error("application_name", "must not contain a NUL byte", "set a plain name such as the service's")
+	}
+	v.Positive("breaker_failures", c.BreakerFailures)
+	if !(c.BreakerFailureRate > 0 && c.BreakerFailureRate <= 1) {
+		v.Error("breaker_failure_rate", fmt.Sprintf("must be greater than 0 and at most 1, got %v", c.BreakerFailureRate), "set breaker_failure_rate = 0.5")
+	}
+	v.Deadline("breaker_window", c.BreakerWindow)
+	v.Positive("breaker_minimum_calls", c.BreakerMinimumCalls)
+	v.Deadline("breaker_cool_down", c.BreakerCoolDown)
+	if c.TenantURLTemplate != "" {
+		if !strings.Contains(c.TenantURLTemplate, tenantPlaceholder) {
+			v.Error("tenant_url_template", "does not contain {tenant}: every tenant would share one database",
+				`put {tenant} where the tenant's name goes, e.g. "postgres://app@db:5432/tenant_{tenant}"`)
+		} else if _, err := pgxpool.ParseConfig(strings.ReplaceAll(c.TenantURLTemplate, tenantPlaceholder, "t")); err != nil {
+			v.Error("tenant_url_template", "is not a valid PostgreSQL connection string: "+redactError(err, c.TenantURLTemplate),
+				`use the form "postgres://user:password@host:5432/tenant_{tenant}"`)
+		}
+		v.Positive("max_tenant_pools", c.MaxTenantPools)
+		v.Positive("tenant_pool_size", c.TenantPoolSize)
+	}
+	if !qualifiedIdent.MatchString(c.MigrationsTable) {
+		v.Error("migrations_table", fmt.Sprintf("must be a table name, optionally schema-qualified, got %q", c.MigrationsTable), `set migrations_table = "public.schema_version"`)
+	}
+	if c.MigrateOnStart && !hasMigrations {
+		v.Error("migrate_on_start", "is true but the service compiled in no migrations",
+			"pass db.WithMigrations(migrationsFS) to db.New in main, or remove migrate_on_start")
+	}
+	if c.MigrateOnStart && c.URL == "" {
+		v.Error("migrate_on_start", "is true but url is not set", "set url (JFAST_DB_URL): migrations run on the main database")
+	}
+}

@@ -1,0 +1,330 @@
+package db
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jfastframework/jfast/framework/resilience"
+)
+
+// DB is a PostgreSQL pool whose every acquisition goes through the bounded
+// ping and the connection breaker. Its methods are those of *pgxpool.Pool;
+// a statement that cannot get a connection returns a
+// *problem.DependencyError naming "db" (503, with Retry-After while the
+// breaker is open), and an error the server sent (a constraint violation, a
+// syntax error) is returned as pgx returns it (*pgconn.PgError) and counts
+// for nothing in the breaker.
+//
+// When command_timeout is set, each statement runs under it as well as
+// under ctx. A DB is safe for concurrent use.
+type DB struct {
+	pool           *pgxpool.Pool
+	gate           *gate
+	commandTimeout time.Duration
+	name           string // "db", or "db tenant X"
+}
+
+// Pool returns the underlying pool, for libraries that take a
+// *pgxpool.Pool (River, for one). Its acquisitions still make the bounded
+// ping, but they do not go through the breaker.
+func (d *DB) Pool() *pgxpool.Pool { return d.pool }
+
+// Stat returns the pool's statistics.
+func (d *DB) Stat() *pgxpool.Stat { return d.pool.Stat() }
+
+// Breaker returns a snapshot of the connection breaker.
+func (d *DB) Breaker() resilience.BreakerSnapshot { return d.gate.breaker.Snapshot() }
+
+// Acquire returns a connection through the bounded ping and the breaker.
+// Release it when done.
+func (d *DB) Acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	return d.gate.acquire(ctx, d.pool)
+}
+
+// statementCtx applies command_timeout.
+func (d *DB) statementCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d.commandTimeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d.commandTimeout)
+}
+
+// Exec runs sql and returns its command tag.
+func (d *DB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	ctx, cancel := d.statementCtx(ctx)
+	defer cancel()
+	c, err := d.Acquire(ctx)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	defer c.Release()
+	return c.Exec(ctx, sql, args...)
+}
+
+// Query runs sql. The connection goes back to the pool when the rows are
+// closed (pgx.CollectRows and ForEachRow close them; otherwise call Close).
+func (d *DB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	ctx, cancel := d.statementCtx(ctx)
+	c, err := d.Acquire(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	rows, err := c.Query(ctx, sql, args...)
+	if err != nil {
+		c.Release()
+		cancel()
+		return nil, err
+	}
+	return &releasingRows{Rows: rows, release: func() { c.Release(); cancel() }}, nil
+}
+
+// QueryRow runs sql; its error, if any, is returned by Scan.
+func (d *DB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	rows, err := d.Query(ctx, sql, args...)
+	if err != nil {
+		return errRow{err}
+	}
+	return rowOf{rows}
+}
+
+// SendBatch sends every query of b in one round trip. The connection goes
+// back to the pool when the results are closed.
+func (d *DB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	ctx, cancel := d.statementCtx(ctx)
+	c, err := d.Acquire(ctx)
+	if err != nil {
+		cancel()
+		return pgx.FailedBatchResults(b, err)
+	}
+	br := c.SendBatch(ctx, b)
+	if tx := br.Tx(); tx != nil {
+		// The batch began a transaction: it owns the connection until it ends.
+		return &releasingBatch{BatchResults: br, tx: &poolTx{Tx: tx, conn: c, db: d}, release: cancel}
+	}
+	return &releasingBatch{BatchResults: br, release: func() { c.Release(); cancel() }}
+}
+
+// CopyFrom copies rows into tableName with the COPY protocol.
+func (d *DB) CopyFrom(ctx context.Context, tableName pgx.Identifier, columnNames []string, rowSrc pgx.CopyFromSource) (int64, error) {
+	ctx, cancel := d.statementCtx(ctx)
+	defer cancel()
+	c, err := d.Acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Release()
+	return c.CopyFrom(ctx, tableName, columnNames, rowSrc)
+}
+
+// Begin starts a transaction. Commit or Rollback it; either returns the
+// connection to the pool. Prefer [DB.Tx], which cannot forget to.
+func (d *DB) Begin(ctx context.Context) (pgx.Tx, error) {
+	return d.BeginTx(ctx, pgx.TxOptions{})
+}
+
+// BeginTx starts a transaction with opts.
+func (d *DB) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
+	c, err := d.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := d.statementCtx(ctx)
+	tx, err := c.BeginTx(sctx, opts)
+	cancel()
+	if err != nil {
+		c.Release()
+		return nil, err
+	}
+	return &poolTx{Tx: tx, conn: c, db: d}, nil
+}
+
+// Tx runs fn in a transaction: it commits when fn returns nil and rolls
+// back when fn returns an error (which Tx returns) or panics (Tx rolls back,
+// then panics again with the same value).
+func (d *DB) Tx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return d.TxWith(ctx, pgx.TxOptions{}, fn)
+}
+
+// TxWith is [DB.Tx] with transaction options (isolation level, read only).
+func (d *DB) TxWith(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) (err error) {
+	tx, err := d.BeginTx(ctx, opts)
+	if err != nil {
+		return err
+	}
+	done := false
+	defer func() {
+		if done {
+			return
+		}
+		// fn panicked: roll back on a context that is not the caller's (it may
+		// be what ended), then let the panic go on.
+		rctx, cancel := rollbackCtx(ctx)
+		_ = tx.Rollback(rctx)
+		cancel()
+	}()
+	ferr := fn(tx)
+	done = true
+	if ferr != nil {
+		rctx, cancel := rollbackCtx(ctx)
+		defer cancel()
+		if rerr := tx.Rollback(rctx); rerr != nil && !isTxClosed(rerr) {
+			return fmt.Errorf("%w (and the rollback failed: %v)", ferr, rerr)
+		}
+		return ferr
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("db: commit: %w", err)
+	}
+	return nil
+}
+
+// rollbackTimeout bounds a rollback made after the caller's work failed: if
+// the server does not answer, the connection is closed, which rolls back too.
+const rollbackTimeout = 5 * time.Second
+
+func rollbackCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+}
+
+func isTxClosed(err error) bool { return err == pgx.ErrTxClosed }
+
+// releasingRows returns its connection when closed.
+type releasingRows struct {
+	pgx.Rows
+	release func()
+}
+
+func (r *releasingRows) Close() {
+	r.Rows.Close()
+	if r.release != nil {
+		r.release()
+		r.release = nil
+	}
+}
+
+func (r *releasingRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+// rowOf is QueryRow's Row: Scan reads the first row and closes.
+type rowOf struct{ rows pgx.Rows }
+
+func (r rowOf) Scan(dest ...any) error {
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.rows.Close()
+	return r.rows.Err()
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+type releasingBatch struct {
+	pgx.BatchResults
+	tx      *poolTx
+	release func()
+}
+
+func (b *releasingBatch) Tx() pgx.Tx {
+	if b.tx == nil {
+		return b.BatchResults.Tx()
+	}
+	return b.tx
+}
+
+func (b *releasingBatch) Close() error {
+	err := b.BatchResults.Close()
+	if b.release != nil {
+		b.release()
+		b.release = nil
+	}
+	return err
+}
+
+
+// poolTx is a transaction on a connection of the pool: Commit and Rollback
+// return the connection, and statements get command_timeout.
+type poolTx struct {
+	pgx.Tx
+	conn *pgxpool.Conn
+	db   *DB
+}
+
+func (t *poolTx) releaseConn() {
+	if t.conn != nil {
+		t.conn.Release()
+		t.conn = nil
+	}
+}
+
+func (t *poolTx) Commit(ctx context.Context) error {
+	err := t.Tx.Commit(ctx)
+	t.releaseConn()
+	return err
+}
+
+func (t *poolTx) Rollback(ctx context.Context) error {
+	err := t.Tx.Rollback(ctx)
+	t.releaseConn()
+	return err
+}
+
+func (t *poolTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	ctx, cancel := t.db.statementCtx(ctx)
+	defer cancel()
+	return t.Tx.Exec(ctx, sql, args...)
+}
+
+func (t *poolTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if t.db.commandTimeout <= 0 {
+		return t.Tx.Query(ctx, sql, args...)
+	}
+	ctx, cancel := t.db.statementCtx(ctx)
+	rows, err := t.Tx.Query(ctx, sql, args...)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &releasingRows{Rows: rows, release: cancel}, nil
+}
+
+func (t *poolTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	rows, err := t.Query(ctx, sql, args...)
+	if err != nil {
+		return errRow{err}
+	}
+	return rowOf{rows}
+}
+
+func (t *poolTx) CopyFrom(ctx context.Context, tableName pgx.Identifier, columnNames []string, rowSrc pgx.CopyFromSource) (int64, error) {
+	ctx, cancel := t.db.statementCtx(ctx)
+	defer cancel()
+	return t.Tx.CopyFrom(ctx, tableName, columnNames, rowSrc)
+}
+
+func (t *poolTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if t.db.commandTimeout <= 0 {
+		return t.Tx.SendBatch(ctx, b)
+	}
+	ctx, cancel := t.db.statementCtx(ctx)
+	return &releasingBatch{BatchResults: t.Tx.SendBatch(ctx, b), release: cancel}
+}

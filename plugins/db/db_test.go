@@ -1,0 +1,240 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+func TestQueriesReleaseTheirConnections(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tbl := tableName(t)
+	mustExec(t, b.db, "CREATE TABLE "+tbl+" (id int PRIMARY KEY, name text NOT NULL)")
+
+	tag, err := b.db.Exec(ctx, "INSERT INTO "+tbl+" VALUES ($1, $2), ($3, $4)", 1, "one", 2, "two")
+	if err != nil || tag.RowsAffected() != 2 {
+		t.Fatalf("insert: %v, %v", tag, err)
+	}
+	n, err := b.db.CopyFrom(ctx, pgx.Identifier{tbl}, []string{"id", "name"}, pgx.CopyFromRows([][]any{{3, "three"}, {4, "four"}}))
+	if err != nil || n != 2 {
+		t.Fatalf("copy: %d, %v", n, err)
+	}
+	batch := &pgx.Batch{}
+	batch.Queue("INSERT INTO " + tbl + " VALUES (5, 'five')")
+	batch.Queue("SELECT count(*) FROM " + tbl)
+	br := b.db.SendBatch(ctx, batch)
+	if _, err := br.Exec(); err != nil {
+		t.Fatalf("batch exec: %v", err)
+	}
+	var count int
+	if err := br.QueryRow().Scan(&count); err != nil || count != 5 {
+		t.Fatalf("batch count: %d, %v", count, err)
+	}
+	if err := br.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	rows, err := b.db.Query(ctx, "SELECT name FROM "+tbl+" ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || strings.Join(names, ",") != "one,two,three,four,five" {
+		t.Fatalf("names: %v, %v", names, err)
+	}
+	var name string
+	if err := b.db.QueryRow(ctx, "SELECT name FROM "+tbl+" WHERE id = $1", 3).Scan(&name); err != nil || name != "three" {
+		t.Fatalf("query row: %q, %v", name, err)
+	}
+	if err := b.db.QueryRow(ctx, "SELECT name FROM "+tbl+" WHERE id = 99").Scan(&name); !errors.Is(err, pgx.ErrNoRows) {
+		t.Fatalf("no rows: %v", err)
+	}
+	// A Query read to the end without Close still gives its connection back.
+	rows, err = b.db.Query(ctx, "SELECT id FROM "+tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+	}
+	if got := b.db.Stat().AcquiredConns(); got != 0 {
+		t.Fatalf("%d connections still acquired after every statement finished", got)
+	}
+}
+
+func TestSessionSettings(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{toml: `session_timezone = "America/Mexico_City"`})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var tz, app string
+	if err := b.db.QueryRow(ctx, "SELECT current_setting('TimeZone'), current_setting('application_name')").Scan(&tz, &app); err != nil {
+		t.Fatal(err)
+	}
+	if tz != "America/Mexico_City" || app != "dbtest" {
+		t.Fatalf("TimeZone %q, application_name %q; want America/Mexico_City and app.name dbtest", tz, app)
+	}
+}
+
+func TestTxCommitsAndRollsBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tbl := tableName(t)
+	mustExec(t, b.db, "CREATE TABLE "+tbl+" (id int PRIMARY KEY)")
+	count := func() int {
+		var n int
+		if err := b.db.QueryRow(ctx, "SELECT count(*) FROM "+tbl).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	if err := b.db.Tx(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO "+tbl+" VALUES (1)")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if count() != 1 {
+		t.Fatal("commit: the row is not there")
+	}
+
+	errBoom := errors.New("boom")
+	err := b.db.Tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "INSERT INTO "+tbl+" VALUES (2)"); err != nil {
+			return err
+		}
+		return errBoom
+	})
+	if !errors.Is(err, errBoom) {
+		t.Fatalf("Tx returned %v, want fn's error", err)
+	}
+	if count() != 1 {
+		t.Fatal("error: the transaction was not rolled back")
+	}
+
+	func() {
+		defer func() {
+			if r := recover(); r != "kaboom" {
+				t.Fatalf("recovered %v, want the same panic value", r)
+			}
+		}()
+		_ = b.db.Tx(ctx, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "INSERT INTO "+tbl+" VALUES (3)"); err != nil {
+				return err
+			}
+			panic("kaboom")
+		})
+		t.Fatal("Tx swallowed the panic")
+	}()
+	if count() != 1 {
+		t.Fatal("panic: the transaction was not rolled back")
+	}
+
+	// A SQL error inside the transaction comes back as the server's error.
+	err = b.db.Tx(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO "+tbl+" VALUES (1)")
+		return err
+	})
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
+		t.Fatalf("duplicate key in Tx: %v, want a unique violation", err)
+	}
+	if got := b.db.Stat().AcquiredConns(); got != 0 {
+		t.Fatalf("%d connections still acquired after the transactions ended", got)
+	}
+}
+
+func TestCommandTimeoutBoundsEveryStatement(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{toml: `command_timeout = "200ms"`})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	check := func(name string, f func() error) {
+		t.Helper()
+		var err error
+		took := timed(func() { err = f() })
+		if err == nil || took > 3*time.Second {
+			t.Fatalf("%s: pg_sleep(5) returned %v after %s; want a timeout after about 200ms", name, err, took)
+		}
+	}
+	check("Exec", func() error { _, err := b.db.Exec(ctx, "SELECT pg_sleep(5)"); return err })
+	check("QueryRow", func() error { var s string; return b.db.QueryRow(ctx, "SELECT pg_sleep(5)::text").Scan(&s) })
+	check("Tx.Exec", func() error {
+		return b.db.Tx(ctx, func(tx pgx.Tx) error { _, err := tx.Exec(ctx, "SELECT pg_sleep(5)"); return err })
+	})
+	// Fast statements are not affected.
+	var n int
+	if err := b.db.QueryRow(ctx, "SELECT 1").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTenantPoolsEvictLeastRecentlyUsed(t *testing.T) {
+	t.Parallel()
+	tmpl := "postgres://postgres@127.0.0.1:5432/" + testDB + "?sslmode=disable&application_name=tenant_{tenant}"
+	b := setup(t, setupOpts{toml: fmt.Sprintf("tenant_url_template = %q\nmax_tenant_pools = 2\ntenant_pool_size = 2", tmpl)})
+	p, err := From(b.svc.App)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := p.Tenants()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	use := func(name string) *DB {
+		t.Helper()
+		d, err := tp.Get(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var app string
+		if err := d.QueryRow(ctx, "SELECT current_setting('application_name')").Scan(&app); err != nil {
+			t.Fatalf("tenant %s: %v", name, err)
+		}
+		if app != "tenant_"+name {
+			t.Fatalf("tenant %s reached a session named %q", name, app)
+		}
+		return d
+	}
+	a := use("a")
+	use("b")
+	if again := use("a"); again != a {
+		t.Fatal("asking again for an open tenant made a new pool")
+	}
+	use("c") // evicts b, the least recently used
+	if tp.Len() != 2 {
+		t.Fatalf("%d tenant pools open, want max_tenant_pools 2", tp.Len())
+	}
+	b2, _ := tp.Get("b") // reopened: evicts a
+	if b2 == nil {
+		t.Fatal("no pool for b")
+	}
+	// a's pool was closed by the eviction.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := a.Exec(ctx, "SELECT 1")
+		if err != nil && strings.Contains(err.Error(), "pool is closed") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("evicted pool still answers: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := tp.Get("x/../../y"); err == nil {
+		t.Fatal("a tenant name with / was accepted")
+	}
+}

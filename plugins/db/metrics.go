@@ -1,0 +1,34 @@
+package db
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// registerMetrics exposes the main pool's statistics and its breaker as
+// jfast_db_* series. Values are read at scrape time.
+func registerMetrics(reg *prometheus.Registry, d *DB) error {
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	counter := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
+	}
+	cs := []prometheus.Collector{
+		gauge("jfast_db_pool_acquired_connections", "Connections of the db pool in use.", func() float64 { return float64(d.pool.Stat().AcquiredConns()) }),
+		gauge("jfast_db_pool_idle_connections", "Idle connections of the db pool.", func() float64 { return float64(d.pool.Stat().IdleConns()) }),
+		gauge("jfast_db_pool_total_connections", "Open connections of the db pool, in use, idle or being opened.", func() float64 { return float64(d.pool.Stat().TotalConns()) }),
+		gauge("jfast_db_pool_max_connections", "pool_size of the db pool.", func() float64 { return float64(d.pool.Stat().MaxConns()) }),
+		counter("jfast_db_pool_acquires_total", "Successful connection acquisitions from the db pool.", func() float64 { return float64(d.pool.Stat().AcquireCount()) }),
+		counter("jfast_db_pool_empty_acquires_total", "Acquisitions that found no idle connection and waited for one.", func() float64 { return float64(d.pool.Stat().EmptyAcquireCount()) }),
+		counter("jfast_db_pool_new_connections_total", "Connections the db pool opened.", func() float64 { return float64(d.pool.Stat().NewConnsCount()) }),
+		counter("jfast_db_ping_terminations_total", "Idle connections terminated because the bounded ping failed or did not answer within ping_timeout.", func() float64 { return float64(d.gate.pingTerminations.Load()) }),
+		gauge("jfast_db_breaker_state", "Connection breaker state: 0 closed, 1 open, 2 half-open.", func() float64 { return float64(d.gate.breaker.Snapshot().State) }),
+		counter("jfast_db_breaker_opens_total", "Times the connection breaker opened.", func() float64 { return float64(d.gate.breaker.Snapshot().Opens) }),
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

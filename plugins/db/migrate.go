@@ -1,0 +1,181 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/tern/v2/migrate"
+)
+
+// MigrateAction is what [Plugin.Migrate] does; the CLI's
+// "jfast migrate up|down|status" maps to it one to one.
+type MigrateAction int
+
+const (
+	// MigrateUp applies every pending migration, in order.
+	MigrateUp MigrateAction = iota
+	// MigrateDown reverts the last applied migration (one step).
+	MigrateDown
+	// MigrateStatus changes nothing and reports the versions.
+	MigrateStatus
+)
+
+// String returns "up", "down" or "status".
+func (a MigrateAction) String() string {
+	switch a {
+	case MigrateUp:
+		return "up"
+	case MigrateDown:
+		return "down"
+	case MigrateStatus:
+		return "status"
+	}
+	return fmt.Sprintf("MigrateAction(%d)", int(a))
+}
+
+// ParseMigrateAction reads "up", "down" or "status".
+func ParseMigrateAction(s string) (MigrateAction, error) {
+	for _, a := range []MigrateAction{MigrateUp, MigrateDown, MigrateStatus} {
+		if a.String() == s {
+			return a, nil
+		}
+	}
+	return 0, fmt.Errorf("db: unknown migrate action %q: use up, down or status", s)
+}
+
+// Migration is one migration known to the service.
+type Migration struct {
+	// Version is the migration's sequence number (the file's prefix).
+	Version int32
+	// Name is the file name without the ".sql" suffix.
+	Name string
+	// Applied says whether the database is at this version or later.
+	Applied bool
+}
+
+// MigrationReport is what [Plugin.Migrate] did and where the database stands.
+type MigrationReport struct {
+	// Action is what was asked.
+	Action MigrateAction
+	// Current is the database's version after the action.
+	Current int32
+	// Latest is the highest version the service knows.
+	Latest int32
+	// Applied lists the migrations this call ran (up) or reverted (down),
+	// in the order it did; empty when another replica had already done it.
+	Applied []Migration
+	// Migrations lists every known migration.
+	Migrations []Migration
+}
+
+// Pending reports how many known migrations are not applied.
+func (r MigrationReport) Pending() int { return int(r.Latest - r.Current) }
+
+// Migrate runs the embedded migrations (see [WithMigrations]) against url
+// on a connection of its own, never one of the pool's: migrations may run
+// for minutes, and they hold a session-level advisory lock. Only one
+// Migrate runs at a time per database and migrations_table, across
+// processes: another replica waits for the lock, then finds the work done.
+//
+// Migrate works on a plugin that has not started (the CLI loads the
+// configuration with framework.New and calls it), and is bounded by ctx
+// (connecting by connect_timeout as well).
+func (p *Plugin) Migrate(ctx context.Context, action MigrateAction) (MigrationReport, error) {
+	rep := MigrationReport{Action: action}
+	if p.migrations == nil {
+		return rep, errors.New("db: migrate: no migrations were compiled in; pass db.WithMigrations(fsys) to db.New")
+	}
+	if action < MigrateUp || action > MigrateStatus {
+		return rep, fmt.Errorf("db: migrate: unknown action %d", int(action))
+	}
+	if p.cfg.URL == "" {
+		return rep, errors.New("db: migrate: url is not set; set [plugin.db] url or JFAST_DB_URL")
+	}
+	pc, err := p.poolConfig(p.cfg.URL, 1, 0)
+	if err != nil {
+		return rep, err
+	}
+	cc := pc.ConnConfig
+	cc.RuntimeParams["application_name"] = p.migrateAppName()
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return rep, p.unavailableMigrate(fmt.Errorf("db: migrate: connect: %w", err))
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = conn.Close(cctx) // closing the session also releases the advisory lock
+		cancel()
+	}()
+
+	// One lock per database and version table, held for the whole call so
+	// that a replica that waited reads the version the winner left. tern
+	// takes its own (re-entrant) lock inside as well.
+	lockKey := "jfast.migrate:" + p.cfg.MigrationsTable
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(hashtextextended($1, 0))", lockKey); err != nil {
+		return rep, p.unavailableMigrate(fmt.Errorf("db: migrate: take the advisory lock: %w", err))
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_, _ = conn.Exec(uctx, "SELECT pg_advisory_unlock(hashtextextended($1, 0))", lockKey)
+		cancel()
+	}()
+
+	m, err := migrate.NewMigrator(ctx, conn, p.cfg.MigrationsTable)
+	if err != nil {
+		return rep, fmt.Errorf("db: migrate: version table %s: %w", p.cfg.MigrationsTable, err)
+	}
+	if err := m.LoadMigrations(p.migrations); err != nil {
+		return rep, fmt.Errorf("db: migrate: load migrations: %w", err)
+	}
+	if len(m.Migrations) == 0 {
+		return rep, errors.New("db: migrate: no migration files (NNN_name.sql) at the root of the migrations fs")
+	}
+	m.OnStart = func(seq int32, name, direction, _ string) {
+		rep.Applied = append(rep.Applied, Migration{Version: seq, Name: strings.TrimSuffix(name, ".sql"), Applied: direction == "up"})
+		if p.log != nil {
+			p.log.Info("db: migrating", "version", seq, "name", name, "direction", direction)
+		}
+	}
+	cur, err := m.GetCurrentVersion(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("db: migrate: read the current version: %w", err)
+	}
+	switch action {
+	case MigrateUp:
+		err = m.Migrate(ctx)
+	case MigrateDown:
+		if cur > 0 {
+			err = m.MigrateTo(ctx, cur-1)
+		}
+	}
+	if err != nil {
+		return rep, fmt.Errorf("db: migrate %s: %w", action, err)
+	}
+	if rep.Current, err = m.GetCurrentVersion(ctx); err != nil {
+		return rep, fmt.Errorf("db: migrate: read the current version: %w", err)
+	}
+	for _, mg := range m.Migrations {
+		rep.Migrations = append(rep.Migrations, Migration{Version: mg.Sequence, Name: strings.TrimSuffix(mg.Name, ".sql"), Applied: mg.Sequence <= rep.Current})
+		rep.Latest = max(rep.Latest, mg.Sequence)
+	}
+	return rep, nil
+}
+
+func (p *Plugin) migrateAppName() string {
+	name := p.cfg.ApplicationName
+	if name == "" {
+		name = p.appName
+	}
+	if name == "" {
+		name = "jfast"
+	}
+	return name + " migrate"
+}
+
+func (p *Plugin) unavailableMigrate(err error) error {
+	return scrub(err, p.cfg.URL)
+}

@@ -1,0 +1,104 @@
+package db
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/jfasttest"
+)
+
+// migrations makes two migrations whose tables carry prefix, the first
+// slow enough that a second runner really waits on the lock.
+func migrations(prefix string) fstest.MapFS {
+	return fstest.MapFS{
+		"001_create_widgets.sql": {Data: []byte("SELECT pg_sleep(0.3);\nCREATE TABLE " + prefix + "_widgets (id int PRIMARY KEY);\n---- create above / drop below ----\nDROP TABLE " + prefix + "_widgets;\n")},
+		"002_create_gadgets.sql": {Data: []byte("CREATE TABLE " + prefix + "_gadgets (id int PRIMARY KEY);\n---- create above / drop below ----\nDROP TABLE " + prefix + "_gadgets;\n")},
+	}
+}
+
+// migrator builds (without starting) an App whose db plugin has fsys.
+func migrator(t *testing.T, table string, fsys fstest.MapFS) *Plugin {
+	t.Helper()
+	p := New(WithMigrations(fsys))
+	_, err := jfasttest.New(t, jfasttest.Options{
+		TOML:    "[plugins]\nenabled = [\"db\"]\n[plugin.db]\nmigrations_table = \"" + table + "\"\n",
+		Plugins: []framework.Plugin{p},
+		Env:     map[string]string{"JFAST_DB_URL": testURL()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestMigrateTwoConcurrentRunnersApplyOnce(t *testing.T) {
+	t.Parallel()
+	fsys := migrations("mc")
+	runners := []*Plugin{migrator(t, "public.mc_version", fsys), migrator(t, "public.mc_version", fsys)}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	reports := make([]MigrationReport, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, p := range runners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reports[i], errs[i] = p.Migrate(ctx, MigrateUp)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("runner %d: %v", i, err)
+		}
+	}
+	a, b := len(reports[0].Applied), len(reports[1].Applied)
+	if a+b != 2 || (a != 0 && b != 0) {
+		t.Fatalf("runners applied %d and %d migrations; want exactly one runner applying both", a, b)
+	}
+	for _, r := range reports {
+		if r.Current != 2 || r.Latest != 2 || r.Pending() != 0 {
+			t.Fatalf("report %+v", r)
+		}
+	}
+
+	r, err := runners[0].Migrate(ctx, MigrateDown)
+	if err != nil || r.Current != 1 || len(r.Applied) != 1 || r.Applied[0].Name != "002_create_gadgets" {
+		t.Fatalf("down: %+v, %v", r, err)
+	}
+	r, err = runners[1].Migrate(ctx, MigrateStatus)
+	if err != nil || r.Current != 1 || r.Pending() != 1 || len(r.Applied) != 0 || !r.Migrations[0].Applied || r.Migrations[1].Applied {
+		t.Fatalf("status: %+v, %v", r, err)
+	}
+}
+
+func TestMigrateOnStart(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{plugin: New(WithMigrations(migrations("ms"))), toml: "migrate_on_start = true\nmigrations_table = \"public.ms_version\""})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := b.db.Exec(ctx, "INSERT INTO ms_gadgets VALUES (1)"); err != nil {
+		t.Fatalf("the migrated table is not there: %v", err)
+	}
+	if !strings.Contains(b.svc.Logs(), "db: migrating") {
+		t.Fatalf("migrations not logged:\n%s", b.svc.Logs())
+	}
+}
+
+func TestParseMigrateAction(t *testing.T) {
+	t.Parallel()
+	for _, a := range []MigrateAction{MigrateUp, MigrateDown, MigrateStatus} {
+		if got, err := ParseMigrateAction(a.String()); err != nil || got != a {
+			t.Fatalf("%s: %v %v", a, got, err)
+		}
+	}
+	if _, err := ParseMigrateAction("sideways"); err == nil {
+		t.Fatal("sideways accepted")
+	}
+}

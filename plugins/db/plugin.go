@@ -1,0 +1,246 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
+)
+
+// Option configures the plugin in main, for what is code rather than
+// configuration.
+type Option func(*Plugin)
+
+// WithMigrations gives the plugin its SQL migrations: files named
+// 001_create_orders.sql, 002_... at the root of fsys, in tern's format (the
+// up SQL, then optionally a line "---- create above / drop below ----" and
+// the down SQL). With an embed.FS holding a migrations directory, pass
+// fs.Sub(files, "migrations").
+func WithMigrations(fsys fs.FS) Option {
+	return func(p *Plugin) { p.migrations = fsys }
+}
+
+// Plugin is the db plugin: a PostgreSQL pool (pgx/v5 pgxpool) with a
+// bounded ping, a connection breaker, optional per-tenant pools and
+// embedded migrations. Get it in Routes with [From], or its pool with [Get].
+type Plugin struct {
+	cfg        Config
+	migrations fs.FS
+
+	log     *slog.Logger
+	clock   resilience.Clock
+	appName string
+
+	mu      sync.Mutex
+	db      *DB
+	tenants *tenantPools
+	stopped bool
+}
+
+// New returns the db plugin with its defaults.
+func New(opts ...Option) *Plugin {
+	p := &Plugin{cfg: defaultConfig()}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// Name implements framework.Plugin.
+func (p *Plugin) Name() string { return dependencyName }
+
+// Config implements framework.Configurable.
+func (p *Plugin) Config() any {
+	p.cfg = defaultConfig()
+	return &p.cfg
+}
+
+// Validate implements framework.Validator.
+func (p *Plugin) Validate(v *framework.Validation) {
+	p.cfg.validate(v, p.migrations != nil)
+}
+
+// DeployKeys implements framework.DeployKeyer: the environment
+// (JFAST_DB_URL, JFAST_DB_TENANT_URL_TEMPLATE) wins over the file.
+func (p *Plugin) DeployKeys() []string { return []string{"url", "tenant_url_template"} }
+
+// Start implements framework.Starter. It makes the pool without
+// connecting: a server that is down does not fail the boot, it shows in
+// /ready. With migrate_on_start it migrates up first, and then a server
+// that cannot be reached does fail the boot.
+func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
+	p.log = app.Logger().With(slog.String("plugin", dependencyName))
+	p.clock = app.Clock()
+	p.appName = app.Config().Name
+	if p.cfg.MigrateOnStart {
+		r, err := p.Migrate(ctx, MigrateUp)
+		if err != nil {
+			return fmt.Errorf("db: migrate_on_start: %w", err)
+		}
+		p.log.Info("db: migrations", slog.Int("applied", len(r.Applied)), slog.Int("version", int(r.Current)))
+	}
+	if p.cfg.URL != "" {
+		d, err := p.open(p.cfg.URL, p.cfg.PoolSize, int32(p.cfg.MinIdle), "")
+		if err != nil {
+			return err
+		}
+		p.mu.Lock()
+		p.db = d
+		p.mu.Unlock()
+		if err := registerMetrics(app.Metrics(), d); err != nil {
+			d.pool.Close()
+			return err
+		}
+	}
+	if p.cfg.TenantURLTemplate != "" {
+		p.tenants = newTenantPools(p)
+	}
+	return nil
+}
+
+// open makes a lazy pool for dsn with its gate.
+func (p *Plugin) open(dsn string, size int, minIdle int32, tenant string) (*DB, error) {
+	pc, err := p.poolConfig(dsn, size, minIdle)
+	if err != nil {
+		return nil, err
+	}
+	name := dependencyName
+	logAttrs := []any{}
+	if tenant != "" {
+		logAttrs = append(logAttrs, slog.String("tenant", tenant))
+	}
+	g := newGate(&resilience.BreakerOpts{
+		Name:         dependencyName,
+		Failures:     p.cfg.BreakerFailures,
+		FailureRate:  p.cfg.BreakerFailureRate,
+		Window:       p.cfg.BreakerWindow,
+		MinimumCalls: p.cfg.BreakerMinimumCalls,
+		CoolDown:     p.cfg.BreakerCoolDown,
+		Clock:        p.clock,
+		OnStateChange: func(c resilience.StateChange) {
+			attrs := append([]any{slog.String("from", c.From.String()), slog.String("to", c.To.String()),
+				slog.Int("consecutive_failures", c.Consecutive)}, logAttrs...)
+			if c.To == resilience.StateOpen {
+				p.log.Warn("db: connection breaker opened: requests answer 503 at once until a probe succeeds", append(attrs, slog.Duration("cool_down", p.cfg.BreakerCoolDown))...)
+			} else {
+				p.log.Info("db: connection breaker "+c.To.String(), attrs...)
+			}
+		},
+	}, p.cfg.PingTimeout, dsn)
+	g.install(pc)
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		g.close()
+		return nil, fmt.Errorf("db: make pool: %s", redactError(err, dsn))
+	}
+	return &DB{pool: pool, gate: g, commandTimeout: p.cfg.CommandTimeout, name: name}, nil
+}
+
+// poolConfig parses dsn and applies the plugin's settings.
+func (p *Plugin) poolConfig(dsn string, size int, minIdle int32) (*pgxpool.Config, error) {
+	pc, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("db: parse connection string: %s", redactError(err, dsn))
+	}
+	pc.MaxConns = int32(size)
+	pc.MinIdleConns = minIdle
+	pc.MaxConnLifetime = p.cfg.MaxConnLifetime
+	pc.MaxConnIdleTime = p.cfg.MaxConnIdle
+	p.applyConnConfig(pc.ConnConfig.Config.RuntimeParams)
+	pc.ConnConfig.ConnectTimeout = p.cfg.ConnectTimeout
+	return pc, nil
+}
+
+func (p *Plugin) applyConnConfig(params map[string]string) {
+	switch {
+	case p.cfg.ApplicationName != "":
+		params["application_name"] = p.cfg.ApplicationName
+	case params["application_name"] == "" && p.appName != "":
+		// The default is app.name, unless the connection string names one.
+		params["application_name"] = p.appName
+	}
+	if p.cfg.SessionTimezone != "" {
+		params["timezone"] = p.cfg.SessionTimezone
+	}
+}
+
+// Stop implements framework.Stopper: it closes the pools. pgxpool waits for
+// connections in use to come back, so Stop runs after the server drained.
+func (p *Plugin) Stop(ctx context.Context) error {
+	p.mu.Lock()
+	p.stopped = true
+	d := p.db
+	p.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if p.tenants != nil {
+			p.tenants.closeAll()
+		}
+		if d != nil {
+			d.gate.close()
+			d.pool.Close()
+		}
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("db: close pools: connections still in use: %w", ctx.Err())
+	}
+}
+
+// DB returns the main pool, or an error when url is not set.
+func (p *Plugin) DB() (*DB, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.db == nil {
+		if p.cfg.URL == "" {
+			return nil, errors.New(`db: url is not set, only tenant_url_template: use db.Tenants, or set [plugin.db] url`)
+		}
+		return nil, errors.New("db: the plugin has not started")
+	}
+	return p.db, nil
+}
+
+// Pool returns the main pool's *pgxpool.Pool (nil before Start or without
+// url), for plugins and libraries that need the pool itself; see [DB.Pool].
+func (p *Plugin) Pool() *pgxpool.Pool {
+	d, err := p.DB()
+	if err != nil {
+		return nil
+	}
+	return d.pool
+}
+
+// From returns the db plugin of app, or an error when it is not enabled.
+// Call it in Routes, at boot.
+func From(app *framework.App) (*Plugin, error) {
+	return framework.Get[*Plugin](app, dependencyName)
+}
+
+// Get returns the main pool of app's db plugin. Call it in Routes, at boot:
+// an error (plugin not enabled, no url) fails the boot.
+func Get(app *framework.App) (*DB, error) {
+	p, err := From(app)
+	if err != nil {
+		return nil, err
+	}
+	return p.DB()
+}
+
+var (
+	_ framework.Configurable = (*Plugin)(nil)
+	_ framework.Validator    = (*Plugin)(nil)
+	_ framework.DeployKeyer  = (*Plugin)(nil)
+	_ framework.Starter      = (*Plugin)(nil)
+	_ framework.Stopper      = (*Plugin)(nil)
+	_ framework.Checker      = (*Plugin)(nil)
+)

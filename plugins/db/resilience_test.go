@@ -1,0 +1,263 @@
+package db
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/problem"
+)
+
+// A connection that stopped answering (its socket open, nothing coming
+// back) is terminated by the bounded ping and replaced, within the
+// caller's deadline, and the request succeeds.
+func TestPingTerminatesHungConnection(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{proxy: true, toml: `ping_timeout = "300ms"`})
+	b.warm(t, 1)
+	b.proxy.HangExisting()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var n int
+	took := timed(func() {
+		if err := b.db.QueryRow(ctx, "SELECT 1").Scan(&n); err != nil {
+			t.Fatalf("query after the hang: %v", err)
+		}
+	})
+	if took < 300*time.Millisecond || took > 2*time.Second {
+		t.Fatalf("query took %s; want ping_timeout (300ms) plus a new connection", took)
+	}
+	if got := b.db.gate.pingTerminations.Load(); got != 1 {
+		t.Fatalf("%d connections terminated by the ping, want 1", got)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for b.db.Stat().TotalConns() != 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // the terminated connection is destroyed in the background
+	}
+	if s := b.db.Stat(); s.NewConnsCount() != 2 || s.TotalConns() != 1 {
+		t.Fatalf("pool opened %d connections and holds %d; want the hung one replaced by one new", s.NewConnsCount(), s.TotalConns())
+	}
+	if snap := b.db.Breaker(); snap.State != resilience.StateClosed || snap.Consecutive != 0 {
+		t.Fatalf("breaker %+v; want closed with the failure forgotten after the success", snap)
+	}
+}
+
+// A server that accepts the TCP connection and never answers costs
+// connect_timeout, not the caller's whole deadline, and answers a db
+// dependency error.
+func TestConnectTimeout(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{proxy: true, toml: `connect_timeout = "300ms"`})
+	b.proxy.Pause()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var err error
+	took := timed(func() { _, err = b.db.Exec(ctx, "SELECT 1") })
+	var de *problem.DependencyError
+	if !errors.As(err, &de) || de.Dependency != "db" {
+		t.Fatalf("got %v; want a db dependency error", err)
+	}
+	if took < 250*time.Millisecond || took > 3*time.Second {
+		t.Fatalf("connect gave up after %s; want connect_timeout 300ms", took)
+	}
+	if p, _ := problem.As(err); p == nil || p.Status != 503 {
+		t.Fatalf("problem %+v; want a 503", p)
+	}
+}
+
+// The breaker opens on a paused server after breaker_failures attempts,
+// answers at once while open (503 naming db, Retry-After), and closes again
+// on the same App and pool when the probe after the cool-down succeeds.
+func TestBreakerOpensAndRecoversWithoutRestart(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{proxy: true, toml: "ping_timeout = \"200ms\"\nconnect_timeout = \"2s\"\nbreaker_failures = 3\nbreaker_cool_down = \"15s\""})
+	b.warm(t, 4)
+	if r := b.svc.Get(t, "/one"); r.Status != 200 {
+		t.Fatalf("before the pause: %d %s", r.Status, r)
+	}
+	pool := b.db.Pool()
+	b.proxy.Pause()
+
+	var slow []time.Duration
+	for i := 0; i < 10; i++ {
+		var status int
+		took := timed(func() { status = b.svc.Get(t, "/one").Status })
+		if status != 503 {
+			t.Fatalf("request %d while paused: status %d, want 503", i, status)
+		}
+		if took < 100*time.Millisecond {
+			break
+		}
+		slow = append(slow, took)
+	}
+	// Each attempt waits at most ping_timeout; a request makes at most two
+	// attempts; three failed attempts open the breaker: two slow requests.
+	if len(slow) == 0 || len(slow) > 2 {
+		t.Fatalf("%d slow requests (%v) before the breaker answered; want 1 or 2", len(slow), slow)
+	}
+	for _, d := range slow {
+		if d > 2*200*time.Millisecond+300*time.Millisecond {
+			t.Fatalf("a request waited %s; want at most 2 × ping_timeout plus slack", d)
+		}
+	}
+	var r = b.svc.Get(t, "/one")
+	took := timed(func() { r = b.svc.Get(t, "/one") })
+	if r.Status != 503 || took > 50*time.Millisecond {
+		t.Fatalf("open breaker answered %d after %s", r.Status, took)
+	}
+	if ra := r.Header.Get("Retry-After"); ra != "15" {
+		t.Fatalf("Retry-After %q, want 15 (the cool-down; the test clock has not moved)", ra)
+	}
+	var body map[string]any
+	_ = json.Unmarshal(r.Body, &body)
+	if body["dependency"] != "db" {
+		t.Fatalf("problem body %s does not name db", r)
+	}
+
+	ready := b.svc.Get(t, "/ready")
+	if ready.Status != 200 || !strings.Contains(ready.String(), `"state":"open"`) || !strings.Contains(ready.String(), `"degraded"`) {
+		t.Fatalf("/ready while open: %d %s", ready.Status, ready)
+	}
+
+	b.proxy.Resume()
+	if r := b.svc.Get(t, "/one"); r.Status != 503 {
+		t.Fatalf("the breaker let a call through before its cool-down: %d", r.Status)
+	}
+	b.clock.Advance(15 * time.Second)
+	if r := b.svc.Get(t, "/one"); r.Status != 200 {
+		t.Fatalf("after the cool-down with the server back: %d %s", r.Status, r)
+	}
+	if snap := b.db.Breaker(); snap.State != resilience.StateClosed || snap.Opens != 1 {
+		t.Fatalf("breaker %+v; want closed after one open", snap)
+	}
+	if b.db.Pool() != pool {
+		t.Fatal("the pool was replaced")
+	}
+	for i := 0; i < 5; i++ {
+		if r := b.svc.Get(t, "/one"); r.Status != 200 {
+			t.Fatalf("after recovery, request %d: %d", i, r.Status)
+		}
+	}
+	if ready := b.svc.Get(t, "/ready"); !strings.Contains(ready.String(), `"status":"ok"`) {
+		t.Fatalf("/ready after recovery: %s", ready)
+	}
+}
+
+// When the breaker opens, requests already waiting for a connection are
+// answered at once instead of waiting out their own attempts.
+func TestBreakerOpeningReleasesWaiters(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{proxy: true, toml: "ping_timeout = \"300ms\"\nconnect_timeout = \"10s\"\nbreaker_failures = 1\npool_size = 2"})
+	b.warm(t, 1)
+	b.proxy.Pause()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	errs := make(chan time.Duration, 4)
+	for range 4 {
+		go func() {
+			start := time.Now()
+			_, err := b.db.Exec(ctx, "SELECT 1")
+			if err == nil {
+				t.Error("a query succeeded against a paused server")
+			}
+			errs <- time.Since(start)
+		}()
+	}
+	for range 4 {
+		if d := <-errs; d > 2*time.Second {
+			t.Fatalf("a waiter took %s; want released when the breaker opened (~300ms)", d)
+		}
+	}
+}
+
+// Errors a healthy server sends are the caller's: not a 503, and never a
+// breaker failure.
+func TestSQLErrorsAreNotUnavailable(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{toml: "breaker_failures = 2"})
+	for i := 0; i < 6; i++ {
+		for _, path := range []string{"/sql", "/div"} {
+			if r := b.svc.Get(t, path); r.Status != 500 {
+				t.Fatalf("%s: status %d, want 500 (a bug in the query, not an outage): %s", path, r.Status, r)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := b.db.Exec(ctx, "SELEC 1")
+	var de *problem.DependencyError
+	if errors.As(err, &de) || !isPgErr(err) {
+		t.Fatalf("syntax error came back as %T %v; want the *pgconn.PgError", err, err)
+	}
+	if snap := b.db.Breaker(); snap.State != resilience.StateClosed || snap.Consecutive != 0 || snap.WindowFailures != 0 {
+		t.Fatalf("breaker %+v after SQL errors; want closed with no failures", snap)
+	}
+	if r := b.svc.Get(t, "/one"); r.Status != 200 {
+		t.Fatalf("/one: %d", r.Status)
+	}
+}
+
+// A server that is down does not fail the boot: the App starts, /ready
+// reports db, requests answer 503.
+func TestServerDownDoesNotFailTheBoot(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: connections are refused
+	b := setup(t, setupOpts{url: "postgres://app:Sup3rSecretPw@" + addr + "/nothing?sslmode=disable"})
+	r := b.svc.Get(t, "/one")
+	if r.Status != 503 {
+		t.Fatalf("status %d, want 503", r.Status)
+	}
+	ready := b.svc.Get(t, "/ready")
+	if ready.Status != 200 || !strings.Contains(ready.String(), `"db"`) || !strings.Contains(ready.String(), `"degraded"`) {
+		t.Fatalf("/ready: %d %s", ready.Status, ready)
+	}
+	for what, text := range map[string]string{"response": r.String(), "/ready": ready.String(), "logs": b.svc.Logs()} {
+		if strings.Contains(text, "Sup3rSecretPw") {
+			t.Fatalf("the password appears in the %s:\n%s", what, text)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = b.db.Exec(ctx, "SELECT 1")
+	if err == nil || strings.Contains(err.Error(), "Sup3rSecretPw") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+func TestReadyReportsPoolAndServer(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	r := b.svc.Get(t, "/ready")
+	var body struct {
+		Status string
+		Checks map[string]struct {
+			Healthy bool
+			Meta    struct {
+				Breaker       map[string]any
+				Pool          map[string]float64
+				ServerVersion string `json:"server_version"`
+			}
+		}
+	}
+	if err := json.Unmarshal(r.Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	c := body.Checks["db"]
+	if r.Status != 200 || body.Status != "ok" || !c.Healthy {
+		t.Fatalf("/ready: %d %s", r.Status, r)
+	}
+	if c.Meta.Breaker["state"] != "closed" || c.Meta.Pool["max"] != 10 || c.Meta.Pool["total"] < 1 || c.Meta.ServerVersion == "" {
+		t.Fatalf("meta %+v", c.Meta)
+	}
+}
