@@ -260,7 +260,6 @@ func (b *releasingBatch) Close() error {
 	return err
 }
 
-
 // poolTx is a transaction on a connection of the pool: Commit and Rollback
 // return the connection, and statements get command_timeout.
 type poolTx struct {

@@ -26,10 +26,10 @@ type bundle struct {
 }
 
 type setupOpts struct {
-	toml    string // [plugin.db] keys, without the url
-	url     string // defaults to the private database, through the proxy when proxy is set
-	proxy   bool
-	plugin  *Plugin
+	toml   string // [plugin.db] keys, without the url
+	url    string // defaults to the private database, through the proxy when proxy is set
+	proxy  bool
+	plugin *Plugin
 }
 
 // setup starts an App with the db plugin on the private database, with a
