@@ -110,3 +110,34 @@ func BenchmarkBackoffDelay(b *testing.B) {
 		_ = bo.Delay(3)
 	}
 }
+
+func BenchmarkBudgetRecordCall(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		o    RetryBudgetOpts
+	}{
+		{"mode=ratio", RetryBudgetOpts{}},
+		{"mode=token_bucket", RetryBudgetOpts{TokenBucket: &TokenBucketOpts{}}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			budget := NewRetryBudget(tc.o)
+			b.ReportAllocs()
+			for b.Loop() {
+				budget.RecordCall()
+			}
+		})
+	}
+}
+
+func BenchmarkBulkheadAcquireRelease(b *testing.B) {
+	bh := NewBulkhead(BulkheadOpts{})
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		p, err := bh.Acquire(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.Release()
+	}
+}
