@@ -1,0 +1,356 @@
+package http_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jfastframework/jfast/framework"
+	jhttp "github.com/jfastframework/jfast/plugins/http"
+	"github.com/jfastframework/jfast/jfasttest"
+)
+
+func TestConfigErrors(t *testing.T) {
+	t.Parallel()
+	const good = "[plugins]\nenabled = [\"http\"]\n[plugin.http.upstreams.billing]\nbase_url = \"http://billing:8010\"\n"
+	cases := []struct {
+		name string
+		toml string // appended to the billing table
+		key  string // the error's key, under plugin.http.upstreams.billing
+	}{
+		{"misspelt key", `read_timout = "5s"`, "read_timout"},
+		{"zero connect_timeout", `connect_timeout = 0`, "connect_timeout"},
+		{"negative read_timeout", `read_timeout = "-1s"`, "read_timeout"},
+		{"empty write_timeout", `write_timeout = ""`, "write_timeout"},
+		{"zero pool_timeout", `pool_timeout = "0s"`, "pool_timeout"},
+		{"zero total_timeout", `total_timeout = 0`, "total_timeout"},
+		{"negative retries", `retries = -1`, "retries"},
+		{"zero backoff_base", `backoff_base = 0`, "backoff_base"},
+		{"zero backoff_max", `backoff_max = 0`, "backoff_max"},
+		{"backoff_max below backoff_base", "backoff_base = \"1s\"\nbackoff_max = \"500ms\"", "backoff_max"},
+		{"zero max_retry_after", `max_retry_after = 0`, "max_retry_after"},
+		{"zero retry_budget_ratio", `retry_budget_ratio = 0`, "retry_budget_ratio"},
+		{"retry_budget_ratio above 1", `retry_budget_ratio = 1.5`, "retry_budget_ratio"},
+		{"zero retry_budget_min_per_second", `retry_budget_min_per_second = 0`, "retry_budget_min_per_second"},
+		{"zero breaker_failures", `breaker_failures = 0`, "breaker_failures"},
+		{"zero breaker_failure_rate", `breaker_failure_rate = 0`, "breaker_failure_rate"},
+		{"breaker_failure_rate above 1", `breaker_failure_rate = 2`, "breaker_failure_rate"},
+		{"zero breaker_window", `breaker_window = 0`, "breaker_window"},
+		{"zero breaker_minimum_calls", `breaker_minimum_calls = 0`, "breaker_minimum_calls"},
+		{"zero breaker_cool_down", `breaker_cool_down = 0`, "breaker_cool_down"},
+		{"zero max_concurrent", `max_concurrent = 0`, "max_concurrent"},
+		{"zero bulkhead_wait", `bulkhead_wait = 0`, "bulkhead_wait"},
+		{"wrong type", `retries = "two"`, "retries"},
+		{"bad header name", `headers = { "X Team" = "a" }`, "headers.X Team"},
+		{"header value with a line break", `headers = { "X-Team" = "a\nb" }`, "headers.X-Team"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := jfasttest.New(t, jfasttest.Options{TOML: good + tc.toml + "\n", Plugins: []framework.Plugin{jhttp.New()}})
+			assertOnlyKey(t, err, "plugin.http.upstreams.billing."+tc.key)
+		})
+	}
+	urls := []struct{ name, url, key string }{
+		{"missing base_url", "", "base_url"},
+		{"relative base_url", `base_url = "/billing"`, "base_url"},
+		{"base_url without scheme", `base_url = "billing:8010"`, "base_url"},
+		{"ftp base_url", `base_url = "ftp://billing"`, "base_url"},
+		{"base_url with credentials", `base_url = "http://u:secret@billing"`, "base_url"},
+		{"base_url with a query", `base_url = "http://billing/?a=1"`, "base_url"},
+	}
+	for _, tc := range urls {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			toml := "[plugins]\nenabled = [\"http\"]\n[plugin.http.upstreams.billing]\nretries = 1\n" + tc.url + "\n"
+			_, err := jfasttest.New(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jhttp.New()}})
+			assertOnlyKey(t, err, "plugin.http.upstreams.billing."+tc.key)
+			if strings.Contains(err.Error(), "secret") {
+				t.Errorf("the error repeats the credentials: %v", err)
+			}
+		})
+	}
+	t.Run("bad upstream name", func(t *testing.T) {
+		t.Parallel()
+		toml := "[plugins]\nenabled = [\"http\"]\n[plugin.http.upstreams.Billing]\nbase_url = \"http://billing\"\n"
+		_, err := jfasttest.New(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jhttp.New()}})
+		assertOnlyKey(t, err, "plugin.http.upstreams.Billing")
+	})
+	t.Run("every error at once", func(t *testing.T) {
+		t.Parallel()
+		toml := good + "read_timeout = 0\ntotal_timeout = 0\nmax_concurrent = 0\n"
+		_, err := jfasttest.New(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jhttp.New()}})
+		var ces framework.ConfigErrors
+		if !errors.As(err, &ces) || len(ces) != 3 {
+			t.Fatalf("err = %v, want 3 errors", err)
+		}
+	})
+	t.Run("the defaults are valid", func(t *testing.T) {
+		t.Parallel()
+		if _, err := jfasttest.New(t, jfasttest.Options{TOML: good, Plugins: []framework.Plugin{jhttp.New()}}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func assertOnlyKey(t *testing.T, err error, key string) {
+	t.Helper()
+	var ces framework.ConfigErrors
+	if !errors.As(err, &ces) {
+		t.Fatalf("err = %v, want ConfigErrors", err)
+	}
+	if len(ces) != 1 || ces[0].Key != key {
+		t.Fatalf("errors = %v, want one for %s", err, key)
+	}
+	if ces[0].Fix == "" {
+		t.Errorf("%s: no fix given", key)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	var u jhttp.Upstream
+	u.SetDefaults()
+	want := jhttp.Upstream{
+		ConnectTimeout: 2 * time.Second, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
+		PoolTimeout: 5 * time.Second, TotalTimeout: 10 * time.Second, Retries: 2,
+		BackoffBase: 100 * time.Millisecond, BackoffMax: 2 * time.Second, MaxRetryAfter: 30 * time.Second,
+		RetryBudgetRatio: 0.2, RetryBudgetMinPerSecond: 1,
+		BreakerFailures: 5, BreakerFailureRate: 0.5, BreakerWindow: 30 * time.Second,
+		BreakerMinimumCalls: 20, BreakerCoolDown: 15 * time.Second,
+		MaxConcurrent: 50, BulkheadWait: 500 * time.Millisecond,
+	}
+	if u.ConnectTimeout != want.ConnectTimeout || u.ReadTimeout != want.ReadTimeout || u.WriteTimeout != want.WriteTimeout ||
+		u.PoolTimeout != want.PoolTimeout || u.TotalTimeout != want.TotalTimeout || u.Retries != want.Retries ||
+		u.BackoffBase != want.BackoffBase || u.BackoffMax != want.BackoffMax || u.MaxRetryAfter != want.MaxRetryAfter ||
+		u.RetryBudgetRatio != want.RetryBudgetRatio || u.RetryBudgetMinPerSecond != want.RetryBudgetMinPerSecond ||
+		u.BreakerFailures != want.BreakerFailures || u.BreakerFailureRate != want.BreakerFailureRate ||
+		u.BreakerWindow != want.BreakerWindow || u.BreakerMinimumCalls != want.BreakerMinimumCalls ||
+		u.BreakerCoolDown != want.BreakerCoolDown || u.MaxConcurrent != want.MaxConcurrent ||
+		u.BulkheadWait != want.BulkheadWait || u.ForwardAuthorization {
+		t.Fatalf("defaults = %+v", u)
+	}
+}
+
+// The environment wins for base_url (a deploy key), with a WARNING; the file
+// wins for the rest.
+func TestBaseURLFromEnvironment(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, status(200))
+	toml := "[plugins]\nenabled = [\"http\"]\n[plugin.http.upstreams.billing]\nbase_url = \"http://billing:8010\"\nretries = 1\n"
+	var client *jhttp.ServiceClient
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML:    toml,
+		Plugins: []framework.Plugin{jhttp.New()},
+		Env:     map[string]string{"JFAST_HTTP_UPSTREAMS__BILLING__BASE_URL": up.URL, "JFAST_HTTP_UPSTREAMS__BILLING__RETRIES": "5"},
+		Routes: func(app *framework.App, _ chi.Router) error {
+			var err error
+			client, err = jhttp.Client(app, "billing")
+			return err
+		},
+	})
+	if got := client.Upstream().BaseURL; got != up.URL {
+		t.Errorf("base_url = %q, want the environment's %q", got, up.URL)
+	}
+	if got := client.Upstream().Retries; got != 1 {
+		t.Errorf("retries = %d, want the file's 1", got)
+	}
+	if !strings.Contains(svc.Logs(), "WARN") || !strings.Contains(svc.Logs(), "plugin.http.upstreams.billing.base_url") {
+		t.Errorf("no WARNING naming the disagreement:\n%s", svc.Logs())
+	}
+	if _, err := client.Get(context.Background(), "/x"); err != nil || up.hits.Load() != 1 {
+		t.Fatalf("the call did not reach the environment's upstream: %v", err)
+	}
+}
+
+// Asking for an upstream that is not configured fails the boot, naming it.
+func TestUnknownUpstreamFailsBoot(t *testing.T) {
+	t.Parallel()
+	toml := "[plugins]\nenabled = [\"http\"]\n[plugin.http.upstreams.billing]\nbase_url = \"http://127.0.0.1:1\"\n"
+	app, err := jfasttest.New(t, jfasttest.Options{
+		TOML:    toml,
+		Plugins: []framework.Plugin{jhttp.New()},
+		Routes: func(app *framework.App, _ chi.Router) error {
+			_, err := jhttp.Client(app, "biling")
+			return err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = app.Start(context.Background())
+	if err == nil {
+		_ = app.Stop(context.Background())
+		t.Fatal("the boot succeeded with an unknown upstream")
+	}
+	if !strings.Contains(err.Error(), "biling") || !strings.Contains(err.Error(), "billing") {
+		t.Errorf("err = %v, want it to name the unknown and the configured upstreams", err)
+	}
+}
+
+// A full service: a route calls an upstream; what travels from the inbound
+// request, how failures render, /ready and /metrics.
+func TestPluginInService(t *testing.T) {
+	t.Parallel()
+	s := newSwitchable(200)
+	up := newUpstream(t, s.handle)
+	clk := jfasttest.NewClock()
+	toml := `[plugins]
+enabled = ["observability", "http"]
+[plugin.http.upstreams.billing]
+base_url = "` + up.URL + `"
+forward_authorization = true
+breaker_failures = 1
+retries = 0
+[plugin.http.upstreams.catalog]
+base_url = "http://127.0.0.1:1"
+`
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML:    toml,
+		Plugins: []framework.Plugin{jhttp.New()},
+		Clock:   clk,
+		Routes: func(app *framework.App, r chi.Router) error {
+			billing, err := jhttp.Client(app, "billing")
+			if err != nil {
+				return err
+			}
+			r.Method(http.MethodGet, "/orders/{id}", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+				ctx := r.Context()
+				if tok := r.Header.Get("X-Test-Bearer"); tok != "" {
+					ctx = framework.ContextWithBearerToken(ctx, tok) // what the auth plugin does
+				}
+				resp, err := billing.Get(ctx, "/invoices/"+chi.URLParam(r, "id"))
+				if err != nil {
+					return err
+				}
+				return framework.JSON(w, http.StatusOK, map[string]int{"upstream_status": resp.StatusCode})
+			}))
+			return nil
+		},
+	})
+
+	// The request ID of the inbound request travels; a Basic credential does not.
+	res := svc.Get(t, "/orders/7", "X-Request-ID", "abc-123", "Authorization", "Basic YWxpY2U6cGFzc3dvcmQ=")
+	if res.Status != 200 {
+		t.Fatalf("GET /orders/7: %d %s", res.Status, res.Body)
+	}
+	r := up.request(0)
+	if r.URL.Path != "/invoices/7" || r.Header.Get("X-Request-ID") != "abc-123" {
+		t.Errorf("upstream saw %s with X-Request-ID %q", r.URL.Path, r.Header.Get("X-Request-ID"))
+	}
+	if got := r.Header.Get("Authorization"); got != "" {
+		t.Errorf("Authorization %q reached the upstream from a Basic caller", got)
+	}
+	// A verified bearer travels to a forward_authorization upstream.
+	svc.Get(t, "/orders/8", "X-Test-Bearer", "tok-9")
+	if got := up.request(1).Header.Get("Authorization"); got != "Bearer tok-9" {
+		t.Errorf("Authorization = %q, want the caller's bearer", got)
+	}
+
+	ready := readyBody(t, svc)
+	if ready.Status != "ok" || !ready.Checks["http"].Healthy {
+		t.Fatalf("/ready = %+v, want ok", ready)
+	}
+
+	// A 503 opens billing's breaker (breaker_failures = 1).
+	s.status.Store(503)
+	if res := svc.Get(t, "/orders/9"); res.Status != 200 {
+		t.Fatalf("a 503 from the upstream is a response: %d %s", res.Status, res.Body)
+	}
+	// Now the call fails fast: 503 problem+json naming the upstream, with Retry-After.
+	res = svc.Get(t, "/orders/10")
+	if res.Status != 503 || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/problem+json") || res.Header.Get("Retry-After") != "15" {
+		t.Fatalf("open breaker: %d %q Retry-After %q: %s", res.Status, res.Header.Get("Content-Type"), res.Header.Get("Retry-After"), res.Body)
+	}
+	var body map[string]any
+	if err := json.Unmarshal(res.Body, &body); err != nil || body["upstream"] != "billing" || body["status"] != float64(503) {
+		t.Fatalf("problem body = %s", res.Body)
+	}
+
+	// /ready: degraded (200), the http check failed but not critically, with
+	// every upstream's breaker in meta.
+	ready = readyBody(t, svc)
+	http_ := ready.Checks["http"]
+	if ready.Status != "degraded" || http_.Healthy || http_.Critical || !strings.Contains(http_.Detail, "billing") {
+		t.Fatalf("/ready = %+v, want degraded naming billing", ready)
+	}
+	ups := http_.Meta["upstreams"].(map[string]any)
+	billing := ups["billing"].(map[string]any)["breaker"].(map[string]any)
+	catalog := ups["catalog"].(map[string]any)["breaker"].(map[string]any)
+	if billing["state"] != "open" || billing["retry_after"] != float64(15) || billing["opens"] != float64(1) {
+		t.Errorf("billing breaker = %v", billing)
+	}
+	if catalog["state"] != "closed" {
+		t.Errorf("catalog breaker = %v", catalog)
+	}
+
+	// Metrics on /metrics.
+	metrics := svc.Get(t, "/metrics").String()
+	for _, want := range []string{
+		`jfast_http_client_calls_total{result="response",upstream="billing"} 3`,
+		`jfast_http_client_calls_total{result="circuit_open",upstream="billing"} 1`,
+		`jfast_http_client_attempts_total{upstream="billing"} 3`,
+		`jfast_http_client_breaker_state{upstream="billing"} 1`,
+		`jfast_http_client_breaker_transitions_total{from="closed",to="open",upstream="billing"} 1`,
+		`jfast_http_client_call_duration_seconds_count{upstream="billing"} 3`,
+		`jfast_http_client_body_read_duration_seconds_count{upstream="billing"} 3`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
+	// After the cool-down a good probe closes it and /ready is ok again.
+	clk.Advance(15 * time.Second)
+	s.status.Store(200)
+	if res := svc.Get(t, "/orders/11"); res.Status != 200 {
+		t.Fatalf("probe: %d %s", res.Status, res.Body)
+	}
+	if ready := readyBody(t, svc); ready.Status != "ok" {
+		t.Fatalf("/ready after recovery = %+v", ready)
+	}
+}
+
+type readyReport struct {
+	Status string `json:"status"`
+	Checks map[string]struct {
+		Healthy  bool           `json:"healthy"`
+		Status   string         `json:"status"`
+		Detail   string         `json:"detail"`
+		Critical bool           `json:"critical"`
+		Meta     map[string]any `json:"meta"`
+	} `json:"checks"`
+}
+
+func readyBody(t *testing.T, svc *jfasttest.Service) readyReport {
+	t.Helper()
+	res := svc.Get(t, "/ready")
+	if res.Status != 200 {
+		t.Fatalf("/ready answered %d: %s", res.Status, res.Body)
+	}
+	var r readyReport
+	if err := json.Unmarshal(res.Body, &r); err != nil {
+		t.Fatalf("/ready body %s: %v", res.Body, err)
+	}
+	return r
+}
+
+func TestSeamAfterStartRefused(t *testing.T) {
+	t.Parallel()
+	p := jhttp.New()
+	toml := "[plugins]\nenabled = [\"http\"]\n"
+	svc := jfasttest.Start(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{p}})
+	_ = svc
+	if err := p.AddTransportWrapper(func(_ string, rt http.RoundTripper) http.RoundTripper { return rt }); err == nil {
+		t.Error("AddTransportWrapper after start was accepted")
+	}
+	if err := p.ObserveCalls(nil); err == nil {
+		t.Error("ObserveCalls after start was accepted")
+	}
+}
