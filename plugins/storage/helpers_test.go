@@ -3,6 +3,8 @@ package storage_test
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -88,4 +90,20 @@ func newApp(t *testing.T, toml string, routes func(*framework.App, chi.Router) e
 		Plugins: []framework.Plugin{storage.New()},
 		Routes:  routes,
 	})
+}
+
+type chiRouter = chi.Router
+
+// handlerGet serves GET /files/{key} from the disk.
+func handlerGet(d *storage.Disk) http.HandlerFunc {
+	return framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+		obj, err := d.Get(r.Context(), chi.URLParam(r, "key"))
+		if err != nil {
+			return err
+		}
+		defer obj.Close()
+		w.Header().Set("Content-Type", obj.ContentType)
+		_, err = io.Copy(w, obj)
+		return err
+	}).ServeHTTP
 }

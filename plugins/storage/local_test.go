@@ -162,7 +162,7 @@ func TestLocalTraversalAttemptsAreErrors(t *testing.T) {
 	}
 	for _, key := range bad {
 		checks := map[string]error{
-			"put": d.Put(ctx, key, strings.NewReader("pwned"), ""),
+			"put":    d.Put(ctx, key, strings.NewReader("pwned"), ""),
 			"delete": d.Delete(ctx, key),
 		}
 		_, checks["get"] = d.Get(ctx, key)

@@ -1,0 +1,417 @@
+package storage_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jfastframework/jfast/plugins/storage"
+	"github.com/jfastframework/jfast/problem"
+)
+
+// s3TOML is an s3 disk called "files" on a versitygw bucket.
+func s3TOML(endpoint, bucket string, extra ...string) string {
+	return fmt.Sprintf("[plugin.storage.disks.files]\ndriver = \"s3\"\nbucket = %q\nendpoint = %q\npath_style = true\naccess_key = %q\nsecret_key = %q\n%s\n",
+		bucket, endpoint, testAccessKey, testSecretKey, strings.Join(extra, "\n"))
+}
+
+func startS3(t *testing.T, srv *s3Server, extra ...string) setup {
+	t.Helper()
+	return start(t, s3TOML(srv.Endpoint, srv.newBucket(t), extra...), "files", nil)
+}
+
+func TestS3RoundTrip(t *testing.T) {
+	t.Parallel()
+	d := startS3(t, sharedS3(t)).disk
+	ctx := context.Background()
+	if err := d.Put(ctx, "reports/2026/01.csv", strings.NewReader("a,b\n1,2\n"), "text/csv; charset=utf-8"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Put(ctx, "reports/2026-summary.txt", io.NopCloser(strings.NewReader("sum")), ""); err != nil {
+		t.Fatal(err) // unknown size, smaller than a part: one request
+	}
+	if err := d.Put(ctx, "other/ä ü#?.bin", bytes.NewReader([]byte{0, 1, 2}), "application/x-test"); err != nil {
+		t.Fatal(err)
+	}
+	body, info := readAll(t, d, "reports/2026/01.csv")
+	if body != "a,b\n1,2\n" || info.Size != 8 || info.ContentType != "text/csv; charset=utf-8" || info.ETag == "" {
+		t.Fatalf("get = %q %+v", body, info)
+	}
+	st, err := d.Stat(ctx, "reports/2026-summary.txt")
+	if err != nil || st.Size != 3 || st.ContentType != "text/plain; charset=utf-8" {
+		t.Fatalf("stat = %+v %v", st, err)
+	}
+	if body, _ := readAll(t, d, "other/ä ü#?.bin"); body != "\x00\x01\x02" {
+		t.Fatalf("odd key body = %q", body)
+	}
+	if got := listKeys(t, d, "reports/2026"); strings.Join(got, ",") != "reports/2026-summary.txt,reports/2026/01.csv" {
+		t.Fatalf("list = %v", got)
+	}
+	if got := listKeys(t, d, ""); len(got) != 3 {
+		t.Fatalf("list all = %v", got)
+	}
+	if err := d.Delete(ctx, "reports/2026/01.csv"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := d.Exists(ctx, "reports/2026/01.csv"); ok || err != nil {
+		t.Fatalf("exists after delete = %v %v", ok, err)
+	}
+	if _, err := d.Get(ctx, "reports/2026/01.csv"); !errors.Is(err, storage.ErrNotExist) {
+		t.Fatalf("get missing = %v", err)
+	}
+	if _, err := d.Stat(ctx, "nope"); !errors.Is(err, storage.ErrNotExist) {
+		t.Fatalf("stat missing = %v", err)
+	}
+	if err := d.Delete(ctx, "never-existed"); err != nil {
+		t.Fatalf("delete missing = %v", err)
+	}
+	// Missing objects are answers, not failures: the breaker stays closed.
+	if s := d.Breaker().Snapshot(); s.Consecutive != 0 || s.WindowFailures != 0 {
+		t.Fatalf("breaker counted answers as failures: %+v", s)
+	}
+}
+
+func TestS3ListPages(t *testing.T) {
+	t.Parallel()
+	d := startS3(t, sharedS3(t)).disk
+	ctx := context.Background()
+	const n = 1003 // more than one page of 1000
+	sem := make(chan struct{}, 16)
+	errs := make(chan error, n)
+	for i := range n {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			errs <- d.Put(ctx, fmt.Sprintf("p/%04d", i), strings.NewReader("x"), "")
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := listKeys(t, d, "p/")
+	if len(got) != n || got[0] != "p/0000" || got[n-1] != fmt.Sprintf("p/%04d", n-1) {
+		t.Fatalf("listed %d keys, first %q", len(got), got[:1])
+	}
+	// Stopping early stops fetching.
+	count := 0
+	for range d.List(ctx, "p/") {
+		count++
+		if count == 5 {
+			break
+		}
+	}
+	if count != 5 {
+		t.Fatalf("count = %d", count)
+	}
+}
+
+// pattern is a deterministic, non-seekable body of n bytes that hashes itself
+// as it is read.
+type pattern struct {
+	rng  *rand.ChaCha8
+	left int64
+	sum  hashWriter
+}
+
+type hashWriter interface {
+	io.Writer
+	Sum([]byte) []byte
+}
+
+func newPattern(n int64, seed byte) *pattern {
+	var s [32]byte
+	s[0] = seed
+	return &pattern{rng: rand.NewChaCha8(s), left: n, sum: sha256.New()}
+}
+
+func (p *pattern) Read(b []byte) (int, error) {
+	if p.left == 0 {
+		return 0, io.EOF
+	}
+	if int64(len(b)) > p.left {
+		b = b[:p.left]
+	}
+	n, _ := p.rng.Read(b)
+	p.sum.Write(b[:n])
+	p.left -= int64(n)
+	return n, nil
+}
+
+func hashOf(t testing.TB, r io.Reader) ([]byte, int64) {
+	t.Helper()
+	h := sha256.New()
+	n, err := io.Copy(h, r)
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	return h.Sum(nil), n
+}
+
+const bigSize = 50 << 20
+
+// 50 MiB objects go up and come down as streams: with a known size as one
+// request, with an unknown size as a multipart upload through one 8 MiB
+// buffer; the bytes allocated stay far below the object's size.
+func TestS3LargeObjectsStream(t *testing.T) {
+	// Not parallel: it measures the process's allocations.
+	d := startS3(t, sharedS3(t)).disk
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		body  func(p *pattern) io.Reader
+		limit uint64
+	}{
+		{"known size", func(p *pattern) io.Reader { return storage.Sized(p, bigSize) }, 8 << 20},
+		{"unknown size", func(p *pattern) io.Reader { return p }, 24 << 20}, // one part buffer, at most
+	} {
+		p := newPattern(bigSize, 1)
+		before := totalAlloc()
+		if err := d.Put(ctx, "big/"+tc.name, tc.body(p), "application/octet-stream"); err != nil {
+			t.Fatalf("%s: put: %v", tc.name, err)
+		}
+		putAlloc := totalAlloc() - before
+		want := p.sum.Sum(nil)
+
+		before = totalAlloc()
+		obj, err := d.Get(ctx, "big/"+tc.name)
+		if err != nil {
+			t.Fatalf("%s: get: %v", tc.name, err)
+		}
+		got, n := hashOf(t, obj)
+		obj.Close()
+		getAlloc := totalAlloc() - before
+		if n != bigSize || obj.Size != bigSize || !bytes.Equal(got, want) {
+			t.Fatalf("%s: read %d bytes (size %d), hash match %v", tc.name, n, obj.Size, bytes.Equal(got, want))
+		}
+		t.Logf("%s: 50 MiB put allocated %.1f MiB, get allocated %.1f MiB", tc.name, mib(putAlloc), mib(getAlloc))
+		if putAlloc > tc.limit || getAlloc > 8<<20 {
+			t.Errorf("%s: memory is not flat: put allocated %.1f MiB, get %.1f MiB for a 50 MiB object", tc.name, mib(putAlloc), mib(getAlloc))
+		}
+	}
+	if got := listKeys(t, d, "big/"); len(got) != 2 {
+		t.Fatalf("list = %v", got)
+	}
+}
+
+func totalAlloc() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.TotalAlloc
+}
+
+func mib(n uint64) float64 { return float64(n) / (1 << 20) }
+
+func TestS3PresignedURL(t *testing.T) {
+	t.Parallel()
+	d := startS3(t, sharedS3(t)).disk
+	ctx := context.Background()
+	if err := d.Put(ctx, "private/report 1.pdf", strings.NewReader("%PDF secret"), "application/pdf"); err != nil {
+		t.Fatal(err)
+	}
+	u, err := d.TemporaryURL(ctx, "private/report 1.pdf", 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(u string) (int, string, string) {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Header.Get("Content-Type")
+	}
+	if status, body, ct := get(u); status != 200 || body != "%PDF secret" || ct != "application/pdf" {
+		t.Fatalf("presigned GET = %d %q %q", status, body, ct)
+	}
+	i := strings.Index(u, "X-Amz-Signature=") + len("X-Amz-Signature=")
+	c := byte('0')
+	if u[i] == '0' {
+		c = '1'
+	}
+	if status, body, _ := get(u[:i] + string(c) + u[i+1:]); status != http.StatusForbidden || strings.Contains(body, "secret") {
+		t.Fatalf("tampered presigned GET = %d %q", status, body)
+	}
+	if status, _, _ := get(strings.Replace(u, "report%201.pdf", "other.pdf", 1)); status != http.StatusForbidden {
+		t.Fatalf("presigned URL for another key = %d", status)
+	}
+	// Without a signature the private object is refused.
+	if status, _, _ := get(u[:strings.Index(u, "?")]); status != http.StatusForbidden {
+		t.Fatalf("unsigned GET = %d", status)
+	}
+	if _, err := d.TemporaryURL(ctx, "a", 8*24*time.Hour); err == nil {
+		t.Fatal("a presigned URL over 7 days was accepted")
+	}
+	if _, err := d.URL("a"); !errors.Is(err, storage.ErrPrivate) {
+		t.Fatalf("URL on a private disk = %v", err)
+	}
+}
+
+func TestS3PublicURL(t *testing.T) {
+	t.Parallel()
+	srv := sharedS3(t)
+	bucket := srv.newBucket(t)
+	d := start(t, s3TOML(srv.Endpoint, bucket, `visibility = "public"`), "files", nil).disk
+	if u, err := d.URL("a b/c.txt"); err != nil || u != srv.Endpoint+"/"+bucket+"/a%20b/c.txt" {
+		t.Fatalf("URL = %q %v", u, err)
+	}
+	cdn := start(t, s3TOML(srv.Endpoint, bucket, `visibility = "public"`, `base_url = "https://cdn.example.com"`), "files", nil).disk
+	if u, err := cdn.URL("a.txt"); err != nil || u != "https://cdn.example.com/a.txt" {
+		t.Fatalf("URL with base_url = %q %v", u, err)
+	}
+}
+
+// A slow upload that keeps sending is not cut by read_timeout: the deadline is
+// the gap between bytes, not the transfer.
+func TestS3SlowUploadIsNotCut(t *testing.T) {
+	t.Parallel()
+	d := startS3(t, sharedS3(t), `read_timeout = "300ms"`).disk
+	body := &trickle{chunk: 16 << 10, chunks: 12, every: 100 * time.Millisecond} // 1.2 s, four gaps' worth
+	start := time.Now()
+	if err := d.Put(context.Background(), "slow", storage.Sized(body, 12*16<<10), ""); err != nil {
+		t.Fatalf("slow upload was cut after %s: %v", time.Since(start), err)
+	}
+	if el := time.Since(start); el < time.Second {
+		t.Fatalf("the upload took %s: the body did not trickle", el)
+	}
+	if st, err := d.Stat(context.Background(), "slow"); err != nil || st.Size != 12*16<<10 {
+		t.Fatalf("stat = %+v %v", st, err)
+	}
+}
+
+// trickle yields chunks of 'x' with a pause before each.
+type trickle struct {
+	chunk, chunks int
+	every         time.Duration
+	sent          int
+	pending       int
+}
+
+func (r *trickle) Read(p []byte) (int, error) {
+	if r.pending == 0 {
+		if r.sent == r.chunks {
+			return 0, io.EOF
+		}
+		time.Sleep(r.every)
+		r.sent++
+		r.pending = r.chunk
+	}
+	n := min(len(p), r.pending)
+	for i := range n {
+		p[i] = 'x'
+	}
+	r.pending -= n
+	return n, nil
+}
+
+// A paused S3 (SIGSTOP: connections are accepted, nothing answers) costs each
+// operation at most the deadlines; after breaker_failures the breaker answers
+// at once with a 503 naming storage, /ready says degraded; once S3 is back and
+// the cool-down has passed, the next operation succeeds on the same App.
+func TestS3PausedServerDeadlineThenBreakerThenRecovery(t *testing.T) {
+	t.Parallel()
+	srv := privateS3(t)
+	s := start(t, s3TOML(srv.Endpoint, srv.newBucket(t),
+		`read_timeout = "400ms"`, `connect_timeout = "400ms"`, `attempts = 2`,
+		`breaker_failures = 2`, `breaker_cool_down = "10s"`), "files", nil)
+	d := s.disk
+	ctx := context.Background()
+	if err := d.Put(ctx, "k", strings.NewReader("v"), "text/plain"); err != nil {
+		t.Fatal(err)
+	}
+	srv.pause(t)
+	paused := true
+	defer func() {
+		if paused {
+			srv.resume(t)
+		}
+	}()
+
+	// Each call: 2 attempts × 400 ms gap + the SDK's short backoff.
+	for i := range 2 {
+		t0 := time.Now()
+		_, err := d.Get(ctx, "k")
+		el := time.Since(t0)
+		var de *problem.DependencyError
+		if !errors.As(err, &de) || de.Dependency != "storage" {
+			t.Fatalf("call %d on a paused S3: %v", i, err)
+		}
+		if el < 800*time.Millisecond || el > 3*time.Second {
+			t.Fatalf("call %d took %s, want about 2 × read_timeout", i, el)
+		}
+		t.Logf("call %d on a paused S3 failed after %s: %v", i, el, err)
+	}
+
+	// The breaker is open: no I/O, an immediate 503 with the time left.
+	t0 := time.Now()
+	_, err := d.Stat(ctx, "k")
+	if el := time.Since(t0); el > 50*time.Millisecond {
+		t.Fatalf("open breaker took %s", el)
+	}
+	p, ok := problem.As(err)
+	if !ok || p.Status != 503 || p.RetryAfter != 10*time.Second || p.Extensions["dependency"] != "storage" {
+		t.Fatalf("open breaker error = %v (%+v)", err, p)
+	}
+	r := s.svc.Get(t, "/ready")
+	if r.Status != 200 || !strings.Contains(r.String(), `"status":"degraded"`) || !strings.Contains(r.String(), `"state":"open"`) {
+		t.Fatalf("/ready while open = %d %s", r.Status, r.Body)
+	}
+
+	// Back: after the cool-down one probe goes through and closes the breaker.
+	srv.resume(t)
+	paused = false
+	s.clock.Advance(10 * time.Second)
+	body, _ := readAll(t, d, "k")
+	if body != "v" {
+		t.Fatalf("after recovery = %q", body)
+	}
+	if st := d.Breaker().Snapshot().State.String(); st != "closed" {
+		t.Fatalf("breaker after recovery = %s", st)
+	}
+	if r := s.svc.Get(t, "/ready"); r.Status != 200 || !strings.Contains(r.String(), `"status":"ok"`) {
+		t.Fatalf("/ready after recovery = %d %s", r.Status, r.Body)
+	}
+}
+
+// Over HTTP, the open breaker is a 503 problem+json naming storage with
+// Retry-After.
+func TestS3OutageRendersAs503(t *testing.T) {
+	t.Parallel()
+	srv := privateS3(t)
+	s := start(t, s3TOML(srv.Endpoint, srv.newBucket(t), `read_timeout = "300ms"`, `attempts = 1`, `breaker_failures = 1`),
+		"files", func(d *storage.Disk, r chiRouter) {
+			r.Get("/files/{key}", handlerGet(d))
+		})
+	srv.pause(t)
+	defer srv.resume(t)
+	first := s.svc.Get(t, "/files/a")
+	second := s.svc.Get(t, "/files/a")
+	for i, r := range []struct {
+		status int
+		body   string
+		ra     string
+		ct     string
+	}{{first.Status, first.String(), first.Header.Get("Retry-After"), first.Header.Get("Content-Type")},
+		{second.Status, second.String(), second.Header.Get("Retry-After"), second.Header.Get("Content-Type")}} {
+		if r.status != 503 || !strings.Contains(r.body, `"dependency":"storage"`) || !strings.HasPrefix(r.ct, problem.ContentType) {
+			t.Fatalf("response %d = %d %s", i, r.status, r.body)
+		}
+		if strings.Contains(r.body, "127.0.0.1") || strings.Contains(r.body, testSecretKey) {
+			t.Fatalf("response %d leaks internals: %s", i, r.body)
+		}
+	}
+	if second.Header.Get("Retry-After") != "15" {
+		t.Fatalf("Retry-After = %q", second.Header.Get("Retry-After"))
+	}
+}
