@@ -105,7 +105,7 @@ func newJWKSCache(o jwksOpts) (*jwksCache, error) {
 	c.client = &http.Client{
 		Transport: c.transport,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) >= 3 {
+			if len(via) > 3 {
 				return errors.New("more than 3 redirects")
 			}
 			if via[0].URL.Scheme == "https" && req.URL.Scheme != "https" {
