@@ -383,25 +383,21 @@ func finalResponse(last *http.Response, lastErr error) *http.Response {
 	return last
 }
 
-// outcome classifies the final attempt for the breaker: transport errors,
-// timeouts, 502, 503 and 504 are failures; a 429 says nothing (the upstream
-// asks for calm, and an open breaker would turn that into an outage); any other
-// response, 500 included, proves the upstream is up. A call its caller
-// cancelled says nothing.
+// outcome classifies the final attempt for the breaker with jfast's shared
+// HTTP rule (resilience.HTTPOutcome): transport errors, timeouts, 502, 503 and
+// 504 are failures; a 500 (the upstream is up, with a bug) and a 429 (it asks
+// for calm, and an open breaker would turn that into an outage) are no
+// evidence; anything else is a success. A call its caller cancelled is no
+// evidence either.
 func (c *ServiceClient) outcome(ctx context.Context, resp *http.Response, err error) resilience.Outcome {
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return resilience.Ignore
 	}
-	if err != nil {
-		return resilience.Failure
+	status := 0
+	if resp != nil {
+		status = resp.StatusCode
 	}
-	switch resp.StatusCode {
-	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return resilience.Failure
-	case http.StatusTooManyRequests:
-		return resilience.Ignore
-	}
-	return resilience.Success
+	return resilience.HTTPOutcome(status, err)
 }
 
 // retryable reports whether another attempt could fix this one: a connect
