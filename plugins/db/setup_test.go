@@ -60,8 +60,6 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	}
 	toml := "[app]\nname = \"dbtest\"\n[plugins]\nenabled = [\"db\"]\n"
 	if o.toml != "" {
-		// Only with keys: an empty [plugin.db] table currently hides the
-		// JFAST_DB_URL deploy key (a framework loader issue, reported).
 		toml += "[plugin.db]\n" + o.toml + "\n"
 	}
 	b.svc = jfasttest.Start(t, jfasttest.Options{

@@ -1,0 +1,202 @@
+package db
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jfastframework/jfast/plugins/db/internal/pgcluster"
+	"github.com/jfastframework/jfast/plugins/db/internal/tcpproxy"
+)
+
+// pausable is a PostgreSQL that a test may pause for real: a private
+// cluster (SIGSTOP on the postmaster and every backend), or the machine's
+// server behind a proxy that stops forwarding.
+type pausable struct {
+	url           string
+	pause, resume func()
+}
+
+func privateCluster(t *testing.T) pausable {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := pgcluster.Start(ctx)
+	if err != nil {
+		t.Fatalf("private PostgreSQL cluster: %v", err)
+	}
+	t.Cleanup(c.Stop)
+	return pausable{url: c.URL(), pause: c.Pause, resume: c.Resume}
+}
+
+func blackholeProxy(t *testing.T) pausable {
+	t.Helper()
+	p, err := tcpproxy.Start("127.0.0.1:5432")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return pausable{url: urlVia(p.Addr()), pause: p.Pause, resume: p.Resume}
+}
+
+// pauseResult is what a paused server cost.
+type pauseResult struct {
+	slow     []time.Duration // requests that paid a deadline, in order
+	answered []time.Duration // requests the open breaker answered
+}
+
+func (r pauseResult) String() string {
+	s := slices.Clone(r.answered)
+	slices.Sort(s)
+	q := func(f float64) time.Duration {
+		if len(s) == 0 {
+			return 0
+		}
+		return s[int(f*float64(len(s)-1))]
+	}
+	rounded := make([]string, len(r.slow))
+	for i, d := range r.slow {
+		rounded[i] = d.Round(time.Millisecond).String()
+	}
+	return fmt.Sprintf("slow requests: %d %v; breaker-answered: %d, p50 %s, p99 %s, max %s",
+		len(r.slow), rounded, len(s), q(0.5), q(0.99), q(1))
+}
+
+// sequential pauses the server under a warm pool and sends one request at
+// a time until the breaker answers, then n more.
+func sequential(t *testing.T, target pausable, toml string, warm, n int) (*bundle, pauseResult) {
+	t.Helper()
+	b := setup(t, setupOpts{url: target.url, toml: toml})
+	t.Cleanup(target.resume) // before the App stops (cleanups run in reverse)
+	if warm > 0 {
+		b.warm(t, warm)
+	}
+	target.pause()
+	var r pauseResult
+	for i := 0; ; i++ {
+		var status int
+		took := timed(func() { status = b.svc.Get(t, "/one").Status })
+		if status != 503 {
+			t.Fatalf("request %d against a paused server: %d", i, status)
+		}
+		if took < 50*time.Millisecond {
+			r.answered = append(r.answered, took)
+			break
+		}
+		r.slow = append(r.slow, took)
+		if i > 20 {
+			t.Fatalf("the breaker never answered: %v", r.slow)
+		}
+	}
+	for range n {
+		var status int
+		took := timed(func() { status = b.svc.Get(t, "/one").Status })
+		if status != 503 {
+			t.Fatalf("breaker-answered request: %d", status)
+		}
+		r.answered = append(r.answered, took)
+	}
+	return b, r
+}
+
+// concurrent pauses the server under a warm pool and sends n requests at
+// once.
+func concurrent(t *testing.T, target pausable, toml string, warm, n int) []time.Duration {
+	t.Helper()
+	b := setup(t, setupOpts{url: target.url, toml: toml})
+	t.Cleanup(target.resume)
+	b.warm(t, warm)
+	target.pause()
+	out := make([]time.Duration, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = timed(func() {
+				if r := b.svc.Get(t, "/one"); r.Status != 503 {
+					t.Errorf("request %d: %d", i, r.Status)
+				}
+			})
+		}()
+	}
+	wg.Wait()
+	slices.Sort(out)
+	return out
+}
+
+// A real paused server (SIGSTOP on a private cluster) costs a bounded
+// number of requests of at most 1.5 × ping_timeout, then the breaker
+// answers at once; after the resume and the cool-down the same App and
+// pool serve again.
+func TestPausedServerCostsBoundedSlowRequests(t *testing.T) {
+	t.Parallel()
+	target := privateCluster(t)
+	const pingTimeout = 300 * time.Millisecond
+	b, r := sequential(t, target, "ping_timeout = \"300ms\"\nbreaker_failures = 3", 4, 20)
+	t.Log(r)
+	if len(r.slow) == 0 || len(r.slow) > 2 {
+		t.Fatalf("%d slow requests; want 1 or 2 (three failed attempts, at most two per request)", len(r.slow))
+	}
+	for _, d := range r.slow {
+		if d > pingTimeout*3/2+250*time.Millisecond {
+			t.Fatalf("a request waited %s; want at most 1.5 × ping_timeout plus slack", d)
+		}
+	}
+	for _, d := range r.answered {
+		if d > 50*time.Millisecond {
+			t.Fatalf("a breaker-answered request took %s", d)
+		}
+	}
+	target.resume()
+	b.clock.Advance(15 * time.Second)
+	if got := b.svc.Get(t, "/one"); got.Status != 200 {
+		t.Fatalf("after the resume and the cool-down: %d %s", got.Status, got)
+	}
+}
+
+// TestMeasurePausedServer produces the numbers of docs/db.md's Measured
+// section, with the default settings. It takes about a minute, so it runs
+// only with JFAST_DB_MEASURE=1:
+//
+//	JFAST_DB_MEASURE=1 go test -run TestMeasurePausedServer -v ./plugins/db/
+func TestMeasurePausedServer(t *testing.T) {
+	if os.Getenv("JFAST_DB_MEASURE") != "1" {
+		t.Skip("set JFAST_DB_MEASURE=1 to measure (about a minute)")
+	}
+	targets := map[string]func(*testing.T) pausable{"private cluster, SIGSTOP": privateCluster, "blackholing proxy": blackholeProxy}
+	for _, name := range []string{"private cluster, SIGSTOP", "blackholing proxy"} {
+		t.Run(name+"/sequential warm", func(t *testing.T) {
+			_, r := sequential(t, targets[name](t), "", 10, 200)
+			t.Logf("defaults, 10 idle connections, one request at a time: %s", r)
+			for _, d := range r.slow {
+				if d > 3*time.Second+500*time.Millisecond {
+					t.Errorf("a request waited %s; target 1.5 × ping_timeout = 3s", d)
+				}
+			}
+			for _, d := range r.answered {
+				if d > 5*time.Millisecond {
+					t.Errorf("a breaker-answered request took %s; target < 5ms", d)
+				}
+			}
+		})
+		t.Run(name+"/sequential cold", func(t *testing.T) {
+			_, r := sequential(t, targets[name](t), "", 0, 50)
+			t.Logf("defaults, no pooled connection, one request at a time: %s", r)
+		})
+		t.Run(name+"/concurrent", func(t *testing.T) {
+			d := concurrent(t, targets[name](t), "", 10, 100)
+			slow := 0
+			for _, x := range d {
+				if x > 50*time.Millisecond {
+					slow++
+				}
+			}
+			t.Logf("defaults, 10 idle connections, 100 requests at once: %d waited > 50ms; p50 %s, max %s", slow, d[len(d)/2], d[len(d)-1])
+		})
+	}
+}
