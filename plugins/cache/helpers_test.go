@@ -52,7 +52,7 @@ type setupOpts struct {
 
 // setup starts a service with the cache plugin on a unique key prefix and a test
 // clock, and deletes the prefix's keys when the test ends.
-func setup(t *testing.T, o setupOpts) bundle {
+func setup(t testing.TB, o setupOpts) bundle {
 	t.Helper()
 	if o.url == "" {
 		o.url = sharedURL
@@ -185,4 +185,9 @@ func (s *redisServer) resume(t *testing.T) {
 	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatalf("SIGCONT redis-server: %v", err)
 	}
+}
+
+// testBreaker is a breaker with the plugin's defaults, for tests of the hook alone.
+func (p *Plugin) testBreaker() *resilience.Breaker {
+	return resilience.NewBreaker(resilience.BreakerOpts{Name: breakerName})
 }

@@ -18,9 +18,10 @@ import (
 // the token store and every plugin using Client() alike.
 //
 // Deadlines: the client is built with ContextTimeoutEnabled, so the context's
-// deadline reaches the pool wait, the dial and the socket reads and writes. The
-// hook gives each command a context whose deadline is command_timeout from now
-// (or the caller's, when it is earlier):
+// deadline reaches the dial and the socket reads and writes, and PoolTimeout is
+// command_timeout. The hook gives each command a context whose deadline is
+// command_timeout from now (or the caller's, when it is earlier; see
+// [cmdContext]):
 //
 //   - an ordinary command: command_timeout end to end;
 //   - a blocking command (BLPOP, BRPOP, BRPOPLPUSH, BLMOVE, BLMPOP, BZPOPMIN,
@@ -36,23 +37,58 @@ type hook struct {
 	breaker *resilience.Breaker
 }
 
-// inCommand marks the context of a command the hook already admitted. go-redis
-// runs a new connection's handshake (HELLO, AUTH, SELECT) through the same hooks,
-// nested inside the command that dialed: those must neither take the breaker's
-// probe slot (the outer command holds it) nor count twice.
-type inCommand struct{ context.Context }
+// cmdContext is the context a command runs under: the caller's, with the
+// command's deadline when that is sooner, marked as admitted.
+//
+// It only reports the deadline; it starts no timer. With ContextTimeoutEnabled
+// go-redis reads Deadline() for the dial and for every socket read and write, so
+// the deadline bounds all the I/O; the wait for a pooled connection is bounded by
+// PoolTimeout, which the plugin sets to command_timeout. That keeps the hook to
+// one small allocation per command instead of a timer context per command.
+//
+// The mark matters because go-redis runs a new connection's handshake (HELLO,
+// AUTH, SELECT) through the same hooks, nested inside the command that dialed:
+// those must neither take the breaker's probe slot (the outer command holds
+// it) nor count twice.
+type cmdContext struct {
+	context.Context
+	deadline time.Time // zero: the caller's deadline (or none) applies
+}
 
-type inCommandKey struct{}
+type cmdContextKey struct{}
+
+// Deadline implements context.Context.
+func (c *cmdContext) Deadline() (time.Time, bool) {
+	if c.deadline.IsZero() {
+		return c.Context.Deadline()
+	}
+	return c.deadline, true
+}
 
 // Value implements context.Context.
-func (c inCommand) Value(key any) any {
-	if key == (inCommandKey{}) {
-		return true
+func (c *cmdContext) Value(key any) any {
+	if key == (cmdContextKey{}) {
+		return c
 	}
 	return c.Context.Value(key)
 }
 
-func nested(ctx context.Context) bool { return ctx.Value(inCommandKey{}) != nil }
+func nested(ctx context.Context) bool { return ctx.Value(cmdContextKey{}) != nil }
+
+// bound returns ctx for a command allowed limit from now (unbounded: only the
+// caller's deadline).
+func bound(ctx context.Context, limit time.Duration, bounded bool) context.Context {
+	c := &cmdContext{Context: ctx}
+	if !bounded {
+		return c
+	}
+	d := time.Now().Add(limit)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(d) {
+		return c
+	}
+	c.deadline = d
+	return c
+}
 
 // DialHook implements redis.Hook. Dials happen inside a command, which the
 // process hooks already bound and count.
@@ -73,15 +109,7 @@ func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return &UnavailableError{Err: err}
 		}
 		limit, bounded := h.limit(commandWait(cmd))
-		var cctx context.Context = ctx
-		var cancel context.CancelFunc
-		if bounded {
-			cctx, cancel = withTimeout(ctx, limit)
-		}
-		err = next(inCommand{cctx}, cmd)
-		if cancel != nil {
-			cancel()
-		}
+		err = next(bound(ctx, limit, bounded), cmd)
 		return h.done(ctx, ticket, err, limit)
 	}
 }
@@ -108,15 +136,7 @@ func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 			wait += w
 		}
 		limit := h.timeout + wait
-		var cctx context.Context = ctx
-		var cancel context.CancelFunc
-		if bounded {
-			cctx, cancel = withTimeout(ctx, limit)
-		}
-		err = next(inCommand{cctx}, cmds)
-		if cancel != nil {
-			cancel()
-		}
+		err = next(bound(ctx, limit, bounded), cmds)
 		return h.done(ctx, ticket, err, limit)
 	}
 }
@@ -128,15 +148,6 @@ func (h *hook) limit(wait time.Duration, blocking bool) (time.Duration, bool) {
 		return 0, false
 	}
 	return h.timeout + wait, true
-}
-
-// withTimeout is context.WithTimeout, skipped when the caller's deadline is
-// already sooner (its cancellation then bounds the command by itself).
-func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
-		return ctx, nil
-	}
-	return context.WithTimeout(ctx, d)
 }
 
 // done reports the command's outcome to the breaker and returns its error,

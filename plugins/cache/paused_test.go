@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -265,5 +266,104 @@ func TestBlockingCommandsAreNotCut(t *testing.T) {
 	}
 	if s := c.Breaker().Snapshot(); s.Consecutive != 0 {
 		t.Errorf("blocking commands counted as failures: %+v", s)
+	}
+}
+
+// With pool_size = 1 and Redis paused, commands queued for the one connection
+// are bounded too (PoolTimeout is command_timeout). With critical = true, /ready
+// is unavailable while the breaker is closed and Redis does not answer, and
+// degraded once the breaker is open. Remember's fail-open is logged once per
+// breaker opening.
+func TestPausedRedisPoolAndReadiness(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	b := setup(t, setupOpts{
+		url:  srv.url(),
+		toml: "command_timeout = \"300ms\"\npool_size = 1\nbreaker_failures = 6\ncritical = true\n",
+	})
+	c, ctx := b.cache, context.Background()
+	if err := c.Set(ctx, "k", []byte("v"), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	fail := func(n int) {
+		t.Helper()
+		var wg sync.WaitGroup
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var err error
+				d := elapsed(func() { _, _, err = c.Get(ctx, "k") })
+				if !errors.Is(err, ErrUnavailable) || d > commandTimeout+margin {
+					t.Errorf("GET queued on a paused Redis: %v after %s", err, d)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	remember := func() {
+		t.Helper()
+		v, err := c.Remember(ctx, "r", time.Minute, func(context.Context) ([]byte, error) { return []byte("computed"), nil })
+		if err != nil || string(v) != "computed" {
+			t.Fatalf("Remember while Redis is down = %q, %v", v, err)
+		}
+	}
+
+	srv.pause(t)
+	r := b.svc.Get(t, "/ready")
+	if r.Status != 503 || !strings.Contains(r.String(), `"status":"unavailable"`) || !strings.Contains(r.String(), `"critical":true`) {
+		t.Fatalf("/ready, critical cache paused, breaker closed = %d %s", r.Status, r)
+	}
+	fail(5) // with the readiness PING: 6 failures
+	if s := c.Breaker().Snapshot(); s.State != resilience.StateOpen {
+		t.Fatalf("breaker = %+v, want open", s)
+	}
+	r = b.svc.Get(t, "/ready")
+	if r.Status != 200 || !strings.Contains(r.String(), `"status":"degraded"`) {
+		t.Fatalf("/ready, critical cache with the breaker open = %d %s; an open breaker is degraded, never unavailable", r.Status, r)
+	}
+	remember()
+	remember()
+
+	srv.resume(t)
+	b.clock.Advance(15 * time.Second)
+	if _, ok, err := c.Get(ctx, "k"); err != nil || !ok {
+		t.Fatalf("GET after the resume = %v, %v", ok, err)
+	}
+	srv.pause(t)
+	fail(6)
+	if s := c.Breaker().Snapshot(); s.State != resilience.StateOpen || s.Opens != 2 {
+		t.Fatalf("breaker = %+v, want open for the second time", s)
+	}
+	remember()
+	if n := strings.Count(b.svc.Logs(), "remember fails open"); n != 2 {
+		t.Errorf("Remember's fail-open logged %d times over two breaker openings, want 2", n)
+	}
+	srv.resume(t)
+}
+
+// Pub/sub is not cut at command_timeout either: a receive waits as long as it is
+// asked to.
+func TestPubSubIsNotCut(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{toml: "command_timeout = \"300ms\"\n"})
+	c, ctx := b.cache, context.Background()
+	sub := c.Client().Subscribe(ctx, c.Key("ch"))
+	defer sub.Close()
+	if _, err := sub.ReceiveTimeout(ctx, time.Second); err != nil { // the subscription confirmation
+		t.Fatal(err)
+	}
+	var err error
+	d := elapsed(func() { _, err = sub.ReceiveTimeout(ctx, 1200*time.Millisecond) })
+	if err == nil || d < 1100*time.Millisecond || d > 1200*time.Millisecond+margin {
+		t.Fatalf("ReceiveTimeout 1.2s on a quiet channel: %v after %s", err, d)
+	}
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		_ = c.Client().Publish(context.Background(), c.Key("ch"), "hello").Err()
+	}()
+	msg, err := sub.ReceiveTimeout(ctx, 3*time.Second)
+	if m, ok := msg.(*redis.Message); err != nil || !ok || m.Payload != "hello" {
+		t.Fatalf("message after 0.5s = %v, %v", msg, err)
 	}
 }

@@ -1,0 +1,79 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// BenchmarkGet compares a GET through the plugin (key prefix, breaker, deadline
+// context, error classification) with the same GET on a bare go-redis client,
+// against the same Redis in the same run. docs/performance.md has the figures.
+//
+//	go test -run '^$' -bench BenchmarkGet -count 6 ./plugins/cache/
+func BenchmarkGet(b *testing.B) {
+	bd := setup(b, setupOpts{})
+	ctx := context.Background()
+	value := bytes.Repeat([]byte("x"), 100)
+	if err := bd.cache.Set(ctx, "bench", value, time.Hour); err != nil {
+		b.Fatal(err)
+	}
+	bare := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", PoolSize: bd.cache.cfg.PoolSize})
+	b.Cleanup(func() { _ = bare.Close() })
+	full := bd.cache.Key("bench")
+
+	b.Run("bare", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if v, err := bare.Get(ctx, full).Bytes(); err != nil || len(v) != 100 {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("plugin", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if v, ok, err := bd.cache.Get(ctx, "bench"); err != nil || !ok || len(v) != 100 {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("bare-parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if v, err := bare.Get(ctx, full).Bytes(); err != nil || len(v) != 100 {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+	b.Run("plugin-parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if v, ok, err := bd.cache.Get(ctx, "bench"); err != nil || !ok || len(v) != 100 {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
+
+// BenchmarkHook is the plugin's own cost per command without the network: the
+// hook around a command that returns at once.
+func BenchmarkHook(b *testing.B) {
+	h := &hook{timeout: time.Second, breaker: New().testBreaker()}
+	next := h.ProcessHook(func(context.Context, redis.Cmder) error { return nil })
+	ctx := context.Background()
+	cmd := redis.NewStringCmd(ctx, "get", "k")
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = next(ctx, cmd)
+	}
+}
