@@ -1,0 +1,301 @@
+package storage_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/plugins/storage"
+	"github.com/jfastframework/jfast/problem"
+)
+
+// Faults that must be scripted byte by byte run against gofakes3 (an in-process
+// S3) behind a middleware that slows, stalls or fails its responses; everything
+// else runs against the real versitygw.
+
+type faultMode int32
+
+const (
+	faultNone   faultMode = iota
+	faultSlow             // object bodies in 16 KiB pieces, 100 ms apart
+	faultStall            // object bodies stop after the first write until the client leaves
+	faultHang             // no response at all until the client leaves
+	fault503              // 503 SlowDown to everything
+	fault500              // 500 InternalError to everything
+)
+
+type faultServer struct {
+	*httptest.Server
+	mode     atomic.Int32
+	requests atomic.Int64
+}
+
+func newFaultServer(t *testing.T) *faultServer {
+	t.Helper()
+	fs := &faultServer{}
+	s3 := gofakes3.New(s3mem.New(), gofakes3.WithAutoBucket(true)).Server()
+	fs.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fs.requests.Add(1)
+		switch faultMode(fs.mode.Load()) {
+		case faultSlow:
+			if r.Method == http.MethodGet {
+				s3.ServeHTTP(&pacedWriter{ResponseWriter: w, piece: 16 << 10, every: 100 * time.Millisecond}, r)
+				return
+			}
+		case faultStall:
+			if r.Method == http.MethodGet {
+				s3.ServeHTTP(&pacedWriter{ResponseWriter: w, piece: 64 << 10, stallAfter: 1, ctx: r.Context()}, r)
+				return
+			}
+		case faultHang:
+			<-r.Context().Done()
+			return
+		case fault503:
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
+			return
+		case fault500:
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusInternalServerError)
+			io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code><Message>We encountered an internal error.</Message></Error>`)
+			return
+		}
+		s3.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		fs.CloseClientConnections()
+		fs.Close()
+	})
+	return fs
+}
+
+func (fs *faultServer) set(m faultMode) { fs.mode.Store(int32(m)) }
+
+// pacedWriter writes a body in pieces: every 'every', or stopping after
+// stallAfter pieces until ctx ends.
+type pacedWriter struct {
+	http.ResponseWriter
+	piece      int
+	every      time.Duration
+	stallAfter int
+	ctx        context.Context
+	pieces     int
+}
+
+func (p *pacedWriter) Write(b []byte) (int, error) {
+	written := 0
+	for len(b) > 0 {
+		if p.stallAfter > 0 && p.pieces >= p.stallAfter {
+			<-p.ctx.Done()
+			return written, p.ctx.Err()
+		}
+		if p.every > 0 && p.pieces > 0 {
+			time.Sleep(p.every)
+		}
+		n := min(len(b), p.piece)
+		m, err := p.ResponseWriter.Write(b[:n])
+		written += m
+		if err != nil {
+			return written, err
+		}
+		p.ResponseWriter.(http.Flusher).Flush()
+		b = b[n:]
+		p.pieces++
+	}
+	return written, nil
+}
+
+func startFault(t *testing.T, extra ...string) (setup, *faultServer) {
+	t.Helper()
+	fs := newFaultServer(t)
+	return start(t, s3TOML(fs.URL, "faults", extra...), "files", nil), fs
+}
+
+func TestS3SlowDownloadIsNotCut(t *testing.T) {
+	t.Parallel()
+	s, fs := startFault(t, `read_timeout = "300ms"`)
+	want := bytes.Repeat([]byte("0123456789abcdef"), 16<<10) // 256 KiB: 16 pieces, 1.5 s
+	if err := s.disk.Put(context.Background(), "slow", bytes.NewReader(want), ""); err != nil {
+		t.Fatal(err)
+	}
+	fs.set(faultSlow)
+	t0 := time.Now()
+	obj, err := s.disk.Get(context.Background(), "slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obj.Close()
+	got, err := io.ReadAll(obj)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("slow download cut after %s: %d bytes, %v", time.Since(t0), len(got), err)
+	}
+	if el := time.Since(t0); el < time.Second {
+		t.Fatalf("download took %s: it was not slow", el)
+	}
+}
+
+func TestS3StalledDownloadFailsAfterTheGap(t *testing.T) {
+	t.Parallel()
+	s, fs := startFault(t, `read_timeout = "300ms"`)
+	if err := s.disk.Put(context.Background(), "stall", bytes.NewReader(make([]byte, 1<<20)), ""); err != nil {
+		t.Fatal(err)
+	}
+	fs.set(faultStall)
+	obj, err := s.disk.Get(context.Background(), "stall")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obj.Close()
+	t0 := time.Now()
+	n, err := io.Copy(io.Discard, obj)
+	el := time.Since(t0)
+	var ne net.Error
+	if err == nil || !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("stalled body: read %d bytes, err %v", n, err)
+	}
+	if n == 0 || n >= 1<<20 || el > 2*time.Second {
+		t.Fatalf("stalled body: read %d bytes in %s", n, el)
+	}
+}
+
+func TestS3ServerErrorsAreRetriedThenOpenTheBreaker(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []faultMode{fault503, fault500} {
+		s, fs := startFault(t, `attempts = 3`, `breaker_failures = 2`, `breaker_cool_down = "20s"`)
+		fs.set(mode)
+		for i := range 2 {
+			err := s.disk.Put(context.Background(), "k", strings.NewReader("v"), "")
+			var de *problem.DependencyError
+			if !errors.As(err, &de) || de.Dependency != "storage" {
+				t.Fatalf("mode %d call %d: %v", mode, i, err)
+			}
+		}
+		if got := fs.requests.Load(); got != 6 {
+			t.Fatalf("mode %d: %d requests, want 2 calls × 3 attempts", mode, got)
+		}
+		_, err := s.disk.Get(context.Background(), "k")
+		if !errors.Is(err, resilience.ErrOpen) || fs.requests.Load() != 6 {
+			t.Fatalf("mode %d: open breaker: %v after %d requests", mode, err, fs.requests.Load())
+		}
+	}
+}
+
+func TestS3MissingObjectsDoNotOpenTheBreaker(t *testing.T) {
+	t.Parallel()
+	s, _ := startFault(t, `breaker_failures = 2`)
+	for range 5 {
+		if _, err := s.disk.Get(context.Background(), "missing"); !errors.Is(err, storage.ErrNotExist) {
+			t.Fatalf("get missing: %v", err)
+		}
+	}
+	if st := s.disk.Breaker().Snapshot(); st.State != resilience.StateClosed || st.WindowFailures != 0 {
+		t.Fatalf("breaker = %+v", st)
+	}
+}
+
+// A failed half-open probe reopens the breaker for a full cool-down; a probe
+// that succeeds closes it.
+func TestS3HalfOpenProbe(t *testing.T) {
+	t.Parallel()
+	s, fs := startFault(t, `attempts = 1`, `breaker_failures = 1`, `breaker_cool_down = "15s"`)
+	ctx := context.Background()
+	fs.set(fault503)
+	_ = s.disk.Put(ctx, "k", strings.NewReader("v"), "")
+	if st := s.disk.Breaker().Snapshot().State; st != resilience.StateOpen {
+		t.Fatalf("state = %s", st)
+	}
+	s.clock.Advance(15 * time.Second)
+	before := fs.requests.Load()
+	if err := s.disk.Put(ctx, "k", strings.NewReader("v"), ""); err == nil || errors.Is(err, resilience.ErrOpen) {
+		t.Fatalf("probe: %v", err)
+	}
+	if fs.requests.Load() != before+1 {
+		t.Fatal("the probe did not reach S3")
+	}
+	snap := s.disk.Breaker().Snapshot()
+	if snap.State != resilience.StateOpen || snap.RetryAfter != 15*time.Second {
+		t.Fatalf("after a failed probe: %+v", snap)
+	}
+	fs.set(faultNone)
+	s.clock.Advance(15 * time.Second)
+	if err := s.disk.Put(ctx, "k", strings.NewReader("v"), ""); err != nil {
+		t.Fatalf("probe after healing: %v", err)
+	}
+	if st := s.disk.Breaker().Snapshot().State; st != resilience.StateClosed {
+		t.Fatalf("state after a good probe = %s", st)
+	}
+}
+
+// A caller that gives up is no evidence against S3; a caller whose deadline ran
+// out while S3 said nothing is.
+func TestS3CallerCancellationAndDeadline(t *testing.T) {
+	t.Parallel()
+	s, fs := startFault(t, `read_timeout = "10s"`, `attempts = 1`)
+	fs.set(faultHang)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		time.Sleep(100 * time.Millisecond)
+		cancel()
+	})
+	_, err := s.disk.Get(ctx, "k")
+	wg.Wait()
+	var de *problem.DependencyError
+	if !errors.Is(err, context.Canceled) || errors.As(err, &de) {
+		t.Fatalf("cancelled: %v", err)
+	}
+	if st := s.disk.Breaker().Snapshot(); st.Consecutive != 0 {
+		t.Fatalf("a cancelled call counted: %+v", st)
+	}
+
+	dctx, dcancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer dcancel()
+	t0 := time.Now()
+	_, err = s.disk.Get(dctx, "k")
+	if !errors.As(err, &de) || time.Since(t0) > 2*time.Second {
+		t.Fatalf("deadline: %v after %s", err, time.Since(t0))
+	}
+	if st := s.disk.Breaker().Snapshot(); st.Consecutive != 1 {
+		t.Fatalf("a call that ran out of time did not count: %+v", st)
+	}
+}
+
+// /ready with a hung S3 answers within readiness_timeout (status timeout, or a
+// failed HEAD), degraded since storage is not critical.
+func TestS3ReadinessIsBounded(t *testing.T) {
+	t.Parallel()
+	fs := newFaultServer(t)
+	s := start(t, "[app]\nreadiness_timeout = \"300ms\"\n"+s3TOML(fs.URL, "faults"), "files", nil)
+	if r := s.svc.Get(t, "/ready"); r.Status != 200 || !strings.Contains(r.String(), `"status":"ok"`) {
+		t.Fatalf("/ready = %d %s", r.Status, r.Body)
+	}
+	fs.set(faultHang)
+	t0 := time.Now()
+	r := s.svc.Get(t, "/ready")
+	if el := time.Since(t0); el > 2*time.Second {
+		t.Fatalf("/ready took %s", el)
+	}
+	if r.Status != 200 || !strings.Contains(r.String(), `"status":"degraded"`) {
+		t.Fatalf("/ready with a hung S3 = %d %s", r.Status, r.Body)
+	}
+	fs.set(fault503)
+	r = s.svc.Get(t, "/ready")
+	if r.Status != 200 || !strings.Contains(r.String(), `"status":"fail"`) || strings.Contains(r.String(), testSecretKey) {
+		t.Fatalf("/ready with a failing S3 = %d %s", r.Status, r.Body)
+	}
+}
