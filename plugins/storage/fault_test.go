@@ -29,12 +29,12 @@ import (
 type faultMode int32
 
 const (
-	faultNone   faultMode = iota
-	faultSlow             // object bodies in 16 KiB pieces, 100 ms apart
-	faultStall            // object bodies stop after the first write until the client leaves
-	faultHang             // no response at all until the client leaves
-	fault503              // 503 SlowDown to everything
-	fault500              // 500 InternalError to everything
+	faultNone  faultMode = iota
+	faultSlow            // object bodies in 16 KiB pieces, 100 ms apart
+	faultStall           // object bodies stop after the first write until the client leaves
+	faultHang            // no response at all until the client leaves
+	fault503             // 503 SlowDown to everything
+	fault500             // 500 InternalError to everything
 )
 
 type faultServer struct {
