@@ -174,10 +174,12 @@ func (g *gate) prepare(ctx context.Context, c *pgx.Conn) (bool, error) {
 	// the pool slot stays taken. The server is not answering: close the
 	// socket now so the slot frees at once.
 	_ = c.PgConn().Conn().Close()
-	if ctx.Err() != nil {
+	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), errAttemptBound) {
 		return false, context.Cause(ctx)
 	}
-	if pingErr != nil {
+	if pingErr != nil || ctx.Err() != nil {
+		// No answer within ping_timeout, or within the bound of an attempt
+		// made after a failure (see gate.acquire): the same evidence.
 		if a != nil {
 			a.mu.Lock()
 			a.pingTimout = true

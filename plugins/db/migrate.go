@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -178,4 +179,38 @@ func (p *Plugin) migrateAppName() string {
 
 func (p *Plugin) unavailableMigrate(err error) error {
 	return scrub(err, p.cfg.URL)
+}
+
+// RunMigrations implements framework.Migrator, behind the service's
+// "migrate up|down|status" command: it runs [Plugin.Migrate] and writes one
+// line per migration it applied or reverted, then one per known migration
+// with its state, then the version.
+func (p *Plugin) RunMigrations(ctx context.Context, direction string, out io.Writer) error {
+	action, err := ParseMigrateAction(direction)
+	if err != nil {
+		return err
+	}
+	r, err := p.Migrate(ctx, action)
+	for _, m := range r.Applied {
+		verb := "applied"
+		if action == MigrateDown {
+			verb = "reverted"
+		}
+		fmt.Fprintf(out, "%s %03d %s\n", verb, m.Version, m.Name)
+	}
+	if err != nil {
+		return err
+	}
+	if action != MigrateStatus && len(r.Applied) == 0 {
+		fmt.Fprintln(out, "nothing to do")
+	}
+	for _, m := range r.Migrations {
+		state := "pending"
+		if m.Applied {
+			state = "applied"
+		}
+		fmt.Fprintf(out, "  %-8s %03d %s\n", state, m.Version, m.Name)
+	}
+	fmt.Fprintf(out, "version %d of %d (%s)\n", r.Current, r.Latest, p.cfg.MigrationsTable)
+	return nil
 }

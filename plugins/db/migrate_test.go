@@ -78,6 +78,28 @@ func TestMigrateTwoConcurrentRunnersApplyOnce(t *testing.T) {
 	}
 }
 
+func TestRunMigrationsForTheCommand(t *testing.T) {
+	t.Parallel()
+	p := migrator(t, "public.mr_version", migrations("mr"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out strings.Builder
+	if err := p.RunMigrations(ctx, "up", &out); err != nil {
+		t.Fatal(err)
+	}
+	want := "applied 001 001_create_widgets\napplied 002 002_create_gadgets\n  applied  001 001_create_widgets\n  applied  002 002_create_gadgets\nversion 2 of 2 (public.mr_version)\n"
+	if out.String() != want {
+		t.Fatalf("up wrote:\n%s\nwant:\n%s", out.String(), want)
+	}
+	out.Reset()
+	if err := p.RunMigrations(ctx, "down", &out); err != nil || !strings.HasPrefix(out.String(), "reverted 002 002_create_gadgets\n") {
+		t.Fatalf("down: %v\n%s", err, out.String())
+	}
+	if err := p.RunMigrations(ctx, "sideways", &out); err == nil {
+		t.Fatal("an unknown direction was accepted")
+	}
+}
+
 func TestMigrateOnStart(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{plugin: New(WithMigrations(migrations("ms"))), toml: "migrate_on_start = true\nmigrations_table = \"public.ms_version\""})

@@ -243,4 +243,5 @@ var (
 	_ framework.Starter      = (*Plugin)(nil)
 	_ framework.Stopper      = (*Plugin)(nil)
 	_ framework.Checker      = (*Plugin)(nil)
+	_ framework.Migrator     = (*Plugin)(nil)
 )
