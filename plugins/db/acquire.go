@@ -55,7 +55,7 @@ func (e *pingTimeoutError) Timeout() bool { return true }
 
 // errBreakerOpened cancels the attempts in flight when the breaker opens:
 // the evidence is in, they need not wait out their own deadlines.
-var errBreakerOpened = errors.New("db: breaker opened while waiting for a connection")
+var errBreakerOpened = fmt.Errorf("db: breaker opened while waiting for a connection: %w", resilience.ErrOpen)
 
 // errAttemptBound is the cause of an attempt cut short because the previous
 // attempt failed (see gate.acquire).

@@ -120,6 +120,11 @@ func TestBreakerOpensAndRecoversWithoutRestart(t *testing.T) {
 		t.Fatalf("problem body %s does not name db", r)
 	}
 
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := b.db.Exec(ctx, "SELECT 1"); !errors.Is(err, resilience.ErrOpen) {
+		t.Fatalf("open breaker error %v; want errors.Is(err, resilience.ErrOpen)", err)
+	}
 	ready := b.svc.Get(t, "/ready")
 	if ready.Status != 200 || !strings.Contains(ready.String(), `"state":"open"`) || !strings.Contains(ready.String(), `"degraded"`) {
 		t.Fatalf("/ready while open: %d %s", ready.Status, ready)
