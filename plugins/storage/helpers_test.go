@@ -28,7 +28,7 @@ type setup struct {
 // start boots a service with the storage plugin and the given [plugin.storage]
 // TOML, and returns the disk called name. routes, when not nil, mounts extra
 // routes with the disk.
-func start(t *testing.T, toml, name string, routes func(d *storage.Disk, r chi.Router)) setup {
+func start(t testing.TB, toml, name string, routes func(d *storage.Disk, r chi.Router)) setup {
 	t.Helper()
 	clk := jfasttest.NewClock()
 	var disk *storage.Disk
