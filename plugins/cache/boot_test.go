@@ -115,6 +115,10 @@ func TestDefaultsAndURLModes(t *testing.T) {
 			cc, ok := c.(*redis.ClusterClient)
 			return ok && len(cc.Options().Addrs) == 3 && cc.Options().ReadTimeout == DefaultCommandTimeout
 		}},
+		{"redis://127.0.0.1:7000?addr=127.0.0.1:7000", func(c redis.UniversalClient) bool {
+			_, ok := c.(*redis.ClusterClient) // a one-node cluster: the seed repeated in addr
+			return ok
+		}},
 		{"redis://127.0.0.1:6379/0?read_timeout=30s&max_retries=5", func(c redis.UniversalClient) bool {
 			o := c.(*redis.Client).Options()
 			return o.ReadTimeout == DefaultCommandTimeout && o.MaxRetries == 0 // jfast's keys win
