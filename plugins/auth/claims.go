@@ -3,8 +3,11 @@ package auth
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -25,51 +28,112 @@ type Claims struct {
 	Custom map[string]any
 }
 
-var registeredNames = []string{"iss", "sub", "aud", "exp", "nbf", "iat", "jti", "scope", "scp", "roles"}
-
-// UnmarshalJSON decodes a token's payload.
+// UnmarshalJSON decodes a token's payload in one pass (as jwt.MapClaims does),
+// then takes the registered claims, scopes and roles out of it; what is left is
+// Custom.
 func (c *Claims) UnmarshalJSON(b []byte) error {
-	if err := json.Unmarshal(b, &c.RegisteredClaims); err != nil {
-		return err
-	}
-	var all map[string]json.RawMessage
+	var all map[string]any
 	if err := json.Unmarshal(b, &all); err != nil {
 		return err
 	}
-	if raw, ok := all["scope"]; ok {
-		c.Scopes = stringsClaim(raw)
-	} else if raw, ok := all["scp"]; ok {
-		c.Scopes = stringsClaim(raw)
-	}
-	if raw, ok := all["roles"]; ok {
-		c.Roles = stringsClaim(raw)
-	}
-	for name, raw := range all {
-		if slices.Contains(registeredNames, name) {
+	_, hasScope := all["scope"]
+	var err error
+	for name, v := range all {
+		switch name {
+		case "iss":
+			c.Issuer, err = stringClaim(name, v)
+		case "sub":
+			c.Subject, err = stringClaim(name, v)
+		case "jti":
+			c.ID, err = stringClaim(name, v)
+		case "aud":
+			c.Audience, err = audienceClaim(v)
+		case "exp":
+			c.ExpiresAt, err = dateClaim(name, v)
+		case "nbf":
+			c.NotBefore, err = dateClaim(name, v)
+		case "iat":
+			c.IssuedAt, err = dateClaim(name, v)
+		case "scope":
+			c.Scopes = stringsClaim(v)
+		case "scp":
+			if !hasScope {
+				c.Scopes = stringsClaim(v)
+			}
+		case "roles":
+			c.Roles = stringsClaim(v)
+		default:
 			continue
 		}
-		var v any
-		if err := json.Unmarshal(raw, &v); err != nil {
+		if err != nil {
 			return err
 		}
-		if c.Custom == nil {
-			c.Custom = make(map[string]any, len(all))
-		}
-		c.Custom[name] = v
+		delete(all, name)
+	}
+	if len(all) > 0 {
+		c.Custom = all
 	}
 	return nil
 }
 
+func stringClaim(name string, v any) (string, error) {
+	if v == nil {
+		return "", nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("%w: %q must be a string", jwt.ErrInvalidType, name)
+	}
+	return s, nil
+}
+
+// audienceClaim reads "aud": one string or a list of strings (RFC 7519 §4.1.3).
+func audienceClaim(v any) (jwt.ClaimStrings, error) {
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		return jwt.ClaimStrings{v}, nil
+	case []any:
+		out := make(jwt.ClaimStrings, len(v))
+		for i, e := range v {
+			s, ok := e.(string)
+			if !ok {
+				return nil, fmt.Errorf("%w: \"aud\" must hold strings", jwt.ErrInvalidType)
+			}
+			out[i] = s
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%w: \"aud\" must be a string or a list of strings", jwt.ErrInvalidType)
+}
+
+// dateClaim reads exp, nbf or iat: seconds since the epoch, fractions allowed.
+func dateClaim(name string, v any) (*jwt.NumericDate, error) {
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case float64:
+		sec, frac := math.Modf(v)
+		return jwt.NewNumericDate(time.Unix(int64(sec), int64(frac*1e9))), nil
+	}
+	return nil, fmt.Errorf("%w: %q must be a number", jwt.ErrInvalidType, name)
+}
+
 // stringsClaim reads a claim that is a space-separated string or a list of
 // strings; anything else is no values.
-func stringsClaim(raw json.RawMessage) []string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return strings.Fields(s)
-	}
-	var list []string
-	if json.Unmarshal(raw, &list) == nil {
-		return list
+func stringsClaim(v any) []string {
+	switch v := v.(type) {
+	case string:
+		return strings.Fields(v)
+	case []any:
+		out := make([]string, 0, len(v))
+		for _, e := range v {
+			if s, ok := e.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
 	}
 	return nil
 }

@@ -177,6 +177,16 @@ func (p *Plugin) Validate(v *framework.Validation) {
 	default:
 		v.Error("mode", fmt.Sprintf("must be hmac, public_key or jwks, got %q", c.Mode), `set mode = "hmac", "public_key" or "jwks"`)
 	}
+	if c.Issue {
+		switch {
+		case c.Mode == ModeJWKS:
+			v.Error("issue", "jwks mode cannot issue tokens: the issuer's private keys are not here",
+				`set issue = false, or use mode = "hmac", or mode = "public_key" with private_key`)
+		case c.Mode == ModePublicKey && c.PrivateKey == "":
+			v.Error("issue", "public_key mode cannot issue tokens without a private key",
+				"set private_key (JFAST_AUTH_PRIVATE_KEY) to the PEM private key, or set issue = false")
+		}
+	}
 	if c.Mode != ModeJWKS && c.JWKSURL != "" && c.Mode != "" {
 		v.Error("jwks_url", "is only used in jwks mode", `remove jwks_url, or set mode = "jwks"`)
 	}
@@ -278,16 +288,6 @@ func (p *Plugin) validateJWKS(v *framework.Validation) {
 // allowed (the key's), and records it. An empty list takes allowed.
 func (p *Plugin) validateAlgorithms(v *framework.Validation, allowed []string) {
 	c := &p.cfg
-	if c.Issue {
-		switch {
-		case c.Mode == ModeJWKS:
-			v.Error("issue", "jwks mode cannot issue tokens: the issuer's private keys are not here",
-				`set issue = false, or use mode = "hmac", or mode = "public_key" with private_key`)
-		case c.Mode == ModePublicKey && c.PrivateKey == "":
-			v.Error("issue", "public_key mode cannot issue tokens without a private key",
-				"set private_key (JFAST_AUTH_PRIVATE_KEY) to the PEM private key, or set issue = false")
-		}
-	}
 	if len(c.Algorithms) == 0 {
 		p.keys.algorithms = allowed
 		return

@@ -123,7 +123,11 @@ func newJWKSCache(o jwksOpts) (*jwksCache, error) {
 		CoolDown: o.coolDown,
 		Clock:    o.clock,
 		OnStateChange: func(s resilience.StateChange) {
-			c.log.Warn("auth: jwks breaker changed state",
+			level := slog.LevelInfo
+			if s.To == resilience.StateOpen {
+				level = slog.LevelWarn
+			}
+			c.log.Log(context.Background(), level, "auth: jwks breaker changed state",
 				slog.String("dependency", jwksDependency), slog.String("from", s.From.String()), slog.String("to", s.To.String()))
 		},
 	})

@@ -78,6 +78,12 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 		opts = append(opts, jwt.WithAudience(p.cfg.Audience))
 	}
 	p.parser = jwt.NewParser(opts...)
+	if p.cfg.Mode != ModeHMAC && p.cfg.Audience == "" {
+		// Not a boot error (a service may be the issuer's only audience), but an
+		// issuer usually signs tokens for many services: without an audience, a
+		// token meant for any of them is accepted here.
+		app.Logger().Warn("auth: plugin.auth.audience is not set: tokens for any audience of the issuer are accepted; set audience to this service's identifier")
+	}
 
 	if p.cfg.CheckRevocation {
 		rp, ok := app.Plugin(revocationPlugin).(framework.RevocationProvider)

@@ -3,6 +3,7 @@ package auth_test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -188,5 +189,42 @@ func TestPublicKeyModes(t *testing.T) {
 			other := map[string]any{"RS256": rsa2, "PS512": rsa2, "ES256": mustEC(t), "EdDSA": mustEd(t)}[tc.alg]
 			expect401(t, s.Get(t, "/me", bearer(sign(t, tc.alg, "", claimsAt(now), other))...), auth.ReasonSignature)
 		})
+	}
+}
+
+// TestClaimsDecoding: scope wins over scp, aud may be a string or a list, a
+// registered claim of the wrong type refuses the token, other claims land in
+// Custom.
+func TestClaimsDecoding(t *testing.T) {
+	t.Parallel()
+	s := startService(t, hmacTOML)
+	now := s.clock.Now()
+	key := []byte(testSecret)
+	c := claimsAt(now)
+	c["scp"] = []string{"ignored"}
+	c["aud"] = []string{"billing", testAudience}
+	c["exp"] = float64(now.Add(time.Hour).Unix()) + 0.5
+	c["nested"] = map[string]any{"n": 1}
+	got, err := s.auth.Verify(t.Context(), sign(t, "HS256", "", c, key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got.Scopes, " ") != "orders:read profile" || len(got.Audience) != 2 ||
+		got.ExpiresAt.Unix() != now.Add(time.Hour).Unix() || got.Custom["nested"].(map[string]any)["n"] != float64(1) {
+		t.Fatalf("claims %+v", got)
+	}
+	for _, k := range []string{"scp", "aud", "exp", "scope", "roles", "iss"} {
+		if _, ok := got.Custom[k]; ok {
+			t.Errorf("Custom holds %q", k)
+		}
+	}
+	for claim, bad := range map[string]any{"exp": "tomorrow", "iss": 7, "aud": []any{1}, "sub": true} {
+		c := claimsAt(now)
+		c[claim] = bad
+		_, err := s.auth.Verify(t.Context(), sign(t, "HS256", "", c, key))
+		var te *auth.TokenError
+		if !errors.As(err, &te) || te.Reason != auth.ReasonMalformed {
+			t.Errorf("%s = %v: err %v, want a malformed-token error", claim, bad, err)
+		}
 	}
 }
