@@ -1,0 +1,123 @@
+package scaffold
+
+// recipe is what jfast new adds to a service for one plugin: the example route and
+// its test (templates recipes/<name>.go.tmpl and recipes/<name>_test.go.tmpl), the
+// keys jfast.toml sets for the example to boot, and the dependency's container in
+// compose.yaml.
+type recipe struct {
+	// Name is the plugin's name in [plugins] enabled.
+	Name string
+	// Import is the plugin's package; Ident the name main.go uses for it.
+	Import, Ident string
+	// Settings are the keys jfast.toml sets (uncommented), full key → TOML value.
+	Settings map[string]string
+	// Route is the example route, for the README.
+	Route string
+	// Compose is the dependency's service in compose.yaml ("" for none); Env the
+	// variables the service gets in compose to reach it.
+	Compose string
+	Env     []string
+	// Note is a line for the README about running against the dependency.
+	Note string
+}
+
+// recipes are the plugins jfast new knows how to add, in the order they appear in
+// [plugins] enabled.
+var recipes = []recipe{
+	{
+		Name:   "http",
+		Import: modulePath + "/plugins/http",
+		Ident:  "http",
+		Settings: map[string]string{
+			"plugin.http.upstreams.example.base_url": `"http://127.0.0.1:8010"`,
+		},
+		Route: "GET /upstream: calls the `example` upstream's /status through the http plugin's client",
+		Env:   []string{"JFAST_HTTP_UPSTREAMS__EXAMPLE__BASE_URL=http://example:8010"},
+		Note:  "The `example` upstream is http://127.0.0.1:8010 in jfast.toml; point it elsewhere with `JFAST_HTTP_UPSTREAMS__EXAMPLE__BASE_URL`.",
+	},
+	{
+		Name:   "db",
+		Import: modulePath + "/plugins/db",
+		Ident:  "db",
+		Settings: map[string]string{
+			"plugin.db.url": `"postgres://app:app@127.0.0.1:5432/app?sslmode=disable"`,
+		},
+		Route: "GET /db/now: asks PostgreSQL for its clock through the db plugin's pool",
+		Compose: `  postgres:
+    image: postgres:17-alpine
+    environment:
+      POSTGRES_USER: app
+      POSTGRES_PASSWORD: app
+      POSTGRES_DB: app
+    ports:
+      - "127.0.0.1:5432:5432"
+    healthcheck:
+      test: ["CMD", "pg_isready", "-U", "app"]
+      interval: 2s
+      retries: 15
+`,
+		Env:  []string{"JFAST_DB_URL=postgres://app:app@postgres:5432/app?sslmode=disable"},
+		Note: "PostgreSQL is `postgres://app:app@127.0.0.1:5432/app` in jfast.toml (the compose file's); set `JFAST_DB_URL` for another. Without a database the /db/now test accepts the 503 naming `db` that the route then answers.",
+	},
+	{
+		Name:   "cache",
+		Import: modulePath + "/plugins/cache",
+		Ident:  "cache",
+		Settings: map[string]string{
+			"plugin.cache.url": `"redis://127.0.0.1:6379/0"`,
+		},
+		Route: "GET /cache/greeting: a value remembered in Redis for a minute (computed uncached while Redis is down)",
+		Compose: `  redis:
+    image: redis:7-alpine
+    ports:
+      - "127.0.0.1:6379:6379"
+    healthcheck:
+      test: ["CMD", "redis-cli", "ping"]
+      interval: 2s
+      retries: 15
+`,
+		Env:  []string{"JFAST_CACHE_URL=redis://redis:6379/0"},
+		Note: "Redis is `redis://127.0.0.1:6379/0` in jfast.toml; set `JFAST_CACHE_URL` for another.",
+	},
+	{
+		Name:   "auth",
+		Import: modulePath + "/plugins/auth",
+		Ident:  "auth",
+		Settings: map[string]string{
+			"plugin.auth.mode":   `"hmac"`,
+			"plugin.auth.secret": `"dev-only-not-a-secret"`,
+		},
+		Route: "GET /me: the caller's subject, for a valid bearer token (401 without one)",
+		Env:   []string{"JFAST_AUTH_SECRET=replace-with-at-least-32-random-bytes"},
+		Note:  "jfast.toml's HMAC secret is a development placeholder, too short for `env = \"production\"`, which refuses to boot with it: set `JFAST_AUTH_SECRET` (32 bytes or more) where the service runs.",
+	},
+	{
+		Name:   "storage",
+		Import: modulePath + "/plugins/storage",
+		Ident:  "storage",
+		Settings: map[string]string{
+			"plugin.storage.disks.files.driver": `"local"`,
+			"plugin.storage.disks.files.root":   `"data/files"`,
+		},
+		Route: "PUT and GET /files/{name}: stores and reads back an object on the `files` disk",
+		Note:  "The `files` disk is the local directory data/files (in the container, /home/nonroot/data/files on the `files` volume); set `JFAST_STORAGE_DISKS__FILES__ROOT` to move it.",
+	},
+}
+
+func recipeFor(name string) (recipe, bool) {
+	for _, r := range recipes {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return recipe{}, false
+}
+
+// Known lists the plugins jfast new has an example for, in order.
+func Known() []string {
+	names := make([]string, len(recipes))
+	for i, r := range recipes {
+		names[i] = r.Name
+	}
+	return names
+}

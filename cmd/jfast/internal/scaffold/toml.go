@@ -1,0 +1,342 @@
+package scaffold
+
+import (
+	"encoding"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jfastframework/jfast/framework"
+)
+
+// modulePath is the framework's module; package paths under it are read from the
+// framework checkout for their doc comments.
+const modulePath = "github.com/jfastframework/jfast"
+
+// docs reads the doc comments of config struct fields from the framework's source.
+type docs struct {
+	root  string
+	types map[string]map[string]string // "pkgpath.Type" → Go field name → doc
+	read  map[string]bool              // package paths already parsed
+}
+
+func newDocs(root string) *docs {
+	return &docs{root: root, types: map[string]map[string]string{}, read: map[string]bool{}}
+}
+
+// field returns the doc comment of t's field, or "".
+func (d *docs) field(t reflect.Type, field string) string {
+	pkg := t.PkgPath()
+	if !d.read[pkg] {
+		d.read[pkg] = true
+		d.parse(pkg)
+	}
+	return d.types[pkg+"."+t.Name()][field]
+}
+
+func (d *docs) parse(pkg string) {
+	rel, ok := strings.CutPrefix(pkg, modulePath)
+	if !ok || d.root == "" {
+		return
+	}
+	dir := filepath.Join(d.root, filepath.FromSlash(strings.TrimPrefix(rel, "/")))
+	fset := token.NewFileSet()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ParseComments)
+		if err != nil {
+			continue
+		}
+		for _, decl := range f.Decls {
+			gd, ok := decl.(*ast.GenDecl)
+			if !ok || gd.Tok != token.TYPE {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				ts := spec.(*ast.TypeSpec)
+				st, ok := ts.Type.(*ast.StructType)
+				if !ok {
+					continue
+				}
+				fields := map[string]string{}
+				for _, fl := range st.Fields.List {
+					doc := fl.Doc.Text()
+					if doc == "" {
+						doc = fl.Comment.Text()
+					}
+					for _, n := range fl.Names {
+						fields[n.Name] = doc
+					}
+				}
+				d.types[pkg+"."+ts.Name.Name] = fields
+			}
+		}
+	}
+}
+
+// configWriter writes jfast.toml: every key, commented out with its default and its
+// doc, except the keys the service sets.
+type configWriter struct {
+	b    strings.Builder
+	docs *docs
+	set  map[string]string // full key → TOML value the generated file sets
+}
+
+// comment writes text as "# " lines, the Go field name at its start replaced by
+// the key.
+func (w *configWriter) comment(text, goName, key string) {
+	text = strings.TrimSpace(text)
+	if text == "" {
+		return
+	}
+	if rest, ok := strings.CutPrefix(text, goName); ok && goName != "" && (rest == "" || rest[0] == ' ' || rest[0] == ':' || rest[0] == ',') {
+		text = key + rest
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if line == "" {
+			w.b.WriteString("#\n")
+			continue
+		}
+		w.b.WriteString("# " + line + "\n")
+	}
+}
+
+// table writes [path] and its keys. v holds the defaults.
+func (w *configWriter) table(path string, v reflect.Value, extra func()) {
+	fmt.Fprintf(&w.b, "\n[%s]\n", path)
+	if extra != nil {
+		extra()
+	}
+	w.fields(path, v, false)
+}
+
+type subTable struct {
+	path, goName, name, doc string
+	v                 reflect.Value
+	commented         bool
+	mapOf             reflect.Type // element type for an empty map of tables
+}
+
+// fields writes the keys of struct v under path; nested tables follow the keys.
+func (w *configWriter) fields(path string, v reflect.Value, commented bool) {
+	t := v.Type()
+	var subs []subTable
+	first := true
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("koanf"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		key := path + "." + name
+		fv := v.Field(i)
+		doc := w.docs.field(t, f.Name)
+		switch {
+		case isTable(f.Type):
+			subs = append(subs, subTable{path: key, goName: f.Name, name: name, doc: doc, v: fv, commented: commented})
+			continue
+		case isMapOfTables(f.Type):
+			names := w.entries(key)
+			for _, k := range fv.MapKeys() {
+				if !contains(names, k.String()) {
+					names = append(names, k.String())
+				}
+			}
+			sort.Strings(names)
+			if len(names) == 0 {
+				subs = append(subs, subTable{path: key, goName: f.Name, name: name, doc: doc, commented: true, mapOf: f.Type.Elem()})
+			}
+			for _, n := range names {
+				elem := reflect.New(f.Type.Elem())
+				if existing := fv.MapIndex(reflect.ValueOf(n)); existing.IsValid() {
+					elem.Elem().Set(existing)
+				} else if d, ok := elem.Interface().(framework.Defaulter); ok {
+					d.SetDefaults()
+				}
+				subs = append(subs, subTable{path: key + "." + tomlKey(n), goName: f.Name, name: name, doc: doc, v: elem.Elem(), commented: commented})
+			}
+			continue
+		case f.Type.Kind() == reflect.Map:
+			subs = append(subs, subTable{path: key, goName: f.Name, name: name, doc: doc, v: fv, commented: true})
+			continue
+		}
+		if !first {
+			w.b.WriteString("\n")
+		}
+		first = false
+		w.comment(doc, f.Name, name)
+		if val, ok := w.set[key]; ok && !commented {
+			fmt.Fprintf(&w.b, "%s = %s\n", name, val)
+		} else {
+			fmt.Fprintf(&w.b, "# %s = %s\n", name, tomlValue(fv))
+		}
+	}
+	for _, s := range subs {
+		w.b.WriteString("\n")
+		w.comment(s.doc, s.goName, s.name)
+		switch {
+		case s.mapOf != nil:
+			elem := reflect.New(s.mapOf)
+			if d, ok := elem.Interface().(framework.Defaulter); ok {
+				d.SetDefaults()
+			}
+			fmt.Fprintf(&w.b, "# [%s.<name>]\n", s.path)
+			w.fields(s.path+".<name>", elem.Elem(), true)
+		case s.v.Kind() == reflect.Map:
+			fmt.Fprintf(&w.b, "# [%s]\n", s.path)
+			for _, k := range sortedKeys(s.v) {
+				fmt.Fprintf(&w.b, "# %s = %s\n", tomlKey(k), tomlValue(s.v.MapIndex(reflect.ValueOf(k))))
+			}
+		case s.commented:
+			fmt.Fprintf(&w.b, "# [%s]\n", s.path)
+			w.fields(s.path, s.v, true)
+		default:
+			fmt.Fprintf(&w.b, "[%s]\n", s.path)
+			w.fields(s.path, s.v, false)
+		}
+	}
+}
+
+// entries lists the map entries the set keys name under key ("plugin.http.upstreams"
+// → ["example"]).
+func (w *configWriter) entries(key string) []string {
+	var names []string
+	for k := range w.set {
+		rest, ok := strings.CutPrefix(k, key+".")
+		if !ok {
+			continue
+		}
+		n, _, _ := strings.Cut(rest, ".")
+		if !contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+
+func isTable(t reflect.Type) bool {
+	return t.Kind() == reflect.Struct && t != reflect.TypeFor[time.Time]() && !reflect.PointerTo(t).Implements(textUnmarshaler)
+}
+
+func isMapOfTables(t reflect.Type) bool {
+	return t.Kind() == reflect.Map && t.Key().Kind() == reflect.String && isTable(t.Elem())
+}
+
+func sortedKeys(v reflect.Value) []string {
+	keys := make([]string, 0, v.Len())
+	for _, k := range v.MapKeys() {
+		keys = append(keys, k.String())
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+var bareKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+func tomlKey(k string) string {
+	if bareKey.MatchString(k) {
+		return k
+	}
+	return tomlString(k)
+}
+
+// tomlValue renders a default as TOML.
+func tomlValue(v reflect.Value) string {
+	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
+		if v.IsNil() {
+			return `""`
+		}
+		v = v.Elem()
+	}
+	if v.Type() == reflect.TypeFor[time.Duration]() {
+		return tomlString(framework.FormatDuration(time.Duration(v.Int())))
+	}
+	if m, ok := v.Interface().(encoding.TextMarshaler); ok && v.Kind() != reflect.String {
+		if b, err := m.MarshalText(); err == nil {
+			return tomlString(string(b))
+		}
+	}
+	switch v.Kind() {
+	case reflect.String:
+		return tomlString(v.String())
+	case reflect.Bool:
+		return strconv.FormatBool(v.Bool())
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return strconv.FormatInt(v.Int(), 10)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return strconv.FormatUint(v.Uint(), 10)
+	case reflect.Float32, reflect.Float64:
+		s := strconv.FormatFloat(v.Float(), 'f', -1, 64)
+		if !strings.ContainsAny(s, ".eE") {
+			s += ".0"
+		}
+		return s
+	case reflect.Slice, reflect.Array:
+		items := make([]string, v.Len())
+		for i := range items {
+			items[i] = tomlValue(v.Index(i))
+		}
+		return "[" + strings.Join(items, ", ") + "]"
+	default:
+		return tomlString(fmt.Sprint(v.Interface()))
+	}
+}
+
+// tomlString quotes s as a TOML basic string.
+func tomlString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\t':
+			b.WriteString(`\t`)
+		default:
+			if r < 0x20 || r == 0x7f {
+				fmt.Fprintf(&b, `\u%04X`, r)
+			} else {
+				b.WriteRune(r)
+			}
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
