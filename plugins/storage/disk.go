@@ -266,7 +266,7 @@ func (d *Disk) do(ctx context.Context, op, key string, fn func(context.Context) 
 		if errors.As(err, &oe) {
 			ra = oe.RetryAfter()
 		}
-		return &problem.DependencyError{Dependency: dependency, Err: fmt.Errorf("storage disk %q: %s: %w", d.name, op, err), RetryAfter: ra}
+		return &problem.DependencyError{Dependency: dependency, Err: fmt.Errorf("storage disk %q: %s %q: %w", d.name, op, key, err), RetryAfter: ra}
 	}
 	err = fn(ctx)
 	ticket.Done(classify(ctx, err))
@@ -276,7 +276,7 @@ func (d *Disk) do(ctx context.Context, op, key string, fn func(context.Context) 
 		return nil
 	case errors.Is(err, ErrNotExist):
 		d.metrics.observe(d.name, op, outcomeNotFound, start)
-		return fmt.Errorf("storage disk %q: %s: %w", d.name, op, err)
+		return fmt.Errorf("storage disk %q: %s %q: %w", d.name, op, key, err)
 	case errors.Is(err, ErrInvalidKey):
 		d.metrics.observe(d.name, op, outcomeError, start)
 		return err
@@ -284,9 +284,9 @@ func (d *Disk) do(ctx context.Context, op, key string, fn func(context.Context) 
 	d.metrics.observe(d.name, op, outcomeError, start)
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		// The caller gave up: not the dependency's fault, and nobody reads a 503.
-		return fmt.Errorf("storage disk %q: %s: %w", d.name, op, err)
+		return fmt.Errorf("storage disk %q: %s %q: %w", d.name, op, key, err)
 	}
-	return &problem.DependencyError{Dependency: dependency, Err: fmt.Errorf("storage disk %q: %s: %w", d.name, op, err)}
+	return &problem.DependencyError{Dependency: dependency, Err: fmt.Errorf("storage disk %q: %s %q: %w", d.name, op, key, err)}
 }
 
 // classify decides what an operation's result means for the breaker: a missing

@@ -3,12 +3,15 @@ package storage
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -56,6 +59,20 @@ func newS3Driver(ctx context.Context, cfg DiskConfig) (*s3Driver, error) {
 		IdleConnTimeout:       min(90*time.Second, cfg.ReadTimeout/2), // closed before its read deadline can fire
 		ExpectContinueTimeout: time.Second,
 	}
+	if bundle := os.Getenv("AWS_CA_BUNDLE"); bundle != "" {
+		// The SDK honours AWS_CA_BUNDLE only in its own HTTP client; this
+		// transport does the same, so a private CA in front of an
+		// S3-compatible server keeps working.
+		pem, err := os.ReadFile(bundle)
+		if err != nil {
+			return nil, fmt.Errorf("read AWS_CA_BUNDLE: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("AWS_CA_BUNDLE %s holds no PEM certificate", bundle)
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
 	httpClient := &http.Client{Transport: tr}
 	opts := s3.Options{
 		Region:       cfg.Region,
@@ -64,9 +81,10 @@ func newS3Driver(ctx context.Context, cfg DiskConfig) (*s3Driver, error) {
 		Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
 			o.MaxAttempts = cfg.Attempts
 		}),
-		// Checksums only where S3 requires them: a streamed body of unknown
-		// provenance cannot be hashed ahead without reading it twice, and many
-		// S3-compatible servers refuse aws-chunked trailers.
+		// Request checksums only where S3 requires them: a streamed body
+		// cannot be hashed ahead without reading it twice, and many
+		// S3-compatible servers refuse aws-chunked trailers. Responses are
+		// checked whenever S3 sends a checksum (the SDK's default).
 		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
 		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenSupported,
 	}
@@ -79,7 +97,7 @@ func newS3Driver(ctx context.Context, cfg DiskConfig) (*s3Driver, error) {
 		// The default chain (environment, shared files, SSO, instance and task
 		// roles). Loading it reads files only; credentials are fetched on the
 		// first request, so an unreachable metadata service does not stop the boot.
-		ac, err := config.LoadDefaultConfig(ctx, config.WithRegion(cfg.Region), config.WithHTTPClient(httpClient))
+		ac, err := config.LoadDefaultConfig(ctx, config.WithRegion(cfg.Region))
 		if err != nil {
 			return nil, fmt.Errorf("load the AWS default configuration: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -413,5 +414,25 @@ func TestS3OutageRendersAs503(t *testing.T) {
 	}
 	if second.Header.Get("Retry-After") != "15" {
 		t.Fatalf("Retry-After = %q", second.Header.Get("Retry-After"))
+	}
+}
+
+// Without access_key and secret_key the SDK's default chain is used: here the
+// environment's AWS_* variables. The boot does no I/O either way.
+func TestS3DefaultCredentialChain(t *testing.T) {
+	// Not parallel: it sets the process environment the SDK reads.
+	t.Setenv("AWS_ACCESS_KEY_ID", testAccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", testSecretKey)
+	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	srv := sharedS3(t)
+	toml := fmt.Sprintf("[plugin.storage.disks.files]\ndriver = \"s3\"\nbucket = %q\nendpoint = %q\npath_style = true\n", srv.newBucket(t), srv.Endpoint)
+	d := start(t, toml, "files", nil).disk
+	if err := d.Put(context.Background(), "k", strings.NewReader("v"), ""); err != nil {
+		t.Fatalf("put with the default chain: %v", err)
+	}
+	if body, _ := readAll(t, d, "k"); body != "v" {
+		t.Fatalf("body = %q", body)
 	}
 }
