@@ -1,6 +1,7 @@
 package http
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net"
@@ -30,24 +31,123 @@ func BenchmarkGet(b *testing.B) {
 	u := Upstream{Name: "billing", BaseURL: srv.URL}.withDefaults()
 
 	b.Run("bare-net-http", func(b *testing.B) {
-		// The same settings as newTransport, without the gap deadlines.
-		dialer := &net.Dialer{Timeout: u.ConnectTimeout, KeepAlive: 30 * time.Second}
-		tr := &http.Transport{
-			DialContext:           dialer.DialContext,
-			TLSHandshakeTimeout:   u.ConnectTimeout,
-			MaxConnsPerHost:       u.MaxConcurrent,
-			MaxIdleConns:          u.MaxConcurrent,
-			MaxIdleConnsPerHost:   u.MaxConcurrent,
-			IdleConnTimeout:       90 * time.Second,
-			ExpectContinueTimeout: time.Second,
+		client := bareClient(u)
+		defer client.CloseIdleConnections()
+		b.ReportAllocs()
+		for b.Loop() {
+			bareGet(b, client, srv.URL+"/invoices/7")
 		}
-		defer tr.CloseIdleConnections()
-		client := &http.Client{Transport: tr, Timeout: u.TotalTimeout,
+	})
+
+	b.Run("jfast-client", func(b *testing.B) {
+		c := benchClient(b, u)
+		b.ReportAllocs()
+		for b.Loop() {
+			jfastGet(b, c)
+		}
+	})
+}
+
+// BenchmarkGetPaired alternates a bare call and a client call in every
+// iteration and times each, so load from other processes on the machine
+// falls on both alike; it reports both times and their ratio.
+func BenchmarkGetPaired(b *testing.B) {
+	srv := benchUpstream(b)
+	u := Upstream{Name: "billing", BaseURL: srv.URL}.withDefaults()
+	client := bareClient(u)
+	defer client.CloseIdleConnections()
+	c := benchClient(b, u)
+	var bare, jfast time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		bareGet(b, client, srv.URL+"/invoices/7")
+		t1 := time.Now()
+		jfastGet(b, c)
+		jfast += time.Since(t1)
+		bare += t1.Sub(t0)
+	}
+	b.ReportMetric(float64(bare.Nanoseconds())/float64(b.N), "bare-ns/call")
+	b.ReportMetric(float64(jfast.Nanoseconds())/float64(b.N), "jfast-ns/call")
+	b.ReportMetric(float64(jfast)/float64(bare), "ratio")
+}
+
+// bareClient is net/http with the settings of newTransport, without the gap
+// deadlines, the total deadline as Client.Timeout and redirects not followed.
+func bareClient(u Upstream) *http.Client {
+	dialer := &net.Dialer{Timeout: u.ConnectTimeout, KeepAlive: 30 * time.Second}
+	tr := &http.Transport{
+		DialContext:           dialer.DialContext,
+		TLSHandshakeTimeout:   u.ConnectTimeout,
+		MaxConnsPerHost:       u.MaxConcurrent,
+		MaxIdleConns:          u.MaxConcurrent,
+		MaxIdleConnsPerHost:   u.MaxConcurrent,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	return &http.Client{Transport: tr, Timeout: u.TotalTimeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func bareGet(b *testing.B, client *http.Client, url string) {
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		b.Fatal(err)
+	}
+	_ = resp.Body.Close()
+}
+
+func benchClient(b *testing.B, u Upstream, opts ...ClientOption) *ServiceClient {
+	c, err := newClient(u, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func jfastGet(b *testing.B, c *ServiceClient) {
+	resp, err := c.Get(context.Background(), "/invoices/7")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(BodyBytes(resp)) == 0 {
+		b.Fatal("empty body")
+	}
+}
+
+// memoryTransport answers every request at once from memory, so the
+// benchmark measures the client's own work (breaker, bulkhead, budget,
+// deadline, headers, reading the body) without the network's noise.
+type memoryTransport struct{ body []byte }
+
+func (m memoryTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return &http.Response{
+		StatusCode: 200, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        http.Header{"Content-Type": {"application/json"}},
+		Body:          io.NopCloser(bytes.NewReader(m.body)),
+		ContentLength: int64(len(m.body)),
+		Request:       r,
+	}, nil
+}
+
+func BenchmarkGetInMemory(b *testing.B) {
+	mt := memoryTransport{body: []byte(`{"id":7,"amount_minor":1250,"currency":"EUR","status":"paid"}`)}
+	const base = "http://billing.internal:8010"
+
+	b.Run("bare-net-http", func(b *testing.B) {
+		client := &http.Client{Transport: mt, Timeout: DefaultTotalTimeout,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 		ctx := context.Background()
 		b.ReportAllocs()
 		for b.Loop() {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/invoices/7", nil)
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/invoices/7", nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -63,7 +163,8 @@ func BenchmarkGet(b *testing.B) {
 	})
 
 	b.Run("jfast-client", func(b *testing.B) {
-		c, err := NewClient(u)
+		c, err := NewClient(Upstream{Name: "billing", BaseURL: base},
+			WithTransportWrapper(func(string, http.RoundTripper) http.RoundTripper { return mt }))
 		if err != nil {
 			b.Fatal(err)
 		}

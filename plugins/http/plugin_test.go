@@ -12,8 +12,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/jfastframework/jfast/framework"
-	jhttp "github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/jfasttest"
+	jhttp "github.com/jfastframework/jfast/plugins/http"
 )
 
 func TestConfigErrors(t *testing.T) {
