@@ -138,9 +138,16 @@ func remember[T any](ctx context.Context, p *Plugin, key string, fn func(context
 			return v, nil
 		}
 	}
-	if err != nil && !errors.Is(err, ErrUnavailable) {
-		var zero T
-		return zero, err // the caller gave up, or Redis answered with an error reply
+	up := true
+	if err != nil {
+		if !errors.Is(err, ErrUnavailable) {
+			var zero T
+			return zero, err // the caller gave up, or Redis answered with an error reply
+		}
+		// Fail open, and do not ask Redis again in the flight: one command
+		// timeout per call is what an outage may cost, not two.
+		up = false
+		p.failOpen(componentRemember, err)
 	}
 
 	fctx := context.WithoutCancel(ctx)
@@ -150,7 +157,7 @@ func remember[T any](ctx context.Context, p *Plugin, key string, fn func(context
 	}
 	ch := p.flight.DoChan(p.prefix+key, func() (any, error) {
 		defer cancel()
-		return computeAndStore(p, fctx, key, fn, decode, encode, ttl), nil
+		return computeAndStore(p, fctx, key, fn, decode, encode, ttl, up), nil
 	})
 	select {
 	case res := <-ch:
@@ -167,21 +174,23 @@ func remember[T any](ctx context.Context, p *Plugin, key string, fn func(context
 }
 
 // computeAndStore runs inside the flight: look again (another process may have
-// stored it meanwhile), compute, store. A Redis failure at any step fails open.
+// stored it meanwhile), compute, store. A Redis failure at any step fails open;
+// up false (the leader's first read failed) skips Redis altogether.
 func computeAndStore[T any](p *Plugin, ctx context.Context, key string, fn func(context.Context) (T, error),
-	decode func([]byte) (T, bool), encode func(T) ([]byte, error), ttl time.Duration) flightResult[T] {
-	up := true
-	b, ok, err := p.Get(ctx, key)
-	switch {
-	case err == nil && ok:
-		if v, ok := decode(b); ok {
-			return flightResult[T]{v: v}
+	decode func([]byte) (T, bool), encode func(T) ([]byte, error), ttl time.Duration, up bool) flightResult[T] {
+	if up {
+		b, ok, err := p.Get(ctx, key)
+		switch {
+		case err == nil && ok:
+			if v, ok := decode(b); ok {
+				return flightResult[T]{v: v}
+			}
+		case err != nil && errors.Is(err, ErrUnavailable):
+			up = false
+			p.failOpen(componentRemember, err)
+		case err != nil:
+			return flightResult[T]{err: err}
 		}
-	case err != nil && errors.Is(err, ErrUnavailable):
-		up = false
-		p.failOpen(componentRemember, err)
-	case err != nil:
-		return flightResult[T]{err: err}
 	}
 	v, err := fn(ctx)
 	if err != nil || !up {

@@ -3,7 +3,6 @@ package cache
 import (
 	"context"
 	"errors"
-	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -92,11 +91,7 @@ func bound(ctx context.Context, limit time.Duration, bounded bool) context.Conte
 
 // DialHook implements redis.Hook. Dials happen inside a command, which the
 // process hooks already bound and count.
-func (h *hook) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		return next(ctx, network, addr)
-	}
-}
+func (h *hook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 // ProcessHook implements redis.Hook.
 func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
