@@ -203,24 +203,30 @@ func bearer(token string) []string { return []string{"Authorization", "Bearer " 
 // issuer is an in-process identity provider's JWKS endpoint that answers, hangs
 // or fails on command.
 type issuer struct {
-	srv     *httptest.Server
-	mu      sync.Mutex
-	mode    string // "answer", "hang", "fail"
-	body    []byte
-	hits    atomic.Int32 // requests received
-	hanging atomic.Int32 // requests being held
-	release chan struct{}
+	srv       *httptest.Server
+	mu        sync.Mutex
+	mode      string // "answer", "hang", "fail"
+	body      []byte
+	hits      atomic.Int32 // requests received
+	hanging   atomic.Int32 // requests being held
+	release   chan struct{}
+	closeOnce sync.Once
 }
 
 func newIssuer(t testing.TB) *issuer {
 	t.Helper()
 	is := &issuer{mode: "answer", release: make(chan struct{}), body: []byte(`{"keys":[]}`)}
 	is.srv = httptest.NewServer(http.HandlerFunc(is.serve))
-	t.Cleanup(func() {
+	t.Cleanup(is.close)
+	return is
+}
+
+// close releases held requests and stops the server; it may be called early.
+func (is *issuer) close() {
+	is.closeOnce.Do(func() {
 		close(is.release)
 		is.srv.Close()
 	})
-	return is
 }
 
 func (is *issuer) serve(w http.ResponseWriter, r *http.Request) {
