@@ -289,6 +289,11 @@ func (g *gate) attempt(ctx context.Context, pool *pgxpool.Pool, bound time.Durat
 // dependency error: a 503 naming db, with Retry-After while the breaker is
 // open. The password is removed from its text.
 func (g *gate) unavailable(cause error) error {
+	var open *resilience.OpenError
+	if errors.As(cause, &open) {
+		// The hot path while the breaker is open: its text holds no secret.
+		return &problem.DependencyError{Dependency: dependencyName, Err: cause, RetryAfter: open.RetryAfter()}
+	}
 	e := &problem.DependencyError{Dependency: dependencyName, Err: scrub(cause, g.dsn)}
 	var ra resilience.RetryAfterError
 	if errors.As(cause, &ra) {

@@ -85,9 +85,27 @@ func scrub(err error, dsn string) error {
 		return nil
 	}
 	s := err.Error()
+	if !mayHoldSecret(s, dsn) {
+		return err
+	}
 	r := redactText(s, dsn)
 	if r == s {
 		return err
 	}
 	return &safeError{msg: r, err: err}
+}
+
+// mayHoldSecret is a cheap first look before the regular expressions: a
+// password can only be in text that holds it, or that looks like a
+// connection string.
+func mayHoldSecret(text, dsn string) bool {
+	if strings.Contains(text, "://") || strings.Contains(strings.ToLower(text), "password") {
+		return true
+	}
+	for _, p := range passwords(dsn) {
+		if len(p) >= 3 && (strings.Contains(text, p) || strings.Contains(text, url.QueryEscape(p)) || strings.Contains(text, url.PathEscape(p))) {
+			return true
+		}
+	}
+	return false
 }
