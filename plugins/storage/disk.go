@@ -119,9 +119,66 @@ func (d *Disk) Put(ctx context.Context, key string, body io.Reader, contentType 
 	if s, ok := body.(*sized); ok {
 		body = s.r
 	}
+	src := watchBody(body)
 	return d.do(ctx, opPut, key, func(ctx context.Context) error {
-		return d.drv.put(ctx, key, body, size, contentType)
+		err := d.drv.put(ctx, key, src, size, contentType)
+		if rerr := src.failure(); err != nil && rerr != nil {
+			// The body failed (a client that went away mid-upload): the
+			// caller's problem, no evidence against the disk.
+			return &BodyError{Err: rerr}
+		}
+		return err
 	})
+}
+
+// BodyError is returned by Put when reading the body failed, for example
+// because the client sending it went away. It is not a storage failure: it
+// does not count against the breaker and is not a 503. Nothing was stored.
+type BodyError struct {
+	Err error
+}
+
+// Error returns "read the body: <cause>".
+func (e *BodyError) Error() string { return "read the body: " + e.Err.Error() }
+
+// Unwrap returns the body's error.
+func (e *BodyError) Unwrap() error { return e.Err }
+
+// watchedBody remembers the first error the body returned other than io.EOF.
+type watchedBody struct {
+	r   io.Reader
+	err error
+}
+
+func (w *watchedBody) Read(p []byte) (int, error) {
+	n, err := w.r.Read(p)
+	if err != nil && err != io.EOF && w.err == nil {
+		w.err = err
+	}
+	return n, err
+}
+
+func (w *watchedBody) failure() error { return w.err }
+
+// watchedSeeker keeps the body seekable, so the SDK can rewind it to retry.
+type watchedSeeker struct {
+	watchedBody
+}
+
+func (w *watchedSeeker) Seek(offset int64, whence int) (int64, error) {
+	return w.r.(io.Seeker).Seek(offset, whence)
+}
+
+type watched interface {
+	io.Reader
+	failure() error
+}
+
+func watchBody(r io.Reader) watched {
+	if _, ok := r.(io.Seeker); ok {
+		return &watchedSeeker{watchedBody{r: r}}
+	}
+	return &watchedBody{r: r}
 }
 
 // Get opens key for reading. The object is streamed: the caller must Close it.
@@ -277,9 +334,9 @@ func (d *Disk) do(ctx context.Context, op, key string, fn func(context.Context) 
 	case errors.Is(err, ErrNotExist):
 		d.metrics.observe(d.name, op, outcomeNotFound, start)
 		return fmt.Errorf("storage disk %q: %s %q: %w", d.name, op, key, err)
-	case errors.Is(err, ErrInvalidKey):
+	case errors.Is(err, ErrInvalidKey), errors.As(err, new(*BodyError)):
 		d.metrics.observe(d.name, op, outcomeError, start)
-		return err
+		return fmt.Errorf("storage disk %q: %s %q: %w", d.name, op, key, err)
 	}
 	d.metrics.observe(d.name, op, outcomeError, start)
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
@@ -298,7 +355,7 @@ func classify(ctx context.Context, err error) resilience.Outcome {
 	switch {
 	case err == nil, errors.Is(err, ErrNotExist), errors.Is(err, ErrInvalidKey):
 		return resilience.Success
-	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil, errors.As(err, new(*BodyError)):
 		return resilience.Ignore
 	}
 	if status, ok := httpStatus(err); ok && status < 500 {
@@ -310,7 +367,9 @@ func classify(ctx context.Context, err error) resilience.Outcome {
 // Sized tells Put the length of a body whose length it cannot find out itself
 // (an io.Pipe, a request body with Content-Length), so s3 sends it as one
 // streamed request instead of a multipart upload. n must be exact.
-func Sized(r io.Reader, n int64) io.Reader { return &sized{r: r, n: n} }
+// A negative n means unknown, so Sized(r.Body, r.ContentLength) is right for a
+// request of either kind.
+func Sized(r io.Reader, n int64) io.Reader { return &sized{r: r, n: max(n, -1)} }
 
 type sized struct {
 	r io.Reader

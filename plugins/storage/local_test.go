@@ -122,8 +122,9 @@ func TestLocalPutReplacesWholeAndLeavesNoTemporaryFiles(t *testing.T) {
 	}
 	// A body that fails half-way leaves the old object and no temporary file.
 	failing := io.MultiReader(strings.NewReader("partial"), errReader{errors.New("client went away")})
-	if err := d.Put(ctx, "a/b.txt", failing, ""); err == nil {
-		t.Fatal("put of a failing body succeeded")
+	var be *storage.BodyError
+	if err := d.Put(ctx, "a/b.txt", failing, ""); !errors.As(err, &be) {
+		t.Fatalf("put of a failing body = %v", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/jfastframework/jfast/plugins/storage"
 	"github.com/jfastframework/jfast/problem"
 )
@@ -434,5 +436,41 @@ func TestS3DefaultCredentialChain(t *testing.T) {
 	}
 	if body, _ := readAll(t, d, "k"); body != "v" {
 		t.Fatalf("body = %q", body)
+	}
+}
+
+// A body that fails mid-upload (a client that went away) stores nothing, leaves
+// no multipart upload behind, and is not held against S3.
+func TestS3FailingBodyIsNotAStorageFailure(t *testing.T) {
+	t.Parallel()
+	srv := sharedS3(t)
+	bucket := srv.newBucket(t)
+	d := start(t, s3TOML(srv.Endpoint, bucket, `breaker_failures = 1`), "files", nil).disk
+	ctx := context.Background()
+	gone := errors.New("client went away")
+	for _, tc := range []struct {
+		name string
+		body io.Reader
+	}{
+		{"known size", storage.Sized(io.MultiReader(io.LimitReader(&zeros{1 << 30}, 1<<20), errReader{gone}), 4<<20)},
+		{"unknown size, one part sent", io.MultiReader(io.LimitReader(&zeros{1 << 30}, 9<<20), errReader{gone})},
+	} {
+		err := d.Put(ctx, "partial", tc.body, "")
+		var be *storage.BodyError
+		var de *problem.DependencyError
+		if !errors.As(err, &be) || !errors.Is(err, gone) || errors.As(err, &de) {
+			t.Fatalf("%s: put = %v", tc.name, err)
+		}
+		if ok, err := d.Exists(ctx, "partial"); ok || err != nil {
+			t.Fatalf("%s: exists = %v %v", tc.name, ok, err)
+		}
+	}
+	if st := d.Breaker().Snapshot(); st.State.String() != "closed" || st.Consecutive != 0 {
+		t.Fatalf("breaker = %+v", st)
+	}
+	c := bareClient(srv.Endpoint)
+	out, err := c.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: &bucket})
+	if err != nil || len(out.Uploads) != 0 {
+		t.Fatalf("multipart uploads left: %v %v", out, err)
 	}
 }
