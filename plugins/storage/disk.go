@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"iter"
 	"mime"
+	"net/http"
 	"path"
 	"strings"
 	"time"
@@ -143,6 +144,19 @@ func (e *BodyError) Error() string { return "read the body: " + e.Err.Error() }
 
 // Unwrap returns the body's error.
 func (e *BodyError) Unwrap() error { return e.Err }
+
+// Problem implements problem.Renderer: 413 when the body was over an
+// http.MaxBytesReader limit, else 400.
+func (e *BodyError) Problem() *problem.Problem {
+	var p *problem.Problem
+	if errors.As(e.Err, new(*http.MaxBytesError)) {
+		p = problem.New(http.StatusRequestEntityTooLarge, "the request body is too large")
+	} else {
+		p = problem.BadRequest("the request body could not be read")
+	}
+	p.Err = e
+	return p
+}
 
 // watchedBody remembers the first error the body returned other than io.EOF.
 type watchedBody struct {

@@ -441,3 +441,29 @@ func TestForUnknownDiskFailsTheBoot(t *testing.T) {
 		t.Fatalf("error = %v", err)
 	}
 }
+
+func TestBodyErrorRendering(t *testing.T) {
+	t.Parallel()
+	s := start(t, localTOML(t.TempDir()), "files", func(d *storage.Disk, r chi.Router) {
+		r.Put("/upload/{key}", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+			body := http.MaxBytesReader(w, r.Body, 8)
+			if err := d.Put(r.Context(), chi.URLParam(r, "key"), storage.Sized(body, r.ContentLength), ""); err != nil {
+				return err
+			}
+			w.WriteHeader(http.StatusNoContent)
+			return nil
+		}).ServeHTTP)
+	})
+	if r := s.svc.Do(t, http.MethodPut, "/upload/small", "12345678"); r.Status != http.StatusNoContent {
+		t.Fatalf("small = %d %s", r.Status, r.Body)
+	}
+	if r := s.svc.Do(t, http.MethodPut, "/upload/big", "123456789"); r.Status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("big = %d %s", r.Status, r.Body)
+	}
+	if r := s.svc.Do(t, http.MethodPut, "/upload/..", "x"); r.Status != http.StatusBadRequest || !strings.Contains(r.String(), "invalid storage key") {
+		t.Fatalf("traversal = %d %s", r.Status, r.Body)
+	}
+	if ok, _ := s.disk.Exists(context.Background(), "big"); ok {
+		t.Fatal("the refused body was stored")
+	}
+}
