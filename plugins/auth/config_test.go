@@ -67,6 +67,7 @@ func TestBootRules(t *testing.T) {
 		{"production: jwks_url over plain http", prod + "[plugin.auth]\nmode = \"jwks\"\n", map[string]string{"JFAST_AUTH_JWKS_URL": "http://issuer.test/jwks"}, "plugin.auth.jwks_url"},
 		{"production: jwks_url over https", prod + "[plugin.auth]\nmode = \"jwks\"\n", map[string]string{"JFAST_AUTH_JWKS_URL": "https://issuer.test/jwks"}, ""},
 		{"an algorithm the JWT library does not know", head + "[plugin.auth]\nmode = \"hmac\"\nsecret = \"x\"\nalgorithms = [\"HS256\", \"HS999\"]\n", nil, "plugin.auth.algorithms[1]"},
+		{"algorithms from the environment, comma-separated", head + "[plugin.auth]\nmode = \"hmac\"\nsecret = \"x\"\n", map[string]string{"JFAST_AUTH_ALGORITHMS": "HS256,HS999"}, "plugin.auth.algorithms[1]"},
 		{"alg none is never accepted", head + "[plugin.auth]\nmode = \"hmac\"\nsecret = \"x\"\nalgorithms = [\"none\"]\n", nil, "plugin.auth.algorithms[0]"},
 		{"hmac mode with an RSA algorithm", head + "[plugin.auth]\nmode = \"hmac\"\nsecret = \"x\"\nalgorithms = [\"RS256\"]\n", nil, "plugin.auth.algorithms[0]"},
 		{"RSA public key with an ECDSA algorithm", head + "[plugin.auth]\nmode = \"public_key\"\npublic_key = " + rsaPub + "\nalgorithms = [\"ES256\"]\n", nil, "plugin.auth.algorithms[0]"},
