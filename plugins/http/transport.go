@@ -25,21 +25,39 @@ type gapConn struct {
 	net.Conn
 	readGap, writeGap time.Duration
 
-	mu    sync.Mutex
-	armed int // attempts waiting for or reading a response on this connection
+	mu       sync.Mutex
+	armed    int       // attempts waiting for or reading a response on this connection
+	readSet  time.Time // when the read deadline was last set; zero when none is
+	writeSet time.Time // when the write deadline was last set
 }
+
+// A deadline set less than gap/deadlineSlack ago is not set again: reads
+// come in bursts (the transport peeks, then reads the headers, then the
+// body), and moving the runtime's timer for each costs more than the rest of
+// the read. So the gap allowed is between 15/16 of the timeout and all of it.
+const deadlineSlack = 16
 
 func (c *gapConn) Read(b []byte) (int, error) {
 	c.mu.Lock()
 	if c.armed > 0 {
-		_ = c.Conn.SetReadDeadline(time.Now().Add(c.readGap))
+		now := time.Now()
+		if now.Sub(c.readSet) >= c.readGap/deadlineSlack {
+			c.readSet = now
+			_ = c.Conn.SetReadDeadline(now.Add(c.readGap))
+		}
 	}
 	c.mu.Unlock()
 	return c.Conn.Read(b)
 }
 
 func (c *gapConn) Write(b []byte) (int, error) {
-	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.writeGap))
+	c.mu.Lock()
+	now := time.Now()
+	if now.Sub(c.writeSet) >= c.writeGap/deadlineSlack {
+		c.writeSet = now
+		_ = c.Conn.SetWriteDeadline(now.Add(c.writeGap))
+	}
+	c.mu.Unlock()
 	return c.Conn.Write(b)
 }
 
@@ -48,7 +66,8 @@ func (c *gapConn) Write(b []byte) (int, error) {
 func (c *gapConn) arm() {
 	c.mu.Lock()
 	c.armed++
-	_ = c.Conn.SetReadDeadline(time.Now().Add(c.readGap))
+	c.readSet = time.Now()
+	_ = c.Conn.SetReadDeadline(c.readSet.Add(c.readGap))
 	c.mu.Unlock()
 }
 
@@ -58,6 +77,7 @@ func (c *gapConn) disarm() {
 	if c.armed > 0 {
 		c.armed--
 		if c.armed == 0 {
+			c.readSet = time.Time{}
 			_ = c.Conn.SetReadDeadline(time.Time{})
 		}
 	}
