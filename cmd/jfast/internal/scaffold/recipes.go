@@ -31,7 +31,7 @@ var recipes = []recipe{
 		Settings: map[string]string{
 			"plugin.http.upstreams.example.base_url": `"http://127.0.0.1:8010"`,
 		},
-		Route: "GET /upstream: calls the `example` upstream's /status through the http plugin's client",
+		Route: "`GET /upstream`: calls the `example` upstream's /status through the http plugin's client",
 		Env:   []string{"JFAST_HTTP_UPSTREAMS__EXAMPLE__BASE_URL=http://example:8010"},
 		Note:  "The `example` upstream is http://127.0.0.1:8010 in jfast.toml; point it elsewhere with `JFAST_HTTP_UPSTREAMS__EXAMPLE__BASE_URL`.",
 	},
@@ -42,7 +42,7 @@ var recipes = []recipe{
 		Settings: map[string]string{
 			"plugin.db.url": `"postgres://app:app@127.0.0.1:5432/app?sslmode=disable"`,
 		},
-		Route: "GET /db/now: asks PostgreSQL for its clock through the db plugin's pool",
+		Route: "`GET /db/now`: asks PostgreSQL for its clock through the db plugin's pool",
 		Compose: `  postgres:
     image: postgres:17-alpine
     environment:
@@ -66,7 +66,7 @@ var recipes = []recipe{
 		Settings: map[string]string{
 			"plugin.cache.url": `"redis://127.0.0.1:6379/0"`,
 		},
-		Route: "GET /cache/greeting: a value remembered in Redis for a minute (computed uncached while Redis is down)",
+		Route: "`GET /cache/greeting`: a value remembered in Redis for a minute (computed uncached while Redis is down)",
 		Compose: `  redis:
     image: redis:7-alpine
     ports:
@@ -87,7 +87,7 @@ var recipes = []recipe{
 			"plugin.auth.mode":   `"hmac"`,
 			"plugin.auth.secret": `"dev-only-not-a-secret"`,
 		},
-		Route: "GET /me: the caller's subject, for a valid bearer token (401 without one)",
+		Route: "`GET /me`: the caller's subject, for a valid bearer token (401 without one)",
 		Env:   []string{"JFAST_AUTH_SECRET=replace-with-at-least-32-random-bytes"},
 		Note:  "jfast.toml's HMAC secret is a development placeholder, too short for `env = \"production\"`, which refuses to boot with it: set `JFAST_AUTH_SECRET` (32 bytes or more) where the service runs.",
 	},
@@ -99,7 +99,7 @@ var recipes = []recipe{
 			"plugin.storage.disks.files.driver": `"local"`,
 			"plugin.storage.disks.files.root":   `"data/files"`,
 		},
-		Route: "PUT and GET /files/{name}: stores and reads back an object on the `files` disk",
+		Route: "`PUT` and `GET /files/{name}`: stores and reads back an object on the `files` disk",
 		Note:  "The `files` disk is the local directory data/files (in the container, /home/nonroot/data/files on the `files` volume); set `JFAST_STORAGE_DISKS__FILES__ROOT` to move it.",
 	},
 }

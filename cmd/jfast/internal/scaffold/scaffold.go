@@ -160,6 +160,9 @@ func Files(o Options) ([]File, error) {
 		d.Has[r.Name] = true
 		names = append(names, fmt.Sprintf("%q", r.Name))
 		if r.Compose != "" {
+			if d.Compose != "" {
+				d.Compose += "\n"
+			}
 			d.Compose += r.Compose
 			d.DependsOn = append(d.DependsOn, strings.TrimSuffix(strings.TrimSpace(strings.SplitN(r.Compose, "\n", 2)[0]), ":"))
 		}
@@ -388,7 +391,7 @@ func configFile(o Options, chosen []recipe) ([]byte, error) {
 	}
 	for _, p := range plugins {
 		crit := func() {
-			w.b.WriteString("# critical = true lets this plugin's failure make /ready answer 503 (unavailable);\n# only for a dependency without which this replica is useless.\n# critical = false\n")
+			w.b.WriteString("# critical: true lets this plugin's failure make /ready answer 503 (unavailable),\n# only for a dependency without which this replica is useless. Defaults to false.\n# critical = false\n")
 		}
 		cp, ok := p.(framework.Configurable)
 		if !ok {

@@ -128,9 +128,9 @@ func (w *configWriter) table(path string, v reflect.Value, extra func()) {
 
 type subTable struct {
 	path, goName, name, doc string
-	v                 reflect.Value
-	commented         bool
-	mapOf             reflect.Type // element type for an empty map of tables
+	v                       reflect.Value
+	commented               bool
+	mapOf                   reflect.Type // element type for an empty map of tables
 }
 
 // fields writes the keys of struct v under path; nested tables follow the keys.

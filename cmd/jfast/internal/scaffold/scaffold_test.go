@@ -1,0 +1,305 @@
+package scaffold
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/knadh/koanf/parsers/toml/v2"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/plugins/auth"
+	"github.com/jfastframework/jfast/plugins/cache"
+	"github.com/jfastframework/jfast/plugins/db"
+	"github.com/jfastframework/jfast/plugins/http"
+	"github.com/jfastframework/jfast/plugins/storage"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// frameworkRoot is the checkout these tests run in.
+func frameworkRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+var all = map[string]func() framework.Plugin{
+	"http":    func() framework.Plugin { return http.New() },
+	"db":      func() framework.Plugin { return db.New() },
+	"cache":   func() framework.Plugin { return cache.New() },
+	"auth":    func() framework.Plugin { return auth.New() },
+	"storage": func() framework.Plugin { return storage.New() },
+}
+
+// golden compares got with testdata/<name>, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to write it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (go test -update rewrites it):\n--- got\n%s", path, got)
+	}
+}
+
+func files(t *testing.T, o Options) map[string][]byte {
+	t.Helper()
+	fs, err := Files(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, f := range fs {
+		out[f.Path] = f.Data
+	}
+	return out
+}
+
+// TestGoldenNoPlugins pins every file of a service with no plugins but the
+// built-in observability. go.sum must be the framework's, byte for byte.
+func TestGoldenNoPlugins(t *testing.T) {
+	t.Parallel()
+	root := frameworkRoot(t)
+	got := files(t, Options{Name: "orders", Framework: root, Available: all})
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got["go.sum"], sum) {
+		t.Error("go.sum is not the framework's")
+	}
+	delete(got, "go.sum")
+	want := []string{".dockerignore", ".gitignore", "Dockerfile", "Makefile", "README.md", "compose.yaml", "go.mod", "jfast.toml", "main.go", "routes.go", "routes_test.go"}
+	var names []string
+	for name := range got {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, want) {
+		t.Fatalf("files %v, want %v", names, want)
+	}
+	for _, name := range names {
+		data := got[name]
+		if name == "go.mod" {
+			data = normalizeGoMod(t, data, root)
+		}
+		golden(t, "none/"+name, data)
+	}
+}
+
+// normalizeGoMod replaces the checkout's path and keeps only the lines jfast new
+// writes itself: the framework's requirement list changes with the framework.
+func normalizeGoMod(t *testing.T, data []byte, root string) []byte {
+	t.Helper()
+	s := strings.ReplaceAll(string(data), root, "$FRAMEWORK")
+	start := strings.Index(s, "require (\n")
+	end := strings.Index(s[start:], ")\n")
+	if start < 0 || end < 0 {
+		t.Fatalf("no require block in go.mod:\n%s", data)
+	}
+	return []byte(s[:start] + "require (\n\t...the framework's requirements...\n" + s[start+end:])
+}
+
+// TestGoldenEveryPlugin pins the code, README and container files of a service
+// with every plugin. jfast.toml is checked by TestConfigHasEveryKey instead: its
+// comments come from the plugins' doc comments, which their authors may reword.
+func TestGoldenEveryPlugin(t *testing.T) {
+	t.Parallel()
+	got := files(t, Options{Name: "shop", Module: "github.com/acme/shop", Framework: frameworkRoot(t), Available: all, Plugins: []string{"storage", "auth", "cache", "db", "http"}})
+	for name, data := range got {
+		if name == "go.mod" || name == "go.sum" || name == "jfast.toml" {
+			continue
+		}
+		golden(t, "every/"+name, data)
+	}
+	if !strings.Contains(string(got["jfast.toml"]), `enabled = ["observability", "http", "db", "cache", "auth", "storage"]`) {
+		t.Errorf("plugins not enabled in recipe order:\n%s", got["jfast.toml"])
+	}
+}
+
+var (
+	commentedKey   = regexp.MustCompile(`^# ([a-z0-9_]+) = (.+)$`)
+	commentedTable = regexp.MustCompile(`^# (\[[^\] ]+\])$`)
+)
+
+// TestConfigHasEveryKey uncomments every key of a generated jfast.toml and checks
+// the keys are exactly those of [app] and every plugin's Config(), each with its
+// default.
+func TestConfigHasEveryKey(t *testing.T) {
+	t.Parallel()
+	root := frameworkRoot(t)
+	o := Options{Name: "shop", Framework: root, Available: all, Plugins: Known()}
+	chosen, err := choose(o.Plugins, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := configFile(o, chosen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, line := range strings.Split(string(text), "\n") {
+		if m := commentedKey.FindStringSubmatch(line); m != nil {
+			line = m[1] + " = " + m[2]
+		} else if m := commentedTable.FindStringSubmatch(line); m != nil {
+			line = m[1]
+		}
+		lines = append(lines, strings.ReplaceAll(line, "<name>", "NAME"))
+	}
+	tree, err := toml.Parser().Unmarshal([]byte(strings.Join(lines, "\n")))
+	if err != nil {
+		t.Fatalf("uncommented jfast.toml is not TOML: %v\n%s", err, strings.Join(lines, "\n"))
+	}
+	got := map[string]bool{}
+	flatten("", tree, got)
+
+	want := map[string]bool{}
+	walkKeys("app", reflect.TypeFor[framework.AppConfig](), want)
+	want["plugins.enabled"] = true
+	plugins := []framework.Plugin{&framework.Observability{}}
+	for _, r := range chosen {
+		plugins = append(plugins, all[r.Name]())
+	}
+	for _, p := range plugins {
+		want["plugin."+p.Name()+".critical"] = true
+		walkKeys("plugin."+p.Name(), reflect.TypeOf(p.(framework.Configurable).Config()).Elem(), want)
+	}
+	for k := range want {
+		if !got[k] {
+			t.Errorf("jfast.toml lacks %s", k)
+		}
+	}
+	for k := range got {
+		if !want[k] {
+			t.Errorf("jfast.toml has %s, which no config struct declares", k)
+		}
+	}
+	// Defaults are written as the values the framework binds: a sample.
+	for _, want := range []string{`# request_timeout = "30s"`, `# idle_timeout = "2m"`, `# metrics_path = "/metrics"`, `# critical = false`} {
+		if !strings.Contains(string(text), "\n"+want+"\n") {
+			t.Errorf("jfast.toml lacks %q", want)
+		}
+	}
+}
+
+// walkKeys lists the keys of a config struct type; a map of tables is one entry
+// named NAME (the "<name>" placeholder), or the entries jfast new configures.
+func walkKeys(path string, t reflect.Type, out map[string]bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("koanf"), ",")
+		if !f.IsExported() || name == "-" {
+			continue
+		}
+		key := path + "." + name
+		switch {
+		case isTable(f.Type):
+			walkKeys(key, f.Type, out)
+		case isMapOfTables(f.Type):
+			entries := map[string]bool{}
+			for _, r := range recipes {
+				for k := range r.Settings {
+					if rest, ok := strings.CutPrefix(k, key+"."); ok {
+						n, _, _ := strings.Cut(rest, ".")
+						entries[n] = true
+					}
+				}
+			}
+			if len(entries) == 0 {
+				entries["NAME"] = true
+			}
+			for n := range entries {
+				walkKeys(key+"."+n, f.Type.Elem(), out)
+			}
+		case f.Type.Kind() == reflect.Map:
+			out[key] = true // an empty table
+		default:
+			out[key] = true
+		}
+	}
+}
+
+func flatten(path string, m map[string]any, out map[string]bool) {
+	for k, v := range m {
+		key := k
+		if path != "" {
+			key = path + "." + k
+		}
+		if sub, ok := v.(map[string]any); ok && len(sub) > 0 {
+			flatten(key, sub, out)
+			continue
+		}
+		out[key] = true
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	t.Parallel()
+	root := frameworkRoot(t)
+	for _, tc := range []struct {
+		name string
+		o    Options
+		want string
+	}{
+		{"bad name", Options{Name: "Orders", Framework: root}, `invalid service name "Orders"`},
+		{"name with a slash", Options{Name: "a/b", Framework: root}, `invalid service name "a/b"`},
+		{"trailing dash", Options{Name: "orders-", Framework: root}, `invalid service name`},
+		{"bad module", Options{Name: "orders", Module: "github.com//x", Framework: root}, `invalid module path "github.com//x": it has an empty element`},
+		{"module with a space", Options{Name: "orders", Module: "github.com/a b", Framework: root}, `character outside`},
+		{"module upper-case first element", Options{Name: "orders", Module: "GitHub.com/a", Framework: root}, `first element must be lower case`},
+		{"module inside jfast", Options{Name: "orders", Module: "github.com/jfastframework/jfast/x", Framework: root}, `inside the framework's own module`},
+		{"unknown plugin", Options{Name: "orders", Framework: root, Available: all, Plugins: []string{"htp"}}, `unknown plugin "htp"; available: http, db, cache, auth, storage`},
+		{"plugin not there yet", Options{Name: "orders", Framework: root, Available: all, Plugins: []string{"mail"}}, `plugin "mail" does not exist in this jfast yet`},
+		{"plugin twice", Options{Name: "orders", Framework: root, Available: all, Plugins: []string{"db", "db"}}, `plugin "db" is listed twice`},
+		{"not a checkout", Options{Name: "orders", Framework: t.TempDir()}, `framework checkout`},
+	} {
+		if _, err := Files(tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want it to contain %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestWriteRefusesANonEmptyDirectory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "keep.txt"), []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Write(Options{Name: "orders", Dir: dir, Framework: frameworkRoot(t)})
+	if err == nil || !strings.Contains(err.Error(), "is not empty") {
+		t.Fatalf("error %v", err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("wrote into a non-empty directory: %v", entries)
+	}
+	// An empty directory is fine.
+	empty := t.TempDir()
+	if _, err := Write(Options{Name: "orders", Dir: empty, Framework: frameworkRoot(t)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(empty, "main.go")); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,31 @@
+// Command shop is a jfast service. `go run .` serves it (see jfast.toml);
+// `go run . --help` lists its commands: serve, check, config, worker, migrate.
+package main
+
+import (
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/plugins/auth"
+	"github.com/jfastframework/jfast/plugins/cache"
+	"github.com/jfastframework/jfast/plugins/db"
+	"github.com/jfastframework/jfast/plugins/http"
+	"github.com/jfastframework/jfast/plugins/storage"
+)
+
+func main() {
+	framework.Main(Options())
+}
+
+// Options is the service as main compiles it: the plugins it carries (jfast.toml's
+// [plugins] enabled chooses which run) and its routes. The tests start the same.
+func Options() framework.Options {
+	return framework.Options{
+		Plugins: []framework.Plugin{
+			http.New(),
+			db.New(),
+			cache.New(),
+			auth.New(),
+			storage.New(),
+		},
+		Routes: Routes,
+	}
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/jfastframework/jfast/jfasttest"
+)
+
+// setup starts the service as main does, with jfast.toml, on a free port, and
+// stops it when the test ends. The JFAST_* variables of the test's environment
+// reach it (JFAST_DB_URL=... go test points the tests at a database), then env.
+func setup(t *testing.T, env map[string]string) *jfasttest.Service {
+	t.Helper()
+	toml, err := os.ReadFile("jfast.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "JFAST_") && k != "JFAST_APP_LISTEN" && k != "JFAST_CONFIG" {
+			vars[k] = v
+		}
+	}
+	for k, v := range env {
+		vars[k] = v
+	}
+	opts := Options()
+	return jfasttest.Start(t, jfasttest.Options{TOML: string(toml), Plugins: opts.Plugins, Routes: opts.Routes, Env: vars})
+}
+
+func TestHello(t *testing.T) {
+	t.Parallel()
+	svc := setup(t, nil)
+	resp := svc.Get(t, "/hello?name=jfast")
+	if resp.Status != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.Status, resp)
+	}
+	var got greeting
+	if err := json.Unmarshal(resp.Body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Message != "hello, jfast" {
+		t.Fatalf("message %q", got.Message)
+	}
+	if resp := svc.Get(t, "/hello?name="+strings.Repeat("x", 101)); resp.Status != http.StatusUnprocessableEntity {
+		t.Fatalf("a long name: status %d: %s", resp.Status, resp)
+	}
+}
+
+func TestProbes(t *testing.T) {
+	t.Parallel()
+	svc := setup(t, nil)
+	if resp := svc.Get(t, "/live"); resp.Status != http.StatusOK {
+		t.Fatalf("/live: status %d: %s", resp.Status, resp)
+	}
+	// No plugin is critical in jfast.toml, so a dependency that is down makes the
+	// service "degraded", still 200: the orchestrator keeps the replica.
+	if resp := svc.Get(t, "/ready"); resp.Status != http.StatusOK {
+		t.Fatalf("/ready: status %d: %s", resp.Status, resp)
+	}
+}
