@@ -185,18 +185,23 @@ func TestJWKSDrill(t *testing.T) {
 	known := sign(t, "RS256", "k1", claimsAt(now), rsa1)
 	fresh := sign(t, "RS256", "k2", claimsAt(now), rsa2)
 
-	// 1. The issuer hangs. A token with an unknown kid starts a fetch that hangs.
+	// 1. The issuer hangs. Tokens with an unknown kid start one fetch, which
+	// hangs; the ones arriving meanwhile join it.
 	is.set("hang")
+	hits := is.hits.Load()
 	type result struct {
 		r       jfasttest.Response
 		elapsed time.Duration
 	}
-	done := make(chan result, 1)
-	go func() {
-		start := time.Now()
-		r := s.Get(t, "/me", bearer(fresh)...)
-		done <- result{r, time.Since(start)}
-	}()
+	const waiting = 4
+	done := make(chan result, waiting)
+	for range waiting {
+		go func() {
+			start := time.Now()
+			r := s.Get(t, "/me", bearer(fresh)...)
+			done <- result{r, time.Since(start)}
+		}()
+	}
 	waitFor(t, "the hanging fetch", func() bool { return is.hanging.Load() == 1 })
 
 	// 2. Meanwhile known kids verify without waiting on the issuer: each answer
@@ -214,18 +219,23 @@ func TestJWKSDrill(t *testing.T) {
 		}
 	}
 
-	// 3. The unknown kid gets 503 naming jwks within jwks_timeout.
-	res := <-done
-	if res.r.Status != http.StatusServiceUnavailable || res.elapsed > timeout+time.Second {
-		t.Fatalf("unknown kid while the issuer hangs: status %d in %s, body %s", res.r.Status, res.elapsed, res.r.Body)
+	// 3. The unknown kids get 503 naming jwks within jwks_timeout, from one fetch.
+	for range waiting {
+		res := <-done
+		if res.r.Status != http.StatusServiceUnavailable || res.elapsed > timeout+time.Second {
+			t.Fatalf("unknown kid while the issuer hangs: status %d in %s, body %s", res.r.Status, res.elapsed, res.r.Body)
+		}
+		if p := decodeProblem(t, res.r); p.Dependency != "jwks" {
+			t.Fatalf("503 does not name jwks: %+v", p)
+		}
 	}
-	if p := decodeProblem(t, res.r); p.Dependency != "jwks" {
-		t.Fatalf("503 does not name jwks: %+v", p)
+	if got := is.hits.Load() - hits; got != 1 {
+		t.Fatalf("%d unknown-kid requests made %d fetches, want 1", waiting, got)
 	}
 
 	// 4. The breaker is open: unknown kids are answered at once, without a fetch,
 	// with the cool-down in Retry-After; known kids still verify.
-	hits := is.hits.Load()
+	hits = is.hits.Load()
 	for range 5 {
 		start := time.Now()
 		r := s.Get(t, "/me", bearer(fresh)...)
