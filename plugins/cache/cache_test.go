@@ -254,6 +254,8 @@ func TestCommandWait(t *testing.T) {
 		{redis.NewStringCmd(ctx, "xread", "count", int64(1), "block", int64(1500), "streams", "s", "$"), 1500 * time.Millisecond, true},
 		{redis.NewStringCmd(ctx, "xread", "streams", "s", "0"), 0, false},
 		{redis.NewStringCmd(ctx, "xreadgroup", "group", "g", "c", "BLOCK", "200", "streams", "s", ">"), 200 * time.Millisecond, true},
+		{redis.NewStringCmd(ctx, "xread", "streams", "block", "0"), 0, false},
+		{redis.NewStringCmd(ctx, "xreadgroup", "group", "block", "7", "streams", "s", ">"), 0, false},
 		{redis.NewIntCmd(ctx, "wait", int64(1), int64(100)), 100 * time.Millisecond, true},
 		{redis.NewIntCmd(ctx, "waitaof", int64(1), int64(0), int64(250)), 250 * time.Millisecond, true},
 		{redis.NewStringCmd(ctx, "bitcount", "k"), 0, false},
@@ -262,6 +264,35 @@ func TestCommandWait(t *testing.T) {
 		w, blocking := commandWait(tc.cmd)
 		if w != tc.wait || blocking != tc.blocking {
 			t.Errorf("%v: wait %s blocking %v, want %s %v", tc.cmd.Args(), w, blocking, tc.wait, tc.blocking)
+		}
+	}
+}
+
+// The 503 body says what failed without internals: no address, no cause text
+// other than the breaker's own message.
+func TestUnavailableErrorProblem(t *testing.T) {
+	t.Parallel()
+	cause := errors.New("dial tcp 10.1.2.3:6379: connect: connection refused")
+	cases := []struct {
+		err        *UnavailableError
+		msg        string
+		detail     string
+		retryAfter time.Duration
+	}{
+		{&UnavailableError{Err: cause}, "redis unreachable: " + cause.Error(), "redis unreachable", 0},
+		{&UnavailableError{Err: context.DeadlineExceeded, Timeout: time.Second},
+			"redis unreachable: no answer within 1s: context deadline exceeded", "redis unreachable: no answer within 1s", 0},
+	}
+	for _, tc := range cases {
+		if tc.err.Error() != tc.msg {
+			t.Errorf("Error() = %q, want %q", tc.err.Error(), tc.msg)
+		}
+		p := tc.err.Problem()
+		if p.Status != 503 || p.Detail != tc.detail || p.Extensions["dependency"] != "cache" || p.RetryAfter != tc.retryAfter {
+			t.Errorf("Problem() = %+v", p)
+		}
+		if !errors.Is(tc.err, ErrUnavailable) || !errors.Is(tc.err, tc.err.Err) {
+			t.Errorf("errors.Is does not reach ErrUnavailable and the cause for %v", tc.err)
 		}
 	}
 }

@@ -225,8 +225,21 @@ func commandWait(cmd redis.Cmder) (time.Duration, bool) {
 			return seconds(args[1])
 		}
 	case "xread", "xreadgroup":
-		for i := 1; i+1 < len(args); i++ {
-			if s, ok := args[i].(string); ok && strings.EqualFold(s, "block") {
+		// Options come before STREAMS; after it are keys and IDs, and a key
+		// named "block" must not count. XREADGROUP starts with GROUP g c.
+		first := 1
+		if len(name) == len("xreadgroup") {
+			first = 4
+		}
+		for i := first; i+1 < len(args); i++ {
+			s, ok := args[i].(string)
+			if !ok {
+				continue
+			}
+			if strings.EqualFold(s, "streams") {
+				break
+			}
+			if strings.EqualFold(s, "block") {
 				return millis(args[i+1])
 			}
 		}
