@@ -368,3 +368,18 @@ func counter(t testing.TB, s service, name, result string) float64 {
 	}
 	return 0
 }
+
+// jwkWith is one public JWK as JSON with the given metadata.
+func jwkWith(t testing.TB, kid string, k crypto.PublicKey, md jwkset.JWKMetadataOptions) string {
+	t.Helper()
+	md.KID = kid
+	j, err := jwkset.NewJWKFromKey(k, jwkset.JWKOptions{Metadata: md})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(j.Marshal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

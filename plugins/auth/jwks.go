@@ -417,7 +417,18 @@ func (c *jwksCache) key(ctx context.Context, t *jwt.Token) (any, error) {
 	if kid == "" {
 		return nil, &TokenError{Reason: ReasonKID, Err: errors.New("jwks mode needs a kid in the token header")}
 	}
-	return c.keyfunc.KeyfuncCtx(ctx)(t)
+	key, err := c.keyfunc.KeyfuncCtx(ctx)(t)
+	if err != nil {
+		var te *TokenError
+		var de *problem.DependencyError
+		if errors.As(err, &te) || errors.As(err, &de) {
+			return nil, err
+		}
+		// keyfunc's own refusals: the JWK's "alg" differs from the token's, or
+		// its "use" is not "sig".
+		return nil, &TokenError{Reason: ReasonAlgorithm, Err: err}
+	}
+	return key, nil
 }
 
 // jwksStatus is the cache's state for /ready.

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/MicahParks/jwkset"
+
 	"github.com/jfastframework/jfast/jfasttest"
 	"github.com/jfastframework/jfast/plugins/auth"
 )
@@ -75,6 +77,23 @@ func TestJWKSVerifies(t *testing.T) {
 	if status != 200 || c["status"] != "pass" || meta["keys"] != float64(3) || meta["last_refresh"] == nil {
 		t.Fatalf("/ready: %d %v", status, c)
 	}
+}
+
+// TestJWKSKeyMetadata: a JWK's own "alg" and "use" restrict what it verifies.
+func TestJWKSKeyMetadata(t *testing.T) {
+	t.Parallel()
+	testKeys(t)
+	is := newIssuer(t)
+	rs256 := jwkWith(t, "rs256-only", &rsa1.PublicKey, jwkset.JWKMetadataOptions{ALG: jwkset.AlgRS256, USE: jwkset.UseSig})
+	enc := jwkWith(t, "enc", &rsa2.PublicKey, jwkset.JWKMetadataOptions{USE: jwkset.UseEnc})
+	is.publishRaw([]byte(`{"keys":[` + rs256 + `,` + enc + `]}`))
+	s := startJWKS(t, is, "2s")
+	c := claimsAt(s.clock.Now())
+	if r := s.Get(t, "/me", bearer(sign(t, "RS256", "rs256-only", c, rsa1))...); r.Status != 200 {
+		t.Fatalf("RS256 with its key: %d %s", r.Status, r.Body)
+	}
+	expect401(t, s.Get(t, "/me", bearer(sign(t, "PS256", "rs256-only", c, rsa1))...), auth.ReasonAlgorithm)
+	expect401(t, s.Get(t, "/me", bearer(sign(t, "RS256", "enc", c, rsa2))...), auth.ReasonAlgorithm)
 }
 
 // TestJWKSSymmetricKeyIgnored: an "oct" key in the published set is never used as
