@@ -21,7 +21,7 @@ func (p *Plugin) Issue(_ context.Context, c Claims) (string, error) {
 	if p.clock == nil {
 		return "", errNotStarted
 	}
-	now := p.now()
+	now := p.clock.Now()
 	c.IssuedAt = jwt.NewNumericDate(now)
 	if c.ExpiresAt == nil {
 		c.ExpiresAt = jwt.NewNumericDate(now.Add(p.cfg.AccessTTL))

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
@@ -140,6 +139,3 @@ func (p *Plugin) Revoke(ctx context.Context, c *Claims) error {
 	}
 	return nil
 }
-
-// now is the App's clock, for the tests' and issuing's sake.
-func (p *Plugin) now() time.Time { return p.clock.Now() }
