@@ -14,13 +14,13 @@ import (
 
 func okHandler(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }
 
-// 50 concurrent requests against a limit of 20 per minute: exactly 20 pass, 30
+// 50 concurrent requests against a limit of 20 per hour: exactly 20 pass, 30
 // get a 429 problem, and the passing ones saw every remaining count from 19 down
 // to 0 once — the script's read-modify-write is atomic.
 func TestRateLimitExactUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{routes: func(c *Plugin, r chi.Router) {
-		r.With(c.RateLimit(RateLimitOpts{Name: "api", Limit: 20, Period: time.Minute})).Get("/limited", okHandler)
+		r.With(c.RateLimit(RateLimitOpts{Name: "api", Limit: 20, Period: time.Hour})).Get("/limited", okHandler)
 	}})
 	const n = 50
 	var mu sync.Mutex
@@ -51,8 +51,8 @@ func TestRateLimitExactUnderConcurrency(t *testing.T) {
 			if got := resp.Header.Get("RateLimit-Limit"); got != "20" {
 				t.Errorf("RateLimit-Limit = %q, want 20", got)
 			}
-			if got := resp.Header.Get("RateLimit-Policy"); got != "20;w=60" {
-				t.Errorf("RateLimit-Policy = %q, want 20;w=60", got)
+			if got := resp.Header.Get("RateLimit-Policy"); got != "20;w=3600" {
+				t.Errorf("RateLimit-Policy = %q, want 20;w=3600", got)
 			}
 		}()
 	}
@@ -67,19 +67,20 @@ func TestRateLimitExactUnderConcurrency(t *testing.T) {
 		}
 	}
 	for i, h := range refused {
-		// One request per 3 s (60 s / 20) comes back: Retry-After is 3.
-		if h.Get("Retry-After") != "3" || h.Get("RateLimit-Remaining") != "0" {
+		// One request per 180 s (3600 s / 20) comes back: Retry-After is 180
+		// (179 if the burst took over a second).
+		if ra := h.Get("Retry-After"); (ra != "180" && ra != "179") || h.Get("RateLimit-Remaining") != "0" {
 			t.Errorf("429 headers: Retry-After %q, RateLimit-Remaining %q", h.Get("Retry-After"), h.Get("RateLimit-Remaining"))
 		}
 		if ct := h.Get("Content-Type"); ct != "application/problem+json" {
 			t.Errorf("429 Content-Type = %q", ct)
 		}
 		reset, _ := strconv.Atoi(h.Get("RateLimit-Reset"))
-		if reset < 58 || reset > 60 {
-			t.Errorf("429 RateLimit-Reset = %d, want about 60 (the whole quota is used)", reset)
+		if reset < 3590 || reset > 3600 {
+			t.Errorf("429 RateLimit-Reset = %d, want about 3600 (the whole quota is used)", reset)
 		}
 		var body map[string]any
-		if err := json.Unmarshal(bodies[i], &body); err != nil || body["status"] != float64(429) || body["retry_after"] != float64(3) {
+		if err := json.Unmarshal(bodies[i], &body); err != nil || body["status"] != float64(429) || (body["retry_after"] != float64(180) && body["retry_after"] != float64(179)) {
 			t.Errorf("429 body = %s (%v)", bodies[i], err)
 		}
 	}
@@ -89,7 +90,7 @@ func TestRateLimitExactUnderConcurrency(t *testing.T) {
 func TestRateLimitKeysAndBurst(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{routes: func(c *Plugin, r chi.Router) {
-		r.With(c.RateLimit(RateLimitOpts{Name: "per-user", Limit: 60, Period: time.Minute, Burst: 2,
+		r.With(c.RateLimit(RateLimitOpts{Name: "per-user", Limit: 6, Period: time.Minute, Burst: 2,
 			Key: func(r *http.Request) string { return r.Header.Get("X-User") }})).Get("/u", okHandler)
 	}})
 	for _, user := range []string{"ana", "bo"} {
@@ -100,7 +101,8 @@ func TestRateLimitKeysAndBurst(t *testing.T) {
 		}
 	}
 	resp := b.svc.Get(t, "/u", "X-User", "ana")
-	if resp.Header.Get("RateLimit-Policy") != "60;w=60;burst=2" || resp.Header.Get("Retry-After") != "1" {
+	// 6 per minute: one request per 10 s comes back.
+	if ra := resp.Header.Get("Retry-After"); resp.Header.Get("RateLimit-Policy") != "6;w=60;burst=2" || (ra != "10" && ra != "9") {
 		t.Errorf("headers = %v", resp.Header)
 	}
 	for range 5 {
