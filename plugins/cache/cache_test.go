@@ -64,13 +64,13 @@ func TestTTLExpires(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	ctx := context.Background()
-	if err := b.cache.Set(ctx, "short", []byte("v"), 150*time.Millisecond); err != nil {
+	if err := b.cache.Set(ctx, "short", []byte("v"), 400*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, _ := b.cache.Get(ctx, "short"); !ok {
 		t.Fatal("value missing right after Set")
 	}
-	time.Sleep(300 * time.Millisecond) // Redis expires on its own clock
+	time.Sleep(600 * time.Millisecond) // Redis expires on its own clock
 	if _, ok, err := b.cache.Get(ctx, "short"); ok || err != nil {
 		t.Fatalf("after its TTL: ok %v, err %v; want a miss", ok, err)
 	}

@@ -123,7 +123,7 @@ func TestPausedRedis(t *testing.T) {
 
 	// Open: calls fail at once, with the documented message and a 503.
 	d = elapsed(func() { _, _, err = c.Get(ctx, "k") })
-	if d > 50*time.Millisecond {
+	if d > 100*time.Millisecond {
 		t.Errorf("GET with the breaker open took %s; want no I/O", d)
 	}
 	if want := "redis unreachable: calls to 'redis' are suspended for 15.0s"; err == nil || err.Error() != want {
