@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -48,27 +49,62 @@ func BenchmarkGet(b *testing.B) {
 	})
 }
 
-// BenchmarkGetPaired alternates a bare call and a client call in every
-// iteration and times each, so load from other processes on the machine
-// falls on both alike; it reports both times and their ratio.
+// BenchmarkGetPaired alternates blocks of bare calls and client calls, in
+// both orders, and measures each block's wall time and the process's CPU time
+// (client, server and transport goroutines alike), so load from other
+// processes on the machine falls on both alike. It reports both per call and
+// their ratios; CPU time is the steadier figure on a shared machine.
 func BenchmarkGetPaired(b *testing.B) {
 	srv := benchUpstream(b)
 	u := Upstream{Name: "billing", BaseURL: srv.URL}.withDefaults()
 	client := bareClient(u)
 	defer client.CloseIdleConnections()
 	c := benchClient(b, u)
-	var bare, jfast time.Duration
-	for b.Loop() {
-		t0 := time.Now()
-		bareGet(b, client, srv.URL+"/invoices/7")
-		t1 := time.Now()
-		jfastGet(b, c)
-		jfast += time.Since(t1)
-		bare += t1.Sub(t0)
+	const block = 50
+	var bareWall, jfastWall, bareCPU, jfastCPU time.Duration
+	runBare := func() {
+		w0, c0 := time.Now(), processCPU()
+		for range block {
+			bareGet(b, client, srv.URL+"/invoices/7")
+		}
+		bareCPU += processCPU() - c0
+		bareWall += time.Since(w0)
 	}
-	b.ReportMetric(float64(bare.Nanoseconds())/float64(b.N), "bare-ns/call")
-	b.ReportMetric(float64(jfast.Nanoseconds())/float64(b.N), "jfast-ns/call")
-	b.ReportMetric(float64(jfast)/float64(bare), "ratio")
+	runJfast := func() {
+		w0, c0 := time.Now(), processCPU()
+		for range block {
+			jfastGet(b, c)
+		}
+		jfastCPU += processCPU() - c0
+		jfastWall += time.Since(w0)
+	}
+	n := 0
+	for b.Loop() {
+		if n%2 == 0 {
+			runBare()
+			runJfast()
+		} else {
+			runJfast()
+			runBare()
+		}
+		n++
+	}
+	calls := float64(n * block)
+	b.ReportMetric(float64(bareWall.Nanoseconds())/calls, "bare-ns/call")
+	b.ReportMetric(float64(jfastWall.Nanoseconds())/calls, "jfast-ns/call")
+	b.ReportMetric(float64(jfastWall)/float64(bareWall), "wall-ratio")
+	b.ReportMetric(float64(bareCPU.Nanoseconds())/calls, "bare-cpu-ns/call")
+	b.ReportMetric(float64(jfastCPU.Nanoseconds())/calls, "jfast-cpu-ns/call")
+	b.ReportMetric(float64(jfastCPU)/float64(bareCPU), "cpu-ratio")
+}
+
+// processCPU is the user and system CPU time of the whole process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // bareClient is net/http with the settings of newTransport, without the gap
