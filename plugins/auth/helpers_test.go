@@ -282,10 +282,10 @@ func (is *issuer) publishRaw(b []byte) {
 
 func (is *issuer) url() string { return is.srv.URL + "/.well-known/jwks.json" }
 
-// waitFor polls cond every 5 ms for up to 5 s of real time.
+// waitFor polls cond every 5 ms for up to 10 s of real time.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
