@@ -15,10 +15,11 @@ run:
 test-servers:
 	@for s in scripts/install-*.sh; do [ -e "$$s" ] || continue; bash "$$s" || exit 1; done
 
-## test: every package with the race detector
+## test: every package with the race detector, then the bench module's tests
 test: test-servers
 	$(GO) vet ./...
 	$(GO) test $(TEST_FLAGS) ./...
+	cd bench && $(GO) vet ./... && $(GO) test $(TEST_FLAGS) ./...
 
 ## bench: the benchmarks behind docs/performance.md
 bench:
