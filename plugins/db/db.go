@@ -21,7 +21,8 @@ import (
 // for nothing in the breaker.
 //
 // When command_timeout is set, each statement runs under it as well as
-// under ctx. A DB is safe for concurrent use.
+// under ctx; getting the connection is bounded by ctx, ping_timeout and
+// connect_timeout, not by command_timeout. A DB is safe for concurrent use.
 type DB struct {
 	pool           *pgxpool.Pool
 	gate           *gate
@@ -56,25 +57,24 @@ func (d *DB) statementCtx(ctx context.Context) (context.Context, context.CancelF
 
 // Exec runs sql and returns its command tag.
 func (d *DB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	ctx, cancel := d.statementCtx(ctx)
-	defer cancel()
 	c, err := d.Acquire(ctx)
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
 	defer c.Release()
+	ctx, cancel := d.statementCtx(ctx)
+	defer cancel()
 	return c.Exec(ctx, sql, args...)
 }
 
 // Query runs sql. The connection goes back to the pool when the rows are
 // closed (pgx.CollectRows and ForEachRow close them; otherwise call Close).
 func (d *DB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	ctx, cancel := d.statementCtx(ctx)
 	c, err := d.Acquire(ctx)
 	if err != nil {
-		cancel()
 		return nil, err
 	}
+	ctx, cancel := d.statementCtx(ctx)
 	rows, err := c.Query(ctx, sql, args...)
 	if err != nil {
 		c.Release()
@@ -96,12 +96,11 @@ func (d *DB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 // SendBatch sends every query of b in one round trip. The connection goes
 // back to the pool when the results are closed.
 func (d *DB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	ctx, cancel := d.statementCtx(ctx)
 	c, err := d.Acquire(ctx)
 	if err != nil {
-		cancel()
 		return pgx.FailedBatchResults(b, err)
 	}
+	ctx, cancel := d.statementCtx(ctx)
 	br := c.SendBatch(ctx, b)
 	if tx := br.Tx(); tx != nil {
 		// The batch began a transaction: it owns the connection until it ends.
@@ -112,13 +111,13 @@ func (d *DB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 
 // CopyFrom copies rows into tableName with the COPY protocol.
 func (d *DB) CopyFrom(ctx context.Context, tableName pgx.Identifier, columnNames []string, rowSrc pgx.CopyFromSource) (int64, error) {
-	ctx, cancel := d.statementCtx(ctx)
-	defer cancel()
 	c, err := d.Acquire(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer c.Release()
+	ctx, cancel := d.statementCtx(ctx)
+	defer cancel()
 	return c.CopyFrom(ctx, tableName, columnNames, rowSrc)
 }
 

@@ -141,6 +141,24 @@ func TestTxCommitsAndRollsBack(t *testing.T) {
 		t.Fatal("panic: the transaction was not rolled back")
 	}
 
+	// Begin without Tx: Commit and Rollback give the connection back.
+	tx, err := b.db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO "+tbl+" VALUES (4)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); !errors.Is(err, pgx.ErrTxClosed) {
+		t.Fatalf("second rollback: %v", err)
+	}
+	if count() != 1 || b.db.Stat().AcquiredConns() != 0 {
+		t.Fatal("Begin/Rollback: row kept or connection not returned")
+	}
+
 	// A SQL error inside the transaction comes back as the server's error.
 	err = b.db.Tx(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, "INSERT INTO "+tbl+" VALUES (1)")

@@ -38,8 +38,9 @@ func migrator(t *testing.T, table string, fsys fstest.MapFS) *Plugin {
 
 func TestMigrateTwoConcurrentRunnersApplyOnce(t *testing.T) {
 	t.Parallel()
-	fsys := migrations("mc")
-	runners := []*Plugin{migrator(t, "public.mc_version", fsys), migrator(t, "public.mc_version", fsys)}
+	prefix := "mc_" + suffix()
+	fsys := migrations(prefix)
+	runners := []*Plugin{migrator(t, "public."+prefix+"_version", fsys), migrator(t, "public."+prefix+"_version", fsys)}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	reports := make([]MigrationReport, 2)
@@ -80,14 +81,15 @@ func TestMigrateTwoConcurrentRunnersApplyOnce(t *testing.T) {
 
 func TestRunMigrationsForTheCommand(t *testing.T) {
 	t.Parallel()
-	p := migrator(t, "public.mr_version", migrations("mr"))
+	prefix := "mr_" + suffix()
+	p := migrator(t, "public."+prefix+"_version", migrations(prefix))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var out strings.Builder
 	if err := p.RunMigrations(ctx, "up", &out); err != nil {
 		t.Fatal(err)
 	}
-	want := "applied 001 001_create_widgets\napplied 002 002_create_gadgets\n  applied  001 001_create_widgets\n  applied  002 002_create_gadgets\nversion 2 of 2 (public.mr_version)\n"
+	want := "applied 001 001_create_widgets\napplied 002 002_create_gadgets\n  applied  001 001_create_widgets\n  applied  002 002_create_gadgets\nversion 2 of 2 (public." + prefix + "_version)\n"
 	if out.String() != want {
 		t.Fatalf("up wrote:\n%s\nwant:\n%s", out.String(), want)
 	}
@@ -102,10 +104,11 @@ func TestRunMigrationsForTheCommand(t *testing.T) {
 
 func TestMigrateOnStart(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{plugin: New(WithMigrations(migrations("ms"))), toml: "migrate_on_start = true\nmigrations_table = \"public.ms_version\""})
+	prefix := "ms_" + suffix()
+	b := setup(t, setupOpts{plugin: New(WithMigrations(migrations(prefix))), toml: "migrate_on_start = true\nmigrations_table = \"public." + prefix + "_version\""})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := b.db.Exec(ctx, "INSERT INTO ms_gadgets VALUES (1)"); err != nil {
+	if _, err := b.db.Exec(ctx, "INSERT INTO "+prefix+"_gadgets VALUES (1)"); err != nil {
 		t.Fatalf("the migrated table is not there: %v", err)
 	}
 	if !strings.Contains(b.svc.Logs(), "db: migrating") {

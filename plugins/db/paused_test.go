@@ -69,7 +69,7 @@ func (r pauseResult) String() string {
 
 // sequential pauses the server under a warm pool and sends one request at
 // a time until the breaker answers, then n more.
-func sequential(t *testing.T, target pausable, toml string, warm, n int) (*bundle, pauseResult) {
+func sequential(t *testing.T, target pausable, toml string, warm, n int, fast time.Duration) (*bundle, pauseResult) {
 	t.Helper()
 	b := setup(t, setupOpts{url: target.url, toml: toml})
 	t.Cleanup(target.resume) // before the App stops (cleanups run in reverse)
@@ -84,7 +84,7 @@ func sequential(t *testing.T, target pausable, toml string, warm, n int) (*bundl
 		if status != 503 {
 			t.Fatalf("request %d against a paused server: %d", i, status)
 		}
-		if took < 50*time.Millisecond {
+		if took < fast {
 			r.answered = append(r.answered, took)
 			break
 		}
@@ -137,21 +137,23 @@ func concurrent(t *testing.T, target pausable, toml string, warm, n int) []time.
 func TestPausedServerCostsBoundedSlowRequests(t *testing.T) {
 	t.Parallel()
 	target := privateCluster(t)
-	const pingTimeout = 300 * time.Millisecond
-	b, r := sequential(t, target, "ping_timeout = \"300ms\"\nbreaker_failures = 3", 4, 20)
+	const pingTimeout = 500 * time.Millisecond
+	b, r := sequential(t, target, "ping_timeout = \"500ms\"\nbreaker_failures = 3", 4, 20, pingTimeout/2)
 	t.Log(r)
 	if len(r.slow) == 0 || len(r.slow) > 2 {
 		t.Fatalf("%d slow requests; want 1 or 2 (three failed attempts, at most two per request)", len(r.slow))
 	}
 	for _, d := range r.slow {
-		if d > pingTimeout*3/2+250*time.Millisecond {
+		if d > pingTimeout*3/2+300*time.Millisecond {
 			t.Fatalf("a request waited %s; want at most 1.5 × ping_timeout plus slack", d)
 		}
 	}
-	for _, d := range r.answered {
-		if d > 50*time.Millisecond {
-			t.Fatalf("a breaker-answered request took %s", d)
-		}
+	// Every later request is answered without waiting on the server; the
+	// bound is loose because the suite runs with -race on shared machines.
+	answered := slices.Clone(r.answered)
+	slices.Sort(answered)
+	if med := answered[len(answered)/2]; med > 20*time.Millisecond {
+		t.Fatalf("breaker-answered requests: median %s; want a few milliseconds at most", med)
 	}
 	target.resume()
 	b.clock.Advance(15 * time.Second)
@@ -172,7 +174,7 @@ func TestMeasurePausedServer(t *testing.T) {
 	targets := map[string]func(*testing.T) pausable{"private cluster, SIGSTOP": privateCluster, "blackholing proxy": blackholeProxy}
 	for _, name := range []string{"private cluster, SIGSTOP", "blackholing proxy"} {
 		t.Run(name+"/sequential warm", func(t *testing.T) {
-			b, r := sequential(t, targets[name](t), "", 10, 200)
+			b, r := sequential(t, targets[name](t), "", 10, 200, 50*time.Millisecond)
 			t.Logf("defaults, 10 idle connections, one request at a time: %s", r)
 			for _, d := range r.slow {
 				if d > 3*time.Second+500*time.Millisecond {
@@ -202,7 +204,7 @@ func TestMeasurePausedServer(t *testing.T) {
 			}
 		})
 		t.Run(name+"/sequential cold", func(t *testing.T) {
-			_, r := sequential(t, targets[name](t), "", 0, 50)
+			_, r := sequential(t, targets[name](t), "", 0, 50, 50*time.Millisecond)
 			t.Logf("defaults, no pooled connection, one request at a time: %s", r)
 		})
 		t.Run(name+"/concurrent", func(t *testing.T) {

@@ -2,6 +2,8 @@ package db
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"strings"
@@ -137,9 +139,17 @@ func mustExec(t *testing.T, d *DB, sql string, args ...any) {
 	}
 }
 
-// tableName makes a table name private to a test.
+// tableName makes a table name private to one run of a test (tests may
+// run with -count=N against the same database).
 func tableName(t *testing.T) string {
-	return strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(t.Name()))
+	return strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(t.Name())) + "_" + suffix()
+}
+
+// suffix is a short random identifier part.
+func suffix() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 func isPgErr(err error) bool {
