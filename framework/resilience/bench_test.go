@@ -2,9 +2,24 @@ package resilience
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 )
+
+// loopCPU runs body in a b.Loop with the goroutine pinned to its thread and
+// reports the thread's CPU time per op as "cpu-ns/op".
+func loopCPU(b *testing.B, body func()) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start, ok := threadCPU()
+	for b.Loop() {
+		body()
+	}
+	if end, ok2 := threadCPU(); ok && ok2 {
+		b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
+	}
+}
 
 // The hot path every plugin runs per call: breaker check, budget record,
 // bulkhead slot, the call, release, outcome.
@@ -32,9 +47,7 @@ func BenchmarkAllowedCall(b *testing.B) {
 	br, budget, bh := newComposition()
 	ctx := context.Background()
 	b.ReportAllocs()
-	for b.Loop() {
-		allowedCall(ctx, br, budget, bh)
-	}
+	loopCPU(b, func() { allowedCall(ctx, br, budget, bh) })
 }
 
 func BenchmarkAllowedCallParallel(b *testing.B) {
@@ -53,23 +66,23 @@ func BenchmarkAllowedCallHelper(b *testing.B) {
 	ctx := context.Background()
 	fn := func(context.Context) (int, error) { return 200, nil }
 	b.ReportAllocs()
-	for b.Loop() {
+	loopCPU(b, func() {
 		if _, err := Call(ctx, br, bh, nil, fn); err != nil {
 			b.Fatal(err)
 		}
-	}
+	})
 }
 
 func BenchmarkBreakerAllowed(b *testing.B) {
 	br := NewBreaker(BreakerOpts{Name: "bench"})
 	b.ReportAllocs()
-	for b.Loop() {
+	loopCPU(b, func() {
 		tk, err := br.Allow()
 		if err != nil {
 			b.Fatal(err)
 		}
 		tk.Done(Success)
-	}
+	})
 }
 
 func openForBench() *Breaker {
@@ -84,11 +97,11 @@ func openForBench() *Breaker {
 func BenchmarkRejectedOpen(b *testing.B) {
 	br := openForBench()
 	b.ReportAllocs()
-	for b.Loop() {
+	loopCPU(b, func() {
 		if _, err := br.Allow(); err == nil {
 			b.Fatal("allowed while open")
 		}
-	}
+	})
 }
 
 func BenchmarkRejectedOpenParallel(b *testing.B) {
@@ -106,9 +119,7 @@ func BenchmarkRejectedOpenParallel(b *testing.B) {
 func BenchmarkBackoffDelay(b *testing.B) {
 	bo := Backoff{}
 	b.ReportAllocs()
-	for b.Loop() {
-		_ = bo.Delay(3)
-	}
+	loopCPU(b, func() { _ = bo.Delay(3) })
 }
 
 func BenchmarkBudgetRecordCall(b *testing.B) {
@@ -122,9 +133,7 @@ func BenchmarkBudgetRecordCall(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			budget := NewRetryBudget(tc.o)
 			b.ReportAllocs()
-			for b.Loop() {
-				budget.RecordCall()
-			}
+			loopCPU(b, budget.RecordCall)
 		})
 	}
 }
@@ -133,11 +142,11 @@ func BenchmarkBulkheadAcquireRelease(b *testing.B) {
 	bh := NewBulkhead(BulkheadOpts{})
 	ctx := context.Background()
 	b.ReportAllocs()
-	for b.Loop() {
+	loopCPU(b, func() {
 		p, err := bh.Acquire(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
 		p.Release()
-	}
+	})
 }

@@ -3,6 +3,7 @@ package resilience
 import (
 	"context"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -30,18 +31,24 @@ type BulkheadOpts struct {
 }
 
 // Bulkhead caps the calls in flight to one dependency from one process, so a
-// slow dependency cannot hold every goroutine of the service. Waiting calls
-// are served in arrival order. It is safe for concurrent use. A nil
-// *Bulkhead admits every call.
+// slow dependency cannot hold every goroutine of the service. Calls that
+// have to wait are served in arrival order, and a new call does not overtake
+// waiting ones. It is safe for concurrent use. A nil *Bulkhead admits every
+// call.
 type Bulkhead struct {
 	name  string
 	max   int
 	wait  time.Duration
 	clock Clock
 	full  *BulkheadFullError
+	slots []slot
+
+	// free has bit i%64 of word i/64 set while slot i is free: taking and
+	// giving back a slot is one atomic operation on it, without a lock.
+	free    []atomic.Uint64
+	waiting atomic.Int64 // len(waiters), readable without mu
 
 	mu      sync.Mutex
-	free    []*slot      // free slots, used as a stack
 	waiters []chan *slot // FIFO of waiting calls; each channel has room for one slot
 }
 
@@ -49,6 +56,7 @@ type Bulkhead struct {
 // a Permit can release the slot it was given at most once.
 type slot struct {
 	b   *Bulkhead
+	idx int
 	gen atomic.Uint64
 }
 
@@ -77,16 +85,36 @@ func NewBulkhead(o BulkheadOpts) *Bulkhead {
 	}
 	b := &Bulkhead{
 		name: o.Name, max: o.MaxConcurrent, wait: o.Wait, clock: clockOrReal(o.Clock),
-		full: &BulkheadFullError{Name: o.Name, MaxConcurrent: o.MaxConcurrent, Wait: o.Wait},
-		free: make([]*slot, o.MaxConcurrent),
+		full:  &BulkheadFullError{Name: o.Name, MaxConcurrent: o.MaxConcurrent, Wait: o.Wait},
+		slots: make([]slot, o.MaxConcurrent),
+		free:  make([]atomic.Uint64, (o.MaxConcurrent+63)/64),
 	}
-	for i := range b.free {
-		b.free[i] = &slot{b: b}
+	for i := range b.slots {
+		b.slots[i].b, b.slots[i].idx = b, i
+		b.free[i/64].Or(1 << (i % 64))
 	}
 	return b
 }
 
 func permitFor(s *slot) Permit { return Permit{s: s, gen: s.gen.Load()} }
+
+// claim takes a free slot, or returns nil when there is none.
+func (b *Bulkhead) claim() *slot {
+	for w := range b.free {
+		word := &b.free[w]
+		for {
+			v := word.Load()
+			if v == 0 {
+				break
+			}
+			bit := bits.TrailingZeros64(v)
+			if word.CompareAndSwap(v, v&^(1<<bit)) {
+				return &b.slots[w*64+bit]
+			}
+		}
+	}
+	return nil
+}
 
 // Acquire takes a slot, waiting at most the bulkhead's Wait (on its Clock)
 // for one to free up. It returns a *[BulkheadFullError] when none did, or
@@ -96,20 +124,26 @@ func (b *Bulkhead) Acquire(ctx context.Context) (Permit, error) {
 	if b == nil {
 		return Permit{}, nil
 	}
-	b.mu.Lock()
-	if n := len(b.free); n > 0 {
-		s := b.free[n-1]
-		b.free = b.free[:n-1]
-		b.mu.Unlock()
-		return permitFor(s), nil
+	if b.waiting.Load() == 0 {
+		if s := b.claim(); s != nil {
+			return permitFor(s), nil
+		}
 	}
+	return b.acquireSlow(ctx)
+}
+
+func (b *Bulkhead) acquireSlow(ctx context.Context) (Permit, error) {
 	if err := ctx.Err(); err != nil {
-		b.mu.Unlock()
 		return Permit{}, fmt.Errorf("waiting for a bulkhead slot for '%s': %w", b.name, err)
 	}
 	w := make(chan *slot, 1)
+	b.mu.Lock()
 	b.waiters = append(b.waiters, w)
+	b.waiting.Add(1)
 	b.mu.Unlock()
+	// A slot given back before we were counted as waiting went to the free
+	// set, not to us: look again now that we are in the queue.
+	b.serveWaiters()
 
 	t := b.clock.NewTimer(b.wait)
 	defer t.Stop()
@@ -125,13 +159,30 @@ func (b *Bulkhead) Acquire(ctx context.Context) (Permit, error) {
 	b.mu.Lock()
 	if i := slices.Index(b.waiters, w); i >= 0 {
 		b.waiters = slices.Delete(b.waiters, i, i+1)
+		b.waiting.Add(-1)
 		b.mu.Unlock()
 		return Permit{}, err
 	}
 	b.mu.Unlock()
-	// A releaser handed us a slot as we gave up: it freed at the same
-	// instant, so take it rather than lose it.
+	// We were handed a slot (under mu, so it is in w) as we gave up: it
+	// freed at the same instant, so take it rather than lose it.
 	return permitFor(<-w), nil
+}
+
+// serveWaiters hands free slots to waiting calls, oldest first.
+func (b *Bulkhead) serveWaiters() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for len(b.waiters) > 0 {
+		s := b.claim()
+		if s == nil {
+			return
+		}
+		w := b.waiters[0]
+		b.waiters = slices.Delete(b.waiters, 0, 1)
+		b.waiting.Add(-1)
+		w <- s // room for one, and each waiter is handed at most one slot
+	}
 }
 
 // Release gives the slot back, to the longest-waiting call if there is one.
@@ -142,23 +193,22 @@ func (p Permit) Release() {
 		return
 	}
 	b := s.b
-	b.mu.Lock()
-	if len(b.waiters) > 0 {
-		w := b.waiters[0]
-		b.waiters = slices.Delete(b.waiters, 0, 1)
-		b.mu.Unlock()
-		w <- s // room for one, and each waiter is handed at most one slot
-		return
+	b.free[s.idx/64].Or(1 << (s.idx % 64))
+	// Checked after the slot is back in the free set, while a new waiter
+	// registers before it looks at the free set: one of the two sees the
+	// other, so no waiter sleeps next to a free slot.
+	if b.waiting.Load() > 0 {
+		b.serveWaiters()
 	}
-	b.free = append(b.free, s)
-	b.mu.Unlock()
 }
 
 // InFlight returns how many slots are taken.
 func (b *Bulkhead) InFlight() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.max - len(b.free)
+	n := b.max
+	for i := range b.free {
+		n -= bits.OnesCount64(b.free[i].Load())
+	}
+	return n
 }
 
 // MaxConcurrent returns the bulkhead's limit.

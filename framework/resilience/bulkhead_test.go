@@ -3,6 +3,9 @@ package resilience
 import (
 	"context"
 	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -72,8 +75,13 @@ func TestBulkheadWaiterGetsFreedSlot(t *testing.T) {
 	clock.BlockUntil(1)
 	clock.Advance(300 * time.Millisecond)
 	p.Release()
-	if err := <-done; err != nil {
-		t.Fatalf("waiter: %v", err)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+	case <-time.After(5 * time.Second): // real time: the test clock stands still
+		t.Fatal("the waiter was not handed the released slot")
 	}
 }
 
@@ -126,5 +134,74 @@ func TestBulkheadDoubleReleaseIsHarmless(t *testing.T) {
 		t.Fatalf("nil bulkhead: %v", err)
 	} else {
 		p.Release()
+	}
+}
+
+// TestBulkheadConcurrentStress has 32 goroutines share 4 slots. It checks
+// that no more than 4 calls are ever inside, and that no call waits for its
+// full 5 s: a waiter that slept next to a free slot (a lost wake-up) would.
+func TestBulkheadConcurrentStress(t *testing.T) {
+	t.Parallel()
+	bh := NewBulkhead(BulkheadOpts{MaxConcurrent: 4, Wait: 5 * time.Second})
+	var inside, maxInside atomic.Int32
+	var rejected atomic.Int32
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for i := range 300 {
+				p, err := bh.Acquire(context.Background())
+				if err != nil {
+					rejected.Add(1)
+					continue
+				}
+				n := inside.Add(1)
+				for {
+					m := maxInside.Load()
+					if n <= m || maxInside.CompareAndSwap(m, n) {
+						break
+					}
+				}
+				if i%3 == 0 {
+					time.Sleep(20 * time.Microsecond) // hold the slot so others must wait
+				} else {
+					runtime.Gosched()
+				}
+				inside.Add(-1)
+				p.Release()
+			}
+		})
+	}
+	wg.Wait()
+	if maxInside.Load() > 4 {
+		t.Fatalf("%d calls inside a bulkhead of 4", maxInside.Load())
+	}
+	if rejected.Load() != 0 || time.Since(start) > 4*time.Second {
+		t.Fatalf("%d rejections in %v: a waiter missed a freed slot", rejected.Load(), time.Since(start))
+	}
+	if bh.InFlight() != 0 {
+		t.Fatalf("InFlight = %d at the end", bh.InFlight())
+	}
+}
+
+func TestBulkheadLargeCapacity(t *testing.T) {
+	t.Parallel()
+	bh := NewBulkhead(BulkheadOpts{MaxConcurrent: 200, Wait: time.Millisecond})
+	var ps []Permit
+	for range 200 {
+		p, err := bh.Acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	if _, err := bh.Acquire(t.Context()); !errors.Is(err, ErrBulkheadFull) {
+		t.Fatalf("201st = %v", err)
+	}
+	for _, p := range ps {
+		p.Release()
+	}
+	if bh.InFlight() != 0 {
+		t.Fatalf("InFlight = %d", bh.InFlight())
 	}
 }
