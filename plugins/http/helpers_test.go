@@ -24,6 +24,7 @@ type upstream struct {
 	*httptest.Server
 	hits  atomic.Int64
 	conns atomic.Int64 // connections accepted
+	open  gauge        // connections open now, and the peak
 
 	mu       sync.Mutex
 	requests []*http.Request
@@ -40,8 +41,12 @@ func newUpstream(t testing.TB, handle func(w http.ResponseWriter, r *http.Reques
 		handle(w, r, n)
 	}))
 	u.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
+		switch s {
+		case http.StateNew:
 			u.conns.Add(1)
+			u.open.enter()
+		case http.StateClosed, http.StateHijacked:
+			u.open.leave()
 		}
 	}
 	u.Start()

@@ -57,13 +57,17 @@ func TestPoolUnderLoad(t *testing.T) { // not parallel: it loads both cores
 	if p := g.peak.Load(); p > 50 {
 		t.Errorf("the upstream saw %d requests at once, want at most 50", p)
 	}
-	if n := up.conns.Load(); n > 50 {
-		t.Errorf("%d connections opened, want at most 50", n)
+	// At most 50 open at once. (More may be opened in all: on a loaded
+	// machine an attempt can meet its read gap, lose its connection and
+	// retry on a new one.)
+	if n := up.open.peak.Load(); n > 50 {
+		t.Errorf("%d connections open at once, want at most 50", n)
 	}
 	if got := metric(t, reg, "jfast_http_client_calls_total", "result", "response"); got != calls {
 		t.Errorf("response calls metric = %v, want %d", got, calls)
 	}
-	t.Logf("peak %d requests in flight, %d connections for %d calls", g.peak.Load(), up.conns.Load(), calls)
+	t.Logf("peak %d requests in flight, %d connections open at most, %d opened in all, %v retries, for %d calls",
+		g.peak.Load(), up.open.peak.Load(), up.conns.Load(), metric(t, reg, "jfast_http_client_retries_total"), calls)
 }
 
 // 1000 concurrent calls against an upstream that holds every request: exactly
@@ -113,8 +117,8 @@ func TestBulkheadNumbersExact(t *testing.T) { // not parallel: it loads both cor
 	if ok.Load() != 50 || full.Load() != calls-50 || other.Load() != 0 {
 		t.Fatalf("%d succeeded, %d BulkheadFull, %d other; want 50, 950, 0", ok.Load(), full.Load(), other.Load())
 	}
-	if up.hits.Load() != 50 || g.peak.Load() != 50 || up.conns.Load() > 50 {
-		t.Errorf("upstream: %d requests, peak %d, %d connections; want 50, 50, ≤50", up.hits.Load(), g.peak.Load(), up.conns.Load())
+	if up.hits.Load() != 50 || g.peak.Load() != 50 || up.open.peak.Load() > 50 {
+		t.Errorf("upstream: %d requests, peak %d, %d connections open at once; want 50, 50, ≤50", up.hits.Load(), g.peak.Load(), up.open.peak.Load())
 	}
 	if got := metric(t, reg, "jfast_http_client_bulkhead_rejections_total", "upstream", "billing"); got != calls-50 {
 		t.Errorf("bulkhead rejections metric = %v, want %d", got, calls-50)

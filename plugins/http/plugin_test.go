@@ -354,3 +354,28 @@ func TestSeamAfterStartRefused(t *testing.T) {
 		t.Error("ObserveCalls after start was accepted")
 	}
 }
+
+// An upstream can come from the environment alone, and a shape key the file
+// does not set can too.
+func TestUpstreamFromEnvironmentOnly(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, status(200))
+	var client *jhttp.ServiceClient
+	jfasttest.Start(t, jfasttest.Options{
+		TOML:    "[plugins]\nenabled = [\"http\"]\n",
+		Plugins: []framework.Plugin{jhttp.New()},
+		Env: map[string]string{
+			"JFAST_HTTP_UPSTREAMS__BILLING__BASE_URL": up.URL,
+			"JFAST_HTTP_UPSTREAMS__BILLING__RETRIES":  "4",
+		},
+		Routes: func(app *framework.App, _ chi.Router) error {
+			var err error
+			client, err = jhttp.Client(app, "billing")
+			return err
+		},
+	})
+	u := client.Upstream()
+	if u.BaseURL != up.URL || u.Retries != 4 || u.TotalTimeout != jhttp.DefaultTotalTimeout {
+		t.Fatalf("upstream = %+v, want the environment's base_url and retries, defaults otherwise", u)
+	}
+}
