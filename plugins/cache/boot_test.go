@@ -101,7 +101,9 @@ func TestDefaultsAndURLModes(t *testing.T) {
 	}{
 		{"redis://127.0.0.1:6379/2", func(c redis.UniversalClient) bool {
 			o := c.(*redis.Client).Options()
-			return o.DB == 2 && o.ReadTimeout == DefaultCommandTimeout && o.MaxRetries == 0 && o.ContextTimeoutEnabled
+			return o.DB == 2 && o.ReadTimeout == DefaultCommandTimeout && o.WriteTimeout == DefaultCommandTimeout &&
+				o.DialTimeout == DefaultCommandTimeout && o.PoolTimeout == DefaultCommandTimeout &&
+				o.MaxRetries == 0 && o.DialerRetries == 1 && o.ContextTimeoutEnabled
 		}},
 		{"rediss://u:p@127.0.0.1:6380/0", func(c redis.UniversalClient) bool {
 			o := c.(*redis.Client).Options()
@@ -119,9 +121,10 @@ func TestDefaultsAndURLModes(t *testing.T) {
 			_, ok := c.(*redis.ClusterClient) // a one-node cluster: the seed repeated in addr
 			return ok
 		}},
-		{"redis://127.0.0.1:6379/0?read_timeout=30s&max_retries=5", func(c redis.UniversalClient) bool {
+		{"redis://127.0.0.1:6379/0?read_timeout=30s&write_timeout=30s&pool_timeout=30s&dial_timeout=30s&max_retries=5&pool_size=3", func(c redis.UniversalClient) bool {
 			o := c.(*redis.Client).Options()
-			return o.ReadTimeout == DefaultCommandTimeout && o.MaxRetries == 0 // jfast's keys win
+			return o.ReadTimeout == DefaultCommandTimeout && o.WriteTimeout == DefaultCommandTimeout && o.PoolTimeout == DefaultCommandTimeout &&
+				o.DialTimeout == DefaultCommandTimeout && o.MaxRetries == 0 && o.PoolSize != 3 // jfast's keys win
 		}},
 	}
 	for _, m := range modes {

@@ -33,7 +33,9 @@ func newClient(cfg Config) (redis.UniversalClient, error) {
 //   - otherwise one server (redis.ParseURL).
 //
 // jfast's keys override what the URL's query says about timeouts, retries and
-// the pool size, so the deadlines cannot be switched off from the URL.
+// the pool size, so the deadlines cannot be switched off from the URL. Neither
+// commands nor dials are retried (DESIGN.md §6): a command that failed is the
+// breaker's evidence, and a retry would only spend its deadline again.
 func buildOptions(raw string, u *url.URL, cfg Config) (func() redis.UniversalClient, error) {
 	q := u.Query()
 	t := cfg.CommandTimeout
@@ -47,6 +49,7 @@ func buildOptions(raw string, u *url.URL, cfg Config) (func() redis.UniversalCli
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = t, t, t, t
 		o.ContextTimeoutEnabled = true
 		o.MaxRetries = -1
+		o.DialerRetries = 1
 		o.PoolSize = cfg.PoolSize
 		return func() redis.UniversalClient { return redis.NewFailoverClient(o) }, nil
 	case q.Has("addr"):
@@ -57,6 +60,7 @@ func buildOptions(raw string, u *url.URL, cfg Config) (func() redis.UniversalCli
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = t, t, t, t
 		o.ContextTimeoutEnabled = true
 		o.MaxRetries = -1
+		o.DialerRetries = 1
 		o.PoolSize = cfg.PoolSize
 		o.MaintNotificationsConfig = disabled
 		return func() redis.UniversalClient { return redis.NewClusterClient(o) }, nil
@@ -68,6 +72,7 @@ func buildOptions(raw string, u *url.URL, cfg Config) (func() redis.UniversalCli
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = t, t, t, t
 		o.ContextTimeoutEnabled = true
 		o.MaxRetries = -1
+		o.DialerRetries = 1
 		o.PoolSize = cfg.PoolSize
 		o.MaintNotificationsConfig = disabled
 		return func() redis.UniversalClient { return redis.NewClient(o) }, nil
