@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -174,36 +175,49 @@ func openFailsafe() failsafe.Executor[int] {
 	return ex
 }
 
+// loopCPU runs body in a b.Loop with the goroutine pinned to its thread and
+// reports the thread's CPU time per op as "cpu-ns/op": unlike wall time, it
+// does not count the time the thread waited for a core on a busy machine.
+func loopCPU(b *testing.B, body func()) {
+	b.ReportAllocs()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start, ok := threadCPU()
+	for b.Loop() {
+		body()
+	}
+	if end, ok2 := threadCPU(); ok && ok2 {
+		b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
+	}
+}
+
 // --- allowed path ---
 
 func BenchmarkAllowed(b *testing.B) {
 	ctx := context.Background()
 	b.Run("impl=jfast", func(b *testing.B) {
 		j := newJfast()
-		b.ReportAllocs()
-		for b.Loop() {
+		loopCPU(b, func() {
 			if _, err := j.do(ctx); err != nil {
 				b.Fatal(err)
 			}
-		}
+		})
 	})
 	b.Run("impl=gobreaker", func(b *testing.B) {
 		g := newGobreaker()
-		b.ReportAllocs()
-		for b.Loop() {
+		loopCPU(b, func() {
 			if _, err := g.do(ctx); err != nil {
 				b.Fatal(err)
 			}
-		}
+		})
 	})
 	b.Run("impl=failsafe-go", func(b *testing.B) {
 		ex := newFailsafe()
-		b.ReportAllocs()
-		for b.Loop() {
+		loopCPU(b, func() {
 			if _, err := failsafeDo(ctx, ex); err != nil {
 				b.Fatal(err)
 			}
-		}
+		})
 	})
 }
 
@@ -250,30 +264,27 @@ func BenchmarkOpen(b *testing.B) {
 	ctx := context.Background()
 	b.Run("impl=jfast", func(b *testing.B) {
 		j := newJfast().open()
-		b.ReportAllocs()
-		for b.Loop() {
+		loopCPU(b, func() {
 			if _, err := j.do(ctx); err == nil {
 				b.Fatal("allowed while open")
 			}
-		}
+		})
 	})
 	b.Run("impl=gobreaker", func(b *testing.B) {
 		g := newGobreaker().open()
-		b.ReportAllocs()
-		for b.Loop() {
+		loopCPU(b, func() {
 			if _, err := g.do(ctx); err == nil {
 				b.Fatal("allowed while open")
 			}
-		}
+		})
 	})
 	b.Run("impl=failsafe-go", func(b *testing.B) {
 		ex := openFailsafe()
-		b.ReportAllocs()
-		for b.Loop() {
+		loopCPU(b, func() {
 			if _, err := failsafeDo(ctx, ex); err == nil {
 				b.Fatal("allowed while open")
 			}
-		}
+		})
 	})
 }
 
@@ -319,8 +330,7 @@ func BenchmarkOpenParallel(b *testing.B) {
 func BenchmarkBreakerOnly(b *testing.B) {
 	b.Run("impl=jfast", func(b *testing.B) {
 		br := resilience.NewBreaker(resilience.BreakerOpts{Name: "bench"})
-		b.ReportAllocs()
-		for b.Loop() {
+		loopCPU(b, func() {
 			tk, err := br.Allow()
 			if err != nil {
 				b.Fatal(err)
@@ -331,26 +341,24 @@ func BenchmarkBreakerOnly(b *testing.B) {
 			} else {
 				tk.Done(resilience.Success)
 			}
-		}
+		})
 	})
 	b.Run("impl=gobreaker", func(b *testing.B) {
 		cb := gobreaker.NewCircuitBreaker[int](gobreaker.Settings{Name: "bench", Timeout: 15 * time.Second})
 		fn := func() (int, error) { return call(nil) }
-		b.ReportAllocs()
-		for b.Loop() {
+		loopCPU(b, func() {
 			if _, err := cb.Execute(fn); err != nil {
 				b.Fatal(err)
 			}
-		}
+		})
 	})
 	b.Run("impl=failsafe-go", func(b *testing.B) {
 		ex := failsafe.With[int](circuitbreaker.NewBuilder[int]().WithFailureThreshold(5).WithDelay(15 * time.Second).Build())
 		fn := func() (int, error) { return call(nil) }
-		b.ReportAllocs()
-		for b.Loop() {
+		loopCPU(b, func() {
 			if _, err := ex.Get(fn); err != nil {
 				b.Fatal(err)
 			}
-		}
+		})
 	})
 }
