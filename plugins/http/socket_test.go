@@ -255,3 +255,22 @@ func TestTLSReadGap(t *testing.T) {
 		t.Errorf("a TLS read gap of 100ms took %s, want 100ms plus the handshake, far below 5s", d)
 	}
 }
+
+// write_timeout: an upstream that accepts and never reads stops a large
+// request body once the socket buffers are full, after one write gap.
+func TestWriteGap(t *testing.T) {
+	t.Parallel()
+	base := silentUpstream(t)
+	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: base, WriteTimeout: 200 * time.Millisecond,
+		ReadTimeout: 5 * time.Second, TotalTimeout: 5 * time.Second, Retries: jhttp.NoRetries})
+	body := make([]byte, 64<<20) // far more than loopback's socket buffers
+	start := time.Now()
+	_, err := c.Put(context.Background(), "/upload", body)
+	var to *jhttp.UpstreamTimeout
+	if !errors.As(err, &to) {
+		t.Fatalf("err = %v (%T), want UpstreamTimeout", err, err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("took %s: the write gap (200ms), not total_timeout (5s), should have ended it", d)
+	}
+}
