@@ -2,10 +2,12 @@ package db
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 
 	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/problem"
 	"github.com/jfastframework/jfast/readiness"
 )
 
@@ -57,7 +59,12 @@ func (d *DB) check(ctx context.Context) readiness.Report {
 	c, err := d.Acquire(ctx)
 	if err != nil {
 		open := d.gate.breaker.Snapshot().State != resilience.StateClosed
-		return readiness.Failed("db unreachable: "+redactText(err.Error(), d.gate.dsn), !open, d.meta())
+		cause := err
+		var de *problem.DependencyError
+		if errors.As(err, &de) && de.Err != nil {
+			cause = de.Err
+		}
+		return readiness.Failed("db unreachable: "+redactText(cause.Error(), d.gate.dsn), !open, d.meta())
 	}
 	_, err = c.Conn().PgConn().Exec(ctx, pingSQL).ReadAll()
 	c.Release()

@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/problem"
 )
 
 // DB is a PostgreSQL pool whose every acquisition goes through the bounded
@@ -64,7 +66,8 @@ func (d *DB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandT
 	defer c.Release()
 	ctx, cancel := d.statementCtx(ctx)
 	defer cancel()
-	return c.Exec(ctx, sql, args...)
+	tag, err := c.Exec(ctx, sql, args...)
+	return tag, d.connErr(c.Conn().IsClosed(), err)
 }
 
 // Query runs sql. The connection goes back to the pool when the rows are
@@ -77,11 +80,12 @@ func (d *DB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, erro
 	ctx, cancel := d.statementCtx(ctx)
 	rows, err := c.Query(ctx, sql, args...)
 	if err != nil {
+		err = d.connErr(c.Conn().IsClosed(), err)
 		c.Release()
 		cancel()
 		return nil, err
 	}
-	return &releasingRows{Rows: rows, release: func() { c.Release(); cancel() }}, nil
+	return &releasingRows{Rows: rows, db: d, broken: c.Conn().IsClosed, release: func() { c.Release(); cancel() }}, nil
 }
 
 // QueryRow runs sql; its error, if any, is returned by Scan.
@@ -104,9 +108,9 @@ func (d *DB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	br := c.SendBatch(ctx, b)
 	if tx := br.Tx(); tx != nil {
 		// The batch began a transaction: it owns the connection until it ends.
-		return &releasingBatch{BatchResults: br, tx: &poolTx{Tx: tx, conn: c, db: d}, release: cancel}
+		return &releasingBatch{BatchResults: br, tx: &poolTx{Tx: tx, conn: c, db: d}, db: d, broken: c.Conn().IsClosed, release: cancel}
 	}
-	return &releasingBatch{BatchResults: br, release: func() { c.Release(); cancel() }}
+	return &releasingBatch{BatchResults: br, db: d, broken: c.Conn().IsClosed, release: func() { c.Release(); cancel() }}
 }
 
 // CopyFrom copies rows into tableName with the COPY protocol.
@@ -118,7 +122,8 @@ func (d *DB) CopyFrom(ctx context.Context, tableName pgx.Identifier, columnNames
 	defer c.Release()
 	ctx, cancel := d.statementCtx(ctx)
 	defer cancel()
-	return c.CopyFrom(ctx, tableName, columnNames, rowSrc)
+	n, err := c.CopyFrom(ctx, tableName, columnNames, rowSrc)
+	return n, d.connErr(c.Conn().IsClosed(), err)
 }
 
 // Begin starts a transaction. Commit or Rollback it; either returns the
@@ -137,6 +142,7 @@ func (d *DB) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
 	tx, err := c.BeginTx(sctx, opts)
 	cancel()
 	if err != nil {
+		err = d.connErr(c.Conn().IsClosed(), err)
 		c.Release()
 		return nil, err
 	}
@@ -191,20 +197,52 @@ func rollbackCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 }
 
-func isTxClosed(err error) bool { return err == pgx.ErrTxClosed }
+func isTxClosed(err error) bool { return errors.Is(err, pgx.ErrTxClosed) }
 
-// releasingRows returns its connection when closed.
+// connErr turns the error of a statement that broke its connection (the
+// server went away, stopped answering within the statement's deadline, or
+// terminated the session) into the db dependency error: a 503 naming db,
+// not a 500. An error that left the connection usable (a constraint
+// violation, a syntax error) is the caller's and is returned as is. errors.Is
+// and errors.As still reach the cause (context.DeadlineExceeded,
+// *pgconn.PgError).
+func (d *DB) connErr(broken bool, err error) error {
+	if err == nil || !broken {
+		return err
+	}
+	var de *problem.DependencyError
+	if errors.As(err, &de) {
+		return err
+	}
+	return &problem.DependencyError{Dependency: dependencyName, Err: scrub(fmt.Errorf("db: the connection broke during the statement: %w", err), d.gate.dsn)}
+}
+
+// releasingRows returns its connection when closed, and reports an error
+// that broke the connection as the db dependency error.
 type releasingRows struct {
 	pgx.Rows
-	release func()
+	db       *DB
+	broken   func() bool // whether the connection is closed; asked before it is released
+	isBroken bool
+	release  func()
 }
 
 func (r *releasingRows) Close() {
 	r.Rows.Close()
+	if r.broken != nil && !r.isBroken {
+		r.isBroken = r.broken()
+	}
 	if r.release != nil {
 		r.release()
 		r.release = nil
 	}
+}
+
+func (r *releasingRows) Err() error {
+	if r.db == nil {
+		return r.Rows.Err()
+	}
+	return r.db.connErr(r.isBroken, r.Rows.Err())
 }
 
 func (r *releasingRows) Next() bool {
@@ -240,6 +278,8 @@ func (r errRow) Scan(...any) error { return r.err }
 type releasingBatch struct {
 	pgx.BatchResults
 	tx      *poolTx
+	db      *DB
+	broken  func() bool
 	release func()
 }
 
@@ -252,6 +292,9 @@ func (b *releasingBatch) Tx() pgx.Tx {
 
 func (b *releasingBatch) Close() error {
 	err := b.BatchResults.Close()
+	if b.broken != nil && b.release != nil {
+		err = b.db.connErr(b.broken(), err)
+	}
 	if b.release != nil {
 		b.release()
 		b.release = nil
@@ -276,9 +319,14 @@ func (t *poolTx) releaseConn() {
 
 func (t *poolTx) Commit(ctx context.Context) error {
 	err := t.Tx.Commit(ctx)
+	if t.conn != nil {
+		err = t.db.connErr(t.conn.Conn().IsClosed(), err)
+	}
 	t.releaseConn()
 	return err
 }
+
+func (t *poolTx) broken() bool { return t.Tx.Conn().IsClosed() }
 
 func (t *poolTx) Rollback(ctx context.Context) error {
 	err := t.Tx.Rollback(ctx)
@@ -289,20 +337,18 @@ func (t *poolTx) Rollback(ctx context.Context) error {
 func (t *poolTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	ctx, cancel := t.db.statementCtx(ctx)
 	defer cancel()
-	return t.Tx.Exec(ctx, sql, args...)
+	tag, err := t.Tx.Exec(ctx, sql, args...)
+	return tag, t.db.connErr(t.broken(), err)
 }
 
 func (t *poolTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if t.db.commandTimeout <= 0 {
-		return t.Tx.Query(ctx, sql, args...)
-	}
 	ctx, cancel := t.db.statementCtx(ctx)
 	rows, err := t.Tx.Query(ctx, sql, args...)
 	if err != nil {
 		cancel()
-		return nil, err
+		return nil, t.db.connErr(t.broken(), err)
 	}
-	return &releasingRows{Rows: rows, release: cancel}, nil
+	return &releasingRows{Rows: rows, db: t.db, broken: t.broken, release: cancel}, nil
 }
 
 func (t *poolTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
@@ -316,7 +362,8 @@ func (t *poolTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 func (t *poolTx) CopyFrom(ctx context.Context, tableName pgx.Identifier, columnNames []string, rowSrc pgx.CopyFromSource) (int64, error) {
 	ctx, cancel := t.db.statementCtx(ctx)
 	defer cancel()
-	return t.Tx.CopyFrom(ctx, tableName, columnNames, rowSrc)
+	n, err := t.Tx.CopyFrom(ctx, tableName, columnNames, rowSrc)
+	return n, t.db.connErr(t.broken(), err)
 }
 
 func (t *poolTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {

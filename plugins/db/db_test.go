@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/jfastframework/jfast/problem"
 )
 
 func TestQueriesReleaseTheirConnections(t *testing.T) {
@@ -185,6 +187,12 @@ func TestCommandTimeoutBoundsEveryStatement(t *testing.T) {
 		if err == nil || took > 3*time.Second {
 			t.Fatalf("%s: pg_sleep(5) returned %v after %s; want a timeout after about 200ms", name, err, took)
 		}
+		// The statement's deadline closed the connection: a 503 naming db
+		// that still says what happened.
+		var de *problem.DependencyError
+		if !errors.As(err, &de) || de.Dependency != "db" || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%s: error %T %v; want a db dependency error wrapping context.DeadlineExceeded", name, err, err)
+		}
 	}
 	check("Exec", func() error { _, err := b.db.Exec(ctx, "SELECT pg_sleep(5)"); return err })
 	check("QueryRow", func() error { var s string; return b.db.QueryRow(ctx, "SELECT pg_sleep(5)::text").Scan(&s) })
@@ -254,5 +262,52 @@ func TestTenantPoolsEvictLeastRecentlyUsed(t *testing.T) {
 	}
 	if _, err := tp.Get("x/../../y"); err == nil {
 		t.Fatal("a tenant name with / was accepted")
+	}
+}
+
+// A session the server ends during a statement (a crash, a failover, an
+// administrator's pg_terminate_backend) is an outage for that request: a
+// 503 naming db, not a 500, with the server's error still reachable.
+func TestTerminatedSessionIsUnavailable(t *testing.T) {
+	t.Parallel()
+	appName := "jfast_terminate_" + suffix()
+	b := setup(t, setupOpts{toml: fmt.Sprintf("application_name = %q", appName)})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.db.Exec(ctx, "SELECT pg_sleep(10)")
+		done <- err
+	}()
+	admin, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	for {
+		var n int
+		if err := admin.QueryRow(ctx, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'SELECT pg_sleep%'", appName).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the statement never showed in pg_stat_activity")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	err = <-done
+	var de *problem.DependencyError
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &de) || !errors.As(err, &pgErr) || pgErr.Code != "57P01" {
+		t.Fatalf("terminated session: %T %v; want a db dependency error wrapping SQLSTATE 57P01", err, err)
+	}
+	if r := b.svc.Get(t, "/one"); r.Status != 200 {
+		t.Fatalf("the next request: %d", r.Status)
+	}
+	if snap := b.db.Breaker(); snap.Consecutive != 0 {
+		t.Fatalf("breaker %+v: a broken statement is not a connection attempt", snap)
 	}
 }
