@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -377,5 +378,63 @@ func TestUpstreamFromEnvironmentOnly(t *testing.T) {
 	u := client.Upstream()
 	if u.BaseURL != up.URL || u.Retries != 4 || u.TotalTimeout != jhttp.DefaultTotalTimeout {
 		t.Fatalf("upstream = %+v, want the environment's base_url and retries, defaults otherwise", u)
+	}
+}
+
+// The seam as the telemetry plugin will use it: found on app.Plugin("http")
+// through an interface of standard-library types only, called from its own
+// Start, which runs before the http plugin's.
+type httpSeam interface {
+	AddTransportWrapper(func(upstream string, rt http.RoundTripper) http.RoundTripper) error
+	ObserveCalls(func(ctx context.Context, upstream, method string) (context.Context, func(status, attempts int, err error))) error
+}
+
+var _ httpSeam = jhttp.New()
+
+type fakeTelemetry struct{ calls, attempts atomic.Int64 }
+
+func (f *fakeTelemetry) Name() string { return "telemetry" }
+
+func (f *fakeTelemetry) Start(_ context.Context, app *framework.App) error {
+	seam, ok := app.Plugin("http").(httpSeam)
+	if !ok {
+		return errors.New("the http plugin offers no seam")
+	}
+	if err := seam.AddTransportWrapper(func(upstream string, rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			f.attempts.Add(1)
+			r = r.Clone(r.Context())
+			r.Header.Set("Traceparent", "00-"+upstream)
+			return rt.RoundTrip(r)
+		})
+	}); err != nil {
+		return err
+	}
+	return seam.ObserveCalls(func(ctx context.Context, _, _ string) (context.Context, func(int, int, error)) {
+		f.calls.Add(1)
+		return ctx, nil
+	})
+}
+
+func TestTelemetrySeamThroughThePlugin(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, status(200))
+	tel := &fakeTelemetry{}
+	var client *jhttp.ServiceClient
+	jfasttest.Start(t, jfasttest.Options{
+		// http listed first: the optional dependency still starts telemetry first.
+		TOML:    "[plugins]\nenabled = [\"http\", \"telemetry\"]\n[plugin.http.upstreams.billing]\nbase_url = \"" + up.URL + "\"\n",
+		Plugins: []framework.Plugin{jhttp.New(), tel},
+		Routes: func(app *framework.App, _ chi.Router) error {
+			var err error
+			client, err = jhttp.Client(app, "billing")
+			return err
+		},
+	})
+	if _, err := client.Get(context.Background(), "/x"); err != nil {
+		t.Fatal(err)
+	}
+	if tel.calls.Load() != 1 || tel.attempts.Load() != 1 || up.request(0).Header.Get("Traceparent") != "00-billing" {
+		t.Fatalf("calls %d, attempts %d, traceparent %q", tel.calls.Load(), tel.attempts.Load(), up.request(0).Header.Get("Traceparent"))
 	}
 }
