@@ -1,0 +1,43 @@
+package idempotency
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Outcomes of a request on a guarded route, the outcome label of
+// jfast_idempotency_requests_total.
+const (
+	outcomeNoKey       = "no_key"            // no Idempotency-Key: ran unguarded
+	outcomeInvalidKey  = "invalid_key"       // 400
+	outcomeTooLarge    = "request_too_large" // 413
+	outcomeExecuted    = "executed"          // ran and its response was stored
+	outcomeReleased    = "released"          // ran, answered 5xx or 429: key released
+	outcomeNotKept     = "not_kept"          // ran, response over max_response_body
+	outcomeLost        = "lost"              // ran, but the store did not take the response
+	outcomeReplayed    = "replayed"          // stored response sent again
+	outcomeInProgress  = "in_progress"       // 409: the first still runs
+	outcomeMismatch    = "mismatch"          // 422: same key, other request
+	outcomeUnavailable = "store_unavailable" // 503: the store did not answer
+)
+
+type metrics struct {
+	requests *prometheus.CounterVec
+	swept    prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jfast_idempotency_requests_total",
+			Help: "Requests on routes guarded by the idempotency plugin, by store and outcome.",
+		}, []string{"store", "outcome"}),
+		swept: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jfast_idempotency_swept_total",
+			Help: "Expired idempotency records deleted by the PostgreSQL store's sweep.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.swept} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}

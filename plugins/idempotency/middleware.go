@@ -1,0 +1,375 @@
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/problem"
+)
+
+// Header names.
+const (
+	// HeaderKey is the request header carrying the client's key.
+	HeaderKey = "Idempotency-Key"
+	// HeaderReplayed is set to "true" on a response sent from the store.
+	HeaderReplayed = "Idempotent-Replayed"
+)
+
+// MaxKeyLength is the longest Idempotency-Key accepted, in bytes.
+const MaxKeyLength = 255
+
+// Opts configures the middleware of one route (or group of routes).
+type Opts struct {
+	// RequireKey answers 400 to a request without an Idempotency-Key. Without
+	// it such a request runs unguarded, as if the middleware were not there.
+	// Defaults to false.
+	RequireKey bool
+
+	// Subject returns who is calling, to put into the fingerprint so that one
+	// caller's key can never replay another caller's response (the other
+	// caller gets 422). An empty string means anonymous. Defaults to
+	// BearerSubject: the SHA-256 of the caller's bearer token as the auth
+	// plugin recorded it (framework.BearerToken). Set it to read a stable
+	// claim (the token's "sub") when tokens are refreshed between retries.
+	Subject func(r *http.Request) string
+}
+
+// BearerSubject is the default Opts.Subject: the hex SHA-256 of the caller's
+// bearer token recorded in the request's context (framework.BearerToken), or
+// "" when there is none. The token itself is never stored.
+func BearerSubject(r *http.Request) string {
+	tok := framework.BearerToken(r.Context())
+	if tok == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(tok))
+	return hex.EncodeToString(sum[:])
+}
+
+// Middleware returns the middleware that makes the routes it wraps idempotent
+// for requests carrying an Idempotency-Key. Apply it per route, so the route
+// template is known when it runs:
+//
+//	r.With(idem.Middleware(idempotency.Opts{RequireKey: true})).
+//		Post("/payments", framework.Handler(charge))
+//
+// The first request with a key runs and its response is stored; a repeat with
+// the same key and the same request gets the stored response with
+// Idempotent-Replayed: true; the same key with another request gets 422; a
+// repeat while the first still runs gets 409 with Retry-After. When the store
+// does not answer, the route answers 503 without running the handler.
+//
+// Middleware takes no part in framework.Middlewarer: it is never applied to
+// every route.
+func (p *Plugin) Middleware(opts Opts) func(http.Handler) http.Handler {
+	if opts.Subject == nil {
+		opts.Subject = BearerSubject
+	}
+	return func(next http.Handler) http.Handler {
+		return &guard{p: p, opts: opts, next: next}
+	}
+}
+
+type guard struct {
+	p    *Plugin
+	opts Opts
+	next http.Handler
+}
+
+// validKey reports whether k is 1 to 255 printable ASCII characters.
+func validKey(k string) bool {
+	if len(k) == 0 || len(k) > MaxKeyLength {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x20 || k[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// route is the route template of r (chi's pattern), or its path when the
+// middleware runs before routing completed (a Use on a router that has
+// sub-routers): the path is stricter, never looser.
+func route(r *http.Request) string {
+	if rc := chi.RouteContext(r.Context()); rc != nil {
+		if pat := rc.RoutePattern(); pat != "" && pat[len(pat)-1] != '*' {
+			return pat
+		}
+	}
+	return r.URL.Path
+}
+
+// fingerprint identifies a request: method, route template, subject and body.
+func fingerprint(method, route, subject string, body []byte) string {
+	b := sha256.Sum256(body)
+	h := sha256.New()
+	for _, s := range []string{method, route, subject, hex.EncodeToString(b[:])} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func newToken() string {
+	b := make([]byte, tokenLen/2)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p := g.p
+	vals := r.Header.Values(HeaderKey)
+	if len(vals) == 0 {
+		if g.opts.RequireKey {
+			g.count(outcomeInvalidKey)
+			problem.Write(w, r, problem.BadRequest("this route needs an Idempotency-Key header: 1 to 255 printable characters, unique per operation (a UUID)"))
+			return
+		}
+		g.count(outcomeNoKey)
+		g.next.ServeHTTP(w, r)
+		return
+	}
+	key := vals[0]
+	if len(vals) > 1 || !validKey(key) {
+		g.count(outcomeInvalidKey)
+		problem.Write(w, r, problem.BadRequest("Idempotency-Key must be one header of 1 to 255 printable ASCII characters"))
+		return
+	}
+
+	body, err := io.ReadAll(io.LimitReader(r.Body, int64(p.cfg.MaxRequestBody)+1))
+	if err != nil {
+		g.count(outcomeInvalidKey)
+		problem.Write(w, r, problem.BadRequest("the request body could not be read"))
+		return
+	}
+	if len(body) > p.cfg.MaxRequestBody {
+		g.count(outcomeTooLarge)
+		problem.Write(w, r, problem.New(http.StatusRequestEntityTooLarge,
+			fmt.Sprintf("a request with an Idempotency-Key may carry at most %d bytes of body on this route", p.cfg.MaxRequestBody)))
+		return
+	}
+	_ = r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(body))
+
+	now := p.clock.Now()
+	c := claim{
+		Key:         key,
+		Fingerprint: fingerprint(r.Method, route(r), g.opts.Subject(r), body),
+		Token:       newToken(),
+		Now:         now,
+		LeaseUntil:  now.Add(p.cfg.Lease),
+		ExpiresAt:   now.Add(p.cfg.TTL),
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.StoreTimeout)
+	acquired, rec, err := p.store.acquire(ctx, c)
+	cancel()
+	if err != nil {
+		g.count(outcomeUnavailable)
+		framework.WriteError(w, r, p.unavailable(err))
+		return
+	}
+	p.maybeSweep(now)
+	if !acquired {
+		g.answerHeld(w, r, c, rec)
+		return
+	}
+	g.run(w, r, c)
+}
+
+// answerHeld answers a request whose key another request holds or completed.
+func (g *guard) answerHeld(w http.ResponseWriter, r *http.Request, c claim, rec *record) {
+	p := g.p
+	switch {
+	case rec.Fingerprint != c.Fingerprint:
+		g.count(outcomeMismatch)
+		problem.Write(w, r, problem.Unprocessable("this Idempotency-Key was already used for a different request (method, route, body or caller); use a new key for a new operation"))
+	case rec.State == stateRunning:
+		g.count(outcomeInProgress)
+		pr := problem.Conflict("a request with this Idempotency-Key is still being processed; retry after it finishes to get its response")
+		pr.RetryAfter = p.cfg.RetryAfter
+		problem.Write(w, r, pr)
+	case rec.State == stateTooLarge:
+		g.count(outcomeInProgress)
+		problem.Write(w, r, problem.Conflict("the request with this Idempotency-Key was already processed, but its response was too large to keep; it is not run again"))
+	default:
+		g.count(outcomeReplayed)
+		h := w.Header()
+		for k, vs := range rec.Header {
+			h[k] = append([]string(nil), vs...)
+		}
+		h.Set(HeaderReplayed, "true")
+		h.Set("Content-Length", strconv.Itoa(len(rec.Body)))
+		w.WriteHeader(rec.Status)
+		if r.Method != http.MethodHead {
+			_, _ = w.Write(rec.Body)
+		}
+	}
+}
+
+// stored reports whether a first response with this status is kept for
+// replay. A 5xx says the service failed, a 429 says "not now": a retry should
+// run the handler, so the key is released.
+func stored(status int) bool {
+	return status < 500 && status != http.StatusTooManyRequests
+}
+
+// run executes the handler under the key c took, then stores or releases it.
+func (g *guard) run(w http.ResponseWriter, r *http.Request, c claim) {
+	p := g.p
+	cw := &captureWriter{ResponseWriter: w, allowed: p.allowed, limit: p.cfg.MaxResponseBody}
+	finished := false
+	defer func() {
+		if finished {
+			return
+		}
+		// The handler panicked (or called runtime.Goexit): release the key
+		// so a retry can run, and let the panic go on to the recovery middleware.
+		g.release(r, c)
+		g.count(outcomeReleased)
+	}()
+	g.next.ServeHTTP(cw, r)
+	finished = true
+
+	status := cw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	if !stored(status) {
+		g.release(r, c)
+		g.count(outcomeReleased)
+		return
+	}
+	now := p.clock.Now()
+	rec := &record{Fingerprint: c.Fingerprint, State: stateDone, LeaseUntil: now, ExpiresAt: now.Add(p.cfg.TTL),
+		Status: status, Header: cw.header, Body: cw.body.Bytes()}
+	outcome := outcomeExecuted
+	if cw.overflow {
+		rec.State, rec.Header, rec.Body = stateTooLarge, nil, nil
+		outcome = outcomeNotKept
+	}
+	// The client may have gone: the response must be stored anyway.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.cfg.StoreTimeout)
+	defer cancel()
+	ok, err := p.store.complete(ctx, c.Key, c.Token, rec)
+	switch {
+	case err != nil:
+		outcome = outcomeLost
+		p.log.LogAttrs(r.Context(), slog.LevelError, "idempotency: the response could not be stored; the key stays held until its lease ends, then a retry runs the handler again",
+			slog.String("store", p.store.name()), slog.Duration("lease", p.cfg.Lease), slog.String("error", scrub(err)))
+	case !ok:
+		outcome = outcomeLost
+		p.log.LogAttrs(r.Context(), slog.LevelError, "idempotency: the key's lease ran out while the handler ran and another request took it; this response was not stored",
+			slog.String("store", p.store.name()), slog.Duration("lease", p.cfg.Lease))
+	}
+	g.count(outcome)
+}
+
+func (g *guard) release(r *http.Request, c claim) {
+	p := g.p
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.cfg.StoreTimeout)
+	defer cancel()
+	if err := p.store.release(ctx, c.Key, c.Token); err != nil {
+		p.log.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: the key could not be released; repeats get 409 until its lease ends",
+			slog.String("store", p.store.name()), slog.Duration("lease", p.cfg.Lease), slog.String("error", scrub(err)))
+	}
+}
+
+func (g *guard) count(outcome string) {
+	g.p.metrics.requests.WithLabelValues(g.p.store.name(), outcome).Inc()
+}
+
+// unavailable is the 503 a guarded route answers when its store fails: the
+// handler did not run, so the client may retry.
+func (p *Plugin) unavailable(err error) error {
+	var ra time.Duration
+	var rt interface{ RetryAfter() time.Duration }
+	if errors.As(err, &rt) {
+		ra = rt.RetryAfter()
+	}
+	return &problem.DependencyError{
+		Dependency: p.dep,
+		Err:        fmt.Errorf("idempotency store %s: %w", p.store.name(), err),
+		RetryAfter: ra,
+		Detail:     fmt.Sprintf("the idempotency store (%s, plugin %s) did not answer, so the request was not run; retry later", p.store.name(), p.dep),
+	}
+}
+
+// scrub is err's text with any password masked.
+func scrub(err error) string { return framework.MaskSecrets(err.Error()) }
+
+// captureWriter passes the response through to the client and keeps a copy of
+// its status, allow-listed headers and body (up to limit bytes) for the store.
+type captureWriter struct {
+	http.ResponseWriter
+	allowed  []string
+	limit    int
+	status   int
+	header   http.Header
+	body     bytes.Buffer
+	overflow bool
+}
+
+func (w *captureWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+		w.snapshot()
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *captureWriter) snapshot() {
+	h := w.ResponseWriter.Header()
+	for _, k := range w.allowed {
+		if vs, ok := h[k]; ok {
+			if w.header == nil {
+				w.header = http.Header{}
+			}
+			w.header[k] = append([]string(nil), vs...)
+		}
+	}
+}
+
+func (w *captureWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+		w.snapshot()
+	}
+	if !w.overflow {
+		if w.body.Len()+len(b) > w.limit {
+			w.overflow = true
+			w.body = bytes.Buffer{}
+		} else {
+			w.body.Write(b)
+		}
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush implements http.Flusher when the underlying writer does.
+func (w *captureWriter) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+		w.snapshot()
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController and the framework reach the underlying writer.
+func (w *captureWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,186 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/readiness"
+)
+
+const pluginName = "idempotency"
+
+// Plugin is the idempotency plugin. Make it with New; in Routes, take it with
+// From and wrap the routes it guards with Plugin.Middleware.
+type Plugin struct {
+	cfg Config
+
+	app     *framework.App
+	clock   resilience.Clock
+	log     *slog.Logger
+	store   store
+	dep     string // the plugin behind the store: "db" or "cache"
+	allowed []string
+	metrics *metrics
+
+	// Background sweeps of the postgres store.
+	base      context.Context
+	cancel    context.CancelFunc
+	sweeps    sync.WaitGroup
+	sweeping  atomic.Bool
+	lastSweep atomic.Int64 // App-clock UnixNano of the last sweep started
+}
+
+// New returns the idempotency plugin with its defaults.
+func New() *Plugin {
+	return &Plugin{cfg: defaultConfig()}
+}
+
+// From returns the enabled idempotency plugin, or an error naming the fix.
+func From(app *framework.App) (*Plugin, error) {
+	return framework.Get[*Plugin](app, pluginName)
+}
+
+// Name implements framework.Plugin.
+func (p *Plugin) Name() string { return pluginName }
+
+// Config implements framework.Configurable.
+func (p *Plugin) Config() any { return &p.cfg }
+
+// Dependencies implements framework.Dependent: both stores' plugins are
+// optional, for ordering; Start refuses a store whose plugin is not enabled.
+func (p *Plugin) Dependencies() []framework.Dependency {
+	return []framework.Dependency{{Name: "db", Optional: true}, {Name: "cache", Optional: true}}
+}
+
+type poolProvider interface{ Pool() *pgxpool.Pool }
+
+type clientProvider interface{ Client() redis.UniversalClient }
+
+// Start implements framework.Starter. It finds the store's plugin and, for
+// PostgreSQL, tries to create the table within store_timeout; a database that
+// is down does not fail the start (the table is created on first use).
+func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
+	p.app = app
+	p.clock = app.Clock()
+	p.log = app.Logger().With(slog.String("plugin", pluginName))
+	p.allowed = p.cfg.allowed()
+	if p.cfg.Lease == 0 {
+		p.cfg.Lease = LeaseFactor * app.Config().RequestTimeout
+	}
+	if p.cfg.KeyPrefix == "" {
+		p.cfg.KeyPrefix = app.Config().Name + ":idempotency:"
+	}
+	switch p.cfg.Store {
+	case StorePostgres:
+		p.dep = "db"
+		pp, ok := app.Plugin("db").(poolProvider)
+		if !ok {
+			return errors.New(`idempotency: store "postgres" needs the db plugin: add "db" to [plugins] enabled (and db.New() to the service's plugins) with [plugin.db] url, or set [plugin.idempotency] store = "redis"`)
+		}
+		pool := pp.Pool()
+		if pool == nil {
+			return errors.New(`idempotency: store "postgres" needs the db plugin's main pool, and it has none: set [plugin.db] url`)
+		}
+		p.store = newPostgresStore(pool, p.cfg.Table)
+	case StoreRedis:
+		p.dep = "cache"
+		cp, ok := app.Plugin("cache").(clientProvider)
+		if !ok {
+			return errors.New(`idempotency: store "redis" needs the cache plugin: add "cache" to [plugins] enabled (and cache.New() to the service's plugins) with [plugin.cache] url, or set [plugin.idempotency] store = "postgres"`)
+		}
+		client := cp.Client()
+		if client == nil {
+			return errors.New(`idempotency: store "redis" needs the cache plugin's client, and it has none`)
+		}
+		p.store = newRedisStore(client, p.cfg.KeyPrefix, p.cfg.TTL)
+	default:
+		return fmt.Errorf("idempotency: unknown store %q", p.cfg.Store)
+	}
+	m, err := newMetrics(app.Metrics())
+	if err != nil {
+		return fmt.Errorf("idempotency: register metrics: %w", err)
+	}
+	p.metrics = m
+	p.base, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	p.lastSweep.Store(p.clock.Now().UnixNano())
+
+	ectx, cancel := context.WithTimeout(ctx, p.cfg.StoreTimeout)
+	defer cancel()
+	if err := p.store.ensure(ectx); err != nil {
+		p.log.LogAttrs(ctx, slog.LevelWarn, "idempotency store not ready at start; the table is created on first use",
+			slog.String("store", p.store.name()), slog.String("error", err.Error()))
+	}
+	return nil
+}
+
+// Stop implements framework.Stopper: it waits for a background sweep.
+func (p *Plugin) Stop(ctx context.Context) error {
+	if p.cancel == nil {
+		return nil
+	}
+	p.cancel()
+	done := make(chan struct{})
+	go func() { p.sweeps.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("idempotency: stop: waiting for the sweep: %w", ctx.Err())
+	}
+}
+
+// Check implements framework.Checker: the store answers (and, for PostgreSQL,
+// the table exists).
+func (p *Plugin) Check(ctx context.Context) readiness.Report {
+	meta := map[string]any{"store": p.store.name(), "dependency": p.dep}
+	if err := p.store.check(ctx); err != nil {
+		return readiness.Failed(fmt.Sprintf("idempotency store %s unavailable: guarded routes answer 503 (%s)", p.store.name(), scrub(err)), true, meta)
+	}
+	return readiness.Passed("idempotency store "+p.store.name()+" answered", meta)
+}
+
+// maybeSweep starts a background sweep of expired records when sweep_interval
+// has passed on the App clock since the last one, and none is running.
+func (p *Plugin) maybeSweep(now time.Time) {
+	last := p.lastSweep.Load()
+	if now.UnixNano()-last < int64(p.cfg.SweepInterval) || !p.lastSweep.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	if !p.sweeping.CompareAndSwap(false, true) {
+		return
+	}
+	p.sweeps.Add(1)
+	go func() {
+		defer p.sweeps.Done()
+		defer p.sweeping.Store(false)
+		ctx, cancel := context.WithTimeout(p.base, p.cfg.StoreTimeout)
+		defer cancel()
+		n, err := p.store.sweep(ctx, now)
+		if err != nil {
+			p.log.LogAttrs(ctx, slog.LevelWarn, "idempotency sweep failed", slog.String("error", scrub(err)))
+			return
+		}
+		if n > 0 {
+			p.metrics.swept.Add(float64(n))
+		}
+	}()
+}
+
+var (
+	_ framework.Configurable = (*Plugin)(nil)
+	_ framework.Validator    = (*Plugin)(nil)
+	_ framework.Dependent    = (*Plugin)(nil)
+	_ framework.Starter      = (*Plugin)(nil)
+	_ framework.Stopper      = (*Plugin)(nil)
+	_ framework.Checker      = (*Plugin)(nil)
+)
