@@ -75,11 +75,17 @@ type CircuitOpen struct{ UpstreamError }
 // errors.Is(err, resilience.ErrBulkheadFull) holds.
 type BulkheadFull struct{ UpstreamError }
 
-// As lets errors.As find the *UpstreamError inside each kind.
-func (e *UpstreamTimeout) As(target any) bool     { return asUpstream(&e.UpstreamError, target) }
+// As lets errors.As find the *UpstreamError inside.
+func (e *UpstreamTimeout) As(target any) bool { return asUpstream(&e.UpstreamError, target) }
+
+// As lets errors.As find the *UpstreamError inside.
 func (e *UpstreamUnavailable) As(target any) bool { return asUpstream(&e.UpstreamError, target) }
-func (e *CircuitOpen) As(target any) bool         { return asUpstream(&e.UpstreamError, target) }
-func (e *BulkheadFull) As(target any) bool        { return asUpstream(&e.UpstreamError, target) }
+
+// As lets errors.As find the *UpstreamError inside.
+func (e *CircuitOpen) As(target any) bool { return asUpstream(&e.UpstreamError, target) }
+
+// As lets errors.As find the *UpstreamError inside.
+func (e *BulkheadFull) As(target any) bool { return asUpstream(&e.UpstreamError, target) }
 
 func asUpstream(e *UpstreamError, target any) bool {
 	if t, ok := target.(**UpstreamError); ok {
@@ -89,12 +95,17 @@ func asUpstream(e *UpstreamError, target any) bool {
 	return false
 }
 
-// Unwrap returns the cause; the promoted method would be shadowed by As in
-// errors.As's walk otherwise.
-func (e *UpstreamTimeout) Unwrap() error     { return e.Err }
+// Unwrap returns the cause (context.DeadlineExceeded, a net.Error...).
+func (e *UpstreamTimeout) Unwrap() error { return e.Err }
+
+// Unwrap returns the cause (a connection error, context.Canceled...).
 func (e *UpstreamUnavailable) Unwrap() error { return e.Err }
-func (e *CircuitOpen) Unwrap() error         { return e.Err }
-func (e *BulkheadFull) Unwrap() error        { return e.Err }
+
+// Unwrap returns the breaker's *resilience.OpenError.
+func (e *CircuitOpen) Unwrap() error { return e.Err }
+
+// Unwrap returns the bulkhead's *resilience.BulkheadFullError.
+func (e *BulkheadFull) Unwrap() error { return e.Err }
 
 func newTimeout(upstream string, err error) *UpstreamTimeout {
 	return &UpstreamTimeout{UpstreamError{Upstream: upstream, Err: err,
