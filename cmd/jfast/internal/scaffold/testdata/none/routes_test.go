@@ -11,24 +11,32 @@ import (
 )
 
 // setup starts the service as main does, with jfast.toml, on a free port, and
-// stops it when the test ends. The JFAST_* variables of the test's environment
-// reach it (JFAST_DB_URL=... go test points the tests at a database), then env.
+// stops it when the test ends. The test's JFAST_<PLUGIN>_* variables for the
+// plugins the service compiles in reach it (JFAST_DB_URL=... go test points the
+// tests at a database), then env.
 func setup(t *testing.T, env map[string]string) *jfasttest.Service {
 	t.Helper()
 	toml, err := os.ReadFile("jfast.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
+	opts := Options()
+	compiled := map[string]bool{}
+	for _, p := range opts.Plugins {
+		compiled[strings.ToUpper(p.Name())] = true
+	}
 	vars := map[string]string{}
 	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "JFAST_") && k != "JFAST_APP_LISTEN" && k != "JFAST_CONFIG" {
+		k, v, _ := strings.Cut(kv, "=")
+		rest, ok := strings.CutPrefix(k, "JFAST_")
+		section, _, _ := strings.Cut(rest, "_")
+		if ok && compiled[section] {
 			vars[k] = v
 		}
 	}
 	for k, v := range env {
 		vars[k] = v
 	}
-	opts := Options()
 	return jfasttest.Start(t, jfasttest.Options{TOML: string(toml), Plugins: opts.Plugins, Routes: opts.Routes, Env: vars})
 }
 

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestEndToEnd runs jfast new for a service with no plugins and for one with every
+// plugin jfast new offers, then in each: go build ./..., go test ./..., builds the
+// binary, runs its check, starts it and asks /live and /ready, and stops it with
+// SIGTERM. The machine's PostgreSQL (127.0.0.1:5432, database test) and Redis
+// (127.0.0.1:6379) serve the db and cache routes' tests; the services still pass
+// without them (the routes then answer 503 or fail open). Skipped with -short.
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds two services: skipped with -short")
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Fatal("the go command is not in PATH")
+	}
+	for _, tc := range []struct {
+		name, plugins string
+	}{
+		{"plain", ""},
+		{"every-plugin", strings.Join(availableForNew(), ",")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), tc.name)
+			args := []string{"new", tc.name, "--dir", dir, "--module", "example.com/" + tc.name}
+			if tc.plugins != "" {
+				args = append(args, "--plugins", tc.plugins)
+			}
+			if code, _, stderr := jfast(t, args...); code != 0 {
+				t.Fatalf("jfast new: exit %d: %s", code, stderr)
+			}
+			env := serviceEnv(tc.plugins != "")
+			// go build ./..., keeping the binary (one link instead of two).
+			bins := t.TempDir()
+			goCmd(t, dir, env, "build", "-o", bins+string(filepath.Separator), "./...")
+			goCmd(t, dir, env, "test", "-count=1", "./...")
+			bin := filepath.Join(bins, tc.name)
+
+			check := exec.Command(bin, "check")
+			check.Dir, check.Env = dir, env
+			if out, err := check.CombinedOutput(); err != nil || !strings.Contains(string(out), "jfast.toml is valid") {
+				t.Fatalf("%s check: %v\n%s", tc.name, err, out)
+			}
+			serve(t, bin, dir, env)
+		})
+	}
+}
+
+// serviceEnv is the test's environment without JFAST_* variables, with the
+// machine's PostgreSQL for the db plugin (a variable for a plugin the service does
+// not compile in is a boot error), and without a go.work that could change how
+// the generated module resolves.
+func serviceEnv(withDB bool) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "JFAST_") && !strings.HasPrefix(kv, "GOFLAGS=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "GOWORK=off", "GOFLAGS=-mod=readonly")
+	if withDB {
+		env = append(env, "JFAST_DB_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	}
+	return env
+}
+
+func goCmd(t *testing.T, dir string, env []string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Dir, cmd.Env = dir, env
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	t.Logf("go %s: %s", strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
+}
+
+// serve starts the service binary on a free port, checks /live and /ready, and
+// stops it with SIGTERM, expecting a clean exit.
+func serve(t *testing.T, bin, dir string, env []string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	var logs strings.Builder
+	cmd := exec.Command(bin)
+	cmd.Dir = dir
+	cmd.Env = append(env, "JFAST_APP_LISTEN="+addr)
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+
+	client := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := client.Get("http://" + addr + "/live")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("/live: status %d", resp.StatusCode)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/live never answered: %v\nlogs:\n%s", err, logs.String())
+		}
+		select {
+		case err := <-done:
+			stopped = true
+			t.Fatalf("the service exited: %v\nlogs:\n%s", err, logs.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+
+	resp, err := client.Get("http://" + addr + "/ready")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var ready struct {
+		Status string `json:"status"`
+	}
+	if err := json.Unmarshal(body, &ready); err != nil {
+		t.Fatalf("/ready body %s: %v", body, err)
+	}
+	// No plugin is critical in the generated jfast.toml: never 503.
+	if resp.StatusCode != http.StatusOK || (ready.Status != "ok" && ready.Status != "degraded") {
+		t.Fatalf("/ready: status %d: %s", resp.StatusCode, body)
+	}
+	t.Logf("/ready: %s", body)
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+	defer cancel()
+	select {
+	case err := <-done:
+		stopped = true
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\nlogs:\n%s", err, logs.String())
+		}
+	case <-ctx.Done():
+		t.Fatal(fmt.Sprintf("still running 25s after SIGTERM\nlogs:\n%s", logs.String()))
+	}
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// jfast runs the command line in-process and returns its exit status and output.
+func jfast(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test -update writes it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs (go test -update rewrites it); got:\n%s", path, got)
+	}
+}
+
+func TestCheckInvalidListsEveryProblem(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr := jfast(t, "check", "--config", "testdata/invalid.toml")
+	if code != 1 || stdout != "" {
+		t.Fatalf("exit %d, stdout %q", code, stdout)
+	}
+	if strings.Contains(stderr, "hunter2") {
+		t.Fatal("a password reached the output")
+	}
+	golden(t, "check_invalid.golden", stderr)
+}
+
+func TestCheckValidWithoutBuildingTheService(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr := jfast(t, "check", "--config", "testdata/valid.toml")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if stdout != "ok: testdata/valid.toml is valid (env development; plugins: observability, http, db, cache)\n" {
+		t.Fatalf("stdout %q", stdout)
+	}
+}
+
+// TestConfigExplainsSources reads the process environment, so it is not parallel.
+func TestConfigExplainsSources(t *testing.T) {
+	t.Setenv("JFAST_DB_URL", "postgres://orders:s3cret@prod-db:5432/orders")
+	t.Setenv("JFAST_HTTP_UPSTREAMS__BILLING__TOTAL_TIMEOUT", "7s")
+	code, stdout, stderr := jfast(t, "config", "--config", "testdata/valid.toml")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if strings.Contains(stdout, "s3cret") || strings.Contains(stdout, "hunter2") {
+		t.Fatalf("a password reached the output:\n%s", stdout)
+	}
+	for _, want := range []string{
+		`url `, `"postgres://orders:***@prod-db:5432/orders"  # env JFAST_DB_URL`,
+		`pool_size `, `= 20 `, `# file`,
+		"[plugin.http.upstreams.billing]",
+		`"7s"`, `# env JFAST_HTTP_UPSTREAMS__BILLING__TOTAL_TIMEOUT`,
+		`read_timeout `, `"3s"`,
+		"[plugin.cache]",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("config output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if !strings.Contains(stderr, "plugin.db.url: JFAST_DB_URL and testdata/valid.toml disagree; the environment wins") {
+		t.Errorf("no deploy-key warning in the logs: %s", stderr)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	code, stdout, _ := jfast(t, "version")
+	if code != 0 || !strings.HasPrefix(stdout, "jfast ") || !strings.Contains(stdout, "plugins: observability, http, db, cache, auth, storage") {
+		t.Fatalf("exit %d, stdout %q", code, stdout)
+	}
+}
+
+func TestNewUsageMistakes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"new"}, 2, "want the service's NAME"},
+		{[]string{"new", "a", "b"}, 2, "want the service's NAME"},
+		{[]string{"new", "Orders"}, 2, `invalid service name "Orders"`},
+		{[]string{"new", "orders", "--module", "x//y"}, 2, "invalid module path"},
+		{[]string{"new", "orders", "--dir", t.TempDir() + "/o", "--plugins", "mail"}, 1, `plugin "mail" does not exist in this jfast yet`},
+		{[]string{"new", "orders", "--framework", t.TempDir()}, 1, "framework checkout"},
+		{[]string{"new", "orders", "--bogus"}, 2, "unknown flag: --bogus"},
+	} {
+		code, _, stderr := jfast(t, tc.args...)
+		if code != tc.code || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr, tc.code, tc.want)
+		}
+	}
+}
+
+func TestNewRefusesANonEmptyDirectory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := jfast(t, "new", "orders", "--dir", dir)
+	if code != 1 || !strings.Contains(stderr, "is not empty: jfast new never overwrites files") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "main.go")); string(b) != "package main\n" {
+		t.Fatal("main.go was overwritten")
+	}
+}
+
+func TestHelpEveryCommand(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range []string{"new", "version", "check", "config", "serve", "worker", "migrate", "drill"} {
+		code, stdout, _ := jfast(t, cmd, "--help")
+		if code != 0 || !strings.Contains(stdout, "Examples:") {
+			t.Errorf("%s --help: exit %d:\n%s", cmd, code, stdout)
+		}
+	}
+}
