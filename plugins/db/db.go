@@ -29,7 +29,6 @@ type DB struct {
 	pool           *pgxpool.Pool
 	gate           *gate
 	commandTimeout time.Duration
-	name           string // "db", or "db tenant X"
 }
 
 // Pool returns the underlying pool, for libraries that take a

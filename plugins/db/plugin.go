@@ -111,7 +111,6 @@ func (p *Plugin) open(dsn string, size int, minIdle int32, tenant string) (*DB, 
 	if err != nil {
 		return nil, err
 	}
-	name := dependencyName
 	logAttrs := []any{}
 	if tenant != "" {
 		logAttrs = append(logAttrs, slog.String("tenant", tenant))
@@ -140,7 +139,7 @@ func (p *Plugin) open(dsn string, size int, minIdle int32, tenant string) (*DB, 
 		g.close()
 		return nil, fmt.Errorf("db: make pool: %s", redactError(err, dsn))
 	}
-	return &DB{pool: pool, gate: g, commandTimeout: p.cfg.CommandTimeout, name: name}, nil
+	return &DB{pool: pool, gate: g, commandTimeout: p.cfg.CommandTimeout}, nil
 }
 
 // poolConfig parses dsn and applies the plugin's settings.

@@ -267,4 +267,21 @@ func TestReadyReportsPoolAndServer(t *testing.T) {
 	if c.Meta.Breaker["state"] != "closed" || c.Meta.Pool["max"] != 10 || c.Meta.Pool["total"] < 1 || c.Meta.ServerVersion == "" {
 		t.Fatalf("meta %+v", c.Meta)
 	}
+	families, err := b.svc.App.Metrics().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			if g := m.GetGauge(); g != nil {
+				got[f.GetName()] = g.GetValue()
+			} else if c := m.GetCounter(); c != nil {
+				got[f.GetName()] = c.GetValue()
+			}
+		}
+	}
+	if got["jfast_db_pool_max_connections"] != 10 || got["jfast_db_pool_total_connections"] < 1 || got["jfast_db_breaker_state"] != 0 || got["jfast_db_pool_acquires_total"] < 1 {
+		t.Fatalf("metrics %v", got)
+	}
 }
