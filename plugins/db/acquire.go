@@ -35,7 +35,7 @@ type attempt struct {
 	fresh      *pgx.Conn // opened for this attempt: no ping needed
 	connecting bool      // a new connection was started for it
 	pinged     bool      // an idle connection was pinged for it
-	pingTimout bool      // a ping did not answer within ping_timeout
+	pingTimedOut bool      // a ping did not answer within ping_timeout
 }
 
 func attemptFrom(ctx context.Context) *attempt {
@@ -43,7 +43,7 @@ func attemptFrom(ctx context.Context) *attempt {
 	return a
 }
 
-// errPingTimeout is the cause of an attempt whose ping did not answer.
+// pingTimeoutError is the cause of an attempt whose ping did not answer.
 type pingTimeoutError struct{ timeout time.Duration }
 
 func (e *pingTimeoutError) Error() string {
@@ -182,7 +182,7 @@ func (g *gate) prepare(ctx context.Context, c *pgx.Conn) (bool, error) {
 		// made after a failure (see gate.acquire): the same evidence.
 		if a != nil {
 			a.mu.Lock()
-			a.pingTimout = true
+			a.pingTimedOut = true
 			a.mu.Unlock()
 		}
 		return false, &pingTimeoutError{timeout: g.pingTimeout}
@@ -254,7 +254,7 @@ func (g *gate) attempt(ctx context.Context, pool *pgxpool.Pool, bound time.Durat
 		cause = err
 	}
 	a.mu.Lock()
-	tried, pingTimeout := a.connecting || a.pinged, a.pingTimout
+	tried, pingTimeout := a.connecting || a.pinged, a.pingTimedOut
 	a.mu.Unlock()
 	var pt *pingTimeoutError
 	switch {
