@@ -31,10 +31,10 @@ type attemptKey struct{}
 // attempt records one connection attempt: a pgxpool.Acquire that may ping
 // idle connections and may open a new one.
 type attempt struct {
-	mu         sync.Mutex
-	fresh      *pgx.Conn // opened for this attempt: no ping needed
-	connecting bool      // a new connection was started for it
-	pinged     bool      // an idle connection was pinged for it
+	mu           sync.Mutex
+	fresh        *pgx.Conn // opened for this attempt: no ping needed
+	connecting   bool      // a new connection was started for it
+	pinged       bool      // an idle connection was pinged for it
 	pingTimedOut bool      // a ping did not answer within ping_timeout
 }
 
