@@ -159,6 +159,10 @@ func (p *Plugin) Check(ctx context.Context) readiness.Report {
 	for i, name := range p.names {
 		d := p.disks[name]
 		results[i] = result{name: name, meta: map[string]any{"driver": d.driverName}}
+		if ld, ok := d.drv.(*localDriver); ok && ld.signer.random {
+			// Worth knowing when temporary URLs fail on another replica.
+			results[i].meta["signing_key"] = "random, this process only"
+		}
 		wg.Go(func() {
 			r := &results[i]
 			if d.breaker != nil {

@@ -359,9 +359,11 @@ func TestS3PausedServerDeadlineThenBreakerThenRecovery(t *testing.T) {
 	// The breaker is open: no I/O, an immediate 503 with the time left.
 	t0 := time.Now()
 	_, err := d.Stat(ctx, "k")
-	if el := time.Since(t0); el > 50*time.Millisecond {
+	el := time.Since(t0)
+	if el > 250*time.Millisecond { // no I/O: far below one read_timeout, with room for a loaded CI machine
 		t.Fatalf("open breaker took %s", el)
 	}
+	t.Logf("the open breaker answered in %s", el)
 	p, ok := problem.As(err)
 	if !ok || p.Status != 503 || p.RetryAfter != 10*time.Second || p.Extensions["dependency"] != "storage" {
 		t.Fatalf("open breaker error = %v (%+v)", err, p)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,7 +78,7 @@ func startS3Server(dir string) (*s3Server, error) {
 			return nil, fmt.Errorf("start versitygw: %w", err)
 		}
 		s := &s3Server{Endpoint: "http://" + addr, cmd: cmd, dir: dir}
-		if waitListening(addr, 15*time.Second) {
+		if s.waitReady(15 * time.Second) {
 			return s, nil
 		}
 		s.stop() // the port was taken in between, or it did not come up: try another
@@ -95,17 +96,36 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func waitListening(addr string, within time.Duration) bool {
+// waitReady waits until versitygw itself answers HTTP on its port (a bare TCP
+// connect can be fooled: another process may hold the port, or a dial can
+// connect to itself), and gives up early if the process exited (it could not
+// bind the port).
+func (s *s3Server) waitReady(within time.Duration) bool {
+	tr := &http.Transport{DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 500 * time.Millisecond}
 	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	for time.Now().Before(deadline) && s.alive() {
+		resp, err := client.Get(s.Endpoint + "/")
 		if err == nil {
-			c.Close()
-			return true
+			resp.Body.Close()
+			if strings.Contains(strings.ToUpper(resp.Header.Get("Server")), "VERSITYGW") {
+				return true
+			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	return false
+}
+
+// alive reports whether the process runs (it is not a zombie waiting for Wait).
+func (s *s3Server) alive() bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i > 0 && i+2 < len(b) && b[i+2] != 'Z'
 }
 
 // stop ends the process by its pid (resuming it first if a test paused it).
@@ -118,11 +138,41 @@ func (s *s3Server) stop() {
 	_ = s.cmd.Wait()
 }
 
+// pause stops the process and waits until every one of its threads is stopped:
+// the signal is asynchronous, and a thread busy with a request would otherwise
+// still answer it.
 func (s *s3Server) pause(t testing.TB) {
 	t.Helper()
 	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatalf("SIGSTOP versitygw: %v", err)
 	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !s.stopped() {
+		if time.Now().After(deadline) {
+			t.Fatal("versitygw did not stop within 5s of SIGSTOP")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// stopped reports whether every thread of the process is in state T (stopped).
+func (s *s3Server) stopped() bool {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", s.cmd.Process.Pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return false
+		}
+		// "pid (comm) S ...": the state follows the last ')'.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *s3Server) resume(t testing.TB) {
