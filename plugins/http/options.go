@@ -1,12 +1,12 @@
 package http
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
 )
 
@@ -58,8 +58,9 @@ func Headers(h http.Header) CallOption { return CallOption{kind: optHeaders, hea
 // the seam the telemetry plugin uses to put traceparent/tracestate on each
 // attempt and to time attempts. The wrapper must not read or close the
 // response body it returns, nor follow redirects. Its signature uses only the
-// standard library, so a plugin can use it without importing this package.
-type TransportWrapper = func(upstream string, rt http.RoundTripper) http.RoundTripper
+// standard library; it is framework.TransportWrapper, so a plugin can use it
+// without importing this package.
+type TransportWrapper = framework.TransportWrapper
 
 // CallObserver is told when a call starts (before the breaker, with the
 // caller's context) and returns the context the call's attempts run under
@@ -68,7 +69,7 @@ type TransportWrapper = func(upstream string, rt http.RoundTripper) http.RoundTr
 // returned (0 when the call failed), how many attempts were sent (0 when the
 // breaker or the bulkhead refused it) and the call's error. It is the seam for
 // one client span per call whose retries share the span.
-type CallObserver = func(ctx context.Context, upstream, method string) (context.Context, func(status, attempts int, err error))
+type CallObserver = framework.CallObserver
 
 // ClientOption configures [NewClient].
 type ClientOption func(*clientOptions)
