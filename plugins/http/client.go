@@ -480,8 +480,9 @@ func (c *ServiceClient) send(callCtx context.Context, req *http.Request, payload
 	resp, err := c.rt.RoundTrip(r)
 	headersAt := c.clock.Now()
 	if err != nil {
-		a.end()
-		attemptPool.Put(a)
+		if a.end() {
+			attemptPool.Put(a)
+		}
 		if cause := context.Cause(actx); errors.Is(cause, errPoolTimeout) {
 			err = fmt.Errorf("%w: %w", errPoolTimeout, err)
 		}
@@ -489,8 +490,9 @@ func (c *ServiceClient) send(callCtx context.Context, req *http.Request, payload
 	}
 	b, err := readBody(resp)
 	read := c.clock.Now().Sub(headersAt)
-	a.end()
-	attemptPool.Put(a)
+	if a.end() {
+		attemptPool.Put(a)
+	}
 	if err != nil {
 		return nil, headersAt, read, fmt.Errorf("reading the response body: %w", err)
 	}

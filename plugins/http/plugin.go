@@ -238,4 +238,6 @@ var (
 	_ framework.Starter      = (*Plugin)(nil)
 	_ framework.Stopper      = (*Plugin)(nil)
 	_ framework.Checker      = (*Plugin)(nil)
+
+	_ framework.HTTPInstrumentable = (*Plugin)(nil)
 )

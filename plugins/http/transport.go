@@ -143,6 +143,7 @@ type attempt struct {
 
 	mu      sync.Mutex
 	active  bool
+	pending bool      // got a connection, and the transport has not yet said the request is written
 	poolDue time.Time // a timer firing before this belongs to an earlier attempt
 	conn    *gapConn
 	armed   bool
@@ -164,7 +165,7 @@ var attemptPool = sync.Pool{New: func() any {
 // asks for a connection as soon as RoundTrip starts.
 func (a *attempt) begin(cancel context.CancelCauseFunc, poolTimeout time.Duration) {
 	a.mu.Lock()
-	a.active, a.conn, a.armed, a.cancel = true, nil, false, cancel
+	a.active, a.conn, a.armed, a.cancel, a.pending = true, nil, false, cancel, false
 	a.poolDue = time.Now().Add(poolTimeout)
 	a.mu.Unlock()
 	a.pool.Reset(poolTimeout)
@@ -175,16 +176,15 @@ func (a *attempt) gotConn(info httptrace.GotConnInfo) {
 	a.mu.Lock()
 	if a.active {
 		a.conn = gapConnOf(info.Conn)
+		a.pending = true
 	}
 	a.mu.Unlock()
 }
 
 func (a *attempt) wroteRequest(info httptrace.WroteRequestInfo) {
-	if info.Err != nil {
-		return
-	}
 	a.mu.Lock()
-	if a.active && a.conn != nil && !a.armed {
+	a.pending = false
+	if info.Err == nil && a.active && a.conn != nil && !a.armed {
 		a.armed = true
 		a.conn.arm()
 	}
@@ -200,14 +200,18 @@ func (a *attempt) poolExpired() {
 	a.mu.Unlock()
 }
 
-// end disarms the connection and detaches the hooks, which may still fire
-// late on the transport's goroutines.
-func (a *attempt) end() {
+// end disarms the connection and detaches the hooks. It reports whether the
+// attempt may go back to the pool: not while the transport may still call
+// WroteRequest (it does so after flushing the request, so a fast upstream's
+// response can be read before), which would land on the next attempt.
+func (a *attempt) end() (reusable bool) {
 	a.pool.Stop()
 	a.mu.Lock()
 	if a.armed {
 		a.conn.disarm()
 	}
+	reusable = !a.pending
 	a.active, a.conn, a.armed, a.cancel = false, nil, false, nil
 	a.mu.Unlock()
+	return reusable
 }
