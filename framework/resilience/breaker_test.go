@@ -245,8 +245,14 @@ func TestBreakerCoolDownAndProbe(t *testing.T) {
 		}
 		_, err = s.br.Allow()
 		var oe *OpenError
-		if !errors.As(err, &oe) || oe.RetryAfter() != 0 || !oe.Until.IsZero() {
+		if !errors.As(err, &oe) || oe.RetryAfter() != 0 || !oe.Until.IsZero() || !errors.Is(err, ErrOpen) {
 			t.Fatalf("second caller in half-open = %v, want *OpenError with no wait", err)
+		}
+		if got, want := err.Error(), "calls to 'billing' are suspended while a probe call is in flight"; got != want {
+			t.Fatalf("error = %q, want %q", got, want)
+		}
+		if s.br.Name() != "billing" {
+			t.Fatalf("Name = %q", s.br.Name())
 		}
 		if got := s.state(); got != StateHalfOpen {
 			t.Fatalf("state = %s, want half_open", got)

@@ -22,8 +22,8 @@ func TestBulkheadFiftyFirstWaitsThenIsRejected(t *testing.T) {
 		}
 		permits = append(permits, p)
 	}
-	if bh.InFlight() != 50 {
-		t.Fatalf("InFlight = %d, want 50", bh.InFlight())
+	if bh.InFlight() != 50 || bh.MaxConcurrent() != 50 || bh.Name() != "billing" {
+		t.Fatalf("InFlight = %d, MaxConcurrent = %d, Name = %q", bh.InFlight(), bh.MaxConcurrent(), bh.Name())
 	}
 	type result struct {
 		err error
