@@ -10,8 +10,8 @@ import (
 type state string
 
 const (
-	stateRunning  state = "running"  // a first request holds the key under its lease
-	stateDone     state = "done"     // the response is stored and replayed
+	stateRunning  state = "running"   // a first request holds the key under its lease
+	stateDone     state = "done"      // the response is stored and replayed
 	stateTooLarge state = "too_large" // done, but the response was over max_response_body
 )
 
