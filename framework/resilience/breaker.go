@@ -367,7 +367,7 @@ func (b *Breaker) openLocked(now time.Duration) StateChange {
 func (b *Breaker) transitionLocked(to State, now time.Duration) StateChange {
 	b.win.advance(now)
 	c := StateChange{
-		Name: b.name, From: b.state, To: to, At: b.origin.Add(now),
+		Name: b.name, From: b.state, To: to, At: b.origin.Add(now).Round(0), // Round(0): a plain wall time for logs
 		Consecutive: b.consecutive, WindowCalls: int(b.win.a), WindowFailures: int(b.win.b),
 	}
 	b.state = to
