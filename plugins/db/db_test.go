@@ -311,3 +311,41 @@ func TestTerminatedSessionIsUnavailable(t *testing.T) {
 		t.Fatalf("breaker %+v: a broken statement is not a connection attempt", snap)
 	}
 }
+
+// Each tenant has its own breaker: a tenant whose database is unusable does
+// not make the others answer 503.
+func TestTenantBreakersAreSeparate(t *testing.T) {
+	t.Parallel()
+	tmpl := "postgres://postgres@127.0.0.1:5432/{tenant}?sslmode=disable"
+	b := setup(t, setupOpts{toml: fmt.Sprintf("tenant_url_template = %q\nbreaker_failures = 2", tmpl)})
+	tp, err := Tenants(b.svc.App)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	missing, err := tp.Get("jfast_no_such_db_" + suffix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		_, err := missing.Exec(ctx, "SELECT 1")
+		var de *problem.DependencyError
+		if !errors.As(err, &de) {
+			t.Fatalf("a tenant whose database does not exist: %v; want a db dependency error", err)
+		}
+	}
+	if missing.Breaker().State.String() != "open" {
+		t.Fatalf("the missing tenant's breaker is %s, want open", missing.Breaker().State)
+	}
+	good, err := tp.Get(testDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := good.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatalf("another tenant: %v", err)
+	}
+	if good.Breaker().State.String() != "closed" {
+		t.Fatal("the healthy tenant's breaker is not closed")
+	}
+}
