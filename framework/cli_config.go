@@ -4,7 +4,6 @@ import (
 	"encoding"
 	"fmt"
 	"io"
-	"net/url"
 	"reflect"
 	"regexp"
 	"sort"
@@ -103,19 +102,18 @@ func IsSecretKey(key string) bool {
 	return false
 }
 
-var dsnPassword = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('[^']*'|\S+)`)
+var (
+	dsnPassword = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('[^']*'|\S+)`)
+	// urlPassword is the password of a URL's userinfo: scheme://user:PASSWORD@.
+	// A "/" or "@" inside a password must be percent-encoded, so neither ends
+	// one early.
+	urlPassword = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)[^@/\s]*@`)
+)
 
 // MaskSecrets masks the password in a URL's userinfo ("postgres://app:***@db/app")
-// and in a key=value DSN ("password=***").
+// and in a key=value DSN ("password=***"), leaving the rest of s as written.
 func MaskSecrets(s string) string {
-	if strings.Contains(s, "://") {
-		if u, err := url.Parse(s); err == nil && u.User != nil {
-			if _, has := u.User.Password(); has {
-				u.User = url.UserPassword(u.User.Username(), "***")
-				s = strings.Replace(u.String(), "%2A%2A%2A", "***", 1)
-			}
-		}
-	}
+	s = urlPassword.ReplaceAllString(s, "${1}***@")
 	return dsnPassword.ReplaceAllString(s, "${1}***")
 }
 

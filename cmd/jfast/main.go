@@ -36,11 +36,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 building the service (jfast check, jfast config): every built-in plugin is compiled in
 (` + strings.Join(pluginNames(), ", ") + `).
 
-Without a command it serves /live, /ready and /metrics with the plugins the
-configuration enables and no routes of its own, like a service with no routes.`
+"jfast serve" and "jfast worker" run the enabled plugins with no routes of their
+own: /live, /ready and /metrics only.`
 	root.Example = `  jfast new orders --module github.com/acme/orders --plugins http,db
   jfast check --config jfast.toml
   jfast config --config jfast.toml`
+	// A bare "jfast" shows the help; "jfast serve" is still there.
+	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	for _, c := range root.Commands() {
+		if c.Name() == "serve" {
+			c.Short = "Run the enabled plugins with /live, /ready and /metrics (no routes)"
+		}
+	}
 	root.AddCommand(newCommand(), versionCommand())
 	return framework.RunCommand(ctx, root, args, stdout, stderr)
 }

@@ -274,6 +274,8 @@ func choose(names []string, available map[string]func() framework.Plugin) ([]rec
 		_, hasRecipe := recipeFor(n)
 		switch {
 		case hasRecipe && available[n] != nil:
+		case available[n] != nil:
+			return nil, fmt.Errorf("jfast new has no example for plugin %q yet; generate the service without it, then add %s.New() to Options in main.go and %q to [plugins] enabled; available: %s", n, n, n, strings.Join(can, ", "))
 		case slices.Contains(jfastPlugins, n):
 			return nil, fmt.Errorf("plugin %q does not exist in this jfast yet (or is not compiled into this jfast binary), so jfast new cannot add it; available: %s", n, strings.Join(can, ", "))
 		default:
