@@ -46,8 +46,8 @@ type bundle struct {
 	clock   *resilience.TestClock
 	proxy   *drills.Proxy
 	store   string
-	table   string // postgres
-	prefix  string // redis
+	table   string       // postgres
+	prefix  string       // redis
 	effects atomic.Int64 // side effects of the guarded handlers
 
 	// gate, when set, makes /payments block after acting until it is closed
