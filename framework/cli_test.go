@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -361,4 +363,40 @@ func TestMigrateCallsMigrators(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "error: db: migrate up: connection refused") {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
+}
+
+func TestServeIsTheDefault(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	path := writeConfig(t, "[app]\nname = \"orders\"\n")
+	opts := framework.Options{Environ: []string{"JFAST_APP_LISTEN=" + addr}, LogOutput: io.Discard}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- framework.Command(ctx, opts, []string{"--config", path}, io.Discard, io.Discard) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/live")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("/live: %d", resp.StatusCode)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("never served: %v (exit %d?)", err, <-done)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d after a clean stop", code)
+	}
+	http.DefaultClient.CloseIdleConnections()
 }
