@@ -63,7 +63,9 @@ type setupOpts struct {
 	store string
 	toml  string // extra lines of [plugin.idempotency]
 	proxy bool   // reach the store through a drills.Proxy
-	opts  Opts
+	// blackholed starts the App with the proxy already blackholed.
+	blackholed bool
+	opts       Opts
 	// wrap, when set, wraps the guarded /payments route outside the middleware.
 	wrap func(http.Handler) http.Handler
 }
@@ -94,6 +96,11 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		t.Cleanup(func() { _ = p.Close() })
 		b.proxy = p
 		addr = p.Addr()
+		if o.blackholed {
+			if err := p.Blackhole(); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	var toml strings.Builder
 	toml.WriteString("[app]\nname = \"idemtest\"\n")

@@ -1,0 +1,136 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/jfasttest"
+	"github.com/jfastframework/jfast/plugins/cache"
+	"github.com/jfastframework/jfast/plugins/db"
+)
+
+func configErrors(t *testing.T, toml string) framework.ConfigErrors {
+	t.Helper()
+	_, err := jfasttest.New(t, jfasttest.Options{
+		TOML:    "[plugins]\nenabled = [\"db\", \"idempotency\"]\n" + toml,
+		Plugins: []framework.Plugin{db.New(), New()},
+		Env:     map[string]string{"JFAST_DB_URL": testURL("")},
+	})
+	var ces framework.ConfigErrors
+	if err != nil && !errors.As(err, &ces) {
+		t.Fatalf("not a ConfigErrors: %v", err)
+	}
+	return ces
+}
+
+func TestConfigRefusals(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, toml, key, problem string
+	}{
+		{"unknown store", `store = "memcached"`, "plugin.idempotency.store", `must be "postgres" or "redis"`},
+		{"lease not above request_timeout", `lease = "30s"`, "plugin.idempotency.lease", "longer than app.request_timeout"},
+		{"zero lease", `lease = 0`, "plugin.idempotency.lease", "positive duration"},
+		{"ttl not above lease", "lease = \"2m\"\nttl = \"2m\"", "plugin.idempotency.ttl", "longer than lease"},
+		{"zero ttl", `ttl = 0`, "plugin.idempotency.ttl", "positive duration"},
+		{"zero store_timeout", `store_timeout = "0s"`, "plugin.idempotency.store_timeout", "positive duration"},
+		{"negative retry_after", `retry_after = "-1s"`, "plugin.idempotency.retry_after", "positive duration"},
+		{"zero sweep_interval", `sweep_interval = 0`, "plugin.idempotency.sweep_interval", "positive duration"},
+		{"table with a dash", `table = "idem-keys"`, "plugin.idempotency.table", "not an identifier"},
+		{"table with three parts", `table = "a.b.c"`, "plugin.idempotency.table", "not an identifier"},
+		{"table with uppercase", `table = "Idem"`, "plugin.idempotency.table", "not an identifier"},
+		{"table with a quote", `table = "x;drop table y"`, "plugin.idempotency.table", "not an identifier"},
+		{"zero max_request_body", `max_request_body = 0`, "plugin.idempotency.max_request_body", "greater than zero"},
+		{"zero max_response_body", `max_response_body = 0`, "plugin.idempotency.max_response_body", "greater than zero"},
+		{"header with a space", `headers = ["Content Type"]`, "plugin.idempotency.headers[0]", "not a header name"},
+		{"unknown key", `leas = "5m"`, "plugin.idempotency.leas", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ces := configErrors(t, "[plugin.idempotency]\n"+c.toml+"\n")
+			i := slices.IndexFunc(ces, func(e framework.ConfigError) bool { return e.Key == c.key })
+			if i < 0 {
+				t.Fatalf("no error for %s in %v", c.key, ces)
+			}
+			if !strings.Contains(ces[i].Problem, c.problem) {
+				t.Fatalf("problem %q, want it to say %q", ces[i].Problem, c.problem)
+			}
+		})
+	}
+}
+
+func TestConfigReportsEveryProblemAtOnce(t *testing.T) {
+	t.Parallel()
+	ces := configErrors(t, "[plugin.idempotency]\nstore = \"x\"\nttl = 0\ntable = \"-\"\n")
+	if len(ces) != 3 {
+		t.Fatalf("%d errors, want 3: %v", len(ces), ces)
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	t.Parallel()
+	p := New()
+	_, err := jfasttest.New(t, jfasttest.Options{
+		TOML:    "[app]\nname = \"shop\"\nrequest_timeout = \"10s\"\n[plugins]\nenabled = [\"db\", \"idempotency\"]\n",
+		Plugins: []framework.Plugin{db.New(), p},
+		Env:     map[string]string{"JFAST_DB_URL": testURL("")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		Store: "postgres", TTL: 24 * time.Hour, Lease: 40 * time.Second, StoreTimeout: 5 * time.Second,
+		Table: "jfast_idempotency_keys", KeyPrefix: "shop:idempotency:", MaxRequestBody: 1 << 20,
+		MaxResponseBody: 1 << 20, RetryAfter: time.Second, SweepInterval: time.Minute,
+		Headers: []string{"Content-Type", "Content-Language", "Content-Location", "Location", "ETag", "Last-Modified"},
+	}
+	got := p.cfg
+	if !slices.Equal(got.Headers, want.Headers) {
+		t.Fatalf("headers %v, want %v", got.Headers, want.Headers)
+	}
+	got.Headers, want.Headers = nil, nil
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("defaults\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// The configured store's plugin must be enabled: the start fails naming the fix.
+func TestStartRefusesAStoreWithoutItsPlugin(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, toml string
+		plugins    []framework.Plugin
+		want       string
+	}{
+		{"postgres without db", "[plugins]\nenabled = [\"idempotency\"]\n", []framework.Plugin{db.New(), New()}, `add "db" to [plugins] enabled`},
+		{"redis without cache", "[plugins]\nenabled = [\"db\", \"idempotency\"]\n[plugin.idempotency]\nstore = \"redis\"\n",
+			[]framework.Plugin{db.New(), cache.New(), New()}, `add "cache" to [plugins] enabled`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			app, err := jfasttest.New(t, jfasttest.Options{TOML: c.toml, Plugins: c.plugins,
+				Env: map[string]string{"JFAST_DB_URL": testURL("")}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err = app.Start(ctx)
+			if err == nil {
+				_ = app.Stop(ctx)
+				t.Fatal("started")
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %q, want it to say %q", err, c.want)
+			}
+		})
+	}
+}
