@@ -38,3 +38,39 @@ func BearerToken(ctx context.Context) string {
 	s, _ := ctx.Value(bearerKey{}).(string)
 	return s
 }
+
+// Jobs is the queue plugin's contract for other plugins: the mail plugin sends
+// every message through it, so an SMTP outage costs job retries, never request
+// latency. Payloads are JSON.
+type Jobs interface {
+	Plugin
+	// RegisterJob registers fn as the handler of kind. Call it at boot (from Start
+	// or Routes), before the workers start.
+	RegisterJob(kind string, fn func(ctx context.Context, payload []byte) error) error
+	// EnqueueJob enqueues payload for kind. It is bounded and fails fast with a
+	// dependency error (503 naming the queue) when the broker is down.
+	EnqueueJob(ctx context.Context, kind string, payload []byte, opts JobOptions) error
+}
+
+// JobOptions are the options of one enqueued job. Zero values take the queue's
+// configured defaults.
+type JobOptions struct {
+	Queue       string        // queue name
+	MaxAttempts int           // attempts before the dead letter
+	Delay       time.Duration // run no earlier than this from now
+	UniqueKey   string        // deduplicate while a job with this key is pending
+	// Tx, when set, is the database transaction (a pgx.Tx) to insert the job in,
+	// so it exists only if the transaction commits (PostgreSQL backend only).
+	Tx any
+}
+
+// PermanentError marks a job failure that retrying cannot fix (a rejected
+// recipient, a malformed payload): the queue sends the job to the dead letter at
+// once, with this error as its last error.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent wraps err as a PermanentError.
+func Permanent(err error) error { return &PermanentError{Err: err} }
