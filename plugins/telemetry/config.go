@@ -1,0 +1,116 @@
+package telemetry
+
+import (
+	"fmt"
+	"math"
+	"net/url"
+	"sort"
+	"time"
+
+	"github.com/jfastframework/jfast/framework"
+)
+
+// Exporter names.
+const (
+	ExporterOTLP   = "otlp"
+	ExporterStdout = "stdout"
+	ExporterNone   = "none"
+)
+
+// Config is the [plugin.telemetry] table.
+type Config struct {
+	// Exporter is where spans go: "otlp" (OTLP over HTTP/protobuf to a
+	// collector), "stdout" (one JSON document per span, for development) or
+	// "none" (nothing is recorded and nothing is propagated). Defaults to "otlp".
+	Exporter string `koanf:"exporter"`
+
+	// Endpoint is the OTLP/HTTP URL of the collector's traces endpoint, e.g.
+	// "http://collector:4318/v1/traces" ("/v1/traces" is added when the URL has
+	// no path). It is a deploy key: JFAST_TELEMETRY_ENDPOINT wins over the
+	// file, and OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT
+	// win over a value from the file. Empty means those variables, else
+	// "http://localhost:4318/v1/traces". Defaults to "".
+	Endpoint string `koanf:"endpoint"`
+
+	// SampleRatio is the fraction of new traces recorded, in [0, 1]. Sampling
+	// is parent-based: a request that arrives with a traceparent follows the
+	// caller's decision. Defaults to 1.
+	SampleRatio float64 `koanf:"sample_ratio"`
+
+	// ServiceName is the service.name resource attribute. Defaults to "" (the
+	// App's app.name).
+	ServiceName string `koanf:"service_name"`
+
+	// ServiceVersion is the service.version resource attribute. Defaults to ""
+	// (the main module's version from the build information, when known).
+	ServiceVersion string `koanf:"service_version"`
+
+	// ResourceAttributes are added to the resource of every span (for example
+	// "deployment.region" = "eu-west-1"); they win over
+	// OTEL_RESOURCE_ATTRIBUTES. Defaults to none.
+	ResourceAttributes map[string]string `koanf:"resource_attributes"`
+
+	// ExportTimeout bounds one export of a batch to the collector. Defaults to 10s.
+	ExportTimeout time.Duration `koanf:"export_timeout"`
+
+	// BatchTimeout is the longest a finished span waits before its batch is
+	// exported. Defaults to 5s.
+	BatchTimeout time.Duration `koanf:"batch_timeout"`
+
+	// MaxQueueSize bounds the finished spans waiting for export; a span that
+	// does not fit is dropped and counted. Defaults to 2048.
+	MaxQueueSize int `koanf:"max_queue_size"`
+
+	// MaxExportBatchSize is the most spans sent in one export. Defaults to 512.
+	MaxExportBatchSize int `koanf:"max_export_batch_size"`
+}
+
+// DefaultConfig returns the [plugin.telemetry] defaults.
+func DefaultConfig() Config {
+	return Config{
+		Exporter:           ExporterOTLP,
+		SampleRatio:        1,
+		ExportTimeout:      10 * time.Second,
+		BatchTimeout:       5 * time.Second,
+		MaxQueueSize:       2048,
+		MaxExportBatchSize: 512,
+	}
+}
+
+func (c *Config) validate(v *framework.Validation) {
+	switch c.Exporter {
+	case ExporterOTLP, ExporterStdout, ExporterNone:
+	default:
+		v.Error("exporter", fmt.Sprintf("must be %q, %q or %q, got %q", ExporterOTLP, ExporterStdout, ExporterNone, c.Exporter),
+			`set exporter = "otlp" to send spans to a collector, "stdout" to print them, "none" to record nothing`)
+	}
+	if c.Endpoint != "" {
+		u, err := url.Parse(c.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.Error("endpoint", "must be an absolute http or https URL", `set endpoint = "http://collector:4318" (or JFAST_TELEMETRY_ENDPOINT)`)
+		} else if u.User != nil {
+			v.Error("endpoint", "must not carry credentials", "send collector credentials with OTEL_EXPORTER_OTLP_HEADERS")
+		}
+	}
+	if math.IsNaN(c.SampleRatio) || c.SampleRatio < 0 || c.SampleRatio > 1 {
+		v.Error("sample_ratio", fmt.Sprintf("must be between 0 and 1, got %v", c.SampleRatio), "set sample_ratio = 1 to record every trace, 0.1 for one in ten")
+	}
+	v.Deadline("export_timeout", c.ExportTimeout)
+	v.Deadline("batch_timeout", c.BatchTimeout)
+	v.Positive("max_queue_size", c.MaxQueueSize)
+	v.Positive("max_export_batch_size", c.MaxExportBatchSize)
+	if c.MaxExportBatchSize > 0 && c.MaxQueueSize > 0 && c.MaxExportBatchSize > c.MaxQueueSize {
+		v.Error("max_export_batch_size", fmt.Sprintf("must not exceed max_queue_size (%d), got %d", c.MaxQueueSize, c.MaxExportBatchSize),
+			"lower max_export_batch_size or raise max_queue_size")
+	}
+	keys := make([]string, 0, len(c.ResourceAttributes))
+	for k := range c.ResourceAttributes {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if k == "" {
+			v.Error("resource_attributes", "has an empty attribute name", "name every attribute")
+		}
+	}
+}

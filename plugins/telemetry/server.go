@@ -1,0 +1,87 @@
+package telemetry
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/jfastframework/jfast/requestid"
+)
+
+// Middleware implements framework.Middlewarer: a server span for every
+// request. It runs inside the framework's middleware, so the request ID is
+// known; the span is named by the chi route template, which is only known once
+// the router has matched, so the name is set when the request ends. An inbound
+// traceparent makes the span a child of the caller's.
+func (p *Plugin) Middleware() func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		if !p.exporting() {
+			return next
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			tp := p.tracer.Load()
+			if tp == nil {
+				next.ServeHTTP(w, r)
+				return
+			}
+			ctx := p.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+			ctx, span := (*tp).Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
+				trace.WithAttributes(
+					attribute.String("http.request.method", r.Method),
+					attribute.String("request_id", requestid.FromContext(ctx)),
+				))
+			defer func() {
+				v := recover()
+				endServerSpan(span, w, r, v != nil)
+				if v != nil {
+					panic(v)
+				}
+			}()
+			next.ServeHTTP(w, r.WithContext(ctx))
+		})
+	}
+}
+
+// endServerSpan names the span by the route template and records the status.
+func endServerSpan(span trace.Span, w http.ResponseWriter, r *http.Request, panicked bool) {
+	route := ""
+	if rctx := chi.RouteContext(r.Context()); rctx != nil {
+		route = rctx.RoutePattern()
+	}
+	if route != "" {
+		span.SetName(r.Method + " " + route)
+		span.SetAttributes(attribute.String("http.route", route))
+	}
+	status := statusOf(w)
+	if panicked {
+		status = http.StatusInternalServerError
+		span.SetStatus(codes.Error, "panic")
+	} else if status >= 500 {
+		span.SetStatus(codes.Error, http.StatusText(status))
+	}
+	span.SetAttributes(attribute.Int("http.response.status_code", status))
+	span.End()
+}
+
+// statusOf is the status the response was sent with (200 when the handler
+// wrote nothing), through the framework's ResponseRecorder or any writer that
+// wraps it.
+func statusOf(w http.ResponseWriter) int {
+	for {
+		switch x := w.(type) {
+		case interface{ Status() int }:
+			if s := x.Status(); s != 0 {
+				return s
+			}
+			return http.StatusOK
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return http.StatusOK
+		}
+	}
+}
