@@ -23,6 +23,11 @@ const (
 	Latency
 	// Reset resets every connection (RST) and each new one at once.
 	Reset
+	// Hold stops forwarding without losing anything: bytes sent either way
+	// wait in the proxy and new connections are accepted but not connected to
+	// the target until Pass, which delivers everything held — what a client
+	// sees of a server paused with SIGSTOP or docker pause and then resumed.
+	Hold
 )
 
 func (f Fault) String() string {
@@ -37,6 +42,8 @@ func (f Fault) String() string {
 		return "latency"
 	case Reset:
 		return "reset"
+	case Hold:
+		return "hold"
 	}
 	return "unknown"
 }
@@ -53,6 +60,8 @@ type Proxy struct {
 	ln      net.Listener
 	conns   map[*proxyConn]struct{}
 	closed  bool
+	done    chan struct{} // closed by Close
+	gate    chan struct{} // open while holding, closed when the hold ends
 	wg      sync.WaitGroup
 	dialer  net.Dialer
 	accepts int
@@ -60,6 +69,13 @@ type Proxy struct {
 
 type proxyConn struct {
 	client, server net.Conn // server is nil for connections accepted while blackholed
+	hung           bool     // set by HangExisting: never forwards again
+	once           sync.Once
+	closed         chan struct{}
+}
+
+func newProxyConn(client, server net.Conn) *proxyConn {
+	return &proxyConn{client: client, server: server, closed: make(chan struct{})}
 }
 
 // StartProxy listens on a free loopback port and forwards to target.
@@ -68,7 +84,7 @@ func StartProxy(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{target: target, addr: ln.Addr().String(), ln: ln, conns: map[*proxyConn]struct{}{}}
+	p := &Proxy{target: target, addr: ln.Addr().String(), ln: ln, conns: map[*proxyConn]struct{}{}, done: make(chan struct{})}
 	p.dialer.Timeout = 5 * time.Second
 	p.wg.Add(1)
 	go p.accept(ln)
@@ -102,13 +118,27 @@ func (p *Proxy) Accepted() int {
 func (p *Proxy) Pass() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.fault = Pass
+	p.setLocked(Pass, 0)
 	for c := range p.conns {
 		if c.server == nil {
 			c.client.Close()
 		}
 	}
 	return p.listenLocked()
+}
+
+// Hold stops forwarding and keeps what is sent: see [Hold].
+func (p *Proxy) Hold() error { return p.set(Hold, 0) }
+
+// HangExisting stops forwarding, for good, on the connections open now, while
+// new connections are forwarded as usual: what a pooled connection looks like
+// after a NAT or a firewall silently dropped it.
+func (p *Proxy) HangExisting() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.hung = true
+	}
 }
 
 // Blackhole makes the proxy answer nothing: see [Blackhole].
@@ -137,7 +167,7 @@ func (p *Proxy) Reset() error {
 func (p *Proxy) Refuse() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.fault = Refuse
+	p.setLocked(Refuse, 0)
 	if p.ln != nil {
 		p.ln.Close()
 		p.ln = nil
@@ -151,8 +181,47 @@ func (p *Proxy) Refuse() error {
 func (p *Proxy) set(f Fault, d time.Duration) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.fault, p.delay = f, d
+	p.setLocked(f, d)
 	return p.listenLocked()
+}
+
+// setLocked changes the fault, opening the gate of a hold that ends.
+func (p *Proxy) setLocked(f Fault, d time.Duration) {
+	if f == Hold && p.gate == nil {
+		p.gate = make(chan struct{})
+	}
+	if f != Hold && p.gate != nil {
+		close(p.gate)
+		p.gate = nil
+	}
+	p.fault, p.delay = f, d
+}
+
+// wait blocks while c is held (the proxy holds, or c hangs) and returns the
+// fault to apply; false means c or the proxy was closed meanwhile.
+func (p *Proxy) wait(c *proxyConn) (Fault, time.Duration, bool) {
+	for {
+		p.mu.Lock()
+		f, d, gate, hung := p.fault, p.delay, p.gate, c != nil && c.hung
+		p.mu.Unlock()
+		if f != Hold && !hung {
+			return f, d, true
+		}
+		var closed chan struct{}
+		if c != nil {
+			closed = c.closed
+		}
+		if hung {
+			gate = nil // never opens
+		}
+		select {
+		case <-gate:
+		case <-closed:
+			return f, d, false
+		case <-p.done:
+			return f, d, false
+		}
+	}
 }
 
 func (p *Proxy) listenLocked() error {
@@ -172,7 +241,12 @@ func (p *Proxy) listenLocked() error {
 // Close stops the proxy and closes every connection.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
 	p.closed = true
+	close(p.done)
 	if p.ln != nil {
 		p.ln.Close()
 		p.ln = nil
@@ -201,7 +275,7 @@ func (p *Proxy) accept(ln net.Listener) {
 			resetConn(client)
 			continue
 		case Blackhole:
-			p.track(&proxyConn{client: client})
+			p.track(newProxyConn(client, nil))
 			continue
 		}
 		p.wg.Add(1)
@@ -211,13 +285,25 @@ func (p *Proxy) accept(ln net.Listener) {
 
 func (p *Proxy) connect(client net.Conn) {
 	defer p.wg.Done()
+	// Accepted while holding: connect only when the hold ends.
+	switch f, _, ok := p.wait(nil); {
+	case !ok:
+		client.Close()
+		return
+	case f == Blackhole:
+		p.track(newProxyConn(client, nil))
+		return
+	case f == Refuse || f == Reset:
+		resetConn(client)
+		return
+	}
 	server, err := p.dialer.Dial("tcp", p.target)
 	if err != nil {
 		// The target refused: so does the proxy.
 		resetConn(client)
 		return
 	}
-	p.track(&proxyConn{client: client, server: server})
+	p.track(newProxyConn(client, server))
 }
 
 func (p *Proxy) track(c *proxyConn) {
@@ -249,10 +335,15 @@ func (p *Proxy) untrack(c *proxyConn) {
 }
 
 func (c *proxyConn) close() {
-	c.client.Close()
-	if c.server != nil {
-		c.server.Close()
-	}
+	c.once.Do(func() {
+		close(c.closed)
+		if c.client != nil {
+			c.client.Close()
+		}
+		if c.server != nil {
+			c.server.Close()
+		}
+	})
 }
 
 // discard reads and drops what a blackholed client sends.
@@ -271,9 +362,10 @@ func (p *Proxy) pipe(c *proxyConn, dst, src net.Conn) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			p.mu.Lock()
-			fault, delay := p.fault, p.delay
-			p.mu.Unlock()
+			fault, delay, ok := p.wait(c)
+			if !ok {
+				return
+			}
 			switch fault {
 			case Blackhole:
 				// Held: nothing is forwarded, nothing answers.

@@ -176,3 +176,102 @@ func TestProxyReset(t *testing.T) {
 		t.Log(err)
 	}
 }
+
+// readN reads exactly n bytes within wait.
+func readN(c net.Conn, n int, wait time.Duration) (string, error) {
+	c.SetReadDeadline(time.Now().Add(wait))
+	buf := make([]byte, n)
+	_, err := io.ReadFull(c, buf)
+	return string(buf), err
+}
+
+func TestProxyHoldKeepsBytesAndPassDeliversThem(t *testing.T) {
+	t.Parallel()
+	p := setupProxy(t)
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := roundTrip(c, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Hold(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("held\n")); err != nil {
+		t.Fatal(err)
+	}
+	var ne net.Error
+	if _, err := readN(c, 5, 200*time.Millisecond); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("hold, existing connection: want a timeout, got %v", err)
+	}
+	// A new connection is accepted while holding but not connected.
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if _, err := c2.Write([]byte("new\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readN(c2, 4, 200*time.Millisecond); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("hold, new connection: want a timeout, got %v", err)
+	}
+	if err := p.Pass(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readN(c, 5, 2*time.Second); err != nil || got != "held\n" {
+		t.Fatalf("held bytes after Pass: %q %v", got, err)
+	}
+	if got, err := readN(c2, 4, 2*time.Second); err != nil || got != "new\n" {
+		t.Fatalf("connection accepted while holding, after Pass: %q %v", got, err)
+	}
+}
+
+func TestProxyHangExistingLeavesNewConnectionsWorking(t *testing.T) {
+	t.Parallel()
+	p := setupProxy(t)
+	old, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if err := roundTrip(old, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p.HangExisting()
+	if err := roundTrip(old, 200*time.Millisecond); err == nil {
+		t.Fatal("a hung connection still forwards")
+	}
+	fresh, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if err := roundTrip(fresh, 2*time.Second); err != nil {
+		t.Fatalf("new connection after HangExisting: %v", err)
+	}
+}
+
+func TestProxyCloseWhileHolding(t *testing.T) {
+	t.Parallel()
+	p, err := StartProxy(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Hold()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("x\n"))
+	done := make(chan struct{})
+	go func() { p.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close hung on a held connection")
+	}
+}

@@ -67,7 +67,7 @@ func testURL() string {
 	return "postgres://postgres@127.0.0.1:5432/" + testDB + "?sslmode=disable"
 }
 
-// urlVia is the private database reached through addr (a tcpproxy).
+// urlVia is the private database reached through addr (a drills.Proxy).
 func urlVia(addr string) string {
 	return "postgres://postgres@" + addr + "/" + testDB + "?sslmode=disable"
 }

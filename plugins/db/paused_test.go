@@ -10,8 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jfastframework/jfast/plugins/db/internal/pgcluster"
-	"github.com/jfastframework/jfast/plugins/db/internal/tcpproxy"
+	"github.com/jfastframework/jfast/drills"
 )
 
 // pausable is a PostgreSQL that a test may pause for real: a private
@@ -26,22 +25,31 @@ func privateCluster(t *testing.T) pausable {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := pgcluster.Start(ctx)
+	c, err := drills.StartPostgres(ctx)
 	if err != nil {
 		t.Fatalf("private PostgreSQL cluster: %v", err)
 	}
-	t.Cleanup(c.Stop)
-	return pausable{url: c.URL(), pause: c.Pause, resume: c.Resume}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	pause := func() {
+		if err := c.Pause(); err != nil {
+			t.Errorf("pause the private cluster: %v", err)
+		}
+	}
+	return pausable{url: c.URL("postgres"), pause: pause, resume: func() { _ = c.Resume() }}
 }
 
 func blackholeProxy(t *testing.T) pausable {
 	t.Helper()
-	p, err := tcpproxy.Start("127.0.0.1:5432")
+	p, err := drills.StartProxy("127.0.0.1:5432")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
-	return pausable{url: urlVia(p.Addr()), pause: p.Pause, resume: p.Resume}
+	return pausable{url: urlVia(p.Addr()), pause: func() { _ = p.Hold() }, resume: func() { _ = p.Pass() }}
 }
 
 // pauseResult is what a paused server cost.

@@ -56,7 +56,7 @@ func TestPingTerminatesHungConnection(t *testing.T) {
 func TestConnectTimeout(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{proxy: true, toml: `connect_timeout = "300ms"`})
-	b.proxy.Pause()
+	b.proxy.Hold()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var err error
@@ -84,7 +84,7 @@ func TestBreakerOpensAndRecoversWithoutRestart(t *testing.T) {
 		t.Fatalf("before the pause: %d %s", r.Status, r)
 	}
 	pool := b.db.Pool()
-	b.proxy.Pause()
+	b.proxy.Hold()
 
 	var slow []time.Duration
 	for i := 0; i < 10; i++ {
@@ -132,7 +132,7 @@ func TestBreakerOpensAndRecoversWithoutRestart(t *testing.T) {
 		t.Fatalf("/ready while open: %d %s", ready.Status, ready)
 	}
 
-	b.proxy.Resume()
+	b.proxy.Pass()
 	if r := b.svc.Get(t, "/one"); r.Status != 503 {
 		t.Fatalf("the breaker let a call through before its cool-down: %d", r.Status)
 	}
@@ -162,7 +162,7 @@ func TestBreakerOpeningReleasesWaiters(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{proxy: true, toml: "ping_timeout = \"300ms\"\nconnect_timeout = \"10s\"\nbreaker_failures = 1\npool_size = 2"})
 	b.warm(t, 1)
-	b.proxy.Pause()
+	b.proxy.Hold()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	errs := make(chan time.Duration, 4)

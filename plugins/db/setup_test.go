@@ -13,10 +13,10 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jfastframework/jfast/drills"
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/jfasttest"
-	"github.com/jfastframework/jfast/plugins/db/internal/tcpproxy"
 )
 
 // bundle is what a test gets from setup.
@@ -24,7 +24,7 @@ type bundle struct {
 	svc   *jfasttest.Service
 	db    *DB
 	clock *resilience.TestClock
-	proxy *tcpproxy.Proxy
+	proxy *drills.Proxy
 }
 
 type setupOpts struct {
@@ -45,7 +45,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	b := &bundle{clock: jfasttest.NewClock()}
 	url := o.url
 	if o.proxy {
-		p, err := tcpproxy.Start("127.0.0.1:5432")
+		p, err := drills.StartProxy("127.0.0.1:5432")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +97,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		// Cleanups run last-registered first: let the paused proxy forward
 		// again before the App stops, so closing the pool does not wait on
 		// the cancel requests pgconn sends for terminated connections.
-		t.Cleanup(b.proxy.Resume)
+		t.Cleanup(func() { _ = b.proxy.Pass() })
 	}
 	return b
 }
