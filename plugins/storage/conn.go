@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -41,6 +42,33 @@ type gapConn struct {
 	gap     time.Duration
 	readDL  atomic.Int64 // Unix nanoseconds of the read deadline set last
 	writeDL int64        // the same for writes; only the writing goroutine uses it
+
+	mu     sync.Mutex
+	guards int // uploads in flight that want a reset on close (see s3Driver.putObject)
+}
+
+// guard makes a close of the connection send a TCP reset until unguard: an
+// upload cut short must look failed to the server, not finished.
+func (c *gapConn) guard() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.guards++; c.guards == 1 {
+		c.setLinger(0)
+	}
+}
+
+func (c *gapConn) unguard() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.guards--; c.guards == 0 {
+		c.setLinger(-1) // back to the normal close for a pooled connection
+	}
+}
+
+func (c *gapConn) setLinger(sec int) {
+	if tc, ok := c.Conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(sec)
+	}
 }
 
 func (c *gapConn) Read(p []byte) (int, error) {

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"strings"
@@ -147,10 +149,9 @@ func unsignedPayload(o *s3.Options) {
 
 func (d *s3Driver) put(ctx context.Context, key string, body io.Reader, size int64, contentType string) error {
 	if size >= 0 {
-		_, err := d.client.PutObject(ctx, &s3.PutObjectInput{
+		return d.putObject(ctx, &s3.PutObjectInput{
 			Bucket: &d.bucket, Key: &key, Body: body, ContentLength: &size, ContentType: &contentType,
-		}, unsignedPayload)
-		return err
+		})
 	}
 	bp := partPool.Get().(*[]byte)
 	defer partPool.Put(bp)
@@ -159,10 +160,9 @@ func (d *s3Driver) put(ctx context.Context, key string, body io.Reader, size int
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		// Smaller than one part: one request.
 		size := int64(n)
-		_, err := d.client.PutObject(ctx, &s3.PutObjectInput{
+		return d.putObject(ctx, &s3.PutObjectInput{
 			Bucket: &d.bucket, Key: &key, Body: bytes.NewReader(buf[:n]), ContentLength: &size, ContentType: &contentType,
-		}, unsignedPayload)
-		return err
+		})
 	}
 	if err != nil {
 		return fmt.Errorf("read the body: %w", err)
@@ -308,4 +308,45 @@ func httpStatus(err error) (int, bool) {
 		return re.HTTPStatusCode(), true
 	}
 	return 0, false
+}
+
+// putObject sends one PutObject whose connection, for as long as the upload is
+// in flight, closes with a TCP reset instead of a clean close. When the body
+// fails or the caller gives up mid-upload, the HTTP transport closes the
+// connection; after a clean close some S3-compatible servers take the bytes
+// received so far as the whole object, although fewer than Content-Length
+// arrived (versitygw v1.8.0 does: a 4 MiB put whose body failed after 1 MiB left
+// a 1 MiB object). AWS S3 refuses such a request (IncompleteBody); a reset makes
+// every server see a failed upload.
+func (d *s3Driver) putObject(ctx context.Context, in *s3.PutObjectInput) error {
+	var mu sync.Mutex
+	var guarded []*gapConn
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		if gc := asGapConn(info.Conn); gc != nil {
+			gc.guard()
+			mu.Lock()
+			guarded = append(guarded, gc)
+			mu.Unlock()
+		}
+	}})
+	_, err := d.client.PutObject(ctx, in, unsignedPayload)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, gc := range guarded {
+		gc.unguard()
+	}
+	return err
+}
+
+func asGapConn(c net.Conn) *gapConn {
+	for {
+		switch x := c.(type) {
+		case *tls.Conn:
+			c = x.NetConn()
+		case *gapConn:
+			return x
+		default:
+			return nil
+		}
+	}
 }

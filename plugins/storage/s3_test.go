@@ -12,6 +12,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -463,16 +464,60 @@ func TestS3FailingBodyIsNotAStorageFailure(t *testing.T) {
 		if !errors.As(err, &be) || !errors.Is(err, gone) || errors.As(err, &de) {
 			t.Fatalf("%s: put = %v", tc.name, err)
 		}
-		if ok, err := d.Exists(ctx, "partial"); ok || err != nil {
-			t.Fatalf("%s: exists = %v %v", tc.name, ok, err)
+		if st, err := d.Stat(ctx, "partial"); !errors.Is(err, storage.ErrNotExist) {
+			t.Fatalf("%s: a partial object was stored: %+v %v", tc.name, st, err)
 		}
 	}
 	if st := d.Breaker().Snapshot(); st.State.String() != "closed" || st.Consecutive != 0 {
 		t.Fatalf("breaker = %+v", st)
 	}
+	// A caller that gives up mid-upload stores nothing either.
+	cctx, cancel := context.WithCancel(ctx)
+	reached := make(chan struct{})
+	body := io.MultiReader(io.LimitReader(&zeros{1 << 30}, 1<<20), &blockUntil{ctx: cctx, reached: reached})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		<-reached
+		cancel()
+	})
+	err := d.Put(cctx, "cancelled", storage.Sized(body, 4<<20), "")
+	wg.Wait()
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled put = %v", err)
+	}
 	c := bareClient(srv.Endpoint)
 	out, err := c.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: &bucket})
 	if err != nil || len(out.Uploads) != 0 {
 		t.Fatalf("multipart uploads left: %v %v", out, err)
+	}
+	// Checked again last: a server may commit an upload after the client left.
+	for _, key := range []string{"partial", "cancelled"} {
+		if st, err := d.Stat(ctx, key); !errors.Is(err, storage.ErrNotExist) {
+			t.Fatalf("%s: a partial object was stored: %+v %v", key, st, err)
+		}
+	}
+}
+
+// blockUntil is a body that stops sending: it blocks until ctx ends, after
+// closing reached.
+type blockUntil struct {
+	ctx     context.Context
+	reached chan struct{}
+}
+
+func (b *blockUntil) Read([]byte) (int, error) {
+	close(b.reached)
+	<-b.ctx.Done()
+	return 0, b.ctx.Err()
+}
+
+// Without the binary the s3 tests fail (they do not skip), naming the script
+// that installs it.
+func TestMissingVersitygwNamesTheInstallScript(t *testing.T) {
+	// Not parallel: it empties PATH.
+	t.Setenv("PATH", t.TempDir())
+	_, err := startS3Server(t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "scripts/install-versitygw.sh") {
+		t.Fatalf("error = %v", err)
 	}
 }
