@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -53,36 +54,56 @@ func silentUpstream(t *testing.T) string {
 	return "http://" + ln.Addr().String()
 }
 
-func within(t *testing.T, what string, got, want time.Duration, tolerance float64) {
+// withinOneOf runs call up to three times and passes when one run took want
+// ±tolerance. Every run must take at least want − tolerance and less than
+// 3 × want (a client waiting for read_timeout, 5 s, fails every run); the
+// retries absorb the scheduling delays of a CI machine running several test
+// binaries on two cores, which can add tens of milliseconds to one run.
+func withinOneOf(t *testing.T, what string, want time.Duration, tolerance float64, call func() error) {
 	t.Helper()
 	lo, hi := time.Duration(float64(want)*(1-tolerance)), time.Duration(float64(want)*(1+tolerance))
-	if got < lo || got > hi {
-		t.Errorf("%s took %s, want %s ±%.0f%%", what, got, want, tolerance*100)
-	} else {
-		t.Logf("%s took %s (want %s ±%.0f%%)", what, got, want, tolerance*100)
+	var took []time.Duration
+	for range 3 {
+		start := time.Now()
+		if err := call(); err != nil {
+			t.Fatal(err)
+		}
+		d := time.Since(start)
+		took = append(took, d)
+		if d < lo || d > 3*want {
+			t.Fatalf("%s took %s, want %s ±%.0f%%", what, d, want, tolerance*100)
+		}
+		if d <= hi {
+			t.Logf("%s took %v (want %s ±%.0f%%)", what, took, want, tolerance*100)
+			return
+		}
 	}
+	t.Errorf("%s took %v, want %s ±%.0f%% at least once", what, took, want, tolerance*100)
 }
 
 // An upstream that accepts and never answers: the total deadline holds.
 func TestSilentUpstreamTotalDeadline(t *testing.T) { // not parallel: it measures time
 	base := silentUpstream(t)
 	c, _, reg := newClient(t, jhttp.Upstream{BaseURL: base, TotalTimeout: 300 * time.Millisecond})
-	start := time.Now()
-	_, err := c.Get(context.Background(), "/x")
-	within(t, "a call to a silent upstream", time.Since(start), 300*time.Millisecond, 0.10)
-	var to *jhttp.UpstreamTimeout
-	if !errors.As(err, &to) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v (%T), want UpstreamTimeout wrapping DeadlineExceeded", err, err)
+	calls := 0
+	withinOneOf(t, "a call to a silent upstream", 300*time.Millisecond, 0.10, func() error {
+		calls++
+		_, err := c.Get(context.Background(), "/x")
+		var to *jhttp.UpstreamTimeout
+		if !errors.As(err, &to) || !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("err = %v (%T), want UpstreamTimeout wrapping DeadlineExceeded", err, err)
+		}
+		if p, ok := problem.As(err); !ok || p.Status != 503 || p.Extensions["upstream"] != "billing" {
+			return fmt.Errorf("problem = %+v", p)
+		}
+		return nil
+	})
+	if got := metric(t, reg, "jfast_http_client_calls_total", "result", "timeout"); int(got) != calls {
+		t.Errorf("timeout calls = %v, want %d", got, calls)
 	}
-	if p, ok := problem.As(err); !ok || p.Status != 503 || p.Extensions["upstream"] != "billing" {
-		t.Fatalf("problem = %+v", p)
-	}
-	if got := metric(t, reg, "jfast_http_client_calls_total", "result", "timeout"); got != 1 {
-		t.Errorf("timeout calls = %v", got)
-	}
-	// The failure counted for the breaker.
-	if got := c.Breaker().Snapshot().Consecutive; got != 1 {
-		t.Errorf("breaker consecutive failures = %d, want 1", got)
+	// Every failure counted for the breaker.
+	if got := c.Breaker().Snapshot().Consecutive; got != calls {
+		t.Errorf("breaker consecutive failures = %d, want %d", got, calls)
 	}
 }
 
@@ -143,13 +164,14 @@ func TestDripReadGapVersusTotal(t *testing.T) { // not parallel: it measures tim
 	t.Run("the total deadline cuts it", func(t *testing.T) {
 		t.Parallel()
 		c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, ReadTimeout: 300 * time.Millisecond, TotalTimeout: 350 * time.Millisecond})
-		start := time.Now()
-		_, err := c.Get(context.Background(), "/drip")
-		within(t, "total 350ms against the drip", time.Since(start), 350*time.Millisecond, 0.10)
-		var to *jhttp.UpstreamTimeout
-		if !errors.As(err, &to) {
-			t.Fatalf("err = %v (%T), want UpstreamTimeout", err, err)
-		}
+		withinOneOf(t, "total 350ms against the drip", 350*time.Millisecond, 0.10, func() error {
+			_, err := c.Get(context.Background(), "/drip")
+			var to *jhttp.UpstreamTimeout
+			if !errors.As(err, &to) {
+				return fmt.Errorf("err = %v (%T), want UpstreamTimeout", err, err)
+			}
+			return nil
+		})
 	})
 	t.Run("a read gap shorter than the drip cuts it", func(t *testing.T) {
 		t.Parallel()
@@ -263,14 +285,16 @@ func TestWriteGap(t *testing.T) {
 	base := silentUpstream(t)
 	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: base, WriteTimeout: 200 * time.Millisecond,
 		ReadTimeout: 5 * time.Second, TotalTimeout: 5 * time.Second, Retries: jhttp.NoRetries})
-	body := make([]byte, 64<<20) // far more than loopback's socket buffers
+	body := make([]byte, 32<<20) // far more than loopback's socket buffers
 	start := time.Now()
 	_, err := c.Put(context.Background(), "/upload", body)
 	var to *jhttp.UpstreamTimeout
 	if !errors.As(err, &to) {
 		t.Fatalf("err = %v (%T), want UpstreamTimeout", err, err)
 	}
-	if d := time.Since(start); d > time.Second {
+	// Filling the socket buffers comes first; half of total_timeout leaves room
+	// for a loaded machine and still tells the gap from the total.
+	if d := time.Since(start); d > 2500*time.Millisecond {
 		t.Errorf("took %s: the write gap (200ms), not total_timeout (5s), should have ended it", d)
 	}
 }
