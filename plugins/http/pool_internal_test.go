@@ -48,7 +48,7 @@ func TestPoolTimeout(t *testing.T) {
 	if !errors.As(err, &to) || !errors.Is(err, errPoolTimeout) {
 		t.Fatalf("err = %v (%T), want UpstreamTimeout wrapping errPoolTimeout", err, err)
 	}
-	if elapsed < 90*time.Millisecond || elapsed > time.Second {
+	if elapsed < 90*time.Millisecond || elapsed > 2500*time.Millisecond { // total_timeout is 10s
 		t.Errorf("took %s, want about pool_timeout (100ms)", elapsed)
 	}
 	close(release)
