@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,14 +16,17 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // TestEndToEnd runs jfast new for a service with no plugins and for one with every
 // plugin jfast new offers, then in each: go build ./..., go test ./..., builds the
 // binary, runs its check, starts it and asks /live and /ready, and stops it with
-// SIGTERM. The machine's PostgreSQL (127.0.0.1:5432, database test) and Redis
-// (127.0.0.1:6379) serve the db and cache routes' tests; the services still pass
-// without them (the routes then answer 503 or fail open). Skipped with -short.
+// SIGTERM. A private database on the machine's PostgreSQL (127.0.0.1:5432) and the
+// machine's Redis (127.0.0.1:6379, keys under the service's prefix) serve the db,
+// idempotency and cache routes' tests; the services pass without them too (the
+// routes then answer 503 or fail open). Skipped with -short.
 func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds two services: skipped with -short")
@@ -44,7 +49,11 @@ func TestEndToEnd(t *testing.T) {
 			if code, _, stderr := jfast(t, args...); code != 0 {
 				t.Fatalf("jfast new: exit %d: %s", code, stderr)
 			}
-			env := serviceEnv(tc.plugins != "")
+			dbURL := ""
+			if tc.plugins != "" {
+				dbURL = privateDatabase(t)
+			}
+			env := serviceEnv(dbURL)
 			// go build ./..., keeping the binary (one link instead of two).
 			bins := t.TempDir()
 			goCmd(t, dir, env, "build", "-o", bins+string(filepath.Separator), "./...")
@@ -61,11 +70,11 @@ func TestEndToEnd(t *testing.T) {
 	}
 }
 
-// serviceEnv is the test's environment without JFAST_* variables, with the
-// machine's PostgreSQL for the db plugin (a variable for a plugin the service does
-// not compile in is a boot error), and without a go.work that could change how
-// the generated module resolves.
-func serviceEnv(withDB bool) []string {
+// serviceEnv is the test's environment without JFAST_* variables, with dbURL for
+// the db plugin when given (a variable for a plugin the service does not compile
+// in is a boot error), and without a go.work that could change how the generated
+// module resolves.
+func serviceEnv(dbURL string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "JFAST_") && !strings.HasPrefix(kv, "GOFLAGS=") {
@@ -73,8 +82,8 @@ func serviceEnv(withDB bool) []string {
 		}
 	}
 	env = append(env, "GOWORK=off", "GOFLAGS=-mod=readonly")
-	if withDB {
-		env = append(env, "JFAST_DB_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	if dbURL != "" {
+		env = append(env, "JFAST_DB_URL="+dbURL)
 	}
 	return env
 }
@@ -89,6 +98,41 @@ func goCmd(t *testing.T, dir string, env []string, args ...string) {
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	t.Logf("go %s: %s", strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
+}
+
+// privateDatabase creates a database of its own on the machine's PostgreSQL for
+// the generated service (its idempotency table, its queries) and drops it when the
+// test ends.
+func privateDatabase(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	admin := "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatalf("the machine's PostgreSQL (%s): %v", admin, err)
+	}
+	defer conn.Close(ctx)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "jfast_cli_e2e_" + hex.EncodeToString(b[:])
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, admin)
+		if err != nil {
+			t.Errorf("drop %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop %s: %v", name, err)
+		}
+	})
+	return "postgres://postgres@127.0.0.1:5432/" + name + "?sslmode=disable"
 }
 
 // serve starts the service binary on a free port, checks /live and /ready, and

@@ -6,6 +6,7 @@ import (
 	"github.com/jfastframework/jfast/plugins/cache"
 	"github.com/jfastframework/jfast/plugins/db"
 	"github.com/jfastframework/jfast/plugins/http"
+	"github.com/jfastframework/jfast/plugins/idempotency"
 	"github.com/jfastframework/jfast/plugins/storage"
 )
 
@@ -13,9 +14,10 @@ import (
 // `jfast config` understand their tables and `jfast new` can read their defaults.
 // docs/cli.md lists them; a plugin package is added here once it builds.
 var builtin = map[string]func() framework.Plugin{
-	"http":    func() framework.Plugin { return http.New() },
-	"db":      func() framework.Plugin { return db.New() },
-	"cache":   func() framework.Plugin { return cache.New() },
-	"auth":    func() framework.Plugin { return auth.New() },
-	"storage": func() framework.Plugin { return storage.New() },
+	"http":        func() framework.Plugin { return http.New() },
+	"db":          func() framework.Plugin { return db.New() },
+	"cache":       func() framework.Plugin { return cache.New() },
+	"auth":        func() framework.Plugin { return auth.New() },
+	"storage":     func() framework.Plugin { return storage.New() },
+	"idempotency": func() framework.Plugin { return idempotency.New() },
 }

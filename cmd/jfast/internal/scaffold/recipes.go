@@ -19,6 +19,8 @@ type recipe struct {
 	Env     []string
 	// Note is a line for the README about running against the dependency.
 	Note string
+	// NeedsOneOf lists plugins of which at least one must be chosen too.
+	NeedsOneOf []string
 }
 
 // recipes are the plugins jfast new knows how to add, in the order they appear in
@@ -101,6 +103,17 @@ var recipes = []recipe{
 		},
 		Route: "`PUT` and `GET /files/{name}`: stores and reads back an object on the `files` disk",
 		Note:  "The `files` disk is the local directory data/files (in the container, /home/nonroot/data/files on the `files` volume); set `JFAST_STORAGE_DISKS__FILES__ROOT` to move it.",
+	},
+	{
+		// Keys are kept in PostgreSQL (the default store) or, when only the cache
+		// plugin is chosen, in Redis; see choose.
+		Name:       "idempotency",
+		Import:     modulePath + "/plugins/idempotency",
+		Ident:      "idempotency",
+		Settings:   map[string]string{},
+		Route:      "`POST /payments`: runs once per Idempotency-Key; a retry gets the stored response",
+		Note:       "The idempotency store is PostgreSQL (the db plugin) unless only the cache plugin is chosen (Redis, `store = \"redis\"`). Without the store the /payments test accepts the 503 naming it.",
+		NeedsOneOf: []string{"db", "cache"},
 	},
 }
 

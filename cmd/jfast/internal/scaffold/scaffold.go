@@ -284,9 +284,16 @@ func choose(names []string, available map[string]func() framework.Plugin) ([]rec
 	}
 	var out []recipe
 	for _, r := range recipes {
-		if seen[r.Name] {
-			out = append(out, r)
+		if !seen[r.Name] {
+			continue
 		}
+		if len(r.NeedsOneOf) > 0 && !slices.ContainsFunc(r.NeedsOneOf, func(n string) bool { return seen[n] }) {
+			return nil, fmt.Errorf("plugin %q needs one of %s as well: add it to --plugins (e.g. --plugins %s,%s)", r.Name, strings.Join(r.NeedsOneOf, " or "), r.NeedsOneOf[0], r.Name)
+		}
+		if r.Name == "idempotency" && seen["cache"] && !seen["db"] {
+			r.Settings = map[string]string{"plugin.idempotency.store": `"redis"`}
+		}
+		out = append(out, r)
 	}
 	return out, nil
 }

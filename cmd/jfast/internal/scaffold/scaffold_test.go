@@ -18,6 +18,7 @@ import (
 	"github.com/jfastframework/jfast/plugins/cache"
 	"github.com/jfastframework/jfast/plugins/db"
 	"github.com/jfastframework/jfast/plugins/http"
+	"github.com/jfastframework/jfast/plugins/idempotency"
 	"github.com/jfastframework/jfast/plugins/storage"
 )
 
@@ -34,11 +35,12 @@ func frameworkRoot(t *testing.T) string {
 }
 
 var all = map[string]func() framework.Plugin{
-	"http":    func() framework.Plugin { return http.New() },
-	"db":      func() framework.Plugin { return db.New() },
-	"cache":   func() framework.Plugin { return cache.New() },
-	"auth":    func() framework.Plugin { return auth.New() },
-	"storage": func() framework.Plugin { return storage.New() },
+	"http":        func() framework.Plugin { return http.New() },
+	"db":          func() framework.Plugin { return db.New() },
+	"cache":       func() framework.Plugin { return cache.New() },
+	"auth":        func() framework.Plugin { return auth.New() },
+	"storage":     func() framework.Plugin { return storage.New() },
+	"idempotency": func() framework.Plugin { return idempotency.New() },
 }
 
 // golden compares got with testdata/<name>, or rewrites it with -update.
@@ -126,20 +128,21 @@ func normalizeGoMod(t *testing.T, data []byte, root string) []byte {
 // comments come from the plugins' doc comments, which their authors may reword.
 func TestGoldenEveryPlugin(t *testing.T) {
 	t.Parallel()
-	got := files(t, Options{Name: "shop", Module: "github.com/acme/shop", Framework: frameworkRoot(t), Available: all, Plugins: []string{"storage", "auth", "cache", "db", "http"}})
+	got := files(t, Options{Name: "shop", Module: "github.com/acme/shop", Framework: frameworkRoot(t), Available: all, Plugins: []string{"storage", "auth", "cache", "db", "http", "idempotency"}})
 	for name, data := range got {
 		if name == "go.mod" || name == "go.sum" || name == "jfast.toml" {
 			continue
 		}
 		golden(t, "every/"+name, data)
 	}
-	if !strings.Contains(string(got["jfast.toml"]), `enabled = ["observability", "http", "db", "cache", "auth", "storage"]`) {
+	if !strings.Contains(string(got["jfast.toml"]), `enabled = ["observability", "http", "db", "cache", "auth", "storage", "idempotency"]`) {
 		t.Errorf("plugins not enabled in recipe order:\n%s", got["jfast.toml"])
 	}
 }
 
 var (
 	commentedKey   = regexp.MustCompile(`^# ([a-z0-9_]+) = (.+)$`)
+	computedKey    = regexp.MustCompile(`^# ([a-z0-9_]+)  \(unset: .+\)$`)
 	commentedTable = regexp.MustCompile(`^# (\[[^\] ]+\])$`)
 )
 
@@ -162,6 +165,8 @@ func TestConfigHasEveryKey(t *testing.T) {
 	for _, line := range strings.Split(string(text), "\n") {
 		if m := commentedKey.FindStringSubmatch(line); m != nil {
 			line = m[1] + " = " + m[2]
+		} else if m := computedKey.FindStringSubmatch(line); m != nil {
+			line = m[1] + " = 0"
 		} else if m := commentedTable.FindStringSubmatch(line); m != nil {
 			line = m[1]
 		}
@@ -269,8 +274,9 @@ func TestRefusals(t *testing.T) {
 		{"module with a space", Options{Name: "orders", Module: "github.com/a b", Framework: root}, `character outside`},
 		{"module upper-case first element", Options{Name: "orders", Module: "GitHub.com/a", Framework: root}, `first element must be lower case`},
 		{"module inside jfast", Options{Name: "orders", Module: "github.com/jfastframework/jfast/x", Framework: root}, `inside the framework's own module`},
-		{"unknown plugin", Options{Name: "orders", Framework: root, Available: all, Plugins: []string{"htp"}}, `unknown plugin "htp"; available: http, db, cache, auth, storage`},
+		{"unknown plugin", Options{Name: "orders", Framework: root, Available: all, Plugins: []string{"htp"}}, `unknown plugin "htp"; available: http, db, cache, auth, storage, idempotency`},
 		{"plugin not there yet", Options{Name: "orders", Framework: root, Available: all, Plugins: []string{"mail"}}, `plugin "mail" does not exist in this jfast yet`},
+		{"idempotency without a store", Options{Name: "orders", Framework: root, Available: all, Plugins: []string{"idempotency"}}, `plugin "idempotency" needs one of db or cache as well`},
 		{"plugin twice", Options{Name: "orders", Framework: root, Available: all, Plugins: []string{"db", "db"}}, `plugin "db" is listed twice`},
 		{"not a checkout", Options{Name: "orders", Framework: t.TempDir()}, `framework checkout`},
 	} {

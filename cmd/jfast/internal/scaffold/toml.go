@@ -187,9 +187,15 @@ func (w *configWriter) fields(path string, v reflect.Value, commented bool) {
 		}
 		first = false
 		w.comment(doc, f.Name, name)
-		if val, ok := w.set[key]; ok && !commented {
+		switch val, ok := w.set[key]; {
+		case ok && !commented:
 			fmt.Fprintf(&w.b, "%s = %s\n", name, val)
-		} else {
+		case fv.IsZero() && computedDefault(doc, tomlValue(fv)) != "":
+			// The zero value stands for a default computed at boot
+			// (key_prefix from app.name, a lease from request_timeout):
+			// writing the zero would suggest a value that is not the default.
+			fmt.Fprintf(&w.b, "# %s  (unset: %s)\n", name, computedDefault(doc, tomlValue(fv)))
+		default:
 			fmt.Fprintf(&w.b, "# %s = %s\n", name, tomlValue(fv))
 		}
 	}
@@ -243,6 +249,28 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+var defaultsTo = regexp.MustCompile(`Defaults to (.+?)\.(?:\s|$)`)
+
+// computedDefault returns the doc comment's "Defaults to X" when X is not the zero
+// value as written (zero), or "".
+func computedDefault(doc, zero string) string {
+	m := defaultsTo.FindStringSubmatch(strings.Join(strings.Fields(doc), " "))
+	if m == nil {
+		return ""
+	}
+	phrase := m[1]
+	literal := strings.Trim(zero, `"`)
+	for _, plain := range []string{zero, literal, "none", "nil", "no ", "0", "false", "empty", "off"} {
+		if plain != "" && strings.HasPrefix(phrase, plain) {
+			return ""
+		}
+	}
+	if zero == `""` && (strings.HasPrefix(phrase, `""`) || phrase == "") {
+		return ""
+	}
+	return phrase
 }
 
 var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()

@@ -8,6 +8,7 @@ import (
 	"github.com/jfastframework/jfast/plugins/cache"
 	"github.com/jfastframework/jfast/plugins/db"
 	"github.com/jfastframework/jfast/plugins/http"
+	"github.com/jfastframework/jfast/plugins/idempotency"
 	"github.com/jfastframework/jfast/plugins/storage"
 )
 
@@ -25,6 +26,7 @@ func Options() framework.Options {
 			cache.New(),
 			auth.New(),
 			storage.New(),
+			idempotency.New(),
 		},
 		Routes: Routes,
 	}
