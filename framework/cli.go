@@ -182,7 +182,11 @@ func RunCommand(ctx context.Context, root *cobra.Command, args []string, stdout,
 		}
 	}
 	if exit.Err != nil {
-		fmt.Fprintln(stderr, "error: "+exit.Err.Error())
+		prefix := "error: "
+		if f := root.PersistentFlags().Lookup("color"); f != nil && (&cli{color: f.Value.String()}).useColor(stderr) {
+			prefix = ansiRed + "error:" + ansiReset + " "
+		}
+		fmt.Fprintln(stderr, prefix+exit.Err.Error())
 	}
 	if exit.Usage {
 		if cmd == nil {

@@ -100,6 +100,14 @@ func TestCheckColourAlways(t *testing.T) {
 	}
 }
 
+func TestErrorLineColour(t *testing.T) {
+	t.Parallel()
+	_, _, errOut := run(t, framework.Options{}, "migrate", "sideways", "--color", "always")
+	if !strings.HasPrefix(errOut, "\x1b[31merror:\x1b[0m ") {
+		t.Fatalf("stderr %q", errOut)
+	}
+}
+
 func TestUsageMistakesExitTwo(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
