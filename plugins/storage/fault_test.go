@@ -33,7 +33,7 @@ const (
 	faultSlow            // object bodies in 16 KiB pieces, 100 ms apart
 	faultStall           // object bodies stop after the first write until the client leaves
 	faultHang            // no response at all until the client leaves
-	fault503             // 503 SlowDown to everything
+	fault503             // 503 ServiceUnavailable to everything (not throttling: short backoff)
 	fault500             // 500 InternalError to everything
 )
 
@@ -66,7 +66,7 @@ func newFaultServer(t *testing.T) *faultServer {
 		case fault503:
 			w.Header().Set("Content-Type", "application/xml")
 			w.WriteHeader(http.StatusServiceUnavailable)
-			io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
+			io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>ServiceUnavailable</Code><Message>Service is unable to handle request.</Message></Error>`)
 			return
 		case fault500:
 			w.Header().Set("Content-Type", "application/xml")

@@ -49,6 +49,7 @@ type s3Driver struct {
 	bucket    string
 	urlOf     func(key string) string
 	gap       time.Duration
+	pageSize  int32 // keys per List page: S3's maximum, 1000
 }
 
 func newS3Driver(ctx context.Context, cfg DiskConfig) (*s3Driver, error) {
@@ -112,6 +113,7 @@ func newS3Driver(ctx context.Context, cfg DiskConfig) (*s3Driver, error) {
 		transport: tr,
 		bucket:    cfg.Bucket,
 		gap:       cfg.ReadTimeout,
+		pageSize:  1000,
 	}
 	d.urlOf = bucketURL(cfg)
 	return d, nil
@@ -249,7 +251,7 @@ func (d *s3Driver) delete(ctx context.Context, key string) error {
 }
 
 func (d *s3Driver) listPage(ctx context.Context, prefix, token string) ([]Info, string, error) {
-	in := &s3.ListObjectsV2Input{Bucket: &d.bucket, Prefix: &prefix}
+	in := &s3.ListObjectsV2Input{Bucket: &d.bucket, Prefix: &prefix, MaxKeys: &d.pageSize}
 	if token != "" {
 		in.ContinuationToken = &token
 	}

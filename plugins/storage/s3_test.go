@@ -86,26 +86,22 @@ func TestS3RoundTrip(t *testing.T) {
 
 func TestS3ListPages(t *testing.T) {
 	t.Parallel()
-	d := startS3(t, sharedS3(t)).disk
+	s := startS3(t, sharedS3(t))
+	d := s.disk
+	storage.SetListPageSize(d, 10) // S3's pages are 1000 keys; 10 shows the paging with 25
 	ctx := context.Background()
-	const n = 1003 // more than one page of 1000
-	sem := make(chan struct{}, 16)
-	errs := make(chan error, n)
+	const n = 25
 	for i := range n {
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem }()
-			errs <- d.Put(ctx, fmt.Sprintf("p/%04d", i), strings.NewReader("x"), "")
-		}()
-	}
-	for range n {
-		if err := <-errs; err != nil {
+		if err := d.Put(ctx, fmt.Sprintf("p/%04d", i), strings.NewReader("x"), ""); err != nil {
 			t.Fatal(err)
 		}
 	}
+	if err := d.Put(ctx, "q/0000", strings.NewReader("x"), ""); err != nil {
+		t.Fatal(err)
+	}
 	got := listKeys(t, d, "p/")
 	if len(got) != n || got[0] != "p/0000" || got[n-1] != fmt.Sprintf("p/%04d", n-1) {
-		t.Fatalf("listed %d keys, first %q", len(got), got[:1])
+		t.Fatalf("listed %d keys: %v", len(got), got)
 	}
 	// Stopping early stops fetching.
 	count := 0
@@ -118,6 +114,33 @@ func TestS3ListPages(t *testing.T) {
 	if count != 5 {
 		t.Fatalf("count = %d", count)
 	}
+	// Three pages for the whole listing, one for the loop that stopped.
+	if pages := counter(t, s, "jfast_storage_operations_total", "operation", "list"); pages != 4 {
+		t.Fatalf("list requests = %v, want 4", pages)
+	}
+}
+
+// counter sums a metric's samples whose label has the given value.
+func counter(t *testing.T, s setup, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := s.svc.App.Metrics().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
 }
 
 // pattern is a deterministic, non-seekable body of n bytes that hashes itself
