@@ -1,0 +1,52 @@
+package mail
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jfastframework/jfast/readiness"
+)
+
+// deadCounter is the queue plugin's count of dead jobs of one kind (the queue
+// implements it next to framework.Jobs).
+type deadCounter interface {
+	CountDeadJobs(ctx context.Context, kind string) (int, error)
+}
+
+// Check implements framework.Checker: the last delivery result in this process
+// and the number of dead deliveries. It opens no SMTP connection (a probe would
+// tell less than the last real delivery, and some providers count logins).
+// Only a last attempt that failed transiently (refused, timeout, 4xx) is a
+// failure — the server was not taking mail; a permanent rejection is a
+// message's fault and reported as passed. The failure is critical only when
+// [plugin.mail] critical = true (default false): mail waits in the queue. There
+// is no breaker: mail is sent from the queue, so a down server costs job
+// retries with backoff, never request latency.
+func (p *Plugin) Check(ctx context.Context) readiness.Report {
+	meta := map[string]any{"transport": p.cfg.Transport}
+	if p.cfg.Transport == "smtp" {
+		meta["server"] = p.sender.addr()
+	}
+	deadDetail := ""
+	if dc, ok := p.jobs.(deadCounter); ok {
+		n, err := dc.CountDeadJobs(ctx, JobKind)
+		if err != nil {
+			deadDetail = "; dead letter unknown: the queue did not answer"
+		} else {
+			meta["dead"] = n
+			deadDetail = fmt.Sprintf("; %d in the dead letter", n)
+		}
+	}
+	last, ok := p.LastDelivery()
+	if !ok {
+		return readiness.Passed("no delivery attempted yet"+deadDetail, meta)
+	}
+	meta["last_delivery"] = last
+	switch last.Result {
+	case "transient":
+		return readiness.Failed("last delivery failed: "+last.Error+deadDetail, true, meta)
+	case "permanent":
+		return readiness.Passed("last delivery rejected by the server (dead letter): "+last.Error+deadDetail, meta)
+	}
+	return readiness.Passed("last delivery sent"+deadDetail, meta)
+}

@@ -1,0 +1,206 @@
+package mail
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/textproto"
+	"strconv"
+	"sync"
+	"time"
+
+	gomail "github.com/wneessen/go-mail"
+)
+
+// smtpSender delivers one message per connection with go-mail. Connections are
+// not pooled: delivery runs in queue workers, where a connect per message costs
+// nothing a request waits for, and a fresh connection never hits a server's
+// idle timeout.
+type smtpSender struct {
+	cfg Config
+}
+
+// send delivers m. A returned error with a 5xx reply code is a *DeliveryError
+// with Permanent() true; everything else (refused, timeouts, 4xx) is transient.
+func (s *smtpSender) send(ctx context.Context, m *gomail.Msg) error {
+	c, err := gomail.NewClient(s.cfg.Host, s.options()...)
+	if err != nil {
+		return fmt.Errorf("mail: smtp client for %s: %w", s.addr(), err)
+	}
+	if err := c.DialAndSendWithContext(ctx, m); err != nil {
+		return classify(s.addr(), err)
+	}
+	return nil
+}
+
+func (s *smtpSender) addr() string {
+	return net.JoinHostPort(s.cfg.Host, strconv.Itoa(s.cfg.Port))
+}
+
+func (s *smtpSender) options() []gomail.Option {
+	opts := []gomail.Option{
+		gomail.WithPort(s.cfg.Port),
+		// go-mail uses this for the dial and as a whole-connection deadline it
+		// sets after connecting; the connection below replaces the latter with
+		// per-operation deadlines (command_timeout).
+		gomail.WithTimeout(s.cfg.ConnectTimeout),
+		gomail.WithDialContextFunc(s.dial),
+		gomail.WithTLSConfig(&tls.Config{ServerName: s.cfg.Host, MinVersion: tls.VersionTLS12}),
+		gomail.WithoutNoop(),
+	}
+	if s.cfg.UseStartTLS {
+		opts = append(opts, gomail.WithTLSPolicy(gomail.TLSMandatory))
+	} else {
+		opts = append(opts, gomail.WithTLSPolicy(gomail.NoTLS))
+	}
+	if s.cfg.Username != "" {
+		opts = append(opts, gomail.WithSMTPAuth(gomail.SMTPAuthPlain),
+			gomail.WithUsername(s.cfg.Username), gomail.WithPassword(s.cfg.Password))
+	}
+	return opts
+}
+
+// dial connects within connect_timeout (go-mail's dial context carries it) and
+// wraps the connection in per-operation deadlines. With use_ssl the TLS
+// handshake happens here, so go-mail sees a *tls.Conn and treats the
+// connection as encrypted.
+func (s *smtpSender) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	start := time.Now()
+	var d net.Dialer
+	raw, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	dc := newDeadlineConn(ctx, raw, start.Add(s.cfg.ConnectTimeout), s.cfg.CommandTimeout)
+	if !s.cfg.UseSSL {
+		return dc, nil
+	}
+	tc := tls.Client(dc, &tls.Config{ServerName: s.cfg.Host, MinVersion: tls.VersionTLS12})
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = tc.Close()
+		return nil, fmt.Errorf("tls handshake: %w", err)
+	}
+	return tc, nil
+}
+
+// deadlineConn bounds every Read and Write by its own deadline, which go-mail
+// (one deadline for the whole session) cannot: until the server's greeting has
+// been read, by connect_timeout from the dial; after it, by command_timeout
+// from the start of each operation. Deadlines go-mail sets are ignored. The job
+// context ending (job timeout, shutdown) interrupts the operation in flight.
+type deadlineConn struct {
+	net.Conn
+	command time.Duration
+
+	mu        sync.Mutex
+	greeting  time.Time // zero once the first read returned data
+	done      bool
+	stopAfter func() bool
+}
+
+func newDeadlineConn(ctx context.Context, c net.Conn, greeting time.Time, command time.Duration) *deadlineConn {
+	dc := &deadlineConn{Conn: c, command: command, greeting: greeting}
+	dc.stopAfter = context.AfterFunc(ctx, func() {
+		dc.mu.Lock()
+		dc.done = true
+		dc.mu.Unlock()
+		_ = c.SetDeadline(time.Now()) // wake the operation in flight
+	})
+	return dc
+}
+
+func (c *deadlineConn) arm(read bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done {
+		return net.ErrClosed
+	}
+	d := time.Now().Add(c.command)
+	if !c.greeting.IsZero() {
+		d = c.greeting
+	}
+	if read {
+		return c.Conn.SetReadDeadline(d)
+	}
+	return c.Conn.SetWriteDeadline(d)
+}
+
+func (c *deadlineConn) Read(p []byte) (int, error) {
+	if err := c.arm(true); err != nil {
+		return 0, err
+	}
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.mu.Lock()
+		c.greeting = time.Time{}
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+func (c *deadlineConn) Write(p []byte) (int, error) {
+	if err := c.arm(false); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *deadlineConn) Close() error {
+	c.stopAfter()
+	return c.Conn.Close()
+}
+
+func (c *deadlineConn) SetDeadline(time.Time) error      { return nil }
+func (c *deadlineConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *deadlineConn) SetWriteDeadline(time.Time) error { return nil }
+
+// DeliveryError is a failed delivery attempt. Code is the SMTP reply code when
+// the server answered (0 for a connection that failed or timed out).
+type DeliveryError struct {
+	// Server is host:port.
+	Server string
+	// Code is the SMTP reply code (e.g. 451, 550), or 0.
+	Code int
+	// Err is go-mail's error, carrying the server's reply text.
+	Err error
+}
+
+func (e *DeliveryError) Error() string {
+	kind := "transient"
+	if e.Permanent() {
+		kind = "permanent"
+	}
+	if e.Code != 0 {
+		return fmt.Sprintf("mail: smtp %s answered %d (%s failure): %v", e.Server, e.Code, kind, e.Err)
+	}
+	return fmt.Sprintf("mail: smtp %s: %v", e.Server, e.Err)
+}
+
+func (e *DeliveryError) Unwrap() error { return e.Err }
+
+// Permanent reports a 5xx reply: retrying cannot change the answer (and
+// insisting with a rejected recipient is how a sending domain gets flagged).
+func (e *DeliveryError) Permanent() bool { return e.Code >= 500 && e.Code <= 599 }
+
+func classify(server string, err error) *DeliveryError {
+	return &DeliveryError{Server: server, Code: replyCode(err), Err: err}
+}
+
+// replyCode finds the SMTP reply code in go-mail's error: a SendError for the
+// MAIL/RCPT/DATA phase, a textproto.Error for the greeting, EHLO, STARTTLS and
+// AUTH.
+func replyCode(err error) int {
+	var se *gomail.SendError
+	if errors.As(err, &se) {
+		if c := se.ErrorCode(); c != 0 {
+			return c
+		}
+	}
+	var te *textproto.Error
+	if errors.As(err, &te) {
+		return te.Code
+	}
+	return 0
+}
