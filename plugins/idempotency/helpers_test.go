@@ -62,7 +62,9 @@ type bundle struct {
 type setupOpts struct {
 	store string
 	toml  string // extra lines of [plugin.idempotency]
-	proxy bool   // reach the store through a drills.Proxy
+	// cacheTOML holds extra lines of [plugin.cache] (redis store only).
+	cacheTOML string
+	proxy     bool // reach the store through a drills.Proxy
 	// blackholed starts the App with the proxy already blackholed.
 	blackholed bool
 	opts       Opts
@@ -117,6 +119,9 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		b.prefix = fmt.Sprintf("jfasttest:idempotency:%s:%s:", strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()), suffix())
 		t.Cleanup(func() { deletePrefix(t, b.prefix) })
 		toml.WriteString("[plugins]\nenabled = [\"cache\", \"idempotency\"]\n")
+		if o.cacheTOML != "" {
+			fmt.Fprintf(&toml, "[plugin.cache]\n%s\n", o.cacheTOML)
+		}
 		fmt.Fprintf(&toml, "[plugin.idempotency]\nstore = \"redis\"\nkey_prefix = %q\n", b.prefix)
 		env["JFAST_CACHE_URL"] = "redis://" + addr + "/0"
 		plugins = []framework.Plugin{cache.New(), New()}

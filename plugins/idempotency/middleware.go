@@ -180,6 +180,8 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cancel()
 	if err != nil {
 		g.count(outcomeUnavailable)
+		p.log.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: the store did not answer; the request is refused with 503 and not run",
+			slog.String("store", p.store.name()), slog.String("error", scrub(err)))
 		framework.WriteError(w, r, p.unavailable(err))
 		return
 	}

@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -58,7 +59,7 @@ func TestTableCreatedOnFirstUseWhenTheDatabaseWasDownAtStart(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{store: StorePostgres, proxy: true, blackholed: true, toml: `store_timeout = "300ms"`})
 	if !strings.Contains(b.svc.Logs(), "not ready at start") {
-		t.Fatalf("no warning at start:\n%s", b.svc.Logs())
+		t.Fatalf("no warning at start:\nlogs:\n%s", b.svc.Logs())
 	}
 	if err := b.proxy.Pass(); err != nil {
 		t.Fatal(err)
@@ -66,17 +67,20 @@ func TestTableCreatedOnFirstUseWhenTheDatabaseWasDownAtStart(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for i := 0; ; i++ {
 		b.clock.Advance(16 * time.Second) // past a connection breaker's cool-down
-		r := b.post(t, "/payments", "k"+string(rune('a'+i)), `{}`)
+		// A fresh key per attempt: an attempt that timed out may still have
+		// taken its key, which then stays held for its lease.
+		key := fmt.Sprintf("k%d", i)
+		r := b.post(t, "/payments", key, `{}`)
 		if r.Status == http.StatusCreated {
+			if again := b.post(t, "/payments", key, `{}`); again.Header.Get(HeaderReplayed) != "true" {
+				t.Fatalf("no replay after recovery: %d %s", again.Status, again.Body)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the route never recovered: %d %s", r.Status, r.Body)
+			t.Fatalf("the route never recovered: %d %s\nlogs:\n%s", r.Status, r.Body, b.svc.Logs())
 		}
 		time.Sleep(100 * time.Millisecond)
-	}
-	if n := countRows(t, b.table); n != 1 {
-		t.Fatalf("%d rows, want 1", n)
 	}
 }
 
