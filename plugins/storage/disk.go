@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"path"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/jfastframework/jfast/framework/resilience"
@@ -159,20 +158,31 @@ func (e *BodyError) Problem() *problem.Problem {
 }
 
 // watchedBody remembers the first error the body returned other than io.EOF.
+// The HTTP transport may still read the body after the request returned (its
+// writer runs on its own goroutine), hence the lock.
 type watchedBody struct {
 	r   io.Reader
+	mu  sync.Mutex
 	err error
 }
 
 func (w *watchedBody) Read(p []byte) (int, error) {
 	n, err := w.r.Read(p)
-	if err != nil && err != io.EOF && w.err == nil {
-		w.err = err
+	if err != nil && err != io.EOF {
+		w.mu.Lock()
+		if w.err == nil {
+			w.err = err
+		}
+		w.mu.Unlock()
 	}
 	return n, err
 }
 
-func (w *watchedBody) failure() error { return w.err }
+func (w *watchedBody) failure() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
 
 // watchedSeeker keeps the body seekable, so the SDK can rewind it to retry.
 type watchedSeeker struct {
@@ -398,11 +408,7 @@ func sizeOf(body io.Reader) int64 {
 	switch b := body.(type) {
 	case *sized:
 		return b.n
-	case *bytes.Reader:
-		return int64(b.Len())
-	case *bytes.Buffer:
-		return int64(b.Len())
-	case *strings.Reader:
+	case interface{ Len() int }: // *bytes.Reader, *bytes.Buffer, *strings.Reader
 		return int64(b.Len())
 	case io.Seeker:
 		cur, err := b.Seek(0, io.SeekCurrent)
