@@ -1,0 +1,308 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+)
+
+// asynqBackend is the redis backend, on asynq (github.com/hibiken/asynq): a task
+// is moved atomically (Lua) from a queue's pending list to its active set with a
+// 30 s lease that the worker's heartbeat extends; a task whose lease lapsed is
+// recovered by any server of the queue. It shares the cache plugin's client.
+//
+// asynq has one concurrency for all the queues of a server, so the backend runs
+// one asynq server per configured queue, each with that queue's concurrency.
+type asynqBackend struct {
+	env       BackendEnv
+	rdb       redis.UniversalClient
+	client    *asynq.Client
+	inspector *asynq.Inspector
+
+	mu      sync.Mutex
+	servers []*asynq.Server
+	// hard is cancelled when the drain ends: running handlers' contexts end.
+	hard       context.Context
+	cancelHard context.CancelFunc
+}
+
+func (b *asynqBackend) Open(_ context.Context, env BackendEnv) error {
+	rdb, ok := env.Shared.(redis.UniversalClient)
+	if !ok {
+		return fmt.Errorf("redis backend needs a redis.UniversalClient, got %T", env.Shared)
+	}
+	b.env, b.rdb = env, rdb
+	b.client = asynq.NewClientFromRedisClient(rdb)
+	b.inspector = asynq.NewInspectorFromRedisClient(rdb)
+	return nil
+}
+
+// taskID is the asynq task ID: derived from the unique key (asynq refuses a
+// second task with the same ID in the queue) or random.
+func taskID(m *Message) string {
+	if m.UniqueKey != "" {
+		return "u:" + m.Kind + ":" + m.UniqueKey
+	}
+	return uuid.NewString()
+}
+
+func (b *asynqBackend) Enqueue(ctx context.Context, m *Message) (Result, error) {
+	id := taskID(m)
+	opts := []asynq.Option{
+		asynq.Queue(m.Queue),
+		asynq.TaskID(id),
+		// One retry more than max_attempts allows: the handler wrapper sends
+		// the last counted failure to the dead letter itself, so an attempt
+		// that is not counted (shutdown, unknown kind) never hits asynq's own
+		// limit and is archived by mistake.
+		asynq.MaxRetry(m.MaxAttempts),
+		// asynq's own deadline backs up the plugin's, a second later, so the
+		// recorded error is the plugin's timeout.
+		asynq.Timeout(m.Timeout + time.Second),
+	}
+	if !m.RunAt.IsZero() {
+		// asynq keeps due times in whole seconds: round up, never run early.
+		opts = append(opts, asynq.ProcessAt(ceilSecond(m.RunAt)))
+	}
+	_, err := b.client.EnqueueContext(ctx, asynq.NewTask(m.Kind, m.Envelope), opts...)
+	if errors.Is(err, asynq.ErrTaskIDConflict) && m.UniqueKey != "" {
+		return Result{ID: m.Queue + "/" + id, Queue: m.Queue, Duplicate: true}, nil
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{ID: m.Queue + "/" + id, Queue: m.Queue}, nil
+}
+
+func (b *asynqBackend) StartWorkers(_ context.Context, exec Executor, kinds []string) error {
+	if len(kinds) == 0 {
+		return nil
+	}
+	cfg := b.env.Config
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.hard, b.cancelHard = context.WithCancel(context.Background())
+	handler := asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(b.hard, cancel)
+		defer stop()
+		id, _ := asynq.GetTaskID(ctx)
+		q, _ := asynq.GetQueueName(ctx)
+		retried, _ := asynq.GetRetryCount(ctx)
+		maxRetry, _ := asynq.GetMaxRetry(ctx)
+		attempt, maxAttempts := retried+1, maxRetry // see MaxRetry in Enqueue
+		err := exec.Execute(ctx, Delivery{ID: q + "/" + id, Kind: t.Type(), Queue: q, Envelope: t.Payload(), Attempt: attempt, MaxAttempts: maxAttempts})
+		switch {
+		case err == nil, IsInterrupted(err), IsUnknownKind(err):
+			return err
+		case IsPermanent(err), attempt >= maxAttempts:
+			return fmt.Errorf("%w: %w", err, asynq.SkipRetry) // to the dead letter
+		}
+		return err
+	})
+	for _, name := range b.env.Queues {
+		srv := asynq.NewServerFromRedisClient(b.rdb, asynq.Config{
+			Concurrency: cfg.Queues[name].Concurrency,
+			Queues:      map[string]int{name: 1},
+			RetryDelayFunc: func(n int, err error, _ *asynq.Task) time.Duration {
+				// asynq stores the due time in whole seconds: round it up.
+				now := time.Now()
+				return ceilSecond(now.Add(b.env.Retry(n+1, err))).Sub(now)
+			},
+			// An interruption or an unknown kind is not the job's failure: the
+			// attempt is not counted.
+			IsFailure:                func(err error) bool { return !IsInterrupted(err) && !IsUnknownKind(err) },
+			ShutdownTimeout:          max(b.env.ShutdownTimeout, time.Second),
+			Logger:                   asynqLogger{b.env.Logger},
+			LogLevel:                 asynq.WarnLevel,
+			TaskCheckInterval:        cfg.PollInterval,
+			DelayedTaskCheckInterval: cfg.PollInterval,
+		})
+		if err := srv.Start(handler); err != nil {
+			for _, s := range b.servers {
+				s.Shutdown()
+			}
+			b.servers = nil
+			return fmt.Errorf("asynq server for queue %s: %w", name, err)
+		}
+		b.servers = append(b.servers, srv)
+	}
+	return nil
+}
+
+func (b *asynqBackend) StopWorkers(ctx context.Context) error {
+	b.mu.Lock()
+	servers := b.servers
+	b.servers = nil
+	cancelHard := b.cancelHard
+	b.mu.Unlock()
+	if len(servers) == 0 {
+		return nil
+	}
+	for _, s := range servers {
+		s.Stop() // no new tasks
+	}
+	done := make(chan struct{})
+	go func() {
+		var wg sync.WaitGroup
+		for _, s := range servers {
+			wg.Go(s.Shutdown)
+		}
+		wg.Wait()
+		close(done)
+	}()
+	soft, cancel := drainContext(ctx)
+	defer cancel()
+	select {
+	case <-done:
+		cancelHard()
+		return nil
+	case <-soft.Done():
+	}
+	// Cancel what still runs: the handlers return, asynq puts their tasks back
+	// without counting the attempt.
+	cancelHard()
+	select {
+	case <-done:
+		return nil
+	case <-time.After(5 * time.Second):
+		return errors.New("asynq servers did not stop within 5s of cancelling their jobs")
+	}
+}
+
+// call runs an Inspector method (they take no context) bounded by ctx; the
+// shared client's per-command deadlines bound the goroutine left behind.
+func call[T any](ctx context.Context, fn func() (T, error)) (T, error) {
+	type res struct {
+		v   T
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		v, err := fn()
+		ch <- res{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+func (b *asynqBackend) Dead(ctx context.Context, q DeadQuery) ([]DeadJob, error) {
+	queues := b.env.Queues
+	if q.Queue != "" {
+		queues = []string{q.Queue}
+	}
+	var out []DeadJob
+	for _, name := range queues {
+		tasks, err := call(ctx, func() ([]*asynq.TaskInfo, error) {
+			return b.inspector.ListArchivedTasks(name, asynq.PageSize(q.Limit))
+		})
+		if errors.Is(err, asynq.ErrQueueNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range tasks {
+			d := DeadJob{ID: name + "/" + t.ID, Kind: t.Type, Queue: name, Attempts: t.Retried + 1, LastError: t.LastErr, DiedAt: t.LastFailedAt}
+			var env envelope
+			if json.Unmarshal(t.Payload, &env) == nil {
+				d.Payload, d.RequestID = env.Payload, env.RequestID
+			}
+			out = append(out, d)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].DiedAt.After(out[j].DiedAt) })
+	if len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	return out, nil
+}
+
+// archived checks that id ("queue/task") names a dead task.
+func (b *asynqBackend) archived(ctx context.Context, id string) (string, string, error) {
+	q, tid, ok := strings.Cut(id, "/")
+	if !ok || q == "" || tid == "" {
+		return "", "", ErrNotFound
+	}
+	info, err := call(ctx, func() (*asynq.TaskInfo, error) { return b.inspector.GetTaskInfo(q, tid) })
+	if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
+		return "", "", ErrNotFound
+	}
+	if err != nil {
+		return "", "", err
+	}
+	if info.State != asynq.TaskStateArchived {
+		return "", "", ErrNotFound
+	}
+	return q, tid, nil
+}
+
+func (b *asynqBackend) RetryDead(ctx context.Context, id string) error {
+	q, tid, err := b.archived(ctx, id)
+	if err != nil {
+		return err
+	}
+	_, err = call(ctx, func() (struct{}, error) { return struct{}{}, b.inspector.RunTask(q, tid) })
+	return err
+}
+
+func (b *asynqBackend) DeleteDead(ctx context.Context, id string) error {
+	q, tid, err := b.archived(ctx, id)
+	if err != nil {
+		return err
+	}
+	_, err = call(ctx, func() (struct{}, error) { return struct{}{}, b.inspector.DeleteTask(q, tid) })
+	return err
+}
+
+func (b *asynqBackend) Stats(ctx context.Context) (Stats, error) {
+	st := Stats{Depth: map[string]int64{}}
+	for _, name := range b.env.Queues {
+		info, err := call(ctx, func() (*asynq.QueueInfo, error) { return b.inspector.GetQueueInfo(name) })
+		if errors.Is(err, asynq.ErrQueueNotFound) {
+			st.Depth[name] = 0
+			continue
+		}
+		if err != nil {
+			return Stats{}, err
+		}
+		st.Depth[name] = int64(info.Pending + info.Scheduled + info.Retry)
+		st.Dead += int64(info.Archived)
+	}
+	return st, nil
+}
+
+// ceilSecond rounds t up to a whole second.
+func ceilSecond(t time.Time) time.Time {
+	if r := t.Truncate(time.Second); r.Equal(t) {
+		return t
+	} else {
+		return r.Add(time.Second)
+	}
+}
+
+func (b *asynqBackend) Close(context.Context) error { return nil }
+
+// asynqLogger sends asynq's warnings and errors to the plugin's logger.
+type asynqLogger struct{ l Logger }
+
+func (a asynqLogger) Debug(args ...any) {}
+func (a asynqLogger) Info(args ...any)  {}
+func (a asynqLogger) Warn(args ...any)  { a.l.Warn("asynq: " + fmt.Sprint(args...)) }
+func (a asynqLogger) Error(args ...any) { a.l.Error("asynq: " + fmt.Sprint(args...)) }
+func (a asynqLogger) Fatal(args ...any) { a.l.Error("asynq (fatal): " + fmt.Sprint(args...)) }

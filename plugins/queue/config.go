@@ -1,0 +1,178 @@
+package queue
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jfastframework/jfast/framework"
+)
+
+// Config is the [plugin.queue] table.
+type Config struct {
+	// Backend is where jobs live: "postgres" (River, sharing the db plugin's pool) or
+	// "redis" (asynq, sharing the cache plugin's client). Defaults to "postgres".
+	Backend string `koanf:"backend"`
+
+	// Queues maps each queue this service works to its settings. Jobs may be
+	// enqueued to any queue; workers fetch only from these. When no queue is
+	// configured, one queue "default" with concurrency 10 is. Defaults to
+	// {default = {concurrency = 10}}.
+	Queues map[string]QueueConfig `koanf:"queues"`
+
+	// Workers runs the job workers inside "serve". With false the service only
+	// enqueues and the "worker" command runs the jobs. Defaults to true.
+	Workers bool `koanf:"workers"`
+
+	// JobTimeout bounds one attempt of a job: its context is cancelled and the
+	// attempt counts as failed. A per-job Timeout option may shorten it. Zero is
+	// refused. Defaults to 5m.
+	JobTimeout time.Duration `koanf:"job_timeout"`
+
+	// MaxAttempts is how many times a job runs before it goes to the dead letter.
+	// Defaults to 10.
+	MaxAttempts int `koanf:"max_attempts"`
+
+	// RetryBase is the ceiling of the first retry's delay; later ceilings double
+	// (full jitter: the delay is uniform in [0, ceiling]). Defaults to 1s.
+	RetryBase time.Duration `koanf:"retry_base"`
+
+	// RetryMax caps every retry delay. Defaults to 1h.
+	RetryMax time.Duration `koanf:"retry_max"`
+
+	// DeadRetention is how long dead jobs are kept before they are deleted
+	// (postgres; the redis backend keeps them 90 days, a limit asynq fixes).
+	// Defaults to 168h (7 days).
+	DeadRetention time.Duration `koanf:"dead_retention"`
+
+	// Schema is the PostgreSQL schema that holds the job tables; River's
+	// migrations are applied there. Must be an identifier. Empty means the
+	// connection's search_path (normally public). Defaults to "".
+	Schema string `koanf:"schema"`
+
+	// EnqueueTimeout bounds one Enqueue: waiting for a connection and the
+	// insert/publish. Defaults to 5s.
+	EnqueueTimeout time.Duration `koanf:"enqueue_timeout"`
+
+	// RescueAfter is how long after an attempt started a job whose worker
+	// vanished (process killed, host lost) is given to another worker. It must
+	// exceed job_timeout. Postgres only: the redis backend's lease (30 s, plus
+	// 30 s of clock-skew margin, checked every minute) is fixed by asynq.
+	// Defaults to 6m.
+	RescueAfter time.Duration `koanf:"rescue_after"`
+
+	// PollInterval is how often idle workers look for due jobs (scheduled,
+	// retried) besides the backend's own notifications. Defaults to 1s.
+	PollInterval time.Duration `koanf:"poll_interval"`
+}
+
+// QueueConfig is one [plugin.queue.queues.<name>] table.
+type QueueConfig struct {
+	// Concurrency is how many jobs of this queue run at once in one process.
+	// Defaults to 10.
+	Concurrency int `koanf:"concurrency"`
+}
+
+// SetDefaults implements framework.Defaulter.
+func (q *QueueConfig) SetDefaults() { q.Concurrency = 10 }
+
+// DefaultConfig returns the configuration defaults.
+func DefaultConfig() Config {
+	return Config{
+		Backend:        "postgres",
+		Workers:        true,
+		JobTimeout:     5 * time.Minute,
+		MaxAttempts:    10,
+		RetryBase:      time.Second,
+		RetryMax:       time.Hour,
+		DeadRetention:  7 * 24 * time.Hour,
+		EnqueueTimeout: 5 * time.Second,
+		RescueAfter:    6 * time.Minute,
+		PollInterval:   time.Second,
+	}
+}
+
+var (
+	identifierRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+	queueNameRe  = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,99}$`)
+	kindRe       = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$`)
+)
+
+// DefaultQueue is the queue jobs go to without the [Queue] option, and the one
+// queue worked when none is configured.
+const DefaultQueue = "default"
+
+// backendNames are the backends this build knows, by config name.
+var backendNames = []string{"postgres", "redis"}
+
+func (c *Config) validate(v *framework.Validation) {
+	known := false
+	for _, b := range backendNames {
+		known = known || c.Backend == b
+	}
+	if !known {
+		v.Error("backend", fmt.Sprintf("unknown backend %q", c.Backend), `set backend = "postgres" or "redis"`)
+	}
+	if len(c.Queues) == 0 {
+		c.Queues = map[string]QueueConfig{DefaultQueue: {Concurrency: 10}}
+	}
+	names := make([]string, 0, len(c.Queues))
+	for name := range c.Queues {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if !queueNameRe.MatchString(name) {
+			v.Error("queues."+name, "queue name must be lowercase letters, digits, _ and -, at most 100, starting with a letter or digit", "rename the queue, e.g. "+strings.ToLower(queueNameFix(name)))
+		}
+		v.Positive("queues."+name+".concurrency", c.Queues[name].Concurrency)
+	}
+	v.Deadline("job_timeout", c.JobTimeout)
+	v.Positive("max_attempts", c.MaxAttempts)
+	v.Deadline("retry_base", c.RetryBase)
+	v.Deadline("retry_max", c.RetryMax)
+	if c.RetryBase > 0 && c.RetryMax > 0 && c.RetryMax < c.RetryBase {
+		v.Error("retry_max", fmt.Sprintf("must be at least retry_base (%s), got %s", c.RetryBase, c.RetryMax), "raise retry_max or lower retry_base")
+	}
+	v.Deadline("dead_retention", c.DeadRetention)
+	v.Deadline("enqueue_timeout", c.EnqueueTimeout)
+	v.Deadline("rescue_after", c.RescueAfter)
+	v.Deadline("poll_interval", c.PollInterval)
+	if c.JobTimeout > 0 && c.RescueAfter > 0 && c.RescueAfter <= c.JobTimeout {
+		v.Error("rescue_after", fmt.Sprintf("must exceed job_timeout (%s), got %s: a running job would be handed to a second worker", c.JobTimeout, c.RescueAfter),
+			fmt.Sprintf("set rescue_after to at least job_timeout plus a margin, e.g. %q", (c.JobTimeout+time.Minute).String()))
+	}
+	if c.Schema != "" && !identifierRe.MatchString(c.Schema) {
+		v.Error("schema", fmt.Sprintf("%q is not an identifier (letters, digits and _, starting with a letter or _, at most 63)", c.Schema), `set schema = "jobs" or leave it empty for the search_path`)
+	}
+	if c.Schema != "" && c.Backend == "redis" {
+		v.Error("schema", "is a PostgreSQL setting and the backend is redis", "remove schema or set backend = \"postgres\"")
+	}
+}
+
+func queueNameFix(name string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(name) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '_' || r == '-' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	if b.Len() == 0 {
+		return "default"
+	}
+	return b.String()
+}
+
+// queueNames returns the configured queue names, sorted.
+func (c *Config) queueNames() []string {
+	names := make([]string, 0, len(c.Queues))
+	for n := range c.Queues {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

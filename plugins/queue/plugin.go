@@ -1,0 +1,456 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/problem"
+	"github.com/jfastframework/jfast/requestid"
+)
+
+// Name is the plugin's name in [plugins] enabled, and the dependency named in
+// its errors.
+const Name = "queue"
+
+// backendFactories builds a backend by its config name. A new backend adds its
+// entry here and its name to backendNames.
+var backendFactories = map[string]func() Backend{
+	"postgres": func() Backend { return &riverBackend{} },
+	"redis":    func() Backend { return &asynqBackend{} },
+}
+
+// Plugin is the queue plugin: enqueue jobs, run their handlers, keep the ones
+// that failed for good in a dead letter. Make it with New.
+type Plugin struct {
+	cfg     Config
+	app     *framework.App
+	log     *slog.Logger
+	backend Backend
+	breaker *resilience.Breaker
+	backoff resilience.Backoff
+	metrics *metrics
+
+	mu             sync.Mutex
+	handlers       map[string]handler
+	injectors      []func(context.Context, map[string]string)
+	extract        []func(context.Context, map[string]string) context.Context
+	workersStarted bool
+	workersRunning bool
+	started        bool
+	stopped        bool
+	stopWatch      chan struct{}
+	stopping       atomic.Bool
+}
+
+// New returns the queue plugin with its configuration defaults.
+func New() *Plugin {
+	return &Plugin{cfg: DefaultConfig(), handlers: map[string]handler{}}
+}
+
+// From returns the App's queue plugin, or an error naming the fix when it is not
+// enabled.
+func From(app *framework.App) (*Plugin, error) { return framework.Get[*Plugin](app, Name) }
+
+// Name implements framework.Plugin.
+func (p *Plugin) Name() string { return Name }
+
+// Config implements framework.Configurable.
+func (p *Plugin) Config() any { return &p.cfg }
+
+// Validate implements framework.Validator.
+func (p *Plugin) Validate(v *framework.Validation) { p.cfg.validate(v) }
+
+// Dependencies implements framework.Dependent: the db plugin (postgres backend)
+// or the cache plugin (redis backend) must start first when enabled; Start
+// refuses to boot when the chosen backend's plugin is not enabled.
+func (p *Plugin) Dependencies() []framework.Dependency {
+	return []framework.Dependency{{Name: "db", Optional: true}, {Name: "cache", Optional: true}}
+}
+
+// Start implements framework.Starter. It finds the shared pool or client and
+// opens the backend; it does no I/O that fails when the broker is down. With
+// workers = true the workers start once the App has started (so handlers
+// registered in Routes are known).
+func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
+	p.app = app
+	p.log = app.Logger().With(slog.String("plugin", Name))
+	shared, err := p.shared(app)
+	if err != nil {
+		return err
+	}
+	p.backoff = resilience.Backoff{Base: p.cfg.RetryBase, Max: p.cfg.RetryMax}
+	p.breaker = resilience.NewBreaker(resilience.BreakerOpts{
+		Name:  Name,
+		Clock: app.Clock(),
+		OnStateChange: func(c resilience.StateChange) {
+			p.log.Warn("queue breaker changed state", slog.String("from", c.From.String()), slog.String("to", c.To.String()))
+		},
+	})
+	m, err := newMetrics(app.Metrics())
+	if err != nil {
+		return err
+	}
+	p.metrics = m
+	p.backend = backendFactories[p.cfg.Backend]()
+	env := BackendEnv{
+		Config:          p.cfg,
+		Queues:          p.cfg.queueNames(),
+		Logger:          p.log,
+		Retry:           p.retryDelay,
+		ShutdownTimeout: app.Config().ShutdownTimeout,
+		Shared:          shared,
+	}
+	if err := p.backend.Open(ctx, env); err != nil {
+		return fmt.Errorf("queue: open %s backend: %w", p.cfg.Backend, err)
+	}
+	p.mu.Lock()
+	p.started = true
+	if p.cfg.Workers {
+		p.stopWatch = make(chan struct{})
+		go p.startWhenServing(app)
+	}
+	p.mu.Unlock()
+	return nil
+}
+
+// shared finds the pool or client of the backend's plugin.
+func (p *Plugin) shared(app *framework.App) (any, error) {
+	switch p.cfg.Backend {
+	case "postgres":
+		pl := app.Plugin("db")
+		if pl == nil {
+			return nil, errors.New(`queue: backend "postgres" uses the db plugin's pool, and the db plugin is not enabled; add "db" to [plugins] enabled (and set [plugin.db] url), or set [plugin.queue] backend = "redis"`)
+		}
+		pp, ok := pl.(interface{ Pool() *pgxpool.Pool })
+		if !ok {
+			return nil, fmt.Errorf("queue: the db plugin (%T) has no Pool() *pgxpool.Pool method", pl)
+		}
+		pool := pp.Pool()
+		if pool == nil {
+			return nil, errors.New("queue: the db plugin returned no pool; it must start before the queue plugin")
+		}
+		return pool, nil
+	case "redis":
+		pl := app.Plugin("cache")
+		if pl == nil {
+			return nil, errors.New(`queue: backend "redis" uses the cache plugin's client, and the cache plugin is not enabled; add "cache" to [plugins] enabled (and set [plugin.cache] url), or set [plugin.queue] backend = "postgres"`)
+		}
+		cp, ok := pl.(interface{ Client() redis.UniversalClient })
+		if !ok {
+			return nil, fmt.Errorf("queue: the cache plugin (%T) has no Client() redis.UniversalClient method", pl)
+		}
+		c := cp.Client()
+		if c == nil {
+			return nil, errors.New("queue: the cache plugin returned no client; it must start before the queue plugin")
+		}
+		return c, nil
+	}
+	return nil, fmt.Errorf("queue: unknown backend %q", p.cfg.Backend)
+}
+
+// startWhenServing starts the workers once the App has finished starting: the
+// router exists only after Routes ran, so every handler registered at boot is
+// known by then.
+func (p *Plugin) startWhenServing(app *framework.App) {
+	for app.Router() == nil {
+		select {
+		case <-p.stopWatch:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	select {
+	case <-p.stopWatch:
+		return
+	default:
+	}
+	if err := p.startWorkers(context.Background()); err != nil && !errors.Is(err, errNotRunning) {
+		p.log.Error("queue workers did not start", slog.String("error", err.Error()))
+	}
+}
+
+var errNotRunning = errors.New("queue: the plugin is not running")
+
+// startWorkers starts the backend's workers once.
+func (p *Plugin) startWorkers(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.started || p.stopped {
+		return errNotRunning
+	}
+	if p.workersStarted {
+		return nil
+	}
+	p.workersStarted = true
+	kinds := make([]string, 0, len(p.handlers))
+	for k := range p.handlers {
+		kinds = append(kinds, k)
+	}
+	if len(kinds) == 0 {
+		p.log.Warn("queue workers start with no handler registered; jobs stay queued for a process that has them")
+	}
+	if err := p.backend.StartWorkers(ctx, executor{p}, kinds); err != nil {
+		return err
+	}
+	p.workersRunning = true
+	p.log.Info("queue workers started", slog.String("backend", p.cfg.Backend), slog.Any("queues", p.cfg.queueNames()), slog.Any("kinds", kinds))
+	return nil
+}
+
+// RunWorkers implements framework.WorkerRunner (the "worker" command): it starts
+// the workers (when "serve" has not already) and works jobs until ctx is done.
+// The drain happens in Stop, within app.shutdown_timeout.
+func (p *Plugin) RunWorkers(ctx context.Context) error {
+	if err := p.startWorkers(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// Stop implements framework.Stopper: stop fetching, wait for the running jobs
+// until ctx is done, cancel the rest (they are redelivered), close the backend.
+func (p *Plugin) Stop(ctx context.Context) error {
+	p.mu.Lock()
+	if p.stopped || !p.started {
+		p.stopped = true
+		p.mu.Unlock()
+		return nil
+	}
+	p.stopped = true
+	running := p.workersRunning
+	watch := p.stopWatch
+	p.mu.Unlock()
+	if watch != nil {
+		// Not waited for: while the App is still starting (a failed start
+		// stops its plugins) the watcher is blocked on the App; it sees
+		// stopped and returns once the App is done. startWorkers holds p.mu
+		// throughout, so running above is exact.
+		close(watch)
+	}
+	var errs []error
+	if running {
+		p.stopping.Store(true)
+		if err := p.backend.StopWorkers(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("queue: stop workers: %w", err))
+		}
+		p.mu.Lock()
+		p.workersRunning = false
+		p.mu.Unlock()
+	}
+	if err := p.backend.Close(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("queue: close %s backend: %w", p.cfg.Backend, err))
+	}
+	return errors.Join(errs...)
+}
+
+// AddMetadataHooks is the seam for trace propagation (the telemetry plugin):
+// inject writes into a job's metadata when it is enqueued (from the enqueuing
+// context), extract returns the job's context from its metadata when it runs.
+// Either may be nil. Call it from a plugin's Start.
+func (p *Plugin) AddMetadataHooks(inject func(context.Context, map[string]string), extract func(context.Context, map[string]string) context.Context) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if inject != nil {
+		p.injectors = append(p.injectors, inject)
+	}
+	if extract != nil {
+		p.extract = append(p.extract, extract)
+	}
+}
+
+func (p *Plugin) extractors() []func(context.Context, map[string]string) context.Context {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.extract
+}
+
+func (p *Plugin) defaultQueue() string {
+	if _, ok := p.cfg.Queues[DefaultQueue]; ok {
+		return DefaultQueue
+	}
+	return p.cfg.queueNames()[0]
+}
+
+// message builds the stored form of a job.
+func (p *Plugin) message(ctx context.Context, kind string, payload any, opts []Option) (*Message, error) {
+	if !p.started {
+		return nil, errors.New("queue: the queue plugin is not started")
+	}
+	if !kindRe.MatchString(kind) {
+		return nil, fmt.Errorf("queue: job kind %q must be letters, digits, _ . : and -, at most 100", kind)
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.queue == "" {
+		o.queue = p.defaultQueue()
+	}
+	if !queueNameRe.MatchString(o.queue) {
+		return nil, fmt.Errorf("queue: queue name %q must be lowercase letters, digits, _ and -", o.queue)
+	}
+	if o.timeout < 0 || o.timeout > p.cfg.JobTimeout {
+		return nil, fmt.Errorf("queue: timeout %s for %s must be positive and at most job_timeout (%s)", o.timeout, kind, p.cfg.JobTimeout)
+	}
+	if o.maxAttempts < 0 {
+		return nil, fmt.Errorf("queue: max attempts for %s must be positive, got %d", kind, o.maxAttempts)
+	}
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		return nil, fmt.Errorf("queue: encode %s payload: %w", kind, err)
+	}
+	env := envelope{Payload: raw, RequestID: requestid.FromContext(ctx), TimeoutMS: o.timeout.Milliseconds()}
+	p.mu.Lock()
+	injectors := p.injectors
+	p.mu.Unlock()
+	if len(injectors) > 0 {
+		env.Metadata = map[string]string{}
+		for _, inj := range injectors {
+			inj(ctx, env.Metadata)
+		}
+	}
+	body, err := json.Marshal(env)
+	if err != nil {
+		return nil, fmt.Errorf("queue: encode %s envelope: %w", kind, err)
+	}
+	m := &Message{Kind: kind, Queue: o.queue, Envelope: body, MaxAttempts: p.cfg.MaxAttempts, UniqueKey: o.uniqueKey, Timeout: p.cfg.JobTimeout}
+	if o.timeout > 0 {
+		m.Timeout = o.timeout
+	}
+	if o.maxAttempts > 0 {
+		m.MaxAttempts = o.maxAttempts
+	}
+	switch {
+	case !o.runAt.IsZero():
+		m.RunAt = o.runAt
+	case o.delay > 0:
+		m.RunAt = time.Now().Add(o.delay)
+	}
+	return m, nil
+}
+
+// Enqueue stores a job of kind with payload (encoded as JSON). It returns within
+// enqueue_timeout (5 s by default); when the broker does not answer, or the
+// queue's breaker is open, it returns a *problem.DependencyError naming "queue"
+// (a 503 when a handler returns it). The request ID of ctx is stored with the
+// job and restored in the handler's context.
+func (p *Plugin) Enqueue(ctx context.Context, kind string, payload any, opts ...Option) (Result, error) {
+	m, err := p.message(ctx, kind, payload, opts)
+	if err != nil {
+		return Result{}, err
+	}
+	return p.guard(ctx, kind, func(ctx context.Context) (Result, error) { return p.backend.Enqueue(ctx, m) })
+}
+
+// EnqueueTx stores a job inside tx: it exists if and only if tx commits. Only
+// the postgres backend supports it; the pool of tx must reach the same database
+// as the db plugin's. The enqueue deadline and breaker apply as in Enqueue.
+func (p *Plugin) EnqueueTx(ctx context.Context, tx pgx.Tx, kind string, payload any, opts ...Option) (Result, error) {
+	tb, ok := p.backend.(TxBackend)
+	if !ok {
+		return Result{}, fmt.Errorf("queue: EnqueueTx needs backend = \"postgres\"; the %s backend cannot join a PostgreSQL transaction", p.cfg.Backend)
+	}
+	m, err := p.message(ctx, kind, payload, opts)
+	if err != nil {
+		return Result{}, err
+	}
+	return p.guard(ctx, kind, func(ctx context.Context) (Result, error) { return tb.EnqueueTx(ctx, tx, m) })
+}
+
+// guard runs one enqueue through the breaker and the enqueue deadline.
+func (p *Plugin) guard(ctx context.Context, kind string, fn func(context.Context) (Result, error)) (Result, error) {
+	ticket, err := p.breaker.Allow()
+	if err != nil {
+		p.metrics.enqueued(kind, "breaker_open")
+		var ra time.Duration
+		var oe *resilience.OpenError
+		if errors.As(err, &oe) {
+			ra = oe.RetryAfter()
+		}
+		return Result{}, &problem.DependencyError{Dependency: Name, Err: err, RetryAfter: ra}
+	}
+	cctx, cancel := context.WithTimeout(ctx, p.cfg.EnqueueTimeout)
+	res, err := fn(cctx)
+	cancel()
+	switch {
+	case err == nil:
+		ticket.Done(resilience.Success)
+		p.metrics.enqueued(kind, "ok")
+		return res, nil
+	case ctx.Err() != nil:
+		// The caller gave up: that says nothing about the broker.
+		ticket.Done(resilience.Ignore)
+		p.metrics.enqueued(kind, "cancelled")
+		return Result{}, fmt.Errorf("queue: enqueue %s: %w", kind, err)
+	default:
+		ticket.Done(resilience.Failure)
+		p.metrics.enqueued(kind, "error")
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("no answer within enqueue_timeout (%s): %w", p.cfg.EnqueueTimeout, err)
+		}
+		return Result{}, &problem.DependencyError{Dependency: Name, Err: fmt.Errorf("enqueue %s on %s: %w", kind, p.cfg.Backend, err)}
+	}
+}
+
+// DeadJobs lists the dead letter, newest first.
+func (p *Plugin) DeadJobs(ctx context.Context, q DeadQuery) ([]DeadJob, error) {
+	if q.Limit <= 0 {
+		q.Limit = 100
+	}
+	jobs, err := p.backend.Dead(ctx, q)
+	if err != nil {
+		return nil, p.depErr("list dead jobs", err)
+	}
+	return jobs, nil
+}
+
+// RetryDead makes a dead job run again. It returns ErrNotFound for an ID that
+// is not in the dead letter.
+func (p *Plugin) RetryDead(ctx context.Context, id string) error {
+	return p.depErr("retry dead job "+id, p.backend.RetryDead(ctx, id))
+}
+
+// DeleteDead removes a job from the dead letter. It returns ErrNotFound for an
+// ID that is not in the dead letter.
+func (p *Plugin) DeleteDead(ctx context.Context, id string) error {
+	return p.depErr("delete dead job "+id, p.backend.DeleteDead(ctx, id))
+}
+
+func (p *Plugin) depErr(what string, err error) error {
+	if err == nil || errors.Is(err, ErrNotFound) {
+		return err
+	}
+	return &problem.DependencyError{Dependency: Name, Err: fmt.Errorf("%s: %w", what, err)}
+}
+
+// Backend returns the backend in use, for tools and the conformance suite.
+func (p *Plugin) Backend() Backend { return p.backend }
+
+// BackendName is the configured backend: "postgres" or "redis".
+func (p *Plugin) BackendName() string { return p.cfg.Backend }
+
+// Breaker is the breaker enqueues go through.
+func (p *Plugin) Breaker() *resilience.Breaker { return p.breaker }
+
+var (
+	_ framework.Configurable = (*Plugin)(nil)
+	_ framework.Validator    = (*Plugin)(nil)
+	_ framework.Dependent    = (*Plugin)(nil)
+	_ framework.Starter      = (*Plugin)(nil)
+	_ framework.Stopper      = (*Plugin)(nil)
+	_ framework.Checker      = (*Plugin)(nil)
+	_ framework.WorkerRunner = (*Plugin)(nil)
+)
