@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"go/format"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -124,6 +125,29 @@ type templateData struct {
 	Compose                 string // the dependencies' services
 	ComposeEnv              []string
 	DependsOn               []string
+}
+
+// ComposeEnvOrExample is an example JFAST_ variable for the README.
+func (d templateData) ComposeEnvOrExample() []string {
+	for _, r := range d.Recipes {
+		keys := slices.Sorted(maps.Keys(r.Settings))
+		for _, k := range keys {
+			if env := envName(k); env != "" {
+				return []string{env + "=" + strings.Trim(r.Settings[k], `"`)}
+			}
+		}
+	}
+	return []string{"JFAST_APP_LOG_LEVEL=debug"}
+}
+
+// envName is the variable for a plugin key: plugin.db.url → JFAST_DB_URL.
+func envName(key string) string {
+	rest, ok := strings.CutPrefix(key, "plugin.")
+	if !ok {
+		return ""
+	}
+	plugin, k, _ := strings.Cut(rest, ".")
+	return "JFAST_" + strings.ToUpper(plugin) + "_" + strings.ToUpper(strings.ReplaceAll(k, ".", "__"))
 }
 
 // Files returns the files of the service, without writing anything.
