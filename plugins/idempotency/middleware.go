@@ -183,6 +183,7 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.log.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: the store did not answer; the request is refused with 503 and not run",
 			slog.String("store", p.store.name()), slog.String("error", scrub(err)))
 		framework.WriteError(w, r, p.unavailable(err))
+		p.releaseLater(c)
 		return
 	}
 	p.maybeSweep(now)
@@ -206,7 +207,7 @@ func (g *guard) answerHeld(w http.ResponseWriter, r *http.Request, c claim, rec 
 		pr.RetryAfter = p.cfg.RetryAfter
 		problem.Write(w, r, pr)
 	case rec.State == stateTooLarge:
-		g.count(outcomeInProgress)
+		g.count(outcomeNotKept)
 		problem.Write(w, r, problem.Conflict("the request with this Idempotency-Key was already processed, but its response was too large to keep; it is not run again"))
 	default:
 		g.count(outcomeReplayed)

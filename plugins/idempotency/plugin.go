@@ -37,12 +37,13 @@ type Plugin struct {
 	cancel    context.CancelFunc
 	sweeps    sync.WaitGroup
 	sweeping  atomic.Bool
-	lastSweep atomic.Int64 // App-clock UnixNano of the last sweep started
+	lastSweep atomic.Int64  // App-clock UnixNano of the last sweep started
+	releasing chan struct{} // bounds the background releases of failed claims
 }
 
 // New returns the idempotency plugin with its defaults.
 func New() *Plugin {
-	return &Plugin{cfg: defaultConfig()}
+	return &Plugin{cfg: defaultConfig(), releasing: make(chan struct{}, maxBackgroundReleases)}
 }
 
 // From returns the enabled idempotency plugin, or an error naming the fix.
@@ -123,7 +124,7 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 	return nil
 }
 
-// Stop implements framework.Stopper: it waits for a background sweep.
+// Stop implements framework.Stopper: it waits for background sweeps and releases.
 func (p *Plugin) Stop(ctx context.Context) error {
 	if p.cancel == nil {
 		return nil
@@ -173,6 +174,30 @@ func (p *Plugin) maybeSweep(now time.Time) {
 		if n > 0 {
 			p.metrics.swept.Add(float64(n))
 		}
+	}()
+}
+
+// maxBackgroundReleases bounds the releases of failed claims in flight: during
+// an outage they would all fail anyway, and the goroutines must not pile up.
+const maxBackgroundReleases = 16
+
+// releaseLater releases, in the background, a claim whose answer the store did
+// not give in time: the claim may still have reached the store, and would
+// then hold the key for a whole lease although the handler never ran. When
+// the store is down this fails too, and the key stays held for its lease.
+func (p *Plugin) releaseLater(c claim) {
+	select {
+	case p.releasing <- struct{}{}:
+	default:
+		return
+	}
+	p.sweeps.Add(1)
+	go func() {
+		defer p.sweeps.Done()
+		defer func() { <-p.releasing }()
+		ctx, cancel := context.WithTimeout(p.base, p.cfg.StoreTimeout)
+		defer cancel()
+		_ = p.store.release(ctx, c.Key, c.Token)
 	}()
 }
 
