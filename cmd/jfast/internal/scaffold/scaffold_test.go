@@ -309,3 +309,35 @@ func TestWriteRefusesANonEmptyDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestGeneratedConfigBoots validates each generated jfast.toml as the service's
+// boot would, for every plugin alone (idempotency with each store) and all of them.
+func TestGeneratedConfigBoots(t *testing.T) {
+	t.Parallel()
+	root := frameworkRoot(t)
+	sets := [][]string{nil, Known(), {"idempotency", "cache"}}
+	for _, n := range Known() {
+		if n != "idempotency" {
+			sets = append(sets, []string{n})
+		}
+	}
+	sets = append(sets, []string{"idempotency", "db"})
+	for _, set := range sets {
+		o := Options{Name: "svc", Framework: root, Available: all, Plugins: set}
+		chosen, err := choose(set, all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, err := configFile(o, chosen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plugins []framework.Plugin
+		for _, r := range chosen {
+			plugins = append(plugins, all[r.Name]())
+		}
+		if _, err := framework.New(framework.Options{Plugins: plugins, ConfigText: string(text), Environ: []string{}}); err != nil {
+			t.Errorf("%v: the generated jfast.toml does not validate:\n%v", set, err)
+		}
+	}
+}
