@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -298,4 +300,57 @@ func TestS3ReadinessIsBounded(t *testing.T) {
 	if r.Status != 200 || !strings.Contains(r.String(), `"status":"fail"`) || strings.Contains(r.String(), testSecretKey) {
 		t.Fatalf("/ready with a failing S3 = %d %s", r.Status, r.Body)
 	}
+}
+
+// fullAcceptQueue listens with a backlog of 0 and never accepts; one connection
+// fills the queue, so every further connect hangs (the kernel drops the SYNs),
+// as against a blackholed address.
+func fullAcceptQueue(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+	filler, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { filler.Close() })
+	if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
+		c.Close()
+		t.Fatal("the accept queue is not full: a second connect succeeded")
+	}
+	return addr
+}
+
+// A server that does not complete the TCP handshake costs connect_timeout per
+// attempt, not read_timeout.
+func TestS3ConnectTimeout(t *testing.T) {
+	t.Parallel()
+	addr := fullAcceptQueue(t)
+	s := start(t, s3TOML("http://"+addr, "b", `connect_timeout = "300ms"`, `read_timeout = "10s"`, `attempts = 2`), "files", nil)
+	t0 := time.Now()
+	err := s.disk.Put(context.Background(), "k", strings.NewReader("v"), "")
+	el := time.Since(t0)
+	var de *problem.DependencyError
+	var ne net.Error
+	if !errors.As(err, &de) || !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("put = %v", err)
+	}
+	if el < 600*time.Millisecond || el > 3*time.Second {
+		t.Fatalf("put took %s, want about 2 × connect_timeout", el)
+	}
+	t.Logf("two connect attempts failed after %s: %v", el, err)
 }
