@@ -299,10 +299,13 @@ func (g *guard) count(outcome string) {
 // unavailable is the 503 a guarded route answers when its store fails: the
 // handler did not run, so the client may retry.
 func (p *Plugin) unavailable(err error) error {
+	// The store's plugin knows when to try again (its breaker's cool-down).
 	var ra time.Duration
 	var rt interface{ RetryAfter() time.Duration }
 	if errors.As(err, &rt) {
 		ra = rt.RetryAfter()
+	} else if pr, ok := problem.As(err); ok {
+		ra = pr.RetryAfter
 	}
 	return &problem.DependencyError{
 		Dependency: p.dep,
