@@ -103,7 +103,11 @@ func (r *Redis) Addr() string { return r.addr }
 // URL is the redis:// URL of the server.
 func (r *Redis) URL() string { return "redis://" + r.addr + "/0" }
 
-func (r *Redis) Pause() error  { return syscall.Kill(r.pid, syscall.SIGSTOP) }
+// Pid is the redis-server process.
+func (r *Redis) Pid() int { return r.pid }
+
+// Pause stops redis-server (SIGSTOP) and waits until every thread is stopped.
+func (r *Redis) Pause() error  { return stopAndWait(r.pid) }
 func (r *Redis) Resume() error { return syscall.Kill(r.pid, syscall.SIGCONT) }
 
 func (r *Redis) Stop() error {
@@ -209,7 +213,7 @@ func (p *Postgres) URL(db string) string {
 // has: each backend calls setsid(), so stopping the postmaster alone would leave
 // pooled connections answering.
 func (p *Postgres) Pause() error {
-	if err := syscall.Kill(p.pid, syscall.SIGSTOP); err != nil {
+	if err := stopAndWait(p.pid); err != nil {
 		return err
 	}
 	p.paused = []int{p.pid}
@@ -218,7 +222,7 @@ func (p *Postgres) Pause() error {
 		return err
 	}
 	for _, c := range children {
-		if syscall.Kill(c, syscall.SIGSTOP) == nil {
+		if stopAndWait(c) == nil {
 			p.paused = append(p.paused, c)
 		}
 	}
@@ -247,6 +251,46 @@ func (p *Postgres) Stop() error {
 	}
 	os.RemoveAll(p.dir)
 	return err
+}
+
+// stopAndWait sends SIGSTOP to pid and waits (up to 5 s) until every one of its
+// threads is stopped: the signal is asynchronous, and a thread busy with a
+// request would otherwise still answer it.
+func stopAndWait(pid int) error {
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("SIGSTOP %d: %w", pid, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !allStopped(pid) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("process %d did not stop within 5s of SIGSTOP", pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
+
+// allStopped reports whether every thread of pid is in state T (stopped) or
+// the process is gone.
+func allStopped(pid int) bool {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(tasks) == 0 {
+		return syscall.Kill(pid, 0) != nil
+	}
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread ended
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			return false
+		}
+		if st := b[i+2]; st != 'T' && st != 't' && st != 'Z' && st != 'X' {
+			return false
+		}
+	}
+	return true
 }
 
 // childPids lists the direct children of pid from /proc.
