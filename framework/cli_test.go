@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-chi/chi/v5"
+
 	"github.com/jfastframework/jfast/framework"
 )
 
@@ -294,11 +296,17 @@ func TestWorkerRunsUntilCancelled(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
 	w := &workerFake{fakePlugin: newFake("queue", rec), running: make(chan struct{})}
+	var routesRan atomic.Bool
 	opts := framework.Options{
 		Plugins:    []framework.Plugin{w},
 		ConfigText: "[plugins]\nenabled = [\"queue\"]\n",
-		Environ:    []string{"JFAST_APP_LISTEN=127.0.0.1:0"},
+		Environ:    []string{"JFAST_APP_LISTEN=" + freeAddr(t)},
 		LogOutput:  io.Discard,
+		Routes: func(app *framework.App, r chi.Router) error {
+			routesRan.Store(true) // job handlers are registered here
+			r.Get("/orders", func(http.ResponseWriter, *http.Request) {})
+			return nil
+		},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int)
@@ -309,12 +317,28 @@ func TestWorkerRunsUntilCancelled(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("workers never ran")
 	}
+	// The worker serves the probes, not the service's routes.
+	addr := strings.TrimPrefix(opts.Environ[0], "JFAST_APP_LISTEN=")
+	for path, want := range map[string]int{"/live": http.StatusOK, "/orders": http.StatusNotFound} {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+	http.DefaultClient.CloseIdleConnections()
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	if !w.stopped.Load() {
 		t.Fatal("RunWorkers did not see the cancellation")
+	}
+	if !routesRan.Load() {
+		t.Fatal("the worker did not run Routes, where job handlers are registered")
 	}
 	if got := fmt.Sprint(rec.list()); got != "[start queue stop queue]" {
 		t.Fatalf("lifecycle %s", got)
@@ -373,14 +397,20 @@ func TestMigrateCallsMigrators(t *testing.T) {
 	}
 }
 
-func TestServeIsTheDefault(t *testing.T) {
-	t.Parallel()
+// freeAddr returns a loopback address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func TestServeIsTheDefault(t *testing.T) {
+	t.Parallel()
+	addr := freeAddr(t)
 	path := writeConfig(t, "[app]\nname = \"orders\"\n")
 	opts := framework.Options{Environ: []string{"JFAST_APP_LISTEN=" + addr}, LogOutput: io.Discard}
 	ctx, cancel := context.WithCancel(context.Background())

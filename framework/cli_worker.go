@@ -8,14 +8,17 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/spf13/cobra"
 )
 
 // WorkerRunner is a plugin that runs background workers, such as the queue
 // plugin's job consumers. The service's "worker" command runs only these: it starts
-// the enabled plugins as serve does, serves /live, /ready and /metrics on app.listen
-// (without the service's own routes, so the orchestrator can probe the worker), and
-// calls RunWorkers on every enabled WorkerRunner, concurrently.
+// the enabled plugins as serve does, runs the service's Routes function into a
+// router that is not served (so job handlers registered there exist), serves only
+// /live, /ready, /metrics and the plugins' own routes on app.listen (so the
+// orchestrator can probe the worker), and calls RunWorkers on every enabled
+// WorkerRunner, concurrently.
 //
 // RunWorkers is called after every plugin has started. It processes work until ctx
 // is done, then stops taking new work, lets the work in flight finish within the
@@ -45,7 +48,12 @@ Exits 1 saying so when no enabled plugin runs workers.`,
 
 func (c *cli) worker(cmd *cobra.Command, _ []string) error {
 	c2 := *c
-	c2.opts.Routes = nil // only the probes and /metrics
+	if routes := c.opts.Routes; routes != nil {
+		// Routes still runs, into a router nobody serves: it is where handlers
+		// take their clients and register job handlers (queue.Handle), which a
+		// worker needs; the worker serves only the probes and /metrics.
+		c2.opts.Routes = func(app *App, _ chi.Router) error { return routes(app, chi.NewRouter()) }
+	}
 	app, err := c2.load(cmd)
 	if err != nil {
 		return err
