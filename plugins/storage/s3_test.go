@@ -365,10 +365,18 @@ func TestS3PausedServerDeadlineThenBreakerThenRecovery(t *testing.T) {
 		}
 	}()
 
-	// Each call: 2 attempts × 400 ms gap + the SDK's short backoff.
+	// Each call: 2 attempts × 400 ms gap + the SDK's short backoff. The first
+	// is a 16 MiB upload (more than the socket buffers take: the write side
+	// stalls), the second a download (the read side waits).
+	big := make([]byte, 16<<20)
 	for i := range 2 {
 		t0 := time.Now()
-		_, err := d.Get(ctx, "k")
+		var err error
+		if i == 0 {
+			err = d.Put(ctx, "big", bytes.NewReader(big), "")
+		} else {
+			_, err = d.Get(ctx, "k")
+		}
 		el := time.Since(t0)
 		var de *problem.DependencyError
 		if !errors.As(err, &de) || de.Dependency != "storage" {
@@ -407,6 +415,10 @@ func TestS3PausedServerDeadlineThenBreakerThenRecovery(t *testing.T) {
 	}
 	if st := d.Breaker().Snapshot().State.String(); st != "closed" {
 		t.Fatalf("breaker after recovery = %s", st)
+	}
+	// The upload the pause cut short left nothing behind.
+	if ok, err := d.Exists(ctx, "big"); ok || err != nil {
+		t.Fatalf("the cut upload was stored: %v %v", ok, err)
 	}
 	if r := s.svc.Get(t, "/ready"); r.Status != 200 || !strings.Contains(r.String(), `"status":"ok"`) {
 		t.Fatalf("/ready after recovery = %d %s", r.Status, r.Body)
