@@ -50,8 +50,13 @@ type Delivery struct {
 	// Result is "sent", "transient" (retried by the queue) or "permanent"
 	// (dead letter).
 	Result string `json:"result"`
-	// Error is the failure with the server's reply, empty when sent.
+	// Error is the failure: the server and its reply code, without the reply
+	// text (which may name recipients; the dead letter and the log have it).
+	// Empty when sent.
 	Error string `json:"error,omitempty"`
+	// Seconds is how long the attempt took (connect to the server's last
+	// reply), bounded by connect_timeout and command_timeout.
+	Seconds float64 `json:"seconds"`
 }
 
 // New returns the mail plugin with its configuration defaults.
@@ -189,29 +194,35 @@ func (p *Plugin) deliver(ctx context.Context, raw []byte) error {
 		// A stored message that does not build will not build next time either.
 		return framework.Permanent(fmt.Errorf("mail: build message: %w", err))
 	}
+	start := time.Now()
 	if p.cfg.Transport == "log" {
 		p.logMessage(ctx, &pl)
-		p.record("sent", nil)
+		p.record("sent", nil, time.Since(start))
 		return nil
 	}
 	err = p.sender.send(ctx, msg)
+	took := time.Since(start)
 	if err == nil {
-		p.record("sent", nil)
+		p.record("sent", nil, took)
 		p.log.InfoContext(ctx, "mail sent", slog.String("message_id", pl.MessageID), slog.Int("recipients", len(pl.To)+len(pl.Cc)+len(pl.Bcc)))
 		return nil
 	}
 	var de *DeliveryError
 	if errors.As(err, &de) && de.Permanent() {
-		p.record("permanent", err)
+		p.record("permanent", err, took)
 		return framework.Permanent(err)
 	}
-	p.record("transient", err)
+	p.record("transient", err, took)
 	return err
 }
 
-func (p *Plugin) record(result string, err error) {
-	d := &Delivery{At: p.clock.Now(), Result: result}
-	if err != nil {
+func (p *Plugin) record(result string, err error, took time.Duration) {
+	d := &Delivery{At: p.clock.Now(), Result: result, Seconds: took.Seconds()}
+	var de *DeliveryError
+	switch {
+	case errors.As(err, &de):
+		d.Error = de.Summary()
+	case err != nil:
 		d.Error = err.Error()
 	}
 	p.sent.WithLabelValues(p.cfg.Transport, result).Inc()

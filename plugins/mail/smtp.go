@@ -25,7 +25,7 @@ type smtpSender struct {
 // send delivers m. A returned error with a 5xx reply code is a *DeliveryError
 // with Permanent() true; everything else (refused, timeouts, 4xx) is transient.
 func (s *smtpSender) send(ctx context.Context, m *gomail.Msg) error {
-	c, err := gomail.NewClient(s.cfg.Host, s.options()...)
+	c, err := gomail.NewClient(s.cfg.Host, s.options(ctx)...)
 	if err != nil {
 		return fmt.Errorf("mail: smtp client for %s: %w", s.addr(), err)
 	}
@@ -39,14 +39,16 @@ func (s *smtpSender) addr() string {
 	return net.JoinHostPort(s.cfg.Host, strconv.Itoa(s.cfg.Port))
 }
 
-func (s *smtpSender) options() []gomail.Option {
+func (s *smtpSender) options(job context.Context) []gomail.Option {
 	opts := []gomail.Option{
 		gomail.WithPort(s.cfg.Port),
 		// go-mail uses this for the dial and as a whole-connection deadline it
 		// sets after connecting; the connection below replaces the latter with
 		// per-operation deadlines (command_timeout).
 		gomail.WithTimeout(s.cfg.ConnectTimeout),
-		gomail.WithDialContextFunc(s.dial),
+		gomail.WithDialContextFunc(func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return s.dial(ctx, job, network, addr)
+		}),
 		gomail.WithTLSConfig(&tls.Config{ServerName: s.cfg.Host, MinVersion: tls.VersionTLS12}),
 		gomail.WithoutNoop(),
 	}
@@ -62,18 +64,19 @@ func (s *smtpSender) options() []gomail.Option {
 	return opts
 }
 
-// dial connects within connect_timeout (go-mail's dial context carries it) and
-// wraps the connection in per-operation deadlines. With use_ssl the TLS
-// handshake happens here, so go-mail sees a *tls.Conn and treats the
+// dial connects within connect_timeout (go-mail's dial context ctx carries it,
+// and ends when go-mail's dial step returns) and wraps the connection in
+// per-operation deadlines that also end with the job's context. With use_ssl
+// the TLS handshake happens here, so go-mail sees a *tls.Conn and treats the
 // connection as encrypted.
-func (s *smtpSender) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+func (s *smtpSender) dial(ctx, job context.Context, network, addr string) (net.Conn, error) {
 	start := time.Now()
 	var d net.Dialer
 	raw, err := d.DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
-	dc := newDeadlineConn(ctx, raw, start.Add(s.cfg.ConnectTimeout), s.cfg.CommandTimeout)
+	dc := newDeadlineConn(job, raw, start.Add(s.cfg.ConnectTimeout), s.cfg.CommandTimeout)
 	if !s.cfg.UseSSL {
 		return dc, nil
 	}
@@ -179,6 +182,19 @@ func (e *DeliveryError) Error() string {
 }
 
 func (e *DeliveryError) Unwrap() error { return e.Err }
+
+// Summary is Error without the server's reply text, which may name recipients:
+// what /ready shows.
+func (e *DeliveryError) Summary() string {
+	if e.Code == 0 {
+		return e.Error()
+	}
+	kind := "transient"
+	if e.Permanent() {
+		kind = "permanent"
+	}
+	return fmt.Sprintf("mail: smtp %s answered %d (%s failure)", e.Server, e.Code, kind)
+}
 
 // Permanent reports a 5xx reply: retrying cannot change the answer (and
 // insisting with a rejected recipient is how a sending domain gets flagged).

@@ -1,0 +1,291 @@
+package mail_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-smtp"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/jfasttest"
+	"github.com/jfastframework/jfast/plugins/db"
+	"github.com/jfastframework/jfast/plugins/mail"
+	"github.com/jfastframework/jfast/plugins/queue"
+)
+
+// bundle is what setup gives a test: the started service, its mail and queue
+// plugins and the test's own queue.
+type bundle struct {
+	svc   *jfasttest.Service
+	mail  *mail.Plugin
+	queue *queue.Plugin
+	name  string // the test's queue
+}
+
+// config is what a test sets about the App; empty fields take the defaults
+// below (short retry delays so retries are quick, not skipped).
+type config struct {
+	port        int
+	mail        string // extra [plugin.mail] lines
+	queue       string // extra [plugin.queue] lines
+	maxAttempts int
+}
+
+func setup(t *testing.T, c config) *bundle {
+	t.Helper()
+	name := "mail_" + randHex(5)
+	if c.maxAttempts == 0 {
+		c.maxAttempts = 5
+	}
+	toml := fmt.Sprintf(`[plugins]
+enabled = ["db", "queue", "mail"]
+
+[plugin.db]
+url = %q
+
+[plugin.queue]
+backend = "postgres"
+retry_base = "50ms"
+retry_max = "200ms"
+poll_interval = "100ms"
+max_attempts = %d
+%s
+[plugin.queue.queues.%s]
+concurrency = 2
+
+[plugin.mail]
+transport = "smtp"
+host = "127.0.0.1"
+port = %d
+use_starttls = false
+from = "Shop <shop@example.com>"
+queue = %q
+%s
+`, dbURL(), c.maxAttempts, c.queue, name, c.port, name, c.mail)
+	m, q := mail.New(), queue.New()
+	svc := jfasttest.Start(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{db.New(), q, m}})
+	return &bundle{svc: svc, mail: m, queue: q, name: name}
+}
+
+// dead lists the test queue's dead letter.
+func (b *bundle) dead(t *testing.T) []queue.DeadJob {
+	t.Helper()
+	jobs, err := b.queue.DeadJobs(context.Background(), queue.DeadQuery{Queue: b.name})
+	if err != nil {
+		t.Fatalf("dead jobs: %v", err)
+	}
+	return jobs
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// eventually polls cond every 20 ms until it holds or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// scripted is an in-process SMTP server (emersion/go-smtp) whose answers a test
+// scripts: MAIL FROM and RCPT TO replies per attempt, and a DATA that hangs.
+type scripted struct {
+	srv  *smtp.Server
+	port int
+
+	mu        sync.Mutex
+	mailFrom  func(attempt int) error // nil: accept
+	rcpt      func(attempt int) error // nil: accept
+	hangData  bool
+	attempts  int // MAIL FROM commands seen
+	delivered []delivered
+	release   chan struct{}
+}
+
+type delivered struct {
+	from string
+	to   []string
+	data string
+}
+
+func startScripted(t *testing.T) *scripted {
+	t.Helper()
+	s := &scripted{release: make(chan struct{})}
+	s.srv = smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) {
+		return &session{s: s}, nil
+	}))
+	s.srv.Domain = "localhost"
+	s.srv.AllowInsecureAuth = true
+	s.srv.ErrorLog = log.New(io.Discard, "", 0)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.port = l.Addr().(*net.TCPAddr).Port
+	served := make(chan struct{})
+	go func() { defer close(served); _ = s.srv.Serve(l) }()
+	t.Cleanup(func() {
+		s.mu.Lock()
+		select {
+		case <-s.release:
+		default:
+			close(s.release)
+		}
+		s.mu.Unlock()
+		_ = s.srv.Close()
+		<-served
+	})
+	return s
+}
+
+func (s *scripted) script(f func(s *scripted)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(s)
+}
+
+func (s *scripted) counts() (attempts, delivered int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.attempts, len(s.delivered)
+}
+
+func (s *scripted) messages() []delivered {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]delivered(nil), s.delivered...)
+}
+
+type session struct {
+	s    *scripted
+	from string
+	to   []string
+}
+
+func (x *session) Reset()        { x.from, x.to = "", nil }
+func (x *session) Logout() error { return nil }
+
+func (x *session) Mail(from string, _ *smtp.MailOptions) error {
+	x.s.mu.Lock()
+	defer x.s.mu.Unlock()
+	x.s.attempts++
+	if x.s.mailFrom != nil {
+		if err := x.s.mailFrom(x.s.attempts); err != nil {
+			return err
+		}
+	}
+	x.from = from
+	return nil
+}
+
+func (x *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	x.s.mu.Lock()
+	defer x.s.mu.Unlock()
+	if x.s.rcpt != nil {
+		if err := x.s.rcpt(x.s.attempts); err != nil {
+			return err
+		}
+	}
+	x.to = append(x.to, to)
+	return nil
+}
+
+func (x *session) Data(r io.Reader) error {
+	x.s.mu.Lock()
+	hang, release := x.s.hangData, x.s.release
+	x.s.mu.Unlock()
+	if hang {
+		<-release // never answer the end of DATA until the test ends
+		return errors.New("released")
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	x.s.mu.Lock()
+	x.s.delivered = append(x.s.delivered, delivered{from: x.from, to: x.to, data: string(b)})
+	x.s.mu.Unlock()
+	return nil
+}
+
+func reply(code int, enhanced smtp.EnhancedCode, msg string) error {
+	return &smtp.SMTPError{Code: code, EnhancedCode: enhanced, Message: msg}
+}
+
+// silent is a TCP server that accepts connections and never says a word (a
+// hung SMTP server before its greeting).
+func silent(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = l.Close()
+		<-done
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+	})
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// closedPort returns a loopback port nothing listens on (connection refused).
+func closedPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	return port
+}
+
+func msg(subject string) mail.Message {
+	return mail.Message{To: []string{"ada@example.com"}, Subject: subject, Text: "hello " + subject}
+}
+
+func contains(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
