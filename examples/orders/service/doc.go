@@ -1,0 +1,15 @@
+// Package service is the orders example's HTTP service: orders in PostgreSQL,
+// paid through the billing example, with a cached stock route, a confirmation
+// mail sent through the queue, and receipts on a storage disk.
+//
+//	GET  /stock/{sku}            stock and price, cached 30 s in Redis (Remember);
+//	                             Redis down: answered from PostgreSQL
+//	POST /orders                 Bearer; inserts the order and enqueues its
+//	                             confirmation mail in one transaction, then
+//	                             charges billing's POST /payments; 201 + Location
+//	GET  /orders/{id}            Bearer; the order plus its invoice from billing
+//	PUT  /orders/{id}/receipt    Bearer; stores the receipt on the "receipts" disk
+//	GET  /orders/{id}/receipt    Bearer; a temporary URL to the receipt
+//
+// What a failing dependency does to each route is in docs/tutorial.md.
+package service

@@ -1,0 +1,218 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/plugins/auth"
+	jhttp "github.com/jfastframework/jfast/plugins/http"
+	"github.com/jfastframework/jfast/plugins/mail"
+	"github.com/jfastframework/jfast/problem"
+)
+
+const orderColumns = `id, sku, quantity, amount_minor, currency, email, status, created_at`
+
+func scanOrder(row pgx.Row, o *Order) error {
+	return row.Scan(&o.ID, &o.SKU, &o.Quantity, &o.AmountMinor, &o.Currency, &o.Email, &o.Status, &o.CreatedAt)
+}
+
+func customer(r *http.Request) string {
+	c, _ := auth.ClaimsFrom(r.Context()) // RequireAuth let the request in: the claims are there
+	return c.Subject
+}
+
+// createOrder inserts the order and enqueues its confirmation mail in one
+// transaction (both exist, or neither), then charges billing.
+//
+// With an Idempotency-Key the request can be retried safely, whatever failed:
+// the key is unique per customer in the orders table, so a retry finds the
+// order the first attempt committed (and enqueues no second mail), and the
+// charge carries the same key and the same body, so billing answers a charge
+// it already made with its stored result instead of charging again. Without
+// a key the charge is keyed by the new order's id, which makes the http
+// client's own retries of that one call safe; a client retry then places a
+// second order.
+func (s *service) createOrder(w http.ResponseWriter, r *http.Request) error {
+	key := r.Header.Get("Idempotency-Key")
+	if len(key) > 255 {
+		return problem.BadRequest("Idempotency-Key is longer than 255 bytes")
+	}
+	var req OrderRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil {
+		return problem.BadRequest(`the body must be a JSON order: {"sku", "quantity", "email"}`)
+	}
+	if err := req.validate(); err != nil {
+		return err
+	}
+	who := customer(r)
+
+	var o Order
+	created := false
+	err := s.db.Tx(r.Context(), func(tx pgx.Tx) error {
+		var price int64
+		var currency string
+		err := tx.QueryRow(r.Context(), `SELECT price_minor, currency FROM stock WHERE sku = $1`, req.SKU).Scan(&price, &currency)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return problem.Unprocessable("the order is invalid", problem.FieldError{Field: "sku", Detail: "no such sku"})
+		}
+		if err != nil {
+			return err
+		}
+		var nullableKey *string
+		if key != "" {
+			nullableKey = &key
+		}
+		err = scanOrder(tx.QueryRow(r.Context(), `
+			INSERT INTO orders (sku, quantity, amount_minor, currency, email, customer, idempotency_key)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
+			ON CONFLICT (customer, idempotency_key) DO NOTHING
+			RETURNING `+orderColumns,
+			req.SKU, req.Quantity, price*int64(req.Quantity), currency, req.Email, who, nullableKey), &o)
+		if errors.Is(err, pgx.ErrNoRows) { // a retry: the first attempt committed this key's order
+			err = scanOrder(tx.QueryRow(r.Context(),
+				`SELECT `+orderColumns+` FROM orders WHERE customer = $1 AND idempotency_key = $2`, who, key), &o)
+			if err != nil {
+				return err
+			}
+			if o.SKU != req.SKU || o.Quantity != req.Quantity || o.Email != req.Email {
+				return problem.Unprocessable("this Idempotency-Key was used for another order; use a new key for a new order")
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		created = true
+		if err := s.mail.SendTx(r.Context(), tx, confirmation(o)); err != nil {
+			return err
+		}
+		// Last, so that running out of stock rolls back the order and its mail.
+		tag, err := tx.Exec(r.Context(),
+			`UPDATE stock SET available = available - $2 WHERE sku = $1 AND available >= $2`, req.SKU, req.Quantity)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return problem.Conflict(fmt.Sprintf("not enough %s in stock for %d", req.SKU, req.Quantity))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if created {
+		// Best effort: the entry expires within 30 s anyway.
+		if err := s.cache.Delete(r.Context(), stockKey(o.SKU)); err != nil {
+			s.log.WarnContext(r.Context(), "orders: stock cache entry not deleted", "sku", o.SKU, "err", err)
+		}
+	}
+	if o.Status != "paid" {
+		if err := s.charge(r.Context(), &o, key); err != nil {
+			return err
+		}
+	}
+	w.Header().Set("Location", "/orders/"+strconv.FormatInt(o.ID, 10))
+	return framework.JSON(w, http.StatusCreated, o)
+}
+
+// charge pays the order through billing's POST /payments.
+func (s *service) charge(ctx context.Context, o *Order, key string) error {
+	if key == "" {
+		key = "order-" + strconv.FormatInt(o.ID, 10) // page 002: one charge per order
+	}
+	resp, err := s.billing.Post(ctx, "/payments",
+		payment{OrderID: o.ID, AmountMinor: o.AmountMinor, Currency: o.Currency},
+		jhttp.IdempotencyKey(key))
+	if err != nil {
+		return err // no answer from billing: 503 naming billing; the order stays pending
+	}
+	if resp.StatusCode >= 500 {
+		return problem.BadGateway("billing", fmt.Sprintf("billing answered %d to the payment of order %d; it stays pending", resp.StatusCode, o.ID))
+	}
+	if resp.StatusCode != http.StatusCreated {
+		return problem.BadGateway("billing", fmt.Sprintf("billing refused the payment of order %d with %d", o.ID, resp.StatusCode))
+	}
+	if _, err := s.db.Exec(ctx, `UPDATE orders SET status = 'paid' WHERE id = $1`, o.ID); err != nil {
+		return err
+	}
+	o.Status = "paid"
+	return nil
+}
+
+func confirmation(o Order) mail.Message {
+	return mail.Message{
+		To:      []string{o.Email},
+		Subject: fmt.Sprintf("Order %d: %d × %s", o.ID, o.Quantity, o.SKU),
+		Text: fmt.Sprintf("Thank you for your order %d: %d × %s, %d.%02d %s.\n",
+			o.ID, o.Quantity, o.SKU, o.AmountMinor/100, o.AmountMinor%100, o.Currency),
+	}
+}
+
+func (req OrderRequest) validate() error {
+	var bad []problem.FieldError
+	if req.SKU == "" {
+		bad = append(bad, problem.FieldError{Field: "sku", Detail: "required"})
+	}
+	if req.Quantity < 1 || req.Quantity > 100 {
+		bad = append(bad, problem.FieldError{Field: "quantity", Detail: "must be between 1 and 100"})
+	}
+	if at := strings.IndexByte(req.Email, '@'); at < 1 || at == len(req.Email)-1 {
+		bad = append(bad, problem.FieldError{Field: "email", Detail: "must be an email address"})
+	}
+	if len(bad) > 0 {
+		return problem.Unprocessable("the order is invalid", bad...)
+	}
+	return nil
+}
+
+// getOrder answers the order with its invoice from billing.
+func (s *service) getOrder(w http.ResponseWriter, r *http.Request) error {
+	o, err := s.loadOrder(r)
+	if err != nil {
+		return err
+	}
+	resp, err := s.billing.Get(r.Context(), "/invoices/"+strconv.FormatInt(o.ID, 10))
+	if err != nil {
+		return err // timeout, refused, breaker open, bulkhead full: 503 naming billing
+	}
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return problem.NotFound("no invoice for this order")
+	case resp.StatusCode >= 500:
+		return problem.BadGateway("billing", fmt.Sprintf("billing answered %d", resp.StatusCode))
+	case resp.StatusCode != http.StatusOK:
+		return problem.BadGateway("billing", fmt.Sprintf("billing answered %d to GET /invoices/%d", resp.StatusCode, o.ID))
+	}
+	var inv Invoice
+	if err := jhttp.DecodeJSON(resp, &inv); err != nil {
+		return problem.BadGateway("billing", "billing's invoice is not the JSON expected")
+	}
+	return framework.JSON(w, http.StatusOK, struct {
+		Order   Order   `json:"order"`
+		Invoice Invoice `json:"invoice"`
+	}{o, inv})
+}
+
+// loadOrder reads the order of the URL's id; another customer's order is a 404.
+func (s *service) loadOrder(r *http.Request) (Order, error) {
+	var o Order
+	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
+	if err != nil || id <= 0 {
+		return o, problem.NotFound("no such order")
+	}
+	err = scanOrder(s.db.QueryRow(r.Context(),
+		`SELECT `+orderColumns+` FROM orders WHERE id = $1 AND customer = $2`, id, customer(r)), &o)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return o, problem.NotFound("no such order")
+	}
+	return o, err
+}
