@@ -311,6 +311,26 @@ func TestDrillRedisDockerPause(t *testing.T) {
 	svc := cacheService(t, "redis://"+addr+"/0")
 	t.Cleanup(func() { c.Resume() })
 	run(t, cacheDrill(svc, "/cache", "docker pause", c.Pause, c.Resume))
+
+	// The same through RunService, what `jfast drill` calls: the container
+	// named by its variable, db skipped because none is named for it.
+	t.Setenv(ContainerVar("REDIS"), c.Name)
+	t.Setenv(ContainerVar("PG"), "")
+	var out strings.Builder
+	res, err := RunService(ctx, ServiceOptions{
+		BaseURL: svc.URL, Plugins: []string{"db", "cache"}, Route: "/cache", Other: "/plain",
+		Deadline: 2*300*time.Millisecond + margin, DockerHost: e.Host(),
+	}, &out)
+	t.Log(out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 2 || res[0].Skipped != "JFAST_DRILL_PG_CONTAINER is not set" || res[1].Err != nil || res[1].Paid == 0 || res[1].Recover == 0 {
+		t.Fatalf("RunService results: %+v", res)
+	}
+	if !strings.Contains(out.String(), "SKIP db: JFAST_DRILL_PG_CONTAINER names no container") {
+		t.Fatalf("RunService printed no SKIP line for db:\n%s", out.String())
+	}
 }
 
 // --- upstream HTTP ----------------------------------------------------------
