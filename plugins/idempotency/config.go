@@ -64,7 +64,10 @@ type Config struct {
 	// response, release the key, sweep). A store that does not answer in time
 	// makes a guarded route answer 503 without running the handler. Five
 	// seconds covers opening a new TLS connection on a busy server and still
-	// answers well within the 30s request_timeout. Defaults to 5s.
+	// answers well within the 30s request_timeout. Keep it above the store
+	// plugin's own deadlines (the cache's command_timeout, the db's
+	// ping_timeout): a call this deadline cuts first is not counted by the
+	// store's breaker, which then never opens. Defaults to 5s.
 	StoreTimeout time.Duration `koanf:"store_timeout"`
 
 	// Table is the PostgreSQL table of the postgres store, optionally

@@ -47,6 +47,9 @@ func TestReplayReturnsTheStoredResponse(t *testing.T) {
 		if first.Header.Get(HeaderReplayed) != "" {
 			t.Fatalf("first response says it was replayed")
 		}
+		if echo := decode(t, first)["echo"]; echo != `{"amount":10}` {
+			t.Fatalf("the handler read the body %q, want it unchanged", echo)
+		}
 		second := b.post(t, "/payments", "charge-1", `{"amount":10}`)
 		if second.Status != http.StatusCreated || string(second.Body) != string(first.Body) {
 			t.Fatalf("replay: %d %q, want 201 %q", second.Status, second.Body, first.Body)
@@ -403,5 +406,21 @@ func TestMiddlewareIsNotGlobal(t *testing.T) {
 	var p any = New()
 	if _, ok := p.(framework.Middlewarer); ok {
 		t.Fatal("the plugin would wrap every route")
+	}
+}
+
+func TestCustomSubject(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{store: StorePostgres, opts: Opts{Subject: func(r *http.Request) string { return r.Header.Get("X-User") }}})
+	if r := b.post(t, "/payments", "k", `{}`, "X-User", "ada", "Authorization", "Bearer t1"); r.Status != http.StatusCreated {
+		t.Fatalf("first: %d", r.Status)
+	}
+	// Another token, same subject: replayed.
+	if r := b.post(t, "/payments", "k", `{}`, "X-User", "ada", "Authorization", "Bearer t2"); r.Header.Get(HeaderReplayed) != "true" {
+		t.Fatalf("same subject: %d replayed=%q", r.Status, r.Header.Get(HeaderReplayed))
+	}
+	wantProblem(t, b.post(t, "/payments", "k", `{}`, "X-User", "bob"), http.StatusUnprocessableEntity)
+	if n := b.effects.Load(); n != 1 {
+		t.Fatalf("%d side effects, want 1", n)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jfastframework/jfast/jfasttest"
 )
 
 // With the store blackholed, a guarded route answers 503 naming the store
@@ -79,6 +81,81 @@ func TestStoreOutageFailsClosed(t *testing.T) {
 		}
 		if r := b.post(t, "/payments", "before", `{}`); r.Header.Get(HeaderReplayed) != "true" {
 			t.Fatalf("the record stored before the outage: %d replayed=%q", r.Status, r.Header.Get(HeaderReplayed))
+		}
+	})
+}
+
+// Once the store's breaker is open, the 503 comes at once with Retry-After.
+func TestOpenStoreBreakerAnswersAtOnceWithRetryAfter(t *testing.T) {
+	t.Parallel()
+	// store_timeout above the cache's command_timeout: the cache plugin's own
+	// deadline ends the command, which its breaker counts.
+	b := setup(t, setupOpts{store: StoreRedis, proxy: true, toml: `store_timeout = "3s"`,
+		cacheTOML: "breaker_failures = 1\ncommand_timeout = \"500ms\""})
+	if err := b.proxy.Blackhole(); err != nil {
+		t.Fatal(err)
+	}
+	wantProblem(t, b.post(t, "/payments", "k1", `{}`), http.StatusServiceUnavailable)
+	start := time.Now()
+	r := b.post(t, "/payments", "k2", `{}`)
+	elapsed := time.Since(start)
+	p := wantProblem(t, r, http.StatusServiceUnavailable)
+	if r.Header.Get("Retry-After") == "" || p["dependency"] != "cache" {
+		t.Fatalf("no Retry-After or dependency: %v %v", r.Header, p)
+	}
+	if elapsed > 300*time.Millisecond {
+		t.Fatalf("the 503 took %s with the breaker open, want at once", elapsed)
+	}
+	if n := b.effects.Load(); n != 0 {
+		t.Fatalf("%d side effects, want 0", n)
+	}
+}
+
+// The documented limit: the handler ran, then the store failed while the
+// response was written to it. The client has its response; the key stays
+// held (409) until the lease ends, and then a retry runs the handler again.
+func TestStoreFailingAfterTheHandlerRan(t *testing.T) {
+	t.Parallel()
+	forStores(t, func(t *testing.T, store string) {
+		b := setup(t, setupOpts{store: store, proxy: true, toml: "store_timeout = \"500ms\"\nlease = \"2m\""})
+		entered, release := b.hold()
+		defer release()
+		done := make(chan jfasttest.Response, 1)
+		go func() { done <- b.post(t, "/payments", "k", `{}`) }()
+		<-entered
+		if err := b.proxy.Blackhole(); err != nil {
+			t.Fatal(err)
+		}
+		release()
+		if r := <-done; r.Status != http.StatusCreated {
+			t.Fatalf("first: %d %s", r.Status, r.Body)
+		}
+		if !strings.Contains(b.svc.Logs(), "the response could not be stored") {
+			t.Fatalf("not logged:\n%s", b.svc.Logs())
+		}
+		if err := b.proxy.Pass(); err != nil {
+			t.Fatal(err)
+		}
+		// Wait for the store to answer again (a breaker the failure opened
+		// lets a probe through after its cool-down on the App clock).
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			r := b.post(t, "/payments", "k", `{}`)
+			if r.Status == http.StatusConflict {
+				break
+			}
+			if r.Status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+				t.Fatalf("during the lease: %d %s", r.Status, r.Body)
+			}
+			b.clock.Advance(16 * time.Second)
+			time.Sleep(100 * time.Millisecond)
+		}
+		b.clock.Advance(2 * time.Minute)
+		if r := b.post(t, "/payments", "k", `{}`); r.Status != http.StatusCreated || r.Header.Get(HeaderReplayed) != "" {
+			t.Fatalf("after the lease: %d replayed=%q", r.Status, r.Header.Get(HeaderReplayed))
+		}
+		if n := b.effects.Load(); n != 2 {
+			t.Fatalf("%d side effects, want 2", n)
 		}
 	})
 }
