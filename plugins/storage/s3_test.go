@@ -404,6 +404,15 @@ func TestS3PausedServerDeadlineThenBreakerThenRecovery(t *testing.T) {
 	if r.Status != 200 || !strings.Contains(r.String(), `"status":"degraded"`) || !strings.Contains(r.String(), `"state":"open"`) {
 		t.Fatalf("/ready while open = %d %s", r.Status, r.Body)
 	}
+	if n := counter(t, s, "jfast_storage_operations_total", "outcome", "rejected"); n != 1 {
+		t.Fatalf("rejected operations = %v", n)
+	}
+	if g := gauge(t, s, "jfast_storage_breaker_state"); g != 1 {
+		t.Fatalf("breaker state gauge = %v, want 1 (open)", g)
+	}
+	if !strings.Contains(s.svc.Logs(), "storage breaker open") {
+		t.Fatalf("the opening was not logged:\n%s", s.svc.Logs())
+	}
 
 	// Back: after the cool-down one probe goes through and closes the breaker.
 	srv.resume(t)
@@ -415,6 +424,9 @@ func TestS3PausedServerDeadlineThenBreakerThenRecovery(t *testing.T) {
 	}
 	if st := d.Breaker().Snapshot().State.String(); st != "closed" {
 		t.Fatalf("breaker after recovery = %s", st)
+	}
+	if g := gauge(t, s, "jfast_storage_breaker_state"); g != 0 {
+		t.Fatalf("breaker state gauge after recovery = %v", g)
 	}
 	// The upload the pause cut short left nothing behind.
 	if ok, err := d.Exists(ctx, "big"); ok || err != nil {
@@ -555,4 +567,20 @@ func TestMissingVersitygwNamesTheInstallScript(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "scripts/install-versitygw.sh") {
 		t.Fatalf("error = %v", err)
 	}
+}
+
+// gauge returns the value of a gauge with a single series.
+func gauge(t *testing.T, s setup, name string) float64 {
+	t.Helper()
+	mfs, err := s.svc.App.Metrics().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no single-series gauge %s", name)
+	return 0
 }
