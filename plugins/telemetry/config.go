@@ -7,6 +7,8 @@ import (
 	"sort"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/jfastframework/jfast/framework"
 )
 
@@ -45,10 +47,11 @@ type Config struct {
 	// (the main module's version from the build information, when known).
 	ServiceVersion string `koanf:"service_version"`
 
-	// ResourceAttributes are added to the resource of every span (for example
-	// "deployment.region" = "eu-west-1"); they win over
-	// OTEL_RESOURCE_ATTRIBUTES. Defaults to none.
-	ResourceAttributes map[string]string `koanf:"resource_attributes"`
+	// ResourceAttributes are added to the resource of every span; they win over
+	// OTEL_RESOURCE_ATTRIBUTES. Dotted names are TOML dotted keys
+	// (deployment.region = "eu-west-1" is the attribute "deployment.region");
+	// values are strings, numbers or booleans. Defaults to none.
+	ResourceAttributes map[string]any `koanf:"resource_attributes"`
 
 	// ExportTimeout bounds one export of a batch to the collector. Defaults to 10s.
 	ExportTimeout time.Duration `koanf:"export_timeout"`
@@ -103,14 +106,51 @@ func (c *Config) validate(v *framework.Validation) {
 		v.Error("max_export_batch_size", fmt.Sprintf("must not exceed max_queue_size (%d), got %d", c.MaxQueueSize, c.MaxExportBatchSize),
 			"lower max_export_batch_size or raise max_queue_size")
 	}
-	keys := make([]string, 0, len(c.ResourceAttributes))
-	for k := range c.ResourceAttributes {
-		keys = append(keys, k)
+	if _, err := flattenAttributes(c.ResourceAttributes); err != nil {
+		v.Error("resource_attributes", err.Error(), `write each attribute as name = "value" (a string, number or boolean)`)
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if k == "" {
-			v.Error("resource_attributes", "has an empty attribute name", "name every attribute")
+}
+
+// flattenAttributes turns the resource_attributes table into attributes: a
+// nested table (what a TOML dotted key is) joins its names with ".".
+func flattenAttributes(m map[string]any) ([]attribute.KeyValue, error) {
+	var out []attribute.KeyValue
+	var walk func(prefix string, m map[string]any) error
+	walk = func(prefix string, m map[string]any) error {
+		names := make([]string, 0, len(m))
+		for k := range m {
+			names = append(names, k)
 		}
+		sort.Strings(names)
+		for _, k := range names {
+			name := k
+			if prefix != "" {
+				name = prefix + "." + k
+			}
+			if k == "" {
+				return fmt.Errorf("has an empty attribute name under %q", prefix)
+			}
+			switch v := m[k].(type) {
+			case map[string]any:
+				if err := walk(name, v); err != nil {
+					return err
+				}
+			case string:
+				out = append(out, attribute.String(name, v))
+			case bool:
+				out = append(out, attribute.Bool(name, v))
+			case int64:
+				out = append(out, attribute.Int64(name, v))
+			case int:
+				out = append(out, attribute.Int(name, v))
+			case float64:
+				out = append(out, attribute.Float64(name, v))
+			default:
+				return fmt.Errorf("attribute %q must be a string, number or boolean, got %T", name, v)
+			}
+		}
+		return nil
 	}
+	err := walk("", m)
+	return out, err
 }

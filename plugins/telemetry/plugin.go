@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
-	"sort"
 	"strings"
 	"sync/atomic"
 
@@ -238,14 +237,11 @@ func (p *Plugin) resource(ctx context.Context, app *framework.App) (*resource.Re
 	if version != "" {
 		attrs = append(attrs, attribute.String("service.version", version))
 	}
-	keys := make([]string, 0, len(p.cfg.ResourceAttributes))
-	for k := range p.cfg.ResourceAttributes {
-		keys = append(keys, k)
+	extra, err := flattenAttributes(p.cfg.ResourceAttributes)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: resource_attributes: %w", err) // refused by Validate already
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		attrs = append(attrs, attribute.String(k, p.cfg.ResourceAttributes[k]))
-	}
+	attrs = append(attrs, extra...)
 	res, err := resource.New(ctx, resource.WithFromEnv(), resource.WithAttributes(attrs...))
 	if err != nil && res == nil {
 		return nil, fmt.Errorf("telemetry: resource: %w", err)
