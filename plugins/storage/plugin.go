@@ -267,4 +267,5 @@ var (
 	_ framework.Stopper      = (*Plugin)(nil)
 	_ framework.Checker      = (*Plugin)(nil)
 	_ framework.RouteMounter = (*Plugin)(nil)
+	_ framework.Defaulter    = (*DiskConfig)(nil)
 )
