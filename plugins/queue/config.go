@@ -60,6 +60,7 @@ type Config struct {
 	// vanished (process killed, host lost) is given to another worker. It must
 	// exceed job_timeout. Postgres only: the redis backend's lease (30 s, plus
 	// 30 s of clock-skew margin, checked every minute) is fixed by asynq.
+	// Must be at least job_timeout + 1s.
 	// Defaults to 6m.
 	RescueAfter time.Duration `koanf:"rescue_after"`
 
@@ -140,8 +141,8 @@ func (c *Config) validate(v *framework.Validation) {
 	v.Deadline("enqueue_timeout", c.EnqueueTimeout)
 	v.Deadline("rescue_after", c.RescueAfter)
 	v.Deadline("poll_interval", c.PollInterval)
-	if c.JobTimeout > 0 && c.RescueAfter > 0 && c.RescueAfter <= c.JobTimeout {
-		v.Error("rescue_after", fmt.Sprintf("must exceed job_timeout (%s), got %s: a running job would be handed to a second worker", c.JobTimeout, c.RescueAfter),
+	if c.JobTimeout > 0 && c.RescueAfter > 0 && c.RescueAfter < c.JobTimeout+time.Second {
+		v.Error("rescue_after", fmt.Sprintf("must exceed job_timeout (%s) by at least 1s, got %s: a running job would be handed to a second worker", c.JobTimeout, c.RescueAfter),
 			fmt.Sprintf("set rescue_after to at least job_timeout plus a margin, e.g. %q", (c.JobTimeout+time.Minute).String()))
 	}
 	if c.Schema != "" && !identifierRe.MatchString(c.Schema) {

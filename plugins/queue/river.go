@@ -83,7 +83,7 @@ func (b *riverBackend) config(workers *river.Workers) *river.Config {
 		Logger:                      slog.New(levelHandler{b.logger().Handler(), slog.LevelWarn}),
 		SkipUnknownJobCheck:         true, // kinds may be handled by another service
 		MaxAttempts:                 cfg.MaxAttempts,
-		JobTimeout:                  -1, // the plugin applies job_timeout itself
+		JobTimeout:                  cfg.JobTimeout + time.Second, // see riverWorker.Timeout
 		RescueStuckJobsAfter:        cfg.RescueAfter,
 		RetryPolicy:                 riverRetryPolicy{b},
 		DiscardedJobRetentionPeriod: cfg.DeadRetention,
@@ -192,8 +192,12 @@ type riverWorker struct {
 	exec Executor
 }
 
-// Timeout disables River's own job timeout: the executor applies job_timeout.
-func (w *riverWorker) Timeout(*river.Job[riverArgs]) time.Duration { return -1 }
+// Timeout is River's own bound, a second after the executor's job_timeout so
+// the recorded error is the executor's. It must be positive: River's rescuer
+// never rescues a job whose worker has no timeout.
+func (w *riverWorker) Timeout(*river.Job[riverArgs]) time.Duration {
+	return w.b.env.Config.JobTimeout + time.Second
+}
 
 func (w *riverWorker) Work(ctx context.Context, job *river.Job[riverArgs]) error {
 	err := w.exec.Execute(ctx, Delivery{

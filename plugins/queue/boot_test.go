@@ -1,0 +1,130 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/jfasttest"
+	"github.com/jfastframework/jfast/plugins/queue"
+	"github.com/jfastframework/jfast/plugins/queue/queuetest"
+)
+
+func newApp(t *testing.T, table string) (*framework.App, error) {
+	t.Helper()
+	return jfasttest.New(t, jfasttest.Options{
+		TOML:    "[plugins]\nenabled = [\"queue\"]\n[plugin.queue]\n" + table,
+		Plugins: []framework.Plugin{queue.New()},
+	})
+}
+
+// One test per boot rule: each bad value is refused naming its full key.
+func TestBootRules(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ name, table, key, want string }{
+		{"unknown backend", `backend = "kafka"`, "plugin.queue.backend", `unknown backend "kafka"`},
+		{"zero job timeout", `job_timeout = 0`, "plugin.queue.job_timeout", "positive duration"},
+		{"negative job timeout", `job_timeout = "-1s"`, "plugin.queue.job_timeout", "positive duration"},
+		{"zero max attempts", `max_attempts = 0`, "plugin.queue.max_attempts", "greater than zero"},
+		{"zero retry base", `retry_base = 0`, "plugin.queue.retry_base", "positive duration"},
+		{"retry max below base", `retry_base = "10s"` + "\n" + `retry_max = "1s"`, "plugin.queue.retry_max", "at least retry_base"},
+		{"zero dead retention", `dead_retention = 0`, "plugin.queue.dead_retention", "positive duration"},
+		{"zero enqueue timeout", `enqueue_timeout = 0`, "plugin.queue.enqueue_timeout", "positive duration"},
+		{"zero poll interval", `poll_interval = 0`, "plugin.queue.poll_interval", "positive duration"},
+		{"rescue not above job timeout", `job_timeout = "10m"`, "plugin.queue.rescue_after", "must exceed job_timeout"},
+		{"schema not an identifier", `schema = "jobs; drop table users"`, "plugin.queue.schema", "not an identifier"},
+		{"schema with a dash", `schema = "my-jobs"`, "plugin.queue.schema", "not an identifier"},
+		{"schema on redis", `backend = "redis"` + "\n" + `schema = "jobs"`, "plugin.queue.schema", "PostgreSQL setting"},
+		{"queue name", "[plugin.queue.queues.Mail]\nconcurrency = 1", "plugin.queue.queues.Mail", "lowercase"},
+		{"zero concurrency", "[plugin.queue.queues.mail]\nconcurrency = 0", "plugin.queue.queues.mail.concurrency", "greater than zero"},
+		{"unknown key", `job_timout = "1m"`, "plugin.queue.job_timout", "job_timeout"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := newApp(t, tc.table)
+			var errs framework.ConfigErrors
+			if !errors.As(err, &errs) {
+				t.Fatalf("boot error = %v, want ConfigErrors", err)
+			}
+			if len(errs) != 1 || errs[0].Key != tc.key {
+				t.Fatalf("errors = %v, want one for %s", errs, tc.key)
+			}
+			if msg := errs[0].Error(); !strings.Contains(msg, tc.want) {
+				t.Fatalf("error = %q, want it to contain %q", msg, tc.want)
+			}
+		})
+	}
+}
+
+func TestDefaultsAreValid(t *testing.T) {
+	t.Parallel()
+	if _, err := newApp(t, ""); err != nil {
+		t.Fatal(err)
+	}
+	d := queue.DefaultConfig()
+	if d.JobTimeout.String() != "5m0s" || d.MaxAttempts != 10 || d.EnqueueTimeout.String() != "5s" || d.Backend != "postgres" || !d.Workers {
+		t.Fatalf("defaults = %+v", d)
+	}
+}
+
+// The chosen backend's plugin must be enabled: the boot stops naming the fix.
+func TestBackendPluginMissing(t *testing.T) {
+	t.Parallel()
+	for backend, want := range map[string]string{
+		"postgres": `add "db" to [plugins] enabled`,
+		"redis":    `add "cache" to [plugins] enabled`,
+	} {
+		app, err := jfasttest.New(t, jfasttest.Options{
+			TOML:    "[app]\nlisten = \"127.0.0.1:0\"\n[plugins]\nenabled = [\"queue\"]\n[plugin.queue]\nbackend = \"" + backend + "\"\n",
+			Plugins: []framework.Plugin{queue.New()},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = app.Start(context.Background())
+		if err == nil {
+			_ = app.Stop(context.Background())
+			t.Fatalf("%s: start succeeded without its plugin", backend)
+		}
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s: start error = %v, want it to say %s", backend, err, want)
+		}
+	}
+}
+
+func TestHandleRules(t *testing.T) {
+	t.Parallel()
+	q := queue.New()
+	if err := queue.Handle(q, "bad kind!", func(context.Context, struct{}) error { return nil }); err == nil {
+		t.Fatal("kind with a space and ! accepted")
+	}
+	if err := queue.Handle[struct{}](q, "nil", nil); err == nil {
+		t.Fatal("nil handler accepted")
+	}
+	if err := queue.Handle(q, "a", func(context.Context, struct{}) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := queue.Handle(q, "a", func(context.Context, int) error { return nil }); err == nil {
+		t.Fatal("second handler for a kind accepted")
+	}
+}
+
+// A handler registered after the workers started would never run: refused.
+func TestHandleAfterWorkersStarted(t *testing.T) {
+	t.Parallel()
+	name := queuetest.QueueName(t)
+	svc := startApp(t, "postgres", queuetest.Config{Queue: queuetest.QueueTOML(name, 1)}, func(q *queue.Plugin) {
+		_ = queue.Handle(q, "early", func(context.Context, struct{}) error { return nil })
+	}, appOpts{})
+	q, _ := queue.From(svc.App)
+	queuetest.Eventually(t, 5*time.Second, "workers running", func() bool {
+		return strings.Contains(svc.Get(t, "/ready").String(), `"workers":"running"`)
+	})
+	if err := queue.Handle(q, "late", func(context.Context, struct{}) error { return nil }); err == nil || !strings.Contains(err.Error(), "after the workers started") {
+		t.Fatalf("late Handle = %v", err)
+	}
+}
