@@ -61,13 +61,23 @@ type DependencyInstrumenter interface {
 	DependencyObserver() DependencyObserver
 }
 
+// JobObserver is told when an attempt of a queued job starts, with the
+// metadata stored when it was enqueued. It returns the context the handler
+// runs under (continuing the enqueuing request's trace and carrying the job's
+// span) and a function to call exactly once when the attempt ends, with the
+// handler's error (nil on success).
+type JobObserver = func(ctx context.Context, kind string, metadata map[string]string) (context.Context, func(err error))
+
 // JobPropagator is a plugin that carries trace context with queued jobs (the
-// telemetry plugin): Inject writes the enqueuing context's trace into a job's
-// metadata, Extract returns the context a job runs under from that metadata.
+// telemetry plugin): InjectJob writes the enqueuing context's trace into a
+// job's metadata; ExtractJob returns the context a job runs under from that
+// metadata; ObserveJob does what ExtractJob does and also makes a span for the
+// attempt, for a queue that can tell when the attempt ends.
 type JobPropagator interface {
 	Plugin
 	InjectJob(ctx context.Context, metadata map[string]string)
 	ExtractJob(ctx context.Context, metadata map[string]string) context.Context
+	ObserveJob(ctx context.Context, kind string, metadata map[string]string) (context.Context, func(err error))
 }
 
 // DependencyObserverOf returns the DependencyObserver of the first enabled plugin

@@ -32,6 +32,11 @@ func (i *instrumenter) ExtractJob(ctx context.Context, md map[string]string) con
 	return context.WithValue(ctx, ctxKey{}, md["traceparent"])
 }
 
+func (i *instrumenter) ObserveJob(ctx context.Context, kind string, md map[string]string) (context.Context, func(error)) {
+	*i.calls = append(*i.calls, "job "+kind)
+	return i.ExtractJob(ctx, md), func(error) { *i.calls = append(*i.calls, "end job "+kind) }
+}
+
 func newInstrumentedApp(t *testing.T, enabled string, plugins ...framework.Plugin) *framework.App {
 	t.Helper()
 	app, err := framework.New(framework.Options{
@@ -84,5 +89,13 @@ func TestDependencyObserverOfEnabled(t *testing.T) {
 	j.InjectJob(context.Background(), md)
 	if got := j.ExtractJob(context.Background(), md).Value(ctxKey{}); got != "x" {
 		t.Fatalf("extracted %v", got)
+	}
+	jctx, endJob := j.ObserveJob(context.Background(), "mail.send", md)
+	if got := jctx.Value(ctxKey{}); got != "x" {
+		t.Fatalf("observed job context carries %v", got)
+	}
+	endJob(nil)
+	if n := len(calls); n != 4 || calls[2] != "job mail.send" || calls[3] != "end job mail.send" {
+		t.Fatalf("calls = %q", calls)
 	}
 }

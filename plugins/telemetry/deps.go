@@ -62,3 +62,26 @@ func (p *Plugin) ExtractJob(ctx context.Context, metadata map[string]string) con
 	}
 	return p.prop.Extract(ctx, propagation.MapCarrier(metadata))
 }
+
+// ObserveJob implements framework.JobPropagator: the attempt runs under the
+// enqueuing request's trace, in a consumer span "job <kind>" that ends when
+// the returned function is called. A job enqueued outside a trace starts a
+// trace of its own (subject to sample_ratio).
+func (p *Plugin) ObserveJob(ctx context.Context, kind string, metadata map[string]string) (context.Context, func(error)) {
+	tp := p.tracer.Load()
+	if tp == nil {
+		return ctx, endNothing
+	}
+	if len(metadata) > 0 {
+		ctx = p.prop.Extract(ctx, propagation.MapCarrier(metadata))
+	}
+	ctx, span := (*tp).Start(ctx, "job "+kind, trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String("jfast.job.kind", kind)))
+	return ctx, func(err error) {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}
+}

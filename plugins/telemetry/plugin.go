@@ -139,9 +139,7 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 			return fmt.Errorf("telemetry: instrument the http plugin: %w", err)
 		}
 	}
-	if q, ok := app.Plugin("queue").(metadataHooker); ok {
-		q.AddMetadataHooks(p.InjectJob, p.ExtractJob)
-	}
+	p.instrumentQueue(app.Plugin("queue"))
 	return nil
 }
 
@@ -149,6 +147,30 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 // each job.
 type metadataHooker interface {
 	AddMetadataHooks(inject func(context.Context, map[string]string), extract func(context.Context, map[string]string) context.Context)
+}
+
+// jobObservable is a queue that also tells when a job's attempt ends, so the
+// attempt gets a span of its own.
+type jobObservable interface {
+	AddJobObserver(f framework.JobObserver)
+}
+
+// instrumentQueue stores the trace context with every job the queue plugin
+// enqueues, and continues it when the job runs: with a span per attempt when
+// the queue offers AddJobObserver, else by running the job under the
+// enqueuing trace (its calls and dependency spans join that trace; the
+// attempt itself has no span).
+func (p *Plugin) instrumentQueue(q framework.Plugin) {
+	h, ok := q.(metadataHooker)
+	if !ok {
+		return
+	}
+	if o, ok := q.(jobObservable); ok {
+		h.AddMetadataHooks(p.InjectJob, nil)
+		o.AddJobObserver(p.ObserveJob)
+		return
+	}
+	h.AddMetadataHooks(p.InjectJob, p.ExtractJob)
 }
 
 // Stop implements framework.Stopper: it exports the spans still queued and
