@@ -153,6 +153,9 @@ func (p *Plugin) Check(ctx context.Context) readiness.Report {
 // maybeSweep starts a background sweep of expired records when sweep_interval
 // has passed on the App clock since the last one, and none is running.
 func (p *Plugin) maybeSweep(now time.Time) {
+	if p.cfg.Store != StorePostgres {
+		return // Redis expires its keys by itself
+	}
 	last := p.lastSweep.Load()
 	if now.UnixNano()-last < int64(p.cfg.SweepInterval) || !p.lastSweep.CompareAndSwap(last, now.UnixNano()) {
 		return
