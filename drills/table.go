@@ -20,7 +20,7 @@ func ms(d time.Duration) string {
 	return fmt.Sprintf("%d ms", d.Round(time.Millisecond).Milliseconds())
 }
 
-var tableHeader = []string{"dependency", "fault", "status", "first answer", "paid a deadline", "slowest", "breaker-answered p50 / max", "/ready", "recovered in", "result"}
+var tableHeader = []string{"dependency", "fault", "status", "first answer", "paid a deadline", "slowest", "answered fast p50 / max", "/ready", "recovered in", "result"}
 
 func (r Result) row() []string {
 	switch {
