@@ -7,7 +7,10 @@ import (
 	"github.com/jfastframework/jfast/plugins/db"
 	"github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/plugins/idempotency"
+	"github.com/jfastframework/jfast/plugins/mail"
+	"github.com/jfastframework/jfast/plugins/queue"
 	"github.com/jfastframework/jfast/plugins/storage"
+	"github.com/jfastframework/jfast/plugins/telemetry"
 )
 
 // builtin are the plugins compiled into the jfast binary, so `jfast check` and
@@ -20,4 +23,7 @@ var builtin = map[string]func() framework.Plugin{
 	"auth":        func() framework.Plugin { return auth.New() },
 	"storage":     func() framework.Plugin { return storage.New() },
 	"idempotency": func() framework.Plugin { return idempotency.New() },
+	"queue":       func() framework.Plugin { return queue.New() },
+	"telemetry":   func() framework.Plugin { return telemetry.New() },
+	"mail":        func() framework.Plugin { return mail.New() },
 }

@@ -105,6 +105,24 @@ var recipes = []recipe{
 		Note:  "The `files` disk is the local directory data/files (in the container, /home/nonroot/data/files on the `files` volume); set `JFAST_STORAGE_DISKS__FILES__ROOT` to move it.",
 	},
 	{
+		// Jobs live in PostgreSQL (River, the default backend) or, when only the
+		// cache plugin is chosen, in Redis (asynq); see choose.
+		Name:       "queue",
+		Import:     modulePath + "/plugins/queue",
+		Ident:      "queue",
+		Settings:   map[string]string{},
+		Route:      "`POST /greetings`: enqueues a `greet` job, which the service's workers run",
+		Note:       "The queue's backend is PostgreSQL (the db plugin) unless only the cache plugin is chosen (Redis, `backend = \"redis\"`). `go run . worker` runs only the jobs; with `workers = true` (the default) `serve` runs them too. Without the backend the /greetings test accepts the 503 naming `queue`.",
+		NeedsOneOf: []string{"db", "cache"},
+	},
+	{
+		Name:   "telemetry",
+		Import: modulePath + "/plugins/telemetry",
+		Ident:  "telemetry",
+		Route:  "`GET /trace`: the trace and span of the request, continuing a caller's W3C traceparent",
+		Note:   "Spans go over OTLP/HTTP to http://localhost:4318 unless `JFAST_TELEMETRY_ENDPOINT` (or `OTEL_EXPORTER_OTLP_ENDPOINT`) says otherwise; an unreachable collector never slows a request.",
+	},
+	{
 		// Keys are kept in PostgreSQL (the default store) or, when only the cache
 		// plugin is chosen, in Redis; see choose.
 		Name:       "idempotency",

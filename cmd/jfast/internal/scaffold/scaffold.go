@@ -314,8 +314,13 @@ func choose(names []string, available map[string]func() framework.Plugin) ([]rec
 		if len(r.NeedsOneOf) > 0 && !slices.ContainsFunc(r.NeedsOneOf, func(n string) bool { return seen[n] }) {
 			return nil, fmt.Errorf("plugin %q needs one of %s as well: add it to --plugins (e.g. --plugins %s,%s)", r.Name, strings.Join(r.NeedsOneOf, " or "), r.NeedsOneOf[0], r.Name)
 		}
-		if r.Name == "idempotency" && seen["cache"] && !seen["db"] {
-			r.Settings = map[string]string{"plugin.idempotency.store": `"redis"`}
+		if seen["cache"] && !seen["db"] {
+			switch r.Name {
+			case "idempotency":
+				r.Settings = map[string]string{"plugin.idempotency.store": `"redis"`}
+			case "queue":
+				r.Settings = map[string]string{"plugin.queue.backend": `"redis"`}
+			}
 		}
 		out = append(out, r)
 	}

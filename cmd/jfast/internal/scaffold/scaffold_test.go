@@ -19,7 +19,10 @@ import (
 	"github.com/jfastframework/jfast/plugins/db"
 	"github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/plugins/idempotency"
+	"github.com/jfastframework/jfast/plugins/mail"
+	"github.com/jfastframework/jfast/plugins/queue"
 	"github.com/jfastframework/jfast/plugins/storage"
+	"github.com/jfastframework/jfast/plugins/telemetry"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -41,6 +44,9 @@ var all = map[string]func() framework.Plugin{
 	"auth":        func() framework.Plugin { return auth.New() },
 	"storage":     func() framework.Plugin { return storage.New() },
 	"idempotency": func() framework.Plugin { return idempotency.New() },
+	"queue":       func() framework.Plugin { return queue.New() },
+	"telemetry":   func() framework.Plugin { return telemetry.New() },
+	"mail":        func() framework.Plugin { return mail.New() },
 }
 
 // golden compares got with testdata/<name>, or rewrites it with -update.
@@ -128,14 +134,14 @@ func normalizeGoMod(t *testing.T, data []byte, root string) []byte {
 // comments come from the plugins' doc comments, which their authors may reword.
 func TestGoldenEveryPlugin(t *testing.T) {
 	t.Parallel()
-	got := files(t, Options{Name: "shop", Module: "github.com/acme/shop", Framework: frameworkRoot(t), Available: all, Plugins: []string{"storage", "auth", "cache", "db", "http", "idempotency"}})
+	got := files(t, Options{Name: "shop", Module: "github.com/acme/shop", Framework: frameworkRoot(t), Available: all, Plugins: []string{"storage", "auth", "cache", "db", "http", "idempotency", "queue", "telemetry"}})
 	for name, data := range got {
 		if name == "go.mod" || name == "go.sum" || name == "jfast.toml" {
 			continue
 		}
 		golden(t, "every/"+name, data)
 	}
-	if !strings.Contains(string(got["jfast.toml"]), `enabled = ["observability", "http", "db", "cache", "auth", "storage", "idempotency"]`) {
+	if !strings.Contains(string(got["jfast.toml"]), `enabled = ["observability", "http", "db", "cache", "auth", "storage", "queue", "telemetry", "idempotency"]`) {
 		t.Errorf("plugins not enabled in recipe order:\n%s", got["jfast.toml"])
 	}
 }
@@ -274,8 +280,10 @@ func TestRefusals(t *testing.T) {
 		{"module with a space", Options{Name: "orders", Module: "github.com/a b", Framework: root}, `character outside`},
 		{"module upper-case first element", Options{Name: "orders", Module: "GitHub.com/a", Framework: root}, `first element must be lower case`},
 		{"module inside jfast", Options{Name: "orders", Module: "github.com/jfastframework/jfast/x", Framework: root}, `inside the framework's own module`},
-		{"unknown plugin", Options{Name: "orders", Framework: root, Available: all, Plugins: []string{"htp"}}, `unknown plugin "htp"; available: http, db, cache, auth, storage, idempotency`},
-		{"plugin not there yet", Options{Name: "orders", Framework: root, Available: all, Plugins: []string{"mail"}}, `plugin "mail" does not exist in this jfast yet`},
+		{"unknown plugin", Options{Name: "orders", Framework: root, Available: all, Plugins: []string{"htp"}}, `unknown plugin "htp"; available: http, db, cache, auth, storage, queue, telemetry, idempotency`},
+		{"plugin not there yet", Options{Name: "orders", Framework: root, Available: all, Plugins: []string{"drills"}}, `unknown plugin "drills"`},
+		{"plugin without an example", Options{Name: "orders", Framework: root, Available: all, Plugins: []string{"mail"}}, `jfast new has no example for plugin "mail" yet`},
+		{"a planned plugin not compiled in", Options{Name: "orders", Framework: root, Available: map[string]func() framework.Plugin{}, Plugins: []string{"db"}}, `plugin "db" does not exist in this jfast yet`},
 		{"idempotency without a store", Options{Name: "orders", Framework: root, Available: all, Plugins: []string{"idempotency"}}, `plugin "idempotency" needs one of db or cache as well`},
 		{"plugin twice", Options{Name: "orders", Framework: root, Available: all, Plugins: []string{"db", "db"}}, `plugin "db" is listed twice`},
 		{"not a checkout", Options{Name: "orders", Framework: t.TempDir()}, `framework checkout`},
@@ -315,13 +323,13 @@ func TestWriteRefusesANonEmptyDirectory(t *testing.T) {
 func TestGeneratedConfigBoots(t *testing.T) {
 	t.Parallel()
 	root := frameworkRoot(t)
-	sets := [][]string{nil, Known(), {"idempotency", "cache"}}
+	sets := [][]string{nil, Known(), {"idempotency", "cache"}, {"queue", "cache"}}
 	for _, n := range Known() {
-		if n != "idempotency" {
+		if n != "idempotency" && n != "queue" {
 			sets = append(sets, []string{n})
 		}
 	}
-	sets = append(sets, []string{"idempotency", "db"})
+	sets = append(sets, []string{"idempotency", "db"}, []string{"queue", "db"})
 	for _, set := range sets {
 		o := Options{Name: "svc", Framework: root, Available: all, Plugins: set}
 		chosen, err := choose(set, all)

@@ -9,7 +9,9 @@ import (
 	"github.com/jfastframework/jfast/plugins/db"
 	"github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/plugins/idempotency"
+	"github.com/jfastframework/jfast/plugins/queue"
 	"github.com/jfastframework/jfast/plugins/storage"
+	"github.com/jfastframework/jfast/plugins/telemetry"
 )
 
 func main() {
@@ -26,6 +28,8 @@ func Options() framework.Options {
 			cache.New(),
 			auth.New(),
 			storage.New(),
+			queue.New(),
+			telemetry.New(),
 			idempotency.New(),
 		},
 		Routes: Routes,

@@ -29,6 +29,12 @@ func Routes(app *framework.App, r chi.Router) error {
 	if err := storageRoutes(app, r); err != nil {
 		return err
 	}
+	if err := queueRoutes(app, r); err != nil {
+		return err
+	}
+	if err := telemetryRoutes(app, r); err != nil {
+		return err
+	}
 	if err := idempotencyRoutes(app, r); err != nil {
 		return err
 	}
