@@ -32,7 +32,7 @@
 //		if err != nil {
 //			return err
 //		}
-//		r.Post("/orders", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+//		r.Method(http.MethodPost, "/orders", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
 //			// ... store the order ...
 //			return m.Send(r.Context(), mail.Message{
 //				To:      []string{"ada@example.com"},

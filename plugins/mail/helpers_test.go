@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/emersion/go-smtp"
+	"github.com/go-chi/chi/v5"
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/jfasttest"
@@ -35,6 +36,8 @@ type bundle struct {
 // config is what a test sets about the App; empty fields take the defaults
 // below (short retry delays so retries are quick, not skipped).
 type config struct {
+	transport   string // default "smtp"
+	routes      func(app *framework.App, r chi.Router) error
 	port        int
 	mail        string // extra [plugin.mail] lines
 	queue       string // extra [plugin.queue] lines
@@ -46,6 +49,9 @@ func setup(t *testing.T, c config) *bundle {
 	name := "mail_" + randHex(5)
 	if c.maxAttempts == 0 {
 		c.maxAttempts = 5
+	}
+	if c.transport == "" {
+		c.transport = "smtp"
 	}
 	toml := fmt.Sprintf(`[plugins]
 enabled = ["db", "queue", "mail"]
@@ -64,16 +70,16 @@ max_attempts = %d
 concurrency = 2
 
 [plugin.mail]
-transport = "smtp"
+transport = %q
 host = "127.0.0.1"
 port = %d
 use_starttls = false
 from = "Shop <shop@example.com>"
 queue = %q
 %s
-`, dbURL(), c.maxAttempts, c.queue, name, c.port, name, c.mail)
+`, dbURL(), c.maxAttempts, c.queue, name, c.transport, c.port, name, c.mail)
 	m, q := mail.New(), queue.New()
-	svc := jfasttest.Start(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{db.New(), q, m}})
+	svc := jfasttest.Start(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{db.New(), q, m}, Routes: c.routes})
 	return &bundle{svc: svc, mail: m, queue: q, name: name}
 }
 
