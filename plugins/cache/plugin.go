@@ -172,6 +172,7 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 	if err != nil {
 		return fmt.Errorf("cache: %w", err) // already refused by Validate; kept for safety
 	}
+	addTraceHook(app, client)
 	client.AddHook(&hook{timeout: p.cfg.CommandTimeout, breaker: p.breaker})
 	p.client = client
 	p.metrics = newMetrics(p)
