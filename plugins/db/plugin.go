@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jfastframework/jfast/framework"
@@ -37,6 +38,7 @@ type Plugin struct {
 	log     *slog.Logger
 	clock   resilience.Clock
 	appName string
+	tracer  pgx.QueryTracer // nil unless a plugin observes dependencies (telemetry)
 
 	mu      sync.Mutex
 	db      *DB
@@ -79,6 +81,7 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 	p.log = app.Logger().With(slog.String("plugin", dependencyName))
 	p.clock = app.Clock()
 	p.appName = app.Config().Name
+	p.tracer = newQueryTracer(app)
 	if p.cfg.MigrateOnStart {
 		r, err := p.Migrate(ctx, MigrateUp)
 		if err != nil {
@@ -154,6 +157,9 @@ func (p *Plugin) poolConfig(dsn string, size int, minIdle int32) (*pgxpool.Confi
 	pc.MaxConnIdleTime = p.cfg.MaxConnIdle
 	p.applyConnConfig(pc.ConnConfig.Config.RuntimeParams)
 	pc.ConnConfig.ConnectTimeout = p.cfg.ConnectTimeout
+	if p.tracer != nil {
+		pc.ConnConfig.Tracer = p.tracer
+	}
 	return pc, nil
 }
 
