@@ -1,0 +1,78 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jfastframework/jfast/examples/internal/exampletest"
+)
+
+func getStock(t *testing.T, b *bundle, sku string) Stock {
+	t.Helper()
+	r := b.svc.Get(t, "/stock/"+sku)
+	var s Stock
+	if err := json.Unmarshal(r.Body, &s); err != nil || r.Status != http.StatusOK {
+		t.Fatalf("GET /stock/%s = %d %s", sku, r.Status, r.Body)
+	}
+	return s
+}
+
+// TestStockCached: the answer is remembered in Redis for 30 s; an order
+// drops the SKU's entry.
+func TestStockCached(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	sku := b.newSKU(t, 3, 700)
+	if s := getStock(t, b, sku); s.Available != 3 || s.PriceMinor != 700 || s.Currency != "EUR" {
+		t.Fatalf("stock = %+v", s)
+	}
+	ttl, ok, err := b.cache.TTL(context.Background(), stockKey(sku))
+	if err != nil || !ok || ttl <= 0 || ttl > 30*time.Second {
+		t.Fatalf("cache entry ttl = %v %v %v, want within 30s", ttl, ok, err)
+	}
+	if _, err := b.db.Exec(context.Background(), `UPDATE stock SET available = 9 WHERE sku = $1`, sku); err != nil {
+		t.Fatal(err)
+	}
+	if s := getStock(t, b, sku); s.Available != 3 {
+		t.Fatalf("stock within the TTL = %d, want the cached 3", s.Available)
+	}
+	if r := b.svc.Do(t, http.MethodPost, "/orders", orderBody(sku, 1), exampletest.Bearer(t, "ada")...); r.Status != http.StatusCreated {
+		t.Fatalf("POST /orders = %d %s", r.Status, r.Body)
+	}
+	if s := getStock(t, b, sku); s.Available != 8 {
+		t.Fatalf("stock after an order = %d, want 8 (the entry dropped)", s.Available)
+	}
+	if r := b.svc.Get(t, "/stock/no-such-sku"); r.Status != http.StatusNotFound {
+		t.Fatalf("GET /stock/no-such-sku = %d %s", r.Status, r.Body)
+	}
+	if _, ok, _ := b.cache.Get(context.Background(), stockKey("no-such-sku")); ok {
+		t.Fatal("a missing SKU was cached")
+	}
+}
+
+// TestStockWithoutRedis: Redis is down and the route still answers from
+// PostgreSQL; /ready says cache is the problem, and stays 200 (degraded).
+func TestStockWithoutRedis(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{cacheURL: "redis://" + closedPort(t) + "/0"})
+	sku := b.newSKU(t, 4, 300)
+	for range 3 {
+		if s := getStock(t, b, sku); s.Available != 4 {
+			t.Fatalf("stock = %+v", s)
+		}
+	}
+	if _, err := b.db.Exec(context.Background(), `UPDATE stock SET available = 2 WHERE sku = $1`, sku); err != nil {
+		t.Fatal(err)
+	}
+	if s := getStock(t, b, sku); s.Available != 2 {
+		t.Fatalf("stock without Redis = %d, want the database's 2", s.Available)
+	}
+	r := b.svc.Get(t, "/ready")
+	if r.Status != http.StatusOK || !strings.Contains(r.String(), `"status":"degraded"`) || !strings.Contains(r.String(), `"cache":{"healthy":false`) {
+		t.Fatalf("/ready without Redis = %d %s", r.Status, r.Body)
+	}
+}
