@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"fmt"
+	"github.com/go-chi/chi/v5"
 	"github.com/jfastframework/jfast/plugins/queue"
 	"testing"
 	"time"
@@ -58,8 +59,9 @@ func (r *redisStandIn) Client() redis.UniversalClient { return r.c }
 
 // appOpts are what a test may change about the App a harness starts.
 type appOpts struct {
-	addr  string // broker address; default the machine's server
-	clock resilience.Clock
+	addr   string // broker address; default the machine's server
+	clock  resilience.Clock
+	routes func(app *framework.App, r chi.Router) error
 }
 
 func startApp(t *testing.T, backend string, cfg queuetest.Config, register func(*queue.Plugin), o appOpts) *jfasttest.Service {
@@ -78,7 +80,7 @@ func startApp(t *testing.T, backend string, cfg queuetest.Config, register func(
 	}
 	toml := fmt.Sprintf("[app]\nlisten = \"127.0.0.1:0\"\n%s\n[plugins]\nenabled = [%q, \"queue\"]\n[plugin.queue]\nbackend = %q\n%s",
 		cfg.App, dep.Name(), backend, cfg.Queue)
-	return jfasttest.Start(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{dep, q}, Clock: o.clock})
+	return jfasttest.Start(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{dep, q}, Clock: o.clock, Routes: o.routes})
 }
 
 func or(a, b string) string {
