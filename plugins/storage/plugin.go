@@ -89,7 +89,7 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 			}
 			d.drv = ld
 		case DriverS3:
-			sd, err := newS3Driver(ctx, cfg)
+			sd, err := newS3Driver(ctx, cfg, s3TraceOptions(app)...)
 			if err != nil {
 				p.closeDisks()
 				return fmt.Errorf("storage disk %q: %w", name, err)

@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
 )
 
 // partSize is the part of a multipart upload of a body of unknown size: S3's
@@ -52,7 +53,7 @@ type s3Driver struct {
 	pageSize  int32 // keys per List page: S3's maximum, 1000
 }
 
-func newS3Driver(ctx context.Context, cfg DiskConfig) (*s3Driver, error) {
+func newS3Driver(ctx context.Context, cfg DiskConfig, apiOptions ...func(*middleware.Stack) error) (*s3Driver, error) {
 	tr := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           gapDialer{connect: cfg.ConnectTimeout, gap: cfg.ReadTimeout}.DialContext,
@@ -106,6 +107,7 @@ func newS3Driver(ctx context.Context, cfg DiskConfig) (*s3Driver, error) {
 		}
 		opts.Credentials = ac.Credentials
 	}
+	opts.APIOptions = append(opts.APIOptions, apiOptions...)
 	client := s3.New(opts)
 	d := &s3Driver{
 		client:    client,
