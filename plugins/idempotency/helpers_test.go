@@ -82,7 +82,7 @@ type setupOpts struct {
 //	POST /too-many        guarded: 429
 //	POST /panics          guarded: panics
 //	POST /bad             guarded: 400 after counting
-func setup(t *testing.T, o setupOpts) *bundle {
+func setup(t testing.TB, o setupOpts) *bundle {
 	t.Helper()
 	b := &bundle{clock: jfasttest.NewClock(), store: o.store}
 	target := sharedRedis

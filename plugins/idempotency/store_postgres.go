@@ -98,6 +98,15 @@ func (s *postgresStore) acquire(ctx context.Context, c claim) (bool, *record, er
 	if err := s.ensure(ctx); err != nil {
 		return false, nil, err
 	}
+	// A repeat is answered by a read: no row lock, no commit to flush. Only a
+	// key that looks free or stale goes to the insert, which decides.
+	rec, err := s.read(ctx, c.Key)
+	if err != nil {
+		return false, nil, err
+	}
+	if rec != nil && !rec.stale(c.Now) {
+		return false, rec, nil
+	}
 	for range acquireAttempts {
 		var token string
 		err := s.pool.QueryRow(ctx, s.qAcquire, c.Key, c.Fingerprint, c.Token, c.LeaseUntil, c.ExpiresAt, c.Now).Scan(&token)
@@ -107,31 +116,40 @@ func (s *postgresStore) acquire(ctx context.Context, c claim) (bool, *record, er
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return false, nil, err
 		}
-		// The key is held: read who holds it.
-		var (
-			rec    record
-			st     string
-			header []byte
-		)
-		err = s.pool.QueryRow(ctx, s.qSelect, c.Key).Scan(&rec.Fingerprint, &st, &rec.LeaseUntil, &rec.ExpiresAt, &rec.Status, &header, &rec.Body)
-		if errors.Is(err, pgx.ErrNoRows) {
-			continue // released between the two statements: try again
-		}
+		// Another request holds the key: read what it holds.
+		rec, err := s.read(ctx, c.Key)
 		if err != nil {
 			return false, nil, err
 		}
-		rec.State = state(st)
-		if len(header) > 0 {
-			if err := json.Unmarshal(header, &rec.Header); err != nil {
-				return false, nil, fmt.Errorf("decode stored headers of key: %w", err)
-			}
+		if rec == nil || rec.stale(c.Now) {
+			continue // released or gone stale between the two statements: try again
 		}
-		if rec.stale(c.Now) {
-			continue // went stale between the two statements: try again
-		}
-		return false, &rec, nil
+		return false, rec, nil
 	}
 	return false, &record{Fingerprint: c.Fingerprint, State: stateRunning, LeaseUntil: c.LeaseUntil, ExpiresAt: c.ExpiresAt}, nil
+}
+
+// read returns key's record, or nil when there is none.
+func (s *postgresStore) read(ctx context.Context, key string) (*record, error) {
+	var (
+		rec    record
+		st     string
+		header []byte
+	)
+	err := s.pool.QueryRow(ctx, s.qSelect, key).Scan(&rec.Fingerprint, &st, &rec.LeaseUntil, &rec.ExpiresAt, &rec.Status, &header, &rec.Body)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec.State = state(st)
+	if len(header) > 0 {
+		if err := json.Unmarshal(header, &rec.Header); err != nil {
+			return nil, fmt.Errorf("decode stored headers: %w", err)
+		}
+	}
+	return &rec, nil
 }
 
 func (s *postgresStore) complete(ctx context.Context, key, token string, rec *record) (bool, error) {
