@@ -623,6 +623,7 @@ backend = "postgres"
 retry_base = "50ms"
 retry_max = "300ms"
 poll_interval = "100ms"
+enqueue_timeout = "1s"
 max_attempts = 100
 [plugin.queue.queues.mail]
 concurrency = 2
@@ -680,7 +681,7 @@ queue = "mail"
 	run(t, &Drill{
 		Dependency: "mail", Fault: "pause (SIGSTOP mailpit)", BaseURL: svc.URL,
 		Route: "/mail", Other: "/plain", Want: http.StatusOK, Check: "mail",
-		Deadline:    margin, // an enqueue: no SMTP in the request
+		Deadline:    time.Second + margin, // an enqueue (enqueue_timeout): no SMTP in the request
 		ReadyWithin: 30 * time.Second,
 		Take:        srv.Pause, Give: srv.Resume,
 	})

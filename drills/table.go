@@ -95,12 +95,13 @@ const ReportVar = "JFAST_DRILL_REPORT"
 
 // WriteReport prints the table to out and writes it as Markdown, with the
 // date and the machine's load, to $JFAST_DRILL_REPORT or, when that is not
-// set, to a new file in the temporary directory. It returns the path.
+// set, to jfast-drills.md in the temporary directory (replaced on every run).
+// It returns the path.
 func WriteReport(out io.Writer, results []Result, note string) (string, error) {
 	fmt.Fprintf(out, "\ndrills (%s):\n%s", note, Text(results))
 	path := os.Getenv(ReportVar)
 	if path == "" {
-		path = filepath.Join(os.TempDir(), fmt.Sprintf("jfast-drills-%s.md", time.Now().UTC().Format("20060102-150405")))
+		path = filepath.Join(os.TempDir(), "jfast-drills.md")
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
 	md := fmt.Sprintf("Measured %s UTC, %s; load average %s.\n\n%s", time.Now().UTC().Format("2006-01-02 15:04"), note,
