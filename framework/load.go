@@ -76,6 +76,12 @@ func loadRaw(fileName string, text []byte, environ []string, isDeploy func(strin
 	}
 	merged := make(map[string]any, len(fileValues))
 	for key, v := range fileValues {
+		if m, ok := v.(map[string]any); ok && len(m) == 0 {
+			// An empty table ([plugin.cache] with no keys) is a leaf in the flat
+			// map; unflattened after an environment key below it, it would hide
+			// that key. It says nothing, so it is dropped.
+			continue
+		}
 		merged[key] = v
 		raw.sources[key] = Source{Kind: "file"}
 	}
