@@ -64,7 +64,7 @@ type appOpts struct {
 	routes func(app *framework.App, r chi.Router) error
 }
 
-func startApp(t *testing.T, backend string, cfg queuetest.Config, register func(*queue.Plugin), o appOpts) *jfasttest.Service {
+func startApp(t testing.TB, backend string, cfg queuetest.Config, register func(*queue.Plugin), o appOpts) *jfasttest.Service {
 	t.Helper()
 	q := queue.New()
 	if register != nil {
@@ -92,7 +92,7 @@ func or(a, b string) string {
 
 // deleteRedisQueues removes the asynq keys of the test's queues from the shared
 // Redis (never anything else).
-func deleteRedisQueues(t *testing.T, cfg queuetest.Config) {
+func deleteRedisQueues(t testing.TB, cfg queuetest.Config) {
 	c := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
