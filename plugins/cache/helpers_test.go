@@ -1,22 +1,18 @@
 package cache
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"regexp"
-	"strconv"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jfastframework/jfast/drills"
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/jfasttest"
@@ -105,85 +101,39 @@ func deletePrefix(t testing.TB, prefix string) {
 	}
 }
 
-// redisServer is a private redis-server the test started; only it is ever
-// paused.
-type redisServer struct {
-	cmd  *exec.Cmd
-	addr string
-}
+// redisServer is a private redis-server the test started (drills.StartRedis);
+// only it is ever paused.
+type redisServer struct{ *drills.Redis }
 
-func (s *redisServer) url() string { return "redis://" + s.addr + "/0" }
-
-// startRedis starts a redis-server on a free loopback port, waits until it
-// answers, and stops it (by its pid) when the test ends.
+// startRedis starts a redis-server on a free loopback port and stops it (by
+// its pid) when the test ends.
 func startRedis(t *testing.T) *redisServer {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := drills.StartRedis(ctx)
 	if err != nil {
-		t.Fatalf("redis-server is not installed: %v (apt-get install redis-server)", err)
+		t.Fatalf("private redis-server: %v (apt-get install redis-server)", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", t.TempDir(), "--loglevel", "warning")
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start redis-server: %v", err)
-	}
-	s := &redisServer{cmd: cmd, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if s.ping() == nil {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on %s did not answer PING within 10s", s.addr)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	t.Cleanup(func() { _ = r.Stop() })
+	return &redisServer{r}
 }
 
-// ping sends PING on a fresh connection.
-func (s *redisServer) ping() error {
-	c, err := net.DialTimeout("tcp", s.addr, 200*time.Millisecond)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(200 * time.Millisecond))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if line != "+PONG\r\n" {
-		return fmt.Errorf("PING answered %q", line)
-	}
-	return nil
-}
+func (s *redisServer) url() string { return s.URL() }
 
-// pause stops the server with SIGSTOP: its socket stays open and nothing answers.
+// pause stops the server with SIGSTOP and waits until every thread is stopped:
+// its socket stays open and nothing answers.
 func (s *redisServer) pause(t *testing.T) {
 	t.Helper()
-	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatalf("SIGSTOP redis-server: %v", err)
+	if err := s.Pause(); err != nil {
+		t.Fatalf("pause redis-server: %v", err)
 	}
 }
 
 func (s *redisServer) resume(t *testing.T) {
 	t.Helper()
-	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatalf("SIGCONT redis-server: %v", err)
+	if err := s.Resume(); err != nil {
+		t.Fatalf("resume redis-server: %v", err)
 	}
 }
 
