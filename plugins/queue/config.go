@@ -12,8 +12,9 @@ import (
 
 // Config is the [plugin.queue] table.
 type Config struct {
-	// Backend is where jobs live: "postgres" (River, sharing the db plugin's pool) or
-	// "redis" (asynq, sharing the cache plugin's client). Defaults to "postgres".
+	// Backend is where jobs live: "postgres" (River, sharing the db plugin's pool),
+	// "redis" (asynq, sharing the cache plugin's client) or "rabbitmq" (its own
+	// connections, see [plugin.queue.rabbitmq]). Defaults to "postgres".
 	Backend string `koanf:"backend"`
 
 	// Queues maps each queue this service works to its settings. Jobs may be
@@ -67,6 +68,10 @@ type Config struct {
 	// PollInterval is how often idle workers look for due jobs (scheduled,
 	// retried) besides the backend's own notifications. Defaults to 1s.
 	PollInterval time.Duration `koanf:"poll_interval"`
+
+	// RabbitMQ is the [plugin.queue.rabbitmq] table, used by backend =
+	// "rabbitmq". Defaults to the machine's broker (see RabbitMQConfig).
+	RabbitMQ RabbitMQConfig `koanf:"rabbitmq"`
 }
 
 // QueueConfig is one [plugin.queue.queues.<name>] table.
@@ -74,6 +79,11 @@ type QueueConfig struct {
 	// Concurrency is how many jobs of this queue run at once in one process.
 	// Defaults to 10.
 	Concurrency int `koanf:"concurrency"`
+
+	// Prefetch is how many unacknowledged jobs of this queue the rabbitmq
+	// backend lets the broker send one process; 0 means the concurrency.
+	// Defaults to 0.
+	Prefetch int `koanf:"prefetch"`
 }
 
 // SetDefaults implements framework.Defaulter.
@@ -92,6 +102,7 @@ func DefaultConfig() Config {
 		EnqueueTimeout: 5 * time.Second,
 		RescueAfter:    6 * time.Minute,
 		PollInterval:   time.Second,
+		RabbitMQ:       defaultRabbitMQConfig(),
 	}
 }
 
@@ -106,7 +117,7 @@ var (
 const DefaultQueue = "default"
 
 // backendNames are the backends this build knows, by config name.
-var backendNames = []string{"postgres", "redis"}
+var backendNames = []string{"postgres", "redis", "rabbitmq"}
 
 func (c *Config) validate(v *framework.Validation) {
 	known := false
@@ -114,7 +125,7 @@ func (c *Config) validate(v *framework.Validation) {
 		known = known || c.Backend == b
 	}
 	if !known {
-		v.Error("backend", fmt.Sprintf("unknown backend %q", c.Backend), `set backend = "postgres" or "redis"`)
+		v.Error("backend", fmt.Sprintf("unknown backend %q", c.Backend), `set backend = "postgres", "redis" or "rabbitmq"`)
 	}
 	if len(c.Queues) == 0 {
 		c.Queues = map[string]QueueConfig{DefaultQueue: {Concurrency: 10}}
@@ -148,6 +159,7 @@ func (c *Config) validate(v *framework.Validation) {
 	if c.Schema != "" && !identifierRe.MatchString(c.Schema) {
 		v.Error("schema", fmt.Sprintf("%q is not an identifier (letters, digits and _, starting with a letter or _, at most 63)", c.Schema), `set schema = "jobs" or leave it empty for the search_path`)
 	}
+	c.validateRabbitMQ(v)
 	if c.Schema != "" && c.Backend == "redis" {
 		v.Error("schema", "is a PostgreSQL setting and the backend is redis", "remove schema or set backend = \"postgres\"")
 	}

@@ -29,6 +29,7 @@ const Name = "queue"
 var backendFactories = map[string]func() Backend{
 	"postgres": func() Backend { return &riverBackend{} },
 	"redis":    func() Backend { return &asynqBackend{} },
+	"rabbitmq": func() Backend { return &rabbitBackend{} },
 }
 
 // Plugin is the queue plugin: enqueue jobs, run their handlers, keep the ones
@@ -156,6 +157,8 @@ func (p *Plugin) shared(app *framework.App) (any, error) {
 			return nil, errors.New("queue: the cache plugin returned no client; it must start before the queue plugin")
 		}
 		return c, nil
+	case "rabbitmq":
+		return nil, nil // its own connections, made by the backend
 	}
 	return nil, fmt.Errorf("queue: unknown backend %q", p.cfg.Backend)
 }

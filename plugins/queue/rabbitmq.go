@@ -1,0 +1,1054 @@
+package queue
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/jfastframework/jfast/framework/resilience"
+)
+
+// rabbitBackend is the rabbitmq backend, on github.com/rabbitmq/amqp091-go.
+//
+// Topology, per queue q (P is queue_prefix, X the exchange):
+//   - the work queue P+q (durable), bound to X with routing key q;
+//   - delay queues P+q+".delay.<ms>" for 100 ms × 2^k (k = 0..17): a
+//     queue-wide message TTL, dead-lettered back to X with key q. A job due
+//     later is parked in the longest level not past its due time; a consumer
+//     that receives it early (the due time is in a header) parks it again, so
+//     a job never runs before it is due and a long delay never blocks a short
+//     one (every message of a level has the same TTL). When the broker has the
+//     delayed-message exchange (detected once, at the first connection), jobs
+//     are delayed through X+".delayed" instead;
+//   - the dead letter P+q+".dead", bound to the dead-letter exchange X+".dead",
+//     each message carrying its attempts, last error and time of death in
+//     headers;
+//   - a unique-key lock P+q+".unique.<hash>" per pending unique key: a queue of
+//     at most one message that refuses a second publish (x-overflow =
+//     reject-publish nacks it), deleted when the job is done or dead.
+//
+// Publishing uses one confirm-mode channel: an Enqueue returns after the
+// broker confirmed the persistent message. Consuming uses a second connection,
+// one channel per queue with its prefetch, and acks after the handler
+// returned. Both connections are watched (NotifyClose) and re-made with
+// backoff; unacked deliveries of a lost connection are redelivered by the
+// broker.
+type rabbitBackend struct {
+	env     BackendEnv
+	cfg     RabbitMQConfig
+	clock   resilience.Clock
+	backoff resilience.Backoff
+
+	pub *rmqLink
+	sub *rmqLink
+
+	// delayed: 0 unknown, 1 the delayed-message exchange is there, 2 it is not.
+	delayed atomic.Int32
+
+	names sync.Map // every queue and exchange declared, for tests and tools
+
+	mu          sync.Mutex
+	consuming   bool
+	stopConsume context.CancelFunc
+	consumers   sync.WaitGroup
+	running     sync.WaitGroup
+	hard        context.Context
+	cancelHard  context.CancelFunc
+}
+
+// Header names a job carries.
+const (
+	hdrAttempts = "x-jfast-attempts" // counted attempts so far
+	hdrMax      = "x-jfast-max-attempts"
+	hdrDue      = "x-jfast-due" // unix ms; absent or 0: now
+	hdrUnique   = "x-jfast-unique"
+	hdrError    = "x-jfast-error"
+	hdrDiedAt   = "x-jfast-died-at" // unix ms
+)
+
+// delayLevels are the delay queues' TTLs: 100 ms × 2^k.
+var delayLevels = func() []time.Duration {
+	var l []time.Duration
+	for k := range 18 {
+		l = append(l, 100*time.Millisecond<<k)
+	}
+	return l
+}()
+
+// deadScanLimit caps how many dead jobs one list, retry or delete reads.
+const deadScanLimit = 10000
+
+func (b *rabbitBackend) Open(_ context.Context, env BackendEnv) error {
+	b.env, b.cfg = env, env.Config.RabbitMQ
+	b.clock = resilience.RealClock()
+	b.backoff = resilience.Backoff{Base: 200 * time.Millisecond, Max: 5 * time.Second}
+	b.pub = newLink(b, "publish")
+	go b.pub.run()
+	return nil
+}
+
+func (b *rabbitBackend) workQueue(q string) string { return b.cfg.QueuePrefix + q }
+func (b *rabbitBackend) deadQueue(q string) string { return b.cfg.QueuePrefix + q + ".dead" }
+func (b *rabbitBackend) delayQueue(q string, d time.Duration) string {
+	return b.cfg.QueuePrefix + q + ".delay." + strconv.FormatInt(d.Milliseconds(), 10)
+}
+func (b *rabbitBackend) deadExchange() string    { return b.cfg.Exchange + ".dead" }
+func (b *rabbitBackend) delayedExchange() string { return b.cfg.Exchange + ".delayed" }
+func (b *rabbitBackend) lockQueue(q, kind, key string) string {
+	h := sha256.Sum256([]byte(kind + "\x00" + key))
+	return b.cfg.QueuePrefix + q + ".unique." + hex.EncodeToString(h[:12])
+}
+
+// Topology returns the exchanges and queues this backend declared, sorted
+// (unique-key locks included): for tests that clean a shared broker.
+func (b *rabbitBackend) Topology() []string {
+	var out []string
+	b.names.Range(func(k, _ any) bool { out = append(out, k.(string)); return true })
+	sort.Strings(out)
+	return out
+}
+
+// rmqState is one live connection with its channels.
+type rmqState struct {
+	conn *amqp.Connection
+	// pub is the confirm-mode publishing channel (publish link only).
+	pub *amqp.Channel
+	// admin runs RPCs (declare, get, delete) one at a time: adminMu is a
+	// one-slot lock that a waiter can give up on.
+	admin    *amqp.Channel
+	adminMu  chan struct{}
+	declared sync.Map
+}
+
+// adminDo runs fn on the admin channel, bounded by ctx. When ctx ends first fn
+// keeps the channel until it returns (at the latest when the connection is
+// closed: heartbeat loss or Close).
+func (st *rmqState) adminDo(ctx context.Context, fn func(ch *amqp.Channel) error) error {
+	select {
+	case st.adminMu <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	done := make(chan error, 1)
+	go func() {
+		defer func() { <-st.adminMu }()
+		if st.admin == nil || st.admin.IsClosed() {
+			ch, err := st.conn.Channel()
+			if err != nil {
+				done <- err
+				return
+			}
+			st.admin = ch
+		}
+		done <- fn(st.admin)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// tempDo runs fn on a channel of its own, closed afterwards (which returns
+// every message fn got and did not ack to its queue), bounded by ctx.
+func (st *rmqState) tempDo(ctx context.Context, fn func(ch *amqp.Channel) error) error {
+	done := make(chan error, 1)
+	go func() {
+		ch, err := st.conn.Channel()
+		if err != nil {
+			done <- err
+			return
+		}
+		err = fn(ch)
+		_ = ch.Close()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// rmqLink keeps one connection up: it dials, declares the topology, hands the
+// state to callers, watches for its loss and dials again with backoff.
+type rmqLink struct {
+	b    *rabbitBackend
+	role string
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	st      *rmqState
+	ready   chan struct{} // closed while st != nil
+	lastErr error
+	dialing *amqp.Connection
+}
+
+func newLink(b *rabbitBackend, role string) *rmqLink {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &rmqLink{b: b, role: role, ctx: ctx, cancel: cancel, done: make(chan struct{}), ready: make(chan struct{})}
+}
+
+func (l *rmqLink) run() {
+	defer close(l.done)
+	log := l.b.env.Logger
+	for failures := 0; ; {
+		st, err := l.connect()
+		if l.ctx.Err() != nil {
+			if st != nil {
+				_ = st.conn.CloseDeadline(time.Now().Add(time.Second))
+			}
+			return
+		}
+		if err != nil {
+			failures++
+			l.mu.Lock()
+			l.lastErr = err
+			l.mu.Unlock()
+			if failures == 1 || failures%20 == 0 {
+				log.Warn("rabbitmq connection failed; retrying with backoff", "role", l.role, "broker", redactURL(l.b.cfg.URL), "failures", failures, "error", err.Error())
+			}
+			if l.b.clock.Sleep(l.ctx, l.b.backoff.Delay(failures)) != nil {
+				return
+			}
+			continue
+		}
+		if failures > 0 {
+			log.Info("rabbitmq connection re-made", "role", l.role, "after_failures", failures)
+		}
+		failures = 0
+		connClosed := st.conn.NotifyClose(make(chan *amqp.Error, 1))
+		var chClosed chan *amqp.Error
+		if st.pub != nil {
+			chClosed = st.pub.NotifyClose(make(chan *amqp.Error, 1))
+		}
+		l.mu.Lock()
+		l.st, l.lastErr = st, nil
+		close(l.ready)
+		l.mu.Unlock()
+		var reason *amqp.Error
+		select {
+		case <-l.ctx.Done():
+		case reason = <-connClosed:
+		case reason = <-chClosed:
+		}
+		l.mu.Lock()
+		l.st = nil
+		l.ready = make(chan struct{})
+		l.lastErr = errors.New("connection lost")
+		if reason != nil {
+			l.lastErr = fmt.Errorf("connection lost: %w", reason)
+		}
+		l.mu.Unlock()
+		_ = st.conn.CloseDeadline(time.Now().Add(time.Second))
+		if l.ctx.Err() != nil {
+			return
+		}
+		log.Warn("rabbitmq connection lost; reconnecting", "role", l.role, "error", fmt.Sprint(reason))
+		failures = 1 // a short pause before dialing again
+		if l.b.clock.Sleep(l.ctx, l.b.backoff.Delay(failures)) != nil {
+			return
+		}
+	}
+}
+
+// connect dials and sets the connection up; stop aborts it.
+func (l *rmqLink) connect() (*rmqState, error) {
+	b := l.b
+	timeout := b.cfg.ConnectTimeout
+	var nc net.Conn
+	var ncMu sync.Mutex
+	dial := func(network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{Timeout: timeout}).DialContext(l.ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		_ = c.SetDeadline(time.Now().Add(timeout)) // the handshake; cleared once open
+		ncMu.Lock()
+		nc = c
+		ncMu.Unlock()
+		return c, nil
+	}
+	abort := context.AfterFunc(l.ctx, func() {
+		ncMu.Lock()
+		defer ncMu.Unlock()
+		if nc != nil {
+			_ = nc.Close()
+		}
+	})
+	name := "jfast queue " + l.role
+	conn, err := amqp.DialConfig(b.cfg.URL, amqp.Config{
+		Heartbeat:  b.cfg.Heartbeat,
+		Dial:       dial,
+		Properties: amqp.Table{"connection_name": name, "product": "jfast"},
+	})
+	abort()
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", redactURL(b.cfg.URL), err)
+	}
+	l.mu.Lock()
+	l.dialing = conn
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.dialing = nil
+		l.mu.Unlock()
+	}()
+	fail := func(what string, err error) (*rmqState, error) {
+		_ = conn.CloseDeadline(time.Now().Add(time.Second))
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	st := &rmqState{conn: conn, adminMu: make(chan struct{}, 1)}
+	if st.admin, err = conn.Channel(); err != nil {
+		return fail("open channel", err)
+	}
+	if l.role == "publish" {
+		if st.pub, err = conn.Channel(); err != nil {
+			return fail("open publishing channel", err)
+		}
+		if err := st.pub.Confirm(false); err != nil {
+			return fail("enable publisher confirms", err)
+		}
+	}
+	if b.delayed.Load() == 0 {
+		b.detectDelayed()
+	}
+	if err := b.declareTopology(st); err != nil {
+		return fail("declare topology", err)
+	}
+	return st, nil
+}
+
+// detectDelayed finds out once whether the broker has the delayed-message
+// exchange, on a connection of its own: declaring an exchange of an unknown
+// type is a connection error.
+func (b *rabbitBackend) detectDelayed() {
+	conn, err := amqp.DialConfig(b.cfg.URL, amqp.Config{Heartbeat: b.cfg.Heartbeat, Dial: amqp.DefaultDial(b.cfg.ConnectTimeout)})
+	if err != nil {
+		return // unknown; asked again at the next connection
+	}
+	defer func() { _ = conn.CloseDeadline(time.Now().Add(time.Second)) }()
+	ch, err := conn.Channel()
+	if err != nil {
+		return
+	}
+	err = ch.ExchangeDeclare(b.delayedExchange(), "x-delayed-message", true, false, false, false, amqp.Table{"x-delayed-type": "direct"})
+	var ae *amqp.Error
+	switch {
+	case err == nil:
+		b.delayed.Store(1)
+		b.names.Store("exchange:"+b.delayedExchange(), struct{}{})
+		b.env.Logger.Info("rabbitmq has the delayed-message exchange: delayed jobs and retries go through it", "exchange", b.delayedExchange())
+	case errors.As(err, &ae) && (ae.Code == amqp.CommandInvalid || ae.Code == amqp.NotFound || strings.Contains(ae.Reason, "exchange type")):
+		b.delayed.Store(2)
+	}
+}
+
+func (b *rabbitBackend) declareTopology(st *rmqState) error {
+	ch := st.admin
+	for _, x := range []string{b.cfg.Exchange, b.deadExchange()} {
+		if err := ch.ExchangeDeclare(x, "direct", true, false, false, false, nil); err != nil {
+			return fmt.Errorf("exchange %s: %w", x, err)
+		}
+		b.names.Store("exchange:"+x, struct{}{})
+	}
+	for _, q := range b.env.Queues {
+		if err := b.declareQueue(st, ch, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// declareQueue declares q's work, delay and dead queues on ch (the admin
+// channel, held by the caller) once per connection.
+func (b *rabbitBackend) declareQueue(st *rmqState, ch *amqp.Channel, q string) error {
+	if _, ok := st.declared.Load(q); ok {
+		return nil
+	}
+	declare := func(name string, args amqp.Table) error {
+		if _, err := ch.QueueDeclare(name, true, false, false, false, args); err != nil {
+			return fmt.Errorf("queue %s: %w", name, err)
+		}
+		b.names.Store("queue:"+name, struct{}{})
+		return nil
+	}
+	work := b.workQueue(q)
+	if err := declare(work, nil); err != nil {
+		return err
+	}
+	if err := ch.QueueBind(work, q, b.cfg.Exchange, false, nil); err != nil {
+		return fmt.Errorf("bind %s: %w", work, err)
+	}
+	if b.delayed.Load() == 1 {
+		if err := ch.QueueBind(work, q, b.delayedExchange(), false, nil); err != nil {
+			return fmt.Errorf("bind %s to %s: %w", work, b.delayedExchange(), err)
+		}
+	} else {
+		for _, lvl := range delayLevels {
+			if err := declare(b.delayQueue(q, lvl), amqp.Table{
+				"x-message-ttl":             lvl.Milliseconds(),
+				"x-dead-letter-exchange":    b.cfg.Exchange,
+				"x-dead-letter-routing-key": q,
+			}); err != nil {
+				return err
+			}
+		}
+	}
+	dead := b.deadQueue(q)
+	if err := declare(dead, nil); err != nil {
+		return err
+	}
+	if err := ch.QueueBind(dead, q, b.deadExchange(), false, nil); err != nil {
+		return fmt.Errorf("bind %s: %w", dead, err)
+	}
+	st.declared.Store(q, struct{}{})
+	return nil
+}
+
+func (b *rabbitBackend) ensureQueue(ctx context.Context, st *rmqState, q string) error {
+	if _, ok := st.declared.Load(q); ok {
+		return nil
+	}
+	return st.adminDo(ctx, func(ch *amqp.Channel) error { return b.declareQueue(st, ch, q) })
+}
+
+// wait returns the live connection, waiting for it until ctx ends.
+func (l *rmqLink) wait(ctx context.Context) (*rmqState, error) {
+	for {
+		l.mu.Lock()
+		st, ready, last := l.st, l.ready, l.lastErr
+		l.mu.Unlock()
+		if st != nil {
+			return st, nil
+		}
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			if last != nil {
+				return nil, fmt.Errorf("rabbitmq not connected (%v): %w", last, ctx.Err())
+			}
+			return nil, fmt.Errorf("rabbitmq not connected yet: %w", ctx.Err())
+		case <-l.ctx.Done():
+			return nil, errors.New("rabbitmq backend closed")
+		}
+	}
+}
+
+// stop ends the link: the connection is closed (its unacked deliveries go
+// back to their queues) within ctx.
+func (l *rmqLink) stop(ctx context.Context) error {
+	l.cancel()
+	l.mu.Lock()
+	conns := []*amqp.Connection{l.dialing}
+	if l.st != nil {
+		conns = append(conns, l.st.conn)
+	}
+	l.mu.Unlock()
+	deadline := time.Now().Add(2 * time.Second)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	for _, c := range conns {
+		if c != nil {
+			_ = c.CloseDeadline(deadline)
+		}
+	}
+	select {
+	case <-l.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("rabbitmq %s connection did not close: %w", l.role, ctx.Err())
+	}
+}
+
+var errNack = errors.New("rabbitmq refused the message (negative confirm)")
+
+// publish sends msg and waits for the broker's confirm, bounded by ctx.
+func publish(ctx context.Context, st *rmqState, exchange, key string, msg amqp.Publishing) error {
+	dc, err := st.pub.PublishWithDeferredConfirmWithContext(ctx, exchange, key, false, false, msg)
+	if err != nil {
+		return fmt.Errorf("rabbitmq publish: %w", err)
+	}
+	ok, err := dc.WaitContext(ctx)
+	if err != nil {
+		return fmt.Errorf("rabbitmq did not confirm the publish: %w", err)
+	}
+	if !ok {
+		if st.pub.IsClosed() {
+			return errors.New("rabbitmq connection lost before the publish was confirmed")
+		}
+		return errNack
+	}
+	return nil
+}
+
+// send publishes a job to queue q, parked for delay when positive.
+func (b *rabbitBackend) send(ctx context.Context, st *rmqState, q string, delay time.Duration, msg amqp.Publishing) error {
+	msg.DeliveryMode = amqp.Persistent
+	if delay <= 0 {
+		return publish(ctx, st, b.cfg.Exchange, q, msg)
+	}
+	if b.delayed.Load() == 1 {
+		msg.Headers["x-delay"] = max(delay.Milliseconds(), 1)
+		return publish(ctx, st, b.delayedExchange(), q, msg)
+	}
+	lvl := delayLevels[0]
+	for _, l := range delayLevels {
+		if l <= delay {
+			lvl = l
+		}
+	}
+	return publish(ctx, st, "", b.delayQueue(q, lvl), msg)
+}
+
+// dueMillis is t in unix milliseconds, rounded up (never early).
+func dueMillis(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if time.UnixMilli(ms).Before(t) {
+		ms++
+	}
+	return ms
+}
+
+func (b *rabbitBackend) Enqueue(ctx context.Context, m *Message) (Result, error) {
+	st, err := b.pub.wait(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := b.ensureQueue(ctx, st, m.Queue); err != nil {
+		return Result{}, fmt.Errorf("rabbitmq declare queue %s: %w", m.Queue, err)
+	}
+	id := m.Queue + "/" + uuid.NewString()
+	headers := amqp.Table{hdrAttempts: int64(0), hdrMax: int64(m.MaxAttempts)}
+	var delay time.Duration
+	if !m.RunAt.IsZero() {
+		headers[hdrDue] = dueMillis(m.RunAt)
+		delay = time.Until(m.RunAt)
+	}
+	lock := ""
+	if m.UniqueKey != "" {
+		lock = b.lockQueue(m.Queue, m.Kind, m.UniqueKey)
+		existing, err := b.acquire(ctx, st, lock, id)
+		if err != nil {
+			return Result{}, fmt.Errorf("rabbitmq unique key %s: %w", m.UniqueKey, err)
+		}
+		if existing != "" {
+			return Result{ID: existing, Queue: m.Queue, Duplicate: true}, nil
+		}
+		headers[hdrUnique] = lock
+	}
+	msg := amqp.Publishing{ContentType: "application/json", MessageId: id, Type: m.Kind, Timestamp: time.Now(), Headers: headers, Body: m.Envelope}
+	if err := b.send(ctx, st, m.Queue, delay, msg); err != nil {
+		if lock != "" {
+			b.release(lock)
+		}
+		return Result{}, err
+	}
+	return Result{ID: id, Queue: m.Queue}, nil
+}
+
+// acquire takes the unique-key lock for id, or returns the ID of the pending
+// job that holds it.
+func (b *rabbitBackend) acquire(ctx context.Context, st *rmqState, lock, id string) (string, error) {
+	for range 3 {
+		err := st.adminDo(ctx, func(ch *amqp.Channel) error {
+			_, err := ch.QueueDeclare(lock, true, false, false, false, amqp.Table{"x-max-length": int64(1), "x-overflow": "reject-publish"})
+			return err
+		})
+		if err != nil {
+			return "", err
+		}
+		b.names.Store("queue:"+lock, struct{}{})
+		err = publish(ctx, st, "", lock, amqp.Publishing{DeliveryMode: amqp.Persistent, Body: []byte(id)})
+		if err == nil {
+			return "", nil
+		}
+		if !errors.Is(err, errNack) {
+			return "", err
+		}
+		var holder string
+		err = st.adminDo(ctx, func(ch *amqp.Channel) error {
+			d, ok, err := ch.Get(lock, false)
+			if err != nil || !ok {
+				return err
+			}
+			holder = string(d.Body)
+			return d.Nack(false, true)
+		})
+		if err != nil {
+			return "", err
+		}
+		if holder != "" {
+			return holder, nil
+		}
+		// Released between the refused publish and the get: try again.
+	}
+	return "", errors.New("the lock changed hands three times in a row")
+}
+
+// release deletes a unique-key lock: the key is free again.
+func (b *rabbitBackend) release(lock string) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.env.Config.EnqueueTimeout)
+	defer cancel()
+	st, err := b.pub.wait(ctx)
+	if err == nil {
+		err = st.adminDo(ctx, func(ch *amqp.Channel) error {
+			_, err := ch.QueueDelete(lock, false, false, false)
+			return err
+		})
+	}
+	if err != nil {
+		b.env.Logger.Warn("rabbitmq unique-key lock not released; the key stays taken until it is deleted", "lock", lock, "error", err.Error())
+	}
+}
+
+// hdrInt reads an integer header whatever width the broker gave it.
+func hdrInt(t amqp.Table, key string) int64 {
+	switch v := t[key].(type) {
+	case int64:
+		return v
+	case int32:
+		return int64(v)
+	case int16:
+		return int64(v)
+	case int8:
+		return int64(v)
+	case int:
+		return int64(v)
+	case uint8:
+		return int64(v)
+	case uint16:
+		return int64(v)
+	case uint32:
+		return int64(v)
+	}
+	return 0
+}
+
+func copyTable(t amqp.Table) amqp.Table {
+	out := make(amqp.Table, len(t)+3)
+	for k, v := range t {
+		if k == "x-death" || k == "x-first-death-exchange" || k == "x-first-death-queue" || k == "x-first-death-reason" ||
+			k == "x-last-death-exchange" || k == "x-last-death-queue" || k == "x-last-death-reason" || k == "x-delay" {
+			continue // the broker's dead-lettering history of the delay hops
+		}
+		out[k] = v
+	}
+	return out
+}
+
+func (b *rabbitBackend) StartWorkers(_ context.Context, exec Executor, kinds []string) error {
+	if len(kinds) == 0 {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.consuming {
+		return nil
+	}
+	b.consuming = true
+	b.hard, b.cancelHard = context.WithCancel(context.Background())
+	var consumeCtx context.Context
+	consumeCtx, b.stopConsume = context.WithCancel(context.Background())
+	b.sub = newLink(b, "consume")
+	go b.sub.run()
+	for _, q := range b.env.Queues {
+		b.consumers.Add(1)
+		go b.consume(consumeCtx, q, exec)
+	}
+	return nil
+}
+
+// consume works queue q: one channel with its prefetch, handlers bounded by
+// the queue's concurrency, a new channel whenever the old one is lost.
+func (b *rabbitBackend) consume(ctx context.Context, q string, exec Executor) {
+	defer b.consumers.Done()
+	qc := b.env.Config.Queues[q]
+	prefetch := qc.Prefetch
+	if prefetch <= 0 {
+		prefetch = qc.Concurrency
+	}
+	sem := make(chan struct{}, max(qc.Concurrency, 1))
+	for failures := 0; ; {
+		st, err := b.sub.wait(ctx)
+		if err != nil {
+			return // stopping
+		}
+		ch, deliveries, err := b.openConsumer(st, q, prefetch)
+		if err != nil {
+			failures++
+			if failures == 1 || failures%20 == 0 {
+				b.env.Logger.Warn("rabbitmq consumer not started; retrying", "queue", q, "error", err.Error())
+			}
+			if b.clock.Sleep(ctx, b.backoff.Delay(failures)) != nil {
+				return
+			}
+			continue
+		}
+		failures = 0
+	loop:
+		for {
+			select {
+			case <-ctx.Done():
+				return // what was prefetched goes back when the connection closes
+			case d, ok := <-deliveries:
+				if !ok {
+					break loop
+				}
+				select {
+				case sem <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+				b.running.Add(1)
+				go func() {
+					defer b.running.Done()
+					defer func() { <-sem }()
+					b.handle(q, d, exec)
+				}()
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		b.env.Logger.Warn("rabbitmq consumer channel closed; its unacked jobs are redelivered, consuming again", "queue", q, "closed", ch.IsClosed())
+		if b.clock.Sleep(ctx, b.backoff.Delay(1)) != nil {
+			return
+		}
+	}
+}
+
+func (b *rabbitBackend) openConsumer(st *rmqState, q string, prefetch int) (*amqp.Channel, <-chan amqp.Delivery, error) {
+	ch, err := st.conn.Channel()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := ch.Qos(prefetch, 0, false); err != nil {
+		_ = ch.Close()
+		return nil, nil, err
+	}
+	deliveries, err := ch.Consume(b.workQueue(q), "", false, false, false, false, nil)
+	if err != nil {
+		_ = ch.Close()
+		return nil, nil, err
+	}
+	return ch, deliveries, nil
+}
+
+// handle runs one delivery and settles it: ack once the outcome is stored
+// (done; retry or dead letter published and confirmed), nack with requeue when
+// the attempt was interrupted or the outcome could not be stored.
+func (b *rabbitBackend) handle(q string, d amqp.Delivery, exec Executor) {
+	log := b.env.Logger
+	attempts := int(hdrInt(d.Headers, hdrAttempts))
+	maxAttempts := int(hdrInt(d.Headers, hdrMax))
+	if maxAttempts <= 0 {
+		maxAttempts = b.env.Config.MaxAttempts
+	}
+	if due := hdrInt(d.Headers, hdrDue); due > 0 {
+		if rem := time.Until(time.UnixMilli(due)); rem > 0 {
+			b.settle(q, d, rem, copyTable(d.Headers), "park") // not due yet: park again
+			return
+		}
+	}
+	ctx, cancel := context.WithCancel(b.hard)
+	defer cancel()
+	err := exec.Execute(ctx, Delivery{ID: d.MessageId, Kind: d.Type, Queue: q, Envelope: d.Body, Attempt: attempts + 1, MaxAttempts: maxAttempts})
+	switch {
+	case err == nil:
+		if ackErr := d.Ack(false); ackErr != nil {
+			log.Warn("rabbitmq ack lost with the connection; the job will run again", "job_id", d.MessageId, "error", ackErr.Error())
+			return
+		}
+		b.releaseOf(d)
+	case IsInterrupted(err):
+		_ = d.Nack(false, true)
+	case IsUnknownKind(err):
+		h := copyTable(d.Headers)
+		h[hdrDue] = dueMillis(time.Now().Add(b.env.Retry(attempts+1, err)))
+		b.settle(q, d, b.env.Retry(attempts+1, err), h, "retry")
+	case IsPermanent(err) || attempts+1 >= maxAttempts:
+		h := copyTable(d.Headers)
+		h[hdrAttempts] = int64(attempts + 1)
+		h[hdrError] = truncate(err.Error(), 4096)
+		h[hdrDiedAt] = time.Now().UnixMilli()
+		delete(h, hdrDue)
+		if b.settleTo(d, b.deadExchange(), q, h) {
+			b.releaseOf(d)
+		}
+	default:
+		delay := b.env.Retry(attempts+1, err)
+		h := copyTable(d.Headers)
+		h[hdrAttempts] = int64(attempts + 1)
+		h[hdrError] = truncate(err.Error(), 4096)
+		h[hdrDue] = dueMillis(time.Now().Add(delay))
+		b.settle(q, d, delay, h, "retry")
+	}
+}
+
+// settle publishes d again with headers h, parked for delay, then acks d.
+func (b *rabbitBackend) settle(q string, d amqp.Delivery, delay time.Duration, h amqp.Table, what string) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.env.Config.EnqueueTimeout)
+	defer cancel()
+	st, err := b.pub.wait(ctx)
+	if err == nil {
+		err = b.send(ctx, st, q, delay, republish(d, h))
+	}
+	b.finish(d, err, what)
+}
+
+// settleTo publishes d with headers h to exchange/key, then acks d.
+func (b *rabbitBackend) settleTo(d amqp.Delivery, exchange, key string, h amqp.Table) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), b.env.Config.EnqueueTimeout)
+	defer cancel()
+	st, err := b.pub.wait(ctx)
+	if err == nil {
+		msg := republish(d, h)
+		msg.DeliveryMode = amqp.Persistent
+		err = publish(ctx, st, exchange, key, msg)
+	}
+	return b.finish(d, err, "dead letter")
+}
+
+func (b *rabbitBackend) finish(d amqp.Delivery, err error, what string) bool {
+	if err != nil {
+		// Not stored: the job goes back to its queue as it was (this attempt
+		// is not counted), after a pause so a broker half down is not spun on.
+		b.env.Logger.Warn("rabbitmq could not store the job's "+what+"; it is redelivered", "job_id", d.MessageId, "error", err.Error())
+		_ = b.clock.Sleep(b.hard, time.Second)
+		_ = d.Nack(false, true)
+		return false
+	}
+	if err := d.Ack(false); err != nil {
+		b.env.Logger.Warn("rabbitmq ack lost with the connection; the job will run again", "job_id", d.MessageId, "error", err.Error())
+		return false
+	}
+	return true
+}
+
+func republish(d amqp.Delivery, h amqp.Table) amqp.Publishing {
+	return amqp.Publishing{ContentType: d.ContentType, MessageId: d.MessageId, Type: d.Type, Timestamp: d.Timestamp, Headers: h, Body: d.Body, DeliveryMode: amqp.Persistent}
+}
+
+func (b *rabbitBackend) releaseOf(d amqp.Delivery) {
+	if lock, _ := d.Headers[hdrUnique].(string); lock != "" {
+		b.release(lock)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func (b *rabbitBackend) StopWorkers(ctx context.Context) error {
+	b.mu.Lock()
+	if !b.consuming {
+		b.mu.Unlock()
+		return nil
+	}
+	b.consuming = false
+	stop, cancelHard, sub := b.stopConsume, b.cancelHard, b.sub
+	b.mu.Unlock()
+	stop()
+	b.consumers.Wait()
+	done := make(chan struct{})
+	go func() { b.running.Wait(); close(done) }()
+	soft, cancel := drainContext(ctx)
+	defer cancel()
+	var err error
+	select {
+	case <-done:
+	case <-soft.Done():
+		cancelHard() // running handlers see their context end; their jobs are requeued
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			err = errors.New("rabbitmq handlers did not return within 5s of cancelling their jobs")
+		}
+	}
+	cancelHard()
+	sctx, scancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer scancel()
+	return errors.Join(err, sub.stop(sctx))
+}
+
+// deadJob decodes a dead-letter message.
+func deadJob(q string, d amqp.Delivery) DeadJob {
+	j := DeadJob{ID: d.MessageId, Kind: d.Type, Queue: q, Attempts: int(hdrInt(d.Headers, hdrAttempts))}
+	j.LastError, _ = d.Headers[hdrError].(string)
+	if ms := hdrInt(d.Headers, hdrDiedAt); ms > 0 {
+		j.DiedAt = time.UnixMilli(ms)
+	}
+	var env envelope
+	if json.Unmarshal(d.Body, &env) == nil {
+		j.Payload, j.RequestID = env.Payload, env.RequestID
+	}
+	return j
+}
+
+func isNotFound(err error) bool {
+	var ae *amqp.Error
+	return errors.As(err, &ae) && ae.Code == amqp.NotFound
+}
+
+// Dead reads each dead-letter queue on a channel of its own (without acking:
+// closing the channel puts every message back), at most 10000 per queue. A
+// job being retried or deleted by another caller at that moment may be
+// missing from one list.
+func (b *rabbitBackend) Dead(ctx context.Context, q DeadQuery) ([]DeadJob, error) {
+	st, err := b.pub.wait(ctx)
+	if err != nil {
+		return nil, err
+	}
+	queues := b.env.Queues
+	if q.Queue != "" {
+		queues = []string{q.Queue}
+	}
+	var out []DeadJob
+	for _, name := range queues {
+		err := st.tempDo(ctx, func(ch *amqp.Channel) error {
+			for range deadScanLimit {
+				d, ok, err := ch.Get(b.deadQueue(name), false)
+				if err != nil || !ok {
+					return err
+				}
+				out = append(out, deadJob(name, d))
+			}
+			return nil
+		})
+		if err != nil && !isNotFound(err) {
+			return nil, err
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].DiedAt.After(out[j].DiedAt) })
+	if len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	return out, nil
+}
+
+// takeDead finds id in its queue's dead letter and calls fn with it; fn's nil
+// acks it (removes it from the dead letter).
+func (b *rabbitBackend) takeDead(ctx context.Context, id string, fn func(st *rmqState, q string, d amqp.Delivery) error) error {
+	q, _, ok := strings.Cut(id, "/")
+	if !ok || !queueNameRe.MatchString(q) {
+		return ErrNotFound
+	}
+	st, err := b.pub.wait(ctx)
+	if err != nil {
+		return err
+	}
+	err = st.tempDo(ctx, func(ch *amqp.Channel) error {
+		for range deadScanLimit {
+			d, ok, err := ch.Get(b.deadQueue(q), false)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return ErrNotFound
+			}
+			if d.MessageId != id {
+				continue
+			}
+			if err := fn(st, q, d); err != nil {
+				return err
+			}
+			return d.Ack(false)
+		}
+		return ErrNotFound
+	})
+	if isNotFound(err) {
+		return ErrNotFound
+	}
+	return err
+}
+
+func (b *rabbitBackend) RetryDead(ctx context.Context, id string) error {
+	return b.takeDead(ctx, id, func(st *rmqState, q string, d amqp.Delivery) error {
+		h := copyTable(d.Headers)
+		h[hdrAttempts] = int64(0) // a fresh attempt count
+		delete(h, hdrDiedAt)
+		delete(h, hdrDue)
+		delete(h, hdrUnique) // released when the job died
+		return b.send(ctx, st, q, 0, republish(d, h))
+	})
+}
+
+func (b *rabbitBackend) DeleteDead(ctx context.Context, id string) error {
+	return b.takeDead(ctx, id, func(*rmqState, string, amqp.Delivery) error { return nil })
+}
+
+// Stats counts the ready messages of each work queue and its delay queues,
+// and of the dead letters (passive declares).
+func (b *rabbitBackend) Stats(ctx context.Context) (Stats, error) {
+	st, err := b.pub.wait(ctx)
+	if err != nil {
+		return Stats{}, err
+	}
+	out := Stats{Depth: map[string]int64{}}
+	err = st.adminDo(ctx, func(ch *amqp.Channel) error {
+		count := func(name string) (int64, error) {
+			qi, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
+			return int64(qi.Messages), err
+		}
+		for _, q := range b.env.Queues {
+			names := []string{b.workQueue(q)}
+			if b.delayed.Load() != 1 {
+				for _, lvl := range delayLevels {
+					names = append(names, b.delayQueue(q, lvl))
+				}
+			}
+			for _, n := range names {
+				c, err := count(n)
+				if err != nil {
+					return err
+				}
+				out.Depth[q] += c
+			}
+			c, err := count(b.deadQueue(q))
+			if err != nil {
+				return err
+			}
+			out.Dead += c
+		}
+		return nil
+	})
+	if err != nil {
+		return Stats{}, err
+	}
+	return out, nil
+}
+
+func (b *rabbitBackend) Close(ctx context.Context) error {
+	b.mu.Lock()
+	consuming := b.consuming
+	b.mu.Unlock()
+	var errs []error
+	if consuming {
+		errs = append(errs, b.StopWorkers(ctx))
+	}
+	errs = append(errs, b.pub.stop(ctx))
+	return errors.Join(errs...)
+}
