@@ -5,7 +5,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -98,4 +100,71 @@ func BenchmarkLoopback(b *testing.B) {
 	b.Run("jfast", func(b *testing.B) {
 		run(b, "http://"+jfastApp(b).Addr())
 	})
+}
+
+// BenchmarkInterleaved alternates one bare-chi request and one jfast request per
+// iteration (swapping which goes first) and reports the median time of each side
+// and their ratio: on a shared machine, two benchmarks run one after the other see
+// different loads, while interleaved medians move together.
+func BenchmarkInterleaved(b *testing.B) {
+	app := jfastApp(b)
+	bareSrv := httptest.NewServer(bareChi())
+	defer bareSrv.Close()
+
+	inProcess := func(h http.Handler) func() {
+		req := httptest.NewRequest(http.MethodGet, "/hello", nil)
+		return func() { h.ServeHTTP(httptest.NewRecorder(), req) }
+	}
+	loopback := func(url string) (func(), func()) {
+		tr := &http.Transport{MaxIdleConnsPerHost: 4}
+		client := &http.Client{Transport: tr}
+		return func() {
+			resp, err := client.Get(url + "/hello")
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}, tr.CloseIdleConnections
+	}
+	run := func(b *testing.B, bare, stack func()) {
+		bareD := make([]time.Duration, 0, b.N)
+		stackD := make([]time.Duration, 0, b.N)
+		for i := 0; i < b.N; i++ {
+			first, second, fd, sd := bare, stack, &bareD, &stackD
+			if i%2 == 1 {
+				first, second, fd, sd = stack, bare, &stackD, &bareD
+			}
+			t0 := time.Now()
+			first()
+			t1 := time.Now()
+			second()
+			t2 := time.Now()
+			*fd = append(*fd, t1.Sub(t0))
+			*sd = append(*sd, t2.Sub(t1))
+		}
+		mb, ms := median(bareD), median(stackD)
+		b.ReportMetric(float64(mb.Nanoseconds()), "bare-ns/req")
+		b.ReportMetric(float64(ms.Nanoseconds()), "jfast-ns/req")
+		b.ReportMetric(float64(ms)/float64(mb), "ratio")
+	}
+	b.Run("in-process", func(b *testing.B) {
+		run(b, inProcess(bareChi()), inProcess(app.Router()))
+	})
+	b.Run("loopback", func(b *testing.B) {
+		bare, closeBare := loopback(bareSrv.URL)
+		defer closeBare()
+		stack, closeStack := loopback("http://" + app.Addr())
+		defer closeStack()
+		run(b, bare, stack)
+	})
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
