@@ -48,6 +48,10 @@ func TestTransientRepliesAreRetriedThenDelivered(t *testing.T) {
 		last, ok := b.mail.LastDelivery()
 		return ok && last.Result == "sent"
 	})
+	metrics := b.svc.Get(t, "/metrics").String()
+	if !contains(metrics, `jfast_mail_deliveries_total{result="transient",transport="smtp"} 2`, `jfast_mail_deliveries_total{result="sent",transport="smtp"} 1`) {
+		t.Errorf("metrics lack the delivery counts:\n%s", metrics)
+	}
 	got := srv.messages()[0]
 	if got.from != "shop@example.com" || len(got.to) != 1 || got.to[0] != "ada@example.com" || !strings.Contains(got.data, "hello transient") {
 		t.Fatalf("delivered %+v", got)
@@ -137,6 +141,21 @@ func TestConnectionRefusedIsRetriedUntilTheDeadLetter(t *testing.T) {
 	}
 }
 
+func TestReadyIsUnavailableOnlyWhenMailIsDeclaredCritical(t *testing.T) {
+	t.Parallel()
+	b := setup(t, config{port: closedPort(t), maxAttempts: 1, mail: "critical = true"})
+	if resp := b.svc.Get(t, "/ready"); resp.Status != 200 {
+		t.Fatalf("/ready before any delivery = %d, want 200: %s", resp.Status, resp.Body)
+	}
+	if err := b.mail.Send(context.Background(), msg("critical")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "delivery dead", func() bool { return len(b.dead(t)) == 1 })
+	if resp := b.svc.Get(t, "/ready"); resp.Status != 503 {
+		t.Fatalf("/ready with critical = true after a refused delivery = %d, want 503: %s", resp.Status, resp.Body)
+	}
+}
+
 func TestHungServerIsBoundedByTheTimeouts(t *testing.T) {
 	t.Parallel()
 	t.Run("no greeting: connect_timeout", func(t *testing.T) {
@@ -177,6 +196,7 @@ func hungDelivery(t *testing.T, b *bundle) mail.Delivery {
 	if !ok || last.Result != "transient" || !strings.Contains(last.Error, "timeout") {
 		t.Fatalf("last delivery = %+v, want a transient timeout", last)
 	}
+	t.Logf("hung attempt failed after %.3fs: %s", last.Seconds, last.Error)
 	return last
 }
 

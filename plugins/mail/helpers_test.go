@@ -3,6 +3,7 @@ package mail_test
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -42,6 +43,7 @@ type config struct {
 	mail        string // extra [plugin.mail] lines
 	queue       string // extra [plugin.queue] lines
 	maxAttempts int
+	roots       *x509.CertPool // trusted roots for TLS tests
 }
 
 func setup(t *testing.T, c config) *bundle {
@@ -53,8 +55,12 @@ func setup(t *testing.T, c config) *bundle {
 	if c.transport == "" {
 		c.transport = "smtp"
 	}
+	starttls := "use_starttls = false" // the test servers speak plain SMTP
+	if strings.Contains(c.mail, "use_starttls") {
+		starttls = ""
+	}
 	toml := fmt.Sprintf(`[plugins]
-enabled = ["db", "queue", "mail"]
+enabled = ["observability", "db", "queue", "mail"]
 
 [plugin.db]
 url = %q
@@ -73,12 +79,15 @@ concurrency = 2
 transport = %q
 host = "127.0.0.1"
 port = %d
-use_starttls = false
+%s
 from = "Shop <shop@example.com>"
 queue = %q
 %s
-`, dbURL(), c.maxAttempts, c.queue, name, c.transport, c.port, name, c.mail)
+`, dbURL(), c.maxAttempts, c.queue, name, c.transport, c.port, starttls, name, c.mail)
 	m, q := mail.New(), queue.New()
+	if c.roots != nil {
+		mail.SetRootCAs(m, c.roots)
+	}
 	svc := jfasttest.Start(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{db.New(), q, m}, Routes: c.routes})
 	return &bundle{svc: svc, mail: m, queue: q, name: name}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -38,6 +39,7 @@ type Plugin struct {
 	jobs   framework.Jobs
 	sender *smtpSender
 	sent   *prometheus.CounterVec
+	roots  *x509.CertPool // tests only (export_test.go); nil is the system pool
 
 	mu   sync.Mutex
 	last *Delivery // the last delivery attempt in this process, nil before one
@@ -97,7 +99,7 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 		return fmt.Errorf("mail: the queue plugin does not implement framework.Jobs; enable a queue plugin that does")
 	}
 	p.jobs = jobs
-	p.sender = &smtpSender{cfg: p.cfg}
+	p.sender = &smtpSender{cfg: p.cfg, roots: p.roots}
 	p.sent = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "jfast_mail_deliveries_total",
 		Help: "Mail delivery attempts, by transport and result (sent, transient, permanent).",

@@ -3,6 +3,7 @@ package mail
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -20,6 +21,8 @@ import (
 // idle timeout.
 type smtpSender struct {
 	cfg Config
+	// roots verifies the server's certificate; nil means the system's pool.
+	roots *x509.CertPool
 }
 
 // send delivers m. A returned error with a 5xx reply code is a *DeliveryError
@@ -49,7 +52,7 @@ func (s *smtpSender) options(job context.Context) []gomail.Option {
 		gomail.WithDialContextFunc(func(ctx context.Context, network, addr string) (net.Conn, error) {
 			return s.dial(ctx, job, network, addr)
 		}),
-		gomail.WithTLSConfig(&tls.Config{ServerName: s.cfg.Host, MinVersion: tls.VersionTLS12}),
+		gomail.WithTLSConfig(s.tlsConfig()),
 		gomail.WithoutNoop(),
 	}
 	if s.cfg.UseStartTLS {
@@ -62,6 +65,10 @@ func (s *smtpSender) options(job context.Context) []gomail.Option {
 			gomail.WithUsername(s.cfg.Username), gomail.WithPassword(s.cfg.Password))
 	}
 	return opts
+}
+
+func (s *smtpSender) tlsConfig() *tls.Config {
+	return &tls.Config{ServerName: s.cfg.Host, MinVersion: tls.VersionTLS12, RootCAs: s.roots}
 }
 
 // dial connects within connect_timeout (go-mail's dial context ctx carries it,
@@ -80,7 +87,7 @@ func (s *smtpSender) dial(ctx, job context.Context, network, addr string) (net.C
 	if !s.cfg.UseSSL {
 		return dc, nil
 	}
-	tc := tls.Client(dc, &tls.Config{ServerName: s.cfg.Host, MinVersion: tls.VersionTLS12})
+	tc := tls.Client(dc, s.tlsConfig())
 	if err := tc.HandshakeContext(ctx); err != nil {
 		_ = tc.Close()
 		return nil, fmt.Errorf("tls handshake: %w", err)
@@ -140,14 +147,28 @@ func (c *deadlineConn) Read(p []byte) (int, error) {
 		c.greeting = time.Time{}
 		c.mu.Unlock()
 	}
+	c.failed(err)
 	return n, err
+}
+
+// failed ends the connection after a timeout: the SMTP dialogue is out of step,
+// and go-mail's QUIT on close would otherwise wait another command_timeout.
+func (c *deadlineConn) failed(err error) {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		c.mu.Lock()
+		c.done = true
+		c.mu.Unlock()
+	}
 }
 
 func (c *deadlineConn) Write(p []byte) (int, error) {
 	if err := c.arm(false); err != nil {
 		return 0, err
 	}
-	return c.Conn.Write(p)
+	n, err := c.Conn.Write(p)
+	c.failed(err)
+	return n, err
 }
 
 func (c *deadlineConn) Close() error {
