@@ -13,11 +13,18 @@ import (
 	"time"
 )
 
+// The credentials of every S3 server StartS3 starts.
+const (
+	S3AccessKey = "jfast-drill-access"
+	S3SecretKey = "jfast-drill-secret-0123456789"
+)
+
 // S3 is a private versitygw (posix backend) on a free loopback port.
 type S3 struct {
 	addr, dir string
 	cmd       *exec.Cmd
-	// AccessKey and SecretKey are the server's credentials.
+	// AccessKey and SecretKey are the server's credentials: S3AccessKey and
+	// S3SecretKey.
 	AccessKey, SecretKey string
 }
 
@@ -54,7 +61,7 @@ func StartS3(ctx context.Context) (*S3, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	s := &S3{dir: dir, AccessKey: "jfast-drill-access", SecretKey: "jfast-drill-secret-0123456789"}
+	s := &S3{dir: dir, AccessKey: S3AccessKey, SecretKey: S3SecretKey}
 	for range 3 { // the free port can be taken in between: try another
 		port, err := FreePort()
 		if err != nil {
