@@ -133,9 +133,12 @@ func (x executor) Execute(ctx context.Context, d Delivery) (err error) {
 	if env.RequestID != "" {
 		jctx = requestid.NewContext(jctx, env.RequestID)
 	}
+	ends := &attemptEnds{}
+	jctx = context.WithValue(jctx, attemptEndsKey{}, ends)
 	for _, extract := range p.extractors() {
 		jctx = extract(jctx, env.Metadata)
 	}
+	defer func() { ends.end(err) }() // runs after the deferred recovery below has set err
 	jctx, cancel := context.WithTimeoutCause(jctx, timeout, &TimeoutError{Kind: d.Kind, Timeout: timeout})
 	defer cancel()
 
