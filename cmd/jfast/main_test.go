@@ -108,7 +108,7 @@ func TestNewUsageMistakes(t *testing.T) {
 		{[]string{"new", "a", "b"}, 2, "want the service's NAME"},
 		{[]string{"new", "Orders"}, 2, `invalid service name "Orders"`},
 		{[]string{"new", "orders", "--module", "x//y"}, 2, "invalid module path"},
-		{[]string{"new", "orders", "--dir", t.TempDir() + "/o", "--plugins", "mail"}, 1, `jfast new has no example for plugin "mail" yet`},
+		{[]string{"new", "orders", "--dir", t.TempDir() + "/o", "--plugins", "mail"}, 1, `plugin "mail" needs queue as well`},
 		{[]string{"new", "orders", "--dir", t.TempDir() + "/o", "--plugins", "smtp"}, 1, `unknown plugin "smtp"`},
 		{[]string{"new", "orders", "--framework", t.TempDir()}, 1, "framework checkout"},
 		{[]string{"new", "orders", "--bogus"}, 2, "unknown flag: --bogus"},

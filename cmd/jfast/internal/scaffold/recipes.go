@@ -116,6 +116,17 @@ var recipes = []recipe{
 		NeedsOneOf: []string{"db", "cache"},
 	},
 	{
+		Name:   "mail",
+		Import: modulePath + "/plugins/mail",
+		Ident:  "mail",
+		Settings: map[string]string{
+			"plugin.mail.from": `"Example <noreply@example.com>"`,
+		},
+		Route:      "`POST /welcome`: sends a welcome mail through the queue (written to the log with the default `log` transport)",
+		Note:       "Mail goes through the queue and, with `transport = \"log\"` (the default), to the log; set `transport = \"smtp\"`, `host`, `port` and `JFAST_MAIL_USERNAME`/`JFAST_MAIL_PASSWORD` to send it.",
+		NeedsOneOf: []string{"queue"},
+	},
+	{
 		Name:   "telemetry",
 		Import: modulePath + "/plugins/telemetry",
 		Ident:  "telemetry",

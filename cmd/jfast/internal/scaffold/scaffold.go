@@ -312,7 +312,11 @@ func choose(names []string, available map[string]func() framework.Plugin) ([]rec
 			continue
 		}
 		if len(r.NeedsOneOf) > 0 && !slices.ContainsFunc(r.NeedsOneOf, func(n string) bool { return seen[n] }) {
-			return nil, fmt.Errorf("plugin %q needs one of %s as well: add it to --plugins (e.g. --plugins %s,%s)", r.Name, strings.Join(r.NeedsOneOf, " or "), r.NeedsOneOf[0], r.Name)
+			need := r.NeedsOneOf[0]
+			if len(r.NeedsOneOf) > 1 {
+				need = "one of " + strings.Join(r.NeedsOneOf, " or ")
+			}
+			return nil, fmt.Errorf("plugin %q needs %s as well: add it to --plugins (e.g. --plugins %s,%s)", r.Name, need, r.NeedsOneOf[0], r.Name)
 		}
 		if seen["cache"] && !seen["db"] {
 			switch r.Name {

@@ -134,14 +134,14 @@ func normalizeGoMod(t *testing.T, data []byte, root string) []byte {
 // comments come from the plugins' doc comments, which their authors may reword.
 func TestGoldenEveryPlugin(t *testing.T) {
 	t.Parallel()
-	got := files(t, Options{Name: "shop", Module: "github.com/acme/shop", Framework: frameworkRoot(t), Available: all, Plugins: []string{"storage", "auth", "cache", "db", "http", "idempotency", "queue", "telemetry"}})
+	got := files(t, Options{Name: "shop", Module: "github.com/acme/shop", Framework: frameworkRoot(t), Available: all, Plugins: []string{"storage", "auth", "cache", "db", "http", "idempotency", "queue", "telemetry", "mail"}})
 	for name, data := range got {
 		if name == "go.mod" || name == "go.sum" || name == "jfast.toml" {
 			continue
 		}
 		golden(t, "every/"+name, data)
 	}
-	if !strings.Contains(string(got["jfast.toml"]), `enabled = ["observability", "http", "db", "cache", "auth", "storage", "queue", "telemetry", "idempotency"]`) {
+	if !strings.Contains(string(got["jfast.toml"]), `enabled = ["observability", "http", "db", "cache", "auth", "storage", "queue", "mail", "telemetry", "idempotency"]`) {
 		t.Errorf("plugins not enabled in recipe order:\n%s", got["jfast.toml"])
 	}
 }
@@ -280,9 +280,10 @@ func TestRefusals(t *testing.T) {
 		{"module with a space", Options{Name: "orders", Module: "github.com/a b", Framework: root}, `character outside`},
 		{"module upper-case first element", Options{Name: "orders", Module: "GitHub.com/a", Framework: root}, `first element must be lower case`},
 		{"module inside jfast", Options{Name: "orders", Module: "github.com/jfastframework/jfast/x", Framework: root}, `inside the framework's own module`},
-		{"unknown plugin", Options{Name: "orders", Framework: root, Available: all, Plugins: []string{"htp"}}, `unknown plugin "htp"; available: http, db, cache, auth, storage, queue, telemetry, idempotency`},
+		{"unknown plugin", Options{Name: "orders", Framework: root, Available: all, Plugins: []string{"htp"}}, `unknown plugin "htp"; available: http, db, cache, auth, storage, queue, mail, telemetry, idempotency`},
 		{"plugin not there yet", Options{Name: "orders", Framework: root, Available: all, Plugins: []string{"drills"}}, `unknown plugin "drills"`},
-		{"plugin without an example", Options{Name: "orders", Framework: root, Available: all, Plugins: []string{"mail"}}, `jfast new has no example for plugin "mail" yet`},
+		{"plugin without an example", Options{Name: "orders", Framework: root, Available: map[string]func() framework.Plugin{"sms": func() framework.Plugin { return &framework.Observability{} }}, Plugins: []string{"sms"}}, `jfast new has no example for plugin "sms" yet`},
+		{"mail without the queue", Options{Name: "orders", Framework: root, Available: all, Plugins: []string{"mail", "db"}}, `plugin "mail" needs queue as well`},
 		{"a planned plugin not compiled in", Options{Name: "orders", Framework: root, Available: map[string]func() framework.Plugin{}, Plugins: []string{"db"}}, `plugin "db" does not exist in this jfast yet`},
 		{"idempotency without a store", Options{Name: "orders", Framework: root, Available: all, Plugins: []string{"idempotency"}}, `plugin "idempotency" needs one of db or cache as well`},
 		{"plugin twice", Options{Name: "orders", Framework: root, Available: all, Plugins: []string{"db", "db"}}, `plugin "db" is listed twice`},
@@ -323,9 +324,9 @@ func TestWriteRefusesANonEmptyDirectory(t *testing.T) {
 func TestGeneratedConfigBoots(t *testing.T) {
 	t.Parallel()
 	root := frameworkRoot(t)
-	sets := [][]string{nil, Known(), {"idempotency", "cache"}, {"queue", "cache"}}
+	sets := [][]string{nil, Known(), {"idempotency", "cache"}, {"queue", "cache"}, {"mail", "queue", "db"}}
 	for _, n := range Known() {
-		if n != "idempotency" && n != "queue" {
+		if n != "idempotency" && n != "queue" && n != "mail" {
 			sets = append(sets, []string{n})
 		}
 	}

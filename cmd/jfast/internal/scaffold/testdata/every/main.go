@@ -9,6 +9,7 @@ import (
 	"github.com/jfastframework/jfast/plugins/db"
 	"github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/plugins/idempotency"
+	"github.com/jfastframework/jfast/plugins/mail"
 	"github.com/jfastframework/jfast/plugins/queue"
 	"github.com/jfastframework/jfast/plugins/storage"
 	"github.com/jfastframework/jfast/plugins/telemetry"
@@ -29,6 +30,7 @@ func Options() framework.Options {
 			auth.New(),
 			storage.New(),
 			queue.New(),
+			mail.New(),
 			telemetry.New(),
 			idempotency.New(),
 		},

@@ -32,6 +32,9 @@ func Routes(app *framework.App, r chi.Router) error {
 	if err := queueRoutes(app, r); err != nil {
 		return err
 	}
+	if err := mailRoutes(app, r); err != nil {
+		return err
+	}
 	if err := telemetryRoutes(app, r); err != nil {
 		return err
 	}
