@@ -89,20 +89,20 @@ func TestBootRules(t *testing.T) {
 	}
 }
 
-func TestPasswordIsADeployKey(t *testing.T) {
+func TestCredentialsAndServerAreDeployKeys(t *testing.T) {
 	t.Parallel()
 	m := mail.New()
 	app, err := jfasttest.New(t, jfasttest.Options{
-		TOML:    "[plugins]\nenabled = [\"db\", \"queue\", \"mail\"]\n[plugin.db]\nurl = \"" + dbURL() + "\"\n[plugin.mail]\npassword = \"from-file\"\n",
+		TOML:    "[plugins]\nenabled = [\"db\", \"queue\", \"mail\"]\n[plugin.db]\nurl = \"" + dbURL() + "\"\n[plugin.mail]\npassword = \"from-file\"\nport = 587\n",
 		Plugins: []framework.Plugin{db.New(), queue.New(), m},
-		Env:     map[string]string{"JFAST_MAIL_PASSWORD": "from-env", "JFAST_MAIL_USERNAME": "env-user"},
+		Env:     map[string]string{"JFAST_MAIL_PASSWORD": "from-env", "JFAST_MAIL_USERNAME": "env-user", "JFAST_MAIL_PORT": "2525"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = app
 	cfg := m.Config().(*mail.Config)
-	if cfg.Password != "from-env" || cfg.Username != "env-user" {
-		t.Fatalf("username/password = %q/%q, want the environment's", cfg.Username, cfg.Password)
+	if cfg.Password != "from-env" || cfg.Username != "env-user" || cfg.Port != 2525 {
+		t.Fatalf("username/password/port = %q/%q/%d, want the environment's", cfg.Username, cfg.Password, cfg.Port)
 	}
 }
