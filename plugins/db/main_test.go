@@ -1,73 +1,27 @@
 package db
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"os"
 	"testing"
-	"time"
 
-	"github.com/jackc/pgx/v5"
-	"go.uber.org/goleak"
+	"github.com/jfastframework/jfast/jfasttest"
 )
 
-// adminURL reaches the machine's PostgreSQL (trust auth) to make and drop
-// this package's private database.
-const adminURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+// adminURL reaches the machine's PostgreSQL (trust auth).
+var adminURL = jfasttest.PostgresAdminURL()
 
-// testDB is the private database of this test run, made by TestMain.
-var testDB string
+// private is this test run's private database; testDB is its name.
+var (
+	private *jfasttest.Database
+	testDB  string
+)
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	testDB = "jfast_db_test_" + hex.EncodeToString(b)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	admin, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "db tests need the machine's PostgreSQL at 127.0.0.1:5432: %v\n", err)
-		return 1
-	}
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+testDB); err != nil {
-		fmt.Fprintf(os.Stderr, "create database %s: %v\n", testDB, err)
-		return 1
-	}
-	_ = admin.Close(ctx)
-
-	code := m.Run()
-
-	dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer dcancel()
-	if admin, err := pgx.Connect(dctx, adminURL); err == nil {
-		if _, err := admin.Exec(dctx, "DROP DATABASE IF EXISTS "+testDB+" WITH (FORCE)"); err != nil {
-			fmt.Fprintf(os.Stderr, "drop database %s: %v\n", testDB, err)
-		}
-		_ = admin.Close(dctx)
-	} else {
-		fmt.Fprintf(os.Stderr, "drop database %s: %v\n", testDB, err)
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			return 1
-		}
-	}
-	return code
+	os.Exit(jfasttest.MainWithDatabase(m, "db", &private, func(d *jfasttest.Database) { testDB = d.Name }))
 }
 
 // testURL is the private database's connection string.
-func testURL() string {
-	return "postgres://postgres@127.0.0.1:5432/" + testDB + "?sslmode=disable"
-}
+func testURL() string { return private.URL() }
 
 // urlVia is the private database reached through addr (a drills.Proxy).
-func urlVia(addr string) string {
-	return "postgres://postgres@" + addr + "/" + testDB + "?sslmode=disable"
-}
+func urlVia(addr string) string { return private.URLVia(addr) }

@@ -1,71 +1,23 @@
 package idempotency
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"os"
 	"testing"
-	"time"
 
-	"github.com/jackc/pgx/v5"
-	"go.uber.org/goleak"
+	"github.com/jfastframework/jfast/jfasttest"
 )
 
-// adminURL reaches the machine's PostgreSQL (trust auth) to make and drop this
-// package's private database.
-const adminURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-
-// testDB is the private database of this test run, made by TestMain.
-var testDB string
+// private is this test run's private database.
+var private *jfasttest.Database
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	testDB = "jfast_idempotency_test_" + hex.EncodeToString(b)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	admin, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "idempotency tests need the machine's PostgreSQL at 127.0.0.1:5432: %v\n", err)
-		return 1
-	}
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+testDB); err != nil {
-		fmt.Fprintf(os.Stderr, "create database %s: %v\n", testDB, err)
-		return 1
-	}
-	_ = admin.Close(ctx)
-
-	code := m.Run()
-
-	dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer dcancel()
-	if admin, err := pgx.Connect(dctx, adminURL); err == nil {
-		if _, err := admin.Exec(dctx, "DROP DATABASE IF EXISTS "+testDB+" WITH (FORCE)"); err != nil {
-			fmt.Fprintf(os.Stderr, "drop database %s: %v\n", testDB, err)
-		}
-		_ = admin.Close(dctx)
-	} else {
-		fmt.Fprintf(os.Stderr, "drop database %s: %v\n", testDB, err)
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			return 1
-		}
-	}
-	return code
+	os.Exit(jfasttest.MainWithDatabase(m, "idempotency", &private))
 }
 
 // testURL is the private database's connection string, through addr when not empty.
 func testURL(addr string) string {
 	if addr == "" {
-		addr = "127.0.0.1:5432"
+		return private.URL()
 	}
-	return "postgres://postgres@" + addr + "/" + testDB + "?sslmode=disable"
+	return private.URLVia(addr)
 }
