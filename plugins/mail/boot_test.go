@@ -67,6 +67,8 @@ func TestBootRules(t *testing.T) {
 			"transport = \"smtp\"\nhost = \"smtp.example.com\"\nuse_starttls = false\nusername = \"u\"\npassword = \"boot-secret\"", "plugin.mail.username"},
 		{"password in clear to loopback", "development",
 			"transport = \"smtp\"\nhost = \"127.0.0.1\"\nuse_starttls = false\nusername = \"u\"\npassword = \"boot-secret\"", ""},
+		{"bad queue name", "development", `queue = "Mail Jobs"`, "plugin.mail.queue"},
+		{"queue name", "development", `queue = "mail"`, ""},
 		{"smtp without host", "development", "transport = \"smtp\"\nhost = \"\"", "plugin.mail.host"},
 	}
 	for _, c := range cases {
