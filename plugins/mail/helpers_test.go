@@ -44,6 +44,7 @@ type config struct {
 	queue       string // extra [plugin.queue] lines
 	maxAttempts int
 	roots       *x509.CertPool // trusted roots for TLS tests
+	db          string         // database URL; default the private test database
 }
 
 func setup(t *testing.T, c config) *bundle {
@@ -54,6 +55,9 @@ func setup(t *testing.T, c config) *bundle {
 	}
 	if c.transport == "" {
 		c.transport = "smtp"
+	}
+	if c.db == "" {
+		c.db = dbURL()
 	}
 	starttls := "use_starttls = false" // the test servers speak plain SMTP
 	if strings.Contains(c.mail, "use_starttls") {
@@ -83,7 +87,7 @@ port = %d
 from = "Shop <shop@example.com>"
 queue = %q
 %s
-`, dbURL(), c.maxAttempts, c.queue, name, c.transport, c.port, starttls, name, c.mail)
+`, c.db, c.maxAttempts, c.queue, name, c.transport, c.port, starttls, name, c.mail)
 	m, q := mail.New(), queue.New()
 	if c.roots != nil {
 		mail.SetRootCAs(m, c.roots)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -160,4 +161,31 @@ password = "log-transport-secret"`})
 	if last, ok := b.mail.LastDelivery(); !ok || last.Result != "sent" {
 		t.Fatalf("last delivery %+v, want sent", last)
 	}
+}
+
+func TestSendWithTheQueueDownIsA503NamingTheQueue(t *testing.T) {
+	t.Parallel()
+	down := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", closedPort(t), testDB)
+	b := setup(t, config{db: down, port: closedPort(t), queue: `enqueue_timeout = "1s"`})
+	start := time.Now()
+	err := b.mail.Send(context.Background(), msg("queue down"))
+	if err == nil {
+		t.Fatal("Send with the queue's database down = nil")
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("Send took %s, want within enqueue_timeout (1s)", took)
+	}
+	p := problem.From(err)
+	if p.Status != http.StatusServiceUnavailable || !strings.Contains(string(mustJSON(t, p)), `"dependency":"queue"`) {
+		t.Fatalf("problem %d %s, want 503 naming the queue (err %v)", p.Status, mustJSON(t, p), err)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
