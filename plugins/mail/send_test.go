@@ -165,7 +165,7 @@ password = "log-transport-secret"`})
 
 func TestSendWithTheQueueDownIsA503NamingTheQueue(t *testing.T) {
 	t.Parallel()
-	down := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", closedPort(t), testDB)
+	down := private.URLVia(fmt.Sprintf("127.0.0.1:%d", closedPort(t)))
 	b := setup(t, config{db: down, port: closedPort(t), queue: `enqueue_timeout = "1s"`})
 	start := time.Now()
 	err := b.mail.Send(context.Background(), msg("queue down"))
