@@ -7,9 +7,10 @@ TEST_FLAGS ?= -race -count=1 -p 2 -timeout 15m
 
 .PHONY: run test test-servers bench vet fmt
 
-## run: the hello service on 127.0.0.1:8000 (JFAST_APP_LISTEN overrides)
+## run: the example pair on loopback, billing on 127.0.0.1:8010 and orders on
+## 127.0.0.1:8000, with the machine's PostgreSQL and Redis when present (Ctrl-C stops both)
 run:
-	$(GO) run ./examples/hello
+	bash scripts/run-examples.sh
 
 ## test-servers: install the servers tests start themselves (S3, SMTP), once
 test-servers:

@@ -28,8 +28,9 @@ type bundle struct {
 }
 
 type setupOpts struct {
-	billingURL string // billing's base_url; empty starts billing in-process
-	cacheURL   string // empty: the machine's Redis
+	billingURL string   // billing's base_url; empty starts billing in-process
+	cacheURL   string   // empty: the machine's Redis
+	replace    []string // old, new pairs applied to jfast.toml
 }
 
 // startBilling runs examples/billing from its own jfast.toml on the private
@@ -62,8 +63,8 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	b := &bundle{}
 	b.svc = jfasttest.Start(t, jfasttest.Options{
 		TOML: exampletest.Config(t, "../jfast.toml",
-			`name = "orders"`, `name = "orders-test-`+random()+`"`,
-			`public_url = "http://127.0.0.1:8000"`, `public_url = ""`),
+			append([]string{`name = "orders"`, `name = "orders-test-` + random() + `"`,
+				`public_url = "http://127.0.0.1:8000"`, `public_url = ""`}, o.replace...)...),
 		Plugins: Options().Plugins,
 		Env:     env,
 		Routes: func(app *framework.App, r chi.Router) error {
