@@ -9,8 +9,10 @@
 #
 # Environment: PGHOST, PGPORT, PGUSER (127.0.0.1, 5432, postgres) for creating
 # the databases; JFAST_EXAMPLES_DIR (default /tmp/jfast-examples) for the
-# binaries, the receipts and generated configuration; any JFAST_* variable
-# reaches both services (JFAST_CACHE_URL also tells this script where Redis is).
+# binaries, the receipts and generated configuration. JFAST_* variables reach
+# the services whose plugins they name (JFAST_APP_* and JFAST_DB_* both; note
+# that the two need separate databases); JFAST_CACHE_URL also tells this script
+# where Redis is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -74,14 +76,26 @@ stop() {
 }
 trap 'stop; exit 0' INT TERM
 
+# A JFAST_* variable for a plugin a service does not compile in is a boot
+# error there (a misspelt variable must not pass silently): give each service
+# only the variables of its own plugins.
+without() { # PLUGIN... -> env -u arguments for their JFAST_<PLUGIN>_* variables
+  local v p
+  for v in $(compgen -e); do
+    for p in "$@"; do [[ $v == JFAST_${p}_* ]] && printf -- '-u\n%s\n' "$v"; done
+  done
+}
+mapfile -t billing_unset < <(without CACHE HTTP QUEUE MAIL STORAGE TELEMETRY)
+mapfile -t orders_unset < <(without IDEMPOTENCY TELEMETRY)
+
 # Each service's log lines are prefixed with its name; $! is the service itself.
-JFAST_CONFIG=$billing_config "$dir/bin/billing" > >(sed -u 's/^/billing | /') 2>&1 &
+env "${billing_unset[@]}" JFAST_CONFIG="$billing_config" "$dir/bin/billing" > >(sed -u 's/^/billing | /') 2>&1 &
 pids+=($!)
 receipts=()
 if [ "$dir" != /tmp/jfast-examples ]; then # the root in examples/orders/jfast.toml
   receipts=(JFAST_STORAGE_DISKS__RECEIPTS__ROOT="$dir/receipts")
 fi
-env JFAST_CONFIG="$orders_config" "${receipts[@]}" "$dir/bin/orders" > >(sed -u 's/^/orders  | /') 2>&1 &
+env "${orders_unset[@]}" JFAST_CONFIG="$orders_config" "${receipts[@]}" "$dir/bin/orders" > >(sed -u 's/^/orders  | /') 2>&1 &
 pids+=($!)
 
 for addr in 127.0.0.1:8010 127.0.0.1:8000; do
