@@ -10,8 +10,10 @@ import (
 
 // TestWelcomeMail passes with the queue's backend (the mail is enqueued and the
 // log transport writes it) and without it (a 503 naming the queue).
+//
+// Not parallel: the delivery job may run on any worker of the queue, and the test
+// reads this service's log, so no other test's service may be running.
 func TestWelcomeMail(t *testing.T) {
-	t.Parallel()
 	svc := setup(t, nil)
 	if resp := svc.Do(t, http.MethodPost, "/welcome", `{"email":"not an address"}`); resp.Status != http.StatusUnprocessableEntity {
 		t.Fatalf("an invalid address: status %d: %s", resp.Status, resp)
