@@ -107,8 +107,20 @@ done
 say "billing on http://127.0.0.1:8010, orders on http://127.0.0.1:8000 (Ctrl-C stops both)"
 say "try: TOKEN=\$(go run ./examples/orders token ada); curl -s localhost:8000/ready"
 
-# One service exiting (a configuration error, a failed migration) stops the other.
+# A service that exits (a configuration error, a failed migration, or stopped
+# on purpose to watch the other one cope) is reported; the other keeps serving
+# until Ctrl-C.
 status=0
-wait -n "${pids[@]}" || status=$?
-stop
+live=("${pids[@]}")
+while ((${#live[@]} > 0)); do
+  code=0 exited=
+  wait -n -p exited "${live[@]}" || code=$?
+  [ -n "$exited" ] || break
+  if [ "$exited" = "${pids[0]}" ]; then name=billing; else name=orders; fi
+  say "$name exited with status $code"
+  ((code == 0)) || status=$code
+  rest=()
+  for pid in "${live[@]}"; do [ "$pid" = "$exited" ] || rest+=("$pid"); done
+  live=("${rest[@]}")
+done
 exit "$status"
