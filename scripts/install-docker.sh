@@ -21,9 +21,14 @@ if [ "$(id -u)" != 0 ]; then
 	exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
+# A failure here must not fail `make test`: the docker drill then skips, naming
+# the reason (dockerd is not installed).
 if ! apt-cache policy docker.io 2>/dev/null | grep -q Candidate:.[0-9]; then
-	apt-get update -q
+	apt-get update -q || echo "install-docker.sh: apt-get update failed" >&2
 fi
 # --no-install-recommends: no cgroupfs-mount, git, ubuntu-fan and the like.
-apt-get install -y -q --no-install-recommends docker.io >/dev/null
+if ! apt-get install -y -q --no-install-recommends docker.io >/dev/null; then
+	echo "install-docker.sh: WARNING: apt-get install docker.io failed; the docker drill will be skipped" >&2
+	exit 0
+fi
 echo "docker.io installed: $(/usr/sbin/dockerd --version)"
