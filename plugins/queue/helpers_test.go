@@ -9,53 +9,25 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/jfasttest"
+	"github.com/jfastframework/jfast/plugins/cache"
+	"github.com/jfastframework/jfast/plugins/db"
 	"github.com/jfastframework/jfast/plugins/queue/queuetest"
 )
 
-// pgStandIn stands in for the db plugin (plugins/db, written in parallel): a
-// plugin named "db" exposing Pool() over a real pgxpool to the machine's
-// PostgreSQL (or a proxy in front of it). It is not a fake server; the queue
-// plugin finds it exactly as it finds the db plugin, by name and Pool().
-type pgStandIn struct {
-	addr string
-	pool *pgxpool.Pool
-}
-
-func (p *pgStandIn) Name() string { return "db" }
-func (p *pgStandIn) Start(ctx context.Context, _ *framework.App) error {
-	cfg, err := pgxpool.ParseConfig(pgURL(p.addr))
-	if err != nil {
-		return err
+// depPlugin returns the plugin the backend shares its connections with: the db
+// plugin (its pool) for postgres, the cache plugin (its client) for redis, with
+// its [plugin.X] table pointing at addr.
+func depPlugin(backend, addr string) (framework.Plugin, string) {
+	if backend == "postgres" {
+		return db.New(), fmt.Sprintf("[plugin.db]\nurl = %q\npool_size = 20\n", pgURL(or(addr, "127.0.0.1:5432")))
 	}
-	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
-	cfg.MaxConns = 20
-	p.pool, err = pgxpool.NewWithConfig(ctx, cfg)
-	return err
+	return cache.New(), fmt.Sprintf("[plugin.cache]\nurl = %q\n", "redis://"+or(addr, redisAddr)+"/0")
 }
-func (p *pgStandIn) Stop(context.Context) error { p.pool.Close(); return nil }
-func (p *pgStandIn) Pool() *pgxpool.Pool        { return p.pool }
-
-// redisStandIn stands in for the cache plugin (plugins/cache): a plugin named
-// "cache" exposing Client() over a real go-redis client with the cache plugin's
-// 1 s per-command deadlines.
-type redisStandIn struct {
-	addr string
-	c    *redis.Client
-}
-
-func (r *redisStandIn) Name() string { return "cache" }
-func (r *redisStandIn) Start(context.Context, *framework.App) error {
-	r.c = redis.NewClient(&redis.Options{Addr: r.addr, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
-	return nil
-}
-func (r *redisStandIn) Stop(context.Context) error    { return r.c.Close() }
-func (r *redisStandIn) Client() redis.UniversalClient { return r.c }
 
 // appOpts are what a test may change about the App a harness starts.
 type appOpts struct {
@@ -70,16 +42,12 @@ func startApp(t testing.TB, backend string, cfg queuetest.Config, register func(
 	if register != nil {
 		register(q)
 	}
-	var dep framework.Plugin
-	switch backend {
-	case "postgres":
-		dep = &pgStandIn{addr: or(o.addr, "127.0.0.1:5432")}
-	case "redis":
-		dep = &redisStandIn{addr: or(o.addr, redisAddr)}
+	dep, depTOML := depPlugin(backend, o.addr)
+	if backend == "redis" {
 		t.Cleanup(func() { deleteRedisQueues(t, cfg) })
 	}
-	toml := fmt.Sprintf("[app]\nlisten = \"127.0.0.1:0\"\n%s\n[plugins]\nenabled = [%q, \"queue\"]\n[plugin.queue]\nbackend = %q\n%s",
-		cfg.App, dep.Name(), backend, cfg.Queue)
+	toml := fmt.Sprintf("[app]\nlisten = \"127.0.0.1:0\"\n%s\n[plugins]\nenabled = [%q, \"queue\"]\n%s[plugin.queue]\nbackend = %q\n%s",
+		cfg.App, dep.Name(), depTOML, backend, cfg.Queue)
 	return jfasttest.Start(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{dep, q}, Clock: o.clock, Routes: o.routes})
 }
 
