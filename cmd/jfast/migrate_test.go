@@ -1,0 +1,58 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/plugins/db"
+)
+
+// TestMigrateThroughTheServiceCommand runs a service's "migrate" command with the
+// db plugin and two migrations against a private database: status, up, status,
+// down, and a usage mistake.
+func TestMigrateThroughTheServiceCommand(t *testing.T) {
+	t.Parallel()
+	url := privateDatabase(t)
+	migrations := fstest.MapFS{
+		"001_create_widgets.sql": {Data: []byte("CREATE TABLE widgets (id bigint PRIMARY KEY);\n---- create above / drop below ----\nDROP TABLE widgets;\n")},
+		"002_add_name.sql":       {Data: []byte("ALTER TABLE widgets ADD COLUMN name text;\n---- create above / drop below ----\nALTER TABLE widgets DROP COLUMN name;\n")},
+	}
+	opts := framework.Options{
+		Plugins:    []framework.Plugin{db.New(db.WithMigrations(migrations))},
+		ConfigText: "[app]\nname = \"widgets\"\n[plugins]\nenabled = [\"observability\", \"db\"]\n",
+		Environ:    []string{"JFAST_DB_URL=" + url},
+	}
+	migrate := func(args ...string) (int, string, string) {
+		var stdout, stderr bytes.Buffer
+		code := framework.Command(context.Background(), opts, args, &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}
+	for _, step := range []struct {
+		args []string
+		code int
+		want []string
+	}{
+		{[]string{"migrate", "status"}, 0, []string{"db: migrate status", "pending  001 001_create_widgets", "pending  002 002_add_name", "version 0 of 2"}},
+		{[]string{"migrate", "up"}, 0, []string{"applied 001 001_create_widgets", "applied 002 002_add_name", "version 2 of 2"}},
+		{[]string{"migrate", "up"}, 0, []string{"nothing to do", "version 2 of 2"}},
+		{[]string{"migrate", "down"}, 0, []string{"reverted 002 002_add_name", "applied  001 001_create_widgets", "pending  002 002_add_name", "version 1 of 2"}},
+		{[]string{"migrate", "sideways"}, 2, nil},
+	} {
+		code, out, errOut := migrate(step.args...)
+		if code != step.code {
+			t.Fatalf("%v: exit %d, want %d\nstdout %s\nstderr %s", step.args, code, step.code, out, errOut)
+		}
+		for _, w := range step.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: stdout lacks %q:\n%s", step.args, w, out)
+			}
+		}
+		if strings.Contains(out+errOut, url) {
+			t.Errorf("%v: the database URL reached the output", step.args)
+		}
+	}
+}
