@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"runtime/debug"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -94,7 +96,9 @@ func SetJSON[T any](ctx context.Context, p *Plugin, key string, v T, ttl time.Du
 //
 // fn runs with the first caller's context values and deadline, but not its
 // cancellation: a caller that gives up stops waiting (with its context's error)
-// without failing the others.
+// without failing the others. A panic in fn is re-raised in every waiting
+// caller's goroutine (where the recovery middleware answers 500), never in the
+// flight's own goroutine, which would end the process.
 func (p *Plugin) Remember(ctx context.Context, key string, ttl time.Duration, fn func(context.Context) ([]byte, error)) ([]byte, error) {
 	if ttl <= 0 {
 		return nil, fmt.Errorf("cache: remember %q: ttl must be positive, got %s", key, ttl)
@@ -125,8 +129,21 @@ func RememberJSON[T any](ctx context.Context, p *Plugin, key string, ttl time.Du
 
 // flightResult is what one single-flight computation hands to every waiter.
 type flightResult[T any] struct {
-	v   T
-	err error
+	v        T
+	err      error
+	panicked *fnPanic
+}
+
+// fnPanic is a panic of Remember's fn, carried out of the flight to be
+// re-raised in each waiting caller's goroutine. Its text holds the panic value
+// and the stack where fn panicked.
+type fnPanic struct {
+	value any
+	stack []byte
+}
+
+func (p *fnPanic) Error() string {
+	return fmt.Sprintf("cache: remember: fn panicked: %v\n\n%s", p.value, p.stack)
 }
 
 func remember[T any](ctx context.Context, p *Plugin, key string, fn func(context.Context) (T, error),
@@ -155,14 +172,29 @@ func remember[T any](ctx context.Context, p *Plugin, key string, fn func(context
 	if dl, ok := ctx.Deadline(); ok {
 		fctx, cancel = context.WithDeadline(fctx, dl)
 	}
-	ch := p.flight.DoChan(p.prefix+key, func() (any, error) {
+	ch := p.flight.DoChan(p.prefix+key, func() (res any, _ error) {
 		defer cancel()
+		// The flight runs fn in a goroutine of its own, where a panic would
+		// end the process (singleflight re-panics it unrecoverably). It is
+		// caught here and re-raised in every caller's goroutine instead, so
+		// the request's recovery middleware answers 500 as for any panic.
+		defer func() {
+			if v := recover(); v != nil {
+				res = flightResult[T]{panicked: &fnPanic{value: v, stack: debug.Stack()}}
+			}
+		}()
 		return computeAndStore(p, fctx, key, fn, decode, encode, ttl, up), nil
 	})
 	select {
 	case res := <-ch:
 		cancel() // a follower's context was never used; the leader's is done
 		r := res.Val.(flightResult[T])
+		if r.panicked != nil {
+			if r.panicked.value == http.ErrAbortHandler {
+				panic(http.ErrAbortHandler)
+			}
+			panic(r.panicked)
+		}
 		return r.v, r.err
 	case <-ctx.Done():
 		// Not cancel: if this caller leads, the flight still serves the others

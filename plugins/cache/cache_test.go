@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jfastframework/jfast/framework/resilience"
@@ -294,5 +297,48 @@ func TestUnavailableErrorProblem(t *testing.T) {
 		if !errors.Is(tc.err, ErrUnavailable) || !errors.Is(tc.err, tc.err.Err) {
 			t.Errorf("errors.Is does not reach ErrUnavailable and the cause for %v", tc.err)
 		}
+	}
+}
+
+// TestRememberPanicReachesTheCallers: a panicking fn runs in the flight's own
+// goroutine; it must come back as a panic in the callers' goroutines (where the
+// recovery middleware turns it into a 500), not end the process. The route
+// answers 500 problem+json, the service keeps serving, and the key is not stuck.
+func TestRememberPanicReachesTheCallers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{routes: func(c *Plugin, r chi.Router) {
+		r.Get("/boom", func(w http.ResponseWriter, r *http.Request) {
+			v, _ := c.Remember(r.Context(), "boom", time.Minute, func(context.Context) ([]byte, error) {
+				var m map[string]int
+				m["x"] = 1 // nil map: panics
+				return []byte("never"), nil
+			})
+			w.Write(v)
+		})
+	}})
+	r := b.svc.Get(t, "/boom")
+	if r.Status != http.StatusInternalServerError || !strings.Contains(r.Header.Get("Content-Type"), "application/problem+json") {
+		t.Fatalf("panicking fn: %d %s %s", r.Status, r.Header.Get("Content-Type"), r.Body)
+	}
+	// Called directly, the panic is raised in the caller's goroutine and
+	// carries fn's panic value.
+	func() {
+		defer func() {
+			v := recover()
+			err, ok := v.(error)
+			if !ok || !strings.Contains(err.Error(), "assignment to entry in nil map") {
+				t.Errorf("recovered %v, want fn's panic", v)
+			}
+		}()
+		_, _ = b.cache.Remember(context.Background(), "boom", time.Minute, func(context.Context) ([]byte, error) {
+			var m map[string]int
+			m["x"] = 1
+			return nil, nil
+		})
+		t.Error("Remember returned after fn panicked")
+	}()
+	v, err := b.cache.Remember(context.Background(), "boom", time.Minute, func(context.Context) ([]byte, error) { return []byte("ok"), nil })
+	if err != nil || string(v) != "ok" {
+		t.Fatalf("Remember after a panic = %q, %v", v, err)
 	}
 }
