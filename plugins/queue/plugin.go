@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
@@ -387,6 +391,13 @@ func (p *Plugin) guard(ctx context.Context, kind string, fn func(context.Context
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.EnqueueTimeout)
 	res, err := fn(cctx)
+	if err != nil && retryableEnqueue(err) && cctx.Err() == nil {
+		// DESIGN §6: a publish is retried once, within the same deadline.
+		// The first attempt may have been stored with its reply lost: the
+		// job can then exist twice, which at-least-once handlers tolerate.
+		p.metrics.enqueued(kind, "retried")
+		res, err = fn(cctx)
+	}
 	cancel()
 	switch {
 	case err == nil:
@@ -406,6 +417,23 @@ func (p *Plugin) guard(ctx context.Context, kind string, fn func(context.Context
 		}
 		return Result{}, &problem.DependencyError{Dependency: Name, Err: fmt.Errorf("enqueue %s on %s: %w", kind, p.cfg.Backend, err)}
 	}
+}
+
+// retryableEnqueue reports whether another attempt may succeed: a transport
+// failure (reset, refused, closed connection), not a timeout (the deadline is
+// spent), not an answer from the broker (an SQL or Redis error reply).
+func retryableEnqueue(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	var redisErr redis.Error
+	if errors.As(err, &pgErr) || errors.As(err, &redisErr) {
+		return false
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE)
 }
 
 // DeadJobs lists the dead letter, newest first.
