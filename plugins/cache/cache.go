@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"runtime/debug"
 	"time"
 
@@ -103,7 +104,7 @@ func (p *Plugin) Remember(ctx context.Context, key string, ttl time.Duration, fn
 	if ttl <= 0 {
 		return nil, fmt.Errorf("cache: remember %q: ttl must be positive, got %s", key, ttl)
 	}
-	return remember(ctx, p, key, fn,
+	return remember(ctx, p, key, "\x00raw", fn,
 		func(b []byte) ([]byte, bool) { return b, true },
 		func(b []byte) ([]byte, error) { return b, nil }, ttl)
 }
@@ -115,7 +116,7 @@ func RememberJSON[T any](ctx context.Context, p *Plugin, key string, ttl time.Du
 		var zero T
 		return zero, fmt.Errorf("cache: remember %q: ttl must be positive, got %s", key, ttl)
 	}
-	return remember(ctx, p, key, fn,
+	return remember(ctx, p, key, "\x00json:"+reflect.TypeFor[T]().String(), fn,
 		func(b []byte) (T, bool) {
 			var v T
 			if err := json.Unmarshal(b, &v); err != nil {
@@ -146,7 +147,10 @@ func (p *fnPanic) Error() string {
 	return fmt.Sprintf("cache: remember: fn panicked: %v\n\n%s", p.value, p.stack)
 }
 
-func remember[T any](ctx context.Context, p *Plugin, key string, fn func(context.Context) (T, error),
+// kind tells the flights of the same key apart by how the value is decoded
+// (Remember's raw bytes, RememberJSON's T): a caller only ever joins a flight
+// that yields its own type.
+func remember[T any](ctx context.Context, p *Plugin, key, kind string, fn func(context.Context) (T, error),
 	decode func([]byte) (T, bool), encode func(T) ([]byte, error), ttl time.Duration) (T, error) {
 	// Fast path: a hit needs no flight.
 	b, ok, err := p.Get(ctx, key)
@@ -172,7 +176,7 @@ func remember[T any](ctx context.Context, p *Plugin, key string, fn func(context
 	if dl, ok := ctx.Deadline(); ok {
 		fctx, cancel = context.WithDeadline(fctx, dl)
 	}
-	ch := p.flight.DoChan(p.prefix+key, func() (res any, _ error) {
+	ch := p.flight.DoChan(p.prefix+key+kind, func() (res any, _ error) {
 		defer cancel()
 		// The flight runs fn in a goroutine of its own, where a panic would
 		// end the process (singleflight re-panics it unrecoverably). It is
@@ -188,7 +192,13 @@ func remember[T any](ctx context.Context, p *Plugin, key string, fn func(context
 	select {
 	case res := <-ch:
 		cancel() // a follower's context was never used; the leader's is done
-		r := res.Val.(flightResult[T])
+		r, ok := res.Val.(flightResult[T])
+		if !ok {
+			// Two types whose names read the same (same package name and type
+			// name, different packages) met in one flight: compute alone,
+			// in this caller's goroutine and context.
+			r = computeAndStore(p, ctx, key, fn, decode, encode, ttl, up)
+		}
 		if r.panicked != nil {
 			if r.panicked.value == http.ErrAbortHandler {
 				panic(http.ErrAbortHandler)

@@ -342,3 +342,43 @@ func TestRememberPanicReachesTheCallers(t *testing.T) {
 		t.Fatalf("Remember after a panic = %q, %v", v, err)
 	}
 }
+
+// TestRememberTypesOfOneKeyDoNotShareAFlight: Remember and RememberJSON[T] on
+// the same key at the same time each get a value of their own type (a shared
+// flight handed one the other's result and panicked on its type).
+func TestRememberTypesOfOneKeyDoNotShareAFlight(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := context.Background()
+	rawStarted, jsonDone := make(chan struct{}), make(chan struct{})
+	raw := make(chan error, 1)
+	go func() {
+		v, err := b.cache.Remember(ctx, "shared", time.Minute, func(context.Context) ([]byte, error) {
+			close(rawStarted)
+			select { // hold this flight until the JSON caller has its answer
+			case <-jsonDone:
+			case <-time.After(3 * time.Second):
+			}
+			return []byte(`{"sku":"raw","cents":1}`), nil
+		})
+		if err == nil && string(v) != `{"sku":"raw","cents":1}` {
+			err = fmt.Errorf("raw Remember = %q", v)
+		}
+		raw <- err
+	}()
+	<-rawStarted
+	start := time.Now()
+	p, err := RememberJSON(ctx, b.cache, "shared", time.Minute, func(context.Context) (price, error) {
+		return price{SKU: "json", Cents: 2}, nil
+	})
+	close(jsonDone)
+	if err != nil || p.SKU != "json" {
+		t.Fatalf("RememberJSON during a raw Remember of the same key = %+v, %v", p, err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("RememberJSON waited %s on the raw flight", d)
+	}
+	if err := <-raw; err != nil {
+		t.Fatal(err)
+	}
+}
