@@ -226,15 +226,19 @@ type releasingRows struct {
 	release  func()
 }
 
+// Close closes the rows and releases the connection, once: a second Close (Next
+// closes at the end, and callers close again) must not touch a connection that
+// is back in the pool and may be serving another request.
 func (r *releasingRows) Close() {
 	r.Rows.Close()
-	if r.broken != nil && !r.isBroken {
+	if r.release == nil {
+		return
+	}
+	if r.broken != nil {
 		r.isBroken = r.broken()
 	}
-	if r.release != nil {
-		r.release()
-		r.release = nil
-	}
+	r.release()
+	r.release = nil
 }
 
 func (r *releasingRows) Err() error {

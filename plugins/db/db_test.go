@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -347,5 +348,38 @@ func TestTenantBreakersAreSeparate(t *testing.T) {
 	}
 	if good.Breaker().State.String() != "closed" {
 		t.Fatal("the healthy tenant's breaker is not closed")
+	}
+}
+
+// A row that is not there closes its rows twice (Next at the end, then Scan's
+// deferred Close); the second close must not touch the connection, which is
+// already back in the pool serving someone else. With one connection and many
+// goroutines, the race detector sees it if it does.
+func TestQueryRowWithNoRowReleasesOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{toml: "pool_size = 1"})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8*25)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 25 {
+				var n int
+				if err := b.db.QueryRow(ctx, "SELECT 1 WHERE false").Scan(&n); !errors.Is(err, pgx.ErrNoRows) {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("no row: %v", err)
+	}
+	if got := b.db.Stat().AcquiredConns(); got != 0 {
+		t.Fatalf("%d connections still acquired", got)
 	}
 }
