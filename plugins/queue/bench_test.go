@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,8 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/jfasttest"
 	"github.com/jfastframework/jfast/plugins/queue"
 	"github.com/jfastframework/jfast/plugins/queue/queuetest"
 )
@@ -61,8 +64,7 @@ func BenchmarkEnqueue(b *testing.B) {
 		report(b)
 	})
 	b.Run("asynq", func(b *testing.B) {
-		rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
-		defer rdb.Close()
+		rdb := sharedRedis(b)
 		c := asynq.NewClientFromRedisClient(rdb)
 		queueName := queuetest.QueueName(b)
 		b.Cleanup(func() { deleteRedisQueues(b, queuetest.Config{Queue: queuetest.QueueTOML(queueName, 1)}) })
@@ -130,8 +132,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 		var done atomic.Int64
 		all := make(chan struct{})
 		n := int64(b.N)
-		rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
-		defer rdb.Close()
+		rdb := sharedRedis(b)
 		queueName := queuetest.QueueName(b)
 		b.Cleanup(func() { deleteRedisQueues(b, queuetest.Config{Queue: queuetest.QueueTOML(queueName, 1)}) })
 		srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{Concurrency: 10, Queues: map[string]int{queueName: 1}, LogLevel: asynq.WarnLevel, TaskCheckInterval: 100 * time.Millisecond})
@@ -185,14 +186,26 @@ func benchApp(b *testing.B, backend string, register func(*queue.Plugin), worker
 	return q
 }
 
-// bareRiver is River on its own pool with the settings jfast gives it.
+// sharedApp starts an App with only the backend's connection plugin, so the
+// bare libraries run on the same pool or client (with its deadlines and
+// breaker hooks) as jfast's queue: the comparison is the queue layer alone.
+func sharedApp(b *testing.B, backend string) framework.Plugin {
+	dep, depTOML := depPlugin(backend, "")
+	jfasttest.Start(b, jfasttest.Options{
+		TOML:    fmt.Sprintf("[app]\nlisten = \"127.0.0.1:0\"\nlog_level = \"warn\"\n[plugins]\nenabled = [%q]\n%s", dep.Name(), depTOML),
+		Plugins: []framework.Plugin{dep},
+	})
+	return dep
+}
+
+func sharedRedis(b *testing.B) redis.UniversalClient {
+	return sharedApp(b, "redis").(interface{ Client() redis.UniversalClient }).Client()
+}
+
+// bareRiver is River on the db plugin's pool with the settings jfast gives it.
 func bareRiver(b *testing.B, workers *river.Workers, queueName string) *river.Client[pgx.Tx] {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgURL("127.0.0.1:5432")+"&pool_max_conns=20")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(pool.Close)
+	pool := sharedApp(b, "postgres").(interface{ Pool() *pgxpool.Pool }).Pool()
 	m, err := rivermigrate.New(riverpgxv5.New(pool), nil)
 	if err != nil {
 		b.Fatal(err)
@@ -231,6 +244,7 @@ func wait(b *testing.B, all chan struct{}) {
 
 func report(b *testing.B) {
 	b.StopTimer()
+	b.ReportAllocs()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 }
 
