@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/url"
 	"sort"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -66,6 +67,12 @@ type Config struct {
 
 	// MaxExportBatchSize is the most spans sent in one export. Defaults to 512.
 	MaxExportBatchSize int `koanf:"max_export_batch_size"`
+
+	// UntracedPaths are request paths that get no server span: the probes and
+	// the scrape, which arrive every few seconds and would drown the traces
+	// that matter. Exact paths, no patterns. Defaults to ["/live", "/ready",
+	// "/metrics"].
+	UntracedPaths []string `koanf:"untraced_paths"`
 }
 
 // DefaultConfig returns the [plugin.telemetry] defaults.
@@ -77,6 +84,7 @@ func DefaultConfig() Config {
 		BatchTimeout:       5 * time.Second,
 		MaxQueueSize:       2048,
 		MaxExportBatchSize: 512,
+		UntracedPaths:      []string{"/live", "/ready", "/metrics"},
 	}
 }
 
@@ -105,6 +113,11 @@ func (c *Config) validate(v *framework.Validation) {
 	if c.MaxExportBatchSize > 0 && c.MaxQueueSize > 0 && c.MaxExportBatchSize > c.MaxQueueSize {
 		v.Error("max_export_batch_size", fmt.Sprintf("must not exceed max_queue_size (%d), got %d", c.MaxQueueSize, c.MaxExportBatchSize),
 			"lower max_export_batch_size or raise max_queue_size")
+	}
+	for _, path := range c.UntracedPaths {
+		if !strings.HasPrefix(path, "/") {
+			v.Error("untraced_paths", fmt.Sprintf("%q is not a path starting with /", path), `list exact paths such as "/live"`)
+		}
 	}
 	if _, err := flattenAttributes(c.ResourceAttributes); err != nil {
 		v.Error("resource_attributes", err.Error(), `write each attribute as name = "value" (a string, number or boolean)`)

@@ -22,9 +22,13 @@ func (p *Plugin) Middleware() func(http.Handler) http.Handler {
 		if !p.exporting() {
 			return next
 		}
+		untraced := make(map[string]bool, len(p.cfg.UntracedPaths))
+		for _, path := range p.cfg.UntracedPaths {
+			untraced[path] = true
+		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			tp := p.tracer.Load()
-			if tp == nil {
+			if tp == nil || untraced[r.URL.Path] {
 				next.ServeHTTP(w, r)
 				return
 			}

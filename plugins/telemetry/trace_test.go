@@ -391,6 +391,9 @@ func TestServerSpanStatusAndUnmatched(t *testing.T) {
 	svc.Get(t, "/fail/7")
 	svc.Get(t, "/panic")
 	svc.Get(t, "/no/such/path/12")
+	svc.Get(t, "/live")
+	svc.Get(t, "/ready")
+	svc.Get(t, "/metrics")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := tel.ForceFlush(ctx); err != nil {
@@ -408,6 +411,10 @@ func TestServerSpanStatusAndUnmatched(t *testing.T) {
 	nf := find(t, spans, "GET")
 	wantAttr(t, nf, "http.response.status_code", "404")
 	noPath(t, spans, "/no/such/path/12", "/fail/7")
+	// The probes and the scrape make no span (untraced_paths).
+	if len(spans) != 3 {
+		t.Errorf("%d spans, want 3: /live, /ready and /metrics are untraced", len(spans))
+	}
 }
 
 // The in-memory exporter is an sdktrace.SpanExporter.
