@@ -163,7 +163,8 @@ func serve(t *testing.T, bin, dir string, env []string) {
 		}
 	})
 
-	client := &http.Client{Timeout: 5 * time.Second}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := client.Get("http://" + addr + "/live")
