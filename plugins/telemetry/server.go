@@ -33,9 +33,10 @@ func (p *Plugin) Middleware() func(http.Handler) http.Handler {
 				return
 			}
 			ctx := p.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-			ctx, span := (*tp).Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
+			method := spanMethod(r.Method)
+			ctx, span := (*tp).Start(ctx, method, trace.WithSpanKind(trace.SpanKindServer),
 				trace.WithAttributes(
-					attribute.String("http.request.method", r.Method),
+					attribute.String("http.request.method", method),
 					attribute.String("request_id", requestid.FromContext(ctx)),
 				))
 			defer func() {
@@ -57,7 +58,7 @@ func endServerSpan(span trace.Span, w http.ResponseWriter, r *http.Request, pani
 		route = rctx.RoutePattern()
 	}
 	if route != "" {
-		span.SetName(r.Method + " " + route)
+		span.SetName(spanMethod(r.Method) + " " + route)
 		span.SetAttributes(attribute.String("http.route", route))
 	}
 	status := statusOf(w)
@@ -88,4 +89,16 @@ func statusOf(w http.ResponseWriter) int {
 			return http.StatusOK
 		}
 	}
+}
+
+// spanMethod is the request's method when it is a standard one, else "_OTHER":
+// a client can send any token as a method, and a span name must stay among a
+// few values.
+func spanMethod(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "_OTHER"
 }

@@ -257,6 +257,31 @@ func TestInboundTraceparentContinues(t *testing.T) {
 	}
 }
 
+func TestTracestateTravels(t *testing.T) {
+	t.Parallel()
+	b, seen := startB(t, withTelemetry)
+	a := startA(t, withTelemetry, b.URL)
+	a.Get(t, "/orders/1", "traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "tracestate", "vendor=abc")
+	got := seen.all()
+	if len(got) != 1 {
+		t.Fatalf("B got %d requests", len(got))
+	}
+	if ts := got[0].Get("Tracestate"); ts != "vendor=abc" {
+		t.Errorf("tracestate %q reached B, want the caller's \"vendor=abc\"", ts)
+	}
+	if tp := got[0].Get("Traceparent"); !strings.HasPrefix(tp, "00-0af7651916cd43dd8448eb211c80319c-") {
+		t.Errorf("traceparent %q is not in the caller's trace", tp)
+	}
+}
+
+func TestUnknownMethodNamedOther(t *testing.T) {
+	t.Parallel()
+	b, _ := startB(t, withTelemetry)
+	b.Do(t, "BREW", "/invoices/1", "")
+	s := find(t, b.spans(t), "_OTHER")
+	wantAttr(t, s, "http.request.method", "_OTHER")
+}
+
 func TestRetriesShareOneSpan(t *testing.T) {
 	t.Parallel()
 	b, seen := startB(t, withTelemetry, http.StatusServiceUnavailable, http.StatusServiceUnavailable)
