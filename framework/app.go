@@ -210,8 +210,20 @@ func (a *App) bind(errs *ConfigErrors) {
 			continue
 		}
 		fix := a.compileFix(name)
-		if s := suggest(name, slices.Collect(mapKeys(a.compiled))); s != "" {
-			fix = fmt.Sprintf("did you mean [plugin.%s]? Otherwise %s", s, fix)
+		suggestion := suggest(name, slices.Collect(mapKeys(a.compiled)))
+		if vars := a.envOnly("plugin." + name + "."); len(vars) > 0 {
+			// Only the environment speaks of it: deployments share environments
+			// between services, so a variable meant for a sibling is not this
+			// service's mistake. It is ignored, loudly.
+			w := fmt.Sprintf("plugin.%s: %s configure a plugin this service does not compile in; ignored", name, strings.Join(vars, ", "))
+			if suggestion != "" {
+				w += fmt.Sprintf(" (did you mean %s?)", strings.ToUpper(suggestion))
+			}
+			a.raw.warnings = append(a.raw.warnings, w)
+			continue
+		}
+		if suggestion != "" {
+			fix = fmt.Sprintf("did you mean [plugin.%s]? Otherwise %s", suggestion, fix)
 		}
 		*errs = append(*errs, ConfigError{Key: "plugin." + name, Problem: "configures a plugin that is not compiled into this service", Fix: fix})
 	}
@@ -258,6 +270,23 @@ func (a *App) bind(errs *ConfigErrors) {
 		*errs = append(*errs, err...)
 	}
 	a.plugins = order
+}
+
+// envOnly returns the variables that set keys under prefix when every such key
+// came from the environment, or nil when the file sets any of them.
+func (a *App) envOnly(prefix string) []string {
+	var vars []string
+	for key, src := range a.raw.sources {
+		if !strings.HasPrefix(key, prefix) {
+			continue
+		}
+		if src.Kind != "env" {
+			return nil
+		}
+		vars = append(vars, src.EnvVar)
+	}
+	sort.Strings(vars)
+	return vars
 }
 
 func (a *App) compileFix(name string) string {

@@ -318,3 +318,21 @@ func TestConfigFileFromEnvironment(t *testing.T) {
 		t.Fatal("an explicit config file that does not exist must be an error")
 	}
 }
+
+func TestEnvironmentForAPluginNotCompiledInIsIgnoredWithAWarning(t *testing.T) {
+	t.Parallel()
+	// A deployment's environment often carries a sibling service's variables.
+	svc := jfasttest.Start(t, jfasttest.Options{Env: map[string]string{"JFAST_DB_URL": "postgres://x@db/orders"}})
+	logs := svc.Logs()
+	if !strings.Contains(logs, "plugin.db: JFAST_DB_URL configure a plugin this service does not compile in; ignored") || !strings.Contains(logs, "level=WARN") {
+		t.Fatalf("no WARNING for JFAST_DB_URL:\n%s", logs)
+	}
+	if strings.Contains(logs, "postgres://x@db") {
+		t.Fatalf("the warning printed the value:\n%s", logs)
+	}
+	// The same table in the file is the service's own mistake: an error.
+	errs := configErrors(t, jfasttest.Options{TOML: "[plugin.db]\nurl = \"postgres://x@db/orders\""})
+	if _, ok := errs["plugin.db"]; !ok {
+		t.Fatalf("errors = %v", errs)
+	}
+}
