@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	dto "github.com/prometheus/client_model/go"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
@@ -242,5 +243,33 @@ batch_timeout = "1h"
 	defer col.mu.Unlock()
 	if len(col.spans) != 3 {
 		t.Errorf("Stop exported %d spans, want the 3 queued", len(col.spans))
+	}
+}
+
+// Batches leave on batch_timeout, measured on the App's clock.
+func TestBatchTimeoutOnTheAppClock(t *testing.T) {
+	t.Parallel()
+	clk := jfasttest.NewClock()
+	exp := tracetest.NewInMemoryExporter()
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML:    "[plugins]\nenabled = [\"observability\", \"telemetry\"]\n[plugin.telemetry]\nbatch_timeout = \"5s\"\n",
+		Plugins: []framework.Plugin{telemetry.New(telemetry.WithExporter(exp))},
+		Routes:  routesX,
+		Clock:   clk,
+	})
+	svc.Get(t, "/x/1")
+	clk.BlockUntil(1)
+	clk.Advance(4 * time.Second)
+	if n := len(exp.GetSpans()); n != 0 {
+		t.Fatalf("%d spans exported before batch_timeout", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(exp.GetSpans()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no export after advancing the clock past batch_timeout")
+		}
+		clk.BlockUntil(1)
+		clk.Advance(time.Second) // the span may reach the batch just after a tick
+		time.Sleep(5 * time.Millisecond)
 	}
 }
