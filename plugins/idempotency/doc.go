@@ -33,7 +33,7 @@
 //
 // # Behaviour
 //
-// A request with a key is fingerprinted (method, route template, the SHA-256
+// A request with a key is fingerprinted (method, path and query, the SHA-256
 // of its body and the caller, see Opts.Subject). The first request takes the
 // key in the store under a lease and runs; a response below 500 (except 429)
 // is stored with its allow-listed headers for ttl. A repeat with the same key:

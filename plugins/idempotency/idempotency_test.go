@@ -121,12 +121,11 @@ func TestDifferentFingerprintIs422(t *testing.T) {
 				t.Errorf("%s: detail %q", c.name, p["detail"])
 			}
 		}
-		// The route template, not the path: another id on the same route is
-		// the same route but another path, and the template is what is hashed,
-		// so the body decides. Same body, other id: same fingerprint, replayed.
+		// The path, not just the route template: the same key and body on
+		// another order is another request, never order 1's stored answer.
 		r := b.post(t, "/orders/2", "k1", `{"a":1}`, "Authorization", "Bearer alice")
-		if r.Status != 200 || r.Header.Get(HeaderReplayed) != "true" {
-			t.Fatalf("same route template: %d replayed=%q %s", r.Status, r.Header.Get(HeaderReplayed), r.Body)
+		if r.Status != http.StatusUnprocessableEntity || r.Header.Get(HeaderReplayed) == "true" {
+			t.Fatalf("same key on another order: %d replayed=%q %s", r.Status, r.Header.Get(HeaderReplayed), r.Body)
 		}
 		if n := b.effects.Load(); n != 1 {
 			t.Fatalf("%d side effects, want 1", n)

@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/problem"
@@ -102,23 +101,18 @@ func validKey(k string) bool {
 	return true
 }
 
-// route is the route template of r (chi's pattern), or its path when the
-// middleware runs before routing completed (a Use on a router that has
-// sub-routers): the path is stricter, never looser.
-func route(r *http.Request) string {
-	if rc := chi.RouteContext(r.Context()); rc != nil {
-		if pat := rc.RoutePattern(); pat != "" && pat[len(pat)-1] != '*' {
-			return pat
-		}
-	}
-	return r.URL.Path
+// target is what the request acts on: its path and query as sent. A key reused
+// on another resource (POST /orders/2 with the key of POST /orders/1) is
+// another request and gets 422, never the first resource's stored answer.
+func target(r *http.Request) string {
+	return r.URL.RequestURI()
 }
 
-// fingerprint identifies a request: method, route template, subject and body.
-func fingerprint(method, route, subject string, body []byte) string {
+// fingerprint identifies a request: method, target, subject and body.
+func fingerprint(method, target, subject string, body []byte) string {
 	b := sha256.Sum256(body)
 	h := sha256.New()
-	for _, s := range []string{method, route, subject, hex.EncodeToString(b[:])} {
+	for _, s := range []string{method, target, subject, hex.EncodeToString(b[:])} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
@@ -169,7 +163,7 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	now := p.clock.Now()
 	c := claim{
 		Key:         key,
-		Fingerprint: fingerprint(r.Method, route(r), g.opts.Subject(r), body),
+		Fingerprint: fingerprint(r.Method, target(r), g.opts.Subject(r), body),
 		Token:       newToken(),
 		Now:         now,
 		LeaseUntil:  now.Add(p.cfg.Lease),
