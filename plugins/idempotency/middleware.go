@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"time"
 
-
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/problem"
 )
