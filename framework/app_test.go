@@ -448,3 +448,22 @@ func TestMetricsUseRouteTemplates(t *testing.T) {
 		t.Fatal("unmatched routes or runtime metrics missing")
 	}
 }
+
+func TestProductionLogsAreJSONWithTheRequestID(t *testing.T) {
+	t.Parallel()
+	svc := jfasttest.Start(t, jfasttest.Options{TOML: "[app]\nname = \"orders\"\nenv = \"production\""})
+	svc.Get(t, "/live", requestid.Header, "json-log-1")
+	var found bool
+	for _, line := range strings.Split(strings.TrimSpace(svc.Logs()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("a production log line is not JSON: %q", line)
+		}
+		if rec["msg"] == "request" && rec["request_id"] == "json-log-1" {
+			found = rec["service"] == "orders" && rec["path"] == "/live" && rec["status"] == float64(200)
+		}
+	}
+	if !found {
+		t.Fatalf("no JSON access-log line for the request:\n%s", svc.Logs())
+	}
+}
