@@ -409,7 +409,7 @@ func (a *App) Start(ctx context.Context) error {
 func (a *App) buildRouter() (chi.Router, error) {
 	r := chi.NewRouter()
 	r.Use(func(next http.Handler) http.Handler {
-		return &serveRequest{next: next, timeout: a.cfg.RequestTimeout, log: a.log}
+		return &serveRequest{next: next, timeout: a.cfg.RequestTimeout, log: a.log, sources: &a.logSources}
 	})
 	for _, p := range a.plugins {
 		if m, ok := p.(Middlewarer); ok {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"slices"
@@ -466,4 +467,34 @@ func TestProductionLogsAreJSONWithTheRequestID(t *testing.T) {
 	if !found {
 		t.Fatalf("no JSON access-log line for the request:\n%s", svc.Logs())
 	}
+}
+
+// logSourcePlugin registers a log source, as telemetry does for trace IDs.
+type logSourcePlugin struct{}
+
+func (logSourcePlugin) Name() string { return "tracer" }
+func (logSourcePlugin) Start(_ context.Context, app *framework.App) error {
+	app.AddLogSource(func(ctx context.Context) []slog.Attr {
+		return []slog.Attr{slog.String("trace_id", "t-"+requestid.FromContext(ctx))}
+	})
+	return nil
+}
+
+func TestAccessLogCarriesLogSources(t *testing.T) {
+	t.Parallel()
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML:    "[plugins]\nenabled = [\"tracer\"]",
+		Plugins: []framework.Plugin{logSourcePlugin{}},
+	})
+	svc.Get(t, "/live", requestid.Header, "src-1")
+	want := "msg=request service=jfast method=GET path=/live status=200"
+	for _, line := range strings.Split(svc.Logs(), "\n") {
+		if strings.Contains(line, want) {
+			if !strings.Contains(line, "request_id=src-1") || !strings.Contains(line, "trace_id=t-src-1") {
+				t.Fatalf("access log line lacks the request ID or the source's attribute: %s", line)
+			}
+			return
+		}
+	}
+	t.Fatalf("no access log line:\n%s", svc.Logs())
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jfastframework/jfast/problem"
@@ -74,6 +75,7 @@ type serveRequest struct {
 	next    http.Handler
 	timeout time.Duration
 	log     *slog.Logger
+	sources *atomic.Pointer[[]LogSource]
 }
 
 func (s *serveRequest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -110,9 +112,11 @@ func (s *serveRequest) recover(w *ResponseRecorder, r *http.Request) {
 	}
 }
 
-// accessLog writes one line per request. It logs with a background context and
-// the request ID as an attribute: five attributes fit in a slog.Record without
-// allocating, and the context handler would otherwise add a sixth.
+// accessLog writes one line per request. Without log sources it logs with a
+// background context and the request ID as an attribute: five attributes fit in
+// a slog.Record without allocating, and the context handler would otherwise add
+// a sixth. With log sources (telemetry's trace and span IDs) it logs with the
+// request's context, which adds the request ID and theirs.
 func (s *serveRequest) accessLog(w *ResponseRecorder, r *http.Request, id string) {
 	if !s.log.Enabled(r.Context(), slog.LevelInfo) {
 		return
@@ -120,6 +124,14 @@ func (s *serveRequest) accessLog(w *ResponseRecorder, r *http.Request, id string
 	status := w.Status()
 	if status == 0 {
 		status = http.StatusOK
+	}
+	if srcs := s.sources.Load(); srcs != nil && len(*srcs) > 0 {
+		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("method", r.Method),
+			slog.String("path", r.URL.Path),
+			slog.Int("status", status),
+			slog.Duration("duration", time.Since(w.start)))
+		return
 	}
 	s.log.LogAttrs(context.Background(), slog.LevelInfo, "request",
 		slog.String("method", r.Method),
