@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/jfastframework/jfast/examples/internal/pgrow"
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/plugins/auth"
 	"github.com/jfastframework/jfast/plugins/db"
@@ -60,9 +59,8 @@ func (h *handlers) invoice(w http.ResponseWriter, r *http.Request) error {
 		return problem.NotFound("no such invoice")
 	}
 	var inv Invoice
-	err = pgrow.Scan(r.Context(), h.db,
-		`SELECT id, amount_minor, currency, status, created_at FROM invoices WHERE id = $1`, []any{id},
-		&inv.ID, &inv.AmountMinor, &inv.Currency, &inv.Status, &inv.CreatedAt)
+	err = h.db.QueryRow(r.Context(), `SELECT id, amount_minor, currency, status, created_at FROM invoices WHERE id = $1`, id).
+		Scan(&inv.ID, &inv.AmountMinor, &inv.Currency, &inv.Status, &inv.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return problem.NotFound("no such invoice")
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/jfastframework/jfast/examples/internal/pgrow"
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/plugins/auth"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
@@ -210,9 +209,8 @@ func (s *service) loadOrder(r *http.Request) (Order, error) {
 	if err != nil || id <= 0 {
 		return o, problem.NotFound("no such order")
 	}
-	err = pgrow.Scan(r.Context(), s.db,
-		`SELECT `+orderColumns+` FROM orders WHERE id = $1 AND customer = $2`, []any{id, customer(r)},
-		&o.ID, &o.SKU, &o.Quantity, &o.AmountMinor, &o.Currency, &o.Email, &o.Status, &o.CreatedAt)
+	err = s.db.QueryRow(r.Context(), `SELECT `+orderColumns+` FROM orders WHERE id = $1 AND customer = $2`, id, customer(r)).
+		Scan(&o.ID, &o.SKU, &o.Quantity, &o.AmountMinor, &o.Currency, &o.Email, &o.Status, &o.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return o, problem.NotFound("no such order")
 	}

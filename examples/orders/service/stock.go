@@ -9,7 +9,6 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/jfastframework/jfast/examples/internal/pgrow"
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/plugins/cache"
 	"github.com/jfastframework/jfast/problem"
@@ -36,8 +35,8 @@ func (s *service) stock(w http.ResponseWriter, r *http.Request) error {
 
 func (s *service) loadStock(ctx context.Context, sku string) (Stock, error) {
 	st := Stock{SKU: sku}
-	err := pgrow.Scan(ctx, s.db, `SELECT available, price_minor, currency FROM stock WHERE sku = $1`, []any{sku},
-		&st.Available, &st.PriceMinor, &st.Currency)
+	err := s.db.QueryRow(ctx, `SELECT available, price_minor, currency FROM stock WHERE sku = $1`, sku).
+		Scan(&st.Available, &st.PriceMinor, &st.Currency)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return st, problem.NotFound("no such sku")
 	}
