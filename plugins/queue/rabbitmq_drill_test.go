@@ -1,0 +1,225 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jfastframework/jfast/drills"
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/jfasttest"
+	"github.com/jfastframework/jfast/plugins/queue"
+	"github.com/jfastframework/jfast/plugins/queue/queuetest"
+	"github.com/jfastframework/jfast/problem"
+)
+
+// The broker drill: a fault proxy in front of the machine's RabbitMQ hangs
+// (every byte blackholed). Enqueue answers a "queue" dependency error within
+// its deadline, then the breaker fails it at once (503 naming queue); /ready
+// names the queue; the lost connections are noticed by heartbeat; after the
+// broker is back, publishing and consuming resume on the same App, the job
+// that was running unacked at the loss is redelivered, and every job confirmed
+// before the outage is handled.
+func TestRabbitMQBrokerDrill(t *testing.T) {
+	t.Parallel()
+	proxy, err := drills.StartProxy("127.0.0.1:5672")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	clk := jfasttest.NewClock()
+	name := queuetest.QueueName(t)
+	var mu sync.Mutex
+	handled := map[int]int{}
+	inFlight := make(chan struct{})
+	release := make(chan struct{})
+	var q *queue.Plugin
+	svc := startRabbitApp(t, queuetest.Config{
+		App:   `readiness_timeout = "1s"`,
+		Queue: queuetest.QueueTOML(name, 4, `enqueue_timeout = "1s"`, `retry_base = "100ms"`, `retry_max = "1s"`),
+	}, func(p *queue.Plugin) {
+		q = p
+		_ = queue.Handle(p, "order", func(ctx context.Context, r queuetest.Receipt) error {
+			mu.Lock()
+			handled[r.Order]++
+			n := handled[r.Order]
+			mu.Unlock()
+			if r.Order == 50 && n == 1 {
+				close(inFlight)
+				<-release // still running when the broker hangs; its ack is lost
+			}
+			return nil
+		})
+	}, rabbitOpts{url: "amqp://guest:guest@" + proxy.Addr() + "/", heartbeat: "1s", clock: clk, routes: func(app *framework.App, r chi.Router) error {
+		r.Method(http.MethodPost, "/orders", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+			if _, err := q.Enqueue(r.Context(), "order", queuetest.Receipt{Order: 999}); err != nil {
+				return err
+			}
+			return framework.JSON(w, http.StatusAccepted, map[string]string{"status": "queued"})
+		}))
+		return nil
+	}})
+	ctx := context.Background()
+	count := func(orders ...int) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, o := range orders {
+			if handled[o] == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	for i := 1; i <= 5; i++ {
+		if _, err := q.Enqueue(ctx, "order", queuetest.Receipt{Order: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Confirmed before the outage, due in 2 s: they fall due during it.
+	for i := 6; i <= 10; i++ {
+		if _, err := q.Enqueue(ctx, "order", queuetest.Receipt{Order: i}, queue.Delay(2*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := q.Enqueue(ctx, "order", queuetest.Receipt{Order: 50}); err != nil {
+		t.Fatal(err)
+	}
+	queuetest.Eventually(t, 15*time.Second, "jobs 1-5 handled before the outage", func() bool { return count(1, 2, 3, 4, 5) })
+	select {
+	case <-inFlight:
+	case <-time.After(15 * time.Second):
+		t.Fatal("job 50 not running before the outage")
+	}
+
+	if err := proxy.Blackhole(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		start := time.Now()
+		_, err := q.Enqueue(ctx, "order", queuetest.Receipt{Order: 100 + i})
+		took := time.Since(start)
+		var de *problem.DependencyError
+		if !errors.As(err, &de) || de.Dependency != "queue" {
+			t.Fatalf("enqueue %d during the outage = %v, want a queue dependency error", i, err)
+		}
+		if took > 1500*time.Millisecond {
+			t.Fatalf("enqueue %d took %s, want within enqueue_timeout (1s)", i, took)
+		}
+	}
+	start := time.Now()
+	_, err = q.Enqueue(ctx, "order", queuetest.Receipt{Order: 105})
+	var de *problem.DependencyError
+	if !errors.As(err, &de) || !errors.Is(err, resilience.ErrOpen) || de.RetryAfter <= 0 {
+		t.Fatalf("enqueue after 5 failures = %v (%+v), want the open breaker with a retry-after", err, de)
+	}
+	if took := time.Since(start); took > 50*time.Millisecond {
+		t.Fatalf("enqueue with the breaker open took %s, want at once", took)
+	}
+	resp := svc.Do(t, http.MethodPost, "/orders", "")
+	if resp.Status != http.StatusServiceUnavailable || !strings.Contains(resp.String(), `"dependency":"queue"`) || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("POST /orders during the outage = %d %s %v", resp.Status, resp.String(), resp.Header)
+	}
+	ready := svc.Get(t, "/ready")
+	if ready.Status != http.StatusOK || !strings.Contains(ready.String(), `"status":"degraded"`) || !strings.Contains(ready.String(), `"queue":{"healthy":false`) {
+		t.Fatalf("/ready during the outage = %d %s", ready.Status, ready.String())
+	}
+	// Heartbeats (1 s) stop: both connections are given up within ~3 s.
+	queuetest.Eventually(t, 10*time.Second, "both lost connections noticed", func() bool {
+		return strings.Count(svc.Logs(), "rabbitmq connection lost") >= 2
+	})
+	close(release) // job 50 returns now: its ack has no connection to go to
+	time.Sleep(time.Second)
+
+	if err := proxy.Pass(); err != nil {
+		t.Fatal(err)
+	}
+	recovered := time.Now()
+	queuetest.Eventually(t, 60*time.Second, "enqueue succeeds after the broker came back", func() bool {
+		clk.Advance(16 * time.Second) // past the breaker's cool-down: one probe passes
+		_, err := q.Enqueue(ctx, "order", queuetest.Receipt{Order: 200})
+		return err == nil
+	})
+	queuetest.Eventually(t, 60*time.Second, "every job confirmed before the outage handled after it, and the new one", func() bool {
+		return count(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 200)
+	})
+	queuetest.Eventually(t, 30*time.Second, "job 50, unacked at the loss, redelivered", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return handled[50] == 2
+	})
+	t.Logf("publishing and consuming resumed, backlog handled %s after the broker came back", time.Since(recovered).Round(100*time.Millisecond))
+	ready = svc.Get(t, "/ready")
+	if ready.Status != http.StatusOK || !strings.Contains(ready.String(), `"queue":{"healthy":true`) {
+		t.Fatalf("/ready after recovery = %d %s", ready.Status, ready.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for o := 100; o <= 105; o++ {
+		if handled[o] != 0 {
+			t.Fatalf("order %d, refused during the outage, was handled", o)
+		}
+	}
+	if !strings.Contains(svc.Logs(), "rabbitmq connection re-made") && !strings.Contains(svc.Logs(), "rabbitmq connection lost; reconnecting") {
+		t.Fatalf("no reconnection in the logs:\n%s", svc.Logs())
+	}
+}
+
+// Connections reset (the broker restarted, a load balancer dropped them):
+// NotifyClose fires at once, both connections are re-made, and the next
+// enqueue and job work on the same App without the breaker opening.
+func TestRabbitMQConnectionReset(t *testing.T) {
+	t.Parallel()
+	proxy, err := drills.StartProxy("127.0.0.1:5672")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	name := queuetest.QueueName(t)
+	got := make(chan int, 10)
+	var q *queue.Plugin
+	startRabbitApp(t, queuetest.Config{Queue: queuetest.QueueTOML(name, 2)}, func(p *queue.Plugin) {
+		q = p
+		_ = queue.Handle(p, "order", func(ctx context.Context, r queuetest.Receipt) error { got <- r.Order; return nil })
+	}, rabbitOpts{url: "amqp://guest:guest@" + proxy.Addr() + "/"})
+	ctx := context.Background()
+	if _, err := q.Enqueue(ctx, "order", queuetest.Receipt{Order: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if o := <-got; o != 1 {
+		t.Fatalf("handled %d", o)
+	}
+	accepted := proxy.Accepted()
+	if err := proxy.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := proxy.Pass(); err != nil {
+		t.Fatal(err)
+	}
+	queuetest.Eventually(t, 20*time.Second, "both connections re-made", func() bool { return proxy.Accepted() >= accepted+2 })
+	var res queue.Result
+	queuetest.Eventually(t, 20*time.Second, "enqueue after the reset", func() bool {
+		ectx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		res, err = q.Enqueue(ectx, "order", queuetest.Receipt{Order: 2})
+		return err == nil
+	})
+	select {
+	case o := <-got:
+		if o != 2 {
+			t.Fatalf("handled %d, want 2", o)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("job %s not handled after the reset", res.ID)
+	}
+	if s := q.Breaker().Snapshot().State.String(); s != "closed" {
+		t.Fatalf("breaker %s after a reset, want closed", s)
+	}
+}
