@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"syscall"
@@ -108,5 +109,24 @@ func TestEnqueueBreakerOpensAfterFiveFailures(t *testing.T) {
 	}
 	if s := q.breaker.Snapshot(); s.State != resilience.StateClosed {
 		t.Fatalf("breaker %s after cancelled calls, want closed", s.State)
+	}
+}
+
+func TestEncodeEnvelope(t *testing.T) {
+	t.Parallel()
+	body, err := encodeEnvelope([]byte(`{"order":1}`), `req-"x"`, map[string]string{"traceparent": "00-a-b-01"}, 1500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env envelope
+	if err := json.Unmarshal(body, &env); err != nil {
+		t.Fatalf("%s: %v", body, err)
+	}
+	if string(env.Payload) != `{"order":1}` || env.RequestID != `req-"x"` || env.Metadata["traceparent"] != "00-a-b-01" || env.TimeoutMS != 1500 {
+		t.Fatalf("decoded %+v from %s", env, body)
+	}
+	body, _ = encodeEnvelope([]byte(`[]`), "", nil, 0)
+	if string(body) != `{"payload":[]}` {
+		t.Fatalf("minimal envelope = %s", body)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -319,17 +320,17 @@ func (p *Plugin) message(ctx context.Context, kind string, payload any, opts []O
 	if err != nil {
 		return nil, fmt.Errorf("queue: encode %s payload: %w", kind, err)
 	}
-	env := envelope{Payload: raw, RequestID: requestid.FromContext(ctx), TimeoutMS: o.timeout.Milliseconds()}
+	var md map[string]string
 	p.mu.Lock()
 	injectors := p.injectors
 	p.mu.Unlock()
 	if len(injectors) > 0 {
-		env.Metadata = map[string]string{}
+		md = map[string]string{}
 		for _, inj := range injectors {
-			inj(ctx, env.Metadata)
+			inj(ctx, md)
 		}
 	}
-	body, err := json.Marshal(env)
+	body, err := encodeEnvelope(raw, requestid.FromContext(ctx), md, o.timeout.Milliseconds())
 	if err != nil {
 		return nil, fmt.Errorf("queue: encode %s envelope: %w", kind, err)
 	}
@@ -347,6 +348,35 @@ func (p *Plugin) message(ctx context.Context, kind string, payload any, opts []O
 		m.RunAt = time.Now().Add(o.delay)
 	}
 	return m, nil
+}
+
+// encodeEnvelope writes the envelope around an already encoded payload, so the
+// payload is not decoded and encoded a second time (the shape is envelope's).
+func encodeEnvelope(payload []byte, requestID string, md map[string]string, timeoutMS int64) ([]byte, error) {
+	buf := make([]byte, 0, len(payload)+len(requestID)+48)
+	buf = append(buf, `{"payload":`...)
+	buf = append(buf, payload...)
+	if requestID != "" {
+		rid, err := json.Marshal(requestID)
+		if err != nil {
+			return nil, err
+		}
+		buf = append(buf, `,"request_id":`...)
+		buf = append(buf, rid...)
+	}
+	if len(md) > 0 {
+		m, err := json.Marshal(md)
+		if err != nil {
+			return nil, err
+		}
+		buf = append(buf, `,"metadata":`...)
+		buf = append(buf, m...)
+	}
+	if timeoutMS > 0 {
+		buf = append(buf, `,"timeout_ms":`...)
+		buf = strconv.AppendInt(buf, timeoutMS, 10)
+	}
+	return append(buf, '}'), nil
 }
 
 // Enqueue stores a job of kind with payload (encoded as JSON). It returns within
