@@ -42,7 +42,7 @@ func randomHex(n int) string {
 // startRabbitApp starts an App with backend = "rabbitmq" on an exchange of its
 // own; when the test ends it stops the App and deletes every exchange and queue
 // the backend declared.
-func startRabbitApp(t *testing.T, cfg queuetest.Config, register func(*queue.Plugin), o rabbitOpts) *jfasttest.Service {
+func startRabbitApp(t testing.TB, cfg queuetest.Config, register func(*queue.Plugin), o rabbitOpts) *jfasttest.Service {
 	t.Helper()
 	q := queue.New()
 	if register != nil {
@@ -67,7 +67,7 @@ func startRabbitApp(t *testing.T, cfg queuetest.Config, register func(*queue.Plu
 }
 
 // deleteTopology deletes what a rabbitmq backend declared, on the real server.
-func deleteTopology(t *testing.T, b queue.Backend) {
+func deleteTopology(t testing.TB, b queue.Backend) {
 	tb, ok := b.(interface{ Topology() []string })
 	if !ok {
 		t.Errorf("backend %T does not list its topology", b)
