@@ -871,8 +871,7 @@ func (b *rabbitBackend) StopWorkers(ctx context.Context) error {
 	b.consuming = false
 	stop, cancelHard, sub := b.stopConsume, b.cancelHard, b.sub
 	b.mu.Unlock()
-	stop()
-	b.consumers.Wait()
+	stop() // consumers stop taking deliveries; prefetched ones go back at close
 	done := make(chan struct{})
 	go func() { b.running.Wait(); close(done) }()
 	soft, cancel := drainContext(ctx)
@@ -891,7 +890,11 @@ func (b *rabbitBackend) StopWorkers(ctx context.Context) error {
 	cancelHard()
 	sctx, scancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer scancel()
-	return errors.Join(err, sub.stop(sctx))
+	// Closing the connection also ends a consumer blocked in an RPC (opening
+	// its channel on a hung broker), so the consumers are waited for after.
+	err = errors.Join(err, sub.stop(sctx))
+	b.consumers.Wait()
+	return err
 }
 
 // deadJob decodes a dead-letter message.

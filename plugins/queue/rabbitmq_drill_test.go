@@ -211,13 +211,16 @@ func TestRabbitMQConnectionReset(t *testing.T) {
 		res, err = q.Enqueue(ectx, "order", queuetest.Receipt{Order: 2})
 		return err == nil
 	})
-	select {
-	case o := <-got:
-		if o != 2 {
-			t.Fatalf("handled %d, want 2", o)
+	// Job 1 may run again: its ack can be cut by the reset (at least once).
+	for o := 0; o != 2; {
+		select {
+		case o = <-got:
+			if o != 1 && o != 2 {
+				t.Fatalf("handled %d", o)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("job %s not handled after the reset", res.ID)
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("job %s not handled after the reset", res.ID)
 	}
 	if s := q.Breaker().Snapshot().State.String(); s != "closed" {
 		t.Fatalf("breaker %s after a reset, want closed", s)
