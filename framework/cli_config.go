@@ -1,12 +1,11 @@
 package framework
 
 import (
-	"encoding"
 	"fmt"
+	"github.com/jfastframework/jfast/internal/tomltext"
 	"io"
 	"reflect"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -167,13 +166,13 @@ func (t *tomlWriter) table(path string, v reflect.Value, extra []tomlLine) {
 				key := path + "." + name
 				fv := v.Field(i)
 				switch {
-				case isTable(fv.Type()):
+				case tomltext.IsTable(fv.Type()):
 					subs = append(subs, sub{key, fv})
-				case isMapOfTables(fv.Type()):
+				case tomltext.IsMapOfTables(fv.Type()):
 					if fv.Len() == 0 {
 						empties = append(empties, key)
 					}
-					for _, k := range sortedMapKeys(fv) {
+					for _, k := range tomltext.SortedKeys(fv) {
 						subs = append(subs, sub{key + "." + k, fv.MapIndex(reflect.ValueOf(k))})
 					}
 				case fv.Kind() == reflect.Map:
@@ -183,13 +182,13 @@ func (t *tomlWriter) table(path string, v reflect.Value, extra []tomlLine) {
 				}
 			}
 		case reflect.Map:
-			for _, k := range sortedMapKeys(v) {
+			for _, k := range tomltext.SortedKeys(v) {
 				key := path + "." + k
-				lines = append(lines, tomlLine{tomlKey(k), formatValue(key, v.MapIndex(reflect.ValueOf(k))), t.source(key)})
+				lines = append(lines, tomlLine{tomltext.Key(k), formatValue(key, v.MapIndex(reflect.ValueOf(k))), t.source(key)})
 			}
 		}
 	}
-	fmt.Fprintf(t.w, "\n[%s]\n", tomlPath(path))
+	fmt.Fprintf(t.w, "\n[%s]\n", tomltext.Path(path))
 	keyWidth, width := 0, 0
 	for _, l := range lines {
 		keyWidth = max(keyWidth, len(l.key))
@@ -202,137 +201,26 @@ func (t *tomlWriter) table(path string, v reflect.Value, extra []tomlLine) {
 		fmt.Fprintf(t.w, "%-*s  # %s\n", width, s, l.source)
 	}
 	for _, e := range empties {
-		fmt.Fprintf(t.w, "# [%s.<name>]: none configured\n", tomlPath(e))
+		fmt.Fprintf(t.w, "# [%s.<name>]: none configured\n", tomltext.Path(e))
 	}
 	for _, s := range subs {
 		t.table(s.path, s.v, nil)
 	}
 }
 
-func isTable(t reflect.Type) bool {
-	return t.Kind() == reflect.Struct && t != reflect.TypeFor[time.Time]() && !reflect.PointerTo(t).Implements(textUnmarshalerType)
-}
-
-func isMapOfTables(t reflect.Type) bool {
-	return t.Kind() == reflect.Map && t.Key().Kind() == reflect.String && isTable(t.Elem())
-}
-
-func sortedMapKeys(v reflect.Value) []string {
-	keys := make([]string, 0, v.Len())
-	for _, k := range v.MapKeys() {
-		keys = append(keys, k.String())
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-var bareKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-
-func tomlKey(k string) string {
-	if bareKey.MatchString(k) {
-		return k
-	}
-	return tomlString(k)
-}
-
-func tomlPath(path string) string {
-	parts := strings.Split(path, ".")
-	for i, p := range parts {
-		parts[i] = tomlKey(p)
-	}
-	return strings.Join(parts, ".")
-}
-
 // formatValue renders v as a TOML value, masking secrets.
 func formatValue(key string, v reflect.Value) string {
 	secret := IsSecretKey(key)
-	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
-		if v.IsNil() {
-			return `""`
-		}
-		v = v.Elem()
-	}
-	if v.Type() == durationType {
-		return tomlString(FormatDuration(time.Duration(v.Int())))
-	}
-	if v.CanInterface() {
-		if m, ok := v.Interface().(encoding.TextMarshaler); ok && v.Kind() != reflect.String {
-			b, err := m.MarshalText()
-			if err == nil {
-				return maskString(string(b), secret)
-			}
-		}
-	}
-	switch v.Kind() {
-	case reflect.String:
-		return maskString(v.String(), secret)
-	case reflect.Bool:
-		return strconv.FormatBool(v.Bool())
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return strconv.FormatInt(v.Int(), 10)
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return strconv.FormatUint(v.Uint(), 10)
-	case reflect.Float32, reflect.Float64:
-		s := strconv.FormatFloat(v.Float(), 'f', -1, 64)
-		if !strings.ContainsAny(s, ".eE") {
-			s += ".0"
-		}
-		return s
-	case reflect.Slice, reflect.Array:
-		items := make([]string, v.Len())
-		for i := range items {
-			items[i] = formatValue(key, v.Index(i))
-		}
-		return "[" + strings.Join(items, ", ") + "]"
-	default:
-		return maskString(fmt.Sprint(v.Interface()), secret)
-	}
+	return tomltext.Value(v, func(s string) string { return maskString(s, secret) })
 }
 
 func maskString(s string, secret bool) string {
 	if secret && s != "" {
 		return `"***"`
 	}
-	return tomlString(MaskSecrets(s))
-}
-
-// tomlString quotes s as a TOML basic string.
-func tomlString(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '\r':
-			b.WriteString(`\r`)
-		default:
-			if r < 0x20 || r == 0x7f {
-				fmt.Fprintf(&b, `\u%04X`, r)
-			} else {
-				b.WriteRune(r)
-			}
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
+	return tomltext.String(MaskSecrets(s))
 }
 
 // FormatDuration writes d the way a person would in jfast.toml: "30s", "2m",
 // "1m30s", "250ms" (time.Duration.String without the trailing zero units).
-func FormatDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
+func FormatDuration(d time.Duration) string { return tomltext.Duration(d) }

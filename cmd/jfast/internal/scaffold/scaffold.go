@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"github.com/jfastframework/jfast/internal/tomltext"
 	"go/format"
 	"maps"
 	"os"
@@ -404,7 +405,7 @@ func goMod(module string, frameworkMod []byte, frameworkDir string) []byte {
 // Config() values and doc comments.
 func configFile(o Options, chosen []recipe) ([]byte, error) {
 	w := &configWriter{docs: newDocs(o.Framework), set: map[string]string{
-		"app.name": tomlString(o.Name),
+		"app.name": tomltext.String(o.Name),
 	}}
 	for _, r := range chosen {
 		for k, v := range r.Settings {

@@ -3,6 +3,7 @@ package scaffold
 import (
 	"bytes"
 	"flag"
+	"github.com/jfastframework/jfast/internal/tomltext"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -225,9 +226,9 @@ func walkKeys(path string, t reflect.Type, out map[string]bool) {
 		}
 		key := path + "." + name
 		switch {
-		case isTable(f.Type):
+		case tomltext.IsTable(f.Type):
 			walkKeys(key, f.Type, out)
-		case isMapOfTables(f.Type):
+		case tomltext.IsMapOfTables(f.Type):
 			entries := map[string]bool{}
 			for _, r := range recipes {
 				for k := range r.Settings {

@@ -1,8 +1,8 @@
 package scaffold
 
 import (
-	"encoding"
 	"fmt"
+	"github.com/jfastframework/jfast/internal/tomltext"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -11,9 +11,7 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jfastframework/jfast/framework"
 )
@@ -154,10 +152,10 @@ func (w *configWriter) fields(path string, v reflect.Value, commented bool) {
 		fv := v.Field(i)
 		doc := w.docs.field(t, f.Name)
 		switch {
-		case isTable(f.Type):
+		case tomltext.IsTable(f.Type):
 			subs = append(subs, subTable{path: key, goName: f.Name, name: name, doc: doc, v: fv, commented: commented})
 			continue
-		case isMapOfTables(f.Type):
+		case tomltext.IsMapOfTables(f.Type):
 			names := w.entries(key)
 			for _, k := range fv.MapKeys() {
 				if !contains(names, k.String()) {
@@ -175,7 +173,7 @@ func (w *configWriter) fields(path string, v reflect.Value, commented bool) {
 				} else if d, ok := elem.Interface().(framework.Defaulter); ok {
 					d.SetDefaults()
 				}
-				subs = append(subs, subTable{path: key + "." + tomlKey(n), goName: f.Name, name: name, doc: doc, v: elem.Elem(), commented: commented})
+				subs = append(subs, subTable{path: key + "." + tomltext.Key(n), goName: f.Name, name: name, doc: doc, v: elem.Elem(), commented: commented})
 			}
 			continue
 		case f.Type.Kind() == reflect.Map:
@@ -190,13 +188,13 @@ func (w *configWriter) fields(path string, v reflect.Value, commented bool) {
 		switch val, ok := w.set[key]; {
 		case ok && !commented:
 			fmt.Fprintf(&w.b, "%s = %s\n", name, val)
-		case fv.IsZero() && computedDefault(doc, tomlValue(fv)) != "":
+		case fv.IsZero() && computedDefault(doc, tomltext.Value(fv, tomltext.String)) != "":
 			// The zero value stands for a default computed at boot
 			// (key_prefix from app.name, a lease from request_timeout):
 			// writing the zero would suggest a value that is not the default.
-			fmt.Fprintf(&w.b, "# %s  (unset: %s)\n", name, computedDefault(doc, tomlValue(fv)))
+			fmt.Fprintf(&w.b, "# %s  (unset: %s)\n", name, computedDefault(doc, tomltext.Value(fv, tomltext.String)))
 		default:
-			fmt.Fprintf(&w.b, "# %s = %s\n", name, tomlValue(fv))
+			fmt.Fprintf(&w.b, "# %s = %s\n", name, tomltext.Value(fv, tomltext.String))
 		}
 	}
 	for _, s := range subs {
@@ -212,8 +210,8 @@ func (w *configWriter) fields(path string, v reflect.Value, commented bool) {
 			w.fields(s.path+".<name>", elem.Elem(), true)
 		case s.v.Kind() == reflect.Map:
 			fmt.Fprintf(&w.b, "# [%s]\n", s.path)
-			for _, k := range sortedKeys(s.v) {
-				fmt.Fprintf(&w.b, "# %s = %s\n", tomlKey(k), tomlValue(s.v.MapIndex(reflect.ValueOf(k))))
+			for _, k := range tomltext.SortedKeys(s.v) {
+				fmt.Fprintf(&w.b, "# %s = %s\n", tomltext.Key(k), tomltext.Value(s.v.MapIndex(reflect.ValueOf(k)), tomltext.String))
 			}
 		case s.commented:
 			fmt.Fprintf(&w.b, "# [%s]\n", s.path)
@@ -271,100 +269,4 @@ func computedDefault(doc, zero string) string {
 		return ""
 	}
 	return phrase
-}
-
-var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
-
-func isTable(t reflect.Type) bool {
-	return t.Kind() == reflect.Struct && t != reflect.TypeFor[time.Time]() && !reflect.PointerTo(t).Implements(textUnmarshaler)
-}
-
-func isMapOfTables(t reflect.Type) bool {
-	return t.Kind() == reflect.Map && t.Key().Kind() == reflect.String && isTable(t.Elem())
-}
-
-func sortedKeys(v reflect.Value) []string {
-	keys := make([]string, 0, v.Len())
-	for _, k := range v.MapKeys() {
-		keys = append(keys, k.String())
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-var bareKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-
-func tomlKey(k string) string {
-	if bareKey.MatchString(k) {
-		return k
-	}
-	return tomlString(k)
-}
-
-// tomlValue renders a default as TOML.
-func tomlValue(v reflect.Value) string {
-	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
-		if v.IsNil() {
-			return `""`
-		}
-		v = v.Elem()
-	}
-	if v.Type() == reflect.TypeFor[time.Duration]() {
-		return tomlString(framework.FormatDuration(time.Duration(v.Int())))
-	}
-	if m, ok := v.Interface().(encoding.TextMarshaler); ok && v.Kind() != reflect.String {
-		if b, err := m.MarshalText(); err == nil {
-			return tomlString(string(b))
-		}
-	}
-	switch v.Kind() {
-	case reflect.String:
-		return tomlString(v.String())
-	case reflect.Bool:
-		return strconv.FormatBool(v.Bool())
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return strconv.FormatInt(v.Int(), 10)
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return strconv.FormatUint(v.Uint(), 10)
-	case reflect.Float32, reflect.Float64:
-		s := strconv.FormatFloat(v.Float(), 'f', -1, 64)
-		if !strings.ContainsAny(s, ".eE") {
-			s += ".0"
-		}
-		return s
-	case reflect.Slice, reflect.Array:
-		items := make([]string, v.Len())
-		for i := range items {
-			items[i] = tomlValue(v.Index(i))
-		}
-		return "[" + strings.Join(items, ", ") + "]"
-	default:
-		return tomlString(fmt.Sprint(v.Interface()))
-	}
-}
-
-// tomlString quotes s as a TOML basic string.
-func tomlString(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\t':
-			b.WriteString(`\t`)
-		default:
-			if r < 0x20 || r == 0x7f {
-				fmt.Fprintf(&b, `\u%04X`, r)
-			} else {
-				b.WriteRune(r)
-			}
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
 }
