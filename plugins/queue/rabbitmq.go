@@ -453,6 +453,24 @@ func (l *rmqLink) wait(ctx context.Context) (*rmqState, error) {
 	}
 }
 
+// waitNew returns the live connection, a new one when old was lost.
+func (l *rmqLink) waitNew(ctx context.Context, old *rmqState) (*rmqState, error) {
+	if !old.conn.IsClosed() && (old.pub == nil || !old.pub.IsClosed()) {
+		return old, nil
+	}
+	for {
+		st, err := l.wait(ctx)
+		if err != nil || st != old {
+			return st, err
+		}
+		select { // the supervisor has not seen the loss yet
+		case <-time.After(10 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
 // stop ends the link: the connection is closed (its unacked deliveries go
 // back to their queues) within ctx.
 func (l *rmqLink) stop(ctx context.Context) error {
@@ -557,7 +575,19 @@ func (b *rabbitBackend) Enqueue(ctx context.Context, m *Message) (Result, error)
 		headers[hdrUnique] = lock
 	}
 	msg := amqp.Publishing{ContentType: "application/json", MessageId: id, Type: m.Kind, Timestamp: time.Now(), Headers: headers, Body: m.Envelope}
-	if err := b.send(ctx, st, m.Queue, delay, msg); err != nil {
+	err = b.send(ctx, st, m.Queue, delay, msg)
+	if err != nil && ctx.Err() == nil {
+		// A publish is retried once (DESIGN §6), within the same deadline: on
+		// the new connection when the old one was lost under it. Should the
+		// broker have stored the first one after all, the job exists twice:
+		// at least once.
+		if st2, werr := b.pub.waitNew(ctx, st); werr == nil {
+			if err = b.ensureQueue(ctx, st2, m.Queue); err == nil {
+				err = b.send(ctx, st2, m.Queue, delay, msg)
+			}
+		}
+	}
+	if err != nil {
 		if lock != "" {
 			b.release(lock)
 		}
