@@ -3,9 +3,11 @@
 // payloads, at-least-once delivery, a job timeout, retries with full-jitter
 // backoff, and a dead letter that can be listed, retried and emptied.
 //
-// Two backends sit behind the one API: "postgres" on River
-// (github.com/riverqueue/river), sharing the db plugin's pool, and "redis" on
-// asynq (github.com/hibiken/asynq), sharing the cache plugin's client. A backend
+// Three backends sit behind the one API: "postgres" on River
+// (github.com/riverqueue/river), sharing the db plugin's pool, "redis" on
+// asynq (github.com/hibiken/asynq), sharing the cache plugin's client, and
+// "rabbitmq" on github.com/rabbitmq/amqp091-go with its own connections
+// ([plugin.queue.rabbitmq]). A backend
 // implements [Backend] and passes the conformance suite in package queuetest.
 //
 // # Example
