@@ -500,7 +500,7 @@ func (p *Plugin) depErr(what string, err error) error {
 // Backend returns the backend in use, for tools and the conformance suite.
 func (p *Plugin) Backend() Backend { return p.backend }
 
-// BackendName is the configured backend: "postgres" or "redis".
+// BackendName is the configured backend: "postgres", "redis" or "rabbitmq".
 func (p *Plugin) BackendName() string { return p.cfg.Backend }
 
 // Breaker is the breaker enqueues go through.
