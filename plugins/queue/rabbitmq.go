@@ -648,7 +648,9 @@ func (b *rabbitBackend) release(lock string) {
 	}
 	if err != nil {
 		b.env.Logger.Warn("rabbitmq unique-key lock not released; the key stays taken until it is deleted", "lock", lock, "error", err.Error())
+		return
 	}
+	b.names.Delete("queue:" + lock) // the list stays as long as the pending locks
 }
 
 // hdrInt reads an integer header whatever width the broker gave it.
