@@ -59,7 +59,7 @@ type cli struct {
 //	config           print the effective configuration as TOML, with the source of every value
 //	worker           run only the plugins' workers (see [WorkerRunner])
 //	migrate up|down|status   run the plugins' migrations (see [Migrator])
-//	drill            reserved for failure drills
+//	drill            take each dependency away from the running service and back
 //
 // Every command takes --config PATH and --color auto|always|never, and has --help
 // with an example. Output goes to the command's OutOrStdout and ErrOrStderr; run it
@@ -132,20 +132,7 @@ exits 1, as check does.`,
 		},
 		c.workerCommand(name),
 		c.migrateCommand(name),
-		&cobra.Command{
-			Use:   "drill",
-			Short: "Run failure drills (not wired yet)",
-			Long: `Failure drills take a dependency away from a running service (pause, refuse,
-latency, blackhole) and check it answers fast, names the dependency in /ready, and
-recovers. The command name is reserved; drills are not wired into the command line
-yet, and this command exits 1 saying so.`,
-			Example:            fmt.Sprintf("  %s drill", name),
-			DisableFlagParsing: false,
-			RunE: func(cmd *cobra.Command, _ []string) error {
-				fmt.Fprintln(cmd.ErrOrStderr(), "drill: drills are not wired into the command line yet; nothing was run")
-				return reported
-			},
-		},
+		c.drillCommand(name),
 	)
 	return root
 }

@@ -258,11 +258,20 @@ func TestMaskSecrets(t *testing.T) {
 	}
 }
 
-func TestDrillIsReserved(t *testing.T) {
-	t.Parallel()
-	code, _, errOut := run(t, framework.Options{}, "drill")
-	if code != 1 || !strings.Contains(errOut, "drills are not wired") {
-		t.Fatalf("exit %d, stderr %q", code, errOut)
+// With no container named for a plugin's dependency, drill skips it with a
+// line naming the variable to set, and exits 0; mistakes in the flags are 2.
+func TestDrillSkipsPluginsWithoutContainers(t *testing.T) {
+	t.Setenv("JFAST_DRILL_REDIS_CONTAINER", "")
+	opts := framework.Options{
+		Plugins:    []framework.Plugin{newFake("cache", nil)},
+		ConfigText: "[plugins]\nenabled = [\"observability\", \"cache\"]\n",
+	}
+	code, out, errOut := run(t, opts, "drill", "--url", "http://127.0.0.1:1", "--route", "/products")
+	if code != 0 || !strings.Contains(out, "SKIP cache: JFAST_DRILL_REDIS_CONTAINER names no container") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if code, _, errOut := run(t, opts, "drill", "--want", "cache=fast"); code != 2 || !strings.Contains(errOut, "--want") {
+		t.Fatalf("a bad --want: exit %d, stderr %q", code, errOut)
 	}
 }
 

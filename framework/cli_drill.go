@@ -1,0 +1,109 @@
+package framework
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jfastframework/jfast/drills"
+)
+
+// drillFlags are the drill command's flags.
+type drillFlags struct {
+	url, other, report string
+	routes, headers    []string
+	only, want         []string
+	deadline           time.Duration
+}
+
+func (c *cli) drillCommand(name string) *cobra.Command {
+	f := &drillFlags{}
+	cmd := &cobra.Command{
+		Use:   "drill",
+		Short: "Take each dependency away from the running service and check it degrades and recovers",
+		Long: `Drive a service that is already running: for each enabled plugin whose
+dependency runs in a container named by JFAST_DRILL_<DEP>_CONTAINER (PG, REDIS,
+S3, SMTP, ...), docker pause it, check that --route answers its documented status
+within --deadline, that /ready names the dependency and that --other keeps
+answering, then unpause it and wait for the route to answer 200 again. A plugin
+whose container is not named is skipped with a SKIP line naming the variable.
+Progress is printed as it goes, then the table (--report writes it as Markdown).
+
+Exit status: 0 every drill passed or was skipped, 1 one failed, 2 command-line mistake.`,
+		Example: fmt.Sprintf("  JFAST_DRILL_PG_CONTAINER=shop-db %[1]s drill --route /orders/1\n"+
+			"  %[1]s drill --only cache --route /products --want cache=200", name),
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return c.drill(cmd, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.url, "url", "", "the running service's base URL (default: http:// + app.listen)")
+	fl.StringArrayVar(&f.routes, "route", nil, "a GET path that uses the dependencies, or plugin=/path for one plugin (repeatable)")
+	fl.StringVar(&f.other, "other", "", "a GET path that uses none of them")
+	fl.StringSliceVar(&f.only, "only", nil, "drill only these plugins (db,cache)")
+	fl.StringArrayVar(&f.headers, "header", nil, `a request header for the route, "Name: value" (repeatable)`)
+	fl.StringArrayVar(&f.want, "want", nil, "plugin=status: the route's status while the dependency is away (default 503)")
+	fl.DurationVar(&f.deadline, "deadline", 35*time.Second, "the longest one request may take while a dependency is away")
+	fl.StringVar(&f.report, "report", "", "write the table as Markdown to this file")
+	return cmd
+}
+
+func (c *cli) drill(cmd *cobra.Command, f *drillFlags) error {
+	app, err := c.load(cmd)
+	if err != nil {
+		return err
+	}
+	o := drills.ServiceOptions{BaseURL: f.url, Only: f.only, Other: f.other, Deadline: f.deadline,
+		Routes: map[string]string{}, Want: map[string]int{}}
+	if o.BaseURL == "" {
+		host, port, err := net.SplitHostPort(app.Config().Listen)
+		if err != nil {
+			return usageErrorf("drill: app.listen %q: %v; pass --url", app.Config().Listen, err)
+		}
+		if host == "" || host == "0.0.0.0" || host == "::" {
+			host = "127.0.0.1"
+		}
+		o.BaseURL = "http://" + net.JoinHostPort(host, port)
+	}
+	for _, p := range c.opts.Plugins {
+		if app.Enabled(p.Name()) {
+			o.Plugins = append(o.Plugins, p.Name())
+		}
+	}
+	for _, r := range f.routes {
+		if plugin, path, ok := strings.Cut(r, "="); ok {
+			o.Routes[plugin] = path
+		} else {
+			o.Route = r
+		}
+	}
+	for _, h := range f.headers {
+		name, value, ok := strings.Cut(h, ":")
+		if !ok {
+			return usageErrorf("drill: --header %q: want \"Name: value\"", h)
+		}
+		o.Headers = append(o.Headers, strings.TrimSpace(name), strings.TrimSpace(value))
+	}
+	for _, w := range f.want {
+		plugin, status, ok := strings.Cut(w, "=")
+		n, err := strconv.Atoi(status)
+		if !ok || err != nil {
+			return usageErrorf("drill: --want %q: want plugin=status, such as cache=200", w)
+		}
+		o.Want[plugin] = n
+	}
+	results, err := drills.RunService(cmd.Context(), o, cmd.OutOrStdout())
+	if f.report != "" && len(results) > 0 {
+		if werr := os.WriteFile(f.report, []byte(drills.Markdown(results)), 0o644); werr != nil {
+			return &ExitError{Code: 1, Err: werr}
+		}
+	}
+	if err != nil {
+		return &ExitError{Code: 1, Err: err}
+	}
+	return nil
+}
