@@ -1,44 +1,11 @@
 package drills
 
 import (
-	"fmt"
-	"os"
-	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
-// results collects every scenario's measurements for the table TestMain prints.
-var results struct {
-	mu   sync.Mutex
-	list []Result
-}
-
-func record(r Result) {
-	results.mu.Lock()
-	defer results.mu.Unlock()
-	results.list = append(results.list, r)
-}
-
-// TestMain runs the tests, prints the drill table and writes it as Markdown
-// (to $JFAST_DRILL_REPORT, or a temporary file), then checks for leaked
-// goroutines.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	results.mu.Lock()
-	list := results.list
-	results.mu.Unlock()
-	if len(list) > 0 {
-		if _, err := WriteReport(os.Stdout, list, "go test ./drills, shortened deadlines"); err != nil {
-			fmt.Fprintln(os.Stderr, "drill report:", err)
-		}
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+// The scenarios (a real App per dependency) are in drills/scenarios: they import
+// the framework, which imports this package for the drill command.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -1,4 +1,4 @@
-package drills
+package scenarios_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/jfastframework/jfast/drills"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -53,7 +54,7 @@ func okRoute(w http.ResponseWriter, _ *http.Request) error {
 
 // run runs d with progress in the test log, records its result and fails the
 // test on a contract violation.
-func run(t *testing.T, d *Drill) Result {
+func run(t *testing.T, d *drills.Drill) drills.Result {
 	t.Helper()
 	d.Progress = testWriter{t}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -78,7 +79,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 // skip records a scenario that cannot run here and skips with the reason.
 func skip(t *testing.T, dep, fault, reason string) {
 	t.Helper()
-	record(Result{Dependency: dep, Fault: fault, Skipped: reason})
+	record(drills.Result{Dependency: dep, Fault: fault, Skipped: reason})
 	t.Skip("SKIP: " + reason)
 }
 
@@ -145,8 +146,8 @@ func warm(t *testing.T, svc *jfasttest.Service, path string, n int) {
 	}
 }
 
-func dbDrill(svc *jfasttest.Service, fault string, take, give func() error) *Drill {
-	return &Drill{
+func dbDrill(svc *jfasttest.Service, fault string, take, give func() error) *drills.Drill {
+	return &drills.Drill{
 		Dependency: "db", Fault: fault, BaseURL: svc.URL,
 		Route: "/db", Other: "/plain", Want: http.StatusServiceUnavailable,
 		NameValue: "db", Check: "db",
@@ -161,7 +162,7 @@ func dbDrill(svc *jfasttest.Service, fault string, take, give func() error) *Dri
 func TestDrillPostgresPaused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv, err := StartPostgres(ctx)
+	srv, err := drills.StartPostgres(ctx)
 	if err != nil {
 		t.Fatalf("private PostgreSQL: %v", err)
 	}
@@ -175,7 +176,7 @@ func TestDrillPostgresPaused(t *testing.T) {
 // TestDrillPostgresRefused: the machine's PostgreSQL behind a proxy that stops
 // listening (nothing there: refused at once).
 func TestDrillPostgresRefused(t *testing.T) {
-	p, err := StartProxy("127.0.0.1:5432")
+	p, err := drills.StartProxy("127.0.0.1:5432")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +189,7 @@ func TestDrillPostgresRefused(t *testing.T) {
 
 // TestDrillPostgresUserContainer pauses the user's own container.
 func TestDrillPostgresUserContainer(t *testing.T) {
-	c, url, reason := UserContainer("PG")
+	c, url, reason := drills.UserContainer("PG")
 	if c == nil {
 		skip(t, "db", "docker pause (your container)", reason)
 	}
@@ -244,12 +245,12 @@ func cacheService(t *testing.T, url string) *jfasttest.Service {
 	})
 }
 
-func cacheDrill(svc *jfasttest.Service, route, fault string, take, give func() error) *Drill {
+func cacheDrill(svc *jfasttest.Service, route, fault string, take, give func() error) *drills.Drill {
 	want := http.StatusServiceUnavailable
 	if route == "/remember" {
 		want = http.StatusOK
 	}
-	return &Drill{
+	return &drills.Drill{
 		Dependency: "cache", Fault: fault, BaseURL: svc.URL,
 		Route: route, Other: "/plain", Want: want, NameValue: "cache", Check: "cache",
 		Deadline: 2*300*time.Millisecond + margin, // /cache sends two commands
@@ -258,7 +259,7 @@ func cacheDrill(svc *jfasttest.Service, route, fault string, take, give func() e
 }
 
 func TestDrillRedisPaused(t *testing.T) {
-	srv, err := StartRedis(context.Background())
+	srv, err := drills.StartRedis(context.Background())
 	if err != nil {
 		t.Fatalf("private redis-server: %v", err)
 	}
@@ -271,7 +272,7 @@ func TestDrillRedisPaused(t *testing.T) {
 // TestDrillRedisPausedRemember: Remember fails open, so the route keeps
 // answering 200 (computing the value) while Redis is paused.
 func TestDrillRedisPausedRemember(t *testing.T) {
-	srv, err := StartRedis(context.Background())
+	srv, err := drills.StartRedis(context.Background())
 	if err != nil {
 		t.Fatalf("private redis-server: %v", err)
 	}
@@ -284,7 +285,7 @@ func TestDrillRedisPausedRemember(t *testing.T) {
 }
 
 func TestDrillRedisUserContainer(t *testing.T) {
-	c, url, reason := UserContainer("REDIS")
+	c, url, reason := drills.UserContainer("REDIS")
 	if c == nil {
 		skip(t, "cache", "docker pause (your container)", reason)
 	}
@@ -299,7 +300,7 @@ func TestDrillRedisUserContainer(t *testing.T) {
 func TestDrillRedisDockerPause(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	e, err := StartEngine(ctx, "..")
+	e, err := drills.StartEngine(ctx, "..")
 	if err != nil {
 		skip(t, "cache", "docker pause (private engine)", err.Error())
 	}
@@ -321,10 +322,10 @@ func TestDrillRedisDockerPause(t *testing.T) {
 
 	// The same through RunService, what `jfast drill` calls: the container
 	// named by its variable, db skipped because none is named for it.
-	t.Setenv(ContainerVar("REDIS"), c.Name)
-	t.Setenv(ContainerVar("PG"), "")
+	t.Setenv(drills.ContainerVar("REDIS"), c.Name)
+	t.Setenv(drills.ContainerVar("PG"), "")
 	var out strings.Builder
-	res, err := RunService(ctx, ServiceOptions{
+	res, err := drills.RunService(ctx, drills.ServiceOptions{
 		BaseURL: svc.URL, Plugins: []string{"db", "cache"}, Route: "/cache", Other: "/plain",
 		Deadline: 2*300*time.Millisecond + margin, DockerHost: e.Host(),
 	}, &out)
@@ -344,14 +345,14 @@ func TestDrillRedisDockerPause(t *testing.T) {
 
 // upstreamService starts an App whose /upstream route calls the upstream
 // "billing", a local server behind a fault proxy.
-func upstreamService(t *testing.T) (*jfasttest.Service, *Proxy) {
+func upstreamService(t *testing.T) (*jfasttest.Service, *drills.Proxy) {
 	t.Helper()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"paid":true}`)
 	}))
 	t.Cleanup(up.Close)
-	p, err := StartProxy(strings.TrimPrefix(up.URL, "http://"))
+	p, err := drills.StartProxy(strings.TrimPrefix(up.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,8 +395,8 @@ breaker_cool_down = "` + coolDown + `"
 	return svc, p
 }
 
-func upstreamDrill(svc *jfasttest.Service, fault string, take, give func() error) *Drill {
-	return &Drill{
+func upstreamDrill(svc *jfasttest.Service, fault string, take, give func() error) *drills.Drill {
+	return &drills.Drill{
 		Dependency: "http", Fault: fault, BaseURL: svc.URL,
 		Route: "/upstream", Other: "/plain", Want: http.StatusServiceUnavailable,
 		NameKey: "upstream", NameValue: "billing", Check: "http",
@@ -464,7 +465,7 @@ func TestDrillJWKSIssuerBlackhole(t *testing.T) {
 	is.keys.Store([]map[string]string{ecJWK("k1", k1)})
 	up := httptest.NewServer(is)
 	t.Cleanup(up.Close)
-	p, err := StartProxy(strings.TrimPrefix(up.URL, "http://"))
+	p, err := drills.StartProxy(strings.TrimPrefix(up.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,7 +503,7 @@ jwks_min_refresh_interval = "100ms"
 	// it and blackholes the issuer, so the service cannot learn it yet.
 	headers := []string{"Authorization", "Bearer " + token(t, "k1", k1)}
 	rotated := "Bearer " + token(t, "k2", k2)
-	run(t, &Drill{
+	run(t, &drills.Drill{
 		Dependency: "auth", Fault: "JWKS issuer blackhole (proxy), rotated key", BaseURL: svc.URL,
 		Route: "/me", Headers: headers, Other: "/plain", Want: http.StatusServiceUnavailable,
 		NameValue: "jwks", Check: "auth",
@@ -529,7 +530,7 @@ jwks_min_refresh_interval = "100ms"
 func TestDrillS3Paused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv, err := StartS3(ctx)
+	srv, err := drills.StartS3(ctx)
 	if err != nil {
 		t.Fatalf("private S3 server: %v", err)
 	}
@@ -588,7 +589,7 @@ breaker_cool_down = "` + coolDown + `"
 		},
 	})
 	t.Cleanup(func() { srv.Resume() })
-	run(t, &Drill{
+	run(t, &drills.Drill{
 		Dependency: "storage", Fault: "pause (SIGSTOP versitygw)", BaseURL: svc.URL,
 		Route: "/file", Other: "/plain", Want: http.StatusServiceUnavailable,
 		NameValue: "storage", Check: "storage",
@@ -608,12 +609,12 @@ breaker_cool_down = "` + coolDown + `"
 func TestDrillSMTPPaused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pg, err := StartPostgres(ctx)
+	pg, err := drills.StartPostgres(ctx)
 	if err != nil {
 		t.Fatalf("private PostgreSQL for the queue: %v", err)
 	}
 	t.Cleanup(func() { pg.Stop() })
-	srv, err := StartSMTP(ctx)
+	srv, err := drills.StartSMTP(ctx)
 	if err != nil {
 		t.Fatalf("private SMTP server: %v", err)
 	}
@@ -683,7 +684,7 @@ queue = "mail"
 	// shortened enqueue_timeout on a loaded machine: retry it.
 	waitUntil(t, 30*time.Second, "a first message enqueued", func() bool { return svc.Get(t, "/mail").Status == http.StatusOK })
 	waitUntil(t, 30*time.Second, "the first message delivered", func() bool { return delivered() >= 1 })
-	run(t, &Drill{
+	run(t, &drills.Drill{
 		Dependency: "mail", Fault: "pause (SIGSTOP mailpit)", BaseURL: svc.URL,
 		Route: "/mail", Other: "/plain", Want: http.StatusOK, Check: "mail",
 		Deadline:    time.Second + margin, // an enqueue (enqueue_timeout): no SMTP in the request
@@ -714,7 +715,7 @@ func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool
 // naming the queue within its deadline; after the resume every job enqueued
 // before the fault, and after, runs.
 func TestDrillQueueRedisPaused(t *testing.T) {
-	srv, err := StartRedis(context.Background())
+	srv, err := drills.StartRedis(context.Background())
 	if err != nil {
 		t.Fatalf("private redis-server: %v", err)
 	}
@@ -757,7 +758,7 @@ concurrency = 2
 		},
 	})
 	t.Cleanup(func() { srv.Resume() })
-	run(t, &Drill{
+	run(t, &drills.Drill{
 		Dependency: "queue", Fault: "redis backend, pause (SIGSTOP)", BaseURL: svc.URL,
 		Route: "/enqueue", Other: "/plain", Want: http.StatusServiceUnavailable,
 		NameValue: "queue", Check: "queue",
@@ -778,7 +779,7 @@ concurrency = 2
 func TestDrillQueuePostgresPaused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pg, err := StartPostgres(ctx)
+	pg, err := drills.StartPostgres(ctx)
 	if err != nil {
 		t.Fatalf("private PostgreSQL: %v", err)
 	}
@@ -825,7 +826,7 @@ concurrency = 2
 	// The first enqueue applies River's migrations; then warm the pool.
 	waitUntil(t, 30*time.Second, "a first enqueue", func() bool { return svc.Get(t, "/enqueue").Status == http.StatusOK })
 	warm(t, svc, "/enqueue", 4)
-	run(t, &Drill{
+	run(t, &drills.Drill{
 		Dependency: "queue", Fault: "postgres backend, pause (SIGSTOP postmaster + backends)", BaseURL: svc.URL,
 		Route: "/enqueue", Other: "/plain", Want: http.StatusServiceUnavailable,
 		NameValue: "queue", Check: "queue",
@@ -843,7 +844,7 @@ concurrency = 2
 
 // TestDrillNotYet records the dependencies not drilled yet.
 func TestDrillNotYet(t *testing.T) {
-	for _, r := range []Result{
+	for _, r := range []drills.Result{
 		{Dependency: "broker", Fault: "blackhole (proxy to RabbitMQ)", Skipped: "not yet: the RabbitMQ queue backend has not landed"},
 	} {
 		record(r)
