@@ -9,10 +9,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/jfastframework/jfast/drills"
+	amqp "github.com/rabbitmq/amqp091-go"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -840,16 +840,115 @@ concurrency = 2
 	t.Logf("%d jobs enqueued with a 200, %d ran", enqueued.Load(), ran.Load())
 }
 
-// --- not yet ----------------------------------------------------------------
-
-// TestDrillNotYet records the dependencies not drilled yet.
-func TestDrillNotYet(t *testing.T) {
-	for _, r := range []drills.Result{
-		{Dependency: "broker", Fault: "blackhole (proxy to RabbitMQ)", Skipped: "not yet: the RabbitMQ queue backend has not landed"},
-	} {
-		record(r)
+// TestDrillQueueRabbitMQBlackhole: the queue's rabbitmq backend behind a fault
+// proxy in front of the machine's RabbitMQ, blackholed (the broker hangs: the
+// socket is open and nothing answers). Enqueue answers 503 naming the queue
+// within its deadline, then at once; after the broker is back, publishing
+// resumes on the same App and every job confirmed before and after runs.
+// The exchange and queues are this test's own and deleted afterwards.
+func TestDrillQueueRabbitMQBlackhole(t *testing.T) {
+	proxy, err := drills.StartProxy("127.0.0.1:5672")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if os.Getenv("JFAST_DEBUG") != "" {
-		t.Log("recorded the dependencies not drilled yet")
+	t.Cleanup(func() { proxy.Close() })
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	id := fmt.Sprintf("%x", b)
+	toml := fmt.Sprintf(`[app]
+name = "drill"
+[plugins]
+enabled = ["queue"]
+[plugin.queue]
+backend = "rabbitmq"
+enqueue_timeout = "1s"
+retry_base = "50ms"
+retry_max = "300ms"
+max_attempts = 100
+[plugin.queue.queues.drill%[1]s]
+concurrency = 2
+[plugin.queue.rabbitmq]
+url = "amqp://guest:guest@%[2]s/"
+exchange = "jt-drill-%[1]s"
+queue_prefix = "jt."
+heartbeat = "1s"
+connect_timeout = "1s"
+`, id, proxy.Addr())
+	var enqueued, ran atomic.Int64
+	q := queue.New()
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML:    toml,
+		Plugins: []framework.Plugin{q},
+		Routes: func(app *framework.App, r chi.Router) error {
+			if err := queue.Handle(q, "drill", func(context.Context, int64) error { ran.Add(1); return nil }); err != nil {
+				return err
+			}
+			r.Method(http.MethodGet, "/enqueue", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+				if _, err := q.Enqueue(r.Context(), "drill", int64(1)); err != nil {
+					return err
+				}
+				return framework.JSON(w, http.StatusOK, enqueued.Add(1))
+			}))
+			r.Method(http.MethodGet, "/plain", framework.Handler(okRoute))
+			return nil
+		},
+	})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = svc.App.Stop(ctx)
+		deleteRabbitTopology(t, q)
+	})
+	waitUntil(t, 30*time.Second, "a first enqueue", func() bool { return svc.Get(t, "/enqueue").Status == http.StatusOK })
+	warm(t, svc, "/enqueue", 4)
+	run(t, &drills.Drill{
+		Dependency: "queue", Fault: "rabbitmq backend, blackhole (proxy)", BaseURL: svc.URL,
+		Route: "/enqueue", Other: "/plain", Want: http.StatusServiceUnavailable,
+		NameValue: "queue", Check: "queue",
+		// A publish waits for its confirmation at most enqueue_timeout (1 s),
+		// retried once within the same deadline.
+		Deadline:      time.Second + margin,
+		ReadyWithin:   5 * time.Second,
+		RecoverWithin: 60 * time.Second,
+		Take:          proxy.Blackhole, Give: proxy.Pass,
+	})
+	waitUntil(t, 60*time.Second, "every enqueued job run after the broker came back", func() bool { return ran.Load() >= enqueued.Load() })
+	t.Logf("%d jobs enqueued with a 200, %d ran", enqueued.Load(), ran.Load())
+}
+
+// deleteRabbitTopology deletes the exchanges and queues the backend declared on
+// the machine's RabbitMQ (only names this suite makes: "jt" prefixed).
+func deleteRabbitTopology(t *testing.T, q *queue.Plugin) {
+	tb, ok := q.Backend().(interface{ Topology() []string })
+	if !ok {
+		t.Errorf("backend %T does not list its topology", q.Backend())
+		return
+	}
+	conn, err := amqp.Dial("amqp://guest:guest@127.0.0.1:5672/")
+	if err != nil {
+		t.Errorf("clean up rabbitmq: %v", err)
+		return
+	}
+	defer conn.Close()
+	for _, n := range tb.Topology() {
+		kind, name, _ := strings.Cut(n, ":")
+		if !strings.HasPrefix(name, "jt") {
+			t.Errorf("refusing to delete %s %s: not a test name", kind, name)
+			continue
+		}
+		ch, err := conn.Channel()
+		if err != nil {
+			t.Errorf("clean up rabbitmq: %v", err)
+			return
+		}
+		if kind == "queue" {
+			_, err = ch.QueueDelete(name, false, false, false)
+		} else {
+			err = ch.ExchangeDelete(name, false, false)
+		}
+		if err != nil {
+			t.Errorf("delete %s %s: %v", kind, name, err)
+		}
+		ch.Close()
 	}
 }
