@@ -710,6 +710,37 @@ func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool
 
 // --- queue ------------------------------------------------------------------
 
+// queueService starts an App whose GET /enqueue enqueues a "drill" job and
+// counts it, with a handler that counts the jobs run, and GET /plain. The queue
+// plugin must be among plugins.
+func queueService(t *testing.T, toml string, env map[string]string, plugins ...framework.Plugin) (*jfasttest.Service, *atomic.Int64, *atomic.Int64) {
+	t.Helper()
+	var enqueued, ran atomic.Int64
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML:    toml,
+		Plugins: plugins,
+		Env:     env,
+		Routes: func(app *framework.App, r chi.Router) error {
+			q, err := queue.From(app)
+			if err != nil {
+				return err
+			}
+			if err := queue.Handle(q, "drill", func(context.Context, int64) error { ran.Add(1); return nil }); err != nil {
+				return err
+			}
+			r.Method(http.MethodGet, "/enqueue", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+				if _, err := q.Enqueue(r.Context(), "drill", int64(1)); err != nil {
+					return err
+				}
+				return framework.JSON(w, http.StatusOK, enqueued.Add(1))
+			}))
+			r.Method(http.MethodGet, "/plain", framework.Handler(okRoute))
+			return nil
+		},
+	})
+	return svc, &enqueued, &ran
+}
+
 // TestDrillQueueRedisPaused: the queue's redis backend (asynq, on the cache
 // plugin's client) with a private redis-server paused. Enqueue answers 503
 // naming the queue within its deadline; after the resume every job enqueued
@@ -734,29 +765,7 @@ max_attempts = 100
 [plugin.queue.queues.default]
 concurrency = 2
 `
-	var enqueued, ran atomic.Int64
-	svc := jfasttest.Start(t, jfasttest.Options{
-		TOML:    toml,
-		Plugins: []framework.Plugin{cache.New(), queue.New()},
-		Env:     map[string]string{"JFAST_CACHE_URL": srv.URL()},
-		Routes: func(app *framework.App, r chi.Router) error {
-			q, err := queue.From(app)
-			if err != nil {
-				return err
-			}
-			if err := queue.Handle(q, "drill", func(context.Context, int64) error { ran.Add(1); return nil }); err != nil {
-				return err
-			}
-			r.Method(http.MethodGet, "/enqueue", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
-				if _, err := q.Enqueue(r.Context(), "drill", int64(1)); err != nil {
-					return err
-				}
-				return framework.JSON(w, http.StatusOK, enqueued.Add(1))
-			}))
-			r.Method(http.MethodGet, "/plain", framework.Handler(okRoute))
-			return nil
-		},
-	})
+	svc, enqueued, ran := queueService(t, toml, map[string]string{"JFAST_CACHE_URL": srv.URL()}, cache.New(), queue.New())
 	t.Cleanup(func() { srv.Resume() })
 	run(t, &drills.Drill{
 		Dependency: "queue", Fault: "redis backend, pause (SIGSTOP)", BaseURL: svc.URL,
@@ -799,29 +808,7 @@ max_attempts = 100
 [plugin.queue.queues.default]
 concurrency = 2
 `
-	var enqueued, ran atomic.Int64
-	svc := jfasttest.Start(t, jfasttest.Options{
-		TOML:    toml,
-		Plugins: []framework.Plugin{db.New(), queue.New()},
-		Env:     map[string]string{"JFAST_DB_URL": pg.URL("postgres")},
-		Routes: func(app *framework.App, r chi.Router) error {
-			q, err := queue.From(app)
-			if err != nil {
-				return err
-			}
-			if err := queue.Handle(q, "drill", func(context.Context, int64) error { ran.Add(1); return nil }); err != nil {
-				return err
-			}
-			r.Method(http.MethodGet, "/enqueue", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
-				if _, err := q.Enqueue(r.Context(), "drill", int64(1)); err != nil {
-					return err
-				}
-				return framework.JSON(w, http.StatusOK, enqueued.Add(1))
-			}))
-			r.Method(http.MethodGet, "/plain", framework.Handler(okRoute))
-			return nil
-		},
-	})
+	svc, enqueued, ran := queueService(t, toml, map[string]string{"JFAST_DB_URL": pg.URL("postgres")}, db.New(), queue.New())
 	t.Cleanup(func() { pg.Resume() })
 	// The first enqueue applies River's migrations; then warm the pool.
 	waitUntil(t, 30*time.Second, "a first enqueue", func() bool { return svc.Get(t, "/enqueue").Status == http.StatusOK })
@@ -874,25 +861,8 @@ queue_prefix = "jt."
 heartbeat = "1s"
 connect_timeout = "1s"
 `, id, proxy.Addr())
-	var enqueued, ran atomic.Int64
 	q := queue.New()
-	svc := jfasttest.Start(t, jfasttest.Options{
-		TOML:    toml,
-		Plugins: []framework.Plugin{q},
-		Routes: func(app *framework.App, r chi.Router) error {
-			if err := queue.Handle(q, "drill", func(context.Context, int64) error { ran.Add(1); return nil }); err != nil {
-				return err
-			}
-			r.Method(http.MethodGet, "/enqueue", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
-				if _, err := q.Enqueue(r.Context(), "drill", int64(1)); err != nil {
-					return err
-				}
-				return framework.JSON(w, http.StatusOK, enqueued.Add(1))
-			}))
-			r.Method(http.MethodGet, "/plain", framework.Handler(okRoute))
-			return nil
-		},
-	})
+	svc, enqueued, ran := queueService(t, toml, nil, q)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
