@@ -16,11 +16,13 @@ run:
 test-servers:
 	@for s in scripts/install-*.sh; do [ -e "$$s" ] || continue; bash "$$s" || exit 1; done
 
-## test: every package with the race detector, then the bench module's tests
+## test: every package with the race detector, then the bench module's tests,
+## then the drill table (with a SKIP row for each drill that could not run, and why)
 test: test-servers
 	$(GO) vet ./...
-	$(GO) test $(TEST_FLAGS) ./...
+	JFAST_DRILL_REPORT=$(CURDIR)/drill-report.md $(GO) test $(TEST_FLAGS) ./...
 	cd bench && $(GO) vet ./... && $(GO) test $(TEST_FLAGS) ./...
+	@echo; [ ! -f drill-report.md ] || cat drill-report.md
 
 ## bench: the benchmarks behind docs/performance.md
 bench:
