@@ -21,8 +21,8 @@ test-servers:
 test: test-servers
 	$(GO) vet ./...
 	JFAST_DRILL_REPORT=$(CURDIR)/drill-report.md $(GO) test $(TEST_FLAGS) ./...
+	@echo; [ ! -f drill-report.md ] || cat drill-report.md; echo
 	cd bench && $(GO) vet ./... && $(GO) test $(TEST_FLAGS) ./...
-	@echo; [ ! -f drill-report.md ] || cat drill-report.md
 
 ## bench: the benchmarks behind docs/performance.md
 bench:
