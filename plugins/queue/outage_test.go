@@ -9,10 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/jfastframework/jfast/drills"
-	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/jfasttest"
 	"github.com/jfastframework/jfast/plugins/queue"
@@ -57,37 +54,10 @@ func brokerOutage(t *testing.T, backend, target string) {
 			mu.Unlock()
 			return nil
 		})
-	}, appOpts{addr: proxy.Addr(), clock: clk, routes: func(app *framework.App, r chi.Router) error {
-		r.Method(http.MethodPost, "/orders", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
-			if _, err := q.Enqueue(r.Context(), "order", queuetest.Receipt{Order: 999}); err != nil {
-				return err
-			}
-			return framework.JSON(w, http.StatusAccepted, map[string]string{"status": "queued"})
-		}))
-		return nil
-	}})
+	}, appOpts{addr: proxy.Addr(), clock: clk, routes: ordersRoute(&q)})
 	ctx := context.Background()
-	count := func(orders ...int) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, o := range orders {
-			if handled[o] == 0 {
-				return false
-			}
-		}
-		return true
-	}
-	for i := 1; i <= 5; i++ {
-		if _, err := q.Enqueue(ctx, "order", queuetest.Receipt{Order: i}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// These wait out the outage in the broker: due in 2 s, after it began.
-	for i := 6; i <= 10; i++ {
-		if _, err := q.Enqueue(ctx, "order", queuetest.Receipt{Order: i}, queue.Delay(2*time.Second)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	count := func(orders ...int) bool { return handledAll(&mu, handled, orders...) }
+	enqueueBeforeOutage(t, q)
 	queuetest.Eventually(t, 15*time.Second, "jobs 1-5 handled before the outage", func() bool { return count(1, 2, 3, 4, 5) })
 
 	if err := proxy.Blackhole(); err != nil {
