@@ -10,6 +10,7 @@ import (
 	"io"
 	"log"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -250,38 +251,12 @@ func reply(code int, enhanced smtp.EnhancedCode, msg string) error {
 }
 
 // silent is a TCP server that accepts connections and never says a word (a
-// hung SMTP server before its greeting).
+// hung SMTP server before its greeting); it returns the port.
 func silent(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = l.Close()
-		<-done
-		mu.Lock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-		mu.Unlock()
-	})
-	return l.Addr().(*net.TCPAddr).Port
+	_, port, _ := net.SplitHostPort(jfasttest.SilentServer(t))
+	n, _ := strconv.Atoi(port)
+	return n
 }
 
 // closedPort returns a loopback port nothing listens on (connection refused).
