@@ -31,7 +31,7 @@ func bareChi() http.Handler {
 	return r
 }
 
-func jfastApp(b *testing.B) *framework.App {
+func jfastApp(b testing.TB) *framework.App {
 	app, err := framework.New(framework.Options{
 		ConfigText: "[app]\nlisten = \"127.0.0.1:0\"\n",
 		Environ:    []string{},
@@ -68,6 +68,32 @@ func BenchmarkStack(b *testing.B) {
 	}
 	b.Run("bare-chi", func(b *testing.B) { run(b, bareChi()) })
 	b.Run("jfast", func(b *testing.B) { run(b, jfastApp(b).Router()) })
+}
+
+// TestStackAllocations holds the stack to its allocation budget: at most 4
+// allocations per request beyond bare chi's (docs/performance.md). Allocation
+// counts are exact, unlike times, so this is a test; `make test` runs it without
+// the race detector, whose instrumentation allocates.
+func TestStackAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's instrumentation allocates; make test runs this without -race")
+	}
+	count := func(h http.Handler) float64 {
+		req := httptest.NewRequest(http.MethodGet, "/hello", nil)
+		return testing.AllocsPerRun(200, func() {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			if w.Code != http.StatusOK {
+				t.Fatalf("status %d", w.Code)
+			}
+		})
+	}
+	bare := count(bareChi())
+	stack := count(jfastApp(t).Router())
+	t.Logf("allocations per request: bare chi %.0f, jfast %.0f (+%.0f)", bare, stack, stack-bare)
+	if stack-bare > 4 {
+		t.Fatalf("the stack allocates %.0f times per request beyond bare chi's %.0f; the budget is 4", stack-bare, bare)
+	}
 }
 
 // BenchmarkLoopback serves over real loopback sockets with keep-alive: the

@@ -69,7 +69,7 @@ func (w *ResponseRecorder) Unwrap() http.ResponseWriter { return w.ResponseWrite
 var recorderPool = sync.Pool{New: func() any { return new(ResponseRecorder) }}
 
 // serveRequest is the framework's middleware, fused into one handler so a request
-// pays for one context and one request copy: request ID, panic recovery, the
+// pays for one context (see requestContext) and one request copy: request ID, panic recovery, the
 // request deadline and the access log, outermost first.
 type serveRequest struct {
 	next    http.Handler
@@ -83,13 +83,13 @@ func (s *serveRequest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	*rec = ResponseRecorder{ResponseWriter: w, start: time.Now(), log: s.log}
 	defer recorderPool.Put(rec)
 
-	// Request ID: accept a sane inbound one, else make one; echo it.
-	ctx, id := requestid.Serve(r.Context(), requestid.Inbound(r.Header), w.Header())
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
+	// Request ID (a sane inbound one, else a fresh one, echoed) and the
+	// request deadline, in one context.
+	ctx := newRequestContext(r.Context(), requestid.Inbound(r.Header), w.Header(), rec.start, s.timeout)
+	defer ctx.end()
 	r = r.WithContext(ctx)
 
-	defer s.accessLog(rec, r, id)
+	defer s.accessLog(rec, r, ctx.id)
 	defer s.recover(rec, r)
 	s.next.ServeHTTP(rec, r)
 }

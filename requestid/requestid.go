@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
+	"strings"
 	"unsafe"
 )
 
@@ -16,16 +17,28 @@ const Header = "X-Request-ID"
 // hostile client from stuffing kilobytes into every log line.
 const MaxLen = 128
 
+// Len is the length of the IDs [New] and [Make] produce.
+const Len = 32
+
 // New returns a fresh request ID: 16 bytes from crypto/rand as 32 lowercase
 // hex characters.
 func New() string {
-	var b [16]byte
+	var buf [Len]byte
+	return strings.Clone(Make(&buf))
+}
+
+// Make writes a fresh request ID (as [New] makes) into buf and returns it as a
+// string that shares buf's memory, so the caller must never write buf again.
+// It lets a caller that allocates a struct per request anyway keep the ID in
+// it: the framework's request context does, which saves the hot path an
+// allocation.
+func Make(buf *[Len]byte) string {
+	var raw [Len / 2]byte
 	// crypto/rand.Read never returns an error on supported platforms (Go ≥ 1.24
 	// crashes the program instead), so there is nothing to handle.
-	_, _ = rand.Read(b[:])
-	var out [32]byte
-	hex.Encode(out[:], b[:])
-	return string(out[:])
+	_, _ = rand.Read(raw[:])
+	hex.Encode(buf[:], raw[:])
+	return unsafe.String(&buf[0], Len)
 }
 
 // Valid reports whether s is acceptable as an inbound request ID: 1 to
@@ -43,40 +56,23 @@ func Valid(s string) bool {
 	return true
 }
 
-type ctxKey struct{}
+// ContextKey is the context key the request ID is stored under. A context
+// type of its own that carries the ID (the framework's request context does, to
+// save allocations) answers Value(ContextKey{}) with a [Carrier].
+type ContextKey struct{}
 
-// entry is what a context carries: the ID, and the one-element slice the
-// response header points at, allocated together so serving a request pays for
-// one allocation instead of three (ID, header slice, boxed string).
-type entry struct {
-	id     string
-	header [1]string
-	raw    [16]byte
-	buf    [32]byte
+// Carrier is what a context holds under [ContextKey].
+type Carrier interface {
+	RequestID() string
 }
+
+type entry struct{ id string }
+
+func (e *entry) RequestID() string { return e.id }
 
 // NewContext returns a copy of ctx that carries id.
 func NewContext(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, ctxKey{}, &entry{id: id})
-}
-
-// Serve returns ctx carrying the request ID for an inbound request: the
-// inbound one when [Valid], else a fresh one from [New]; it sets the ID on the
-// response header h. This is the framework's hot path: one allocation for the
-// ID and its header value, one for the context.
-func Serve(ctx context.Context, inbound string, h http.Header) (context.Context, string) {
-	e := &entry{}
-	if Valid(inbound) {
-		e.id = inbound
-	} else {
-		_, _ = rand.Read(e.raw[:])
-		hex.Encode(e.buf[:], e.raw[:])
-		// e.buf is never written again, so the string may share it.
-		e.id = unsafe.String(&e.buf[0], len(e.buf))
-	}
-	e.header[0] = e.id
-	h[canonicalHeader] = e.header[:]
-	return context.WithValue(ctx, ctxKey{}, e), e.id
+	return context.WithValue(ctx, ContextKey{}, &entry{id: id})
 }
 
 // canonicalHeader is Header in the form net/http stores it, so map access
@@ -91,14 +87,14 @@ func Inbound(h http.Header) string {
 	return ""
 }
 
-// FromContext returns the request ID stored in ctx by [NewContext], or ""
-// when there is none.
+// FromContext returns the request ID ctx carries (from [NewContext], or a
+// context answering [ContextKey] with a [Carrier]), or "" when there is none.
 func FromContext(ctx context.Context) string {
 	if ctx == nil {
 		return ""
 	}
-	if e, ok := ctx.Value(ctxKey{}).(*entry); ok {
-		return e.id
+	if c, ok := ctx.Value(ContextKey{}).(Carrier); ok {
+		return c.RequestID()
 	}
 	return ""
 }

@@ -1,0 +1,5 @@
+//go:build race
+
+package framework_test
+
+const raceEnabled = true
