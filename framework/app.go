@@ -74,7 +74,7 @@ type App struct {
 	mu       sync.Mutex
 	started  []Plugin
 	ready    *readiness.Aggregator
-	router   chi.Router
+	router   http.Handler
 	server   *http.Server
 	listener net.Listener
 	served   chan error
@@ -406,11 +406,11 @@ func (a *App) Start(ctx context.Context) error {
 	return nil
 }
 
-func (a *App) buildRouter() (chi.Router, error) {
+// buildRouter returns the service's handler: the framework's middleware
+// (serveRequest) around a chi router holding the plugins' middleware and every
+// route.
+func (a *App) buildRouter() (http.Handler, error) {
 	r := chi.NewRouter()
-	r.Use(func(next http.Handler) http.Handler {
-		return &serveRequest{next: next, timeout: a.cfg.RequestTimeout, log: a.log, sources: &a.logSources}
-	})
 	for _, p := range a.plugins {
 		if m, ok := p.(Middlewarer); ok {
 			r.Use(m.Middleware())
@@ -442,7 +442,7 @@ func (a *App) buildRouter() (chi.Router, error) {
 			return nil, fmt.Errorf("mount routes: %w", err)
 		}
 	}
-	return r, nil
+	return &serveRequest{mux: r, timeout: a.cfg.RequestTimeout, log: a.log, sources: &a.logSources}, nil
 }
 
 var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions}

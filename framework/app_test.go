@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -437,6 +439,48 @@ func TestMetricsUseRouteTemplates(t *testing.T) {
 	}
 	if !strings.Contains(m, `route="unmatched",status="404"`) || !strings.Contains(m, "go_goroutines") {
 		t.Fatal("unmatched routes or runtime metrics missing")
+	}
+}
+
+// The framework hands chi its routing context inside the request context (see
+// serveRequest): URL parameters must reach handlers, and a service mounted
+// under another chi router must route the path that router left it.
+func TestRoutingContext(t *testing.T) {
+	t.Parallel()
+	app, err := framework.New(framework.Options{
+		ConfigText: "[app]\nlisten = \"127.0.0.1:0\"\n",
+		Environ:    []string{},
+		LogOutput:  io.Discard,
+		Routes: func(_ *framework.App, r chi.Router) error {
+			r.Get("/orders/{id}", func(w http.ResponseWriter, r *http.Request) {
+				io.WriteString(w, "order "+chi.URLParam(r, "id")+" via "+chi.RouteContext(r.Context()).RoutePattern())
+			})
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { app.Stop(context.Background()) })
+
+	get := func(h http.Handler, path string) (int, string) {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+		return w.Code, w.Body.String()
+	}
+	if code, body := get(app.Router(), "/orders/42"); code != 200 || body != "order 42 via /orders/{id}" {
+		t.Fatalf("direct: %d %q", code, body)
+	}
+	outer := chi.NewRouter()
+	outer.Mount("/svc", app.Router())
+	if code, body := get(outer, "/svc/orders/7"); code != 200 || body != "order 7 via /svc/orders/{id}" {
+		t.Fatalf("mounted under /svc: %d %q", code, body)
+	}
+	if code, _ := get(outer, "/orders/7"); code != http.StatusNotFound {
+		t.Fatalf("outer router served an unmounted path: %d", code)
 	}
 }
 

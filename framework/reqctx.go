@@ -7,11 +7,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-chi/chi/v5"
+
 	"github.com/jfastframework/jfast/requestid"
 )
 
 // requestContext is the context every request is served with: the server's
-// context plus the request ID and the request deadline, in one allocation.
+// context plus the request ID, the request deadline and chi's routing context,
+// in one allocation.
 //
 // context.WithTimeout would cost four allocations per request (the context, its
 // timer, the timer's closure and the parent's children map) although most
@@ -30,6 +33,9 @@ type requestContext struct {
 	id       string
 	header   [1]string // the response header's value slice, pointing at id
 	idBuf    [requestid.Len]byte
+	// route is chi's routing context for this request, until the request ends
+	// and it goes back to its pool; nil when the parent carries one.
+	route atomic.Pointer[chi.Context]
 
 	built atomic.Bool // inner and cancel are set; read them without mu
 	mu    sync.Mutex
@@ -75,8 +81,11 @@ func (p keyProbe) Value(key any) any {
 // newRequestContext returns the request's context. inbound is the client's
 // request ID (used when [requestid.Valid]); the ID is also set on the response
 // header h.
-func newRequestContext(parent context.Context, inbound string, h http.Header, start time.Time, timeout time.Duration) *requestContext {
+func newRequestContext(parent context.Context, inbound string, h http.Header, start time.Time, timeout time.Duration, route *chi.Context) *requestContext {
 	c := &requestContext{parent: parent, deadline: start.Add(timeout)}
+	if route != nil {
+		c.route.Store(route)
+	}
 	if d, ok := parent.Deadline(); ok && d.Before(c.deadline) {
 		c.deadline = d
 	}
@@ -117,6 +126,11 @@ func (c *requestContext) Err() error {
 func (c *requestContext) Value(key any) any {
 	if _, ok := key.(requestid.ContextKey); ok {
 		return c
+	}
+	if key == chi.RouteCtxKey {
+		if route := c.route.Load(); route != nil {
+			return route
+		}
 	}
 	if key == cancelCtxKey {
 		return c.build().Value(key)
@@ -171,6 +185,7 @@ func (c *requestContext) build() context.Context {
 // end is the request's end: the context is cancelled, as a deferred cancel of
 // context.WithTimeout would, unless it is already done.
 func (c *requestContext) end() {
+	c.route.Store(nil)
 	c.mu.Lock()
 	if c.inner == nil {
 		c.settleLocked()

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-chi/chi/v5"
+
 	"github.com/jfastframework/jfast/requestid"
 )
 
@@ -21,7 +23,7 @@ const far = time.Hour
 
 func newCtx(t *testing.T, parent context.Context, start time.Time, timeout time.Duration) *requestContext {
 	t.Helper()
-	return newRequestContext(parent, "", http.Header{}, start, timeout)
+	return newRequestContext(parent, "", http.Header{}, start, timeout, nil)
 }
 
 func wantDone(t *testing.T, ctx context.Context, err, cause error) {
@@ -57,7 +59,7 @@ func TestRequestContextProbeFoundCancelKey(t *testing.T) {
 
 func TestRequestContextIDAndHeader(t *testing.T) {
 	h := http.Header{}
-	ctx := newRequestContext(context.Background(), "abc-123", h, time.Now(), far)
+	ctx := newRequestContext(context.Background(), "abc-123", h, time.Now(), far, nil)
 	if got := requestid.FromContext(ctx); got != "abc-123" {
 		t.Fatalf("FromContext = %q, want the valid inbound ID", got)
 	}
@@ -66,7 +68,7 @@ func TestRequestContextIDAndHeader(t *testing.T) {
 	}
 
 	h = http.Header{}
-	ctx = newRequestContext(context.Background(), "bad id\n", h, time.Now(), far)
+	ctx = newRequestContext(context.Background(), "bad id\n", h, time.Now(), far, nil)
 	id := requestid.FromContext(ctx)
 	if len(id) != requestid.Len || id == "bad id\n" || h.Get(requestid.Header) != id {
 		t.Fatalf("invalid inbound ID: context %q, header %q; want a fresh %d-character ID in both", id, h.Get(requestid.Header), requestid.Len)
@@ -215,8 +217,10 @@ func TestRequestContextAllocations(t *testing.T) {
 	}
 	h := http.Header{}
 	start := time.Now()
+	route := chi.NewRouteContext()
 	n := testing.AllocsPerRun(100, func() {
-		ctx := newRequestContext(context.Background(), "", h, start, far)
+		ctx := newRequestContext(context.Background(), "", h, start, far, route)
+		_ = chi.RouteContext(ctx)
 		_, _ = ctx.Deadline()
 		_ = ctx.Err()
 		_ = requestid.FromContext(ctx)
