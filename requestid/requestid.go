@@ -2,8 +2,9 @@ package requestid
 
 import (
 	"context"
-	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"unsafe"
@@ -20,8 +21,11 @@ const MaxLen = 128
 // Len is the length of the IDs [New] and [Make] produce.
 const Len = 32
 
-// New returns a fresh request ID: 16 bytes from crypto/rand as 32 lowercase
-// hex characters.
+// New returns a fresh request ID: 16 random bytes as 32 lowercase hex
+// characters. The bytes come from math/rand/v2's generator (ChaCha8 per thread,
+// seeded from the operating system): a request ID must be unique, not secret —
+// it is echoed to the client and written in logs — and this costs about 20 ns
+// where crypto/rand cost 300 ns on every request.
 func New() string {
 	var buf [Len]byte
 	return strings.Clone(Make(&buf))
@@ -34,9 +38,8 @@ func New() string {
 // allocation.
 func Make(buf *[Len]byte) string {
 	var raw [Len / 2]byte
-	// crypto/rand.Read never returns an error on supported platforms (Go ≥ 1.24
-	// crashes the program instead), so there is nothing to handle.
-	_, _ = rand.Read(raw[:])
+	binary.LittleEndian.PutUint64(raw[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(raw[8:], rand.Uint64())
 	hex.Encode(buf[:], raw[:])
 	return unsafe.String(&buf[0], Len)
 }
