@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -183,6 +185,55 @@ func BenchmarkInterleaved(b *testing.B) {
 		stack, closeStack := loopback("http://" + app.Addr())
 		defer closeStack()
 		run(b, bare, stack)
+	})
+	// Saturated: each iteration sends a batch of requests from 8 concurrent
+	// clients to each side, alternating which goes first; the medians of the
+	// batch times give requests per second at full load, where the loopback
+	// case above gives one request's latency.
+	b.Run("saturated", func(b *testing.B) {
+		const clients, batch = 8, 1000
+		burst := func(url string) (func() time.Duration, func()) {
+			tr := &http.Transport{MaxIdleConnsPerHost: clients}
+			client := &http.Client{Transport: tr}
+			return func() time.Duration {
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				t0 := time.Now()
+				for range clients {
+					wg.Go(func() {
+						for next.Add(1) <= batch {
+							resp, err := client.Get(url + "/hello")
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							io.Copy(io.Discard, resp.Body)
+							resp.Body.Close()
+						}
+					})
+				}
+				wg.Wait()
+				return time.Since(t0)
+			}, tr.CloseIdleConnections
+		}
+		bare, closeBare := burst(bareSrv.URL)
+		defer closeBare()
+		stack, closeStack := burst("http://" + app.Addr())
+		defer closeStack()
+		var bareD, stackD []time.Duration
+		for i := 0; i < b.N; i++ {
+			if i%2 == 0 {
+				bareD = append(bareD, bare())
+				stackD = append(stackD, stack())
+			} else {
+				stackD = append(stackD, stack())
+				bareD = append(bareD, bare())
+			}
+		}
+		mb, ms := median(bareD), median(stackD)
+		b.ReportMetric(float64(batch)/mb.Seconds(), "bare-req/s")
+		b.ReportMetric(float64(batch)/ms.Seconds(), "jfast-req/s")
+		b.ReportMetric(float64(ms)/float64(mb), "ratio")
 	})
 }
 

@@ -101,10 +101,16 @@ func (o *Observability) MountRoutes(r chi.Router) {
 func (o *Observability) Middleware() func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			start := time.Now()
+			rec, ok := w.(*ResponseRecorder)
+			var start time.Time
+			if ok {
+				start = rec.StartTime() // the request's whole time in jfast, read once
+			} else {
+				start = time.Now()
+			}
 			next.ServeHTTP(w, r)
 			status := http.StatusOK
-			if rec, ok := w.(*ResponseRecorder); ok && rec.Status() != 0 {
+			if ok && rec.Status() != 0 {
 				status = rec.Status()
 			}
 			s := o.seriesFor(metricMethod(r.Method), metricRoute(r), status)
