@@ -447,24 +447,12 @@ func TestMetricsUseRouteTemplates(t *testing.T) {
 // under another chi router must route the path that router left it.
 func TestRoutingContext(t *testing.T) {
 	t.Parallel()
-	app, err := framework.New(framework.Options{
-		ConfigText: "[app]\nlisten = \"127.0.0.1:0\"\n",
-		Environ:    []string{},
-		LogOutput:  io.Discard,
-		Routes: func(_ *framework.App, r chi.Router) error {
-			r.Get("/orders/{id}", func(w http.ResponseWriter, r *http.Request) {
-				io.WriteString(w, "order "+chi.URLParam(r, "id")+" via "+chi.RouteContext(r.Context()).RoutePattern())
-			})
-			return nil
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { app.Stop(context.Background()) })
+	app := jfasttest.Start(t, jfasttest.Options{Routes: func(_ *framework.App, r chi.Router) error {
+		r.Get("/orders/{id}", func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, "order "+chi.URLParam(r, "id")+" via "+chi.RouteContext(r.Context()).RoutePattern())
+		})
+		return nil
+	}})
 
 	get := func(h http.Handler, path string) (int, string) {
 		w := httptest.NewRecorder()
