@@ -3,6 +3,7 @@ package resilience
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Call runs fn once through a breaker and a bulkhead, either of which may be
@@ -14,7 +15,11 @@ import (
 // Outcomes that say nothing about the dependency are fed as [Ignore]
 // whatever classify says: a bulkhead rejection, and a call whose ctx was
 // cancelled (its caller gave up). So a probe that meets either releases the
-// probe slot without closing or reopening the breaker.
+// probe slot without closing or reopening the breaker. A [Failure] that
+// returns after ctx's deadline passed is [Ignore] too: Call knows no
+// deadline of fn's own, so by [CutByCaller] with a zero own deadline the
+// caller's deadline ended it (a deadline fn puts on its own work and that
+// fires first leaves ctx running, and counts).
 //
 // If fn panics, Call releases the bulkhead slot and the breaker ticket (as
 // Ignore) and then panics again with the same value.
@@ -52,6 +57,9 @@ func Call[T any](ctx context.Context, br *Breaker, bh *Bulkhead, classify func(T
 		o = Failure
 	default:
 		o = Success
+	}
+	if o == Failure && CutByCaller(ctx, time.Time{}) {
+		o = Ignore
 	}
 	ticket.Done(o)
 	return v, err

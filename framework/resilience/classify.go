@@ -3,6 +3,7 @@ package resilience
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // HTTPOutcome is the breaker outcome of one HTTP exchange, the rule every
@@ -11,7 +12,9 @@ import (
 //
 //   - err != nil: [Ignore] when it is (or wraps) context.Canceled — the
 //     caller gave up — and [Failure] otherwise (transport errors and
-//     timeouts, including context.DeadlineExceeded).
+//     timeouts, including context.DeadlineExceeded). An error cannot say
+//     whose deadline ended the call: ask [CutByCaller] first and feed
+//     [Ignore] when it says the caller's did.
 //   - 502, 503, 504: [Failure].
 //   - 429 and 500: [Ignore]. A 500 proves the upstream is up (with a bug the
 //     same request will meet again); a 429 asks for calm, and an open
@@ -31,4 +34,54 @@ func HTTPOutcome(status int, err error) Outcome {
 		return Ignore
 	}
 	return Success
+}
+
+// CutByCaller reports whether a call that failed was cut short by its
+// caller, so that its failure says nothing about the dependency and the
+// breaker must not count it ([Ignore]). It is the one rule every jfast
+// plugin applies to a call that ended at a deadline (docs/resilience.md,
+// "Whose deadline was it?"): the breaker learns from the dependency, not
+// from the caller's impatience.
+//
+// ctx is the caller's context, not one the plugin derived from it. own is
+// the deadline the plugin itself put on the call (its configured timeout for
+// the dependency, from when the call started: an HTTP total_timeout, a Redis
+// command_timeout, a PostgreSQL connect or ping timeout), on the same clock
+// as context deadlines (package time, never a test clock). A zero own says
+// that the plugin's deadlines move with progress (a gap between bytes) and
+// had not fired when ctx ended, so an ended ctx is enough.
+//
+// It returns true when ctx was cancelled, or when ctx's deadline has passed
+// and came before own. It returns false when ctx is still running (the
+// dependency or the plugin's own deadline ended the call), and when own came
+// first or at the same instant (the plugin would have cut the call then
+// anyway, so the failure is evidence).
+//
+// A deadline counts as passed when ctx says so or when the time has reached
+// it: a socket deadline copied from ctx can fire a moment before ctx's own
+// timer does.
+//
+// It decides the breaker outcome only; what the caller gets back (the
+// plugin's usual timeout or unavailable error, and its status code) does not
+// depend on it.
+func CutByCaller(ctx context.Context, own time.Time) bool {
+	return cutByCaller(ctx, own, time.Now())
+}
+
+// cutByCaller is CutByCaller at the instant now.
+func cutByCaller(ctx context.Context, own, now time.Time) bool {
+	err := ctx.Err()
+	if errors.Is(err, context.Canceled) {
+		return true
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		// Ended without a deadline or a cancellation only if a custom
+		// context says so: still the caller's doing.
+		return err != nil
+	}
+	if err == nil && now.Before(deadline) {
+		return false
+	}
+	return own.IsZero() || deadline.Before(own)
 }

@@ -31,7 +31,9 @@
 //     frees the probe slot for the next caller.
 //
 // What counts as a failure is the caller's decision, reported as an
-// [Outcome] through [Ticket.Done]; [HTTPOutcome] is the rule for HTTP. Tickets carry the breaker's generation, so
+// [Outcome] through [Ticket.Done]; [HTTPOutcome] is the rule for HTTP, and
+// [CutByCaller] tells a call cut by its caller's deadline (no evidence) from
+// one cut by the plugin's own (a failure). Tickets carry the breaker's generation, so
 // a result that arrives after a state change cannot decide the new state.
 // State changes are reported to [BreakerOpts].OnStateChange with the counts
 // from just before the change.
