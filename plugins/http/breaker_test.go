@@ -274,3 +274,42 @@ func TestBulkhead(t *testing.T) {
 		t.Errorf("%d requests, want 2", got)
 	}
 }
+
+// Whose deadline ended the call decides what the breaker learns
+// (docs/resilience.md, "Whose deadline was it?"). Against an upstream that
+// accepts and never answers: calls whose caller's deadline (50 ms) is sooner
+// than total_timeout (300 ms) are UpstreamTimeout 503s like any other, but
+// the breaker counts none of them, however many; calls cut by total_timeout
+// with the caller still waiting count, and breaker_failures of them open it.
+func TestBreakerCallerDeadlineIsNoEvidence(t *testing.T) {
+	t.Parallel()
+	c, _, _ := newClient(t, jhttp.Upstream{
+		BaseURL:         silentUpstream(t),
+		TotalTimeout:    300 * time.Millisecond,
+		Retries:         jhttp.NoRetries,
+		BreakerFailures: 2,
+	})
+	timeout := func(ctx context.Context) {
+		t.Helper()
+		_, err := c.Get(ctx, "/x")
+		var to *jhttp.UpstreamTimeout
+		if !errors.As(err, &to) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v (%T), want UpstreamTimeout wrapping DeadlineExceeded", err, err)
+		}
+		if p, ok := problem.As(err); !ok || p.Status != 503 {
+			t.Fatalf("problem = %+v, want 503", p)
+		}
+	}
+	for range 5 {
+		timeout(ctxTimeout(t, 50*time.Millisecond))
+	}
+	if snap := c.Breaker().Snapshot(); snap.State != resilience.StateClosed || snap.Consecutive != 0 || snap.WindowCalls != 0 {
+		t.Fatalf("after 5 calls cut by the caller's deadline: %+v, want closed with nothing counted", snap)
+	}
+	for range 2 {
+		timeout(ctxTimeout(t, time.Minute))
+	}
+	if got := c.Breaker().Snapshot().State; got != resilience.StateOpen {
+		t.Fatalf("after 2 calls cut by total_timeout: %s, want open", got)
+	}
+}

@@ -306,7 +306,10 @@ func (c *ServiceClient) call(ctx context.Context, req *http.Request, payload []b
 		}
 		return nil, 0, newCircuitOpen(name, err, ra)
 	}
-	callCtx, cancel := context.WithTimeout(ctx, c.up.TotalTimeout)
+	// own is total_timeout on the clock of context deadlines: it tells a call
+	// cut by the caller's sooner deadline from one cut by ours.
+	own := time.Now().Add(c.up.TotalTimeout)
+	callCtx, cancel := context.WithDeadline(ctx, own)
 	defer cancel()
 	permit, err := c.bulkhead.Acquire(callCtx)
 	if err != nil {
@@ -327,6 +330,7 @@ func (c *ServiceClient) call(ctx context.Context, req *http.Request, payload []b
 		headersAt time.Time
 		bodyRead  time.Duration
 		attempts  int
+		cut       bool // the last attempt failed because the caller's context ended
 	)
 	for {
 		attempts++
@@ -337,6 +341,9 @@ func (c *ServiceClient) call(ctx context.Context, req *http.Request, payload []b
 			last, headersAt, bodyRead = resp, hAt, read
 		}
 		lastErr = err
+		// Decided now, not after a backoff the caller may cut: a refused
+		// connection stays evidence if the caller's deadline ends the wait.
+		cut = err != nil && resilience.CutByCaller(ctx, own)
 		if !retry || attempts > c.up.Retries || !c.retryable(callCtx, resp, err) {
 			break
 		}
@@ -362,8 +369,7 @@ func (c *ServiceClient) call(ctx context.Context, req *http.Request, payload []b
 		}
 	}
 
-	outcome := c.outcome(ctx, finalResponse(last, lastErr), lastErr)
-	ticket.Done(outcome)
+	ticket.Done(outcome(finalResponse(last, lastErr), lastErr, cut))
 	if last != nil {
 		m.response.Inc()
 		m.latency.Observe(headersAt.Sub(start).Seconds())
@@ -387,10 +393,12 @@ func finalResponse(last *http.Response, lastErr error) *http.Response {
 // HTTP rule (resilience.HTTPOutcome): transport errors, timeouts, 502, 503 and
 // 504 are failures; a 500 (the upstream is up, with a bug) and a 429 (it asks
 // for calm, and an open breaker would turn that into an outage) are no
-// evidence; anything else is a success. A call its caller cancelled is no
-// evidence either.
-func (c *ServiceClient) outcome(ctx context.Context, resp *http.Response, err error) resilience.Outcome {
-	if errors.Is(ctx.Err(), context.Canceled) {
+// evidence; anything else is a success. An attempt that failed because its
+// caller's context ended first (cancelled, or its deadline sooner than
+// total_timeout: resilience.CutByCaller) is no evidence either; one cut by
+// total_timeout, read_timeout or connect_timeout is a failure.
+func outcome(resp *http.Response, err error, cutByCaller bool) resilience.Outcome {
+	if err != nil && cutByCaller {
 		return resilience.Ignore
 	}
 	status := 0
