@@ -40,7 +40,19 @@ func TestBootRules(t *testing.T) {
 		{"schema on redis", `backend = "redis"` + "\n" + `schema = "jobs"`, "plugin.queue.schema", "PostgreSQL setting"},
 		{"queue name", "[plugin.queue.queues.Mail]\nconcurrency = 1", "plugin.queue.queues.Mail", "lowercase"},
 		{"zero concurrency", "[plugin.queue.queues.mail]\nconcurrency = 0", "plugin.queue.queues.mail.concurrency", "greater than zero"},
+		{"zero breaker failures", `breaker_failures = 0`, "plugin.queue.breaker_failures", "greater than zero"},
+		{"negative breaker failures", `breaker_failures = -1`, "plugin.queue.breaker_failures", "greater than zero"},
+		{"failure rate above one", `breaker_failure_rate = 1.5`, "plugin.queue.breaker_failure_rate", "(0, 1]"},
+		{"zero failure rate", `breaker_failure_rate = 0`, "plugin.queue.breaker_failure_rate", "(0, 1]"},
+		{"negative failure rate", `breaker_failure_rate = -0.5`, "plugin.queue.breaker_failure_rate", "(0, 1]"},
+		{"zero breaker window", `breaker_window = 0`, "plugin.queue.breaker_window", "positive duration"},
+		{"negative breaker window", `breaker_window = "-30s"`, "plugin.queue.breaker_window", "positive duration"},
+		{"zero minimum calls", `breaker_minimum_calls = 0`, "plugin.queue.breaker_minimum_calls", "greater than zero"},
+		{"negative minimum calls", `breaker_minimum_calls = -20`, "plugin.queue.breaker_minimum_calls", "greater than zero"},
+		{"zero cool-down", `breaker_cool_down = 0`, "plugin.queue.breaker_cool_down", "positive duration"},
+		{"negative cool-down", `breaker_cool_down = "-15s"`, "plugin.queue.breaker_cool_down", "positive duration"},
 		{"unknown key", `job_timout = "1m"`, "plugin.queue.job_timout", "job_timeout"},
+		{"unknown breaker key", `breaker_cooldown = "15s"`, "plugin.queue.breaker_cooldown", "breaker_cool_down"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -56,6 +68,9 @@ func TestBootRules(t *testing.T) {
 			if msg := errs[0].Error(); !strings.Contains(msg, tc.want) {
 				t.Fatalf("error = %q, want it to contain %q", msg, tc.want)
 			}
+			if errs[0].Fix == "" {
+				t.Fatalf("error = %q names no fix", errs[0].Error())
+			}
 		})
 	}
 }
@@ -68,6 +83,11 @@ func TestDefaultsAreValid(t *testing.T) {
 	d := queue.DefaultConfig()
 	if d.JobTimeout.String() != "5m0s" || d.MaxAttempts != 10 || d.EnqueueTimeout.String() != "5s" || d.Backend != "postgres" || !d.Workers {
 		t.Fatalf("defaults = %+v", d)
+	}
+	// DESIGN §3 and §6 (broker: "breaker: yes").
+	if d.BreakerFailures != 5 || d.BreakerFailureRate != 0.5 || d.BreakerWindow != 30*time.Second ||
+		d.BreakerMinimumCalls != 20 || d.BreakerCoolDown != 15*time.Second {
+		t.Fatalf("breaker defaults = %d, %g, %s, %d, %s", d.BreakerFailures, d.BreakerFailureRate, d.BreakerWindow, d.BreakerMinimumCalls, d.BreakerCoolDown)
 	}
 }
 

@@ -36,12 +36,15 @@ func (b *scriptedBackend) Enqueue(ctx context.Context, m *Message) (Result, erro
 	return Result{ID: "1", Queue: m.Queue}, nil
 }
 
-func guardPlugin(t *testing.T, b Backend) *Plugin {
+func guardPlugin(t *testing.T, b Backend, configure ...func(*Config)) *Plugin {
 	t.Helper()
 	p := New()
 	p.cfg.Queues = map[string]QueueConfig{DefaultQueue: {Concurrency: 1}}
+	for _, c := range configure {
+		c(&p.cfg)
+	}
 	p.backend = b
-	p.breaker = resilience.NewBreaker(resilience.BreakerOpts{Name: Name, Clock: resilience.NewTestClock(time.Unix(0, 0))})
+	p.breaker = p.newBreaker(resilience.NewTestClock(time.Unix(0, 0)))
 	m, err := newMetrics(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -109,6 +112,38 @@ func TestEnqueueBreakerOpensAfterFiveFailures(t *testing.T) {
 	}
 	if s := q.breaker.Snapshot(); s.State != resilience.StateClosed {
 		t.Fatalf("breaker %s after cancelled calls, want closed", s.State)
+	}
+}
+
+// The breaker_* keys reach the breaker: two consecutive failures open it
+// for a 3 s cool-down; with the consecutive rule out of reach, half of a
+// four-call window opens it.
+func TestEnqueueBreakerKeys(t *testing.T) {
+	t.Parallel()
+	fail := errors.New("broker said no")
+	b := &scriptedBackend{errs: []error{fail, fail}}
+	p := guardPlugin(t, b, func(c *Config) { c.BreakerFailures = 2; c.BreakerCoolDown = 3 * time.Second })
+	for range 2 {
+		_, _ = p.Enqueue(context.Background(), "k", struct{}{})
+	}
+	_, err := p.Enqueue(context.Background(), "k", struct{}{})
+	var de *problem.DependencyError
+	if !errors.Is(err, resilience.ErrOpen) || !errors.As(err, &de) || de.RetryAfter != 3*time.Second || b.calls != 2 {
+		t.Fatalf("3rd enqueue = %v (%+v), %d backend calls; want the open breaker, retry after 3s, no 3rd call", err, de, b.calls)
+	}
+
+	b = &scriptedBackend{errs: []error{nil, fail, nil, fail}}
+	p = guardPlugin(t, b, func(c *Config) {
+		c.BreakerFailures = 100
+		c.BreakerMinimumCalls = 4
+		c.BreakerFailureRate = 0.5
+		c.BreakerWindow = time.Minute
+	})
+	for range 4 {
+		_, _ = p.Enqueue(context.Background(), "k", struct{}{})
+	}
+	if s := p.breaker.Snapshot(); s.State != resilience.StateOpen {
+		t.Fatalf("breaker after 2 failures in 4 calls with failure_rate 0.5, minimum_calls 4 = %s, want open", s.State)
 	}
 }
 

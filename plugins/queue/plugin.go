@@ -97,13 +97,7 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 		return err
 	}
 	p.backoff = resilience.Backoff{Base: p.cfg.RetryBase, Max: p.cfg.RetryMax}
-	p.breaker = resilience.NewBreaker(resilience.BreakerOpts{
-		Name:  Name,
-		Clock: app.Clock(),
-		OnStateChange: func(c resilience.StateChange) {
-			p.log.Warn("queue breaker changed state", slog.String("from", c.From.String()), slog.String("to", c.To.String()))
-		},
-	})
+	p.breaker = p.newBreaker(app.Clock())
 	m, err := newMetrics(app.Metrics())
 	if err != nil {
 		return err
@@ -129,6 +123,31 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 	}
 	p.mu.Unlock()
 	return nil
+}
+
+// newBreaker makes the breaker enqueues go through, from the breaker_* keys.
+func (p *Plugin) newBreaker(clock resilience.Clock) *resilience.Breaker {
+	return resilience.NewBreaker(resilience.BreakerOpts{
+		Name:         Name,
+		Failures:     p.cfg.BreakerFailures,
+		FailureRate:  p.cfg.BreakerFailureRate,
+		Window:       p.cfg.BreakerWindow,
+		MinimumCalls: p.cfg.BreakerMinimumCalls,
+		CoolDown:     p.cfg.BreakerCoolDown,
+		Clock:        clock,
+		OnStateChange: func(c resilience.StateChange) {
+			if p.log == nil {
+				return
+			}
+			attrs := []any{slog.String("from", c.From.String()), slog.String("to", c.To.String()),
+				slog.Int("consecutive_failures", c.Consecutive), slog.Int("window_calls", c.WindowCalls), slog.Int("window_failures", c.WindowFailures)}
+			if c.To == resilience.StateOpen {
+				p.log.Warn("queue breaker opened: enqueues fail at once for "+p.cfg.BreakerCoolDown.String(), attrs...)
+				return
+			}
+			p.log.Info("queue breaker "+c.To.String(), attrs...)
+		},
+	})
 }
 
 // shared finds the pool or client of the backend's plugin.
