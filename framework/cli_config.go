@@ -81,19 +81,24 @@ var secretKeys = map[string]bool{
 	"api_key": true, "apikey": true, "client_secret": true, "secret_access_key": true,
 	"access_token": true, "refresh_token": true, "passphrase": true, "credentials": true,
 	"hmac_secret": true, "session_token": true, "auth_token": true,
+	// HTTP header names, as keys of a headers table (an upstream's configured
+	// headers): the ones that carry credentials.
+	"authorization": true, "proxy_authorization": true, "cookie": true,
 }
 
 // IsSecretKey reports whether a configuration key holds a secret, by its last
-// segment: password, secret, secret_key, signing_key, private_key, token, api_key,
-// and names ending in _password, _secret, _token, _private_key, _signing_key or
+// segment, compared case-insensitively with "-" read as "_": password, secret,
+// secret_key, signing_key, private_key, token, api_key, the credential-carrying
+// HTTP headers (Authorization, Proxy-Authorization, Cookie, X-Api-Key), and names
+// ending in _password, _secret, _token, _api_key, _private_key, _signing_key or
 // _secret_key. The config command prints such values as "***".
 func IsSecretKey(key string) bool {
 	last := key[strings.LastIndexByte(key, '.')+1:]
-	last = strings.ToLower(last)
+	last = strings.ReplaceAll(strings.ToLower(last), "-", "_")
 	if secretKeys[last] {
 		return true
 	}
-	for _, suffix := range []string{"_password", "_secret", "_secrets", "_token", "_private_key", "_signing_key", "_secret_key"} {
+	for _, suffix := range []string{"_password", "_secret", "_secrets", "_token", "_api_key", "_private_key", "_signing_key", "_secret_key"} {
 		if strings.HasSuffix(last, suffix) {
 			return true
 		}
