@@ -235,13 +235,13 @@ func TestIsSecretKey(t *testing.T) {
 		"plugin.db.url": false, "plugin.auth.public_key": false, "app.name": false, "plugin.cache.key_prefix": false,
 		"plugin.x.token_ttl": false,
 		// an upstream's configured headers
-		"plugin.http.upstreams.billing.headers.Authorization": true,
+		"plugin.http.upstreams.billing.headers.Authorization":       true,
 		"plugin.http.upstreams.billing.headers.Proxy-Authorization": true,
-		"plugin.http.upstreams.billing.headers.X-Api-Key": true,
-		"plugin.http.upstreams.billing.headers.X-Auth-Token": true,
-		"plugin.http.upstreams.billing.headers.Cookie": true,
-		"plugin.http.upstreams.billing.headers.Accept": false,
-		"plugin.http.upstreams.billing.headers.X-Tenant": false,
+		"plugin.http.upstreams.billing.headers.X-Api-Key":           true,
+		"plugin.http.upstreams.billing.headers.X-Auth-Token":        true,
+		"plugin.http.upstreams.billing.headers.Cookie":              true,
+		"plugin.http.upstreams.billing.headers.Accept":              false,
+		"plugin.http.upstreams.billing.headers.X-Tenant":            false,
 	} {
 		if got := framework.IsSecretKey(key); got != want {
 			t.Errorf("IsSecretKey(%q) = %v, want %v", key, got, want)
