@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -74,18 +75,27 @@ func (c *cmdContext) Value(key any) any {
 
 func nested(ctx context.Context) bool { return ctx.Value(cmdContextKey{}) != nil }
 
-// bound returns ctx for a command allowed limit from now (unbounded: only the
-// caller's deadline).
-func bound(ctx context.Context, limit time.Duration, bounded bool) context.Context {
-	c := &cmdContext{Context: ctx}
+// ownDeadline is the plugin's deadline for a command allowed limit from now,
+// on the clock of context deadlines; zero when only the caller's context
+// bounds it (a blocking command with a wait of 0).
+func ownDeadline(limit time.Duration, bounded bool) time.Time {
 	if !bounded {
+		return time.Time{}
+	}
+	return time.Now().Add(limit)
+}
+
+// bound returns ctx for a command whose own deadline is own (zero: only the
+// caller's deadline).
+func bound(ctx context.Context, own time.Time) context.Context {
+	c := &cmdContext{Context: ctx}
+	if own.IsZero() {
 		return c
 	}
-	d := time.Now().Add(limit)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(d) {
+	if dl, ok := ctx.Deadline(); ok && dl.Before(own) {
 		return c
 	}
-	c.deadline = d
+	c.deadline = own
 	return c
 }
 
@@ -104,8 +114,9 @@ func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return &UnavailableError{Err: err}
 		}
 		limit, bounded := h.limit(commandWait(cmd))
-		err = next(bound(ctx, limit, bounded), cmd)
-		return h.done(ctx, ticket, err, limit)
+		own := ownDeadline(limit, bounded)
+		err = next(bound(ctx, own), cmd)
+		return h.done(ctx, ticket, err, limit, own)
 	}
 }
 
@@ -131,8 +142,9 @@ func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 			wait += w
 		}
 		limit := h.timeout + wait
-		err = next(bound(ctx, limit, bounded), cmds)
-		return h.done(ctx, ticket, err, limit)
+		own := ownDeadline(limit, bounded)
+		err = next(bound(ctx, own), cmds)
+		return h.done(ctx, ticket, err, limit, own)
 	}
 }
 
@@ -152,17 +164,20 @@ func (h *hook) limit(wait time.Duration, blocking bool) (time.Duration, bool) {
 //   - an error reply is a success (Redis answered), except those saying the
 //     server cannot serve now (LOADING, BUSY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN,
 //     READONLY), which are failures;
-//   - a command whose caller gave up (its context ended, or its deadline was
-//     sooner than the command's and passed) and a closed client are
-//     no evidence either way;
-//   - anything else (timeouts, refused or broken connections, pool timeouts) is
-//     a failure.
-func (h *hook) done(ctx context.Context, t resilience.Ticket, err error, limit time.Duration) error {
+//   - a closed client is no evidence either way;
+//   - a command cut by its caller (its context was cancelled, or its deadline
+//     was sooner than own and passed: resilience.CutByCaller) is no evidence
+//     either way. A cancelled caller gets go-redis's error back as is; one
+//     whose deadline passed gets the usual *UnavailableError, with no
+//     command_timeout in it and matching context.DeadlineExceeded;
+//   - anything else (command_timeout, refused or broken connections, pool
+//     timeouts) is a failure.
+func (h *hook) done(ctx context.Context, t resilience.Ticket, err error, limit time.Duration, own time.Time) error {
 	if err == nil || err == redis.Nil {
 		t.Done(resilience.Success)
 		return err
 	}
-	if callerGaveUp(ctx) || errors.Is(err, redis.ErrClosed) {
+	if errors.Is(err, redis.ErrClosed) {
 		t.Done(resilience.Ignore)
 		return err
 	}
@@ -171,23 +186,22 @@ func (h *hook) done(ctx context.Context, t resilience.Ticket, err error, limit t
 		t.Done(resilience.Success)
 		return err
 	}
+	if resilience.CutByCaller(ctx, own) {
+		t.Done(resilience.Ignore)
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return err // the caller gave up: nobody reads a 503
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w (the caller's, before command_timeout): %w", context.DeadlineExceeded, err)
+		}
+		return &UnavailableError{Err: err}
+	}
 	t.Done(resilience.Failure)
 	ue := &UnavailableError{Err: err}
 	if isTimeout(err) {
 		ue.Timeout = limit
 	}
 	return ue
-}
-
-// callerGaveUp reports whether the caller's context ended: cancelled, or its
-// deadline passed (checked against the clock too, since the socket deadline can
-// fire a moment before the context's own timer does).
-func callerGaveUp(ctx context.Context) bool {
-	if ctx.Err() != nil {
-		return true
-	}
-	dl, ok := ctx.Deadline()
-	return ok && !time.Now().Before(dl)
 }
 
 // unavailableReply reports whether an error reply means the server cannot serve
