@@ -372,18 +372,28 @@ func (d *Disk) do(ctx context.Context, op, key string, fn func(context.Context) 
 
 // classify decides what an operation's result means for the breaker: a missing
 // object or any other answer the server gave below 500 is success (it
-// answered); a caller that cancelled is no evidence; a transport error, a
-// timeout (the gap deadline or the caller's deadline running out while S3 said
-// nothing) or a 5xx is a failure.
+// answered); a failing upload body is no evidence; an operation cut by its
+// caller — cancelled, or its deadline passed while S3 said nothing
+// (resilience.CutByCaller) — is no evidence either; a transport error, a
+// timeout of the disk's own (the read gap, connect_timeout) or a 5xx is a
+// failure.
+//
+// The disk's own deadlines move with progress (a gap between bytes, a connect
+// per attempt), so there is no fixed deadline to compare with: when the
+// caller's context ended, none of them had fired, or the operation would have
+// failed earlier with the caller still waiting.
 func classify(ctx context.Context, err error) resilience.Outcome {
 	switch {
 	case err == nil, errors.Is(err, ErrNotExist), errors.Is(err, ErrInvalidKey):
 		return resilience.Success
-	case errors.Is(err, context.Canceled) && ctx.Err() != nil, errors.As(err, new(*BodyError)):
+	case errors.As(err, new(*BodyError)):
 		return resilience.Ignore
 	}
 	if status, ok := httpStatus(err); ok && status < 500 {
 		return resilience.Success
+	}
+	if resilience.CutByCaller(ctx, time.Time{}) {
+		return resilience.Ignore
 	}
 	return resilience.Failure
 }

@@ -242,11 +242,17 @@ func TestS3HalfOpenProbe(t *testing.T) {
 	}
 }
 
-// A caller that gives up is no evidence against S3; a caller whose deadline ran
-// out while S3 said nothing is.
+// Whose deadline ended the operation decides what the breaker learns
+// (docs/resilience.md, "Whose deadline was it?"). Against an S3 that accepts
+// and never answers, with read_timeout = 300ms: a caller that cancels, and
+// callers whose deadline (50 ms) is sooner than the read gap, are no evidence
+// however many they are — each still a 503 storage dependency error for the
+// deadline, a plain context.Canceled for the cancel — while operations cut by
+// the read gap with the caller still waiting count, and breaker_failures of them
+// open the breaker.
 func TestS3CallerCancellationAndDeadline(t *testing.T) {
 	t.Parallel()
-	s, fs := startFault(t, `read_timeout = "10s"`, `attempts = 1`)
+	s, fs := startFault(t, `read_timeout = "300ms"`, `attempts = 1`, `breaker_failures = 2`)
 	fs.set(faultHang)
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -261,19 +267,31 @@ func TestS3CallerCancellationAndDeadline(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || errors.As(err, &de) {
 		t.Fatalf("cancelled: %v", err)
 	}
-	if st := s.disk.Breaker().Snapshot(); st.Consecutive != 0 {
-		t.Fatalf("a cancelled call counted: %+v", st)
-	}
 
-	dctx, dcancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer dcancel()
-	t0 := time.Now()
-	_, err = s.disk.Get(dctx, "k")
-	if !errors.As(err, &de) || time.Since(t0) > 2*time.Second {
-		t.Fatalf("deadline: %v after %s", err, time.Since(t0))
+	get := func(callerDeadline time.Duration) {
+		t.Helper()
+		dctx, dcancel := context.WithTimeout(context.Background(), callerDeadline)
+		defer dcancel()
+		t0 := time.Now()
+		_, err := s.disk.Get(dctx, "k")
+		if !errors.As(err, &de) || de.Dependency != "storage" || time.Since(t0) > 2*time.Second {
+			t.Fatalf("caller deadline %s: %v after %s; want the storage dependency error", callerDeadline, err, time.Since(t0))
+		}
+		if p, ok := problem.As(err); !ok || p.Status != 503 {
+			t.Fatalf("caller deadline %s: problem %+v, want 503", callerDeadline, p)
+		}
 	}
-	if st := s.disk.Breaker().Snapshot(); st.Consecutive != 1 {
-		t.Fatalf("a call that ran out of time did not count: %+v", st)
+	for range 5 {
+		get(50 * time.Millisecond)
+	}
+	if st := s.disk.Breaker().Snapshot(); st.State != resilience.StateClosed || st.Consecutive != 0 || st.WindowCalls != 0 {
+		t.Fatalf("after a cancel and 5 calls cut by the caller's deadline: %+v, want closed with nothing counted", st)
+	}
+	for range 2 {
+		get(time.Minute)
+	}
+	if st := s.disk.Breaker().Snapshot(); st.State != resilience.StateOpen {
+		t.Fatalf("after 2 calls cut by the read gap: %+v, want open", st)
 	}
 }
 
