@@ -36,6 +36,19 @@ type attempt struct {
 	connecting   bool      // a new connection was started for it
 	pinged       bool      // an idle connection was pinged for it
 	pingTimedOut bool      // a ping did not answer within ping_timeout
+	own          time.Time // the earliest deadline the plugin put on it; zero: none yet
+}
+
+// limit records a deadline the plugin puts on the attempt (its bound, a
+// connect's connect_timeout, a ping's ping_timeout), keeping the earliest:
+// whose deadline ended the attempt is decided against it.
+func (a *attempt) limit(d time.Duration) {
+	at := time.Now().Add(d)
+	a.mu.Lock()
+	if a.own.IsZero() || at.Before(a.own) {
+		a.own = at
+	}
+	a.mu.Unlock()
 }
 
 func attemptFrom(ctx context.Context) *attempt {
@@ -65,9 +78,10 @@ var errAttemptBound = errors.New("db: no connection within the bound of an attem
 // bounded ping (installed as the pool's PrepareConn hook) and the bound on
 // attempts that follow a failure.
 type gate struct {
-	breaker     *resilience.Breaker
-	pingTimeout time.Duration
-	dsn         string // for redaction only
+	breaker        *resilience.Breaker
+	pingTimeout    time.Duration
+	connectTimeout time.Duration // set by install from the pool's ConnConfig
+	dsn            string        // for redaction only
 
 	// suspect is set by a failed attempt and cleared by a successful one:
 	// while set, an attempt waits at most pingTimeout (see acquire).
@@ -117,6 +131,7 @@ func (g *gate) install(cfg *pgxpool.Config) {
 	// pgxpool's own ping ("-- ping", bounded only by the caller) is replaced
 	// by PrepareConn's SELECT 1 bounded by ping_timeout.
 	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	g.connectTimeout = cfg.ConnConfig.ConnectTimeout
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		if v := c.PgConn().ParameterStatus("server_version"); v != "" {
 			g.serverVersion.Store(&v)
@@ -133,6 +148,9 @@ func (g *gate) install(cfg *pgxpool.Config) {
 			a.mu.Lock()
 			a.connecting = true
 			a.mu.Unlock()
+			if g.connectTimeout > 0 {
+				a.limit(g.connectTimeout)
+			}
 		}
 		return nil
 	}
@@ -160,6 +178,7 @@ func (g *gate) prepare(ctx context.Context, c *pgx.Conn) (bool, error) {
 		if fresh {
 			return true, nil // it has just completed its startup: that was its ping
 		}
+		a.limit(g.pingTimeout)
 	}
 	pctx, cancel := context.WithTimeout(ctx, g.pingTimeout)
 	_, err := c.PgConn().Exec(pctx, pingSQL).ReadAll()
@@ -239,6 +258,7 @@ func (g *gate) attempt(ctx context.Context, pool *pgxpool.Pool, bound time.Durat
 	stop := context.AfterFunc(g.openedCtx(), func() { cancel(errBreakerOpened) })
 	defer stop()
 	if bound > 0 {
+		a.limit(bound)
 		var cancelBound context.CancelFunc
 		actx, cancelBound = context.WithTimeoutCause(actx, bound, errAttemptBound)
 		defer cancelBound()
@@ -254,7 +274,7 @@ func (g *gate) attempt(ctx context.Context, pool *pgxpool.Pool, bound time.Durat
 		cause = err
 	}
 	a.mu.Lock()
-	tried, pingTimeout := a.connecting || a.pinged, a.pingTimedOut
+	tried, pingTimeout, own := a.connecting || a.pinged, a.pingTimedOut, a.own
 	a.mu.Unlock()
 	var pt *pingTimeoutError
 	switch {
@@ -274,6 +294,13 @@ func (g *gate) attempt(ctx context.Context, pool *pgxpool.Pool, bound time.Durat
 		// the pool is busy, which says nothing about the server.
 		ticket.Done(resilience.Ignore)
 		return nil, false, g.unavailable(fmt.Errorf("no free connection within the caller's deadline (pool_size busy): %w", ctx.Err()))
+	case resilience.CutByCaller(ctx, own):
+		// The caller's deadline came before the attempt's own (its bound,
+		// connect_timeout or ping_timeout): no evidence either way, and the
+		// caller gets the usual 503. A connect in progress goes on in the
+		// background and lands in the pool.
+		ticket.Done(resilience.Ignore)
+		return nil, false, g.unavailable(cause)
 	case errors.As(err, &pt) || pingTimeout:
 		ticket.Done(resilience.Failure)
 		g.suspect.Store(true)

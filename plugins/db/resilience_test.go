@@ -285,3 +285,66 @@ func TestReadyReportsPoolAndServer(t *testing.T) {
 		t.Fatalf("metrics %v", got)
 	}
 }
+
+// Whose deadline ended the attempt decides what the breaker learns
+// (docs/resilience.md, "Whose deadline was it?"): attempts cut by a caller
+// whose deadline (50 ms) is sooner than the plugin's own — connect_timeout for
+// a new connection to a server that accepts and never answers, ping_timeout for
+// a pooled connection that stopped answering — each answer the usual 503 naming
+// db, and the breaker counts none of them, however many; attempts cut by
+// connect_timeout with the caller still waiting count, and breaker_failures of
+// them open it.
+func TestCallerDeadlineIsNoEvidence(t *testing.T) {
+	t.Parallel()
+	exec := func(t *testing.T, d *DB, callerDeadline time.Duration) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), callerDeadline)
+		defer cancel()
+		_, err := d.Exec(ctx, "SELECT 1")
+		var de *problem.DependencyError
+		if !errors.As(err, &de) || de.Dependency != "db" || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("caller deadline %s: %v; want the db dependency error for the deadline", callerDeadline, err)
+		}
+		if p, _ := problem.As(err); p == nil || p.Status != 503 {
+			t.Fatalf("caller deadline %s: problem %+v; want a 503", callerDeadline, p)
+		}
+	}
+	nothingCounted := func(t *testing.T, d *DB, what string) {
+		t.Helper()
+		if snap := d.Breaker(); snap.State != resilience.StateClosed || snap.Consecutive != 0 || snap.WindowFailures != 0 {
+			t.Fatalf("after %s: breaker %+v; want closed with no failure counted", what, snap)
+		}
+	}
+
+	t.Run("connect", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{proxy: true, toml: "connect_timeout = \"500ms\"\nbreaker_failures = 2"})
+		if err := b.proxy.Hold(); err != nil {
+			t.Fatal(err)
+		}
+		for range 5 {
+			exec(t, b.db, 50*time.Millisecond)
+		}
+		nothingCounted(t, b.db, "5 connects cut by the caller's deadline")
+		for range 2 {
+			exec(t, b.db, time.Minute)
+		}
+		if snap := b.db.Breaker(); snap.State != resilience.StateOpen {
+			t.Fatalf("after 2 connects cut by connect_timeout: breaker %+v; want open", snap)
+		}
+	})
+
+	t.Run("ping", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{proxy: true, toml: "ping_timeout = \"2s\"\npool_size = 5\nbreaker_failures = 1"})
+		b.warm(t, 5)
+		b.proxy.HangExisting()
+		for range 5 {
+			exec(t, b.db, 50*time.Millisecond)
+		}
+		nothingCounted(t, b.db, "5 pings cut by the caller's deadline")
+		if got := b.db.gate.pingTerminations.Load(); got != 5 {
+			t.Fatalf("%d pooled connections terminated; want the 5 whose ping the callers cut", got)
+		}
+	})
+}
