@@ -70,6 +70,11 @@ func (e *pingTimeoutError) Timeout() bool { return true }
 // the evidence is in, they need not wait out their own deadlines.
 var errBreakerOpened = fmt.Errorf("db: breaker opened while waiting for a connection: %w", resilience.ErrOpen)
 
+// errPoolClosed is the cause of an acquisition from a closed pool: the plugin
+// stopped, or a tenant's pool was evicted (a tenant's DB then follows the
+// tenant to its pool of the moment; see DB.Acquire).
+var errPoolClosed = errors.New("db: the pool is closed (the plugin stopped, or this tenant pool was evicted)")
+
 // errAttemptBound is the cause of an attempt cut short because the previous
 // attempt failed (see gate.acquire).
 var errAttemptBound = errors.New("db: no connection within the bound of an attempt made right after a failed one")
@@ -285,7 +290,7 @@ func (g *gate) attempt(ctx context.Context, pool *pgxpool.Pool, bound time.Durat
 		return nil, false, e
 	case errors.Is(err, puddle.ErrClosedPool):
 		ticket.Done(resilience.Ignore)
-		return nil, false, fmt.Errorf("db: the pool is closed (the plugin stopped, or this tenant pool was evicted: ask TenantPools.Get again): %w", err)
+		return nil, false, g.unavailable(fmt.Errorf("%w: %w", errPoolClosed, err))
 	case ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled):
 		ticket.Done(resilience.Ignore) // the caller gave up: no evidence
 		return nil, false, ctx.Err()

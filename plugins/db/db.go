@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,23 +30,90 @@ type DB struct {
 	pool           *pgxpool.Pool
 	gate           *gate
 	commandTimeout time.Duration
+
+	// tenants and tenant are set on a tenant's DB: where it came from and
+	// for whom, so that once evicted it can follow the tenant to its pool of
+	// the moment (see Acquire).
+	tenants *tenantPools
+	tenant  string
+	evicted atomic.Bool // set (under tenants.mu) before the pool is closed
 }
+
+// maxFollows bounds how many times one acquisition follows a tenant to a
+// pool evicted again before it could use it. Only more tenants busy at once
+// than max_tenant_pools make a pool evicted that quickly.
+const maxFollows = 3
 
 // Pool returns the underlying pool, for libraries that take a
 // *pgxpool.Pool (River, for one). Its acquisitions still make the bounded
-// ping, but they do not go through the breaker.
-func (d *DB) Pool() *pgxpool.Pool { return d.pool }
+// ping, but they do not go through the breaker. For a tenant's DB it is the
+// tenant's pool of the moment, opened again if it was evicted; a pool kept
+// from an earlier call may have been closed by an eviction since.
+func (d *DB) Pool() *pgxpool.Pool {
+	if cur, err := d.follow(); err == nil {
+		return cur.pool
+	}
+	return d.pool
+}
 
-// Stat returns the pool's statistics.
-func (d *DB) Stat() *pgxpool.Stat { return d.pool.Stat() }
+// Stat returns the pool's statistics (for an evicted tenant's DB, those of
+// the tenant's open pool if there is one, else of the closed one).
+func (d *DB) Stat() *pgxpool.Stat { return d.current().pool.Stat() }
 
-// Breaker returns a snapshot of the connection breaker.
-func (d *DB) Breaker() resilience.BreakerSnapshot { return d.gate.breaker.Snapshot() }
+// Breaker returns a snapshot of the connection breaker (for an evicted
+// tenant's DB, as Stat).
+func (d *DB) Breaker() resilience.BreakerSnapshot { return d.current().gate.breaker.Snapshot() }
 
 // Acquire returns a connection through the bounded ping and the breaker.
 // Release it when done.
+//
+// A tenant's DB whose pool the LRU evicted (while a request was using it,
+// say) follows the tenant: it acquires from the tenant's pool of the moment,
+// opening it again if needed, so the request keeps working. Connections
+// already taken from the evicted pool keep working until released: its close
+// waits for them.
 func (d *DB) Acquire(ctx context.Context) (*pgxpool.Conn, error) {
-	return d.gate.acquire(ctx, d.pool)
+	cur := d
+	for range maxFollows {
+		next, err := cur.follow()
+		if err != nil {
+			return nil, err
+		}
+		c, err := next.gate.acquire(ctx, next.pool)
+		if next.tenants == nil || !errors.Is(err, errPoolClosed) {
+			return c, err
+		}
+		cur = next // evicted between follow and acquire: follow again
+	}
+	return nil, &problem.DependencyError{Dependency: dependencyName, Err: fmt.Errorf(
+		"db: tenant %s: its pool was evicted %d times while this call waited for it: more tenants are busy at once than max_tenant_pools (%d)",
+		d.tenant, maxFollows, d.tenants.p.cfg.MaxTenantPools)}
+}
+
+// follow returns the DB that serves d's calls now: d, or for an evicted
+// tenant's DB the tenant's open pool, opened again if needed (which may
+// evict another). When the plugin has stopped, the error is a 503 naming db.
+func (d *DB) follow() (*DB, error) {
+	if d.tenants == nil || !d.evicted.Load() {
+		return d, nil
+	}
+	cur, err := d.tenants.get(d.tenant)
+	if err != nil {
+		return nil, &problem.DependencyError{Dependency: dependencyName, Err: err}
+	}
+	return cur, nil
+}
+
+// current is d, or for an evicted tenant's DB the tenant's open pool if there
+// is one; it opens nothing.
+func (d *DB) current() *DB {
+	if d.tenants == nil || !d.evicted.Load() {
+		return d
+	}
+	if cur := d.tenants.peek(d.tenant); cur != nil {
+		return cur
+	}
+	return d
 }
 
 // statementCtx applies command_timeout.

@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/problem"
 )
 
@@ -249,17 +252,24 @@ func TestTenantPoolsEvictLeastRecentlyUsed(t *testing.T) {
 	if b2 == nil {
 		t.Fatal("no pool for b")
 	}
-	// a's pool was closed by the eviction.
+	// a's pool was closed by the eviction; the DB kept from before follows
+	// tenant a to a pool opened again (evicting c) and keeps working.
 	deadline := time.Now().Add(5 * time.Second)
-	for {
-		_, err := a.Exec(ctx, "SELECT 1")
-		if err != nil && strings.Contains(err.Error(), "pool is closed") {
-			break
-		}
+	for a.pool.Ping(ctx) == nil {
 		if time.Now().After(deadline) {
-			t.Fatalf("evicted pool still answers: %v", err)
+			t.Fatal("the evicted pool still answers")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	var app string
+	if err := a.QueryRow(ctx, "SELECT current_setting('application_name')").Scan(&app); err != nil || app != "tenant_a" {
+		t.Fatalf("the evicted DB of a: %q, %v; want a session of tenant a", app, err)
+	}
+	if cur, _ := tp.Get("a"); cur == a || a.current() != cur {
+		t.Fatal("the evicted DB did not follow tenant a to the pool Get now returns")
+	}
+	if tp.Len() != 2 {
+		t.Fatalf("%d tenant pools open after following, want max_tenant_pools 2", tp.Len())
 	}
 	if _, err := tp.Get("x/../../y"); err == nil {
 		t.Fatal("a tenant name with / was accepted")
@@ -381,5 +391,112 @@ func TestQueryRowWithNoRowReleasesOnce(t *testing.T) {
 	}
 	if got := b.db.Stat().AcquiredConns(); got != 0 {
 		t.Fatalf("%d connections still acquired", got)
+	}
+}
+
+// A request whose tenant pool is evicted while it runs (other requests asked
+// for other tenants; here the handler asks itself, between two statements,
+// with max_tenant_pools = 1) keeps working: its second statement follows the
+// tenant to a pool opened again. A transaction open on the evicted pool
+// finishes on it (the pool's close waits for it).
+func TestTenantPoolEvictedDuringARequest(t *testing.T) {
+	t.Parallel()
+	tmpl := "postgres://postgres@127.0.0.1:5432/" + testDB + "?sslmode=disable&application_name=tenant_{tenant}"
+	var tp *TenantPools
+	b := setup(t, setupOpts{
+		toml: fmt.Sprintf("tenant_url_template = %q\nmax_tenant_pools = 1\ntenant_pool_size = 2", tmpl),
+		routes: func(app *framework.App, r chi.Router) error {
+			var err error
+			if tp, err = Tenants(app); err != nil {
+				return err
+			}
+			r.Method(http.MethodGet, "/tenant/{name}", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+				pg, err := tp.Get(chi.URLParam(r, "name"))
+				if err != nil {
+					return err
+				}
+				var first, second string
+				if err := pg.QueryRow(r.Context(), "SELECT current_setting('application_name')").Scan(&first); err != nil {
+					return err
+				}
+				if _, err := tp.Get("other"); err != nil { // evicts this request's pool
+					return err
+				}
+				if err := pg.QueryRow(r.Context(), "SELECT current_setting('application_name')").Scan(&second); err != nil {
+					return err
+				}
+				return framework.JSON(w, http.StatusOK, []string{first, second})
+			}))
+			return nil
+		},
+	})
+	for range 3 {
+		r := b.svc.Get(t, "/tenant/a")
+		if r.Status != 200 || strings.TrimSpace(r.String()) != `["tenant_a","tenant_a"]` {
+			t.Fatalf("a request whose tenant pool was evicted mid-way: %d %s; want 200 with both statements on tenant a", r.Status, r)
+		}
+	}
+	if tp.Len() != 1 {
+		t.Fatalf("%d tenant pools open, want max_tenant_pools 1", tp.Len())
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a, err := tp.Get("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := a.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tp.Get("b"); err != nil { // evicts a, whose close now waits for tx
+		t.Fatal(err)
+	}
+	var app string
+	if err := tx.QueryRow(ctx, "SELECT current_setting('application_name')").Scan(&app); err != nil || app != "tenant_a" {
+		t.Fatalf("a transaction on the evicted pool: %q, %v", app, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("commit on the evicted pool: %v", err)
+	}
+	if _, err := a.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatalf("the evicted DB after its transaction: %v", err)
+	}
+}
+
+// A pool closed for good (the plugin stopped) answers a 503 naming db, not a
+// 500: the main pool, and a tenant's DB, which finds no pool to follow.
+func TestClosedPoolIsUnavailable(t *testing.T) {
+	t.Parallel()
+	tmpl := "postgres://postgres@127.0.0.1:5432/" + testDB + "?sslmode=disable&application_name=tenant_{tenant}"
+	b := setup(t, setupOpts{toml: fmt.Sprintf("tenant_url_template = %q", tmpl)})
+	tp, err := Tenants(b.svc.App)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a, err := tp.Get("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := From(b.svc.App)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Stop(ctx); err != nil { // what the App's stop does; a second Stop at cleanup is harmless
+		t.Fatal(err)
+	}
+	for name, d := range map[string]*DB{"main": b.db, "tenant": a} {
+		_, err := d.Exec(ctx, "SELECT 1")
+		var de *problem.DependencyError
+		p, _ := problem.As(err)
+		if !errors.As(err, &de) || de.Dependency != "db" || p == nil || p.Status != 503 {
+			t.Errorf("%s pool after Stop: %v (%T), problem %+v; want a 503 naming db", name, err, err, p)
+		}
 	}
 }

@@ -32,6 +32,7 @@ type setupOpts struct {
 	url    string // defaults to the private database, through the proxy when proxy is set
 	proxy  bool
 	plugin *Plugin
+	routes func(app *framework.App, r chi.Router) error // more routes
 }
 
 // setup starts an App with the db plugin on the private database, with a
@@ -90,6 +91,9 @@ func setup(t *testing.T, o setupOpts) *bundle {
 				_, err := d.Exec(r.Context(), "SELECT 1/0")
 				return err
 			}))
+			if o.routes != nil {
+				return o.routes(app, r)
+			}
 			return nil
 		},
 	})

@@ -41,9 +41,13 @@ func (p *Plugin) Tenants() (*TenantPools, error) {
 type TenantPools struct{ t *tenantPools }
 
 // Get returns the tenant's pool, opening it (lazily: no connection yet) if
-// needed. Use it for the request at hand and ask again for the next: a pool
-// evicted by other tenants is closed, and its DB then fails with an error
-// saying so. The name must be 1 to 63 letters, digits, '_' or '-'.
+// needed. The name must be 1 to 63 letters, digits, '_' or '-'.
+//
+// Ask for it per request. A DB whose pool other tenants evicted while a
+// request was using it keeps working: its next statement follows the tenant
+// to its pool of the moment, opening it again (see [DB.Acquire]). Kept for
+// longer, it keeps reopening the tenant's pool and evicting others, as
+// asking Get would.
 func (tp *TenantPools) Get(tenant string) (*DB, error) { return tp.t.get(tenant) }
 
 // Len returns how many tenant pools are open.
@@ -80,7 +84,7 @@ func (t *tenantPools) get(tenant string) (*DB, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		return nil, errors.New("db: the plugin has stopped")
+		return nil, errors.New("db: the plugin has stopped: its tenant pools are closed")
 	}
 	if e, ok := t.byName[tenant]; ok {
 		t.lru.MoveToFront(e)
@@ -91,6 +95,7 @@ func (t *tenantPools) get(tenant string) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("db: tenant %s: %w", tenant, err)
 	}
+	d.tenants, d.tenant = t, tenant
 	t.byName[tenant] = t.lru.PushFront(&tenantEntry{name: tenant, db: d})
 	for t.lru.Len() > t.p.cfg.MaxTenantPools {
 		oldest := t.lru.Back()
@@ -101,9 +106,23 @@ func (t *tenantPools) get(tenant string) (*DB, error) {
 	return d, nil
 }
 
+// peek returns the tenant's open pool, or nil; it opens nothing and does not
+// count as a use.
+func (t *tenantPools) peek(tenant string) *DB {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e, ok := t.byName[tenant]; ok {
+		return e.Value.(*tenantEntry).db
+	}
+	return nil
+}
+
 // closeLocked closes an evicted pool in the background: pgxpool's Close
-// waits for the connections in use, and get must not wait for them.
+// waits for the connections in use, and get must not wait for them. The DB
+// is marked evicted first, so its next call follows the tenant instead of
+// meeting the closed pool.
 func (t *tenantPools) closeLocked(e *tenantEntry) {
+	e.db.evicted.Store(true)
 	t.closing.Add(1)
 	go func() {
 		defer t.closing.Done()
