@@ -77,7 +77,9 @@ type driver interface {
 // Disk is one configured disk. Every method validates the key first, then runs
 // the operation under the disk's breaker (s3) and turns failures into a
 // *problem.DependencyError naming "storage" (503), except a missing object
-// (errors.Is(err, ErrNotExist)) and an invalid key (*KeyError, 400).
+// (errors.Is(err, ErrNotExist)), an invalid key (*KeyError, 400), a body that
+// failed (*BodyError, 400/413) and, on a local disk, a key that conflicts
+// with a stored object (*ConflictError, 409).
 //
 // A Disk is safe for concurrent use.
 type Disk struct {
@@ -358,7 +360,8 @@ func (d *Disk) do(ctx context.Context, op, key string, fn func(context.Context) 
 	case errors.Is(err, ErrNotExist):
 		d.metrics.observe(d.name, op, outcomeNotFound, start)
 		return fmt.Errorf("storage disk %q: %s %q: %w", d.name, op, key, err)
-	case errors.Is(err, ErrInvalidKey), errors.As(err, new(*BodyError)):
+	case errors.Is(err, ErrInvalidKey), errors.Is(err, ErrConflict), errors.As(err, new(*BodyError)):
+		// The caller's: each renders as its own 4xx, not as the disk's 503.
 		d.metrics.observe(d.name, op, outcomeError, start)
 		return fmt.Errorf("storage disk %q: %s %q: %w", d.name, op, key, err)
 	}
@@ -384,7 +387,7 @@ func (d *Disk) do(ctx context.Context, op, key string, fn func(context.Context) 
 // failed earlier with the caller still waiting.
 func classify(ctx context.Context, err error) resilience.Outcome {
 	switch {
-	case err == nil, errors.Is(err, ErrNotExist), errors.Is(err, ErrInvalidKey):
+	case err == nil, errors.Is(err, ErrNotExist), errors.Is(err, ErrInvalidKey), errors.Is(err, ErrConflict):
 		return resilience.Success
 	case errors.As(err, new(*BodyError)):
 		return resilience.Ignore

@@ -37,7 +37,10 @@
 // those deadlines; then the open breaker answers at once. Every failure is a
 // *problem.DependencyError naming "storage" (503 problem+json, with
 // Retry-After while the breaker is open); a missing object matches
-// [ErrNotExist].
+// [ErrNotExist]. An operation cut by its caller's deadline is a 503 too, but
+// no evidence for the breaker ([resilience.CutByCaller]). On a local disk, a
+// Put whose key conflicts with a stored object ("a/b" while "a" is stored)
+// is the caller's [*ConflictError], a 409.
 //
 // See docs/storage.md for every key, its default and its reason.
 package storage

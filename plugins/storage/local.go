@@ -12,6 +12,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -79,6 +80,11 @@ func (d *localDriver) put(ctx context.Context, key string, body io.Reader, _ int
 	}
 	dir := path.Dir(key)
 	if err := root.MkdirAll(dir, d.dirPerm); err != nil {
+		// Decided by what is on disk, not by the errno (os.Root reports a
+		// file in the way as EEXIST or ENOTDIR depending on its depth).
+		if above := objectAbove(root, key); above != "" {
+			return &ConflictError{Key: key, Existing: above}
+		}
 		return fmt.Errorf("create directory: %w", err)
 	}
 	var rnd [8]byte
@@ -106,8 +112,20 @@ func (d *localDriver) put(ctx context.Context, key string, body io.Reader, _ int
 		return fmt.Errorf("close: %w", err)
 	}
 	if err := root.Rename(tmp, key); err != nil {
-		_ = root.Remove(tmp)
-		return fmt.Errorf("rename into place: %w", err)
+		if !isDir(root, key) {
+			_ = root.Remove(tmp)
+			return fmt.Errorf("rename into place: %w", err)
+		}
+		// The key is a directory. Empty (left behind by something other than
+		// Delete), it is no object: remove it and try again. Holding objects,
+		// it is the caller's conflict.
+		if root.Remove(key) != nil || root.Rename(tmp, key) != nil {
+			_ = root.Remove(tmp)
+			if isDir(root, key) {
+				return &ConflictError{Key: key, Existing: key, Under: true}
+			}
+			return fmt.Errorf("rename into place: %w", err)
+		}
 	}
 	return nil
 }
@@ -122,7 +140,7 @@ func (d *localDriver) get(ctx context.Context, key string) (*Object, error) {
 	}
 	f, err := root.Open(key)
 	if err != nil {
-		return nil, err
+		return nil, missingUnderFile(key, err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
@@ -146,7 +164,7 @@ func (d *localDriver) stat(ctx context.Context, key string) (Info, error) {
 	}
 	fi, err := root.Stat(key)
 	if err != nil {
-		return Info{}, err
+		return Info{}, missingUnderFile(key, err)
 	}
 	if !fi.Mode().IsRegular() {
 		return Info{}, notFile(key)
@@ -164,8 +182,8 @@ func (d *localDriver) delete(ctx context.Context, key string) error {
 	}
 	fi, err := root.Lstat(key)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+		return nil // missing, or under an object: nothing to delete
 	case err != nil:
 		return err
 	case fi.IsDir():
@@ -198,8 +216,8 @@ func (d *localDriver) listPage(ctx context.Context, prefix, _ string) ([]Info, s
 	var out []Info
 	err = fs.WalkDir(root.FS(), start, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
-			if p == start && errors.Is(err, fs.ErrNotExist) {
-				return fs.SkipAll // nothing under this prefix
+			if p == start && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
+				return fs.SkipAll // nothing under this prefix (or an object is in its way)
 			}
 			return err
 		}
@@ -260,6 +278,16 @@ func (d *localDriver) check(ctx context.Context) error {
 
 func localInfo(key string, fi fs.FileInfo) Info {
 	return Info{Key: key, Size: fi.Size(), ContentType: typeByKey(key), LastModified: fi.ModTime()}
+}
+
+// missingUnderFile turns the ENOTDIR of a key under an object ("a/b" while
+// "a" is an object) into the missing object it is, as on S3; any other error
+// is returned as is.
+func missingUnderFile(key string, err error) error {
+	if errors.Is(err, syscall.ENOTDIR) {
+		return notFile(key)
+	}
+	return err
 }
 
 // notFile is the error for a key that names a directory or a device: not an
