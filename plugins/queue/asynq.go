@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"strings"
 	"sync"
@@ -13,6 +14,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jfastframework/jfast/framework/resilience"
 )
 
 // asynqBackend is the redis backend, on asynq (github.com/hibiken/asynq): a task
@@ -41,7 +44,7 @@ func (b *asynqBackend) Open(_ context.Context, env BackendEnv) error {
 		return fmt.Errorf("redis backend needs a redis.UniversalClient, got %T", env.Shared)
 	}
 	b.env, b.rdb = env, rdb
-	b.client = asynq.NewClientFromRedisClient(rdb)
+	b.client = asynq.NewClientFromRedisClient(scriptRecorder{rdb})
 	b.inspector = asynq.NewInspectorFromRedisClient(rdb)
 	return nil
 }
@@ -73,14 +76,93 @@ func (b *asynqBackend) Enqueue(ctx context.Context, m *Message) (Result, error) 
 		// asynq keeps due times in whole seconds: round up, never run early.
 		opts = append(opts, asynq.ProcessAt(ceilSecond(m.RunAt)))
 	}
-	_, err := b.client.EnqueueContext(ctx, asynq.NewTask(m.Kind, m.Envelope), opts...)
+	rec := &scriptRecord{}
+	_, err := b.client.EnqueueContext(context.WithValue(ctx, scriptRecordKey{}, rec), asynq.NewTask(m.Kind, m.Envelope), opts...)
 	if errors.Is(err, asynq.ErrTaskIDConflict) && m.UniqueKey != "" {
 		return Result{ID: m.Queue + "/" + id, Queue: m.Queue, Duplicate: true}, nil
 	}
 	if err != nil {
-		return Result{}, err
+		return Result{}, rec.outcome(err)
 	}
 	return Result{ID: m.Queue + "/" + id, Queue: m.Queue}, nil
+}
+
+// scriptRecorder is the shared client as asynq's Client sees it. A task is
+// stored by one Lua script (EVALSHA, or EVAL when Redis lost the script), and
+// asynq 0.26 flattens that command's error into text
+// (rdb.runScriptWithErrorCode), while whether the task may exist depends on
+// how the command failed. So the recorder keeps the script command's own
+// error in the Enqueue's context. Every command still goes through the cache
+// plugin's hook (breaker, command_timeout).
+type scriptRecorder struct{ redis.UniversalClient }
+
+// scriptRecord is the last script command of one Enqueue (asynq makes its
+// commands one after the other, on the Enqueue's goroutine).
+type scriptRecord struct {
+	sent bool  // a script command was made
+	err  error // its error, as the shared client returned it
+}
+
+type scriptRecordKey struct{}
+
+func (c scriptRecorder) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
+	cmd := c.UniversalClient.EvalSha(ctx, sha1, keys, args...)
+	record(ctx, cmd.Err())
+	return cmd
+}
+
+func (c scriptRecorder) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	cmd := c.UniversalClient.Eval(ctx, script, keys, args...)
+	record(ctx, cmd.Err())
+	return cmd
+}
+
+func record(ctx context.Context, err error) {
+	if r, ok := ctx.Value(scriptRecordKey{}).(*scriptRecord); ok {
+		r.sent, r.err = true, err
+	}
+}
+
+// outcome marks the error of a failed Enqueue (asynq's):
+//
+//   - no script command was made (the SADD that registers the queue failed,
+//     or an option was refused): not enqueued, asynq's error kept;
+//   - the script command succeeded and asynq failed after it: maybe;
+//   - the script command failed: its own error, marked by [redisNotSent].
+func (r *scriptRecord) outcome(err error) error {
+	sent, scriptErr := r.sent, r.err
+	switch {
+	case !sent:
+		return notEnqueued(err)
+	case scriptErr == nil:
+		return maybeEnqueued(err)
+	case redisNotSent(scriptErr):
+		return notEnqueued(scriptErr)
+	}
+	return maybeEnqueued(scriptErr)
+}
+
+// redisNotSent reports whether a command's error shows that Redis did not
+// run it: Redis answered with an error reply (LOADING, OOM, BUSY ...), a
+// breaker refused it, no connection was had (dial failed, pool timeout,
+// client closed), or writing it failed (an incomplete command is never run:
+// the connection is closed after the error). Anything else, a read that
+// timed out or broke after the command was written, is "maybe": Redis may
+// have run it, or may run it when it reads its socket again (a paused
+// server). A fresh connection whose handshake (HELLO) timed out reads as
+// "maybe" too, though the command was never written: the error does not
+// tell them apart, and "maybe" cannot lose a job.
+func redisNotSent(err error) bool {
+	var reply redis.Error
+	if errors.As(err, &reply) {
+		return true
+	}
+	if errors.Is(err, resilience.ErrOpen) || errors.Is(err, redis.ErrClosed) ||
+		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrPoolExhausted) {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && (op.Op == "dial" || op.Op == "write")
 }
 
 func (b *asynqBackend) StartWorkers(_ context.Context, exec Executor, kinds []string) error {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Backend stores and delivers jobs. The plugin does everything that is the same
@@ -23,7 +24,11 @@ type Backend interface {
 	Open(ctx context.Context, env BackendEnv) error
 
 	// Enqueue stores m and returns its ID. A job with a unique key that is
-	// already pending returns the existing job's ID with Duplicate set.
+	// already pending returns the existing job's ID with Duplicate set. An
+	// error says whether the job may exist: it matches ErrNotEnqueued only
+	// when the job certainly was not stored, and ErrMaybeEnqueued when it
+	// was sent and not confirmed; an error that matches neither is taken as
+	// ErrMaybeEnqueued.
 	Enqueue(ctx context.Context, m *Message) (Result, error)
 
 	// StartWorkers starts fetching from every configured queue with its
@@ -75,6 +80,11 @@ type BackendEnv struct {
 	// Shared is the client the backend uses: *pgxpool.Pool for postgres,
 	// redis.UniversalClient for redis (found on the db or cache plugin).
 	Shared any
+	// Acquire, when set, is how the postgres backend takes the connection of
+	// an enqueue: through the db plugin's connection breaker and bounded
+	// ping, so an enqueue fails at once while that breaker is open. Nil means
+	// Shared's own Acquire.
+	Acquire func(ctx context.Context) (*pgxpool.Conn, error)
 }
 
 // Logger is the slice of *slog.Logger a backend uses.

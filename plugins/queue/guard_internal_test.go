@@ -5,11 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/problem"
@@ -163,5 +169,163 @@ func TestEncodeEnvelope(t *testing.T) {
 	body, _ = encodeEnvelope([]byte(`[]`), "", nil, 0)
 	if string(body) != `{"payload":[]}` {
 		t.Fatalf("minimal envelope = %s", body)
+	}
+}
+
+// Every enqueue error says whether the job may exist, and only one thing: the
+// backends' marks, the retry's combination, the plugin's own refusals.
+func TestEnqueueOutcome(t *testing.T) {
+	t.Parallel()
+	reset := fmt.Errorf("read: %w", syscall.ECONNRESET)
+	cases := []struct {
+		name  string
+		errs  []error
+		kind  string
+		maybe bool
+	}{
+		{"not sent", []error{notEnqueued(errors.New("dial: refused"))}, "k", false},
+		{"sent, not confirmed", []error{maybeEnqueued(errors.New("no confirm"))}, "k", true},
+		{"unmarked is maybe", []error{errors.New("something")}, "k", true},
+		{"not sent twice", []error{notEnqueued(reset), notEnqueued(reset)}, "k", false},
+		{"maybe, then not sent", []error{maybeEnqueued(reset), notEnqueued(reset)}, "k", true},
+		{"not sent, then maybe", []error{notEnqueued(reset), maybeEnqueued(reset)}, "k", true},
+		{"bad kind", nil, "bad kind!", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := guardPlugin(t, &scriptedBackend{errs: tc.errs})
+			_, err := p.Enqueue(context.Background(), tc.kind, struct{}{})
+			if err == nil {
+				t.Fatal("scripted failure succeeded")
+			}
+			if errors.Is(err, ErrMaybeEnqueued) != tc.maybe || errors.Is(err, ErrNotEnqueued) == tc.maybe {
+				t.Fatalf("err = %v: maybe %v, not %v; want maybe = %v and exactly one", err, errors.Is(err, ErrMaybeEnqueued), errors.Is(err, ErrNotEnqueued), tc.maybe)
+			}
+			if tc.kind != "k" {
+				return // refused before the broker: not a dependency error
+			}
+			var de *problem.DependencyError
+			if !errors.As(err, &de) || de.Dependency != Name {
+				t.Fatalf("err = %v, want a queue dependency error", err)
+			}
+			pr := problem.From(err)
+			says := strings.Contains(pr.Detail, "may have been enqueued")
+			if pr.Status != 503 || says != tc.maybe {
+				t.Fatalf("problem = %d %q, want 503 saying \"may have been enqueued\" = %v", pr.Status, pr.Detail, tc.maybe)
+			}
+			if tc.maybe && !strings.Contains(err.Error(), "may have been enqueued") {
+				t.Fatalf("err text %q does not say the job may exist", err)
+			}
+		})
+	}
+}
+
+// A breaker the backend goes through (the db or cache plugin's) refusing the
+// call: not enqueued, its Retry-After, and it does not count against the
+// queue's breaker; the queue's own open breaker is "not enqueued" too.
+func TestEnqueueRefusedByBreaker(t *testing.T) {
+	t.Parallel()
+	clk := resilience.NewTestClock(time.Unix(0, 0))
+	dep := resilience.NewBreaker(resilience.BreakerOpts{Name: "db", Failures: 1, CoolDown: 7 * time.Second, Clock: clk})
+	tk, _ := dep.Allow()
+	tk.Done(resilience.Failure)
+	_, open := dep.Allow()
+	if open == nil {
+		t.Fatal("dependency breaker did not open")
+	}
+	refused := notEnqueued(&problem.DependencyError{Dependency: "db", Err: open})
+	b := &scriptedBackend{errs: []error{refused, refused, refused, refused, refused, refused}}
+	p := guardPlugin(t, b)
+	for i := range 6 {
+		_, err := p.Enqueue(context.Background(), "k", struct{}{})
+		var de *problem.DependencyError
+		if !errors.As(err, &de) || de.Dependency != Name || !errors.Is(err, resilience.ErrOpen) || !errors.Is(err, ErrNotEnqueued) || errors.Is(err, ErrMaybeEnqueued) {
+			t.Fatalf("enqueue %d = %v, want the queue's dependency error, breaker open, not enqueued", i, err)
+		}
+		if de.RetryAfter != 7*time.Second {
+			t.Fatalf("enqueue %d retry-after = %s, want the db breaker's 7s", i, de.RetryAfter)
+		}
+	}
+	if b.calls != 6 {
+		t.Fatalf("backend called %d times, want 6 (no retry of a refusal)", b.calls)
+	}
+	if s := p.breaker.Snapshot(); s.State != resilience.StateClosed || s.Consecutive != 0 {
+		t.Fatalf("queue breaker after 6 refusals by the db breaker = %+v, want closed with nothing counted", s)
+	}
+
+	fail := maybeEnqueued(errors.New("no answer"))
+	p = guardPlugin(t, &scriptedBackend{errs: []error{fail, fail, fail, fail, fail}})
+	for range 5 {
+		_, _ = p.Enqueue(context.Background(), "k", struct{}{})
+	}
+	_, err := p.Enqueue(context.Background(), "k", struct{}{})
+	if !errors.Is(err, resilience.ErrOpen) || !errors.Is(err, ErrNotEnqueued) || errors.Is(err, ErrMaybeEnqueued) {
+		t.Fatalf("enqueue on the queue's open breaker = %v, want not enqueued", err)
+	}
+}
+
+// A caller that gave up keeps the outcome: its request may have been sent.
+func TestEnqueueCancelledKeepsOutcome(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p := guardPlugin(t, &scriptedBackend{errs: []error{maybeEnqueued(context.Canceled)}})
+	_, err := p.Enqueue(ctx, "k", struct{}{})
+	var de *problem.DependencyError
+	if !errors.Is(err, ErrMaybeEnqueued) || errors.Is(err, ErrNotEnqueued) || errors.As(err, &de) {
+		t.Fatalf("cancelled enqueue = %v, want maybe enqueued, not a dependency error", err)
+	}
+}
+
+// The postgres backend's COMMIT: an answer or a COMMIT never sent is "not
+// enqueued"; a lost answer is "maybe". (The errors are pgx's own values: a
+// COMMIT whose reply is lost cannot be produced on demand against a server.)
+func TestCommitOutcome(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		err   error
+		maybe bool
+	}{
+		{"server error", &pgconn.PgError{Code: "40001", Message: "could not serialize access"}, false},
+		{"rolled back", pgx.ErrTxCommitRollback, false},
+		{"timeout after sending", &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, true},
+		{"connection broke", io.ErrUnexpectedEOF, true},
+	}
+	for _, tc := range cases {
+		err := commitOutcome(fmt.Errorf("commit: %w", tc.err))
+		if errors.Is(err, ErrMaybeEnqueued) != tc.maybe || errors.Is(err, ErrNotEnqueued) == tc.maybe {
+			t.Errorf("%s: %v, want maybe = %v", tc.name, err, tc.maybe)
+		}
+	}
+}
+
+// Redis: what shows the command was not run, and what does not.
+func TestRedisNotSent(t *testing.T) {
+	t.Parallel()
+	clk := resilience.NewTestClock(time.Unix(0, 0))
+	br := resilience.NewBreaker(resilience.BreakerOpts{Name: "redis", Failures: 1, Clock: clk})
+	tk, _ := br.Allow()
+	tk.Done(resilience.Failure)
+	_, open := br.Allow()
+	cases := []struct {
+		name    string
+		err     error
+		notSent bool
+	}{
+		{"breaker open", fmt.Errorf("redis unreachable: %w", open), true},
+		{"dial refused", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, true},
+		{"write failed", &net.OpError{Op: "write", Net: "tcp", Err: syscall.EPIPE}, true},
+		{"pool timeout", redis.ErrPoolTimeout, true},
+		{"client closed", redis.ErrClosed, true},
+		{"read timed out", &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, false},
+		{"read reset", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, false},
+		{"EOF", io.EOF, false},
+	}
+	for _, tc := range cases {
+		if got := redisNotSent(tc.err); got != tc.notSent {
+			t.Errorf("%s: redisNotSent = %v, want %v", tc.name, got, tc.notSent)
+		}
 	}
 }

@@ -16,7 +16,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	m := &metrics{
 		enq: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jfast_queue_enqueued_total",
-			Help: "Enqueue calls by job kind and outcome (ok, error, breaker_open, cancelled).",
+			Help: "Enqueue calls by job kind and outcome (ok; error: not enqueued; unconfirmed: may have been enqueued; breaker_open; cancelled; retried: a second attempt made).",
 		}, []string{"kind", "outcome"}),
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jfast_queue_attempts_total",

@@ -16,7 +16,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jfastframework/jfast/framework"
@@ -92,7 +91,7 @@ func (p *Plugin) Dependencies() []framework.Dependency {
 func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 	p.app = app
 	p.log = app.Logger().With(slog.String("plugin", Name))
-	shared, err := p.shared(app)
+	shared, acquire, err := p.shared(app)
 	if err != nil {
 		return err
 	}
@@ -111,6 +110,7 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 		Retry:           p.retryDelay,
 		ShutdownTimeout: app.Config().ShutdownTimeout,
 		Shared:          shared,
+		Acquire:         acquire,
 	}
 	if err := p.backend.Open(ctx, env); err != nil {
 		return fmt.Errorf("queue: open %s backend: %w", p.cfg.Backend, err)
@@ -148,43 +148,6 @@ func (p *Plugin) newBreaker(clock resilience.Clock) *resilience.Breaker {
 			p.log.Info("queue breaker "+c.To.String(), attrs...)
 		},
 	})
-}
-
-// shared finds the pool or client of the backend's plugin.
-func (p *Plugin) shared(app *framework.App) (any, error) {
-	switch p.cfg.Backend {
-	case "postgres":
-		pl := app.Plugin("db")
-		if pl == nil {
-			return nil, errors.New(`queue: backend "postgres" uses the db plugin's pool, and the db plugin is not enabled; add "db" to [plugins] enabled (and set [plugin.db] url), or set [plugin.queue] backend = "redis"`)
-		}
-		pp, ok := pl.(interface{ Pool() *pgxpool.Pool })
-		if !ok {
-			return nil, fmt.Errorf("queue: the db plugin (%T) has no Pool() *pgxpool.Pool method", pl)
-		}
-		pool := pp.Pool()
-		if pool == nil {
-			return nil, errors.New("queue: the db plugin returned no pool; it must start before the queue plugin")
-		}
-		return pool, nil
-	case "redis":
-		pl := app.Plugin("cache")
-		if pl == nil {
-			return nil, errors.New(`queue: backend "redis" uses the cache plugin's client, and the cache plugin is not enabled; add "cache" to [plugins] enabled (and set [plugin.cache] url), or set [plugin.queue] backend = "postgres"`)
-		}
-		cp, ok := pl.(interface{ Client() redis.UniversalClient })
-		if !ok {
-			return nil, fmt.Errorf("queue: the cache plugin (%T) has no Client() redis.UniversalClient method", pl)
-		}
-		c := cp.Client()
-		if c == nil {
-			return nil, errors.New("queue: the cache plugin returned no client; it must start before the queue plugin")
-		}
-		return c, nil
-	case "rabbitmq":
-		return nil, nil // its own connections, made by the backend
-	}
-	return nil, fmt.Errorf("queue: unknown backend %q", p.cfg.Backend)
 }
 
 // startWhenServing starts the workers once the App has finished starting: the
@@ -399,80 +362,107 @@ func encodeEnvelope(payload []byte, requestID string, md map[string]string, time
 }
 
 // Enqueue stores a job of kind with payload (encoded as JSON). It returns within
-// enqueue_timeout (5 s by default); when the broker does not answer, or the
-// queue's breaker is open, it returns a *problem.DependencyError naming "queue"
-// (a 503 when a handler returns it). The request ID of ctx is stored with the
-// job and restored in the handler's context.
+// enqueue_timeout (5 s by default); when the broker does not answer, or a
+// breaker in front of it is open (the queue's, or the db or cache plugin's the
+// backend goes through), it returns a *problem.DependencyError naming "queue"
+// (a 503 when a handler returns it). Every error matches, with errors.Is,
+// either [ErrNotEnqueued] (the job does not exist: enqueueing again is safe)
+// or [ErrMaybeEnqueued] (it was sent and not confirmed: it may exist). The
+// request ID of ctx is stored with the job and restored in the handler's
+// context.
 func (p *Plugin) Enqueue(ctx context.Context, kind string, payload any, opts ...Option) (Result, error) {
 	m, err := p.message(ctx, kind, payload, opts)
 	if err != nil {
-		return Result{}, err
+		return Result{}, notEnqueued(err)
 	}
 	return p.guard(ctx, kind, func(ctx context.Context) (Result, error) { return p.backend.Enqueue(ctx, m) })
 }
 
 // EnqueueTx stores a job inside tx: it exists if and only if tx commits. Only
 // the postgres backend supports it; the pool of tx must reach the same database
-// as the db plugin's. The enqueue deadline and breaker apply as in Enqueue.
+// as the db plugin's. The enqueue deadline and breaker apply as in Enqueue. Its
+// errors match [ErrNotEnqueued]: the job is not in tx (and a tx whose
+// connection broke cannot commit).
 func (p *Plugin) EnqueueTx(ctx context.Context, tx pgx.Tx, kind string, payload any, opts ...Option) (Result, error) {
 	tb, ok := p.backend.(TxBackend)
 	if !ok {
-		return Result{}, fmt.Errorf("queue: EnqueueTx needs backend = \"postgres\"; the %s backend cannot join a PostgreSQL transaction", p.cfg.Backend)
+		return Result{}, notEnqueued(fmt.Errorf("queue: EnqueueTx needs backend = \"postgres\"; the %s backend cannot join a PostgreSQL transaction", p.cfg.Backend))
 	}
 	m, err := p.message(ctx, kind, payload, opts)
 	if err != nil {
-		return Result{}, err
+		return Result{}, notEnqueued(err)
 	}
-	return p.guard(ctx, kind, func(ctx context.Context) (Result, error) { return tb.EnqueueTx(ctx, tx, m) })
+	return p.guard(ctx, kind, func(ctx context.Context) (Result, error) {
+		res, err := tb.EnqueueTx(ctx, tx, m)
+		return res, notEnqueued(err)
+	})
 }
 
-// guard runs one enqueue through the breaker and the enqueue deadline.
+// guard runs one enqueue through the breaker and the enqueue deadline, and
+// says in the error whether the job may exist.
 func (p *Plugin) guard(ctx context.Context, kind string, fn func(context.Context) (Result, error)) (Result, error) {
 	ticket, err := p.breaker.Allow()
 	if err != nil {
 		p.metrics.enqueued(kind, "breaker_open")
-		var ra time.Duration
-		var oe *resilience.OpenError
-		if errors.As(err, &oe) {
-			ra = oe.RetryAfter()
-		}
-		return Result{}, &problem.DependencyError{Dependency: Name, Err: err, RetryAfter: ra}
+		return Result{}, &problem.DependencyError{Dependency: Name, Err: notEnqueued(err), RetryAfter: retryAfterOf(err)}
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.EnqueueTimeout)
 	res, err := fn(cctx)
+	maybe := err != nil && mayBeEnqueued(err)
 	if err != nil && retryableEnqueue(err) && cctx.Err() == nil {
 		// DESIGN §6: a publish is retried once, within the same deadline.
-		// The first attempt may have been stored with its reply lost: the
-		// job can then exist twice, which at-least-once handlers tolerate.
+		// If the first attempt may have been stored (its reply was lost),
+		// the job can then exist twice, which at-least-once handlers
+		// tolerate; and if the retry fails too, the job may still exist.
 		p.metrics.enqueued(kind, "retried")
 		res, err = fn(cctx)
+		maybe = maybe || (err != nil && mayBeEnqueued(err))
 	}
 	cancel()
-	switch {
-	case err == nil:
+	if err == nil {
 		ticket.Done(resilience.Success)
 		p.metrics.enqueued(kind, "ok")
 		return res, nil
+	}
+	switch {
 	case ctx.Err() != nil:
 		// The caller gave up: that says nothing about the broker.
 		ticket.Done(resilience.Ignore)
 		p.metrics.enqueued(kind, "cancelled")
-		return Result{}, fmt.Errorf("queue: enqueue %s: %w", kind, err)
-	default:
-		ticket.Done(resilience.Failure)
-		p.metrics.enqueued(kind, "error")
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("no answer within enqueue_timeout (%s): %w", p.cfg.EnqueueTimeout, err)
-		}
-		return Result{}, &problem.DependencyError{Dependency: Name, Err: fmt.Errorf("enqueue %s on %s: %w", kind, p.cfg.Backend, err)}
+		return Result{}, mark(fmt.Errorf("queue: enqueue %s: %w", kind, unmark(err)), maybe)
+	case !maybe && refusedByBreaker(err):
+		// The db or cache plugin's breaker refused the connection or the
+		// command, with no I/O: the answer is as fast as the queue's own
+		// breaker would give, and the evidence is that breaker's, so it
+		// does not count again here.
+		ticket.Done(resilience.Ignore)
+		p.metrics.enqueued(kind, "breaker_open")
+		return Result{}, &problem.DependencyError{Dependency: Name, Err: mark(fmt.Errorf("enqueue %s on %s: %w", kind, p.cfg.Backend, unmark(err)), false), RetryAfter: retryAfterOf(err)}
 	}
+	ticket.Done(resilience.Failure)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("no answer within enqueue_timeout (%s): %w", p.cfg.EnqueueTimeout, unmark(err))
+	}
+	de := &problem.DependencyError{Dependency: Name, Err: mark(fmt.Errorf("enqueue %s on %s: %w", kind, p.cfg.Backend, unmark(err)), maybe)}
+	if maybe {
+		p.metrics.enqueued(kind, "unconfirmed")
+		return Result{}, &unconfirmedError{dep: de}
+	}
+	p.metrics.enqueued(kind, "error")
+	return Result{}, de
 }
 
 // retryableEnqueue reports whether another attempt may succeed: a transport
 // failure (reset, refused, closed connection), not a timeout (the deadline is
-// spent), not an answer from the broker (an SQL or Redis error reply).
+// spent, or the server is hung and would only spend it again), not a breaker
+// refusing the call, not an answer from the broker (an SQL or Redis error
+// reply).
 func retryableEnqueue(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || refusedByBreaker(err) {
+		return false
+	}
+	var timeout interface{ Timeout() bool }
+	if errors.As(err, &timeout) && timeout.Timeout() {
 		return false
 	}
 	var pgErr *pgconn.PgError

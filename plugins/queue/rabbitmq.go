@@ -500,21 +500,24 @@ func (l *rmqLink) stop(ctx context.Context) error {
 
 var errNack = errors.New("rabbitmq refused the message (negative confirm)")
 
-// publish sends msg and waits for the broker's confirm, bounded by ctx.
+// publish sends msg and waits for the broker's confirm, bounded by ctx. Its
+// error is marked with the outcome: a publish that could not be written, or
+// that the broker nacked, was not stored; one written and never confirmed
+// (ctx ended, or the connection was lost first) may have been.
 func publish(ctx context.Context, st *rmqState, exchange, key string, msg amqp.Publishing) error {
 	dc, err := st.pub.PublishWithDeferredConfirmWithContext(ctx, exchange, key, false, false, msg)
 	if err != nil {
-		return fmt.Errorf("rabbitmq publish: %w", err)
+		return notEnqueued(fmt.Errorf("rabbitmq publish: %w", err))
 	}
 	ok, err := dc.WaitContext(ctx)
 	if err != nil {
-		return fmt.Errorf("rabbitmq did not confirm the publish: %w", err)
+		return maybeEnqueued(fmt.Errorf("rabbitmq did not confirm the publish: %w", err))
 	}
 	if !ok {
 		if st.pub.IsClosed() {
-			return errors.New("rabbitmq connection lost before the publish was confirmed")
+			return maybeEnqueued(errors.New("rabbitmq connection lost before the publish was confirmed"))
 		}
-		return errNack
+		return notEnqueued(errNack)
 	}
 	return nil
 }
@@ -550,10 +553,10 @@ func dueMillis(t time.Time) int64 {
 func (b *rabbitBackend) Enqueue(ctx context.Context, m *Message) (Result, error) {
 	st, err := b.pub.wait(ctx)
 	if err != nil {
-		return Result{}, err
+		return Result{}, notEnqueued(err)
 	}
 	if err := b.ensureQueue(ctx, st, m.Queue); err != nil {
-		return Result{}, fmt.Errorf("rabbitmq declare queue %s: %w", m.Queue, err)
+		return Result{}, notEnqueued(fmt.Errorf("rabbitmq declare queue %s: %w", m.Queue, err))
 	}
 	id := m.Queue + "/" + uuid.NewString()
 	headers := amqp.Table{hdrAttempts: int64(0), hdrMax: int64(m.MaxAttempts)}
@@ -567,7 +570,14 @@ func (b *rabbitBackend) Enqueue(ctx context.Context, m *Message) (Result, error)
 		lock = b.lockQueue(m.Queue, m.Kind, m.UniqueKey)
 		existing, err := b.acquire(ctx, st, lock, id)
 		if err != nil {
-			return Result{}, fmt.Errorf("rabbitmq unique key %s: %w", m.UniqueKey, err)
+			if errors.Is(err, ErrMaybeEnqueued) {
+				// The lock may hold this job's ID while the job was never
+				// published: free the key, or it would answer Duplicate
+				// for a job that does not exist.
+				b.release(lock)
+			}
+			// The job itself was not published.
+			return Result{}, notEnqueued(fmt.Errorf("rabbitmq unique key %s: %w", m.UniqueKey, unmark(err)))
 		}
 		if existing != "" {
 			return Result{ID: existing, Queue: m.Queue, Duplicate: true}, nil
@@ -580,18 +590,27 @@ func (b *rabbitBackend) Enqueue(ctx context.Context, m *Message) (Result, error)
 		// A publish is retried once (DESIGN §6), within the same deadline: on
 		// the new connection when the old one was lost under it. Should the
 		// broker have stored the first one after all, the job exists twice:
-		// at least once.
+		// at least once. If the retry fails too, the first may still exist.
+		maybe := errors.Is(err, ErrMaybeEnqueued)
 		if st2, werr := b.pub.waitNew(ctx, st); werr == nil {
 			if err = b.ensureQueue(ctx, st2, m.Queue); err == nil {
 				err = b.send(ctx, st2, m.Queue, delay, msg)
+			} else {
+				err = notEnqueued(err)
 			}
+		}
+		if err != nil && maybe {
+			err = maybeEnqueued(err)
 		}
 	}
 	if err != nil {
 		if lock != "" {
+			// Freed even when the job may exist: a key held by a job that
+			// does not exist would lose the next Enqueue (Duplicate, and no
+			// job); a freed key at worst lets a retry make a second copy.
 			b.release(lock)
 		}
-		return Result{}, err
+		return Result{}, mark(err, mayBeEnqueued(err))
 	}
 	return Result{ID: id, Queue: m.Queue}, nil
 }

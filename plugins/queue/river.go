@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -112,7 +113,7 @@ func (b *riverBackend) ensureMigrated(ctx context.Context) error {
 	// River's migrations cannot all run in one transaction (one adds an enum
 	// value that a later one uses), so the lock is a session advisory lock on
 	// a connection of its own, held while the migrator runs on the pool.
-	conn, err := b.pool.Acquire(ctx)
+	conn, err := b.acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate job tables: %w", err)
 	}
@@ -161,26 +162,71 @@ func riverResult(r *rivertype.JobInsertResult) Result {
 	return Result{ID: strconv.FormatInt(r.Job.ID, 10), Queue: r.Job.Queue, Duplicate: r.UniqueSkippedAsDuplicate}
 }
 
-func (b *riverBackend) Enqueue(ctx context.Context, m *Message) (Result, error) {
-	if err := b.ensureMigrated(ctx); err != nil {
-		return Result{}, err
+// acquire takes a connection through the db plugin's breaker and bounded
+// ping when the plugin offers them (BackendEnv.Acquire), else from the pool.
+func (b *riverBackend) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	if b.env.Acquire != nil {
+		return b.env.Acquire(ctx)
 	}
-	a, opts := b.args(m)
-	r, err := b.insert.Insert(ctx, a, opts)
-	if err != nil {
-		return Result{}, err
-	}
-	return riverResult(r), nil
+	return b.pool.Acquire(ctx)
 }
 
-func (b *riverBackend) EnqueueTx(ctx context.Context, tx pgx.Tx, m *Message) (Result, error) {
+// Enqueue inserts the job in a transaction of its own on a connection taken
+// through the db plugin's breaker: while that breaker is open it fails at
+// once, with the db plugin's error. River's Insert would do the same
+// BEGIN, INSERT, COMMIT on a connection taken from the pool directly.
+//
+// Only a COMMIT whose answer was lost leaves the outcome unknown: every
+// failure before it leaves nothing committed.
+func (b *riverBackend) Enqueue(ctx context.Context, m *Message) (Result, error) {
 	if err := b.ensureMigrated(ctx); err != nil {
-		return Result{}, err
+		return Result{}, notEnqueued(err)
+	}
+	conn, err := b.acquire(ctx)
+	if err != nil {
+		return Result{}, notEnqueued(err)
+	}
+	// A connection left in a transaction or broken is destroyed, not
+	// pooled (pgxpool checks on Release): the server rolls back.
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return Result{}, notEnqueued(fmt.Errorf("begin: %w", err))
 	}
 	a, opts := b.args(m)
 	r, err := b.insert.InsertTx(ctx, tx, a, opts)
 	if err != nil {
-		return Result{}, err
+		if ctx.Err() == nil {
+			_ = tx.Rollback(ctx)
+		}
+		return Result{}, notEnqueued(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Result{}, commitOutcome(fmt.Errorf("commit: %w", err))
+	}
+	return riverResult(r), nil
+}
+
+// commitOutcome marks the error of a COMMIT: the server's answer (an error,
+// or a rollback) or a COMMIT that was never sent mean nothing was stored;
+// anything else (the answer lost to the deadline or a broken connection)
+// means the job may have been.
+func commitOutcome(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) || errors.Is(err, pgx.ErrTxCommitRollback) || pgconn.SafeToRetry(err) {
+		return notEnqueued(err)
+	}
+	return maybeEnqueued(err)
+}
+
+func (b *riverBackend) EnqueueTx(ctx context.Context, tx pgx.Tx, m *Message) (Result, error) {
+	if err := b.ensureMigrated(ctx); err != nil {
+		return Result{}, notEnqueued(err)
+	}
+	a, opts := b.args(m)
+	r, err := b.insert.InsertTx(ctx, tx, a, opts)
+	if err != nil {
+		return Result{}, notEnqueued(err)
 	}
 	return riverResult(r), nil
 }
