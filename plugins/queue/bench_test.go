@@ -190,7 +190,7 @@ func benchApp(b *testing.B, backend string, register func(*queue.Plugin), worker
 // bare libraries run on the same pool or client (with its deadlines and
 // breaker hooks) as jfast's queue: the comparison is the queue layer alone.
 func sharedApp(b *testing.B, backend string) framework.Plugin {
-	dep, depTOML := depPlugin(backend, "")
+	dep, depTOML := depPlugin(backend, "", "")
 	jfasttest.Start(b, jfasttest.Options{
 		TOML:    fmt.Sprintf("[app]\nlisten = \"127.0.0.1:0\"\nlog_level = \"warn\"\n[plugins]\nenabled = [%q]\n%s", dep.Name(), depTOML),
 		Plugins: []framework.Plugin{dep},

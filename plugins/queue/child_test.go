@@ -48,7 +48,7 @@ func runChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	dep, depTOML := depPlugin(backend, "")
+	dep, depTOML := depPlugin(backend, "", "")
 	toml := fmt.Sprintf("[app]\nlisten = \"127.0.0.1:0\"\n[plugins]\nenabled = [%q, \"queue\"]\n%s[plugin.queue]\nbackend = %q\n%s", dep.Name(), depTOML, backend, os.Getenv(childCfgEnv))
 	app, err := framework.New(framework.Options{Plugins: []framework.Plugin{dep, q}, ConfigText: toml, Environ: []string{}})
 	if err != nil {

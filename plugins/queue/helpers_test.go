@@ -21,17 +21,18 @@ import (
 
 // depPlugin returns the plugin the backend shares its connections with: the db
 // plugin (its pool) for postgres, the cache plugin (its client) for redis, with
-// its [plugin.X] table pointing at addr.
-func depPlugin(backend, addr string) (framework.Plugin, string) {
+// its [plugin.X] table pointing at addr, followed by the lines of extra.
+func depPlugin(backend, addr, extra string) (framework.Plugin, string) {
 	if backend == "postgres" {
-		return db.New(), fmt.Sprintf("[plugin.db]\nurl = %q\npool_size = 20\n", pgURL(or(addr, "127.0.0.1:5432")))
+		return db.New(), fmt.Sprintf("[plugin.db]\nurl = %q\npool_size = 20\n%s\n", pgURL(or(addr, "127.0.0.1:5432")), extra)
 	}
-	return cache.New(), fmt.Sprintf("[plugin.cache]\nurl = %q\n", "redis://"+or(addr, redisAddr)+"/0")
+	return cache.New(), fmt.Sprintf("[plugin.cache]\nurl = %q\n%s\n", "redis://"+or(addr, redisAddr)+"/0", extra)
 }
 
 // appOpts are what a test may change about the App a harness starts.
 type appOpts struct {
 	addr   string // broker address; default the machine's server
+	dep    string // more lines for the db or cache plugin's table
 	clock  resilience.Clock
 	routes func(app *framework.App, r chi.Router) error
 }
@@ -42,7 +43,7 @@ func startApp(t testing.TB, backend string, cfg queuetest.Config, register func(
 	if register != nil {
 		register(q)
 	}
-	dep, depTOML := depPlugin(backend, o.addr)
+	dep, depTOML := depPlugin(backend, o.addr, o.dep)
 	if backend == "redis" {
 		t.Cleanup(func() { deleteRedisQueues(t, cfg) })
 	}
