@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
@@ -192,8 +193,9 @@ func (c *ServiceClient) Patch(ctx context.Context, path string, body any, opts .
 // The response is the one the upstream sent, whatever its status (a 404, a
 // 500, the last 503 after the retries); its body has been read completely and
 // can be read again (see [Body]); closing it is optional. Only a call that got
-// no response at all returns an error, always an [UpstreamError] kind:
-// [CircuitOpen], [BulkheadFull], [UpstreamTimeout] or [UpstreamUnavailable].
+// no response at all, or one whose body was over max_response_bytes, returns
+// an error, always an [UpstreamError] kind: [CircuitOpen], [BulkheadFull],
+// [UpstreamTimeout], [UpstreamUnavailable] or [ResponseTooLarge].
 // A body that cannot be encoded or a malformed path is a plain error and
 // nothing is sent.
 func (c *ServiceClient) Do(ctx context.Context, method, path string, body any, opts ...CallOption) (*http.Response, error) {
@@ -331,6 +333,7 @@ func (c *ServiceClient) call(ctx context.Context, req *http.Request, payload []b
 		bodyRead  time.Duration
 		attempts  int
 		cut       bool // the last attempt failed because the caller's context ended
+		tooLarge  *bodyTooLarge
 	)
 	for {
 		attempts++
@@ -341,6 +344,15 @@ func (c *ServiceClient) call(ctx context.Context, req *http.Request, payload []b
 			last, headersAt, bodyRead = resp, hAt, read
 		}
 		lastErr = err
+		if errors.As(err, &tooLarge) {
+			// The upstream answered, so this is no breaker evidence (like a
+			// 500), and the same request gets the same body: no retry. It
+			// wins over an earlier attempt's response, which the upstream
+			// has since replaced with this one.
+			ticket.Done(resilience.Ignore)
+			m.tooLarge.Inc()
+			return nil, attempts, newResponseTooLarge(name, c.up.MaxResponseBytes, tooLarge)
+		}
 		// Decided now, not after a backoff the caller may cut: a refused
 		// connection stays evidence if the caller's deadline ends the wait.
 		cut = err != nil && resilience.CutByCaller(ctx, own)
@@ -473,9 +485,9 @@ func isTimeout(err error) bool {
 		(errors.As(err, &te) && te.Timeout())
 }
 
-// send makes one attempt and reads the whole response body under the read
-// gap deadline. It returns when the headers arrived and how long the body
-// took to read.
+// send makes one attempt and reads the whole response body, up to
+// max_response_bytes, under the read gap deadline. It returns when the
+// headers arrived and how long the body took to read.
 func (c *ServiceClient) send(callCtx context.Context, req *http.Request, payload []byte) (*http.Response, time.Time, time.Duration, error) {
 	actx, cancel := context.WithCancelCause(callCtx)
 	defer cancel(nil)
@@ -496,30 +508,68 @@ func (c *ServiceClient) send(callCtx context.Context, req *http.Request, payload
 		}
 		return nil, headersAt, 0, err
 	}
-	b, err := readBody(resp)
+	b, err := readBody(resp, c.up.MaxResponseBytes)
 	read := c.clock.Now().Sub(headersAt)
 	if a.end() {
 		attemptPool.Put(a)
 	}
 	if err != nil {
+		var big *bodyTooLarge
+		if errors.As(err, &big) {
+			return nil, headersAt, read, err
+		}
 		return nil, headersAt, read, fmt.Errorf("reading the response body: %w", err)
 	}
 	resp.Body = &Body{b: b, r: *bytes.NewReader(b)}
 	return resp, headersAt, read, nil
 }
 
-// readBody reads and closes resp's body.
-func readBody(resp *http.Response) ([]byte, error) {
+// readBody reads and closes resp's body, holding at most limit+1 bytes of it.
+// A body longer than limit, or a Content-Length announcing one, is a
+// *bodyTooLarge. Closing a body that was not read to its end makes the
+// transport close the connection rather than pool it, so the rest of the body
+// is never read.
+func readBody(resp *http.Response, limit int64) ([]byte, error) {
 	defer resp.Body.Close()
 	if resp.Body == http.NoBody {
 		return nil, nil
 	}
-	var buf bytes.Buffer
-	if n := resp.ContentLength; n > 0 && n < 64<<20 {
-		buf.Grow(int(n) + 1) // +1: ReadFrom needs room to see EOF without growing
+	if resp.ContentLength > limit {
+		return nil, &bodyTooLarge{status: resp.StatusCode, limit: limit, declared: resp.ContentLength}
 	}
-	_, err := buf.ReadFrom(resp.Body)
-	return buf.Bytes(), err
+	most := limit + 1 // one byte past the limit tells a body of exactly limit bytes from a longer one
+	if most <= 0 {
+		most = math.MaxInt64
+	}
+	// A known length is read into one buffer of length+1 (the +1 leaves room
+	// to see EOF without growing). Otherwise the buffer doubles from 512
+	// bytes, never past most, so an endless body costs at most limit+1 bytes.
+	size := int64(512)
+	if n := resp.ContentLength; n >= 0 {
+		size = n + 1
+	}
+	buf := make([]byte, 0, min(size, most))
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) >= most {
+				return nil, &bodyTooLarge{status: resp.StatusCode, limit: limit, declared: -1}
+			}
+			grown := make([]byte, len(buf), min(max(2*int64(cap(buf)), 512), most))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := resp.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			if int64(len(buf)) > limit { // the byte past the limit came with the EOF
+				return nil, &bodyTooLarge{status: resp.StatusCode, limit: limit, declared: -1}
+			}
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 // Body is the body of a response the client returns: read completely before

@@ -3,6 +3,7 @@ package http
 import (
 	"crypto/tls"
 	"fmt"
+	"net/http"
 	"net/url"
 	"sort"
 	"strings"
@@ -42,6 +43,12 @@ const (
 	DefaultBreakerCoolDown         = 15 * time.Second
 	DefaultMaxConcurrent           = 50
 	DefaultBulkheadWait            = 500 * time.Millisecond
+	// DefaultMaxResponseBytes (10 MiB) is far above what a JSON call between
+	// services returns (kilobytes; gRPC's default receive limit for such calls
+	// is 4 MiB) while bounding what one upstream can make this process hold:
+	// max_concurrent (50) × 10 MiB = 500 MiB at the very worst. See
+	// docs/http.md, "Response size".
+	DefaultMaxResponseBytes int64 = 10 << 20
 )
 
 // Config is the [plugin.http] table.
@@ -129,13 +136,26 @@ type Upstream struct {
 	// max_concurrent before failing with BulkheadFull. Defaults to 500ms.
 	BulkheadWait time.Duration `koanf:"bulkhead_wait"`
 
+	// MaxResponseBytes is the largest response body, in bytes, a call
+	// accepts. The client reads at most one byte more; a larger body (or a
+	// Content-Length announcing one) fails the call with [ResponseTooLarge]
+	// and closes the connection. In NewClient 0 takes the default.
+	// Defaults to 10485760 (10 MiB).
+	MaxResponseBytes int64 `koanf:"max_response_bytes"`
+
 	// ForwardAuthorization sends the caller's bearer token (see
 	// framework.BearerToken) to this upstream. A token is issued for an
 	// audience; sending it elsewhere hands the caller's identity to a service
 	// outside it. Defaults to false.
 	ForwardAuthorization bool `koanf:"forward_authorization"`
 	// Headers are sent with every call to this upstream; per-call headers win
-	// over them. Defaults to none.
+	// over them. Each entry is a deploy key, since it often carries a
+	// credential that differs per environment:
+	// JFAST_HTTP_UPSTREAMS__<NAME>__HEADERS__<HEADER> wins over the file. The
+	// environment names the entry in lower case with "_" kept as is, so only a
+	// header whose name has no "-" can come from it, and it overrides only an
+	// entry the file also writes in lower case. Two entries for one header
+	// (names differing only in case) are refused. Defaults to none.
 	Headers map[string]string `koanf:"headers"`
 
 	// TLS is the TLS configuration for an https base_url, such as a custom CA
@@ -170,6 +190,7 @@ func (u *Upstream) SetDefaults() {
 		BreakerCoolDown:         DefaultBreakerCoolDown,
 		MaxConcurrent:           DefaultMaxConcurrent,
 		BulkheadWait:            DefaultBulkheadWait,
+		MaxResponseBytes:        DefaultMaxResponseBytes,
 		Headers:                 headers,
 		TLS:                     tlsConf,
 	}
@@ -212,6 +233,9 @@ func (u Upstream) withDefaults() Upstream {
 	}
 	if u.MaxConcurrent == 0 {
 		u.MaxConcurrent = d.MaxConcurrent
+	}
+	if u.MaxResponseBytes == 0 {
+		u.MaxResponseBytes = d.MaxResponseBytes
 	}
 	switch u.Retries {
 	case 0:
@@ -280,20 +304,41 @@ func (u *Upstream) problems() []fieldError {
 	deadline("breaker_cool_down", u.BreakerCoolDown)
 	positive("max_concurrent", u.MaxConcurrent)
 	deadline("bulkhead_wait", u.BulkheadWait)
-
-	names := make([]string, 0, len(u.Headers))
-	for name := range u.Headers {
-		names = append(names, name)
+	if u.MaxResponseBytes <= 0 {
+		add("max_response_bytes", fmt.Sprintf("must be greater than zero, got %d", u.MaxResponseBytes),
+			"set a size in bytes such as 10485760 (10 MiB); the cap cannot be switched off")
 	}
-	sort.Strings(names)
+
+	names := sortedHeaderNames(u.Headers)
+	seen := make(map[string]string, len(names)) // canonical name → first configured spelling
 	for _, name := range names {
-		if !validHeaderName(name) {
+		switch canonical := http.CanonicalHeaderKey(name); {
+		case !validHeaderName(name):
 			add("headers."+name, "is not a valid header name", "use letters, digits and - only")
-		} else if !validHeaderValue(u.Headers[name]) {
+		case seen[canonical] != "":
+			// Header names are case-insensitive, so both entries are one
+			// header and which value is sent would be chance. The usual cause
+			// is a JFAST_..._HEADERS__<HEADER> variable (which names the entry
+			// in lower case) meeting a capitalised entry in the file.
+			add("headers."+name, fmt.Sprintf("is the same header as headers.%s (header names ignore case)", seen[canonical]),
+				"keep one; to let JFAST_HTTP_UPSTREAMS__<NAME>__HEADERS__<HEADER> override the file, write the name in lower case in the file")
+		case !validHeaderValue(u.Headers[name]):
+			seen[canonical] = name
 			add("headers."+name, "holds a control character (such as a line break)", "remove it")
+		default:
+			seen[canonical] = name
 		}
 	}
 	return errs
+}
+
+func sortedHeaderNames(h map[string]string) []string {
+	names := make([]string, 0, len(h))
+	for n := range h {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // checkBaseURL returns what is wrong with an upstream's base URL, or "".

@@ -41,7 +41,9 @@
 // A call returns the response the upstream sent, whatever its status, with
 // its body already read; only a call that got no response returns an error:
 // [UpstreamTimeout], [UpstreamUnavailable], [CircuitOpen] or [BulkheadFull],
-// each an [UpstreamError] (errors.As) that renders as 503.
+// each an [UpstreamError] (errors.As) that renders as 503. A response whose
+// body is over max_response_bytes (10 MiB) is not read past the limit and
+// fails the call with [ResponseTooLarge], an UpstreamError that renders as 502.
 //
 // Outside a service (a script, a test) build a client directly with
 // [NewClient] and Close it when done.

@@ -9,19 +9,22 @@ import (
 )
 
 // UpstreamError is what every failed call returns: a call that got no response
-// at all. (A call that got a response returns it, whatever its status.) It is
-// never returned bare: each failure is one of [UpstreamTimeout],
-// [UpstreamUnavailable], [CircuitOpen] and [BulkheadFull], and errors.As finds
-// the UpstreamError inside any of them:
+// at all, or whose response could not be used. (A call that got a usable
+// response returns it, whatever its status.) It is never returned bare: each
+// failure is one of [UpstreamTimeout], [UpstreamUnavailable], [CircuitOpen],
+// [BulkheadFull] and [ResponseTooLarge], and errors.As finds the
+// UpstreamError inside any of them:
 //
 //	var ue *http.UpstreamError
 //	if errors.As(err, &ue) {
 //		log.Printf("%s failed: %v", ue.Upstream, err)
 //	}
 //
-// Every one renders, through [problem.Renderer], as a 503 problem+json naming
-// the upstream in the "upstream" member, with Retry-After when the wait is
-// known, so a handler that lets it escape answers 503, never 500.
+// Every one renders, through [problem.Renderer], as problem+json naming the
+// upstream in the "upstream" member, so a handler that lets it escape never
+// answers 500: a 503 with Retry-After when the wait is known, except
+// [ResponseTooLarge], a 502 (the upstream answered, with something this
+// service cannot use).
 type UpstreamError struct {
 	// Upstream is the upstream's name, as configured.
 	Upstream string
@@ -31,6 +34,8 @@ type UpstreamError struct {
 	RetryAfter time.Duration
 
 	detail string
+	// badGateway renders the error as a 502 instead of a 503.
+	badGateway bool
 }
 
 // Error returns the detail and the cause.
@@ -44,8 +49,14 @@ func (e *UpstreamError) Error() string {
 // Unwrap returns the cause.
 func (e *UpstreamError) Unwrap() error { return e.Err }
 
-// Problem renders the error as a 503 naming the upstream.
+// Problem renders the error as a 503 naming the upstream, or a 502 for a
+// [ResponseTooLarge].
 func (e *UpstreamError) Problem() *problem.Problem {
+	if e.badGateway {
+		p := problem.BadGateway(e.Upstream, e.detail)
+		p.Err = e
+		return p
+	}
 	p := problem.ServiceUnavailable("", e.detail, e.RetryAfter)
 	if p.Extensions == nil {
 		p.Extensions = make(map[string]any, 1)
@@ -75,6 +86,20 @@ type CircuitOpen struct{ UpstreamError }
 // errors.Is(err, resilience.ErrBulkheadFull) holds.
 type BulkheadFull struct{ UpstreamError }
 
+// ResponseTooLarge is a call whose response body was larger than
+// max_response_bytes: the upstream answered, but with nothing this service
+// can use. The client read at most Limit+1 bytes of the body (none when the
+// Content-Length already said too much) and closed the connection. It is
+// never retried (the same request gets the same body) and is no evidence for
+// the breaker (the upstream is up), like a 500. It renders as a 502.
+type ResponseTooLarge struct {
+	UpstreamError
+	// Limit is the upstream's max_response_bytes.
+	Limit int64
+	// StatusCode is the status of the response whose body was too large.
+	StatusCode int
+}
+
 // As lets errors.As find the *UpstreamError inside.
 func (e *UpstreamTimeout) As(target any) bool { return asUpstream(&e.UpstreamError, target) }
 
@@ -86,6 +111,9 @@ func (e *CircuitOpen) As(target any) bool { return asUpstream(&e.UpstreamError, 
 
 // As lets errors.As find the *UpstreamError inside.
 func (e *BulkheadFull) As(target any) bool { return asUpstream(&e.UpstreamError, target) }
+
+// As lets errors.As find the *UpstreamError inside.
+func (e *ResponseTooLarge) As(target any) bool { return asUpstream(&e.UpstreamError, target) }
 
 func asUpstream(e *UpstreamError, target any) bool {
 	if t, ok := target.(**UpstreamError); ok {
@@ -106,6 +134,9 @@ func (e *CircuitOpen) Unwrap() error { return e.Err }
 
 // Unwrap returns the bulkhead's *resilience.BulkheadFullError.
 func (e *BulkheadFull) Unwrap() error { return e.Err }
+
+// Unwrap returns the cause, which says what the response declared or sent.
+func (e *ResponseTooLarge) Unwrap() error { return e.Err }
 
 func newTimeout(upstream string, err error) *UpstreamTimeout {
 	return &UpstreamTimeout{UpstreamError{Upstream: upstream, Err: err,
@@ -130,6 +161,30 @@ func newBulkheadFull(upstream string, err error) *BulkheadFull {
 		detail: fmt.Sprintf("too many calls to upstream '%s' are in flight", upstream)}}
 }
 
+func newResponseTooLarge(upstream string, limit int64, cause *bodyTooLarge) *ResponseTooLarge {
+	return &ResponseTooLarge{
+		UpstreamError: UpstreamError{Upstream: upstream, Err: cause, badGateway: true,
+			detail: fmt.Sprintf("upstream '%s' answered with a response body larger than %d bytes", upstream, limit)},
+		Limit:      limit,
+		StatusCode: cause.status,
+	}
+}
+
+// bodyTooLarge is the cause of a [ResponseTooLarge]: what the response
+// declared, or that it went on past the limit.
+type bodyTooLarge struct {
+	status   int
+	limit    int64
+	declared int64 // the Content-Length, or -1 when unknown
+}
+
+func (e *bodyTooLarge) Error() string {
+	if e.declared >= 0 {
+		return fmt.Sprintf("the %d response declared Content-Length %d, over max_response_bytes (%d); its body was not read", e.status, e.declared, e.limit)
+	}
+	return fmt.Sprintf("the body of the %d response went on past max_response_bytes (%d); reading stopped one byte past it", e.status, e.limit)
+}
+
 // errClosed is the cause of a call on a closed client.
 var errClosed = errors.New("client is closed")
 
@@ -137,4 +192,5 @@ var (
 	_ problem.Renderer = (*UpstreamError)(nil)
 	_ problem.Renderer = (*UpstreamTimeout)(nil)
 	_ problem.Renderer = (*CircuitOpen)(nil)
+	_ problem.Renderer = (*ResponseTooLarge)(nil)
 )

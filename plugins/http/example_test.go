@@ -39,8 +39,8 @@ func ExampleNewClient() {
 	// Output: 200 7 paid
 }
 
-// Only a call that got no response fails, and every failure is an
-// UpstreamError that renders as a 503 naming the upstream.
+// A call that got no response fails with an UpstreamError that renders as a
+// 503 naming the upstream.
 func ExampleUpstreamError() {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := ln.Addr().String()

@@ -29,6 +29,7 @@ const (
 	resultUnavailable = "unavailable"
 	resultCircuitOpen = "circuit_open"
 	resultBulkhead    = "bulkhead_full"
+	resultTooLarge    = "response_too_large"
 )
 
 var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
@@ -38,7 +39,7 @@ func newMetricSet() *metricSet {
 	return &metricSet{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jfast_http_client_calls_total",
-			Help: "Calls to an upstream, by result: response (any status), timeout, unavailable, circuit_open, bulkhead_full.",
+			Help: "Calls to an upstream, by result: response (any status), timeout, unavailable, circuit_open, bulkhead_full, response_too_large.",
 		}, []string{"upstream", "result"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jfast_http_client_attempts_total",
@@ -120,12 +121,12 @@ func (m *metricSet) register(reg prometheus.Registerer) error {
 
 // upstreamMetrics are one upstream's series, looked up once.
 type upstreamMetrics struct {
-	set                                            *metricSet
-	name                                           string
-	response, timeout, unavailable, open, bulkhead prometheus.Counter
-	attempts, retries, refusals, rejections        prometheus.Counter
-	state                                          prometheus.Gauge
-	latency, bodyRead                              prometheus.Observer
+	set                                                      *metricSet
+	name                                                     string
+	response, timeout, unavailable, open, bulkhead, tooLarge prometheus.Counter
+	attempts, retries, refusals, rejections                  prometheus.Counter
+	state                                                    prometheus.Gauge
+	latency, bodyRead                                        prometheus.Observer
 }
 
 func (m *metricSet) forUpstream(name string) *upstreamMetrics {
@@ -137,6 +138,7 @@ func (m *metricSet) forUpstream(name string) *upstreamMetrics {
 		unavailable: m.calls.WithLabelValues(name, resultUnavailable),
 		open:        m.calls.WithLabelValues(name, resultCircuitOpen),
 		bulkhead:    m.calls.WithLabelValues(name, resultBulkhead),
+		tooLarge:    m.calls.WithLabelValues(name, resultTooLarge),
 		attempts:    m.attempts.WithLabelValues(name),
 		retries:     m.retries.WithLabelValues(name),
 		refusals:    m.refusals.WithLabelValues(name),

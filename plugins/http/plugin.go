@@ -53,8 +53,12 @@ func (p *Plugin) Name() string { return name }
 func (p *Plugin) Config() any { return &p.cfg }
 
 // DeployKeys implements framework.DeployKeyer: an upstream's address depends
-// on where the service runs, so the environment wins for base_url.
-func (p *Plugin) DeployKeys() []string { return []string{"upstreams.*.base_url"} }
+// on where the service runs, and its configured headers often carry a
+// credential that does (Authorization, X-Api-Key), so the environment wins for
+// base_url and for every headers entry.
+func (p *Plugin) DeployKeys() []string {
+	return []string{"upstreams.*.base_url", "upstreams.*.headers.*"}
+}
 
 // Dependencies implements framework.Dependent: when the telemetry plugin is
 // enabled it starts first, so it can add its TransportWrapper and CallObserver
@@ -73,6 +77,15 @@ func (p *Plugin) Validate(v *framework.Validation) {
 		}
 		for _, e := range u.problems() {
 			sub.Error(e.key, e.problem, e.fix)
+		}
+		for _, h := range sortedHeaderNames(u.Headers) {
+			if strings.Contains(h, "_") && validHeaderName(h) {
+				// JFAST_..._HEADERS__X_API_KEY names the entry x_api_key, not
+				// X-Api-Key: accepted, it would send a second header next to
+				// the file's X-Api-Key instead of replacing it.
+				sub.Error("headers."+h, `has "_" in its name; a JFAST_* variable keeps "_" as is, so JFAST_HTTP_UPSTREAMS__<NAME>__HEADERS__X_API_KEY names the header x_api_key, not X-Api-Key`,
+					`write the header with "-" in the file (a name with "-" cannot come from the environment); a header whose name really has "_" can only be sent per call, with http.Header`)
+			}
 		}
 	}
 }

@@ -47,6 +47,11 @@ func TestConfigErrors(t *testing.T) {
 		{"zero breaker_cool_down", `breaker_cool_down = 0`, "breaker_cool_down"},
 		{"zero max_concurrent", `max_concurrent = 0`, "max_concurrent"},
 		{"zero bulkhead_wait", `bulkhead_wait = 0`, "bulkhead_wait"},
+		{"zero max_response_bytes", `max_response_bytes = 0`, "max_response_bytes"},
+		{"negative max_response_bytes", `max_response_bytes = -1`, "max_response_bytes"},
+		{"max_response_bytes not a number", `max_response_bytes = "10MiB"`, "max_response_bytes"},
+		{"header name with _", `headers = { "X_Api_Key" = "a" }`, "headers.X_Api_Key"},
+		{"one header twice", `headers = { "Authorization" = "a", "authorization" = "b" }`, "headers.authorization"},
 		{"wrong type", `retries = "two"`, "retries"},
 		{"bad header name", `headers = { "X Team" = "a" }`, "headers.X Team"},
 		{"header value with a line break", `headers = { "X-Team" = "a\nb" }`, "headers.X-Team"},
@@ -125,7 +130,7 @@ func TestDefaults(t *testing.T) {
 		RetryBudgetRatio: 0.2, RetryBudgetMinPerSecond: 1,
 		BreakerFailures: 5, BreakerFailureRate: 0.5, BreakerWindow: 30 * time.Second,
 		BreakerMinimumCalls: 20, BreakerCoolDown: 15 * time.Second,
-		MaxConcurrent: 50, BulkheadWait: 500 * time.Millisecond,
+		MaxConcurrent: 50, BulkheadWait: 500 * time.Millisecond, MaxResponseBytes: 10 << 20,
 	}
 	if u.ConnectTimeout != want.ConnectTimeout || u.ReadTimeout != want.ReadTimeout || u.WriteTimeout != want.WriteTimeout ||
 		u.PoolTimeout != want.PoolTimeout || u.TotalTimeout != want.TotalTimeout || u.Retries != want.Retries ||
@@ -134,7 +139,7 @@ func TestDefaults(t *testing.T) {
 		u.BreakerFailures != want.BreakerFailures || u.BreakerFailureRate != want.BreakerFailureRate ||
 		u.BreakerWindow != want.BreakerWindow || u.BreakerMinimumCalls != want.BreakerMinimumCalls ||
 		u.BreakerCoolDown != want.BreakerCoolDown || u.MaxConcurrent != want.MaxConcurrent ||
-		u.BulkheadWait != want.BulkheadWait || u.ForwardAuthorization {
+		u.BulkheadWait != want.BulkheadWait || u.MaxResponseBytes != want.MaxResponseBytes || u.ForwardAuthorization {
 		t.Fatalf("defaults = %+v", u)
 	}
 }
@@ -167,6 +172,88 @@ func TestBaseURLFromEnvironment(t *testing.T) {
 	}
 	if _, err := client.Get(context.Background(), "/x"); err != nil || up.hits.Load() != 1 {
 		t.Fatalf("the call did not reach the environment's upstream: %v", err)
+	}
+}
+
+// A configured header is a deploy key: the environment wins over the file,
+// with a WARNING that names the key and never the values; a header the file
+// does not set can come from the environment alone.
+func TestHeadersFromEnvironment(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, status(200))
+	toml := `[plugins]
+enabled = ["http"]
+[plugin.http.upstreams.billing]
+base_url = "` + up.URL + `"
+[plugin.http.upstreams.billing.headers]
+authorization = "Bearer file-token"
+X-Team = "orders"
+`
+	var client *jhttp.ServiceClient
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML:    toml,
+		Plugins: []framework.Plugin{jhttp.New()},
+		Env: map[string]string{
+			"JFAST_HTTP_UPSTREAMS__BILLING__HEADERS__AUTHORIZATION": "Bearer env-token",
+			"JFAST_HTTP_UPSTREAMS__BILLING__HEADERS__COOKIE":        "session=env-cookie",
+		},
+		Routes: func(app *framework.App, _ chi.Router) error {
+			var err error
+			client, err = jhttp.Client(app, "billing")
+			return err
+		},
+	})
+	if _, err := client.Get(context.Background(), "/x"); err != nil {
+		t.Fatal(err)
+	}
+	h := up.request(0).Header
+	if got := h.Values("Authorization"); len(got) != 1 || got[0] != "Bearer env-token" {
+		t.Errorf("Authorization = %q, want only the environment's", got)
+	}
+	if got := h.Get("Cookie"); got != "session=env-cookie" {
+		t.Errorf("Cookie = %q, want the environment's", got)
+	}
+	if got := h.Get("X-Team"); got != "orders" {
+		t.Errorf("X-Team = %q, want the file's", got)
+	}
+	logs := svc.Logs()
+	var warned bool
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, "WARN") && strings.Contains(line, "plugin.http.upstreams.billing.headers.authorization") &&
+			strings.Contains(line, "JFAST_HTTP_UPSTREAMS__BILLING__HEADERS__AUTHORIZATION") && strings.Contains(line, "deploy key") {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Errorf("no WARNING naming the disagreement on headers.authorization:\n%s", logs)
+	}
+	for _, secret := range []string{"file-token", "env-token", "env-cookie"} {
+		if strings.Contains(logs, secret) {
+			t.Errorf("the logs print the header value %q:\n%s", secret, logs)
+		}
+	}
+}
+
+// What the environment cannot express is refused at boot rather than sent
+// wrong: a variable names a header in lower case with "_" kept, so it can
+// neither spell X-Api-Key nor override a capitalised entry of the file.
+func TestHeaderEnvironmentMismatchRefused(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ name, file, env, key string }{
+		{"a dash the environment cannot spell", `"X-Api-Key" = "dev-key"`, "JFAST_HTTP_UPSTREAMS__BILLING__HEADERS__X_API_KEY", "headers.x_api_key"},
+		{"a capitalised entry in the file", `Authorization = "Bearer dev-key"`, "JFAST_HTTP_UPSTREAMS__BILLING__HEADERS__AUTHORIZATION", "headers.authorization"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			toml := "[plugins]\nenabled = [\"http\"]\n[plugin.http.upstreams.billing]\nbase_url = \"http://billing:8010\"\n[plugin.http.upstreams.billing.headers]\n" + tc.file + "\n"
+			_, err := jfasttest.New(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jhttp.New()},
+				Env: map[string]string{tc.env: "prod-key"}})
+			assertOnlyKey(t, err, "plugin.http.upstreams.billing."+tc.key)
+			if strings.Contains(err.Error(), "dev-key") || strings.Contains(err.Error(), "prod-key") {
+				t.Errorf("the error prints a header value: %v", err)
+			}
+		})
 	}
 }
 
