@@ -215,6 +215,18 @@ func (p *Plugin) DB() (*DB, error) {
 	return p.db, nil
 }
 
+// Acquire takes a connection from the main pool through the plugin's
+// connection breaker and bounded ping (see [DB.Acquire]). Plugins that may not
+// import this one (the queue's postgres backend, idempotency) reach it with an
+// interface assertion on app.Plugin("db").
+func (p *Plugin) Acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	d, err := p.DB()
+	if err != nil {
+		return nil, err
+	}
+	return d.Acquire(ctx)
+}
+
 // Pool returns the main pool's *pgxpool.Pool (nil before Start or without
 // url), for plugins and libraries that need the pool itself; see [DB.Pool].
 func (p *Plugin) Pool() *pgxpool.Pool {

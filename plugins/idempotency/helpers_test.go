@@ -64,6 +64,8 @@ type setupOpts struct {
 	toml  string // extra lines of [plugin.idempotency]
 	// cacheTOML holds extra lines of [plugin.cache] (redis store only).
 	cacheTOML string
+	// dbTOML holds extra lines of [plugin.db] (postgres store only).
+	dbTOML string
 	proxy     bool // reach the store through a drills.Proxy
 	// blackholed starts the App with the proxy already blackholed.
 	blackholed bool
@@ -112,6 +114,9 @@ func setup(t testing.TB, o setupOpts) *bundle {
 	case StorePostgres:
 		b.table = "idem_" + suffix()
 		toml.WriteString("[plugins]\nenabled = [\"db\", \"idempotency\"]\n")
+		if o.dbTOML != "" {
+			fmt.Fprintf(&toml, "[plugin.db]\n%s\n", o.dbTOML)
+		}
 		fmt.Fprintf(&toml, "[plugin.idempotency]\nstore = \"postgres\"\ntable = %q\n", b.table)
 		env["JFAST_DB_URL"] = testURL(addr)
 		plugins = []framework.Plugin{db.New(), New()}

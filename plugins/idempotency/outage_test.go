@@ -85,30 +85,40 @@ func TestStoreOutageFailsClosed(t *testing.T) {
 	})
 }
 
-// Once the store's breaker is open, the 503 comes at once with Retry-After.
+// Once the store plugin's breaker is open (cache's, or db's: the PostgreSQL
+// store takes its connections through the db plugin's breaker), the 503 comes
+// at once with Retry-After, naming that plugin's dependency.
 func TestOpenStoreBreakerAnswersAtOnceWithRetryAfter(t *testing.T) {
 	t.Parallel()
-	// store_timeout above the cache's command_timeout: the cache plugin's own
-	// deadline ends the command, which its breaker counts.
-	b := setup(t, setupOpts{store: StoreRedis, proxy: true, toml: `store_timeout = "3s"`,
-		cacheTOML: "breaker_failures = 1\ncommand_timeout = \"500ms\""})
-	if err := b.proxy.Blackhole(); err != nil {
-		t.Fatal(err)
-	}
-	wantProblem(t, b.post(t, "/payments", "k1", `{}`), http.StatusServiceUnavailable)
-	start := time.Now()
-	r := b.post(t, "/payments", "k2", `{}`)
-	elapsed := time.Since(start)
-	p := wantProblem(t, r, http.StatusServiceUnavailable)
-	if r.Header.Get("Retry-After") == "" || p["dependency"] != "cache" {
-		t.Fatalf("no Retry-After or dependency: %v %v", r.Header, p)
-	}
-	if elapsed > 300*time.Millisecond {
-		t.Fatalf("the 503 took %s with the breaker open, want at once", elapsed)
-	}
-	if n := b.effects.Load(); n != 0 {
-		t.Fatalf("%d side effects, want 0", n)
-	}
+	forStores(t, func(t *testing.T, store string) {
+		// store_timeout above the plugin's own deadline (the cache's
+		// command_timeout, the db's bounded ping): that deadline ends the call,
+		// which the plugin's breaker counts.
+		b := setup(t, setupOpts{store: store, proxy: true, toml: `store_timeout = "3s"`,
+			cacheTOML: "breaker_failures = 1\ncommand_timeout = \"500ms\"",
+			dbTOML:    "breaker_failures = 1\nping_timeout = \"500ms\""})
+		if r := b.post(t, "/payments", "k0", `{}`); r.Status != http.StatusCreated {
+			t.Fatalf("before: %d %s", r.Status, r.Body) // leaves a pooled connection to ping
+		}
+		if err := b.proxy.Blackhole(); err != nil {
+			t.Fatal(err)
+		}
+		wantProblem(t, b.post(t, "/payments", "k1", `{}`), http.StatusServiceUnavailable)
+		start := time.Now()
+		r := b.post(t, "/payments", "k2", `{}`)
+		elapsed := time.Since(start)
+		p := wantProblem(t, r, http.StatusServiceUnavailable)
+		wantDep := map[string]string{StorePostgres: "db", StoreRedis: "cache"}[store]
+		if r.Header.Get("Retry-After") == "" || p["dependency"] != wantDep {
+			t.Fatalf("no Retry-After or dependency %q: %v %v", wantDep, r.Header, p)
+		}
+		if elapsed > 300*time.Millisecond {
+			t.Fatalf("the 503 took %s with the breaker open, want at once", elapsed)
+		}
+		if n := b.effects.Load(); n != 1 {
+			t.Fatalf("%d side effects, want 1 (before the outage)", n)
+		}
+	})
 }
 
 // The documented limit: the handler ran, then the store failed while the

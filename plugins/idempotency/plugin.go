@@ -63,7 +63,13 @@ func (p *Plugin) Dependencies() []framework.Dependency {
 	return []framework.Dependency{{Name: "db", Optional: true}, {Name: "cache", Optional: true}}
 }
 
-type poolProvider interface{ Pool() *pgxpool.Pool }
+// dbPlugin is what the PostgreSQL store needs of the db plugin, which it may
+// not import: a connection through the db plugin's breaker and bounded ping,
+// and its main pool, to know there is one.
+type dbPlugin interface {
+	Pool() *pgxpool.Pool
+	Acquire(ctx context.Context) (*pgxpool.Conn, error)
+}
 
 type clientProvider interface{ Client() redis.UniversalClient }
 
@@ -84,15 +90,14 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 	switch p.cfg.Store {
 	case StorePostgres:
 		p.dep = "db"
-		pp, ok := app.Plugin("db").(poolProvider)
+		pp, ok := app.Plugin("db").(dbPlugin)
 		if !ok {
 			return errors.New(`idempotency: store "postgres" needs the db plugin: add "db" to [plugins] enabled (and db.New() to the service's plugins) with [plugin.db] url, or set [plugin.idempotency] store = "redis"`)
 		}
-		pool := pp.Pool()
-		if pool == nil {
+		if pp.Pool() == nil {
 			return errors.New(`idempotency: store "postgres" needs the db plugin's main pool, and it has none: set [plugin.db] url`)
 		}
-		p.store = newPostgresStore(pool, p.cfg.Table)
+		p.store = newPostgresStore(pp.Acquire, p.cfg.Table)
 	case StoreRedis:
 		p.dep = "cache"
 		cp, ok := app.Plugin("cache").(clientProvider)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -17,7 +18,10 @@ import (
 // CONFLICT DO UPDATE ... WHERE stale: PostgreSQL serializes concurrent inserts
 // of one key on the primary key, so exactly one of them gets the row back.
 type postgresStore struct {
-	pool  *pgxpool.Pool
+	// conn takes a connection through the db plugin's breaker and bounded
+	// ping: while PostgreSQL is known to be down, a request gets the 503 at
+	// once instead of waiting out store_timeout.
+	conn  func(context.Context) (*pgxpool.Conn, error)
 	table string // validated identifier or schema.identifier
 
 	// sem lets one ensure run at a time without making a request wait past
@@ -28,8 +32,8 @@ type postgresStore struct {
 	qAcquire, qSelect, qComplete, qRelease, qSweep, qCheck string
 }
 
-func newPostgresStore(pool *pgxpool.Pool, table string) *postgresStore {
-	s := &postgresStore{pool: pool, table: table, sem: make(chan struct{}, 1)}
+func newPostgresStore(conn func(context.Context) (*pgxpool.Conn, error), table string) *postgresStore {
+	s := &postgresStore{conn: conn, table: table, sem: make(chan struct{}, 1)}
 	t := table
 	s.qAcquire = `INSERT INTO ` + t + ` AS t (key, fingerprint, state, token, lease_until, expires_at, created_at)
 VALUES ($1, $2, 'running', $3, $4, $5, $6)
@@ -47,6 +51,16 @@ RETURNING token`
 }
 
 func (s *postgresStore) name() string { return StorePostgres }
+
+// with runs fn on a connection taken through the db plugin's breaker.
+func (s *postgresStore) with(ctx context.Context, fn func(c *pgxpool.Conn) error) error {
+	c, err := s.conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	return fn(c)
+}
 
 // ensure creates the table and its index when missing. Replicas starting
 // together take a transaction-level advisory lock first: two concurrent
@@ -66,11 +80,12 @@ func (s *postgresStore) ensure(ctx context.Context) error {
 		return nil
 	}
 	idx := s.table[strings.LastIndexByte(s.table, '.')+1:] + "_expires_at_idx"
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "jfast.idempotency:"+s.table); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s.table+` (
+	err := s.with(ctx, func(c *pgxpool.Conn) error {
+		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "jfast.idempotency:"+s.table); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s.table+` (
 	key         text        PRIMARY KEY,
 	fingerprint text        NOT NULL,
 	state       text        NOT NULL,
@@ -82,10 +97,11 @@ func (s *postgresStore) ensure(ctx context.Context) error {
 	header      bytea,
 	body        bytea
 )`); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `CREATE INDEX IF NOT EXISTS `+idx+` ON `+s.table+` (expires_at)`)
 			return err
-		}
-		_, err := tx.Exec(ctx, `CREATE INDEX IF NOT EXISTS `+idx+` ON `+s.table+` (expires_at)`)
-		return err
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("create table %s: %w", s.table, err)
@@ -109,7 +125,9 @@ func (s *postgresStore) acquire(ctx context.Context, c claim) (bool, *record, er
 	}
 	for range acquireAttempts {
 		var token string
-		err := s.pool.QueryRow(ctx, s.qAcquire, c.Key, c.Fingerprint, c.Token, c.LeaseUntil, c.ExpiresAt, c.Now).Scan(&token)
+		err := s.with(ctx, func(conn *pgxpool.Conn) error {
+			return conn.QueryRow(ctx, s.qAcquire, c.Key, c.Fingerprint, c.Token, c.LeaseUntil, c.ExpiresAt, c.Now).Scan(&token)
+		})
 		if err == nil {
 			return true, nil, nil
 		}
@@ -136,7 +154,9 @@ func (s *postgresStore) read(ctx context.Context, key string) (*record, error) {
 		st     string
 		header []byte
 	)
-	err := s.pool.QueryRow(ctx, s.qSelect, key).Scan(&rec.Fingerprint, &st, &rec.LeaseUntil, &rec.ExpiresAt, &rec.Status, &header, &rec.Body)
+	err := s.with(ctx, func(c *pgxpool.Conn) error {
+		return c.QueryRow(ctx, s.qSelect, key).Scan(&rec.Fingerprint, &st, &rec.LeaseUntil, &rec.ExpiresAt, &rec.Status, &header, &rec.Body)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -160,7 +180,11 @@ func (s *postgresStore) complete(ctx context.Context, key, token string, rec *re
 			return false, err
 		}
 	}
-	tag, err := s.pool.Exec(ctx, s.qComplete, key, token, string(rec.State), rec.LeaseUntil, rec.ExpiresAt, rec.Status, header, rec.Body)
+	var tag pgconn.CommandTag
+	err := s.with(ctx, func(c *pgxpool.Conn) (err error) {
+		tag, err = c.Exec(ctx, s.qComplete, key, token, string(rec.State), rec.LeaseUntil, rec.ExpiresAt, rec.Status, header, rec.Body)
+		return err
+	})
 	if err != nil {
 		return false, err
 	}
@@ -168,15 +192,21 @@ func (s *postgresStore) complete(ctx context.Context, key, token string, rec *re
 }
 
 func (s *postgresStore) release(ctx context.Context, key, token string) error {
-	_, err := s.pool.Exec(ctx, s.qRelease, key, token)
-	return err
+	return s.with(ctx, func(c *pgxpool.Conn) error {
+		_, err := c.Exec(ctx, s.qRelease, key, token)
+		return err
+	})
 }
 
 func (s *postgresStore) sweep(ctx context.Context, now time.Time) (int64, error) {
 	if err := s.ensure(ctx); err != nil {
 		return 0, err
 	}
-	tag, err := s.pool.Exec(ctx, s.qSweep, now)
+	var tag pgconn.CommandTag
+	err := s.with(ctx, func(c *pgxpool.Conn) (err error) {
+		tag, err = c.Exec(ctx, s.qSweep, now)
+		return err
+	})
 	if err != nil {
 		return 0, err
 	}
@@ -187,6 +217,8 @@ func (s *postgresStore) check(ctx context.Context) error {
 	if err := s.ensure(ctx); err != nil {
 		return err
 	}
-	_, err := s.pool.Exec(ctx, s.qCheck)
-	return err
+	return s.with(ctx, func(c *pgxpool.Conn) error {
+		_, err := c.Exec(ctx, s.qCheck)
+		return err
+	})
 }

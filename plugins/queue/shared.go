@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"reflect"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
@@ -22,20 +20,15 @@ func (p *Plugin) shared(app *framework.App) (any, func(context.Context) (*pgxpoo
 		if pl == nil {
 			return nil, nil, errors.New(`queue: backend "postgres" uses the db plugin's pool, and the db plugin is not enabled; add "db" to [plugins] enabled (and set [plugin.db] url), or set [plugin.queue] backend = "redis"`)
 		}
-		pp, ok := pl.(interface{ Pool() *pgxpool.Pool })
+		pp, ok := pl.(dbPlugin)
 		if !ok {
-			return nil, nil, fmt.Errorf("queue: the db plugin (%T) has no Pool() *pgxpool.Pool method", pl)
+			return nil, nil, fmt.Errorf("queue: the db plugin (%T) has no Pool() *pgxpool.Pool and Acquire(context.Context) (*pgxpool.Conn, error) methods", pl)
 		}
 		pool := pp.Pool()
 		if pool == nil {
 			return nil, nil, errors.New("queue: the db plugin returned no pool; it must start before the queue plugin")
 		}
-		g := gatedPoolOf(pl)
-		if g == nil || g.Pool() != pool {
-			p.log.Warn("queue: the db plugin offers no DB() with Acquire through its breaker; enqueues take connections from its pool directly and wait out enqueue_timeout while its breaker is open", slog.String("db_plugin", fmt.Sprintf("%T", pl)))
-			return pool, nil, nil
-		}
-		return pool, g.Acquire, nil
+		return pool, pp.Acquire, nil
 	case "redis":
 		pl := app.Plugin("cache")
 		if pl == nil {
@@ -56,38 +49,12 @@ func (p *Plugin) shared(app *framework.App) (any, func(context.Context) (*pgxpoo
 	return nil, nil, fmt.Errorf("queue: unknown backend %q", p.cfg.Backend)
 }
 
-// gatedPool is the db plugin's *db.DB as the queue uses it: Acquire takes a
-// connection through the db plugin's connection breaker and bounded ping,
-// and answers the db plugin's dependency error (errors.Is resilience.ErrOpen,
-// with the cool-down left) at once while that breaker is open.
-type gatedPool interface {
-	Acquire(ctx context.Context) (*pgxpool.Conn, error)
+// dbPlugin is what the queue needs of the db plugin, which it may not import
+// (DESIGN §1): its main pool, for River, and Acquire, which takes a connection
+// through the db plugin's connection breaker and bounded ping and answers the
+// db plugin's dependency error (errors.Is resilience.ErrOpen, with the
+// cool-down left) at once while that breaker is open.
+type dbPlugin interface {
 	Pool() *pgxpool.Pool
-}
-
-var (
-	gatedPoolType = reflect.TypeFor[gatedPool]()
-	errorType     = reflect.TypeFor[error]()
-)
-
-// gatedPoolOf returns what the db plugin's DB() method returns (its main
-// *db.DB), or nil when it has no such method or DB() returned an error.
-// The queue may not import the db plugin (DESIGN §1), so it cannot name
-// *db.DB in a type assertion on DB(); it calls DB by reflection, once at
-// start, and asserts the result to gatedPool.
-func gatedPoolOf(pl any) gatedPool {
-	m := reflect.ValueOf(pl).MethodByName("DB")
-	if !m.IsValid() {
-		return nil
-	}
-	t := m.Type()
-	if t.NumIn() != 0 || t.NumOut() != 2 || !t.Out(0).Implements(gatedPoolType) || t.Out(1) != errorType {
-		return nil
-	}
-	out := m.Call(nil)
-	if err, _ := out[1].Interface().(error); err != nil {
-		return nil
-	}
-	g, _ := out[0].Interface().(gatedPool)
-	return g
+	Acquire(ctx context.Context) (*pgxpool.Conn, error)
 }
