@@ -66,7 +66,7 @@ type setupOpts struct {
 	cacheTOML string
 	// dbTOML holds extra lines of [plugin.db] (postgres store only).
 	dbTOML string
-	proxy     bool // reach the store through a drills.Proxy
+	proxy  bool // reach the store through a drills.Proxy
 	// blackholed starts the App with the proxy already blackholed.
 	blackholed bool
 	opts       Opts
