@@ -777,8 +777,8 @@ concurrency = 2
 	})
 	// At least every job whose enqueue answered 200 runs. More may: an
 	// enqueue that answered 503 had sent its command to the paused server,
-	// which carried it out once resumed — a 503 on enqueue means "unknown",
-	// not "not enqueued" (docs/drills.md).
+	// which carried it out once resumed: such a 503 matches
+	// queue.ErrMaybeEnqueued, not queue.ErrNotEnqueued (docs/drills.md).
 	waitUntil(t, 60*time.Second, "every enqueued job run after the resume", func() bool { return ran.Load() >= enqueued.Load() })
 	t.Logf("%d jobs enqueued with a 200, %d ran", enqueued.Load(), ran.Load())
 }
