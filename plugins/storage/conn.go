@@ -42,6 +42,10 @@ type gapConn struct {
 	gap     time.Duration
 	readDL  atomic.Int64 // Unix nanoseconds of the read deadline set last
 	writeDL int64        // the same for writes; only the writing goroutine uses it
+	// lastIO is the stamp (see progress) of the latest read or write call's
+	// start, and of each write's end: the last time this connection was not
+	// waiting on S3. The time is the one the deadline code reads anyway.
+	lastIO atomic.Int64
 
 	mu     sync.Mutex
 	guards int // uploads in flight that want a reset on close (see s3Driver.putObject)
@@ -72,7 +76,9 @@ func (c *gapConn) setLinger(sec int) {
 }
 
 func (c *gapConn) Read(p []byte) (int, error) {
-	if err := c.renewRead(time.Now()); err != nil {
+	now := time.Now()
+	stamp(&c.lastIO, stampAt(now))
+	if err := c.renewRead(now); err != nil {
 		return 0, err
 	}
 	return c.Conn.Read(p)
@@ -95,6 +101,7 @@ func (c *gapConn) Write(p []byte) (int, error) {
 	for written < len(p) {
 		chunk := p[written:min(len(p), written+writeChunk)]
 		now := time.Now()
+		stamp(&c.lastIO, stampAt(now))
 		if c.writeDL-now.UnixNano() < int64(c.gap) {
 			dl := now.Add(c.gap + c.gap/8)
 			c.writeDL = dl.UnixNano()
@@ -105,7 +112,9 @@ func (c *gapConn) Write(p []byte) (int, error) {
 		n, err := c.Conn.Write(chunk)
 		written += n
 		if n > 0 {
-			_ = c.renewRead(time.Now())
+			now := time.Now()
+			stamp(&c.lastIO, stampAt(now))
+			_ = c.renewRead(now)
 		}
 		if err != nil {
 			return written, err

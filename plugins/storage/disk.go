@@ -88,7 +88,10 @@ type Disk struct {
 	visibility Visibility
 	drv        driver
 	breaker    *resilience.Breaker // nil for local disks: no breaker
-	metrics    *metrics
+	// connect is an s3 disk's connect_timeout: the silence after which a
+	// caller's deadline that cut an operation is breaker evidence (silentCut).
+	connect time.Duration
+	metrics *metrics
 }
 
 // Name returns the disk's name in [plugin.storage.disks.<name>].
@@ -122,7 +125,7 @@ func (d *Disk) Put(ctx context.Context, key string, body io.Reader, contentType 
 		body = s.r
 	}
 	src := watchBody(body)
-	return d.do(ctx, opPut, key, func(ctx context.Context) error {
+	return d.do(ctx, opPut, key, src, func(ctx context.Context) error {
 		err := d.drv.put(ctx, key, src, size, contentType)
 		if rerr := src.failure(); err != nil && rerr != nil {
 			// The body failed (a client that went away mid-upload): the
@@ -159,16 +162,23 @@ func (e *BodyError) Problem() *problem.Problem {
 	return p
 }
 
-// watchedBody remembers the first error the body returned other than io.EOF.
-// The HTTP transport may still read the body after the request returned (its
-// writer runs on its own goroutine), hence the lock.
+// watchedBody remembers the first error the body returned other than io.EOF,
+// and tells the operation's progress (s3) when it is waiting on the body: that
+// time is the caller's, not S3's silence. The HTTP transport may still read the
+// body after the request returned (its writer runs on its own goroutine), hence
+// the lock.
 type watchedBody struct {
 	r   io.Reader
+	pr  *progress // set by Disk.do before the operation runs; nil on a local disk
 	mu  sync.Mutex
 	err error
 }
 
 func (w *watchedBody) Read(p []byte) (int, error) {
+	if w.pr != nil {
+		w.pr.bodyReadStart()
+		defer w.pr.bodyReadDone()
+	}
 	n, err := w.r.Read(p)
 	if err != nil && err != io.EOF {
 		w.mu.Lock()
@@ -179,6 +189,8 @@ func (w *watchedBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+func (w *watchedBody) track(p *progress) { w.pr = p }
 
 func (w *watchedBody) failure() error {
 	w.mu.Lock()
@@ -197,6 +209,7 @@ func (w *watchedSeeker) Seek(offset int64, whence int) (int64, error) {
 
 type watched interface {
 	io.Reader
+	track(*progress)
 	failure() error
 }
 
@@ -214,7 +227,7 @@ func (d *Disk) Get(ctx context.Context, key string) (*Object, error) {
 		return nil, err
 	}
 	var obj *Object
-	err := d.do(ctx, opGet, key, func(ctx context.Context) (err error) {
+	err := d.do(ctx, opGet, key, nil, func(ctx context.Context) (err error) {
 		obj, err = d.drv.get(ctx, key)
 		return err
 	})
@@ -230,7 +243,7 @@ func (d *Disk) Stat(ctx context.Context, key string) (Info, error) {
 		return Info{}, err
 	}
 	var info Info
-	err := d.do(ctx, opStat, key, func(ctx context.Context) (err error) {
+	err := d.do(ctx, opStat, key, nil, func(ctx context.Context) (err error) {
 		info, err = d.drv.stat(ctx, key)
 		return err
 	})
@@ -254,7 +267,7 @@ func (d *Disk) Delete(ctx context.Context, key string) error {
 	if err := validate(key, false); err != nil {
 		return err
 	}
-	return d.do(ctx, opDelete, key, func(ctx context.Context) error {
+	return d.do(ctx, opDelete, key, nil, func(ctx context.Context) error {
 		return d.drv.delete(ctx, key)
 	})
 }
@@ -274,7 +287,7 @@ func (d *Disk) List(ctx context.Context, prefix string) iter.Seq2[Info, error] {
 		for {
 			var page []Info
 			var next string
-			err := d.do(ctx, opList, prefix, func(ctx context.Context) (err error) {
+			err := d.do(ctx, opList, prefix, nil, func(ctx context.Context) (err error) {
 				page, next, err = d.drv.listPage(ctx, prefix, token)
 				return err
 			})
@@ -338,8 +351,9 @@ const (
 
 // do runs one operation under the breaker and turns its error into what the
 // caller gets. The breaker's ticket is settled when fn returns: for Get that is
-// when the response headers arrived, not when the body was read.
-func (d *Disk) do(ctx context.Context, op, key string, fn func(context.Context) error) error {
+// when the response headers arrived, not when the body was read. body is Put's
+// body (nil for the other operations).
+func (d *Disk) do(ctx context.Context, op, key string, body watched, fn func(context.Context) error) error {
 	start := time.Now()
 	ticket, err := d.breaker.Allow()
 	if err != nil {
@@ -351,8 +365,15 @@ func (d *Disk) do(ctx context.Context, op, key string, fn func(context.Context) 
 		}
 		return &problem.DependencyError{Dependency: dependency, Err: fmt.Errorf("storage disk %q: %s %q: %w", d.name, op, key, err), RetryAfter: ra}
 	}
-	err = fn(ctx)
-	ticket.Done(classify(ctx, err))
+	opCtx, pr := ctx, (*progress)(nil)
+	if d.breaker != nil {
+		opCtx, pr = track(ctx, start)
+		if body != nil {
+			body.track(pr)
+		}
+	}
+	err = fn(opCtx)
+	ticket.Done(classify(ctx, err, pr, d.connect))
 	switch {
 	case err == nil:
 		d.metrics.observe(d.name, op, outcomeOK, start)
@@ -375,17 +396,18 @@ func (d *Disk) do(ctx context.Context, op, key string, fn func(context.Context) 
 
 // classify decides what an operation's result means for the breaker: a missing
 // object or any other answer the server gave below 500 is success (it
-// answered); a failing upload body is no evidence; an operation cut by its
-// caller — cancelled, or its deadline passed while S3 said nothing
-// (resilience.CutByCaller) — is no evidence either; a transport error, a
+// answered); a failing upload body is no evidence; a transport error, a
 // timeout of the disk's own (the read gap, connect_timeout) or a 5xx is a
-// failure.
+// failure. An operation cut by its caller (resilience.CutByCaller) is judged
+// by silentCut: a cancel is no evidence, a deadline is a failure when S3 had
+// been silent (pr) for connect_timeout (connect) or longer.
 //
 // The disk's own deadlines move with progress (a gap between bytes, a connect
 // per attempt), so there is no fixed deadline to compare with: when the
 // caller's context ended, none of them had fired, or the operation would have
-// failed earlier with the caller still waiting.
-func classify(ctx context.Context, err error) resilience.Outcome {
+// failed earlier with the caller still waiting. Hence the zero own deadline,
+// and the silence instead.
+func classify(ctx context.Context, err error, pr *progress, connect time.Duration) resilience.Outcome {
 	switch {
 	case err == nil, errors.Is(err, ErrNotExist), errors.Is(err, ErrInvalidKey), errors.Is(err, ErrConflict):
 		return resilience.Success
@@ -396,7 +418,10 @@ func classify(ctx context.Context, err error) resilience.Outcome {
 		return resilience.Success
 	}
 	if resilience.CutByCaller(ctx, time.Time{}) {
-		return resilience.Ignore
+		if pr == nil {
+			return resilience.Ignore // a local disk: no breaker, nothing to learn
+		}
+		return silentCut(ctx, pr.silence(time.Now()), connect)
 	}
 	return resilience.Failure
 }

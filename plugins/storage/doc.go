@@ -37,10 +37,11 @@
 // those deadlines; then the open breaker answers at once. Every failure is a
 // *problem.DependencyError naming "storage" (503 problem+json, with
 // Retry-After while the breaker is open); a missing object matches
-// [ErrNotExist]. An operation cut by its caller's deadline is a 503 too, but
-// no evidence for the breaker ([resilience.CutByCaller]). On a local disk, a
-// Put whose key conflicts with a stored object ("a/b" while "a" is stored)
-// is the caller's [*ConflictError], a 409.
+// [ErrNotExist]. An operation cut by its caller's deadline is a 503 too, and
+// counts against the breaker only when S3 had been silent for connect_timeout
+// before the cut; a cancelled caller never counts ([resilience.CutByCaller],
+// docs/storage.md). On a local disk, a Put whose key conflicts with a stored
+// object ("a/b" while "a" is stored) is the caller's [*ConflictError], a 409.
 //
 // See docs/storage.md for every key, its default and its reason.
 package storage

@@ -63,6 +63,9 @@ func newFaultServer(t *testing.T) *faultServer {
 				return
 			}
 		case faultHang:
+			// The request's context ends when the client leaves only once
+			// its body has been read.
+			_, _ = io.Copy(io.Discard, r.Body)
 			<-r.Context().Done()
 			return
 		case fault503:
@@ -244,12 +247,13 @@ func TestS3HalfOpenProbe(t *testing.T) {
 
 // Whose deadline ended the operation decides what the breaker learns
 // (docs/resilience.md, "Whose deadline was it?"). Against an S3 that accepts
-// and never answers, with read_timeout = 300ms: a caller that cancels, and
-// callers whose deadline (50 ms) is sooner than the read gap, are no evidence
-// however many they are — each still a 503 storage dependency error for the
-// deadline, a plain context.Canceled for the cancel — while operations cut by
-// the read gap with the caller still waiting count, and breaker_failures of them
-// open the breaker.
+// and never answers, with read_timeout = 300ms and the default connect_timeout
+// (5 s): a caller that cancels, and callers whose deadline (50 ms) cut the
+// operation after less silence than connect_timeout, are no evidence however
+// many they are — each still a 503 storage dependency error for the deadline,
+// a plain context.Canceled for the cancel — while operations cut by the read
+// gap with the caller still waiting count, and breaker_failures of them open
+// the breaker.
 func TestS3CallerCancellationAndDeadline(t *testing.T) {
 	t.Parallel()
 	s, fs := startFault(t, `read_timeout = "300ms"`, `attempts = 1`, `breaker_failures = 2`)
@@ -293,6 +297,123 @@ func TestS3CallerCancellationAndDeadline(t *testing.T) {
 	if st := s.disk.Breaker().Snapshot(); st.State != resilience.StateOpen {
 		t.Fatalf("after 2 calls cut by the read gap: %+v, want open", st)
 	}
+}
+
+// With a read gap (2 s) longer than the callers' deadlines, as with the
+// defaults in a request (read_timeout and app.request_timeout both 30 s), a
+// hung S3 is counted through the callers' deadlines: an operation cut by its
+// caller's deadline after S3 had been silent for connect_timeout (300 ms) or
+// longer is a failure, and breaker_failures of them open the breaker, after
+// which the next operation is refused with no request. Cuts after less silence
+// (a 50 ms deadline) are no evidence, and neither is a cancel after any
+// silence.
+func TestS3CallerDeadlineAfterSilenceCounts(t *testing.T) {
+	t.Parallel()
+	s, fs := startFault(t, `connect_timeout = "300ms"`, `read_timeout = "2s"`, `attempts = 1`,
+		`breaker_failures = 3`, `breaker_cool_down = "20s"`)
+	fs.set(faultHang)
+	ops := []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{"put", func(ctx context.Context) error { return s.disk.Put(ctx, "k", strings.NewReader("v"), "") }},
+		{"get", func(ctx context.Context) error { _, err := s.disk.Get(ctx, "k"); return err }},
+		{"stat", func(ctx context.Context) error { _, err := s.disk.Stat(ctx, "k"); return err }},
+	}
+	storage503 := func(err error) bool {
+		var de *problem.DependencyError
+		p, ok := problem.As(err)
+		return errors.As(err, &de) && de.Dependency == "storage" && ok && p.Status == 503
+	}
+	nothingCounted := func(after string) {
+		t.Helper()
+		if st := s.disk.Breaker().Snapshot(); st.State != resilience.StateClosed || st.Consecutive != 0 || st.WindowCalls != 0 {
+			t.Fatalf("after %s: %+v, want closed with nothing counted", after, st)
+		}
+	}
+
+	for _, op := range ops {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a request's context has a deadline
+		timer := time.AfterFunc(600*time.Millisecond, cancel)                 // twice connect_timeout of silence
+		err := op.run(ctx)
+		timer.Stop()
+		cancel()
+		if !errors.Is(err, context.Canceled) || errors.As(err, new(*problem.DependencyError)) {
+			t.Fatalf("%s cancelled: %v, want a plain context.Canceled", op.name, err)
+		}
+	}
+	nothingCounted("3 callers cancelled after 600 ms of silence")
+
+	for range 2 {
+		for _, op := range ops {
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			err := op.run(ctx)
+			cancel()
+			if !storage503(err) || errors.Is(err, resilience.ErrOpen) {
+				t.Fatalf("%s with a 50 ms deadline: %v, want the storage dependency error", op.name, err)
+			}
+		}
+	}
+	nothingCounted("6 callers' deadlines after 50 ms of silence")
+
+	for i, op := range ops {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := op.run(ctx)
+		cancel()
+		if !storage503(err) || errors.Is(err, resilience.ErrOpen) {
+			t.Fatalf("%s with a 1 s deadline: %v, want the storage dependency error", op.name, err)
+		}
+		st := s.disk.Breaker().Snapshot()
+		if i < 2 && (st.State != resilience.StateClosed || st.Consecutive != i+1) {
+			t.Fatalf("after %d callers' deadlines after 1 s of silence: %+v, want closed with %d failures", i+1, st, i+1)
+		}
+	}
+	if st := s.disk.Breaker().Snapshot(); st.State != resilience.StateOpen {
+		t.Fatalf("after 3 callers' deadlines after 1 s of silence: %+v, want open", st)
+	}
+
+	before := fs.requests.Load()
+	_, err := s.disk.Stat(context.Background(), "k")
+	p, _ := problem.As(err)
+	if !errors.Is(err, resilience.ErrOpen) || !storage503(err) || p.RetryAfter != 20*time.Second {
+		t.Fatalf("with the breaker open: %v (%+v), want the open breaker's 503 with Retry-After 20s", err, p)
+	}
+	if got := fs.requests.Load(); got != before {
+		t.Fatalf("the open breaker let %d requests through", got-before)
+	}
+}
+
+// A caller whose own upload body stalls (a client that stopped sending) holds
+// the operation up, not S3: the connection is quiet for longer than
+// connect_timeout before the caller's deadline, and the transport returns
+// only when the body's read does (1.5 s, then a short body), yet it is no
+// evidence.
+func TestS3StalledCallerBodyIsNoEvidence(t *testing.T) {
+	t.Parallel()
+	s, _ := startFault(t, `connect_timeout = "300ms"`, `read_timeout = "2s"`, `attempts = 1`, `breaker_failures = 1`)
+	for range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := s.disk.Put(ctx, "stalled", storage.Sized(stalledBody(1500*time.Millisecond), 1<<10), "")
+		cancel()
+		var de *problem.DependencyError
+		if !errors.As(err, &de) || de.Dependency != "storage" || errors.Is(err, resilience.ErrOpen) {
+			t.Fatalf("put with a stalled body: %v, want the storage dependency error", err)
+		}
+	}
+	if st := s.disk.Breaker().Snapshot(); st.State != resilience.StateClosed || st.Consecutive != 0 || st.WindowCalls != 0 {
+		t.Fatalf("after 2 stalled bodies: %+v, want closed with nothing counted", st)
+	}
+	if err := s.disk.Put(context.Background(), "k", strings.NewReader("v"), ""); err != nil {
+		t.Fatalf("put after the stalled bodies: %v", err)
+	}
+}
+
+// stalledBody is a body that sends nothing for its duration, then ends.
+type stalledBody time.Duration
+
+func (b stalledBody) Read([]byte) (int, error) {
+	time.Sleep(time.Duration(b))
+	return 0, io.EOF
 }
 
 // /ready with a hung S3 answers within readiness_timeout (status timeout, or a

@@ -95,6 +95,7 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 				return fmt.Errorf("storage disk %q: %w", name, err)
 			}
 			d.drv = sd
+			d.connect = cfg.ConnectTimeout
 			d.breaker = resilience.NewBreaker(resilience.BreakerOpts{
 				Name:          "storage." + name,
 				Failures:      cfg.BreakerFailures,
