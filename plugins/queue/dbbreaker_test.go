@@ -8,9 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jfastframework/jfast/drills"
 	"github.com/jfastframework/jfast/framework/resilience"
-	"github.com/jfastframework/jfast/jfasttest"
 	"github.com/jfastframework/jfast/plugins/db"
 	"github.com/jfastframework/jfast/plugins/queue"
 	"github.com/jfastframework/jfast/plugins/queue/queuetest"
@@ -28,13 +26,7 @@ import (
 // enqueues work on the same App.
 func TestEnqueueFailsFastOnOpenDBBreaker(t *testing.T) {
 	t.Parallel()
-	proxy, err := drills.StartProxy("127.0.0.1:5432")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	clk := jfasttest.NewClock()
-	name := queuetest.QueueName(t)
+	proxy, clk, name := proxied(t, "127.0.0.1:5432")
 	var q *queue.Plugin
 	svc := startApp(t, "postgres", queuetest.Config{
 		Queue: queuetest.QueueTOML(name, 1, `workers = false`, `enqueue_timeout = "30s"`),

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jfastframework/jfast/drills"
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/jfasttest"
@@ -121,4 +122,17 @@ func harness(backend string) queuetest.Harness {
 		}
 	}
 	return h
+}
+
+// proxied starts a fault proxy in front of target, closed with the test, and
+// returns it with a test clock and a queue name of the test's own: the start
+// of every outage test.
+func proxied(t *testing.T, target string) (*drills.Proxy, *resilience.TestClock, string) {
+	t.Helper()
+	proxy, err := drills.StartProxy(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	return proxy, jfasttest.NewClock(), queuetest.QueueName(t)
 }

@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jfastframework/jfast/drills"
 	"github.com/jfastframework/jfast/framework/resilience"
-	"github.com/jfastframework/jfast/jfasttest"
 	"github.com/jfastframework/jfast/plugins/queue"
 	"github.com/jfastframework/jfast/plugins/queue/queuetest"
 	"github.com/jfastframework/jfast/problem"
@@ -33,13 +31,7 @@ func TestBrokerOutage(t *testing.T) {
 }
 
 func brokerOutage(t *testing.T, backend, target string) {
-	proxy, err := drills.StartProxy(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	clk := jfasttest.NewClock()
-	name := queuetest.QueueName(t)
+	proxy, clk, name := proxied(t, target)
 	var mu sync.Mutex
 	handled := map[int]int{}
 	var q *queue.Plugin
@@ -76,7 +68,7 @@ func brokerOutage(t *testing.T, backend, target string) {
 		}
 	}
 	start := time.Now()
-	_, err = q.Enqueue(ctx, "order", queuetest.Receipt{Order: 105})
+	_, err := q.Enqueue(ctx, "order", queuetest.Receipt{Order: 105})
 	var de *problem.DependencyError
 	if !errors.As(err, &de) || !errors.Is(err, errOpen) || de.RetryAfter <= 0 {
 		t.Fatalf("enqueue after 5 failures = %v (%+v), want the open breaker with a retry-after", err, de)

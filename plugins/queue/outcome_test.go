@@ -141,13 +141,7 @@ func TestEnqueueOutcomeRedis(t *testing.T) {
 //     handled (the job enqueued after it, on the same queue, is).
 func TestEnqueueOutcomeRabbitMQ(t *testing.T) {
 	t.Parallel()
-	proxy, err := drills.StartProxy("127.0.0.1:5672")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	clk := jfasttest.NewClock()
-	name := queuetest.QueueName(t)
+	proxy, clk, name := proxied(t, "127.0.0.1:5672")
 	var mu sync.Mutex
 	handled := map[int]int{}
 	var q *queue.Plugin
@@ -174,7 +168,7 @@ func TestEnqueueOutcomeRabbitMQ(t *testing.T) {
 	if err := proxy.Hold(); err != nil {
 		t.Fatal(err)
 	}
-	_, err = q.Enqueue(ctx, "order", queuetest.Receipt{Order: 2})
+	_, err := q.Enqueue(ctx, "order", queuetest.Receipt{Order: 2})
 	assertOutcome(t, "enqueue 2 to the held broker", err, true)
 	if err := proxy.Pass(); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/jfastframework/jfast/drills"
 	"github.com/jfastframework/jfast/framework/resilience"
-	"github.com/jfastframework/jfast/jfasttest"
 	"github.com/jfastframework/jfast/plugins/queue"
 	"github.com/jfastframework/jfast/plugins/queue/queuetest"
 	"github.com/jfastframework/jfast/problem"
@@ -26,13 +25,7 @@ import (
 // before the outage is handled.
 func TestRabbitMQBrokerDrill(t *testing.T) {
 	t.Parallel()
-	proxy, err := drills.StartProxy("127.0.0.1:5672")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	clk := jfasttest.NewClock()
-	name := queuetest.QueueName(t)
+	proxy, clk, name := proxied(t, "127.0.0.1:5672")
 	var mu sync.Mutex
 	handled := map[int]int{}
 	inFlight := make(chan struct{})
@@ -84,7 +77,7 @@ func TestRabbitMQBrokerDrill(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	_, err = q.Enqueue(ctx, "order", queuetest.Receipt{Order: 105})
+	_, err := q.Enqueue(ctx, "order", queuetest.Receipt{Order: 105})
 	var de *problem.DependencyError
 	if !errors.As(err, &de) || !errors.Is(err, resilience.ErrOpen) || de.RetryAfter <= 0 {
 		t.Fatalf("enqueue after 5 failures = %v (%+v), want the open breaker with a retry-after", err, de)
