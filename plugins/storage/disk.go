@@ -8,9 +8,11 @@ import (
 	"io/fs"
 	"iter"
 	"mime"
+	"net"
 	"net/http"
 	"path"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jfastframework/jfast/framework/resilience"
@@ -222,19 +224,103 @@ func watchBody(r io.Reader) watched {
 
 // Get opens key for reading. The object is streamed: the caller must Close it.
 // A stall longer than read_timeout while reading the body fails the read.
+//
+// On an s3 disk the breaker learns from the whole body, not only from the
+// response headers: the operation counts as a success once the body has been
+// read to its end, as a failure when reading it fails on S3's side (the read
+// gap, a reset or early end of the connection, a caller's deadline after
+// connect_timeout of S3's silence), and as nothing when the caller stops
+// early (it closed the body, its cancel or short deadline cut it). See
+// downloadBody.
 func (d *Disk) Get(ctx context.Context, key string) (*Object, error) {
 	if err := validate(key, false); err != nil {
 		return nil, err
 	}
 	var obj *Object
-	err := d.do(ctx, opGet, key, nil, func(ctx context.Context) (err error) {
+	held, err := d.run(ctx, opGet, key, nil, true, func(ctx context.Context) (err error) {
 		obj, err = d.drv.get(ctx, key)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	if held != nil {
+		held.rc, held.size = obj.Body, obj.Size
+		obj.Body = held
+	}
 	return obj, nil
+}
+
+// downloadBody is an s3 Get's body, which reports the operation's outcome to
+// the breaker when the body is done: read to io.EOF (or closed after Size
+// bytes), a Success; a read that failed, what classify says of its error; closed
+// before its end, Ignore (the caller stopped reading: a write to its own
+// destination failed, or it wanted only part). Reads of the body run on the
+// caller's goroutine, each bounded by the connection's read gap, and end with
+// the caller's context (the transport closes the connection then).
+//
+// A closed breaker's ticket holds nothing, so it is kept until the body is
+// done. A half-open breaker's probe is not: a long download would hold the
+// probe and refuse every other operation meanwhile, so a probe is settled as a
+// Success when the headers arrive (S3 answered), and a failure of its body
+// afterwards counts as a fresh one, with a ticket of its own.
+type downloadBody struct {
+	rc      io.ReadCloser
+	size    int64        // the object's length, from Content-Length (S3 always sends it for a GetObject)
+	n       atomic.Int64 // bytes read so far
+	ctx     context.Context
+	pr      *progress
+	connect time.Duration
+	breaker *resilience.Breaker
+	ticket  resilience.Ticket
+	late    bool // ticket was a probe, settled at the headers
+	done    atomic.Bool
+}
+
+func (b *downloadBody) Read(p []byte) (int, error) {
+	// The time since the previous read was the caller's (writing out what it
+	// read), not S3's silence.
+	b.pr.waiting()
+	n, err := b.rc.Read(p)
+	b.n.Add(int64(n))
+	switch {
+	case err == io.EOF:
+		b.settle(resilience.Success)
+	case err != nil:
+		b.settle(classify(b.ctx, err, b.pr, b.connect))
+	}
+	return n, err
+}
+
+// Close closes the body. Closing it before its end is no evidence either way;
+// closing it after Size bytes without having read io.EOF is a Success.
+func (b *downloadBody) Close() error {
+	if b.n.Load() >= b.size {
+		b.settle(resilience.Success)
+	} else {
+		b.settle(resilience.Ignore)
+	}
+	return b.rc.Close()
+}
+
+// settle reports the operation's outcome, once: a Read failing on one
+// goroutine and a Close on another may both try.
+func (b *downloadBody) settle(o resilience.Outcome) {
+	if !b.done.CompareAndSwap(false, true) {
+		return
+	}
+	if !b.late {
+		b.ticket.Done(o)
+		return
+	}
+	if o == resilience.Failure {
+		// The probe closed the breaker at the headers; the body failing
+		// since is evidence of now. An open breaker refuses the ticket: it
+		// knows already.
+		if t, err := b.breaker.Allow(); err == nil {
+			t.Done(resilience.Failure)
+		}
+	}
 }
 
 // Stat returns what is known about key without reading it.
@@ -350,10 +436,17 @@ const (
 )
 
 // do runs one operation under the breaker and turns its error into what the
-// caller gets. The breaker's ticket is settled when fn returns: for Get that is
-// when the response headers arrived, not when the body was read. body is Put's
+// caller gets. The breaker's ticket is settled when fn returns. body is Put's
 // body (nil for the other operations).
 func (d *Disk) do(ctx context.Context, op, key string, body watched, fn func(context.Context) error) error {
+	_, err := d.run(ctx, op, key, body, false, fn)
+	return err
+}
+
+// run is do. With hold, an operation that succeeded on a disk with a breaker
+// does not settle its ticket: the returned downloadBody does, when the body it
+// will wrap is done (Get). Otherwise the *downloadBody is nil.
+func (d *Disk) run(ctx context.Context, op, key string, body watched, hold bool, fn func(context.Context) error) (*downloadBody, error) {
 	start := time.Now()
 	ticket, err := d.breaker.Allow()
 	if err != nil {
@@ -363,7 +456,7 @@ func (d *Disk) do(ctx context.Context, op, key string, body watched, fn func(con
 		if errors.As(err, &oe) {
 			ra = oe.RetryAfter()
 		}
-		return &problem.DependencyError{Dependency: dependency, Err: fmt.Errorf("storage disk %q: %s %q: %w", d.name, op, key, err), RetryAfter: ra}
+		return nil, &problem.DependencyError{Dependency: dependency, Err: fmt.Errorf("storage disk %q: %s %q: %w", d.name, op, key, err), RetryAfter: ra}
 	}
 	opCtx, pr := ctx, (*progress)(nil)
 	if d.breaker != nil {
@@ -373,34 +466,45 @@ func (d *Disk) do(ctx context.Context, op, key string, body watched, fn func(con
 		}
 	}
 	err = fn(opCtx)
-	ticket.Done(classify(ctx, err, pr, d.connect))
+	var held *downloadBody
+	if hold && err == nil && d.breaker != nil {
+		held = &downloadBody{ctx: ctx, pr: pr, connect: d.connect, breaker: d.breaker, ticket: ticket}
+		if ticket.Probe() {
+			ticket.Done(resilience.Success)
+			held.late = true
+		}
+	} else {
+		ticket.Done(classify(ctx, err, pr, d.connect))
+	}
 	switch {
 	case err == nil:
 		d.metrics.observe(d.name, op, outcomeOK, start)
-		return nil
+		return held, nil
 	case errors.Is(err, ErrNotExist):
 		d.metrics.observe(d.name, op, outcomeNotFound, start)
-		return fmt.Errorf("storage disk %q: %s %q: %w", d.name, op, key, err)
+		return nil, fmt.Errorf("storage disk %q: %s %q: %w", d.name, op, key, err)
 	case errors.Is(err, ErrInvalidKey), errors.Is(err, ErrConflict), errors.As(err, new(*BodyError)):
 		// The caller's: each renders as its own 4xx, not as the disk's 503.
 		d.metrics.observe(d.name, op, outcomeError, start)
-		return fmt.Errorf("storage disk %q: %s %q: %w", d.name, op, key, err)
+		return nil, fmt.Errorf("storage disk %q: %s %q: %w", d.name, op, key, err)
 	}
 	d.metrics.observe(d.name, op, outcomeError, start)
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		// The caller gave up: not the dependency's fault, and nobody reads a 503.
-		return fmt.Errorf("storage disk %q: %s %q: %w", d.name, op, key, err)
+		return nil, fmt.Errorf("storage disk %q: %s %q: %w", d.name, op, key, err)
 	}
-	return &problem.DependencyError{Dependency: dependency, Err: fmt.Errorf("storage disk %q: %s %q: %w", d.name, op, key, err)}
+	return nil, &problem.DependencyError{Dependency: dependency, Err: fmt.Errorf("storage disk %q: %s %q: %w", d.name, op, key, err)}
 }
 
 // classify decides what an operation's result means for the breaker: a missing
-// object or any other answer the server gave below 500 is success (it
-// answered); a failing upload body is no evidence; a transport error, a
-// timeout of the disk's own (the read gap, connect_timeout) or a 5xx is a
-// failure. An operation cut by its caller (resilience.CutByCaller) is judged
-// by silentCut: a cancel is no evidence, a deadline is a failure when S3 had
-// been silent (pr) for connect_timeout (connect) or longer.
+// object or any other answer S3 gave below 500 is success (it answered); a
+// failing upload body is no evidence; a transport error, a timeout of the
+// disk's own (the read gap, connect_timeout) or a 5xx is a failure. A response
+// below 500 whose transfer broke (interrupted) is no answer: S3 began one and
+// did not finish it, which is judged like a transport error. An operation cut
+// by its caller (resilience.CutByCaller) is judged by silentCut: a cancel is
+// no evidence, a deadline is a failure when S3 had been silent (pr) for
+// connect_timeout (connect) or longer.
 //
 // The disk's own deadlines move with progress (a gap between bytes, a connect
 // per attempt), so there is no fixed deadline to compare with: when the
@@ -414,7 +518,7 @@ func classify(ctx context.Context, err error, pr *progress, connect time.Duratio
 	case errors.As(err, new(*BodyError)):
 		return resilience.Ignore
 	}
-	if status, ok := httpStatus(err); ok && status < 500 {
+	if status, ok := httpStatus(err); ok && status < 500 && !interrupted(err) {
 		return resilience.Success
 	}
 	if resilience.CutByCaller(ctx, time.Time{}) {
@@ -424,6 +528,18 @@ func classify(ctx context.Context, err error, pr *progress, connect time.Duratio
 		return silentCut(ctx, pr.silence(time.Now()), connect)
 	}
 	return resilience.Failure
+}
+
+// interrupted reports whether err ended a transfer before its end: the
+// connection failed or timed out (a net.Error: the read gap, a reset, whose
+// syscall.Errno is one too; context.DeadlineExceeded is one, context.Canceled
+// is asked apart), or it ended early (io.ErrUnexpectedEOF, what net/http
+// reports for a body shorter than its Content-Length or a chunked body cut
+// off). An error S3 sent whole, even one that could not be decoded (a proxy's
+// HTML page), holds none of them.
+func interrupted(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, context.Canceled)
 }
 
 // Sized tells Put the length of a body whose length it cannot find out itself

@@ -66,11 +66,12 @@ func stamp(a *atomic.Int64, t int64) {
 
 // progress is what one S3 operation knows of when it last heard from S3: its
 // start, the connections it used (each stamps its own reads and writes, see
-// gapConn), the first byte of each response, and the caller's upload body,
-// whose reads are the caller's time, not S3's.
+// gapConn), the first byte of each response, the caller's upload body, whose
+// reads are the caller's time, not S3's, and for a Get each read of the body
+// by the caller, before which the time was the caller's too.
 type progress struct {
 	start   int64        // stamp of the operation's start
-	last    atomic.Int64 // first response bytes, and reads of the caller's body that returned
+	last    atomic.Int64 // first response bytes, reads of the caller's body that returned, reads of a Get's body that began
 	reading atomic.Int32 // reads of the caller's body in flight
 
 	mu    sync.Mutex
@@ -102,6 +103,11 @@ func (p *progress) bodyReadDone() {
 	stamp(&p.last, stampAt(time.Now()))
 	p.reading.Add(-1)
 }
+
+// waiting marks the start of a read of a Get's body by its caller: the time
+// since its previous read was the caller's (writing out what it read), not
+// S3's silence.
+func (p *progress) waiting() { stamp(&p.last, stampAt(time.Now())) }
 
 // silence returns how long the operation had gone, at now, with no byte
 // received or sent on its connections, no response begun, and no read of the
