@@ -40,7 +40,9 @@
 // [ErrNotExist]. An operation cut by its caller's deadline is a 503 too, and
 // counts against the breaker only when S3 had been silent for connect_timeout
 // before the cut; a cancelled caller never counts ([resilience.CutByCaller],
-// docs/storage.md). On a local disk, a Put whose key conflicts with a stored
+// docs/storage.md). A response S3 began and did not finish (a Get or List body
+// that stalls past read_timeout, is reset or ends early) counts as a failure;
+// a Get body the caller closes early does not. On a local disk, a Put whose key conflicts with a stored
 // object ("a/b" while "a" is stored) is the caller's [*ConflictError], a 409.
 //
 // See docs/storage.md for every key, its default and its reason.
