@@ -2,16 +2,17 @@ package queue
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
@@ -30,6 +31,7 @@ type asynqBackend struct {
 	rdb       redis.UniversalClient
 	client    *asynq.Client
 	inspector *asynq.Inspector
+	opts      asynqOptions
 
 	mu      sync.Mutex
 	servers []*asynq.Server
@@ -38,53 +40,124 @@ type asynqBackend struct {
 	cancelHard context.CancelFunc
 }
 
+// derivesNoContext implements sharedTimerBackend: go-redis derives a context
+// from a command's only to dial.
+func (b *asynqBackend) derivesNoContext() {}
+
 func (b *asynqBackend) Open(_ context.Context, env BackendEnv) error {
 	rdb, ok := env.Shared.(redis.UniversalClient)
 	if !ok {
 		return fmt.Errorf("redis backend needs a redis.UniversalClient, got %T", env.Shared)
 	}
 	b.env, b.rdb = env, rdb
+	b.opts = newAsynqOptions(env)
 	b.client = asynq.NewClientFromRedisClient(scriptRecorder{rdb})
 	b.inspector = asynq.NewInspectorFromRedisClient(rdb)
 	return nil
 }
 
-// taskID is the asynq task ID: derived from the unique key (asynq refuses a
-// second task with the same ID in the queue) or random.
-func taskID(m *Message) string {
-	if m.UniqueKey != "" {
-		return "u:" + m.Kind + ":" + m.UniqueKey
+// asynqOptions are the asynq options of the enqueues that use the defaults,
+// made once at Open: an option made per call costs an allocation each.
+type asynqOptions struct {
+	queues   map[string]asynq.Option // asynq.Queue of each configured queue
+	maxRetry asynq.Option            // asynq.MaxRetry(max_attempts)
+	timeout  asynq.Option            // asynq.Timeout(job_timeout + 1s)
+}
+
+func newAsynqOptions(env BackendEnv) asynqOptions {
+	o := asynqOptions{
+		queues:   make(map[string]asynq.Option, len(env.Queues)),
+		maxRetry: asynq.MaxRetry(env.Config.MaxAttempts),
+		timeout:  asynq.Timeout(env.Config.JobTimeout + time.Second),
 	}
-	return uuid.NewString()
+	for _, q := range env.Queues {
+		o.queues[q] = asynq.Queue(q)
+	}
+	return o
+}
+
+// taskID returns the asynq task ID of m and the Result's ID (queue/task ID).
+// A job with a unique key has an ID derived from it: asynq refuses a second
+// task with the same ID in the queue. Any other job has a random UUID
+// (version 4), drawn from math/rand/v2's generator (ChaCha8, seeded from the
+// operating system's randomness in every process): a task ID must be unique
+// in its queue, which 122 random bits make as certain as crypto/rand's do,
+// and need not be secret (it is no credential: the dead-letter API that
+// takes it is the operator's). The ID is written once, as the Result's ID,
+// and the task ID is its tail.
+func taskID(m *Message) (id, resultID string) {
+	if m.UniqueKey != "" {
+		id = "u:" + m.Kind + ":" + m.UniqueKey
+		return id, m.Queue + "/" + id
+	}
+	var u [36]byte
+	putUUIDv4(&u, rand.Uint64(), rand.Uint64())
+	var b strings.Builder
+	b.Grow(len(m.Queue) + 1 + len(u))
+	b.WriteString(m.Queue)
+	b.WriteByte('/')
+	b.Write(u[:])
+	resultID = b.String()
+	return resultID[len(m.Queue)+1:], resultID
+}
+
+// putUUIDv4 writes the random bits hi, lo as a version 4 UUID in its text form
+// (xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx, lowercase, as github.com/google/uuid
+// writes it).
+func putUUIDv4(dst *[36]byte, hi, lo uint64) {
+	var raw [16]byte
+	binary.BigEndian.PutUint64(raw[:8], hi)
+	binary.BigEndian.PutUint64(raw[8:], lo)
+	raw[6] = raw[6]&0x0f | 0x40 // version 4
+	raw[8] = raw[8]&0x3f | 0x80 // variant RFC 9562
+	const digits = "0123456789abcdef"
+	j := 0
+	for i, c := range raw {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			dst[j] = '-'
+			j++
+		}
+		dst[j], dst[j+1] = digits[c>>4], digits[c&0x0f]
+		j += 2
+	}
 }
 
 func (b *asynqBackend) Enqueue(ctx context.Context, m *Message) (Result, error) {
-	id := taskID(m)
-	opts := []asynq.Option{
-		asynq.Queue(m.Queue),
-		asynq.TaskID(id),
-		// One retry more than max_attempts allows: the handler wrapper sends
-		// the last counted failure to the dead letter itself, so an attempt
-		// that is not counted (shutdown, unknown kind) never hits asynq's own
-		// limit and is archived by mistake.
-		asynq.MaxRetry(m.MaxAttempts),
-		// asynq's own deadline backs up the plugin's, a second later, so the
-		// recorded error is the plugin's timeout.
-		asynq.Timeout(m.Timeout + time.Second),
+	id, resultID := taskID(m)
+	queue, ok := b.opts.queues[m.Queue]
+	if !ok {
+		queue = asynq.Queue(m.Queue)
 	}
+	// One retry more than max_attempts allows: the handler wrapper sends the
+	// last counted failure to the dead letter itself, so an attempt that is
+	// not counted (shutdown, unknown kind) never hits asynq's own limit and is
+	// archived by mistake.
+	maxRetry := b.opts.maxRetry
+	if m.MaxAttempts != b.env.Config.MaxAttempts {
+		maxRetry = asynq.MaxRetry(m.MaxAttempts)
+	}
+	// asynq's own deadline backs up the plugin's, a second later, so the
+	// recorded error is the plugin's timeout.
+	timeout := b.opts.timeout
+	if m.Timeout != b.env.Config.JobTimeout {
+		timeout = asynq.Timeout(m.Timeout + time.Second)
+	}
+	opts := [5]asynq.Option{queue, asynq.TaskID(id), maxRetry, timeout}
+	n := 4
 	if !m.RunAt.IsZero() {
 		// asynq keeps due times in whole seconds: round up, never run early.
-		opts = append(opts, asynq.ProcessAt(ceilSecond(m.RunAt)))
+		opts[n] = asynq.ProcessAt(ceilSecond(m.RunAt))
+		n++
 	}
-	rec := &scriptRecord{}
-	_, err := b.client.EnqueueContext(context.WithValue(ctx, scriptRecordKey{}, rec), asynq.NewTask(m.Kind, m.Envelope), opts...)
+	rec := &scriptRecord{Context: ctx}
+	_, err := b.client.EnqueueContext(rec, asynq.NewTask(m.Kind, m.Envelope), opts[:n]...)
 	if errors.Is(err, asynq.ErrTaskIDConflict) && m.UniqueKey != "" {
-		return Result{ID: m.Queue + "/" + id, Queue: m.Queue, Duplicate: true}, nil
+		return Result{ID: resultID, Queue: m.Queue, Duplicate: true}, nil
 	}
 	if err != nil {
 		return Result{}, rec.outcome(err)
 	}
-	return Result{ID: m.Queue + "/" + id, Queue: m.Queue}, nil
+	return Result{ID: resultID, Queue: m.Queue}, nil
 }
 
 // scriptRecorder is the shared client as asynq's Client sees it. A task is
@@ -96,14 +169,26 @@ func (b *asynqBackend) Enqueue(ctx context.Context, m *Message) (Result, error) 
 // plugin's hook (breaker, command_timeout).
 type scriptRecorder struct{ redis.UniversalClient }
 
-// scriptRecord is the last script command of one Enqueue (asynq makes its
-// commands one after the other, on the Enqueue's goroutine).
+// scriptRecord is the context of one Enqueue's asynq call, which keeps the
+// last script command made under it (asynq makes its commands one after the
+// other, on the Enqueue's goroutine). The context and the record are one
+// allocation.
 type scriptRecord struct {
+	context.Context
 	sent bool  // a script command was made
 	err  error // its error, as the shared client returned it
 }
 
 type scriptRecordKey struct{}
+
+// Value implements context.Context: the record under scriptRecordKey, the
+// Enqueue's context's values under any other key.
+func (r *scriptRecord) Value(key any) any {
+	if key == (scriptRecordKey{}) {
+		return r
+	}
+	return r.Context.Value(key)
+}
 
 func (c scriptRecorder) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
 	cmd := c.UniversalClient.EvalSha(ctx, sha1, keys, args...)

@@ -21,12 +21,19 @@ import (
 // enqueue per iteration, in alternating order, on the same App's pool or client,
 // and reports the median of each and the overhead: on a shared 2-core machine two
 // sub-benchmarks run one after the other disagree by far more than the layer
-// costs, while interleaved medians move together.
+// costs, while interleaved medians move together. Both calls get the same
+// context: context.Background(), or in redis-cancellable a context that can
+// be cancelled and has no deadline (as a request's or a job's can end), which
+// jfast's enqueue deadline has to follow.
 //
-//	go test -run '^$' -bench BenchmarkEnqueueInterleaved -benchtime 2000x -count 3 ./plugins/queue/
+//	go test -run '^$' -bench BenchmarkEnqueueInterleaved -benchtime 3000x -count 4 ./plugins/queue/
 func BenchmarkEnqueueInterleaved(b *testing.B) {
-	for _, backend := range []string{"postgres", "redis"} {
-		b.Run(backend, func(b *testing.B) {
+	for _, bc := range []struct {
+		name, backend string
+		cancellable   bool
+	}{{"postgres", "postgres", false}, {"redis", "redis", false}, {"redis-cancellable", "redis", true}} {
+		backend := bc.backend
+		b.Run(bc.name, func(b *testing.B) {
 			name := queuetest.QueueName(b)
 			svc := startApp(b, backend, queuetest.Config{App: `log_level = "warn"`, Queue: queuetest.QueueTOML(name, 1, "workers = false")}, nil, appOpts{})
 			q, err := queue.From(svc.App)
@@ -34,6 +41,11 @@ func BenchmarkEnqueueInterleaved(b *testing.B) {
 				b.Fatal(err)
 			}
 			ctx := context.Background()
+			if bc.cancellable {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				defer cancel()
+			}
 			var bare func() error
 			switch backend {
 			case "postgres":

@@ -1,6 +1,9 @@
 package queue
 
 import (
+	"maps"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,6 +13,13 @@ type metrics struct {
 	enq  *prometheus.CounterVec
 	jobs *prometheus.CounterVec
 	dur  *prometheus.HistogramVec
+
+	// enqOK is enq's "ok" counter of each kind enqueued so far, so that a
+	// successful enqueue does not hash its labels and look them up in enq
+	// (about 100 ns against 20). Copied on write (a new kind), read without
+	// a lock; never nil.
+	enqOK   atomic.Pointer[map[string]prometheus.Counter]
+	enqOKMu sync.Mutex
 }
 
 func newMetrics(reg *prometheus.Registry) (*metrics, error) {
@@ -28,6 +38,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30, 60, 300},
 		}, []string{"kind"}),
 	}
+	m.enqOK.Store(&map[string]prometheus.Counter{})
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.enq, m.jobs, m.dur} {
 			if err := reg.Register(c); err != nil {
@@ -39,6 +50,25 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 }
 
 func (m *metrics) enqueued(kind, outcome string) { m.enq.WithLabelValues(kind, outcome).Inc() }
+
+// enqueuedOK counts a successful enqueue: enqueued(kind, "ok").
+func (m *metrics) enqueuedOK(kind string) {
+	if c, ok := (*m.enqOK.Load())[kind]; ok {
+		c.Inc()
+		return
+	}
+	m.enqOKMu.Lock()
+	defer m.enqOKMu.Unlock()
+	old := *m.enqOK.Load()
+	c, ok := old[kind]
+	if !ok {
+		c = m.enq.WithLabelValues(kind, "ok")
+		next := maps.Clone(old)
+		next[kind] = c
+		m.enqOK.Store(&next)
+	}
+	c.Inc()
+}
 
 func (m *metrics) observe(kind, outcome string, d time.Duration) {
 	m.jobs.WithLabelValues(kind, outcome).Inc()

@@ -46,6 +46,13 @@ type Plugin struct {
 	breaker *resilience.Breaker
 	backoff resilience.Backoff
 	metrics *metrics
+	// defQueue is the default queue, found once at Start ("" before).
+	defQueue string
+	// sharedTimer: the backend is a sharedTimerBackend; deadlines times its
+	// enqueues' enqueue_timeout, made at the first.
+	sharedTimer   bool
+	deadlines     *deadlines
+	deadlinesOnce sync.Once
 
 	mu             sync.Mutex
 	handlers       map[string]handler
@@ -102,7 +109,9 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 		return err
 	}
 	p.metrics = m
+	p.defQueue = p.defaultQueue()
 	p.backend = backendFactories[p.cfg.Backend]()
+	_, p.sharedTimer = p.backend.(sharedTimerBackend)
 	env := BackendEnv{
 		Config:          p.cfg,
 		Queues:          p.cfg.queueNames(),
@@ -268,6 +277,9 @@ func (p *Plugin) extractors() []func(context.Context, map[string]string) context
 }
 
 func (p *Plugin) defaultQueue() string {
+	if p.defQueue != "" {
+		return p.defQueue
+	}
 	if _, ok := p.cfg.Queues[DefaultQueue]; ok {
 		return DefaultQueue
 	}
@@ -279,17 +291,23 @@ func (p *Plugin) message(ctx context.Context, kind string, payload any, opts []O
 	if !p.started {
 		return nil, errors.New("queue: the queue plugin is not started")
 	}
-	if !kindRe.MatchString(kind) {
+	if !validKind(kind) {
 		return nil, fmt.Errorf("queue: job kind %q must be letters, digits, _ . : and -, at most 100", kind)
 	}
 	var o options
-	for _, opt := range opts {
-		opt(&o)
+	if len(opts) > 0 {
+		// Options write through a pointer the compiler cannot follow: only
+		// a call that has options pays for o on the heap.
+		po := new(options)
+		for _, opt := range opts {
+			opt(po)
+		}
+		o = *po
 	}
 	if o.queue == "" {
 		o.queue = p.defaultQueue()
 	}
-	if !queueNameRe.MatchString(o.queue) {
+	if !validQueueName(o.queue) {
 		return nil, fmt.Errorf("queue: queue name %q must be lowercase letters, digits, _ and -", o.queue)
 	}
 	if o.timeout < 0 || o.timeout > p.cfg.JobTimeout {
@@ -406,7 +424,7 @@ func (p *Plugin) guard(ctx context.Context, kind string, fn func(context.Context
 		p.metrics.enqueued(kind, "breaker_open")
 		return Result{}, &problem.DependencyError{Dependency: Name, Err: notEnqueued(err), RetryAfter: retryAfterOf(err)}
 	}
-	cctx, cancel := context.WithTimeout(ctx, p.cfg.EnqueueTimeout)
+	cctx, end := p.enqueueContext(ctx)
 	res, err := fn(cctx)
 	maybe := err != nil && mayBeEnqueued(err)
 	if err != nil && retryableEnqueue(err) && cctx.Err() == nil {
@@ -418,10 +436,10 @@ func (p *Plugin) guard(ctx context.Context, kind string, fn func(context.Context
 		res, err = fn(cctx)
 		maybe = maybe || (err != nil && mayBeEnqueued(err))
 	}
-	cancel()
+	end.release()
 	if err == nil {
 		ticket.Done(resilience.Success)
-		p.metrics.enqueued(kind, "ok")
+		p.metrics.enqueuedOK(kind)
 		return res, nil
 	}
 	switch {
@@ -450,6 +468,46 @@ func (p *Plugin) guard(ctx context.Context, kind string, fn func(context.Context
 	}
 	p.metrics.enqueued(kind, "error")
 	return Result{}, de
+}
+
+// enqueueContext bounds one enqueue by enqueue_timeout, with the deadline
+// context.WithTimeout would give it; call end's release when the enqueue
+// returns.
+//
+//   - A caller whose own deadline comes no later already bounds it: its
+//     context is used as is (WithTimeout would return a cancel context under
+//     it, with the same deadline; nothing the backends start outlives their
+//     Enqueue, so there is nothing to cancel after it).
+//   - A caller's context that never ends (Done is nil), on a backend that
+//     takes it: timed by the plugin's shared timer (see [deadlines]).
+//   - Any other: context.WithDeadline.
+func (p *Plugin) enqueueContext(ctx context.Context) (cctx context.Context, end enqueueEnd) {
+	deadline := time.Now().Add(p.cfg.EnqueueTimeout)
+	if dl, ok := ctx.Deadline(); ok && !dl.After(deadline) {
+		return ctx, enqueueEnd{}
+	}
+	if ctx.Done() != nil || !p.sharedTimer {
+		cctx, end.cancel = context.WithDeadline(ctx, deadline)
+		return cctx, end
+	}
+	p.deadlinesOnce.Do(func() { p.deadlines = newDeadlines() })
+	end.own = p.deadlines.start(ctx, deadline)
+	return end.own, end
+}
+
+// enqueueEnd ends the context enqueueContext made, if it made one.
+type enqueueEnd struct {
+	own    *enqueueContext
+	cancel context.CancelFunc
+}
+
+func (e enqueueEnd) release() {
+	switch {
+	case e.own != nil:
+		e.own.cancel()
+	case e.cancel != nil:
+		e.cancel()
+	}
 }
 
 // retryableEnqueue reports whether another attempt may succeed: a transport
