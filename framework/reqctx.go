@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/jfastframework/jfast/internal/ctxkey"
 	"github.com/jfastframework/jfast/requestid"
 )
 
@@ -54,29 +55,6 @@ const (
 	byDeadline
 	byEnd
 )
-
-// cancelCtxKey is the key context.Cause and the context package's
-// parent-finding use (the address of an unexported variable of the context
-// package), read once by calling Cause on a probe. Value answers it from the
-// built context so Cause reports the built context's cause.
-var cancelCtxKey = func() (key any) {
-	context.Cause(keyProbe{Context: context.Background(), seen: &key})
-	return key
-}()
-
-type keyProbe struct {
-	context.Context
-	seen *any
-}
-
-func (keyProbe) Err() error { return context.Canceled } // Cause asks Value only when Err is set
-
-func (p keyProbe) Value(key any) any {
-	if *p.seen == nil {
-		*p.seen = key
-	}
-	return nil
-}
 
 // newRequestContext returns the request's context. inbound is the client's
 // request ID (used when [requestid.Valid]); the ID is also set on the response
@@ -132,7 +110,9 @@ func (c *requestContext) Value(key any) any {
 			return route
 		}
 	}
-	if key == cancelCtxKey {
+	if key == ctxkey.Cancel {
+		// context.Cause, or a context being derived: both get the built
+		// deadline context's own cancel context.
 		return c.build().Value(key)
 	}
 	return c.parent.Value(key)

@@ -51,12 +51,6 @@ func wantLive(t *testing.T, ctx context.Context) {
 	}
 }
 
-func TestRequestContextProbeFoundCancelKey(t *testing.T) {
-	if cancelCtxKey == nil {
-		t.Fatal("the probe did not see the context package's cancel key: context.Cause changed; revisit requestContext.Value")
-	}
-}
-
 func TestRequestContextIDAndHeader(t *testing.T) {
 	h := http.Header{}
 	ctx := newRequestContext(context.Background(), "abc-123", h, time.Now(), far, nil)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/jfastframework/jfast/internal/ctxkey"
 )
 
 // deadlines times the enqueue_timeout of the enqueues whose caller's context
@@ -186,30 +188,8 @@ func (c *enqueueContext) Err() error {
 // package's own key for the cancel context it derives from (a context derived
 // from c then watches c's Done, and context.Cause(c) is c's Err).
 func (c *enqueueContext) Value(key any) any {
-	if key == cancelCtxKey {
+	if key == ctxkey.Cancel {
 		return nil
 	}
 	return c.Context.Value(key)
-}
-
-// cancelCtxKey is the key under which the context package looks for the
-// cancel context a context derives from (the address of an unexported
-// variable), read once by calling context.Cause on a probe.
-var cancelCtxKey = func() (key any) {
-	context.Cause(keyProbe{Context: context.Background(), seen: &key})
-	return key
-}()
-
-type keyProbe struct {
-	context.Context
-	seen *any
-}
-
-func (keyProbe) Err() error { return context.Canceled } // Cause asks Value only when Err is set
-
-func (p keyProbe) Value(key any) any {
-	if *p.seen == nil {
-		*p.seen = key
-	}
-	return nil
 }
