@@ -2,9 +2,12 @@ package queue_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/go-chi/chi/v5"
 	"github.com/jfastframework/jfast/plugins/queue"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 	"github.com/jfastframework/jfast/plugins/cache"
 	"github.com/jfastframework/jfast/plugins/db"
 	"github.com/jfastframework/jfast/plugins/queue/queuetest"
+	"github.com/jfastframework/jfast/problem"
 )
 
 // depPlugin returns the plugin the backend shares its connections with: the db
@@ -135,4 +139,38 @@ func proxied(t *testing.T, target string) (*drills.Proxy, *resilience.TestClock,
 	}
 	t.Cleanup(func() { proxy.Close() })
 	return proxy, jfasttest.NewClock(), queuetest.QueueName(t)
+}
+
+// enqueueUntilBreakerOpens enqueues during an outage: five enqueues each fail
+// within enqueue_timeout (1 s) with a queue dependency error, the sixth is
+// refused at once by the open breaker with a Retry-After, and a route that
+// enqueues answers 503 naming queue.
+func enqueueUntilBreakerOpens(t *testing.T, q *queue.Plugin, svc *jfasttest.Service) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range 5 {
+		start := time.Now()
+		_, err := q.Enqueue(ctx, "order", queuetest.Receipt{Order: 100 + i})
+		took := time.Since(start)
+		var de *problem.DependencyError
+		if !errors.As(err, &de) || de.Dependency != "queue" {
+			t.Fatalf("enqueue %d during the outage = %v, want a queue dependency error", i, err)
+		}
+		if took > 1500*time.Millisecond {
+			t.Fatalf("enqueue %d took %s, want within enqueue_timeout (1s)", i, took)
+		}
+	}
+	start := time.Now()
+	_, err := q.Enqueue(ctx, "order", queuetest.Receipt{Order: 105})
+	var de *problem.DependencyError
+	if !errors.As(err, &de) || !errors.Is(err, resilience.ErrOpen) || de.RetryAfter <= 0 {
+		t.Fatalf("enqueue after 5 failures = %v (%+v), want the open breaker with a retry-after", err, de)
+	}
+	if took := time.Since(start); took > 50*time.Millisecond {
+		t.Fatalf("enqueue with the breaker open took %s, want at once", took)
+	}
+	resp := svc.Do(t, http.MethodPost, "/orders", "")
+	if resp.Status != http.StatusServiceUnavailable || !strings.Contains(resp.String(), `"dependency":"queue"`) || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("POST /orders during the outage = %d %s %v", resp.Status, resp.String(), resp.Header)
+	}
 }

@@ -2,7 +2,6 @@ package queue_test
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -10,10 +9,8 @@ import (
 	"time"
 
 	"github.com/jfastframework/jfast/drills"
-	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/plugins/queue"
 	"github.com/jfastframework/jfast/plugins/queue/queuetest"
-	"github.com/jfastframework/jfast/problem"
 )
 
 // The broker drill: a fault proxy in front of the machine's RabbitMQ hangs
@@ -64,31 +61,7 @@ func TestRabbitMQBrokerDrill(t *testing.T) {
 	if err := proxy.Blackhole(); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 5 {
-		start := time.Now()
-		_, err := q.Enqueue(ctx, "order", queuetest.Receipt{Order: 100 + i})
-		took := time.Since(start)
-		var de *problem.DependencyError
-		if !errors.As(err, &de) || de.Dependency != "queue" {
-			t.Fatalf("enqueue %d during the outage = %v, want a queue dependency error", i, err)
-		}
-		if took > 1500*time.Millisecond {
-			t.Fatalf("enqueue %d took %s, want within enqueue_timeout (1s)", i, took)
-		}
-	}
-	start := time.Now()
-	_, err := q.Enqueue(ctx, "order", queuetest.Receipt{Order: 105})
-	var de *problem.DependencyError
-	if !errors.As(err, &de) || !errors.Is(err, resilience.ErrOpen) || de.RetryAfter <= 0 {
-		t.Fatalf("enqueue after 5 failures = %v (%+v), want the open breaker with a retry-after", err, de)
-	}
-	if took := time.Since(start); took > 50*time.Millisecond {
-		t.Fatalf("enqueue with the breaker open took %s, want at once", took)
-	}
-	resp := svc.Do(t, http.MethodPost, "/orders", "")
-	if resp.Status != http.StatusServiceUnavailable || !strings.Contains(resp.String(), `"dependency":"queue"`) || resp.Header.Get("Retry-After") == "" {
-		t.Fatalf("POST /orders during the outage = %d %s %v", resp.Status, resp.String(), resp.Header)
-	}
+	enqueueUntilBreakerOpens(t, q, svc)
 	ready := svc.Get(t, "/ready")
 	if ready.Status != http.StatusOK || !strings.Contains(ready.String(), `"status":"degraded"`) || !strings.Contains(ready.String(), `"queue":{"healthy":false`) {
 		t.Fatalf("/ready during the outage = %d %s", ready.Status, ready.String())
