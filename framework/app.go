@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -179,7 +180,7 @@ func (a *App) bind(errs *ConfigErrors) {
 	top := map[string]int{"app": 0, "plugins": 1, "plugin": 2}
 	for _, k := range sortedKeys(tree) {
 		if _, ok := top[k]; !ok {
-			b.unknown(k, k, top)
+			b.unknown(k, k, slices.Collect(maps.Keys(top)))
 		}
 	}
 	if m, ok := tableAt(b, tree, "app"); ok {
@@ -250,7 +251,7 @@ func (a *App) bind(errs *ConfigErrors) {
 			b.bindStruct(key, reflectValue(cp.Config()), m)
 		} else {
 			for _, k := range sortedKeys(m) {
-				b.unknown(key+"."+k, k, map[string]int{"critical": 0})
+				b.unknown(key+"."+k, k, []string{"critical"})
 			}
 		}
 		if !enabled[name] {

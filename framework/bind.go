@@ -4,13 +4,17 @@ import (
 	"encoding"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
+
+	"github.com/jfastframework/jfast/internal/tomltext"
 )
 
 // Defaulter is implemented by the element type of a map of tables (for example one
@@ -38,22 +42,12 @@ func (b *binder) errorf(key, fix, format string, args ...any) {
 	*b.errs = append(*b.errs, ConfigError{Key: key, Problem: fmt.Sprintf(format, args...), Fix: fix})
 }
 
-// fieldsOf maps each koanf tag of a struct type to its field index.
-func fieldsOf(t reflect.Type) map[string]int {
-	fields := map[string]int{}
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		name, _, _ := strings.Cut(f.Tag.Get("koanf"), ",")
-		if name == "-" {
-			continue
-		}
-		if name == "" {
-			name = strings.ToLower(f.Name)
-		}
-		fields[name] = i
+// fieldsOf maps each key of a struct type to its field's index path (squashed
+// embedded structs contribute their own keys).
+func fieldsOf(t reflect.Type) map[string][]int {
+	fields := map[string][]int{}
+	for _, f := range tomltext.Fields(t) {
+		fields[f.Name] = f.Index
 	}
 	return fields
 }
@@ -68,24 +62,19 @@ func (b *binder) bindStruct(path string, dst reflect.Value, src map[string]any) 
 	for _, k := range keys {
 		i, ok := fields[k]
 		if !ok {
-			b.unknown(join(path, k), k, fields)
+			b.unknown(join(path, k), k, slices.Collect(maps.Keys(fields)))
 			continue
 		}
-		b.bindValue(join(path, k), dst.Field(i), src[k])
+		b.bindValue(join(path, k), dst.FieldByIndex(i), src[k])
 	}
 }
 
-func (b *binder) unknown(key, name string, fields map[string]int) {
-	known := make([]string, 0, len(fields))
-	for f := range fields {
-		known = append(known, f)
-	}
+func (b *binder) unknown(key, name string, known []string) {
 	fix := "remove it"
 	if s := suggest(name, known); s != "" {
 		fix = fmt.Sprintf("did you mean %q?", s)
 	} else if len(known) > 0 {
-		sort.Strings(known)
-		fix = "remove it; known keys here: " + strings.Join(known, ", ")
+		fix = "remove it; known keys here: " + strings.Join(slices.Sorted(slices.Values(known)), ", ")
 	}
 	b.errorf(key, fix, "unknown key")
 }

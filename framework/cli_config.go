@@ -156,20 +156,10 @@ func (t *tomlWriter) table(path string, v reflect.Value, extra []tomlLine) {
 		typ := v.Type()
 		switch typ.Kind() {
 		case reflect.Struct:
-			for i := range typ.NumField() {
-				f := typ.Field(i)
-				if !f.IsExported() {
-					continue
-				}
-				name, _, _ := strings.Cut(f.Tag.Get("koanf"), ",")
-				if name == "-" {
-					continue
-				}
-				if name == "" {
-					name = strings.ToLower(f.Name)
-				}
+			for _, f := range tomltext.Fields(typ) {
+				name := f.Name
 				key := path + "." + name
-				fv := v.Field(i)
+				fv := v.FieldByIndex(f.Index)
 				switch {
 				case tomltext.IsTable(fv.Type()):
 					subs = append(subs, sub{key, fv})

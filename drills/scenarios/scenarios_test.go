@@ -478,7 +478,7 @@ enabled = ["auth"]
 mode = "jwks"
 jwks_url = "http://` + p.Addr() + `/jwks.json"
 jwks_timeout = "300ms"
-jwks_cool_down = "` + coolDown + `"
+breaker_cool_down = "` + coolDown + `"
 jwks_min_refresh_interval = "100ms"
 `
 	svc := jfasttest.Start(t, jfasttest.Options{

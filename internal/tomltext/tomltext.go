@@ -38,6 +38,49 @@ func SortedKeys(v reflect.Value) []string {
 	return keys
 }
 
+// Field is one key of a config struct: its name in jfast.toml, the struct
+// field, the type that declares it (an embedded type for squashed fields, so
+// its doc comment can be found) and its index path for FieldByIndex.
+type Field struct {
+	Name  string
+	Field reflect.StructField
+	Owner reflect.Type
+	Index []int
+}
+
+// Fields lists the keys of struct type t in declaration order: a field's
+// key is its koanf tag (or its lower-cased name), `koanf:"-"` is skipped and
+// an embedded struct tagged `koanf:",squash"` contributes its own fields in
+// its place, as if they were declared in t (resilience.BreakerConfig's
+// breaker_* keys in every plugin's table).
+func Fields(t reflect.Type) []Field {
+	var out []Field
+	var walk func(t reflect.Type, prefix []int)
+	walk = func(t reflect.Type, prefix []int) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name, opts, _ := strings.Cut(f.Tag.Get("koanf"), ",")
+			if name == "-" {
+				continue
+			}
+			index := append(append([]int(nil), prefix...), i)
+			if f.Anonymous && name == "" && opts == "squash" && f.Type.Kind() == reflect.Struct {
+				walk(f.Type, index)
+				continue
+			}
+			if name == "" {
+				name = strings.ToLower(f.Name)
+			}
+			out = append(out, Field{Name: name, Field: f, Owner: t, Index: index})
+		}
+	}
+	walk(t, nil)
+	return out
+}
+
 var bareKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // Key writes k bare when TOML allows it, quoted otherwise.

@@ -10,6 +10,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
 )
 
 // The three ways of knowing the key that verifies a token.
@@ -29,7 +30,7 @@ const (
 	DefaultLeeway = 30 * time.Second
 	// DefaultJWKSTimeout bounds one JWKS fetch (DESIGN.md §6).
 	DefaultJWKSTimeout = 5 * time.Second
-	// DefaultJWKSCoolDown is how long the JWKS breaker stays open (DESIGN.md §6):
+	// DefaultJWKSCoolDown is how long the JWKS breaker stays open (breaker_cool_down):
 	// cached keys keep verifying meanwhile.
 	DefaultJWKSCoolDown = 30 * time.Second
 	// DefaultJWKSRefreshInterval is how often the key set is fetched while the
@@ -94,10 +95,12 @@ type Config struct {
 	// Defaults to 5s.
 	JWKSTimeout time.Duration `koanf:"jwks_timeout"`
 
-	// JWKSCoolDown is how long the JWKS breaker stays open after a failed fetch;
-	// cached keys keep verifying and no request waits on the issuer meanwhile.
-	// Defaults to 30s.
-	JWKSCoolDown time.Duration `koanf:"jwks_cool_down"`
+	// BreakerConfig is the breaker_* keys of the JWKS breaker (jwks mode),
+	// with two defaults of its own: breaker_failures 1, because fetches are
+	// rare and each failed one may have cost a request jwks_timeout, and
+	// breaker_cool_down 30s, because cached keys keep verifying meanwhile and
+	// no request waits on the issuer.
+	resilience.BreakerConfig `koanf:",squash"`
 
 	// JWKSRefreshInterval is how often the key set is fetched while the issuer
 	// answers (after a failure the next fetch is tried after jwks_cool_down).
@@ -128,11 +131,20 @@ func defaultConfig() Config {
 	return Config{
 		Leeway:                 DefaultLeeway,
 		JWKSTimeout:            DefaultJWKSTimeout,
-		JWKSCoolDown:           DefaultJWKSCoolDown,
+		BreakerConfig:          jwksBreakerDefaults(),
 		JWKSRefreshInterval:    DefaultJWKSRefreshInterval,
 		JWKSMinRefreshInterval: DefaultJWKSMinRefreshInterval,
 		AccessTTL:              DefaultAccessTTL,
 	}
+}
+
+// jwksBreakerDefaults are the JWKS breaker's defaults: one failed fetch opens
+// it for DefaultJWKSCoolDown.
+func jwksBreakerDefaults() resilience.BreakerConfig {
+	b := resilience.DefaultBreakerConfig()
+	b.BreakerFailures = 1
+	b.BreakerCoolDown = DefaultJWKSCoolDown
+	return b
 }
 
 // family is the kind of key an algorithm needs; the key decides the family, so a
@@ -194,7 +206,7 @@ func (p *Plugin) Validate(v *framework.Validation) {
 		v.Error("leeway", fmt.Sprintf("must not be negative, got %s", c.Leeway), `set a duration such as "30s", or "0s" for none`)
 	}
 	v.Deadline("jwks_timeout", c.JWKSTimeout)
-	v.Deadline("jwks_cool_down", c.JWKSCoolDown)
+	c.BreakerConfig.Validate(v)
 	v.Deadline("jwks_refresh_interval", c.JWKSRefreshInterval)
 	v.Deadline("jwks_min_refresh_interval", c.JWKSMinRefreshInterval)
 	v.Deadline("access_ttl", c.AccessTTL)

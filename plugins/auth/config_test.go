@@ -82,7 +82,7 @@ func TestBootRules(t *testing.T) {
 		{"private_key that does not match public_key", head + "[plugin.auth]\nmode = \"public_key\"\npublic_key = " + rsaPub + "\nissue = true\n", map[string]string{"JFAST_AUTH_PRIVATE_KEY": privatePEM(t, rsa2)}, "plugin.auth.private_key"},
 		{"jwks mode asked to issue", head + "[plugin.auth]\nmode = \"jwks\"\njwks_url = \"https://issuer.test/jwks\"\nissue = true\n", nil, "plugin.auth.issue"},
 		{"jwks_timeout of zero", head + "[plugin.auth]\nmode = \"jwks\"\njwks_url = \"https://issuer.test/jwks\"\njwks_timeout = \"0s\"\n", nil, "plugin.auth.jwks_timeout"},
-		{"jwks_cool_down of zero", head + "[plugin.auth]\nmode = \"jwks\"\njwks_url = \"https://issuer.test/jwks\"\njwks_cool_down = 0\n", nil, "plugin.auth.jwks_cool_down"},
+		{"breaker_cool_down of zero", head + "[plugin.auth]\nmode = \"jwks\"\njwks_url = \"https://issuer.test/jwks\"\nbreaker_cool_down = 0\n", nil, "plugin.auth.breaker_cool_down"},
 		{"negative leeway", head + "[plugin.auth]\nmode = \"hmac\"\nsecret = \"x\"\nleeway = \"-1s\"\n", nil, "plugin.auth.leeway"},
 		{"access_ttl of zero", head + "[plugin.auth]\nmode = \"hmac\"\nsecret = \"x\"\naccess_ttl = \"0s\"\n", nil, "plugin.auth.access_ttl"},
 		{"unknown key", head + "[plugin.auth]\nmode = \"hmac\"\nsecret = \"x\"\nleway = \"5s\"\n", nil, "plugin.auth.leway"},

@@ -78,16 +78,17 @@ type fetch struct {
 }
 
 type jwksOpts struct {
-	url                              string
-	timeout, coolDown, interval, min time.Duration
-	clock                            resilience.Clock
-	log                              *slog.Logger
-	registry                         prometheus.Registerer
+	url                    string
+	timeout, interval, min time.Duration
+	breaker                resilience.BreakerConfig
+	clock                  resilience.Clock
+	log                    *slog.Logger
+	registry               prometheus.Registerer
 }
 
 func newJWKSCache(o jwksOpts) (*jwksCache, error) {
 	c := &jwksCache{
-		url: o.url, timeout: o.timeout, coolDown: o.coolDown, interval: o.interval,
+		url: o.url, timeout: o.timeout, coolDown: o.breaker.BreakerCoolDown, interval: o.interval,
 		clock: o.clock, log: o.log,
 		limiter: rate.NewLimiter(rate.Every(o.min), 1),
 		store:   jwkset.NewMemoryStorage(),
@@ -114,23 +115,8 @@ func newJWKSCache(o jwksOpts) (*jwksCache, error) {
 			return nil
 		},
 	}
-	c.breaker = resilience.NewBreaker(resilience.BreakerOpts{
-		Name: jwksDependency,
-		// One failed fetch is enough evidence: fetches are rare (a refresh, or an
-		// unknown kid at most once per jwks_min_refresh_interval), and each
-		// failure may have cost a request jwks_timeout.
-		Failures: 1,
-		CoolDown: o.coolDown,
-		Clock:    o.clock,
-		OnStateChange: func(s resilience.StateChange) {
-			level := slog.LevelInfo
-			if s.To == resilience.StateOpen {
-				level = slog.LevelWarn
-			}
-			c.log.Log(context.Background(), level, "auth: jwks breaker changed state",
-				slog.String("dependency", jwksDependency), slog.String("from", s.From.String()), slog.String("to", s.To.String()))
-		},
-	})
+	c.breaker = resilience.NewBreaker(o.breaker.Opts(jwksDependency, o.clock,
+		resilience.LogStateChanges(c.log, "auth", o.breaker.BreakerCoolDown, nil)))
 	c.fetches = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "jfast_auth_jwks_fetches_total",
 		Help: "JWK Set fetches by result: ok, error, or breaker_open (refused without I/O).",

@@ -262,7 +262,7 @@ func TestJWKSDrill(t *testing.T) {
 			t.Fatalf("unknown kid with the breaker open: status %d in %s", r.Status, el)
 		}
 		if r.Header.Get("Retry-After") != "30" {
-			t.Fatalf("Retry-After = %q, want 30 (jwks_cool_down)", r.Header.Get("Retry-After"))
+			t.Fatalf("Retry-After = %q, want 30 (breaker_cool_down)", r.Header.Get("Retry-After"))
 		}
 	}
 	if r := s.Get(t, "/me", bearer(known)...); r.Status != 200 {

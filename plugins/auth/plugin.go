@@ -108,7 +108,7 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 
 	if p.cfg.Mode == ModeJWKS {
 		c, err := newJWKSCache(jwksOpts{
-			url: p.cfg.JWKSURL, timeout: p.cfg.JWKSTimeout, coolDown: p.cfg.JWKSCoolDown,
+			url: p.cfg.JWKSURL, timeout: p.cfg.JWKSTimeout, breaker: p.cfg.BreakerConfig,
 			interval: p.cfg.JWKSRefreshInterval, min: p.cfg.JWKSMinRefreshInterval,
 			clock: p.clock, log: app.Logger(), registry: app.Metrics(),
 		})
@@ -141,10 +141,7 @@ func (p *Plugin) Check(_ context.Context) readiness.Report {
 		"mode":         ModeJWKS,
 		"keys":         s.keys,
 		"last_refresh": nil,
-		"breaker": map[string]any{
-			"state":       s.breaker.State.String(),
-			"retry_after": s.breaker.RetryAfter.Seconds(),
-		},
+		"breaker":      s.breaker.Meta(),
 	}
 	if !s.lastSuccess.IsZero() {
 		meta["last_refresh"] = s.lastSuccess.UTC().Format(time.RFC3339)

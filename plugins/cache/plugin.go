@@ -48,25 +48,9 @@ type Config struct {
 	// app.name + ":".
 	KeyPrefix string `koanf:"key_prefix"`
 
-	// BreakerFailures is how many consecutive failed commands open the breaker.
-	// Defaults to 5.
-	BreakerFailures int `koanf:"breaker_failures"`
-
-	// BreakerFailureRate opens the breaker when at least this share of the
-	// commands of the last breaker_window failed. Defaults to 0.5.
-	BreakerFailureRate float64 `koanf:"breaker_failure_rate"`
-
-	// BreakerWindow is the sliding window of the failure-rate rule.
-	// Defaults to 30s.
-	BreakerWindow time.Duration `koanf:"breaker_window"`
-
-	// BreakerMinimumCalls is how many commands the window must hold before
-	// the failure rate can open the breaker. Defaults to 20.
-	BreakerMinimumCalls int `koanf:"breaker_minimum_calls"`
-
-	// BreakerCoolDown is how long an open breaker refuses commands before it
-	// lets one probe through. Defaults to 15s.
-	BreakerCoolDown time.Duration `koanf:"breaker_cool_down"`
+	// BreakerConfig is the breaker_* keys of the breaker every command
+	// goes through.
+	resilience.BreakerConfig `koanf:",squash"`
 }
 
 // DefaultURL is the url used when none is configured: a local Redis, database 0.
@@ -103,14 +87,10 @@ func New() *Plugin {
 
 func defaultConfig() Config {
 	return Config{
-		URL:                 DefaultURL,
-		CommandTimeout:      DefaultCommandTimeout,
-		PoolSize:            10 * runtime.GOMAXPROCS(0),
-		BreakerFailures:     resilience.DefaultBreakerFailures,
-		BreakerFailureRate:  resilience.DefaultBreakerFailureRate,
-		BreakerWindow:       resilience.DefaultBreakerWindow,
-		BreakerMinimumCalls: resilience.DefaultBreakerMinimumCalls,
-		BreakerCoolDown:     resilience.DefaultBreakerCoolDown,
+		URL:            DefaultURL,
+		CommandTimeout: DefaultCommandTimeout,
+		PoolSize:       10 * runtime.GOMAXPROCS(0),
+		BreakerConfig:  resilience.DefaultBreakerConfig(),
 	}
 }
 
@@ -140,13 +120,7 @@ func (p *Plugin) Validate(v *framework.Validation) {
 	}
 	v.Deadline("command_timeout", p.cfg.CommandTimeout)
 	v.Positive("pool_size", p.cfg.PoolSize)
-	v.Positive("breaker_failures", p.cfg.BreakerFailures)
-	if r := p.cfg.BreakerFailureRate; !(r > 0 && r <= 1) {
-		v.Error("breaker_failure_rate", fmt.Sprintf("must be in (0, 1], got %g", r), "set a share such as 0.5 (half of the commands in the window)")
-	}
-	v.Deadline("breaker_window", p.cfg.BreakerWindow)
-	v.Positive("breaker_minimum_calls", p.cfg.BreakerMinimumCalls)
-	v.Deadline("breaker_cool_down", p.cfg.BreakerCoolDown)
+	p.cfg.BreakerConfig.Validate(v)
 	if !v.IsSet("key_prefix") {
 		p.cfg.KeyPrefix = v.App().Name + ":"
 	}
@@ -158,16 +132,8 @@ func (p *Plugin) Validate(v *framework.Validation) {
 func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 	p.prefix = p.cfg.KeyPrefix
 	p.log = app.Logger().With(slog.String("plugin", pluginName))
-	p.breaker = resilience.NewBreaker(resilience.BreakerOpts{
-		Name:          breakerName,
-		Failures:      p.cfg.BreakerFailures,
-		FailureRate:   p.cfg.BreakerFailureRate,
-		Window:        p.cfg.BreakerWindow,
-		MinimumCalls:  p.cfg.BreakerMinimumCalls,
-		CoolDown:      p.cfg.BreakerCoolDown,
-		Clock:         app.Clock(),
-		OnStateChange: p.logStateChange,
-	})
+	p.breaker = resilience.NewBreaker(p.cfg.BreakerConfig.Opts(breakerName, app.Clock(),
+		resilience.LogStateChanges(p.log, pluginName, p.cfg.BreakerCoolDown, nil)))
 	client, err := newClient(p.cfg)
 	if err != nil {
 		return fmt.Errorf("cache: %w", err) // already refused by Validate; kept for safety
@@ -240,12 +206,7 @@ func (p *Plugin) readyMeta() map[string]any {
 	s := p.breaker.Snapshot()
 	ps := p.client.PoolStats()
 	return map[string]any{
-		"breaker": map[string]any{
-			"state":       s.State.String(),
-			"retry_after": roundSeconds(s.RetryAfter),
-			"consecutive": s.Consecutive,
-			"opens":       s.Opens,
-		},
+		"breaker": s.Meta(),
 		"pool": map[string]any{
 			"total":    ps.TotalConns,
 			"idle":     ps.IdleConns,
@@ -254,22 +215,6 @@ func (p *Plugin) readyMeta() map[string]any {
 			"timeouts": ps.Timeouts,
 		},
 	}
-}
-
-func roundSeconds(d time.Duration) float64 {
-	return float64(d.Round(100*time.Millisecond)) / float64(time.Second)
-}
-
-func (p *Plugin) logStateChange(c resilience.StateChange) {
-	attrs := []any{
-		slog.String("breaker", c.Name), slog.String("from", c.From.String()), slog.String("to", c.To.String()),
-		slog.Int("consecutive_failures", c.Consecutive), slog.Int("window_calls", c.WindowCalls), slog.Int("window_failures", c.WindowFailures),
-	}
-	if c.To == resilience.StateOpen {
-		p.log.Warn("redis breaker opened: redis commands fail at once for "+p.cfg.BreakerCoolDown.String(), attrs...)
-		return
-	}
-	p.log.Info("redis breaker "+c.To.String(), attrs...)
 }
 
 // parseURL checks the url and returns it parsed. Its errors never contain the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/problem"
@@ -33,12 +32,8 @@ func (p *Plugin) Check(ctx context.Context) readiness.Report {
 func (d *DB) meta() map[string]any {
 	s := d.pool.Stat()
 	b := d.gate.breaker.Snapshot()
-	breaker := map[string]any{"state": b.State.String(), "consecutive_failures": b.Consecutive}
-	if b.State == resilience.StateOpen {
-		breaker["retry_after"] = math.Round(b.RetryAfter.Seconds()*10) / 10
-	}
 	meta := map[string]any{
-		"breaker": breaker,
+		"breaker": b.Meta(),
 		"pool": map[string]any{
 			"acquired": s.AcquiredConns(),
 			"idle":     s.IdleConns(),

@@ -68,25 +68,9 @@ type Config struct {
 	// kept when this key is not set. Defaults to app.name.
 	ApplicationName string `koanf:"application_name"`
 
-	// BreakerFailures is how many consecutive failed connection attempts
-	// open the breaker. Defaults to 5.
-	BreakerFailures int `koanf:"breaker_failures"`
-
-	// BreakerFailureRate opens the breaker when at least this share of the
-	// connection attempts of breaker_window failed. Defaults to 0.5.
-	BreakerFailureRate float64 `koanf:"breaker_failure_rate"`
-
-	// BreakerWindow is the sliding window of the failure-rate rule.
-	// Defaults to 30s.
-	BreakerWindow time.Duration `koanf:"breaker_window"`
-
-	// BreakerMinimumCalls is how many attempts the window must hold before
-	// the failure-rate rule applies. Defaults to 20.
-	BreakerMinimumCalls int `koanf:"breaker_minimum_calls"`
-
-	// BreakerCoolDown is how long the open breaker answers at once before
-	// it lets one probe through. Defaults to 15s.
-	BreakerCoolDown time.Duration `koanf:"breaker_cool_down"`
+	// BreakerConfig is the breaker_* keys of the connection breaker, which
+	// counts connection attempts and bounded pings (docs/resilience.md).
+	resilience.BreakerConfig `koanf:",squash"`
 
 	// TenantURLTemplate, when set, is the connection string of a tenant's
 	// database with {tenant} where the tenant's name goes, e.g.
@@ -116,19 +100,15 @@ type Config struct {
 
 func defaultConfig() Config {
 	return Config{
-		PoolSize:            10,
-		ConnectTimeout:      10 * time.Second,
-		PingTimeout:         2 * time.Second,
-		MaxConnLifetime:     time.Hour,
-		MaxConnIdle:         30 * time.Minute,
-		BreakerFailures:     resilience.DefaultBreakerFailures,
-		BreakerFailureRate:  resilience.DefaultBreakerFailureRate,
-		BreakerWindow:       resilience.DefaultBreakerWindow,
-		BreakerMinimumCalls: resilience.DefaultBreakerMinimumCalls,
-		BreakerCoolDown:     resilience.DefaultBreakerCoolDown,
-		MaxTenantPools:      8,
-		TenantPoolSize:      4,
-		MigrationsTable:     "public.schema_version",
+		PoolSize:        10,
+		ConnectTimeout:  10 * time.Second,
+		PingTimeout:     2 * time.Second,
+		MaxConnLifetime: time.Hour,
+		MaxConnIdle:     30 * time.Minute,
+		BreakerConfig:   resilience.DefaultBreakerConfig(),
+		MaxTenantPools:  8,
+		TenantPoolSize:  4,
+		MigrationsTable: "public.schema_version",
 	}
 }
 
@@ -173,13 +153,7 @@ func (c *Config) validate(v *framework.Validation, hasMigrations bool) {
 	if strings.ContainsRune(c.ApplicationName, 0) {
 		v.Error("application_name", "must not contain a NUL byte", "set a plain name such as the service's")
 	}
-	v.Positive("breaker_failures", c.BreakerFailures)
-	if !(c.BreakerFailureRate > 0 && c.BreakerFailureRate <= 1) {
-		v.Error("breaker_failure_rate", fmt.Sprintf("must be greater than 0 and at most 1, got %v", c.BreakerFailureRate), "set breaker_failure_rate = 0.5")
-	}
-	v.Deadline("breaker_window", c.BreakerWindow)
-	v.Positive("breaker_minimum_calls", c.BreakerMinimumCalls)
-	v.Deadline("breaker_cool_down", c.BreakerCoolDown)
+	c.BreakerConfig.Validate(v)
 	if c.TenantURLTemplate != "" {
 		if !strings.Contains(c.TenantURLTemplate, tenantPlaceholder) {
 			v.Error("tenant_url_template", "does not contain {tenant}: every tenant would share one database",

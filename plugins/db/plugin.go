@@ -118,24 +118,9 @@ func (p *Plugin) open(dsn string, size int, minIdle int32, tenant string) (*DB, 
 	if tenant != "" {
 		logAttrs = append(logAttrs, slog.String("tenant", tenant))
 	}
-	g := newGate(&resilience.BreakerOpts{
-		Name:         dependencyName,
-		Failures:     p.cfg.BreakerFailures,
-		FailureRate:  p.cfg.BreakerFailureRate,
-		Window:       p.cfg.BreakerWindow,
-		MinimumCalls: p.cfg.BreakerMinimumCalls,
-		CoolDown:     p.cfg.BreakerCoolDown,
-		Clock:        p.clock,
-		OnStateChange: func(c resilience.StateChange) {
-			attrs := append([]any{slog.String("from", c.From.String()), slog.String("to", c.To.String()),
-				slog.Int("consecutive_failures", c.Consecutive)}, logAttrs...)
-			if c.To == resilience.StateOpen {
-				p.log.Warn("db: connection breaker opened: requests answer 503 at once until a probe succeeds", append(attrs, slog.Duration("cool_down", p.cfg.BreakerCoolDown))...)
-			} else {
-				p.log.Info("db: connection breaker "+c.To.String(), attrs...)
-			}
-		},
-	}, p.cfg.PingTimeout, dsn)
+	opts := p.cfg.BreakerConfig.Opts(dependencyName, p.clock,
+		resilience.LogStateChanges(p.log.With(logAttrs...), dependencyName, p.cfg.BreakerCoolDown, nil))
+	g := newGate(&opts, p.cfg.PingTimeout, dsn)
 	g.install(pc)
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {

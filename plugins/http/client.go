@@ -102,26 +102,8 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 	for i := len(o.wrappers) - 1; i >= 0; i-- {
 		c.rt = o.wrappers[i](u.Name, c.rt)
 	}
-	c.breaker = resilience.NewBreaker(resilience.BreakerOpts{
-		Name:         u.Name,
-		Failures:     u.BreakerFailures,
-		FailureRate:  u.BreakerFailureRate,
-		Window:       u.BreakerWindow,
-		MinimumCalls: u.BreakerMinimumCalls,
-		CoolDown:     u.BreakerCoolDown,
-		Clock:        clock,
-		OnStateChange: func(ch resilience.StateChange) {
-			m.transition(ch)
-			level := slog.LevelInfo
-			if ch.To == resilience.StateOpen {
-				level = slog.LevelWarn
-			}
-			logger.Log(context.Background(), level, "http: upstream breaker "+ch.To.String(),
-				"upstream", u.Name, "from", ch.From.String(), "to", ch.To.String(),
-				"consecutive_failures", ch.Consecutive, "window_calls", ch.WindowCalls,
-				"window_failures", ch.WindowFailures)
-		},
-	})
+	c.breaker = resilience.NewBreaker(u.BreakerConfig.Opts(u.Name, clock,
+		resilience.LogStateChanges(logger.With("upstream", u.Name), "http", u.BreakerCoolDown, m.transition)))
 	c.bulkhead = resilience.NewBulkhead(resilience.BulkheadOpts{
 		Name: u.Name, MaxConcurrent: u.MaxConcurrent, Wait: u.BulkheadWait, Clock: clock,
 	})

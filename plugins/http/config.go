@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/jfastframework/jfast/framework/resilience"
 )
 
 // Defaults of an upstream, from DESIGN.md §6 and the "Llamar a otros servicios"
@@ -36,11 +38,6 @@ const (
 	DefaultMaxRetryAfter           = 30 * time.Second
 	DefaultRetryBudgetRatio        = 0.2
 	DefaultRetryBudgetMinPerSecond = 1.0
-	DefaultBreakerFailures         = 5
-	DefaultBreakerFailureRate      = 0.5
-	DefaultBreakerWindow           = 30 * time.Second
-	DefaultBreakerMinimumCalls     = 20
-	DefaultBreakerCoolDown         = 15 * time.Second
 	DefaultMaxConcurrent           = 50
 	DefaultBulkheadWait            = 500 * time.Millisecond
 	// DefaultMaxResponseBytes (10 MiB) is far above what a JSON call between
@@ -112,22 +109,9 @@ type Upstream struct {
 	// client can still retry. Defaults to 1.
 	RetryBudgetMinPerSecond float64 `koanf:"retry_budget_min_per_second"`
 
-	// BreakerFailures is how many consecutive failed calls open the breaker.
-	// Defaults to 5.
-	BreakerFailures int `koanf:"breaker_failures"`
-	// BreakerFailureRate opens the breaker when this share of the calls in
-	// breaker_window failed (with at least breaker_minimum_calls). Must be in
-	// (0, 1]. Defaults to 0.5.
-	BreakerFailureRate float64 `koanf:"breaker_failure_rate"`
-	// BreakerWindow is the sliding span of the failure-rate rule.
-	// Defaults to 30s.
-	BreakerWindow time.Duration `koanf:"breaker_window"`
-	// BreakerMinimumCalls is how many calls the window must hold before the
-	// rate rule may open the breaker. Defaults to 20.
-	BreakerMinimumCalls int `koanf:"breaker_minimum_calls"`
-	// BreakerCoolDown is how long an open breaker refuses calls before one
-	// probe may pass. Defaults to 15s.
-	BreakerCoolDown time.Duration `koanf:"breaker_cool_down"`
+	// BreakerConfig is the breaker_* keys of the upstream's breaker,
+	// which counts each call's final outcome.
+	resilience.BreakerConfig `koanf:",squash"`
 
 	// MaxConcurrent is how many calls to this upstream may be in flight from
 	// this process; it is also the connection pool's size. Defaults to 50.
@@ -183,11 +167,7 @@ func (u *Upstream) SetDefaults() {
 		MaxRetryAfter:           DefaultMaxRetryAfter,
 		RetryBudgetRatio:        DefaultRetryBudgetRatio,
 		RetryBudgetMinPerSecond: DefaultRetryBudgetMinPerSecond,
-		BreakerFailures:         DefaultBreakerFailures,
-		BreakerFailureRate:      DefaultBreakerFailureRate,
-		BreakerWindow:           DefaultBreakerWindow,
-		BreakerMinimumCalls:     DefaultBreakerMinimumCalls,
-		BreakerCoolDown:         DefaultBreakerCoolDown,
+		BreakerConfig:           resilience.DefaultBreakerConfig(),
 		MaxConcurrent:           DefaultMaxConcurrent,
 		BulkheadWait:            DefaultBulkheadWait,
 		MaxResponseBytes:        DefaultMaxResponseBytes,
@@ -213,8 +193,6 @@ func (u Upstream) withDefaults() Upstream {
 	fill(&u.BackoffBase, d.BackoffBase)
 	fill(&u.BackoffMax, d.BackoffMax)
 	fill(&u.MaxRetryAfter, d.MaxRetryAfter)
-	fill(&u.BreakerWindow, d.BreakerWindow)
-	fill(&u.BreakerCoolDown, d.BreakerCoolDown)
 	fill(&u.BulkheadWait, d.BulkheadWait)
 	if u.RetryBudgetRatio == 0 {
 		u.RetryBudgetRatio = d.RetryBudgetRatio
@@ -222,15 +200,7 @@ func (u Upstream) withDefaults() Upstream {
 	if u.RetryBudgetMinPerSecond == 0 {
 		u.RetryBudgetMinPerSecond = d.RetryBudgetMinPerSecond
 	}
-	if u.BreakerFailures == 0 {
-		u.BreakerFailures = d.BreakerFailures
-	}
-	if u.BreakerFailureRate == 0 {
-		u.BreakerFailureRate = d.BreakerFailureRate
-	}
-	if u.BreakerMinimumCalls == 0 {
-		u.BreakerMinimumCalls = d.BreakerMinimumCalls
-	}
+	u.BreakerConfig.FillZero(d.BreakerConfig)
 	if u.MaxConcurrent == 0 {
 		u.MaxConcurrent = d.MaxConcurrent
 	}
@@ -255,21 +225,31 @@ type fieldError struct {
 	key, problem, fix string
 }
 
+// problemList collects fieldErrors with the wording of framework.Validation
+// (it satisfies resilience.Validator).
+type problemList struct{ errs []fieldError }
+
+func (l *problemList) Error(key, problem, fix string) {
+	l.errs = append(l.errs, fieldError{key, problem, fix})
+}
+
+func (l *problemList) Deadline(key string, d time.Duration) {
+	if d <= 0 {
+		l.Error(key, fmt.Sprintf("must be a positive duration, got %s", d),
+			`set a duration such as "5s" or a number of seconds; deadlines cannot be switched off`)
+	}
+}
+
+func (l *problemList) Positive(key string, n int) {
+	if n <= 0 {
+		l.Error(key, fmt.Sprintf("must be greater than zero, got %d", n), "set a positive whole number")
+	}
+}
+
 // problems returns every problem with u's settings, in key order.
 func (u *Upstream) problems() []fieldError {
-	var errs []fieldError
-	add := func(key, problem, fix string) { errs = append(errs, fieldError{key, problem, fix}) }
-	deadline := func(key string, d time.Duration) {
-		if d <= 0 {
-			add(key, fmt.Sprintf("must be a positive duration, got %s", d),
-				`set a duration such as "5s" or a number of seconds; deadlines cannot be switched off`)
-		}
-	}
-	positive := func(key string, n int) {
-		if n <= 0 {
-			add(key, fmt.Sprintf("must be greater than zero, got %d", n), "set a positive whole number")
-		}
-	}
+	var l problemList
+	add, deadline, positive := l.Error, l.Deadline, l.Positive
 	share := func(key string, f float64) {
 		if !(f > 0 && f <= 1) {
 			add(key, fmt.Sprintf("must be in (0, 1], got %v", f), "set a fraction such as 0.2; it cannot be switched off")
@@ -297,11 +277,7 @@ func (u *Upstream) problems() []fieldError {
 	if !(u.RetryBudgetMinPerSecond > 0) {
 		add("retry_budget_min_per_second", fmt.Sprintf("must be greater than zero, got %v", u.RetryBudgetMinPerSecond), "set a rate such as 1")
 	}
-	positive("breaker_failures", u.BreakerFailures)
-	share("breaker_failure_rate", u.BreakerFailureRate)
-	deadline("breaker_window", u.BreakerWindow)
-	positive("breaker_minimum_calls", u.BreakerMinimumCalls)
-	deadline("breaker_cool_down", u.BreakerCoolDown)
+	u.BreakerConfig.Validate(&l)
 	positive("max_concurrent", u.MaxConcurrent)
 	deadline("bulkhead_wait", u.BulkheadWait)
 	if u.MaxResponseBytes <= 0 {
@@ -329,7 +305,7 @@ func (u *Upstream) problems() []fieldError {
 			seen[canonical] = name
 		}
 	}
-	return errs
+	return l.errs
 }
 
 func sortedHeaderNames(h map[string]string) []string {

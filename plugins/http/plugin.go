@@ -215,14 +215,7 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 		c := clients[n]
 		s := c.breaker.Snapshot()
 		upstreams[n] = map[string]any{
-			"breaker": map[string]any{
-				"state":                s.State.String(),
-				"retry_after":          roundSeconds(s.RetryAfter.Seconds()),
-				"consecutive_failures": s.Consecutive,
-				"window_calls":         s.WindowCalls,
-				"window_failures":      s.WindowFailures,
-				"opens":                s.Opens,
-			},
+			"breaker":   s.Meta(),
 			"in_flight": c.bulkhead.InFlight(),
 		}
 		switch s.State {
@@ -237,10 +230,6 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 		return readiness.Failed(strings.Join(suspended, "; "), false, meta)
 	}
 	return readiness.Passed(fmt.Sprintf("%d upstreams, every breaker closed", len(names)), meta)
-}
-
-func roundSeconds(s float64) float64 {
-	return float64(int64(s*10+0.5)) / 10
 }
 
 var (

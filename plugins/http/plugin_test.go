@@ -13,6 +13,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/jfasttest"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
 )
@@ -128,8 +129,8 @@ func TestDefaults(t *testing.T) {
 		PoolTimeout: 5 * time.Second, TotalTimeout: 10 * time.Second, Retries: 2,
 		BackoffBase: 100 * time.Millisecond, BackoffMax: 2 * time.Second, MaxRetryAfter: 30 * time.Second,
 		RetryBudgetRatio: 0.2, RetryBudgetMinPerSecond: 1,
-		BreakerFailures: 5, BreakerFailureRate: 0.5, BreakerWindow: 30 * time.Second,
-		BreakerMinimumCalls: 20, BreakerCoolDown: 15 * time.Second,
+		BreakerConfig: resilience.BreakerConfig{BreakerFailures: 5, BreakerFailureRate: 0.5, BreakerWindow: 30 * time.Second,
+			BreakerMinimumCalls: 20, BreakerCoolDown: 15 * time.Second},
 		MaxConcurrent: 50, BulkheadWait: 500 * time.Millisecond, MaxResponseBytes: 10 << 20,
 	}
 	if u.ConnectTimeout != want.ConnectTimeout || u.ReadTimeout != want.ReadTimeout || u.WriteTimeout != want.WriteTimeout ||

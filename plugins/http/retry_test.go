@@ -185,7 +185,7 @@ func TestFullJitterBounds(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t, status(503))
 	base, maxD := 100*time.Millisecond, 400*time.Millisecond
-	c, clk, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, Retries: 5, BackoffBase: base, BackoffMax: maxD, TotalTimeout: time.Hour, BreakerFailures: 1000, BreakerMinimumCalls: 1000}))
+	c, clk, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, Retries: 5, BackoffBase: base, BackoffMax: maxD, TotalTimeout: time.Hour, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1000, BreakerMinimumCalls: 1000}}))
 	const calls = 40
 	for range calls {
 		if _, err := c.Get(context.Background(), "/x"); err != nil {

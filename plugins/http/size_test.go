@@ -16,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/jfasttest"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/problem"
@@ -194,7 +195,7 @@ func TestResponseTooLargeNoBreakerEvidence(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		sized(int(size.Load()), false, 200)(w, r, n)
 	})
-	c, _, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, MaxResponseBytes: 1024, BreakerFailures: 2, Retries: 3}))
+	c, _, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, MaxResponseBytes: 1024, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2}, Retries: 3}))
 	const calls = 20
 	for range calls {
 		_, err := c.Get(context.Background(), "/report")

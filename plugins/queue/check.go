@@ -13,11 +13,7 @@ import (
 // is degraded, never critical.
 func (p *Plugin) Check(ctx context.Context) readiness.Report {
 	snap := p.breaker.Snapshot()
-	br := map[string]any{"state": snap.State.String()}
-	if snap.RetryAfter > 0 {
-		br["retry_after"] = snap.RetryAfter.Seconds()
-	}
-	meta := map[string]any{"backend": p.cfg.Backend, "workers": p.workerState(), "breaker": br}
+	meta := map[string]any{"backend": p.cfg.Backend, "workers": p.workerState(), "breaker": snap.Meta()}
 	stats, err := p.backend.Stats(ctx)
 	if err != nil {
 		return readiness.Failed(fmt.Sprintf("queue (%s) unreachable: %v", p.cfg.Backend, redactErr(err)), snap.State.String() == "closed", meta)

@@ -70,25 +70,8 @@ type Config struct {
 	// retried) besides the backend's own notifications. Defaults to 1s.
 	PollInterval time.Duration `koanf:"poll_interval"`
 
-	// BreakerFailures is how many consecutive failed enqueues open the
-	// queue's breaker. Defaults to 5.
-	BreakerFailures int `koanf:"breaker_failures"`
-
-	// BreakerFailureRate opens the breaker when at least this share of the
-	// enqueues of the last breaker_window failed. Defaults to 0.5.
-	BreakerFailureRate float64 `koanf:"breaker_failure_rate"`
-
-	// BreakerWindow is the sliding window of the failure-rate rule.
-	// Defaults to 30s.
-	BreakerWindow time.Duration `koanf:"breaker_window"`
-
-	// BreakerMinimumCalls is how many enqueues the window must hold before
-	// the failure rate can open the breaker. Defaults to 20.
-	BreakerMinimumCalls int `koanf:"breaker_minimum_calls"`
-
-	// BreakerCoolDown is how long the open breaker fails enqueues at once,
-	// with no I/O, before it lets one probe through. Defaults to 15s.
-	BreakerCoolDown time.Duration `koanf:"breaker_cool_down"`
+	// BreakerConfig is the breaker_* keys of the enqueue breaker.
+	resilience.BreakerConfig `koanf:",squash"`
 
 	// RabbitMQ is the [plugin.queue.rabbitmq] table, used by backend =
 	// "rabbitmq". Defaults to the machine's broker (see RabbitMQConfig).
@@ -125,12 +108,8 @@ func DefaultConfig() Config {
 		PollInterval:   time.Second,
 		// DESIGN §6, broker row: "breaker: yes", with the framework's
 		// defaults (§3).
-		BreakerFailures:     resilience.DefaultBreakerFailures,
-		BreakerFailureRate:  resilience.DefaultBreakerFailureRate,
-		BreakerWindow:       resilience.DefaultBreakerWindow,
-		BreakerMinimumCalls: resilience.DefaultBreakerMinimumCalls,
-		BreakerCoolDown:     resilience.DefaultBreakerCoolDown,
-		RabbitMQ:            defaultRabbitMQConfig(),
+		BreakerConfig: resilience.DefaultBreakerConfig(),
+		RabbitMQ:      defaultRabbitMQConfig(),
 	}
 }
 
@@ -180,13 +159,7 @@ func (c *Config) validate(v *framework.Validation) {
 	v.Deadline("enqueue_timeout", c.EnqueueTimeout)
 	v.Deadline("rescue_after", c.RescueAfter)
 	v.Deadline("poll_interval", c.PollInterval)
-	v.Positive("breaker_failures", c.BreakerFailures)
-	if r := c.BreakerFailureRate; !(r > 0 && r <= 1) {
-		v.Error("breaker_failure_rate", fmt.Sprintf("must be in (0, 1], got %g", r), "set a share such as 0.5 (half of the enqueues in the window)")
-	}
-	v.Deadline("breaker_window", c.BreakerWindow)
-	v.Positive("breaker_minimum_calls", c.BreakerMinimumCalls)
-	v.Deadline("breaker_cool_down", c.BreakerCoolDown)
+	c.BreakerConfig.Validate(v)
 	if c.JobTimeout > 0 && c.RescueAfter > 0 && c.RescueAfter < c.JobTimeout+time.Second {
 		v.Error("rescue_after", fmt.Sprintf("must exceed job_timeout (%s) by at least 1s, got %s: a running job would be handed to a second worker", c.JobTimeout, c.RescueAfter),
 			fmt.Sprintf("set rescue_after to at least job_timeout plus a margin, e.g. %q", (c.JobTimeout+time.Minute).String()))

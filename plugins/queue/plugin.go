@@ -136,27 +136,12 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 
 // newBreaker makes the breaker enqueues go through, from the breaker_* keys.
 func (p *Plugin) newBreaker(clock resilience.Clock) *resilience.Breaker {
-	return resilience.NewBreaker(resilience.BreakerOpts{
-		Name:         Name,
-		Failures:     p.cfg.BreakerFailures,
-		FailureRate:  p.cfg.BreakerFailureRate,
-		Window:       p.cfg.BreakerWindow,
-		MinimumCalls: p.cfg.BreakerMinimumCalls,
-		CoolDown:     p.cfg.BreakerCoolDown,
-		Clock:        clock,
-		OnStateChange: func(c resilience.StateChange) {
-			if p.log == nil {
-				return
-			}
-			attrs := []any{slog.String("from", c.From.String()), slog.String("to", c.To.String()),
-				slog.Int("consecutive_failures", c.Consecutive), slog.Int("window_calls", c.WindowCalls), slog.Int("window_failures", c.WindowFailures)}
-			if c.To == resilience.StateOpen {
-				p.log.Warn("queue breaker opened: enqueues fail at once for "+p.cfg.BreakerCoolDown.String(), attrs...)
-				return
-			}
-			p.log.Info("queue breaker "+c.To.String(), attrs...)
-		},
-	})
+	log := p.log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return resilience.NewBreaker(p.cfg.BreakerConfig.Opts(Name, clock,
+		resilience.LogStateChanges(log, Name, p.cfg.BreakerCoolDown, nil)))
 }
 
 // startWhenServing starts the workers once the App has finished starting: the

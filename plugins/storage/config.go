@@ -98,20 +98,8 @@ type DiskConfig struct {
 	// Defaults to 3 (DESIGN.md §6).
 	Attempts int `koanf:"attempts"`
 
-	// BreakerFailures opens the disk's breaker after this many consecutive failed
-	// operations. Defaults to 5.
-	BreakerFailures int `koanf:"breaker_failures"`
-	// BreakerFailureRate opens the breaker when this share of the operations in
-	// breaker_window failed (with at least breaker_minimum_calls). Defaults to 0.5.
-	BreakerFailureRate float64 `koanf:"breaker_failure_rate"`
-	// BreakerWindow is the sliding window of the failure-rate rule. Defaults to 30s.
-	BreakerWindow time.Duration `koanf:"breaker_window"`
-	// BreakerMinimumCalls is how many operations the window must hold before the
-	// rate rule applies. Defaults to 20.
-	BreakerMinimumCalls int `koanf:"breaker_minimum_calls"`
-	// BreakerCoolDown is how long an open breaker answers at once, with no I/O,
-	// before one probe operation may pass. Defaults to 15s.
-	BreakerCoolDown time.Duration `koanf:"breaker_cool_down"`
+	// BreakerConfig is the breaker_* keys of the disk's breaker (s3 only).
+	resilience.BreakerConfig `koanf:",squash"`
 }
 
 // Drivers and visibilities.
@@ -137,17 +125,13 @@ const minSigningKey = 32
 // SetDefaults implements framework.Defaulter: every disk table starts from these.
 func (c *DiskConfig) SetDefaults() {
 	*c = DiskConfig{
-		Driver:              DriverLocal,
-		Visibility:          string(Private),
-		Region:              "us-east-1",
-		ConnectTimeout:      5 * time.Second,
-		ReadTimeout:         30 * time.Second,
-		Attempts:            3,
-		BreakerFailures:     resilience.DefaultBreakerFailures,
-		BreakerFailureRate:  resilience.DefaultBreakerFailureRate,
-		BreakerWindow:       resilience.DefaultBreakerWindow,
-		BreakerMinimumCalls: resilience.DefaultBreakerMinimumCalls,
-		BreakerCoolDown:     resilience.DefaultBreakerCoolDown,
+		Driver:         DriverLocal,
+		Visibility:     string(Private),
+		Region:         "us-east-1",
+		ConnectTimeout: 5 * time.Second,
+		ReadTimeout:    30 * time.Second,
+		Attempts:       3,
+		BreakerConfig:  resilience.DefaultBreakerConfig(),
 	}
 }
 
@@ -243,13 +227,7 @@ func (d *DiskConfig) validate(v *framework.Validation) {
 		v.Deadline("connect_timeout", d.ConnectTimeout)
 		v.Deadline("read_timeout", d.ReadTimeout)
 		v.Positive("attempts", d.Attempts)
-		v.Positive("breaker_failures", d.BreakerFailures)
-		if !(d.BreakerFailureRate > 0 && d.BreakerFailureRate <= 1) {
-			v.Error("breaker_failure_rate", fmt.Sprintf("must be in (0, 1], got %g", d.BreakerFailureRate), "set breaker_failure_rate = 0.5")
-		}
-		v.Deadline("breaker_window", d.BreakerWindow)
-		v.Positive("breaker_minimum_calls", d.BreakerMinimumCalls)
-		v.Deadline("breaker_cool_down", d.BreakerCoolDown)
+		d.BreakerConfig.Validate(v)
 	default:
 		v.Error("driver", fmt.Sprintf("must be \"local\" or \"s3\", got %q", d.Driver), `set driver = "local" or driver = "s3"`)
 	}

@@ -96,35 +96,14 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 			}
 			d.drv = sd
 			d.connect = cfg.ConnectTimeout
-			d.breaker = resilience.NewBreaker(resilience.BreakerOpts{
-				Name:          "storage." + name,
-				Failures:      cfg.BreakerFailures,
-				FailureRate:   cfg.BreakerFailureRate,
-				Window:        cfg.BreakerWindow,
-				MinimumCalls:  cfg.BreakerMinimumCalls,
-				CoolDown:      cfg.BreakerCoolDown,
-				Clock:         app.Clock(),
-				OnStateChange: p.onStateChange(m, name),
-			})
+			d.breaker = resilience.NewBreaker(cfg.BreakerConfig.Opts("storage."+name, app.Clock(),
+				resilience.LogStateChanges(p.log.With(slog.String("disk", name)), pluginName, cfg.BreakerCoolDown,
+					func(c resilience.StateChange) { m.breakerState.WithLabelValues(name).Set(float64(c.To)) })))
 			m.breakerState.WithLabelValues(name).Set(0)
 		}
 		p.disks[name] = d
 	}
 	return nil
-}
-
-func (p *Plugin) onStateChange(m *metrics, disk string) func(resilience.StateChange) {
-	return func(c resilience.StateChange) {
-		m.breakerState.WithLabelValues(disk).Set(float64(c.To))
-		level := slog.LevelWarn
-		if c.To == resilience.StateClosed {
-			level = slog.LevelInfo
-		}
-		p.log.Log(context.Background(), level, "storage breaker "+c.To.String(),
-			slog.String("disk", disk), slog.String("from", c.From.String()),
-			slog.Int("consecutive_failures", c.Consecutive),
-			slog.Int("window_calls", c.WindowCalls), slog.Int("window_failures", c.WindowFailures))
-	}
 }
 
 // Stop implements framework.Stopper: it closes idle S3 connections and the
@@ -168,7 +147,7 @@ func (p *Plugin) Check(ctx context.Context) readiness.Report {
 			r := &results[i]
 			if d.breaker != nil {
 				s := d.breaker.Snapshot()
-				r.meta["breaker"] = map[string]any{"state": s.State.String(), "retry_after": s.RetryAfter.Seconds()}
+				r.meta["breaker"] = s.Meta()
 				if s.State != resilience.StateClosed {
 					r.err = fmt.Errorf("calls are suspended for %.1fs after repeated failures (breaker %s)", s.RetryAfter.Seconds(), s.State)
 					return

@@ -560,7 +560,7 @@ func ready(t *testing.T, h Harness) {
 	})
 	r := svc.Get(t, "/ready")
 	body := r.String()
-	for _, want := range []string{`"queue":{"healthy":true`, `"depth":{"` + name + `":3}`, `"dead":0`, `"breaker":{"state":"closed"}`, `"backend":"` + h.Backend + `"`} {
+	for _, want := range []string{`"queue":{"healthy":true`, `"depth":{"` + name + `":3}`, `"dead":0`, `"state":"closed"`, `"breaker":{"consecutive_failures":0,`, `"backend":"` + h.Backend + `"`} {
 		if !strings.Contains(body, want) {
 			t.Fatalf("/ready = %s\nwant it to contain %s", body, want)
 		}

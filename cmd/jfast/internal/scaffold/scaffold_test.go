@@ -218,13 +218,9 @@ func TestConfigHasEveryKey(t *testing.T) {
 // walkKeys lists the keys of a config struct type; a map of tables is one entry
 // named NAME (the "<name>" placeholder), or the entries jfast new configures.
 func walkKeys(path string, t reflect.Type, out map[string]bool) {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("koanf"), ",")
-		if !f.IsExported() || name == "-" {
-			continue
-		}
-		key := path + "." + name
+	for _, tf := range tomltext.Fields(t) {
+		f := tf.Field
+		key := path + "." + tf.Name
 		switch {
 		case tomltext.IsTable(f.Type):
 			walkKeys(key, f.Type, out)

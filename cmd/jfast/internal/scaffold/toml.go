@@ -136,21 +136,11 @@ func (w *configWriter) fields(path string, v reflect.Value, commented bool) {
 	t := v.Type()
 	var subs []subTable
 	first := true
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
-		name, _, _ := strings.Cut(f.Tag.Get("koanf"), ",")
-		if name == "-" {
-			continue
-		}
-		if name == "" {
-			name = strings.ToLower(f.Name)
-		}
+	for _, tf := range tomltext.Fields(t) {
+		f, name := tf.Field, tf.Name
 		key := path + "." + name
-		fv := v.Field(i)
-		doc := w.docs.field(t, f.Name)
+		fv := v.FieldByIndex(tf.Index)
+		doc := w.docs.field(tf.Owner, f.Name)
 		switch {
 		case tomltext.IsTable(f.Type):
 			subs = append(subs, subTable{path: key, goName: f.Name, name: name, doc: doc, v: fv, commented: commented})

@@ -1,0 +1,154 @@
+package resilience
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+)
+
+// BreakerConfig is the five breaker_* keys every plugin with a breaker offers,
+// with one set of defaults, one validation and one /ready shape. A plugin
+// embeds it in its config struct with `koanf:",squash"`, so the keys sit in the
+// plugin's own table:
+//
+//	type Config struct {
+//		URL string `koanf:"url"`
+//		resilience.BreakerConfig `koanf:",squash"`
+//	}
+//
+//	[plugin.cache]
+//	breaker_failures = 5
+//	breaker_cool_down = "15s"
+type BreakerConfig struct {
+	// BreakerFailures is how many consecutive failures open the breaker.
+	// Defaults to 5.
+	BreakerFailures int `koanf:"breaker_failures"`
+	// BreakerFailureRate opens the breaker when at least this share of the
+	// calls of the last breaker_window failed, provided there were at least
+	// breaker_minimum_calls. Must be greater than 0 and at most 1.
+	// Defaults to 0.5.
+	BreakerFailureRate float64 `koanf:"breaker_failure_rate"`
+	// BreakerWindow is the sliding span of the failure-rate rule.
+	// Defaults to 30s.
+	BreakerWindow time.Duration `koanf:"breaker_window"`
+	// BreakerMinimumCalls is how many calls breaker_window must hold before
+	// the failure-rate rule may open the breaker. Defaults to 20.
+	BreakerMinimumCalls int `koanf:"breaker_minimum_calls"`
+	// BreakerCoolDown is how long an open breaker answers at once, with no
+	// I/O, before it lets one probe call through. Defaults to 15s.
+	BreakerCoolDown time.Duration `koanf:"breaker_cool_down"`
+}
+
+// DefaultBreakerConfig returns the breaker keys at their defaults.
+func DefaultBreakerConfig() BreakerConfig {
+	return BreakerConfig{
+		BreakerFailures:     DefaultBreakerFailures,
+		BreakerFailureRate:  DefaultBreakerFailureRate,
+		BreakerWindow:       DefaultBreakerWindow,
+		BreakerMinimumCalls: DefaultBreakerMinimumCalls,
+		BreakerCoolDown:     DefaultBreakerCoolDown,
+	}
+}
+
+// FillZero sets every zero field to the matching field of d: a table of many
+// entries (upstreams, disks) fills what an entry left unset from the plugin's
+// defaults.
+func (c *BreakerConfig) FillZero(d BreakerConfig) {
+	if c.BreakerFailures == 0 {
+		c.BreakerFailures = d.BreakerFailures
+	}
+	if c.BreakerFailureRate == 0 {
+		c.BreakerFailureRate = d.BreakerFailureRate
+	}
+	if c.BreakerWindow == 0 {
+		c.BreakerWindow = d.BreakerWindow
+	}
+	if c.BreakerMinimumCalls == 0 {
+		c.BreakerMinimumCalls = d.BreakerMinimumCalls
+	}
+	if c.BreakerCoolDown == 0 {
+		c.BreakerCoolDown = d.BreakerCoolDown
+	}
+}
+
+// Validator is what [BreakerConfig.Validate] reports to: framework.Validation
+// satisfies it, with keys relative to the table being validated.
+type Validator interface {
+	Error(key, problem, fix string)
+	Positive(key string, n int)
+	Deadline(key string, d time.Duration)
+}
+
+// Validate reports every breaker key out of range, with the same wording in
+// every plugin.
+func (c BreakerConfig) Validate(v Validator) {
+	v.Positive("breaker_failures", c.BreakerFailures)
+	if r := c.BreakerFailureRate; !(r > 0 && r <= 1) {
+		v.Error("breaker_failure_rate", fmt.Sprintf("must be in (0, 1]: greater than 0 and at most 1, got %g", r),
+			"set a share such as 0.5 (half of the calls in breaker_window)")
+	}
+	v.Deadline("breaker_window", c.BreakerWindow)
+	v.Positive("breaker_minimum_calls", c.BreakerMinimumCalls)
+	v.Deadline("breaker_cool_down", c.BreakerCoolDown)
+}
+
+// Opts returns the options of a breaker named name built from these keys.
+func (c BreakerConfig) Opts(name string, clock Clock, onChange func(StateChange)) BreakerOpts {
+	return BreakerOpts{
+		Name:          name,
+		Failures:      c.BreakerFailures,
+		FailureRate:   c.BreakerFailureRate,
+		Window:        c.BreakerWindow,
+		MinimumCalls:  c.BreakerMinimumCalls,
+		CoolDown:      c.BreakerCoolDown,
+		Clock:         clock,
+		OnStateChange: onChange,
+	}
+}
+
+// LogStateChanges returns an OnStateChange hook that logs every transition of
+// a plugin's breaker in one shape: a warning when it opens (with the
+// cool-down), info otherwise. plugin names the plugin ("db", "http"); the
+// breaker's own name (the upstream, the disk) is an attribute. next, when not
+// nil, is called after the log line (metrics).
+func LogStateChanges(logger *slog.Logger, plugin string, coolDown time.Duration, next func(StateChange)) func(StateChange) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return func(c StateChange) {
+		level, msg := slog.LevelInfo, plugin+": breaker "+c.To.String()
+		attrs := []slog.Attr{
+			slog.String("breaker", c.Name),
+			slog.String("from", c.From.String()),
+			slog.String("to", c.To.String()),
+			slog.Int("consecutive_failures", c.Consecutive),
+			slog.Int("window_calls", c.WindowCalls),
+			slog.Int("window_failures", c.WindowFailures),
+		}
+		if c.To == StateOpen {
+			level = slog.LevelWarn
+			msg = plugin + ": breaker opened: calls to '" + c.Name + "' fail at once for " + coolDown.String()
+			attrs = append(attrs, slog.Duration("cool_down", coolDown))
+		}
+		logger.LogAttrs(context.Background(), level, msg, attrs...)
+		if next != nil {
+			next(c)
+		}
+	}
+}
+
+// Meta is a breaker's state in the shape every plugin's /ready uses under
+// "breaker": state, retry_after (seconds left of the cool-down, to 0.1 s; 0
+// unless open), consecutive_failures, window_calls, window_failures and opens.
+func (s BreakerSnapshot) Meta() map[string]any {
+	return map[string]any{
+		"state":                s.State.String(),
+		"retry_after":          math.Round(s.RetryAfter.Seconds()*10) / 10,
+		"consecutive_failures": s.Consecutive,
+		"window_calls":         s.WindowCalls,
+		"window_failures":      s.WindowFailures,
+		"opens":                s.Opens,
+	}
+}
