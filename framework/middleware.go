@@ -76,9 +76,9 @@ var (
 // serveRequest is the framework's middleware, fused into one handler around the
 // service's chi router so a request pays for one context and one request copy:
 // request ID, panic recovery, the request deadline and the access log, outermost
-// first. The one context (requestContext) also carries chi's routing context,
-// taken from a pool here, so chi does not make a context and a request copy of
-// its own: the stack allocates no more per request than bare chi does.
+// first. The request's values (requestValues) also carry chi's routing
+// context, taken from a pool here, so chi does not make a context and a
+// request copy of its own.
 type serveRequest struct {
 	mux     *chi.Mux
 	timeout time.Duration
@@ -102,11 +102,12 @@ func (s *serveRequest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		route.Routes = s.mux
 		defer routePool.Put(route)
 	}
-	ctx := newRequestContext(r.Context(), requestid.Inbound(r.Header), w.Header(), rec.start, s.timeout, route)
-	defer ctx.end()
+	values, ctx, cancel := requestContext(r.Context(), requestid.Inbound(r.Header), w.Header(), rec.start, s.timeout, route)
+	defer values.end()
+	defer cancel()
 	r = r.WithContext(ctx)
 
-	defer s.accessLog(rec, r, ctx.id)
+	defer s.accessLog(rec, r, values.id)
 	defer s.recover(rec, r)
 	s.mux.ServeHTTP(rec, r)
 }

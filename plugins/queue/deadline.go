@@ -4,8 +4,6 @@ import (
 	"context"
 	"sync"
 	"time"
-
-	"github.com/jfastframework/jfast/internal/ctxkey"
 )
 
 // deadlines times the enqueue_timeout of the enqueues whose caller's context
@@ -182,14 +180,4 @@ func (c *enqueueContext) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.err
-}
-
-// Value implements context.Context: the caller's values, except the context
-// package's own key for the cancel context it derives from (a context derived
-// from c then watches c's Done, and context.Cause(c) is c's Err).
-func (c *enqueueContext) Value(key any) any {
-	if key == ctxkey.Cancel {
-		return nil
-	}
-	return c.Context.Value(key)
 }
