@@ -5,7 +5,7 @@ GO ?= go
 # packages start real servers.
 TEST_FLAGS ?= -race -count=1 -p 2 -timeout 15m
 
-.PHONY: run test test-servers bench vet fmt
+.PHONY: run test test-servers bench vet fmt lint
 
 ## run: the example pair on loopback, billing on 127.0.0.1:8010 and orders on
 ## 127.0.0.1:8000, with the machine's PostgreSQL and Redis when present (Ctrl-C stops both)
@@ -32,6 +32,10 @@ bench:
 
 vet:
 	$(GO) vet ./...
+
+## lint: staticcheck, pinned (scripts/staticcheck.sh installs it once); CI runs it
+lint:
+	sh scripts/staticcheck.sh
 
 fmt:
 	gofmt -l -w .

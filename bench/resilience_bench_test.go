@@ -335,7 +335,7 @@ func BenchmarkBreakerOnly(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			_, err = call(nil)
+			_, err = call(context.TODO())
 			if err != nil {
 				tk.Done(resilience.Failure)
 			} else {
@@ -345,7 +345,7 @@ func BenchmarkBreakerOnly(b *testing.B) {
 	})
 	b.Run("impl=gobreaker", func(b *testing.B) {
 		cb := gobreaker.NewCircuitBreaker[int](gobreaker.Settings{Name: "bench", Timeout: 15 * time.Second})
-		fn := func() (int, error) { return call(nil) }
+		fn := func() (int, error) { return call(context.TODO()) }
 		loopCPU(b, func() {
 			if _, err := cb.Execute(fn); err != nil {
 				b.Fatal(err)
@@ -354,7 +354,7 @@ func BenchmarkBreakerOnly(b *testing.B) {
 	})
 	b.Run("impl=failsafe-go", func(b *testing.B) {
 		ex := failsafe.With[int](circuitbreaker.NewBuilder[int]().WithFailureThreshold(5).WithDelay(15 * time.Second).Build())
-		fn := func() (int, error) { return call(nil) }
+		fn := func() (int, error) { return call(context.TODO()) }
 		loopCPU(b, func() {
 			if _, err := ex.Get(fn); err != nil {
 				b.Fatal(err)

@@ -9,8 +9,7 @@ import (
 )
 
 type instrumenter struct {
-	calls    *[]string
-	injected map[string]string
+	calls *[]string
 }
 
 type ctxKey struct{}

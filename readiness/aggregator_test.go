@@ -185,6 +185,7 @@ func TestPanickingCheck(t *testing.T) {
 	a := readiness.NewAggregator(time.Second,
 		readiness.Check{Name: "broken", Run: func(context.Context) readiness.Report {
 			var m map[string]int
+			//lint:ignore SA5000 the test needs a real runtime panic
 			m["boom"] = 1 // nil map write: a real runtime panic
 			return readiness.Passed("", nil)
 		}},

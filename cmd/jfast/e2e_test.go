@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -216,6 +215,6 @@ func serve(t *testing.T, bin, dir string, env []string) {
 			t.Fatalf("exit after SIGTERM: %v\nlogs:\n%s", err, logs.String())
 		}
 	case <-ctx.Done():
-		t.Fatal(fmt.Sprintf("still running 25s after SIGTERM\nlogs:\n%s", logs.String()))
+		t.Fatalf("still running 25s after SIGTERM\nlogs:\n%s", logs.String())
 	}
 }

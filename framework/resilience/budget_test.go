@@ -108,8 +108,8 @@ func TestRetryBudgetTokenBucket(t *testing.T) {
 	if s := b.Snapshot(); s.Tokens != 2 {
 		t.Fatalf("tokens = %v, want capped at 2", s.Tokens)
 	}
-	if !b.TryRetry() || !b.TryRetry() || b.TryRetry() {
-		t.Fatal("want exactly two retries from a full bucket of 2")
+	if first, second, third := b.TryRetry(), b.TryRetry(), b.TryRetry(); !first || !second || third {
+		t.Fatalf("retries from a full bucket of 2: %v %v %v, want exactly two", first, second, third)
 	}
 }
 

@@ -310,6 +310,7 @@ func TestRememberPanicReachesTheCallers(t *testing.T) {
 		r.Get("/boom", func(w http.ResponseWriter, r *http.Request) {
 			v, _ := c.Remember(r.Context(), "boom", time.Minute, func(context.Context) ([]byte, error) {
 				var m map[string]int
+				//lint:ignore SA5000 the test needs a real runtime panic
 				m["x"] = 1 // nil map: panics
 				return []byte("never"), nil
 			})
@@ -332,6 +333,7 @@ func TestRememberPanicReachesTheCallers(t *testing.T) {
 		}()
 		_, _ = b.cache.Remember(context.Background(), "boom", time.Minute, func(context.Context) ([]byte, error) {
 			var m map[string]int
+			//lint:ignore SA5000 the test needs a real runtime panic
 			m["x"] = 1
 			return nil, nil
 		})

@@ -16,11 +16,6 @@ var (
 	urlPassword = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)([^@\s]*)@`)
 )
 
-// redactDSN returns a connection string with its password replaced.
-func redactDSN(dsn string) string {
-	return redactText(dsn, dsn)
-}
-
 // passwords returns the passwords a connection string carries, raw and
 // URL-decoded, so they can be removed from any text.
 func passwords(dsn string) []string {

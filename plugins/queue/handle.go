@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"sort"
 	"time"
 
 	"github.com/jfastframework/jfast/requestid"
@@ -53,17 +52,6 @@ func (p *Plugin) register(kind string, h handler) error {
 	}
 	p.handlers[kind] = h
 	return nil
-}
-
-func (p *Plugin) kinds() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	ks := make([]string, 0, len(p.handlers))
-	for k := range p.handlers {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 // interruptedError is an attempt cancelled by shutdown: not the job's fault.

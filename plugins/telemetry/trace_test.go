@@ -143,7 +143,7 @@ func find(t *testing.T, spans tracetest.SpanStubs, name string) tracetest.SpanSt
 func attr(s tracetest.SpanStub, key string) (string, bool) {
 	for _, kv := range s.Attributes {
 		if string(kv.Key) == key {
-			return kv.Value.Emit(), true
+			return kv.Value.String(), true
 		}
 	}
 	return "", false
@@ -162,11 +162,11 @@ func noPath(t *testing.T, spans tracetest.SpanStubs, paths ...string) {
 	for _, s := range spans {
 		texts := []string{s.Name}
 		for _, kv := range s.Attributes {
-			texts = append(texts, kv.Value.Emit())
+			texts = append(texts, kv.Value.String())
 		}
 		for _, e := range s.Events {
 			for _, kv := range e.Attributes {
-				texts = append(texts, kv.Value.Emit())
+				texts = append(texts, kv.Value.String())
 			}
 		}
 		for _, text := range texts {
@@ -312,8 +312,8 @@ func TestRetriesShareOneSpan(t *testing.T) {
 			t.Errorf("event %d named %q", i, e.Name)
 		}
 		for _, kv := range e.Attributes {
-			if kv.Key == "http.response.status_code" && kv.Value.Emit() != wantStatus {
-				t.Errorf("attempt %d status %s, want %s", i+1, kv.Value.Emit(), wantStatus)
+			if kv.Key == "http.response.status_code" && kv.Value.String() != wantStatus {
+				t.Errorf("attempt %d status %s, want %s", i+1, kv.Value.String(), wantStatus)
 			}
 		}
 	}
