@@ -1,5 +1,0 @@
-//go:build !race
-
-package framework
-
-const raceEnabled = false

@@ -1,6 +1,0 @@
-//go:build race
-
-package framework
-
-// raceEnabled is true under -race, whose instrumentation adds allocations.
-const raceEnabled = true
