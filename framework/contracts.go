@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"net/http"
 	"time"
 )
 
@@ -37,6 +38,25 @@ func ContextWithBearerToken(ctx context.Context, token string) context.Context {
 func BearerToken(ctx context.Context) string {
 	s, _ := ctx.Value(bearerKey{}).(string)
 	return s
+}
+
+// HTTPTransports is the http plugin as other plugins see it (a reverse proxy,
+// a plugin driving a provider's SDK): the policies of a configured upstream —
+// its deadlines, retries, retry budget, breaker, bulkhead, headers, request ID
+// and telemetry — as an http.RoundTripper. Find it with
+// app.Plugin("http").(framework.HTTPTransports) when mounting routes or in
+// Start (declare "http" a dependency so it has started). A call's error is one
+// of the http plugin's upstream errors: errors.As finds a problem.Renderer (a
+// 503 naming the upstream, 502 for a response body over the cap), and
+// errors.Is(err, resilience.ErrOpen) tells an open breaker. docs/http.md
+// describes the RoundTripper's contract.
+type HTTPTransports interface {
+	Plugin
+	// UpstreamTransport returns the RoundTripper of
+	// [plugin.http.upstreams.<name>]. It accepts only requests for the
+	// upstream's origin (the scheme, host and port of its base_url). An
+	// unknown name is an error naming the configured ones.
+	UpstreamTransport(name string) (http.RoundTripper, error)
 }
 
 // Jobs is the queue plugin's contract for other plugins: the mail plugin sends

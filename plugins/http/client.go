@@ -3,20 +3,13 @@ package http
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"math"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"strings"
-	"sync/atomic"
-	"time"
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
@@ -26,22 +19,15 @@ import (
 // ServiceClient calls one upstream. It owns the upstream's connection pool,
 // breaker, retry budget and bulkhead, which protect something only if every
 // call to the upstream goes through the same client: take it once at boot
-// ([Client]) or make one with [NewClient], never one per request. A
+// ([Client]) or make one with [NewClient], never one per request. Its
+// policies also come as an http.RoundTripper ([ServiceClient.Transport]) for
+// code that builds its own requests (an SDK, a reverse proxy). A
 // ServiceClient is safe for concurrent use.
 type ServiceClient struct {
-	up       Upstream
-	base     string
-	header   http.Header // configured headers, canonical
-	rt       http.RoundTripper
-	raw      *http.Transport
-	breaker  *resilience.Breaker
-	bulkhead *resilience.Bulkhead
-	budget   *resilience.RetryBudget
-	backoff  resilience.Backoff
-	clock    resilience.Clock
-	metrics  *upstreamMetrics
-	observe  []CallObserver
-	closed   atomic.Bool
+	*core
+	base      string
+	pol       *policy
+	transport *upstreamTransport
 }
 
 // NewClient returns a client for one upstream, for scripts and tests; a
@@ -59,57 +45,17 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if errs := u.problems(); len(errs) > 0 {
-		msgs := make([]string, len(errs))
-		for i, e := range errs {
-			msgs[i] = e.key + ": " + e.problem
-		}
-		return nil, fmt.Errorf("http: upstream '%s': %s", u.Name, strings.Join(msgs, "; "))
+	core, err := newCore(u, o, nil)
+	if err != nil {
+		return nil, err
 	}
-	clock := o.clock
-	if clock == nil {
-		clock = resilience.RealClock()
-	}
-	logger := o.logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	set := o.metrics
-	if set == nil {
-		set = newMetricSet()
-		if o.registry != nil {
-			if err := set.register(o.registry); err != nil {
-				return nil, fmt.Errorf("http: upstream '%s': registering metrics: %w", u.Name, err)
-			}
-		}
-	}
-	m := set.forUpstream(u.Name)
-
+	base, _ := url.Parse(u.BaseURL) // checked by newCore
 	c := &ServiceClient{
-		up:      u,
-		base:    strings.TrimSuffix(u.BaseURL, "/"),
-		header:  make(http.Header, len(u.Headers)),
-		clock:   clock,
-		metrics: m,
-		backoff: resilience.Backoff{Base: u.BackoffBase, Max: u.BackoffMax},
-		observe: o.observers,
+		core: core,
+		base: strings.TrimSuffix(u.BaseURL, "/"),
 	}
-	for k, v := range u.Headers {
-		c.header.Set(k, v)
-	}
-	c.raw = newTransport(u)
-	c.rt = c.raw
-	for i := len(o.wrappers) - 1; i >= 0; i-- {
-		c.rt = o.wrappers[i](u.Name, c.rt)
-	}
-	c.breaker = resilience.NewBreaker(u.BreakerConfig.Opts(u.Name, clock,
-		resilience.LogStateChanges(logger.With("upstream", u.Name), "http", u.BreakerCoolDown, m.transition)))
-	c.bulkhead = resilience.NewBulkhead(resilience.BulkheadOpts{
-		Name: u.Name, MaxConcurrent: u.MaxConcurrent, Wait: u.BulkheadWait, Clock: clock,
-	})
-	c.budget = resilience.NewRetryBudget(resilience.RetryBudgetOpts{
-		Ratio: u.RetryBudgetRatio, MinPerSecond: u.RetryBudgetMinPerSecond, Clock: clock,
-	})
+	c.pol = core.newPolicy(u.Name, originOf(base), core.metrics.transition)
+	c.transport = &upstreamTransport{c: c}
 	return c, nil
 }
 
@@ -117,13 +63,16 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 func (c *ServiceClient) Upstream() Upstream { return c.up }
 
 // Breaker returns the upstream's breaker, for /ready and tests.
-func (c *ServiceClient) Breaker() *resilience.Breaker { return c.breaker }
+func (c *ServiceClient) Breaker() *resilience.Breaker { return c.pol.breaker }
+
+// InFlight returns how many calls to the upstream are in flight: holding a
+// bulkhead place, streamed responses included until their body ends.
+func (c *ServiceClient) InFlight() int { return c.pol.bulkhead.InFlight() }
 
 // Close closes the idle connections; calls made after Close fail with
 // [UpstreamUnavailable]. Calls in flight finish.
 func (c *ServiceClient) Close() error {
-	c.closed.Store(true)
-	c.raw.CloseIdleConnections()
+	c.close()
 	return nil
 }
 
@@ -207,7 +156,8 @@ func (c *ServiceClient) Do(ctx context.Context, method, path string, body any, o
 			dones = append(dones, done)
 		}
 	}
-	resp, attempts, err := c.call(ctx, req, payload, retry)
+	x := exchange{req: req, payload: payload, retry: retry, pol: c.pol, br: c.pol.breaker}
+	resp, attempts, err := c.call(ctx, &x)
 	if len(dones) > 0 {
 		status := 0
 		if resp != nil {
@@ -266,292 +216,6 @@ func safeMethod(m string) bool {
 		return true
 	}
 	return false
-}
-
-// call runs the breaker, the bulkhead and the attempts of one call.
-func (c *ServiceClient) call(ctx context.Context, req *http.Request, payload []byte, retry bool) (*http.Response, int, error) {
-	m := c.metrics
-	name := c.up.Name
-	if c.closed.Load() {
-		m.unavailable.Inc()
-		return nil, 0, newUnavailable(name, errClosed)
-	}
-	start := c.clock.Now()
-	deadline := start.Add(c.up.TotalTimeout)
-	callerDeadline, hasCallerDeadline := ctx.Deadline()
-
-	ticket, err := c.breaker.Allow()
-	if err != nil {
-		m.open.Inc()
-		var oe *resilience.OpenError
-		ra := time.Duration(0)
-		if errors.As(err, &oe) {
-			ra = oe.RetryAfter()
-		}
-		return nil, 0, newCircuitOpen(name, err, ra)
-	}
-	// own is total_timeout on the clock of context deadlines: it tells a call
-	// cut by the caller's sooner deadline from one cut by ours.
-	own := time.Now().Add(c.up.TotalTimeout)
-	callCtx, cancel := context.WithDeadline(ctx, own)
-	defer cancel()
-	permit, err := c.bulkhead.Acquire(callCtx)
-	if err != nil {
-		ticket.Done(resilience.Ignore)
-		if errors.Is(err, resilience.ErrBulkheadFull) {
-			m.rejections.Inc()
-			m.bulkhead.Inc()
-			return nil, 0, newBulkheadFull(name, err)
-		}
-		return nil, 0, c.noResponse(ctx, callCtx, err)
-	}
-	defer permit.Release()
-
-	c.budget.RecordCall()
-	var (
-		last      *http.Response
-		lastErr   error
-		headersAt time.Time
-		bodyRead  time.Duration
-		attempts  int
-		cut       bool // the last attempt failed because the caller's context ended
-		tooLarge  *bodyTooLarge
-	)
-	for {
-		attempts++
-		m.attempts.Inc()
-		aStart := c.clock.Now()
-		resp, hAt, read, err := c.send(callCtx, req, payload)
-		if err == nil {
-			last, headersAt, bodyRead = resp, hAt, read
-		}
-		lastErr = err
-		if errors.As(err, &tooLarge) {
-			// The upstream answered, so this is no breaker evidence (like a
-			// 500), and the same request gets the same body: no retry. It
-			// wins over an earlier attempt's response, which the upstream
-			// has since replaced with this one.
-			ticket.Done(resilience.Ignore)
-			m.tooLarge.Inc()
-			return nil, attempts, newResponseTooLarge(name, c.up.MaxResponseBytes, tooLarge)
-		}
-		// Decided now, not after a backoff the caller may cut: a refused
-		// connection stays evidence if the caller's deadline ends the wait.
-		cut = err != nil && resilience.CutByCaller(ctx, own)
-		if !retry || attempts > c.up.Retries || !c.retryable(callCtx, resp, err) {
-			break
-		}
-		wait, ok := c.waitBefore(resp, attempts)
-		if !ok {
-			break // Retry-After asks for more than max_retry_after
-		}
-		now := c.clock.Now()
-		left := deadline.Sub(now)
-		if hasCallerDeadline {
-			left = min(left, time.Until(callerDeadline))
-		}
-		if wait+now.Sub(aStart) >= left {
-			break // the retry could not finish before the deadline
-		}
-		if !c.budget.TryRetry() {
-			m.refusals.Inc()
-			break
-		}
-		m.retries.Inc()
-		if c.clock.Sleep(callCtx, wait) != nil {
-			break
-		}
-	}
-
-	ticket.Done(outcome(finalResponse(last, lastErr), lastErr, cut))
-	if last != nil {
-		m.response.Inc()
-		m.latency.Observe(headersAt.Sub(start).Seconds())
-		m.bodyRead.Observe(bodyRead.Seconds())
-		return last, attempts, nil
-	}
-	return nil, attempts, c.noResponse(ctx, callCtx, lastErr)
-}
-
-// finalResponse returns the last attempt's response: nil when the last attempt failed
-// (even if an earlier one had a response, which is still what the call
-// returns).
-func finalResponse(last *http.Response, lastErr error) *http.Response {
-	if lastErr != nil {
-		return nil
-	}
-	return last
-}
-
-// outcome classifies the final attempt for the breaker with jfast's shared
-// HTTP rule (resilience.HTTPOutcome): transport errors, timeouts, 502, 503 and
-// 504 are failures; a 500 (the upstream is up, with a bug) and a 429 (it asks
-// for calm, and an open breaker would turn that into an outage) are no
-// evidence; anything else is a success. An attempt that failed because its
-// caller's context ended first (cancelled, or its deadline sooner than
-// total_timeout: resilience.CutByCaller) is no evidence either; one cut by
-// total_timeout, read_timeout or connect_timeout is a failure.
-func outcome(resp *http.Response, err error, cutByCaller bool) resilience.Outcome {
-	if err != nil && cutByCaller {
-		return resilience.Ignore
-	}
-	status := 0
-	if resp != nil {
-		status = resp.StatusCode
-	}
-	return resilience.HTTPOutcome(status, err)
-}
-
-// retryable reports whether another attempt could fix this one: a connect
-// error, a timeout or a dropped connection, or a 429, 502, 503 or 504. Never a
-// 500 (the same request gets the same bug), never another 4xx (the caller's
-// error), never a TLS verification failure, and never once the call's context
-// has ended.
-func (c *ServiceClient) retryable(callCtx context.Context, resp *http.Response, err error) bool {
-	if callCtx.Err() != nil {
-		return false
-	}
-	if err != nil {
-		var certErr *tls.CertificateVerificationError
-		var unknownCA x509.UnknownAuthorityError
-		var hostErr x509.HostnameError
-		return !errors.As(err, &certErr) && !errors.As(err, &unknownCA) && !errors.As(err, &hostErr)
-	}
-	switch resp.StatusCode {
-	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return true
-	}
-	return false
-}
-
-// waitBefore returns the wait before retry n (1-based): the response's
-// Retry-After exactly, when it has a valid one, else full-jitter backoff. ok
-// is false when Retry-After asks for more than max_retry_after.
-func (c *ServiceClient) waitBefore(resp *http.Response, n int) (time.Duration, bool) {
-	if resp != nil {
-		if v := resp.Header.Get("Retry-After"); v != "" {
-			d, valid, tooLong := resilience.ParseRetryAfter(v, c.clock.Now(), c.up.MaxRetryAfter)
-			if tooLong {
-				return d, false
-			}
-			if valid {
-				return d, true
-			}
-		}
-	}
-	return c.backoff.Delay(n), true
-}
-
-// noResponse turns the error of a call that got no response into its kind.
-func (c *ServiceClient) noResponse(ctx, callCtx context.Context, err error) error {
-	name := c.up.Name
-	switch {
-	case errors.Is(ctx.Err(), context.Canceled):
-		c.metrics.unavailable.Inc()
-		return newUnavailable(name, fmt.Errorf("the caller cancelled the call: %w", err))
-	case callCtx.Err() != nil || isTimeout(err):
-		c.metrics.timeout.Inc()
-		if callCtx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
-		}
-		return newTimeout(name, err)
-	default:
-		c.metrics.unavailable.Inc()
-		return newUnavailable(name, err)
-	}
-}
-
-func isTimeout(err error) bool {
-	var te interface{ Timeout() bool }
-	return errors.Is(err, errPoolTimeout) || errors.Is(err, context.DeadlineExceeded) ||
-		(errors.As(err, &te) && te.Timeout())
-}
-
-// send makes one attempt and reads the whole response body, up to
-// max_response_bytes, under the read gap deadline. It returns when the
-// headers arrived and how long the body took to read.
-func (c *ServiceClient) send(callCtx context.Context, req *http.Request, payload []byte) (*http.Response, time.Time, time.Duration, error) {
-	actx, cancel := context.WithCancelCause(callCtx)
-	defer cancel(nil)
-	a := attemptPool.Get().(*attempt)
-	a.begin(cancel, c.up.PoolTimeout)
-	r := req.WithContext(httptrace.WithClientTrace(actx, &a.trace))
-	if payload != nil {
-		r.Body = io.NopCloser(bytes.NewReader(payload))
-	}
-	resp, err := c.rt.RoundTrip(r)
-	headersAt := c.clock.Now()
-	if err != nil {
-		if a.end() {
-			attemptPool.Put(a)
-		}
-		if cause := context.Cause(actx); errors.Is(cause, errPoolTimeout) {
-			err = fmt.Errorf("%w: %w", errPoolTimeout, err)
-		}
-		return nil, headersAt, 0, err
-	}
-	b, err := readBody(resp, c.up.MaxResponseBytes)
-	read := c.clock.Now().Sub(headersAt)
-	if a.end() {
-		attemptPool.Put(a)
-	}
-	if err != nil {
-		var big *bodyTooLarge
-		if errors.As(err, &big) {
-			return nil, headersAt, read, err
-		}
-		return nil, headersAt, read, fmt.Errorf("reading the response body: %w", err)
-	}
-	resp.Body = &Body{b: b, r: *bytes.NewReader(b)}
-	return resp, headersAt, read, nil
-}
-
-// readBody reads and closes resp's body, holding at most limit+1 bytes of it.
-// A body longer than limit, or a Content-Length announcing one, is a
-// *bodyTooLarge. Closing a body that was not read to its end makes the
-// transport close the connection rather than pool it, so the rest of the body
-// is never read.
-func readBody(resp *http.Response, limit int64) ([]byte, error) {
-	defer resp.Body.Close()
-	if resp.Body == http.NoBody {
-		return nil, nil
-	}
-	if resp.ContentLength > limit {
-		return nil, &bodyTooLarge{status: resp.StatusCode, limit: limit, declared: resp.ContentLength}
-	}
-	most := limit + 1 // one byte past the limit tells a body of exactly limit bytes from a longer one
-	if most <= 0 {
-		most = math.MaxInt64
-	}
-	// A known length is read into one buffer of length+1 (the +1 leaves room
-	// to see EOF without growing). Otherwise the buffer doubles from 512
-	// bytes, never past most, so an endless body costs at most limit+1 bytes.
-	size := int64(512)
-	if n := resp.ContentLength; n >= 0 {
-		size = n + 1
-	}
-	buf := make([]byte, 0, min(size, most))
-	for {
-		if len(buf) == cap(buf) {
-			if int64(len(buf)) >= most {
-				return nil, &bodyTooLarge{status: resp.StatusCode, limit: limit, declared: -1}
-			}
-			grown := make([]byte, len(buf), min(max(2*int64(cap(buf)), 512), most))
-			copy(grown, buf)
-			buf = grown
-		}
-		n, err := resp.Body.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			if int64(len(buf)) > limit { // the byte past the limit came with the EOF
-				return nil, &bodyTooLarge{status: resp.StatusCode, limit: limit, declared: -1}
-			}
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
 }
 
 // Body is the body of a response the client returns: read completely before

@@ -48,6 +48,13 @@
 // Outside a service (a script, a test) build a client directly with
 // [NewClient] and Close it when done.
 //
+// An SDK or a reverse proxy that builds its own requests takes the same
+// policies as an http.RoundTripper or *http.Client: [ServiceClient.Transport],
+// [ServiceClient.HTTPClient], or at boot [Transport] and [HTTPClient]; a plugin
+// that cannot import this package finds them through
+// framework.HTTPTransports. Their responses stream: the call stays in flight
+// until the body is read or closed.
+//
 // The telemetry seam is [TransportWrapper] (every attempt's RoundTrip) and
 // [CallObserver] (every call), added with [Plugin.AddTransportWrapper] and
 // [Plugin.ObserveCalls] before the plugin starts, or [WithTransportWrapper]

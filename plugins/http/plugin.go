@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	nethttp "net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -44,6 +45,28 @@ func Client(app *framework.App, upstream string) (*ServiceClient, error) {
 		return nil, err
 	}
 	return p.Client(upstream)
+}
+
+// Transport returns the RoundTripper of the upstream configured as
+// [plugin.http.upstreams.<upstream>]: the upstream's policies for an SDK or a
+// reverse proxy (see [ServiceClient.Transport]). Call it at boot.
+func Transport(app *framework.App, upstream string) (nethttp.RoundTripper, error) {
+	c, err := Client(app, upstream)
+	if err != nil {
+		return nil, err
+	}
+	return c.Transport(), nil
+}
+
+// HTTPClient returns an *http.Client over the RoundTripper of the upstream
+// configured as [plugin.http.upstreams.<upstream>], which never follows
+// redirects (see [ServiceClient.HTTPClient]). Call it at boot.
+func HTTPClient(app *framework.App, upstream string) (*nethttp.Client, error) {
+	c, err := Client(app, upstream)
+	if err != nil {
+		return nil, err
+	}
+	return c.HTTPClient(), nil
 }
 
 // Name implements framework.Plugin.
@@ -200,6 +223,16 @@ func (p *Plugin) Client(upstream string) (*ServiceClient, error) {
 	return nil, fmt.Errorf("http: no upstream '%s' is configured: %s", upstream, fix)
 }
 
+// UpstreamTransport implements framework.HTTPTransports: the RoundTripper of
+// a configured upstream, for plugins that cannot import this package.
+func (p *Plugin) UpstreamTransport(upstream string) (nethttp.RoundTripper, error) {
+	c, err := p.Client(upstream)
+	if err != nil {
+		return nil, err
+	}
+	return c.Transport(), nil
+}
+
 // Check implements framework.Checker. It sends nothing: it lists every
 // upstream's breaker in meta, and an open or half-open breaker makes the
 // check fail, never critically (degraded, not unavailable): this service is
@@ -213,10 +246,10 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 	var suspended []string
 	for _, n := range names {
 		c := clients[n]
-		s := c.breaker.Snapshot()
+		s := c.pol.breaker.Snapshot()
 		upstreams[n] = map[string]any{
 			"breaker":   s.Meta(),
-			"in_flight": c.bulkhead.InFlight(),
+			"in_flight": c.pol.bulkhead.InFlight(),
 		}
 		switch s.State {
 		case resilience.StateOpen:
@@ -242,4 +275,5 @@ var (
 	_ framework.Checker      = (*Plugin)(nil)
 
 	_ framework.HTTPInstrumentable = (*Plugin)(nil)
+	_ framework.HTTPTransports     = (*Plugin)(nil)
 )

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -524,5 +527,49 @@ func TestTelemetrySeamThroughThePlugin(t *testing.T) {
 	}
 	if tel.calls.Load() != 1 || tel.attempts.Load() != 1 || up.request(0).Header.Get("Traceparent") != "00-billing" {
 		t.Fatalf("calls %d, attempts %d, traceparent %q", tel.calls.Load(), tel.attempts.Load(), up.request(0).Header.Get("Traceparent"))
+	}
+}
+
+// Another plugin (a gateway) reaches an upstream's policies through
+// framework.HTTPTransports, without importing this package, and proxies with
+// httputil.ReverseProxy: the request's ID travels, and an unknown
+// upstream is an error naming the configured ones.
+func TestTransportsForOtherPlugins(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		_, _ = w.Write([]byte("proxied " + r.URL.Path))
+	})
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML:    "[plugins]\nenabled = [\"http\"]\n[plugin.http.upstreams.billing]\nbase_url = \"" + up.URL + "\"\n",
+		Plugins: []framework.Plugin{jhttp.New()},
+		Routes: func(app *framework.App, r chi.Router) error {
+			transports, ok := app.Plugin("http").(framework.HTTPTransports)
+			if !ok {
+				return errors.New("the http plugin offers no transports")
+			}
+			if _, err := transports.UpstreamTransport("biling"); err == nil || !strings.Contains(err.Error(), "billing") {
+				return fmt.Errorf("unknown upstream: err = %v, want one naming the configured upstreams", err)
+			}
+			rt, err := transports.UpstreamTransport("billing")
+			if err != nil {
+				return err
+			}
+			target, _ := url.Parse(up.URL)
+			r.Handle("/proxy/*", &httputil.ReverseProxy{
+				Rewrite: func(pr *httputil.ProxyRequest) {
+					pr.SetURL(target)
+					pr.Out.URL.Path = strings.TrimPrefix(pr.In.URL.Path, "/proxy")
+				},
+				Transport: rt,
+			})
+			return nil
+		},
+	})
+	resp := svc.Get(t, "/proxy/invoices/7") // no inbound ID: the service makes one
+	if resp.Status != 200 || resp.String() != "proxied /invoices/7" {
+		t.Fatalf("proxied: %d %q", resp.Status, resp)
+	}
+	if got, want := up.request(0).Header.Get("X-Request-Id"), resp.Header.Get("X-Request-Id"); got == "" || got != want {
+		t.Errorf("X-Request-Id at the upstream = %q, want the request's own %q", got, want)
 	}
 }

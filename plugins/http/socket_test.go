@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"github.com/jfastframework/jfast/jfasttest"
 	"io"
 	"log"
 	"net/http"
@@ -14,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jfastframework/jfast/jfasttest"
 
 	jhttp "github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/problem"

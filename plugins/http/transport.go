@@ -100,18 +100,25 @@ func gapConnOf(c net.Conn) *gapConn {
 	return nil
 }
 
+// dialFunc dials a connection, as http.Transport.DialContext does.
+type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
 // newTransport returns the transport of one upstream: HTTP/1.1, no proxy, a
-// pool of max_concurrent connections, connect_timeout on dial and TLS
-// handshake, and gap deadlines on every connection.
-func newTransport(u Upstream) *http.Transport {
-	dialer := &net.Dialer{Timeout: u.ConnectTimeout, KeepAlive: 30 * time.Second}
+// pool of max_concurrent connections per host, connect_timeout on dial and
+// TLS handshake, and gap deadlines on every connection. dial, when not nil,
+// replaces the dialer (it must apply connect_timeout itself).
+func newTransport(u Upstream, dial dialFunc) *http.Transport {
+	if dial == nil {
+		dialer := &net.Dialer{Timeout: u.ConnectTimeout, KeepAlive: 30 * time.Second}
+		dial = dialer.DialContext
+	}
 	readGap, writeGap := u.ReadTimeout, u.WriteTimeout
 	return &http.Transport{
 		// No proxy from the environment: siblings are called directly, and a
 		// proxy would receive the forwarded bearer token.
 		Proxy: nil,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := dialer.DialContext(ctx, network, addr)
+			c, err := dial(ctx, network, addr)
 			if err != nil {
 				return nil, err
 			}

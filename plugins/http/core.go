@@ -1,0 +1,474 @@
+package http
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jfastframework/jfast/framework/resilience"
+)
+
+// core is what every client of this package shares, whatever the shape of
+// its calls (a path on one upstream, an absolute URL, an SDK's request through
+// the RoundTripper): the settings, the transport with its gap deadlines and
+// telemetry wrappers, the metrics, the observers, and the attempt loop that
+// applies the deadline, retry, budget, breaker and bulkhead rules.
+type core struct {
+	up      Upstream
+	header  http.Header // configured headers, canonical
+	rt      http.RoundTripper
+	raw     *http.Transport
+	backoff resilience.Backoff
+	clock   resilience.Clock
+	logger  *slog.Logger
+	metrics *upstreamMetrics
+	observe []CallObserver
+	closed  atomic.Bool
+}
+
+// policy is the breaker, retry budget and bulkhead the calls to one origin go
+// through: one per upstream, one per origin of a shared client.
+type policy struct {
+	origin   string
+	breaker  *resilience.Breaker
+	budget   *resilience.RetryBudget
+	bulkhead *resilience.Bulkhead
+}
+
+// newCore checks u (every default filled) and builds what its clients share.
+// dial, when not nil, replaces the transport's dialer (the shared client's
+// address guard).
+func newCore(u Upstream, o clientOptions, dial dialFunc) (*core, error) {
+	if errs := u.problems(); len(errs) > 0 {
+		msgs := make([]string, len(errs))
+		for i, e := range errs {
+			msgs[i] = e.key + ": " + e.problem
+		}
+		return nil, fmt.Errorf("http: upstream '%s': %s", u.Name, strings.Join(msgs, "; "))
+	}
+	clock := o.clock
+	if clock == nil {
+		clock = resilience.RealClock()
+	}
+	logger := o.logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	set := o.metrics
+	if set == nil {
+		set = newMetricSet()
+		if o.registry != nil {
+			if err := set.register(o.registry); err != nil {
+				return nil, fmt.Errorf("http: upstream '%s': registering metrics: %w", u.Name, err)
+			}
+		}
+	}
+	c := &core{
+		up:      u,
+		header:  make(http.Header, len(u.Headers)),
+		clock:   clock,
+		logger:  logger.With("upstream", u.Name),
+		metrics: set.forUpstream(u.Name),
+		backoff: resilience.Backoff{Base: u.BackoffBase, Max: u.BackoffMax},
+		observe: o.observers,
+	}
+	for k, v := range u.Headers {
+		c.header.Set(k, v)
+	}
+	c.raw = newTransport(u, dial)
+	c.rt = c.raw
+	for i := len(o.wrappers) - 1; i >= 0; i-- {
+		c.rt = o.wrappers[i](u.Name, c.rt)
+	}
+	return c, nil
+}
+
+// newPolicy returns a breaker, budget and bulkhead for origin. name names
+// them in errors and logs; onChange is the breaker's metrics hook.
+func (c *core) newPolicy(name, origin string, onChange func(resilience.StateChange)) *policy {
+	u := c.up
+	return &policy{
+		origin: origin,
+		breaker: resilience.NewBreaker(u.BreakerConfig.Opts(name, c.clock,
+			resilience.LogStateChanges(c.logger, "http", u.BreakerCoolDown, onChange))),
+		bulkhead: resilience.NewBulkhead(resilience.BulkheadOpts{
+			Name: name, MaxConcurrent: u.MaxConcurrent, Wait: u.BulkheadWait, Clock: c.clock,
+		}),
+		budget: resilience.NewRetryBudget(resilience.RetryBudgetOpts{
+			Ratio: u.RetryBudgetRatio, MinPerSecond: u.RetryBudgetMinPerSecond, Clock: c.clock,
+		}),
+	}
+}
+
+// close makes later calls fail with UpstreamUnavailable and closes the idle
+// connections.
+func (c *core) close() {
+	c.closed.Store(true)
+	c.raw.CloseIdleConnections()
+}
+
+// exchange is one call as the attempt loop sees it.
+type exchange struct {
+	req     *http.Request // headers set; its context is the caller's
+	payload []byte        // a ServiceClient call's body, sent again by each attempt
+	replay  bool          // a transport call whose body a retry gets from req.GetBody
+	retry   bool          // the method and idempotency rules allow a retry
+	stream  bool          // return the response with its body unread (the RoundTripper)
+	sent    bool          // the first attempt was handed to the transport (which closes req.Body)
+	pol     *policy
+	br      *resilience.Breaker
+	dones   []func(int, int, error) // stream: the observers' ends, called when the body ends
+}
+
+// call runs the breaker, the bulkhead and the attempts of one call. In stream
+// mode the response returned still holds the call's bulkhead place, deadline
+// and breaker ticket; its body (a *streamBody) gives them back when it ends.
+func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, error) {
+	m := c.metrics
+	name := c.up.Name
+	if c.closed.Load() {
+		m.unavailable.Inc()
+		return nil, 0, newUnavailable(name, errClosed)
+	}
+	start := c.clock.Now()
+	deadline := start.Add(c.up.TotalTimeout)
+	callerDeadline, hasCallerDeadline := ctx.Deadline()
+
+	ticket, err := x.br.Allow()
+	if err != nil {
+		m.open.Inc()
+		var oe *resilience.OpenError
+		ra := time.Duration(0)
+		if errors.As(err, &oe) {
+			ra = oe.RetryAfter()
+		}
+		return nil, 0, newCircuitOpen(name, err, ra)
+	}
+	// own is total_timeout on the clock of context deadlines: it tells a call
+	// cut by the caller's sooner deadline from one cut by ours.
+	own := time.Now().Add(c.up.TotalTimeout)
+	callCtx, cancel := context.WithDeadline(ctx, own)
+	permit, err := x.pol.bulkhead.Acquire(callCtx)
+	if err != nil {
+		defer cancel()
+		ticket.Done(resilience.Ignore)
+		if errors.Is(err, resilience.ErrBulkheadFull) {
+			m.rejections.Inc()
+			m.bulkhead.Inc()
+			return nil, 0, newBulkheadFull(name, err)
+		}
+		return nil, 0, c.noResponse(ctx, callCtx, err)
+	}
+
+	x.pol.budget.RecordCall()
+	var (
+		last      *http.Response
+		lastErr   error
+		headersAt time.Time
+		bodyRead  time.Duration
+		attempts  int
+		cut       bool         // the last attempt failed because the caller's context ended
+		live      *liveAttempt // stream: the attempt whose response body is unread
+		tooLarge  *bodyTooLarge
+	)
+	for {
+		attempts++
+		m.attempts.Inc()
+		aStart := c.clock.Now()
+		var (
+			resp *http.Response
+			hAt  time.Time
+			read time.Duration
+			next *liveAttempt
+			err  error
+		)
+		if x.stream {
+			resp, hAt, next, err = c.open(callCtx, x, attempts)
+		} else {
+			resp, hAt, read, err = c.send(callCtx, x, attempts)
+		}
+		if err == nil {
+			last, headersAt, bodyRead, live = resp, hAt, read, next
+		}
+		lastErr = err
+		if errors.As(err, &tooLarge) {
+			// The upstream answered, so this is no breaker evidence (like a
+			// 500), and the same request gets the same body: no retry. It
+			// wins over an earlier attempt's response, which the upstream
+			// has since replaced with this one.
+			ticket.Done(resilience.Ignore)
+			permit.Release()
+			cancel()
+			m.tooLarge.Inc()
+			return nil, attempts, newResponseTooLarge(name, c.up.MaxResponseBytes, tooLarge)
+		}
+		// Decided now, not after a backoff the caller may cut: a refused
+		// connection stays evidence if the caller's deadline ends the wait.
+		cut = err != nil && resilience.CutByCaller(ctx, own)
+		if !x.retry || attempts > c.up.Retries || !c.retryable(callCtx, resp, err) {
+			break
+		}
+		wait, ok := c.waitBefore(resp, attempts)
+		if !ok {
+			break // Retry-After asks for more than max_retry_after
+		}
+		now := c.clock.Now()
+		left := deadline.Sub(now)
+		if hasCallerDeadline {
+			left = min(left, time.Until(callerDeadline))
+		}
+		if wait+now.Sub(aStart) >= left {
+			break // the retry could not finish before the deadline
+		}
+		if !x.pol.budget.TryRetry() {
+			m.refusals.Inc()
+			break
+		}
+		if live != nil {
+			// A streamed response is not held open through the wait: it is
+			// kept only if its body is small enough to hold in memory.
+			last, live = live.retain(last), nil
+		}
+		m.retries.Inc()
+		if c.clock.Sleep(callCtx, wait) != nil {
+			break
+		}
+	}
+
+	outcome := outcome(finalResponse(last, lastErr), lastErr, cut)
+	if last != nil && lastErr == nil && live != nil {
+		if last.StatusCode == http.StatusSwitchingProtocols {
+			// The connection now belongs to the caller (an upgrade, such as
+			// a WebSocket): the call is over.
+			live.end()
+		} else {
+			m.response.Inc()
+			m.latency.Observe(headersAt.Sub(start).Seconds())
+			last.Body = &streamBody{
+				rc: last.Body, c: c, ctx: ctx, callCtx: callCtx, own: own, ticket: ticket, permit: permit,
+				live: live, cancel: cancel, status: last.StatusCode, limit: c.up.MaxResponseBytes,
+				headersAt: c.clock.Now(), attempts: attempts, dones: x.dones,
+			}
+			x.dones = nil // called when the body ends
+			return last, attempts, nil
+		}
+	}
+	ticket.Done(outcome)
+	permit.Release()
+	defer cancel() // after noResponse, which asks whether the call's deadline passed
+	if last != nil {
+		m.response.Inc()
+		m.latency.Observe(headersAt.Sub(start).Seconds())
+		m.bodyRead.Observe(bodyRead.Seconds())
+		return last, attempts, nil
+	}
+	return nil, attempts, c.noResponse(ctx, callCtx, lastErr)
+}
+
+// finalResponse returns the last attempt's response: nil when the last attempt failed
+// (even if an earlier one had a response, which is still what the call
+// returns).
+func finalResponse(last *http.Response, lastErr error) *http.Response {
+	if lastErr != nil {
+		return nil
+	}
+	return last
+}
+
+// outcome classifies the final attempt for the breaker with jfast's shared
+// HTTP rule (resilience.HTTPOutcome). An attempt that failed because its
+// caller's context ended first (cancelled, or its deadline sooner than
+// total_timeout: resilience.CutByCaller) is no evidence; one cut by
+// total_timeout, read_timeout or connect_timeout is a failure.
+func outcome(resp *http.Response, err error, cutByCaller bool) resilience.Outcome {
+	if err != nil && cutByCaller {
+		return resilience.Ignore
+	}
+	status := 0
+	if resp != nil {
+		status = resp.StatusCode
+	}
+	return resilience.HTTPOutcome(status, err)
+}
+
+// retryable reports whether another attempt could fix this one: a connect
+// error, a timeout or a dropped connection, or a 429, 502, 503 or 504. Never a
+// 500 (the same request gets the same bug), never another 4xx (the caller's
+// error), never a TLS verification failure, and never once the call's context
+// has ended.
+func (c *core) retryable(callCtx context.Context, resp *http.Response, err error) bool {
+	if callCtx.Err() != nil {
+		return false
+	}
+	if err != nil {
+		var certErr *tls.CertificateVerificationError
+		var unknownCA x509.UnknownAuthorityError
+		var hostErr x509.HostnameError
+		return !errors.As(err, &certErr) && !errors.As(err, &unknownCA) && !errors.As(err, &hostErr)
+	}
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// waitBefore returns the wait before retry n (1-based): the response's
+// Retry-After exactly, when it has a valid one, else the backoff. ok is false
+// when Retry-After asks for more than max_retry_after.
+func (c *core) waitBefore(resp *http.Response, n int) (time.Duration, bool) {
+	if resp != nil {
+		if v := resp.Header.Get("Retry-After"); v != "" {
+			d, valid, tooLong := resilience.ParseRetryAfter(v, c.clock.Now(), c.up.MaxRetryAfter)
+			if tooLong {
+				return d, false
+			}
+			if valid {
+				return d, true
+			}
+		}
+	}
+	return c.backoff.Delay(n), true
+}
+
+// noResponse turns the error of a call that got no response into its kind.
+func (c *core) noResponse(ctx, callCtx context.Context, err error) error {
+	name := c.up.Name
+	switch {
+	case errors.Is(ctx.Err(), context.Canceled):
+		c.metrics.unavailable.Inc()
+		return newUnavailable(name, fmt.Errorf("the caller cancelled the call: %w", err))
+	case callCtx.Err() != nil || isTimeout(err):
+		c.metrics.timeout.Inc()
+		if callCtx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+		}
+		return newTimeout(name, err)
+	default:
+		c.metrics.unavailable.Inc()
+		return newUnavailable(name, err)
+	}
+}
+
+func isTimeout(err error) bool {
+	var te interface{ Timeout() bool }
+	return errors.Is(err, errPoolTimeout) || errors.Is(err, context.DeadlineExceeded) ||
+		(errors.As(err, &te) && te.Timeout())
+}
+
+// request returns attempt n's request, under actx: the call's request with
+// the attempt's body.
+func (c *core) request(actx context.Context, x *exchange, n int) (*http.Request, error) {
+	r := x.req.WithContext(actx)
+	switch {
+	case x.payload != nil:
+		r.Body = io.NopCloser(bytes.NewReader(x.payload))
+	case n > 1 && x.replay:
+		body, err := x.req.GetBody()
+		if err != nil {
+			return nil, fmt.Errorf("getting the request body again for a retry: %w", err)
+		}
+		r.Body = body
+	}
+	return r, nil
+}
+
+// send makes one attempt and reads the whole response body, up to
+// max_response_bytes, under the read gap deadline. It returns when the
+// headers arrived and how long the body took to read.
+func (c *core) send(callCtx context.Context, x *exchange, n int) (*http.Response, time.Time, time.Duration, error) {
+	actx, cancel := context.WithCancelCause(callCtx)
+	defer cancel(nil)
+	a := attemptPool.Get().(*attempt)
+	a.begin(cancel, c.up.PoolTimeout)
+	r, err := c.request(httptrace.WithClientTrace(actx, &a.trace), x, n)
+	if err != nil {
+		a.end()
+		return nil, c.clock.Now(), 0, err
+	}
+	x.sent = true
+	resp, err := c.rt.RoundTrip(r)
+	headersAt := c.clock.Now()
+	if err != nil {
+		if a.end() {
+			attemptPool.Put(a)
+		}
+		if cause := context.Cause(actx); errors.Is(cause, errPoolTimeout) {
+			err = fmt.Errorf("%w: %w", errPoolTimeout, err)
+		}
+		return nil, headersAt, 0, err
+	}
+	b, err := readBody(resp, c.up.MaxResponseBytes)
+	read := c.clock.Now().Sub(headersAt)
+	if a.end() {
+		attemptPool.Put(a)
+	}
+	if err != nil {
+		var big *bodyTooLarge
+		if errors.As(err, &big) {
+			return nil, headersAt, read, err
+		}
+		return nil, headersAt, read, fmt.Errorf("reading the response body: %w", err)
+	}
+	resp.Body = &Body{b: b, r: *bytes.NewReader(b)}
+	return resp, headersAt, read, nil
+}
+
+// readBody reads and closes resp's body, holding at most limit+1 bytes of it.
+// A body longer than limit, or a Content-Length announcing one, is a
+// *bodyTooLarge. Closing a body that was not read to its end makes the
+// transport close the connection rather than pool it, so the rest of the body
+// is never read.
+func readBody(resp *http.Response, limit int64) ([]byte, error) {
+	defer resp.Body.Close()
+	if resp.Body == http.NoBody {
+		return nil, nil
+	}
+	if resp.ContentLength > limit {
+		return nil, &bodyTooLarge{status: resp.StatusCode, limit: limit, declared: resp.ContentLength}
+	}
+	most := limit + 1 // one byte past the limit tells a body of exactly limit bytes from a longer one
+	if most <= 0 {
+		most = math.MaxInt64
+	}
+	// A known length is read into one buffer of length+1 (the +1 leaves room
+	// to see EOF without growing). Otherwise the buffer doubles from 512
+	// bytes, never past most, so an endless body costs at most limit+1 bytes.
+	size := int64(512)
+	if n := resp.ContentLength; n >= 0 {
+		size = n + 1
+	}
+	buf := make([]byte, 0, min(size, most))
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) >= most {
+				return nil, &bodyTooLarge{status: resp.StatusCode, limit: limit, declared: -1}
+			}
+			grown := make([]byte, len(buf), min(max(2*int64(cap(buf)), 512), most))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := resp.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			if int64(len(buf)) > limit { // the byte past the limit came with the EOF
+				return nil, &bodyTooLarge{status: resp.StatusCode, limit: limit, declared: -1}
+			}
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}

@@ -1,0 +1,334 @@
+package http
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/requestid"
+)
+
+// The RoundTripper form of the policies, for code that builds its own
+// requests: an SDK that takes an *http.Client (aws-sdk-go-v2, openai-go,
+// Stripe), a reverse proxy (httputil.ReverseProxy.Transport). Each RoundTrip
+// is one call: the breaker is asked once, the call holds a bulkhead place,
+// the deadlines apply, and a failed attempt is retried by the same rules as
+// ServiceClient.Do. Unlike Do, the response body is streamed: the call stays
+// in flight (its bulkhead place, its deadline, the read gap on its
+// connection) until the body is read to its end or closed, and the breaker
+// learns the call's outcome then.
+
+// Transport returns the upstream's policies as an http.RoundTripper, for an
+// SDK or a reverse proxy: every request it is given must be for the
+// upstream's origin (the scheme, host and port of base_url); one for another
+// origin is refused with an error and nothing is sent. The RoundTripper shares
+// this client's breaker, retry budget, bulkhead and connection pool. See
+// docs/http.md, "The policies as a RoundTripper".
+func (c *ServiceClient) Transport() http.RoundTripper { return c.transport }
+
+// HTTPClient returns an *http.Client whose transport is [ServiceClient.Transport]
+// and which never follows redirects (a 3xx comes back as is, so a credential
+// cannot follow it to another host). It has no Timeout of its own: the
+// upstream's deadlines apply to every request.
+func (c *ServiceClient) HTTPClient() *http.Client {
+	return &http.Client{Transport: c.transport, CheckRedirect: noRedirects}
+}
+
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// upstreamTransport is a ServiceClient's RoundTripper.
+type upstreamTransport struct{ c *ServiceClient }
+
+// RoundTrip implements http.RoundTripper.
+func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	c := t.c
+	if req.URL == nil {
+		closeRequestBody(req)
+		return nil, fmt.Errorf("http: upstream '%s': the request has no URL", c.up.Name)
+	}
+	if o := originOf(req.URL); o != c.pol.origin {
+		closeRequestBody(req)
+		return nil, fmt.Errorf("http: upstream '%s' is %s: its transport refuses a request to %s (a shared client, [plugin.http.shared.<name>], takes any origin)", c.up.Name, c.pol.origin, o)
+	}
+	return c.roundTrip(req, c.pol, c.pol.breaker)
+}
+
+// roundTrip makes one call for an SDK's request through pol and br.
+func (c *core) roundTrip(req *http.Request, pol *policy, br *resilience.Breaker) (*http.Response, error) {
+	ctx := req.Context()
+	x := exchange{pol: pol, br: br, stream: true}
+	x.retry, x.replay = transportRetry(req)
+	for _, observe := range c.observe {
+		var done func(int, int, error)
+		ctx, done = observe(ctx, c.up.Name, req.Method)
+		if done != nil {
+			x.dones = append(x.dones, done)
+		}
+	}
+	out := req.WithContext(ctx)
+	out.Header = c.outboundHeader(ctx, req.Header)
+	x.req = out
+	resp, attempts, err := c.call(ctx, &x)
+	if !x.sent {
+		closeRequestBody(req) // a RoundTripper closes the body, even when it sends nothing
+	}
+	if len(x.dones) > 0 { // not handed to the streamed body
+		status := 0
+		if resp != nil {
+			status = resp.StatusCode
+		}
+		for _, done := range x.dones {
+			done(status, attempts, err)
+		}
+	}
+	if resp != nil {
+		resp.Request = req
+	}
+	return resp, err
+}
+
+// transportRetry applies the retry rules to a request built by someone else:
+// a retry must be able to send the body again (GetBody, which
+// http.NewRequest sets for in-memory bodies), and the method must be safe to
+// repeat or the request must carry an Idempotency-Key.
+func transportRetry(req *http.Request) (retry, replay bool) {
+	hasBody := req.Body != nil && req.Body != http.NoBody
+	replay = hasBody && req.GetBody != nil
+	if hasBody && !replay {
+		return false, false
+	}
+	if safeMethod(req.Method) {
+		return true, replay
+	}
+	return req.Header.Get("Idempotency-Key") != "", replay
+}
+
+// outboundHeader returns a copy of h with what travels with every call added
+// where the request does not set it already: the configured headers, the
+// request ID and the forwarded bearer token. The request's own headers win,
+// as per-call headers do in ServiceClient.Do.
+func (c *core) outboundHeader(ctx context.Context, in http.Header) http.Header {
+	h := make(http.Header, len(in)+len(c.header)+3)
+	for k, v := range in {
+		h[k] = v
+	}
+	for k, v := range c.header {
+		if _, ok := h[k]; !ok {
+			h[k] = v
+		}
+	}
+	if _, ok := h["X-Request-Id"]; !ok {
+		if id := requestid.FromContext(ctx); id != "" {
+			h["X-Request-Id"] = []string{id}
+		}
+	}
+	if c.up.ForwardAuthorization {
+		if _, ok := h["Authorization"]; !ok {
+			if tok := framework.BearerToken(ctx); tok != "" {
+				h["Authorization"] = []string{"Bearer " + tok}
+			}
+		}
+	}
+	return h
+}
+
+func closeRequestBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}
+
+// originOf returns u's origin as "scheme://host:port", in lower case, with
+// the scheme's default port written out, so "http://Billing" and
+// "http://billing:80" are one origin.
+func originOf(u *url.URL) string {
+	scheme := strings.ToLower(u.Scheme)
+	port := u.Port()
+	if port == "" {
+		switch scheme {
+		case "http":
+			port = "80"
+		case "https":
+			port = "443"
+		}
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// open makes one attempt of a streamed call: it returns the response with its
+// body unread and the attempt still running (its gap deadline armed, its
+// context alive) until the caller ends it.
+func (c *core) open(callCtx context.Context, x *exchange, n int) (*http.Response, time.Time, *liveAttempt, error) {
+	actx, cancel := context.WithCancelCause(callCtx)
+	a := attemptPool.Get().(*attempt)
+	a.begin(cancel, c.up.PoolTimeout)
+	live := &liveAttempt{a: a, cancel: cancel}
+	r, err := c.request(httptrace.WithClientTrace(actx, &a.trace), x, n)
+	if err != nil {
+		live.end()
+		return nil, c.clock.Now(), nil, err
+	}
+	x.sent = true
+	resp, err := c.rt.RoundTrip(r)
+	headersAt := c.clock.Now()
+	if err != nil {
+		cause := context.Cause(actx)
+		live.end()
+		if errors.Is(cause, errPoolTimeout) {
+			err = fmt.Errorf("%w: %w", errPoolTimeout, err)
+		}
+		return nil, headersAt, nil, err
+	}
+	if resp.Body != http.NoBody && resp.ContentLength > c.up.MaxResponseBytes {
+		_ = resp.Body.Close()
+		live.end()
+		return nil, headersAt, nil, &bodyTooLarge{status: resp.StatusCode, limit: c.up.MaxResponseBytes, declared: resp.ContentLength}
+	}
+	return resp, headersAt, live, nil
+}
+
+// liveAttempt is a streamed attempt whose response body is still being read.
+type liveAttempt struct {
+	a      *attempt
+	cancel context.CancelCauseFunc
+}
+
+// end disarms the connection's gap deadline and ends the attempt's context.
+func (l *liveAttempt) end() {
+	if l.a.end() {
+		attemptPool.Put(l.a)
+	}
+	l.cancel(nil)
+}
+
+// retainLimit is the largest body of a retryable response (a 429, 502, 503
+// or 504: an error page) a streamed call keeps in memory through the wait
+// before its retry, so that it can still return it if the retry gets no
+// response.
+const retainLimit = 64 << 10
+
+// retain ends a streamed attempt whose response will be retried: it reads the
+// body, if it is at most retainLimit bytes, and returns the response with the
+// body in memory; a longer or broken body is dropped (nil).
+func (l *liveAttempt) retain(resp *http.Response) *http.Response {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, retainLimit+1))
+	_ = resp.Body.Close()
+	l.end()
+	if err != nil || len(b) > retainLimit {
+		return nil
+	}
+	body := &Body{b: b}
+	body.r.Reset(b)
+	resp.Body = body
+	return resp
+}
+
+// streamBody is the body of a response the RoundTripper returned. The call
+// it ends is still in flight: reading it to its end, a read error or Close
+// releases the bulkhead place, ends the call's deadline and attempt, and
+// gives the breaker the call's outcome.
+type streamBody struct {
+	rc        io.ReadCloser
+	c         *core
+	ctx       context.Context // the caller's
+	callCtx   context.Context // under total_timeout
+	own       time.Time
+	ticket    resilience.Ticket
+	permit    resilience.Permit
+	live      *liveAttempt
+	cancel    context.CancelFunc
+	status    int
+	limit     int64
+	n         int64
+	headersAt time.Time
+	attempts  int
+	dones     []func(int, int, error)
+	done      atomic.Bool
+}
+
+// Read reads the body. Past max_response_bytes it fails with a
+// *ResponseTooLarge; a failed read is an *UpstreamTimeout or an
+// *UpstreamUnavailable wrapping the cause.
+func (b *streamBody) Read(p []byte) (int, error) {
+	if b.done.Load() {
+		return b.rc.Read(p) // io.EOF after the end; an error after Close
+	}
+	if rest := b.limit + 1 - b.n; int64(len(p)) > rest {
+		p = p[:rest]
+	}
+	k, err := b.rc.Read(p)
+	b.n += int64(k)
+	if b.n > b.limit {
+		// The byte past the cap: the body is longer than max_response_bytes.
+		k -= int(b.n - b.limit)
+		big := &bodyTooLarge{status: b.status, limit: b.limit, declared: -1}
+		b.c.metrics.tooLarge.Inc()
+		b.finish(resilience.Ignore, big)
+		return k, newResponseTooLarge(b.c.up.Name, b.limit, big)
+	}
+	switch {
+	case err == io.EOF:
+		b.finish(resilience.HTTPOutcome(b.status, nil), nil)
+	case err != nil:
+		err = b.readError(err)
+		o := resilience.Failure
+		if resilience.CutByCaller(b.ctx, b.own) {
+			o = resilience.Ignore
+		}
+		b.finish(o, err)
+	}
+	return k, err
+}
+
+// Close closes the body and ends the call; its outcome is the response's
+// status.
+func (b *streamBody) Close() error {
+	err := b.rc.Close()
+	b.finish(resilience.HTTPOutcome(b.status, nil), nil)
+	return err
+}
+
+// readError turns a failed body read into an UpstreamError kind.
+func (b *streamBody) readError(err error) error {
+	name := b.c.up.Name
+	err = fmt.Errorf("reading the response body: %w", err)
+	switch {
+	case errors.Is(b.ctx.Err(), context.Canceled):
+		return newUnavailable(name, fmt.Errorf("the caller cancelled the call: %w", err))
+	case b.callCtx.Err() != nil || isTimeout(err):
+		if b.callCtx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+		}
+		return newTimeout(name, err)
+	}
+	return newUnavailable(name, err)
+}
+
+// finish ends the call once.
+func (b *streamBody) finish(o resilience.Outcome, err error) {
+	if !b.done.CompareAndSwap(false, true) {
+		return
+	}
+	b.live.end()
+	b.cancel()
+	b.permit.Release()
+	b.ticket.Done(o)
+	b.c.metrics.bodyRead.Observe(b.c.clock.Now().Sub(b.headersAt).Seconds())
+	status := b.status
+	if err != nil {
+		status = 0
+	}
+	for _, done := range b.dones {
+		done(status, b.attempts, err)
+	}
+}
