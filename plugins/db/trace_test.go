@@ -2,41 +2,14 @@ package db
 
 import (
 	"context"
-	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/jfasttest"
 )
 
-// observer stands for the telemetry plugin: it records every operation the
-// pool reports through the framework's DependencyObserver seam.
-type observer struct {
-	mu  sync.Mutex
-	ops []string
-}
-
-func (o *observer) Name() string { return "telemetry" }
-
-func (o *observer) DependencyObserver() framework.DependencyObserver {
-	return func(ctx context.Context, dependency, operation string) (context.Context, func(error)) {
-		return ctx, func(err error) {
-			o.mu.Lock()
-			defer o.mu.Unlock()
-			o.ops = append(o.ops, fmt.Sprintf("%s %s failed=%v", dependency, operation, err != nil))
-		}
-	}
-}
-
-func (o *observer) list() []string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return append([]string(nil), o.ops...)
-}
-
-func startObserved(t *testing.T, enabled string, obs *observer) *DB {
+func startObserved(t *testing.T, enabled string, obs *jfasttest.Observer) *DB {
 	t.Helper()
 	p := New()
 	jfasttest.Start(t, jfasttest.Options{
@@ -51,7 +24,7 @@ func startObserved(t *testing.T, enabled string, obs *observer) *DB {
 
 func TestStatementsReachTheDependencyObserver(t *testing.T) {
 	t.Parallel()
-	obs := &observer{}
+	obs := &jfasttest.Observer{}
 	d := startObserved(t, `"db", "telemetry"`, obs)
 	ctx := context.Background()
 	var n int
@@ -64,7 +37,7 @@ func TestStatementsReachTheDependencyObserver(t *testing.T) {
 	if _, err := d.Exec(ctx, "SELEC 1"); err == nil {
 		t.Fatal("a syntax error succeeded")
 	}
-	got := strings.Join(obs.list(), "; ")
+	got := strings.Join(obs.Operations(), "; ")
 	for _, want := range []string{"db SELECT failed=false", "db WITH failed=false", "db SELEC failed=true"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("observed %q, want %q among them", got, want)
@@ -77,12 +50,12 @@ func TestStatementsReachTheDependencyObserver(t *testing.T) {
 
 func TestNoTracerWithoutTelemetryEnabled(t *testing.T) {
 	t.Parallel()
-	obs := &observer{}
+	obs := &jfasttest.Observer{}
 	d := startObserved(t, `"db"`, obs) // compiled in, not enabled
 	if _, err := d.Exec(context.Background(), "SELECT 1"); err != nil {
 		t.Fatal(err)
 	}
-	if got := obs.list(); len(got) != 0 {
+	if got := obs.Operations(); len(got) != 0 {
 		t.Errorf("observed %q with telemetry not enabled", got)
 	}
 	if tr := d.pool.Config().ConnConfig.Tracer; tr != nil {

@@ -2,9 +2,7 @@ package storage_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/go-chi/chi/v5"
@@ -14,32 +12,7 @@ import (
 	"github.com/jfastframework/jfast/plugins/storage"
 )
 
-// observer stands for the telemetry plugin: it records every operation the
-// S3 client reports through the framework's DependencyObserver seam.
-type observer struct {
-	mu  sync.Mutex
-	ops []string
-}
-
-func (o *observer) Name() string { return "telemetry" }
-
-func (o *observer) DependencyObserver() framework.DependencyObserver {
-	return func(ctx context.Context, dependency, operation string) (context.Context, func(error)) {
-		return ctx, func(err error) {
-			o.mu.Lock()
-			defer o.mu.Unlock()
-			o.ops = append(o.ops, fmt.Sprintf("%s %s failed=%v", dependency, operation, err != nil))
-		}
-	}
-}
-
-func (o *observer) list() []string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return append([]string(nil), o.ops...)
-}
-
-func startObservedS3(t *testing.T, enabled string, obs *observer) *storage.Disk {
+func startObservedS3(t *testing.T, enabled string, obs *jfasttest.Observer) *storage.Disk {
 	t.Helper()
 	srv := sharedS3(t)
 	var disk *storage.Disk
@@ -57,7 +30,7 @@ func startObservedS3(t *testing.T, enabled string, obs *observer) *storage.Disk 
 
 func TestS3OperationsReachTheDependencyObserver(t *testing.T) {
 	t.Parallel()
-	obs := &observer{}
+	obs := &jfasttest.Observer{}
 	d := startObservedS3(t, `"storage", "telemetry"`, obs)
 	ctx := context.Background()
 	if err := d.Put(ctx, "secret-id/a.txt", strings.NewReader("a"), "text/plain"); err != nil {
@@ -71,7 +44,7 @@ func TestS3OperationsReachTheDependencyObserver(t *testing.T) {
 	if _, err := d.Stat(cancelled, "secret-id/a.txt"); err == nil {
 		t.Fatal("stat with a cancelled context succeeded")
 	}
-	got := strings.Join(obs.list(), "; ")
+	got := strings.Join(obs.Operations(), "; ")
 	for _, want := range []string{"storage PutObject failed=false", "storage HeadObject failed=false", "storage HeadObject failed=true"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("observed %q, want %q among them (a 404 is an answer; a cancelled call fails)", got, want)
@@ -84,12 +57,12 @@ func TestS3OperationsReachTheDependencyObserver(t *testing.T) {
 
 func TestS3NoMiddlewareWithoutTelemetryEnabled(t *testing.T) {
 	t.Parallel()
-	obs := &observer{}
+	obs := &jfasttest.Observer{}
 	d := startObservedS3(t, `"storage"`, obs) // compiled in, not enabled
 	if err := d.Put(context.Background(), "a.txt", strings.NewReader("a"), "text/plain"); err != nil {
 		t.Fatal(err)
 	}
-	if got := obs.list(); len(got) != 0 {
+	if got := obs.Operations(); len(got) != 0 {
 		t.Errorf("observed %q with telemetry not enabled", got)
 	}
 }

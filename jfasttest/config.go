@@ -1,0 +1,64 @@
+package jfasttest
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/jfastframework/jfast/framework"
+)
+
+// ConfigErrors builds the App of o and returns its configuration errors,
+// failing the test when the App builds or fails for another reason: the one
+// step of every boot-validation test.
+//
+//	errs := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: toml, Plugins: plugins})
+//	if e, ok := errs.For("plugin.db.pool_size"); !ok || !strings.Contains(e.Problem, "greater than zero") { ... }
+func ConfigErrors(t testing.TB, o Options) Errors {
+	t.Helper()
+	_, err := New(t, o)
+	if err == nil {
+		t.Fatalf("jfasttest: the configuration was accepted; want configuration errors")
+	}
+	var errs framework.ConfigErrors
+	if !errors.As(err, &errs) {
+		t.Fatalf("jfasttest: boot error is %T, not framework.ConfigErrors: %v", err, err)
+	}
+	return Errors(errs)
+}
+
+// Errors is a list of configuration errors with lookups by key.
+type Errors framework.ConfigErrors
+
+// For returns the first error about key (the full key path) and whether there
+// is one.
+func (es Errors) For(key string) (framework.ConfigError, bool) {
+	for _, e := range es {
+		if e.Key == key {
+			return e, true
+		}
+	}
+	return framework.ConfigError{}, false
+}
+
+// Has reports whether an error about key mentions every one of words (in its
+// problem or its fix).
+func (es Errors) Has(key string, words ...string) bool {
+	for _, e := range es {
+		if e.Key != key {
+			continue
+		}
+		text := e.Problem + " " + e.Fix
+		ok := true
+		for _, w := range words {
+			ok = ok && strings.Contains(text, w)
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Error prints every error, one a line.
+func (es Errors) Error() string { return framework.ConfigErrors(es).Error() }
