@@ -2,7 +2,6 @@ package auth_test
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,26 +13,14 @@ import (
 )
 
 // configErrors builds the App and returns its configuration errors.
-func configErrors(t *testing.T, toml string, env map[string]string) framework.ConfigErrors {
+func configErrors(t *testing.T, toml string, env map[string]string) jfasttest.Errors {
 	t.Helper()
-	_, err := jfasttest.New(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{auth.New()}, Env: env})
-	if err == nil {
-		return nil
-	}
-	var ce framework.ConfigErrors
-	if !errors.As(err, &ce) {
-		t.Fatalf("error is %T, not framework.ConfigErrors: %v", err, err)
-	}
-	return ce
+	return jfasttest.ConfigErrors(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{auth.New()}, Env: env})
 }
 
-func hasKey(es framework.ConfigErrors, key string) bool {
-	for _, e := range es {
-		if e.Key == key {
-			return true
-		}
-	}
-	return false
+func hasKey(es jfasttest.Errors, key string) bool {
+	_, ok := es.For(key)
+	return ok
 }
 
 // TestBootRules has one case per boot rule of [plugin.auth]: each bad table must

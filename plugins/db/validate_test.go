@@ -1,7 +1,6 @@
 package db
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -11,7 +10,7 @@ import (
 
 // bootErrors builds (does not start) an App with [plugin.db] set to table
 // and returns its configuration errors.
-func bootErrors(t *testing.T, table string, env map[string]string, opts ...Option) framework.ConfigErrors {
+func bootErrors(t *testing.T, table string, env map[string]string, opts ...Option) jfasttest.Errors {
 	t.Helper()
 	if env == nil {
 		env = map[string]string{"JFAST_DB_URL": testURL()}
@@ -20,19 +19,11 @@ func bootErrors(t *testing.T, table string, env map[string]string, opts ...Optio
 	if table != "" {
 		toml += "[plugin.db]\n" + table
 	}
-	_, err := jfasttest.New(t, jfasttest.Options{
+	return jfasttest.ConfigErrors(t, jfasttest.Options{
 		TOML:    toml,
 		Plugins: []framework.Plugin{New(opts...)},
 		Env:     env,
 	})
-	if err == nil {
-		return nil
-	}
-	var ce framework.ConfigErrors
-	if !errors.As(err, &ce) {
-		t.Fatalf("boot error %v is not ConfigErrors", err)
-	}
-	return ce
 }
 
 // One test per boot rule: each bad value stops the boot with an error

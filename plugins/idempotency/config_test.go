@@ -2,7 +2,6 @@ package idempotency
 
 import (
 	"context"
-	"errors"
 	"reflect"
 	"slices"
 	"strings"
@@ -15,18 +14,13 @@ import (
 	"github.com/jfastframework/jfast/plugins/db"
 )
 
-func configErrors(t *testing.T, toml string) framework.ConfigErrors {
+func configErrors(t *testing.T, toml string) jfasttest.Errors {
 	t.Helper()
-	_, err := jfasttest.New(t, jfasttest.Options{
+	return jfasttest.ConfigErrors(t, jfasttest.Options{
 		TOML:    "[plugins]\nenabled = [\"db\", \"idempotency\"]\n" + toml,
 		Plugins: []framework.Plugin{db.New(), New()},
 		Env:     map[string]string{"JFAST_DB_URL": testURL("")},
 	})
-	var ces framework.ConfigErrors
-	if err != nil && !errors.As(err, &ces) {
-		t.Fatalf("not a ConfigErrors: %v", err)
-	}
-	return ces
 }
 
 func TestConfigRefusals(t *testing.T) {

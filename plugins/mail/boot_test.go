@@ -1,7 +1,6 @@
 package mail_test
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -24,14 +23,7 @@ enabled = ["db", "queue", "mail"]
 url = "` + dbURL() + `"
 [plugin.mail]
 ` + table
-	_, err := jfasttest.New(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{db.New(), queue.New(), mail.New()}})
-	if err == nil {
-		return nil
-	}
-	var ce framework.ConfigErrors
-	if !errors.As(err, &ce) {
-		t.Fatalf("boot error %v is not ConfigErrors", err)
-	}
+	ce := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{db.New(), queue.New(), mail.New()}})
 	var out []framework.ConfigError
 	for _, e := range ce {
 		if strings.HasPrefix(e.Key, "plugin.mail.") {

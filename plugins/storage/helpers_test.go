@@ -1,7 +1,6 @@
 package storage_test
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -57,31 +56,16 @@ func localTOML(root string, extra ...string) string {
 }
 
 // bootErrors builds an App from the TOML and returns its configuration errors.
-func bootErrors(t *testing.T, toml string, env map[string]string) framework.ConfigErrors {
+func bootErrors(t *testing.T, toml string, env map[string]string) jfasttest.Errors {
 	t.Helper()
-	_, err := jfasttest.New(t, jfasttest.Options{
+	return jfasttest.ConfigErrors(t, jfasttest.Options{
 		TOML:    "[plugins]\nenabled = [\"storage\"]\n" + toml,
 		Plugins: []framework.Plugin{storage.New()},
 		Env:     env,
 	})
-	if err == nil {
-		return nil
-	}
-	var ce framework.ConfigErrors
-	if !errors.As(err, &ce) {
-		t.Fatalf("boot error is %T, not ConfigErrors: %v", err, err)
-	}
-	return ce
 }
 
-func errorFor(errs framework.ConfigErrors, key string) (framework.ConfigError, bool) {
-	for _, e := range errs {
-		if e.Key == key {
-			return e, true
-		}
-	}
-	return framework.ConfigError{}, false
-}
+func errorFor(errs jfasttest.Errors, key string) (framework.ConfigError, bool) { return errs.For(key) }
 
 func newApp(t *testing.T, toml string, routes func(*framework.App, chi.Router) error) (*framework.App, error) {
 	t.Helper()

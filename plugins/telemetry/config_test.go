@@ -1,7 +1,6 @@
 package telemetry_test
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -12,13 +11,12 @@ import (
 
 func configErrors(t *testing.T, toml string) map[string]string {
 	t.Helper()
-	_, err := jfasttest.New(t, jfasttest.Options{
+	errs := jfasttest.ConfigErrors(t, jfasttest.Options{
 		TOML:    "[plugins]\nenabled = [\"observability\", \"telemetry\"]\n" + toml,
 		Plugins: []framework.Plugin{telemetry.New()},
 	})
-	var errs framework.ConfigErrors
-	if !errors.As(err, &errs) {
-		t.Fatalf("err = %v, want configuration errors", err)
+	if len(errs) == 0 {
+		t.Fatal("the configuration was accepted; want configuration errors")
 	}
 	out := map[string]string{}
 	for _, e := range errs {
