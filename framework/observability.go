@@ -144,12 +144,23 @@ func metricRoute(r *http.Request) string {
 }
 
 func metricMethod(m string) string {
-	switch m {
-	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
-		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+	if StandardMethod(m) {
 		return m
 	}
 	return "OTHER"
+}
+
+// StandardMethod reports whether m is one of the nine methods of RFC 9110 and
+// RFC 5789 (GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, CONNECT, TRACE). A
+// client may send any token as a method; metric labels and span names use
+// this to stay among a few values.
+func StandardMethod(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return true
+	}
+	return false
 }
 
 var (

@@ -2,8 +2,10 @@ package storage
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -159,13 +161,13 @@ func (c *Config) validate(v *framework.Validation) {
 	case c.Default != "":
 		if _, ok := c.Disks[c.Default]; !ok && len(c.Disks) > 0 {
 			v.Error("default", fmt.Sprintf("names no configured disk: %q", c.Default),
-				"set default to one of: "+strings.Join(sortedNames(c.Disks), ", "))
+				"set default to one of: "+strings.Join(slices.Sorted(maps.Keys(c.Disks)), ", "))
 		}
 	case len(c.Disks) > 1:
 		v.Error("default", "must be set when there are several disks",
-			"set default to one of: "+strings.Join(sortedNames(c.Disks), ", "))
+			"set default to one of: "+strings.Join(slices.Sorted(maps.Keys(c.Disks)), ", "))
 	}
-	for _, name := range sortedNames(c.Disks) {
+	for _, name := range slices.Sorted(maps.Keys(c.Disks)) {
 		d := c.Disks[name]
 		sub := v.Sub("disks." + name)
 		if !diskName.MatchString(name) {

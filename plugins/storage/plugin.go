@@ -5,9 +5,9 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
@@ -63,7 +63,7 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 	if err != nil {
 		return err
 	}
-	p.names = sortedNames(p.cfg.Disks)
+	p.names = slices.Sorted(maps.Keys(p.cfg.Disks))
 	p.fallback = p.cfg.Default
 	if p.fallback == "" && len(p.names) == 1 {
 		p.fallback = p.names[0]
@@ -228,15 +228,6 @@ func For(app *framework.App, name string) (*Disk, error) {
 		return nil, err
 	}
 	return p.Disk(name)
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return slices.Clip(names)
 }
 
 var (

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/requestid"
 )
 
@@ -95,9 +96,7 @@ func statusOf(w http.ResponseWriter) int {
 // a client can send any token as a method, and a span name must stay among a
 // few values.
 func spanMethod(m string) string {
-	switch m {
-	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
-		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+	if framework.StandardMethod(m) {
 		return m
 	}
 	return "_OTHER"

@@ -2,7 +2,6 @@ package scaffold
 
 import (
 	"fmt"
-	"github.com/jfastframework/jfast/internal/tomltext"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -10,8 +9,11 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
+
+	"github.com/jfastframework/jfast/internal/tomltext"
 
 	"github.com/jfastframework/jfast/framework"
 )
@@ -148,7 +150,7 @@ func (w *configWriter) fields(path string, v reflect.Value, commented bool) {
 		case tomltext.IsMapOfTables(f.Type):
 			names := w.entries(key)
 			for _, k := range fv.MapKeys() {
-				if !contains(names, k.String()) {
+				if !slices.Contains(names, k.String()) {
 					names = append(names, k.String())
 				}
 			}
@@ -223,20 +225,11 @@ func (w *configWriter) entries(key string) []string {
 			continue
 		}
 		n, _, _ := strings.Cut(rest, ".")
-		if !contains(names, n) {
+		if !slices.Contains(names, n) {
 			names = append(names, n)
 		}
 	}
 	return names
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 var defaultsTo = regexp.MustCompile(`Defaults to (.+?)\.(?:\s|$)`)
