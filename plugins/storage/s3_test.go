@@ -410,7 +410,7 @@ func TestS3PausedServerDeadlineThenBreakerThenRecovery(t *testing.T) {
 	if g := gauge(t, s, "jfast_storage_breaker_state"); g != 1 {
 		t.Fatalf("breaker state gauge = %v, want 1 (open)", g)
 	}
-	if !strings.Contains(s.svc.Logs(), "storage breaker open") {
+	if !strings.Contains(s.svc.Logs(), "storage: breaker opened") {
 		t.Fatalf("the opening was not logged:\n%s", s.svc.Logs())
 	}
 
