@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -151,202 +149,6 @@ func lookupEnv(environ []string, name string) string {
 		}
 	}
 	return ""
-}
-
-// isDeploy reports whether a flat key is a deploy key.
-func (a *App) isDeploy(key string) bool {
-	if key == "app.listen" {
-		return true
-	}
-	for name, p := range a.compiled {
-		dk, ok := p.(DeployKeyer)
-		if !ok {
-			continue
-		}
-		for _, pattern := range dk.DeployKeys() {
-			if matchKey("plugin."+name+"."+pattern, key) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// bind decodes the raw tree into the [app] table, the [plugins] table and every
-// compiled plugin's table, validates them, and orders the enabled plugins.
-func (a *App) bind(errs *ConfigErrors) {
-	b := &binder{errs: errs, set: map[string]string{}}
-	tree := a.raw.tree
-	top := map[string]int{"app": 0, "plugins": 1, "plugin": 2}
-	for _, k := range sortedKeys(tree) {
-		if _, ok := top[k]; !ok {
-			b.unknown(k, k, slices.Collect(maps.Keys(top)))
-		}
-	}
-	if m, ok := tableAt(b, tree, "app"); ok {
-		b.bindStruct("app", reflectValue(&a.cfg), m)
-	}
-	plugins := PluginsConfig{Enabled: []string{observabilityName}}
-	if m, ok := tableAt(b, tree, "plugins"); ok {
-		b.bindStruct("plugins", reflectValue(&plugins), m)
-	}
-	v := &Validation{prefix: "app", app: &a.cfg, errs: errs, set: b.set}
-	a.cfg.validate(v)
-
-	enabled := map[string]bool{}
-	for _, name := range plugins.Enabled {
-		switch {
-		case enabled[name]:
-			*errs = append(*errs, ConfigError{Key: "plugins.enabled", Problem: fmt.Sprintf("plugin %q is listed twice", name), Fix: "list each plugin once"})
-		case a.compiled[name] == nil:
-			*errs = append(*errs, ConfigError{Key: "plugins.enabled", Problem: fmt.Sprintf("plugin %q is enabled but not compiled into this service", name), Fix: a.compileFix(name)})
-		default:
-			enabled[name] = true
-		}
-	}
-
-	pluginTables, _ := tableAt(b, tree, "plugin")
-	for _, name := range sortedKeys(pluginTables) {
-		if a.compiled[name] != nil {
-			continue
-		}
-		fix := a.compileFix(name)
-		suggestion := suggest(name, slices.Collect(mapKeys(a.compiled)))
-		if vars := a.envOnly("plugin." + name + "."); len(vars) > 0 {
-			// Only the environment speaks of it: deployments share environments
-			// between services, so a variable meant for a sibling is not this
-			// service's mistake. It is ignored, loudly.
-			w := fmt.Sprintf("plugin.%s: %s configure a plugin this service does not compile in; ignored", name, strings.Join(vars, ", "))
-			if suggestion != "" {
-				w += fmt.Sprintf(" (did you mean %s?)", strings.ToUpper(suggestion))
-			}
-			a.raw.warnings = append(a.raw.warnings, w)
-			continue
-		}
-		if suggestion != "" {
-			fix = fmt.Sprintf("did you mean [plugin.%s]? Otherwise %s", suggestion, fix)
-		}
-		*errs = append(*errs, ConfigError{Key: "plugin." + name, Problem: "configures a plugin that is not compiled into this service", Fix: fix})
-	}
-	for _, name := range sortedKeys(a.compiled) {
-		p := a.compiled[name]
-		key := "plugin." + name
-		m, _ := tableAt(b, pluginTables, name)
-		if m == nil {
-			m = map[string]any{}
-		}
-		if c, ok := m["critical"]; ok {
-			crit, isBool := c.(bool)
-			if s, isString := c.(string); isString && (s == "true" || s == "false") {
-				crit, isBool = s == "true", true
-			}
-			if !isBool {
-				*errs = append(*errs, ConfigError{Key: key + ".critical", Problem: fmt.Sprintf("must be true or false, got %s", describe(c)), Fix: "set critical = true only for a dependency without which this replica is useless"})
-			}
-			a.critical[name] = crit
-			b.set[key+".critical"] = ""
-			m = mapWithout(m, "critical")
-		}
-		if cp, ok := p.(Configurable); ok {
-			b.bindStruct(key, reflectValue(cp.Config()), m)
-		} else {
-			for _, k := range sortedKeys(m) {
-				b.unknown(key+"."+k, k, []string{"critical"})
-			}
-		}
-		if !enabled[name] {
-			continue
-		}
-		if vp, ok := p.(Validator); ok {
-			vp.Validate(&Validation{prefix: key, app: &a.cfg, errs: errs, set: b.set})
-		}
-	}
-	for k, src := range a.raw.sources {
-		if _, ok := b.set[k]; ok {
-			b.set[k] = src.String()
-		}
-	}
-	order, err := startOrder(plugins.Enabled, a.compiled, enabled)
-	if err != nil {
-		*errs = append(*errs, err...)
-	}
-	a.plugins = order
-}
-
-// envOnly returns the variables that set keys under prefix when every such key
-// came from the environment, or nil when the file sets any of them.
-func (a *App) envOnly(prefix string) []string {
-	var vars []string
-	for key, src := range a.raw.sources {
-		if !strings.HasPrefix(key, prefix) {
-			continue
-		}
-		if src.Kind != "env" {
-			return nil
-		}
-		vars = append(vars, src.EnvVar)
-	}
-	sort.Strings(vars)
-	return vars
-}
-
-func (a *App) compileFix(name string) string {
-	if slices.Contains(knownPlugins, name) {
-		return fmt.Sprintf(`import "github.com/jfastframework/jfast/plugins/%s" and add %s.New() to framework.Options.Plugins in main`, name, name)
-	}
-	known := slices.Sorted(mapKeys(a.compiled))
-	if s := suggest(name, append(known, knownPlugins...)); s != "" {
-		return fmt.Sprintf("did you mean %q?", s)
-	}
-	return "remove it, or compile the plugin in: jfast's plugins are " + strings.Join(knownPlugins, ", ")
-}
-
-// startOrder sorts the enabled plugins so each starts after its dependencies, ties
-// broken by the order of [plugins] enabled.
-func startOrder(names []string, compiled map[string]Plugin, enabled map[string]bool) ([]Plugin, ConfigErrors) {
-	var errs ConfigErrors
-	deps := map[string][]string{}
-	for _, name := range names {
-		if !enabled[name] {
-			continue
-		}
-		d, ok := compiled[name].(Dependent)
-		if !ok {
-			continue
-		}
-		for _, dep := range d.Dependencies() {
-			switch {
-			case enabled[dep.Name]:
-				deps[name] = append(deps[name], dep.Name)
-			case !dep.Optional:
-				errs = append(errs, ConfigError{Key: "plugins.enabled", Problem: fmt.Sprintf("plugin %q needs plugin %q, which is not enabled", name, dep.Name), Fix: fmt.Sprintf("add %q to [plugins] enabled", dep.Name)})
-			}
-		}
-	}
-	var order []Plugin
-	state := map[string]int{} // 1 visiting, 2 done
-	var visit func(string, []string)
-	visit = func(name string, path []string) {
-		switch state[name] {
-		case 2:
-			return
-		case 1:
-			errs = append(errs, ConfigError{Key: "plugins.enabled", Problem: "plugins depend on each other in a cycle: " + strings.Join(append(path, name), " → "), Fix: "this is a bug in those plugins; report it"})
-			return
-		}
-		state[name] = 1
-		for _, dep := range deps[name] {
-			visit(dep, append(path, name))
-		}
-		state[name] = 2
-		order = append(order, compiled[name])
-	}
-	for _, name := range names {
-		if enabled[name] {
-			visit(name, nil)
-		}
-	}
-	return order, errs
 }
 
 // Start starts the plugins in order, mounts the routes and starts listening. A
@@ -564,6 +366,22 @@ func (a *App) Plugin(name string) Plugin {
 	return nil
 }
 
+// Plugins returns the enabled plugins in start order.
+func (a *App) Plugins() []Plugin { return slices.Clone(a.plugins) }
+
+// ConfigName names the configuration the App read, for messages: the file's path,
+// or a phrase when there is no file (text given in Options, or only defaults and
+// the environment).
+func (a *App) ConfigName() string {
+	if a.configFile == "" || (a.configFile == "config" && a.opts.ConfigText != "") {
+		return "the configuration"
+	}
+	if _, err := os.Stat(a.configFile); err != nil {
+		return "the configuration (no file: defaults and the environment)"
+	}
+	return a.configFile
+}
+
 // Critical reports whether [plugin.<name>] critical is true.
 func (a *App) Critical(name string) bool { return a.critical[name] }
 
@@ -611,46 +429,3 @@ func (a *App) Sources() map[string]string {
 
 // ReadyTimeout is app.readiness_timeout.
 func (a *App) ReadyTimeout() time.Duration { return a.cfg.ReadinessTimeout }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
-func mapWithout(m map[string]any, key string) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		if k != key {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-// tableAt returns tree[key] as a table; a value that is not a table is an error.
-func tableAt(b *binder, tree map[string]any, key string) (map[string]any, bool) {
-	v, ok := tree[key]
-	if !ok || v == nil {
-		return nil, false
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		b.errorf(key, "write it as a table: ["+key+"]", "must be a table, got %s", describe(v))
-		return nil, false
-	}
-	return m, true
-}

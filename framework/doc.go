@@ -3,10 +3,11 @@
 // dependency order, serves HTTP through chi with jfast's middleware, and renders
 // every error as RFC 9457 problem+json.
 //
-// A service's main compiles its plugins in and mounts its routes:
+// A service's main compiles its plugins in and mounts its routes; its command line
+// (serve, check, config, worker, migrate) is package framework/cli:
 //
 //	func main() {
-//		framework.Main(framework.Options{
+//		cli.Main(framework.Options{
 //			Plugins: []framework.Plugin{http.New(), db.New()},
 //			Routes: func(app *framework.App, r chi.Router) error {
 //				billing, err := http.Client(app, "billing")

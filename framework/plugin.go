@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"io"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -105,6 +106,39 @@ type RouteMounter interface {
 type Middlewarer interface {
 	Plugin
 	Middleware() func(http.Handler) http.Handler
+}
+
+// WorkerRunner is a plugin that runs background workers, such as the queue
+// plugin's job consumers. The service's "worker" command (package framework/cli)
+// runs only these: it starts the enabled plugins as serve does, runs the service's
+// Routes function into a router that is not served (so job handlers registered
+// there exist), serves only /live, /ready, /metrics and the plugins' own routes on
+// app.listen (so the orchestrator can probe the worker), and calls RunWorkers on
+// every enabled WorkerRunner, concurrently.
+//
+// RunWorkers is called after every plugin has started. It processes work until ctx
+// is done, then stops taking new work, lets the work in flight finish within the
+// plugin's own bound, and returns nil. An error return ends the worker process (exit
+// status 1) after the other runners and the plugins are stopped. Whether the same
+// plugin also runs workers inside "serve" is the plugin's configuration to decide.
+type WorkerRunner interface {
+	Plugin
+	RunWorkers(ctx context.Context) error
+}
+
+// Migrator is a plugin with schema migrations, such as the db plugin's embedded
+// SQL migrations. The service's "migrate up|down|status" command (package
+// framework/cli) calls it.
+//
+// RunMigrations is called on a plugin that has been configured and validated
+// (framework.New) but not started: it opens what it needs itself, bounded by ctx.
+// direction is "up" (apply every pending migration), "down" (revert the last one)
+// or "status" (change nothing). It writes what it did and where the schema stands
+// to out, one line per migration, for a person to read; secrets never appear in
+// out or in the error.
+type Migrator interface {
+	Plugin
+	RunMigrations(ctx context.Context, direction string, out io.Writer) error
 }
 
 // knownPlugins are jfast's own plugins, for the message naming the import to add.

@@ -6,7 +6,7 @@
 //	jfast config --config jfast.toml    # the effective configuration and each value's source
 //	jfast version
 //
-// It carries the same service commands every jfast service has (see
-// framework.NewCommand) with every built-in plugin compiled in. docs/cli.md
-// describes each command.
+// It carries the same service commands every jfast service has (package
+// framework/cli) and the drill command (package drills), with every built-in
+// plugin compiled in. docs/cli.md describes each command.
 package main

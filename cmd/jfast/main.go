@@ -16,7 +16,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/jfastframework/jfast/cmd/jfast/internal/scaffold"
+	"github.com/jfastframework/jfast/drills"
 	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/cli"
 )
 
 func main() {
@@ -29,7 +31,7 @@ func main() {
 // run is the jfast command line: the service commands (serve, check, config,
 // worker, migrate, drill) over every built-in plugin, plus new and version.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root := framework.NewCommand(framework.Options{Plugins: plugins()})
+	root := cli.NewCommand(framework.Options{Plugins: plugins()}, drills.Command)
 	root.Use = "jfast [command]"
 	root.Short = "The jfast command line: scaffold a service, check and explain its configuration"
 	root.Long = `jfast writes new services (jfast new) and checks and explains a jfast.toml without
@@ -49,7 +51,7 @@ own: /live, /ready and /metrics only.`
 		}
 	}
 	root.AddCommand(newCommand(), versionCommand())
-	return framework.RunCommand(ctx, root, args, stdout, stderr)
+	return cli.Run(ctx, root, args, stdout, stderr)
 }
 
 func plugins() []framework.Plugin {
@@ -99,7 +101,7 @@ Plugins: ` + strings.Join(availableForNew(), ", ") + ` (observability is always 
   jfast new billing-api --dir services/billing --framework ~/src/jfast`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return &framework.ExitError{Code: 2, Err: fmt.Errorf("jfast new: want the service's NAME"), Usage: true}
+				return &cli.ExitError{Code: 2, Err: fmt.Errorf("jfast new: want the service's NAME"), Usage: true}
 			}
 			return nil
 		},
@@ -112,27 +114,27 @@ Plugins: ` + strings.Join(availableForNew(), ", ") + ` (observability is always 
 			if o.Framework == "" {
 				root, err := frameworkRoot()
 				if err != nil {
-					return &framework.ExitError{Code: 1, Err: err}
+					return &cli.ExitError{Code: 1, Err: err}
 				}
 				o.Framework = root
 			} else {
 				abs, err := filepath.Abs(o.Framework)
 				if err != nil {
-					return &framework.ExitError{Code: 1, Err: err}
+					return &cli.ExitError{Code: 1, Err: err}
 				}
 				o.Framework = abs
 			}
 			if err := scaffold.CheckName(o.Name); err != nil {
-				return &framework.ExitError{Code: 2, Err: err, Usage: true}
+				return &cli.ExitError{Code: 2, Err: err, Usage: true}
 			}
 			if o.Module != "" {
 				if err := scaffold.CheckModulePath(o.Module); err != nil {
-					return &framework.ExitError{Code: 2, Err: err, Usage: true}
+					return &cli.ExitError{Code: 2, Err: err, Usage: true}
 				}
 			}
 			dir, err := scaffold.Write(o)
 			if err != nil {
-				return &framework.ExitError{Code: 1, Err: err}
+				return &cli.ExitError{Code: 1, Err: err}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s in %s\n\n  cd %s\n  go test ./...\n  go run .\n", o.Name, dir, dir)
 			return nil

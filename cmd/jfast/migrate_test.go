@@ -8,6 +8,7 @@ import (
 	"testing/fstest"
 
 	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/cli"
 	"github.com/jfastframework/jfast/plugins/db"
 )
 
@@ -28,7 +29,7 @@ func TestMigrateThroughTheServiceCommand(t *testing.T) {
 	}
 	migrate := func(args ...string) (int, string, string) {
 		var stdout, stderr bytes.Buffer
-		code := framework.Command(context.Background(), opts, args, &stdout, &stderr)
+		code := cli.Run(context.Background(), cli.NewCommand(opts), args, &stdout, &stderr)
 		return code, stdout.String(), stderr.String()
 	}
 	for _, step := range []struct {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/jfastframework/jfast/examples/billing/service"
 	"github.com/jfastframework/jfast/examples/internal/devconfig"
-	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/cli"
 )
 
 // config is examples/billing/jfast.toml, compiled in so `go run ./examples/billing`
@@ -24,5 +24,5 @@ var config string
 func main() {
 	opts := service.Options()
 	opts.ConfigText = devconfig.Fallback(config)
-	framework.Main(opts)
+	cli.Main(opts)
 }

@@ -4,9 +4,9 @@
 package main
 
 import (
-	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/cli"
 )
 
 func main() {
-	framework.Main(Options())
+	cli.Main(Options())
 }

@@ -17,9 +17,10 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/jfastframework/jfast/drills"
 	"github.com/jfastframework/jfast/examples/internal/devconfig"
 	"github.com/jfastframework/jfast/examples/orders/service"
-	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/cli"
 )
 
 // config is examples/orders/jfast.toml, compiled in so `go run ./examples/orders`
@@ -31,10 +32,10 @@ var config string
 func main() {
 	opts := service.Options()
 	opts.ConfigText = devconfig.Fallback(config)
-	root := framework.NewCommand(opts)
+	root := cli.NewCommand(opts, drills.Command)
 	root.AddCommand(tokenCommand(opts))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := framework.RunCommand(ctx, root, os.Args[1:], os.Stdout, os.Stderr)
+	code := cli.Run(ctx, root, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jfastframework/jfast/examples/internal/exampletest"
 	"github.com/jfastframework/jfast/examples/orders/service"
-	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/cli"
 )
 
 // runToken runs `orders token args...` with config as the configuration.
@@ -20,10 +20,10 @@ func runToken(t *testing.T, config string, args ...string) (string, string, int)
 	opts := service.Options()
 	opts.ConfigText = config
 	opts.Environ = []string{}
-	root := framework.NewCommand(opts)
+	root := cli.NewCommand(opts)
 	root.AddCommand(tokenCommand(opts))
 	var out, errOut bytes.Buffer
-	code := framework.RunCommand(context.Background(), root, append([]string{"token"}, args...), &out, &errOut)
+	code := cli.Run(context.Background(), root, append([]string{"token"}, args...), &out, &errOut)
 	return out.String(), errOut.String(), code
 }
 

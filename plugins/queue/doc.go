@@ -13,7 +13,7 @@
 // # Example
 //
 //	q := queue.New()
-//	framework.Main(framework.Options{
+//	cli.Main(framework.Options{
 //		Plugins: []framework.Plugin{db.New(), q},
 //		Routes: func(app *framework.App, r chi.Router) error {
 //			if err := queue.Handle(q, "send_receipt", func(ctx context.Context, rc Receipt) error {

@@ -1,9 +1,12 @@
 // Command shop is a jfast service. `go run .` serves it (see jfast.toml);
-// `go run . --help` lists its commands: serve, check, config, worker, migrate.
+// `go run . --help` lists its commands: serve, check, config, worker, migrate
+// and drill.
 package main
 
 import (
+	"github.com/jfastframework/jfast/drills"
 	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/cli"
 	"github.com/jfastframework/jfast/plugins/auth"
 	"github.com/jfastframework/jfast/plugins/cache"
 	"github.com/jfastframework/jfast/plugins/db"
@@ -15,8 +18,10 @@ import (
 	"github.com/jfastframework/jfast/plugins/telemetry"
 )
 
+// main runs the service's command line; drills.Command adds the drill command
+// (remove it to leave the failure drills out of the binary).
 func main() {
-	framework.Main(Options())
+	cli.Main(Options(), drills.Command)
 }
 
 // Options is the service as main compiles it: the plugins it carries (jfast.toml's

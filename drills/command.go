@@ -1,4 +1,4 @@
-package framework
+package drills
 
 import (
 	"fmt"
@@ -10,18 +10,15 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/jfastframework/jfast/drills"
+	"github.com/jfastframework/jfast/framework/cli"
 )
 
-// drillFlags are the drill command's flags.
-type drillFlags struct {
-	url, other, report string
-	routes, headers    []string
-	only, want         []string
-	deadline           time.Duration
-}
-
-func (c *cli) drillCommand(name string) *cobra.Command {
+// Command is the service's "drill" command, a [cli.Command]: a service's main
+// that wants it passes it to cli.Main, and only that service's binary carries the
+// drills:
+//
+//	cli.Main(opts, drills.Command)
+func Command(s *cli.Service) *cobra.Command {
 	f := &drillFlags{}
 	cmd := &cobra.Command{
 		Use:   "drill",
@@ -36,9 +33,9 @@ Progress is printed as it goes, then the table (--report writes it as Markdown).
 
 Exit status: 0 every drill passed or was skipped, 1 one failed, 2 command-line mistake.`,
 		Example: fmt.Sprintf("  JFAST_DRILL_PG_CONTAINER=shop-db %[1]s drill --route /orders/1\n"+
-			"  %[1]s drill --only cache --route /products --want cache=200", name),
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return c.drill(cmd, f) },
+			"  %[1]s drill --only cache --route /products --want cache=200", s.Name()),
+		Args: cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runCommand(s, cmd, f) },
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.url, "url", "", "the running service's base URL (default: http:// + app.listen)")
@@ -52,24 +49,32 @@ Exit status: 0 every drill passed or was skipped, 1 one failed, 2 command-line m
 	return cmd
 }
 
-func (c *cli) drill(cmd *cobra.Command, f *drillFlags) error {
-	app, err := c.load(cmd)
+// drillFlags are the drill command's flags.
+type drillFlags struct {
+	url, other, report string
+	routes, headers    []string
+	only, want         []string
+	deadline           time.Duration
+}
+
+func runCommand(s *cli.Service, cmd *cobra.Command, f *drillFlags) error {
+	app, err := s.Load(cmd)
 	if err != nil {
 		return err
 	}
-	o := drills.ServiceOptions{BaseURL: f.url, Only: f.only, Other: f.other, Deadline: f.deadline,
+	o := ServiceOptions{BaseURL: f.url, Only: f.only, Other: f.other, Deadline: f.deadline,
 		Routes: map[string]string{}, Want: map[string]int{}}
 	if o.BaseURL == "" {
 		host, port, err := net.SplitHostPort(app.Config().Listen)
 		if err != nil {
-			return usageErrorf("drill: app.listen %q: %v; pass --url", app.Config().Listen, err)
+			return cli.UsageError("drill: app.listen %q: %v; pass --url", app.Config().Listen, err)
 		}
 		if host == "" || host == "0.0.0.0" || host == "::" {
 			host = "127.0.0.1"
 		}
 		o.BaseURL = "http://" + net.JoinHostPort(host, port)
 	}
-	for _, p := range c.opts.Plugins {
+	for _, p := range s.Options().Plugins {
 		if app.Enabled(p.Name()) {
 			o.Plugins = append(o.Plugins, p.Name())
 		}
@@ -84,7 +89,7 @@ func (c *cli) drill(cmd *cobra.Command, f *drillFlags) error {
 	for _, h := range f.headers {
 		name, value, ok := strings.Cut(h, ":")
 		if !ok {
-			return usageErrorf("drill: --header %q: want \"Name: value\"", h)
+			return cli.UsageError("drill: --header %q: want \"Name: value\"", h)
 		}
 		o.Headers = append(o.Headers, strings.TrimSpace(name), strings.TrimSpace(value))
 	}
@@ -92,18 +97,18 @@ func (c *cli) drill(cmd *cobra.Command, f *drillFlags) error {
 		plugin, status, ok := strings.Cut(w, "=")
 		n, err := strconv.Atoi(status)
 		if !ok || err != nil {
-			return usageErrorf("drill: --want %q: want plugin=status, such as cache=200", w)
+			return cli.UsageError("drill: --want %q: want plugin=status, such as cache=200", w)
 		}
 		o.Want[plugin] = n
 	}
-	results, err := drills.RunService(cmd.Context(), o, cmd.OutOrStdout())
+	results, err := RunService(cmd.Context(), o, cmd.OutOrStdout())
 	if f.report != "" && len(results) > 0 {
-		if werr := os.WriteFile(f.report, []byte(drills.Markdown(results)), 0o644); werr != nil {
-			return &ExitError{Code: 1, Err: werr}
+		if werr := os.WriteFile(f.report, []byte(Markdown(results)), 0o644); werr != nil {
+			return &cli.ExitError{Code: 1, Err: werr}
 		}
 	}
 	if err != nil {
-		return &ExitError{Code: 1, Err: err}
+		return &cli.ExitError{Code: 1, Err: err}
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package framework
 
 import (
 	"fmt"
-	"github.com/jfastframework/jfast/internal/tomltext"
 	"io"
 	"reflect"
 	"regexp"
@@ -10,22 +9,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/cobra"
+	"github.com/jfastframework/jfast/internal/tomltext"
 )
-
-func (c *cli) printConfig(cmd *cobra.Command, _ []string) error {
-	app, err := c.load(cmd)
-	if err != nil {
-		return err
-	}
-	return app.WriteEffectiveConfig(cmd.OutOrStdout())
-}
 
 // WriteEffectiveConfig writes the configuration the App runs with as TOML: [app],
 // [plugins] and the table of every enabled plugin, each key with its value and a
 // trailing comment naming its source — "default", "file" or "env JFAST_...".
 // Secrets are written as "***" (see [IsSecretKey]), and the password inside any
-// URL's userinfo is masked too.
+// URL's userinfo is masked too. The service's "config" command prints it.
 func (a *App) WriteEffectiveConfig(w io.Writer) error {
 	ew := &errWriter{w: w}
 	src := func(key string) string {
@@ -34,7 +25,7 @@ func (a *App) WriteEffectiveConfig(w io.Writer) error {
 		}
 		return "default"
 	}
-	fmt.Fprintf(ew, "# The effective configuration of %q, from %s.\n", a.cfg.Name, a.configFileName())
+	fmt.Fprintf(ew, "# The effective configuration of %q, from %s.\n", a.cfg.Name, a.ConfigName())
 	fmt.Fprintln(ew, "# Each value's source is in its comment: default, file, or the environment variable.")
 
 	tw := &tomlWriter{w: ew, source: src}

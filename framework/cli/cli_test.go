@@ -1,4 +1,4 @@
-package framework_test
+package cli_test
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/cli"
 )
 
 // run runs the service command line with args and returns the exit status and the
@@ -28,7 +29,7 @@ func run(t *testing.T, opts framework.Options, args ...string) (int, string, str
 		opts.Environ = []string{}
 	}
 	var stdout, stderr bytes.Buffer
-	code := framework.Command(context.Background(), opts, args, &stdout, &stderr)
+	code := cli.Run(context.Background(), cli.NewCommand(opts), args, &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
 
@@ -132,7 +133,7 @@ func TestUsageMistakesExitTwo(t *testing.T) {
 
 func TestHelpOnEveryCommandHasAnExample(t *testing.T) {
 	t.Parallel()
-	for _, cmd := range []string{"", "serve", "check", "config", "worker", "migrate", "drill"} {
+	for _, cmd := range []string{"", "serve", "check", "config", "worker", "migrate"} {
 		args := []string{"--help"}
 		if cmd != "" {
 			args = []string{cmd, "--help"}
@@ -155,131 +156,11 @@ func TestMissingExplicitConfigFails(t *testing.T) {
 	}
 }
 
-// resettingFake's Config returns a fresh value holding the defaults, as some
-// plugins' do: config must still show the bound values.
-type resettingFake struct{ *fakePlugin }
-
-func (p resettingFake) Config() any {
-	p.cfg = fakeConfig{Timeout: 2 * time.Second, Retries: 2}
-	return &p.cfg
-}
-
-func TestConfigShowsValuesSourcesAndMasksSecrets(t *testing.T) {
-	t.Parallel()
-	path := writeConfig(t, `[app]
-name = "orders"
-request_timeout = "45s"
-[plugins]
-enabled = ["fake", "observability"]
-[plugin.fake]
-critical = true
-retries = 4
-[plugin.fake.targets.billing]
-url = "https://bill:hunter2@billing.internal/v1"
-`)
-	opts := framework.Options{
-		Plugins: []framework.Plugin{resettingFake{newFake("fake", nil)}},
-		Environ: []string{"JFAST_FAKE_SECRET=s3cr3t-value", "JFAST_FAKE_ADDRESS=postgres://app:pw@db:5432/app?sslmode=disable password=other", "JFAST_APP_LISTEN=0.0.0.0:9000"},
-	}
-	code, out, errOut := run(t, opts, "config", "--config", path)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-	for _, secret := range []string{"hunter2", "s3cr3t", ":pw@", "other"} {
-		if strings.Contains(out, secret) {
-			t.Errorf("secret %q printed:\n%s", secret, out)
-		}
-	}
-	for _, want := range []string{
-		"\n[app]\n",
-		`name                = "orders"        # file`,
-		`listen              = "0.0.0.0:9000"  # env JFAST_APP_LISTEN`,
-		`request_timeout     = "45s"           # file`,
-		`shutdown_timeout    = "20s"           # default`,
-		`idle_timeout        = "2m"            # default`,
-		"\n[plugins]\nenabled = [\"fake\", \"observability\"]  # file\n",
-		"\n[plugin.fake]\n",
-		`critical = true`,
-		`secret   = "***"`,
-		`# env JFAST_FAKE_SECRET`,
-		`address  = "postgres://app:***@db:5432/app?sslmode=disable password=***"  # env JFAST_FAKE_ADDRESS`,
-		`retries  = 4 `,
-		"\n[plugin.fake.targets.billing]\n",
-		`url     = "https://bill:***@billing.internal/v1"  # file`,
-		`timeout = "5s"                                    # default`,
-		"\n[plugin.observability]\ncritical        = false       # default\nmetrics_path    = \"/metrics\"  # default\nruntime_metrics = true        # default\n",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
-	if strings.Index(out, "[plugin.fake]") > strings.Index(out, "[plugin.observability]") {
-		t.Error("plugin tables are not in [plugins] enabled order")
-	}
-}
-
 func TestConfigInvalidPrintsErrors(t *testing.T) {
 	t.Parallel()
 	code, out, errOut := run(t, framework.Options{ConfigText: "[app]\nlog_level = \"loud\"\n"}, "config")
 	if code != 1 || out != "" || !strings.Contains(errOut, "app.log_level: must be debug, info, warn or error") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
-	}
-}
-
-func TestIsSecretKey(t *testing.T) {
-	t.Parallel()
-	for key, want := range map[string]bool{
-		"plugin.db.password": true, "plugin.auth.secret": true, "plugin.storage.disks.s3.secret_key": true,
-		"plugin.storage.signing_key": true, "plugin.auth.private_key": true, "plugin.x.token": true,
-		"plugin.x.api_key": true, "plugin.mail.smtp_password": true, "plugin.x.client_secret": true,
-		"plugin.db.url": false, "plugin.auth.public_key": false, "app.name": false, "plugin.cache.key_prefix": false,
-		"plugin.x.token_ttl": false,
-		// an upstream's configured headers
-		"plugin.http.upstreams.billing.headers.Authorization":       true,
-		"plugin.http.upstreams.billing.headers.Proxy-Authorization": true,
-		"plugin.http.upstreams.billing.headers.X-Api-Key":           true,
-		"plugin.http.upstreams.billing.headers.X-Auth-Token":        true,
-		"plugin.http.upstreams.billing.headers.Cookie":              true,
-		"plugin.http.upstreams.billing.headers.Accept":              false,
-		"plugin.http.upstreams.billing.headers.X-Tenant":            false,
-	} {
-		if got := framework.IsSecretKey(key); got != want {
-			t.Errorf("IsSecretKey(%q) = %v, want %v", key, got, want)
-		}
-	}
-}
-
-func TestMaskSecrets(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]string{
-		"postgres://app:pw@db:5432/app":           "postgres://app:***@db:5432/app",
-		"redis://:topsecret@cache:6379/0":         "redis://:***@cache:6379/0",
-		"redis://cache:6379/0":                    "redis://cache:6379/0",
-		"host=db user=app password=pw dbname=app": "host=db user=app password=*** dbname=app",
-		"host=db password='p w' dbname=app":       "host=db password=*** dbname=app",
-		"amqp://guest@rabbit:5672/":               "amqp://guest@rabbit:5672/",
-		"plain text":                              "plain text",
-	} {
-		if got := framework.MaskSecrets(in); got != want {
-			t.Errorf("MaskSecrets(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-// With no container named for a plugin's dependency, drill skips it with a
-// line naming the variable to set, and exits 0; mistakes in the flags are 2.
-func TestDrillSkipsPluginsWithoutContainers(t *testing.T) {
-	t.Setenv("JFAST_DRILL_REDIS_CONTAINER", "")
-	opts := framework.Options{
-		Plugins:    []framework.Plugin{newFake("cache", nil)},
-		ConfigText: "[plugins]\nenabled = [\"observability\", \"cache\"]\n",
-	}
-	code, out, errOut := run(t, opts, "drill", "--url", "http://127.0.0.1:1", "--route", "/products")
-	if code != 0 || !strings.Contains(out, "SKIP cache: JFAST_DRILL_REDIS_CONTAINER names no container") {
-		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
-	}
-	if code, _, errOut := run(t, opts, "drill", "--want", "cache=fast"); code != 2 || !strings.Contains(errOut, "--want") {
-		t.Fatalf("a bad --want: exit %d, stderr %q", code, errOut)
 	}
 }
 
@@ -328,7 +209,7 @@ func TestWorkerRunsUntilCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int)
 	var stderr bytes.Buffer
-	go func() { done <- framework.Command(ctx, opts, []string{"worker"}, io.Discard, &stderr) }()
+	go func() { done <- cli.Run(ctx, cli.NewCommand(opts), []string{"worker"}, io.Discard, &stderr) }()
 	select {
 	case <-w.running:
 	case <-time.After(10 * time.Second):
@@ -432,7 +313,7 @@ func TestServeIsTheDefault(t *testing.T) {
 	opts := framework.Options{Environ: []string{"JFAST_APP_LISTEN=" + addr}, LogOutput: io.Discard}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	go func() { done <- framework.Command(ctx, opts, []string{"--config", path}, io.Discard, io.Discard) }()
+	go func() { done <- cli.Run(ctx, cli.NewCommand(opts), []string{"--config", path}, io.Discard, io.Discard) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		resp, err := http.Get("http://" + addr + "/live")
