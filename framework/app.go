@@ -220,7 +220,9 @@ func (a *App) buildRouter() (http.Handler, error) {
 		}
 	}
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
-		problem.Write(w, req, problem.NotFound("no route for "+req.Method+" "+req.URL.Path))
+		// The path is the instance member already; echoing it in the detail
+		// would reflect whatever a client put in it.
+		problem.Write(w, req, problem.NotFound("no route matches this path"))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
 		problem.Write(w, req, problem.MethodNotAllowed(allowedMethods(r, req.URL.Path)))
@@ -245,7 +247,7 @@ func (a *App) buildRouter() (http.Handler, error) {
 			return nil, fmt.Errorf("mount routes: %w", err)
 		}
 	}
-	return &serveRequest{mux: r, timeout: a.cfg.RequestTimeout, log: a.log, sources: &a.logSources}, nil
+	return &serveRequest{mux: r, timeout: a.cfg.RequestTimeout, maxBody: a.cfg.MaxBodyBytes, log: a.log, sources: &a.logSources}, nil
 }
 
 var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions}

@@ -322,6 +322,12 @@ func TestNotFoundAndMethodNotAllowedAreProblems(t *testing.T) {
 	if r.Status != 404 || r.Header.Get("Content-Type") != problem.ContentType || !strings.Contains(r.String(), `"status":404`) {
 		t.Fatalf("404: %d %s", r.Status, r.Body)
 	}
+	// The detail does not reflect the path; the instance is the path as
+	// sent, a URI reference.
+	r = svc.Get(t, "/%3Cscript%3E%20x")
+	if !strings.Contains(r.String(), `"detail":"no route matches this path","instance":"/%3Cscript%3E%20x"`) {
+		t.Fatalf("404 body: %s", r.Body)
+	}
 	r = svc.Do(t, http.MethodPost, "/orders/7", "{}")
 	if r.Status != 405 || r.Header.Get("Content-Type") != problem.ContentType {
 		t.Fatalf("405: %d %s", r.Status, r.Body)

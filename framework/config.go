@@ -13,15 +13,23 @@ type AppConfig struct {
 	Name string `koanf:"name"`
 
 	// Env is "development" or "production"; production turns on the production
-	// boot rules (DESIGN.md §7) and JSON logs. Defaults to "development".
+	// boot rules (each plugin's page lists its own) and JSON logs.
+	// Defaults to "development".
 	Env string `koanf:"env"`
 
 	// Listen is the address the HTTP server listens on. It is a deploy key:
 	// JFAST_APP_LISTEN wins over the file. Defaults to "127.0.0.1:8000".
 	Listen string `koanf:"listen"`
 
-	// RequestTimeout is the deadline of every request's context. Defaults to 30s.
+	// RequestTimeout is the deadline of every request: its context's, and the
+	// connection's for reading the request body and (1s later) for writing the
+	// response, so a slow client cannot hold a handler past it. Defaults to 30s.
 	RequestTimeout time.Duration `koanf:"request_timeout"`
+
+	// MaxBodyBytes is the largest request body a route reads, in bytes; a route
+	// sets its own with framework.MaxBodyBytes. Reading past it fails with an
+	// error that renders as 413. Defaults to 1048576 (1 MiB).
+	MaxBodyBytes int64 `koanf:"max_body_bytes"`
 
 	// ReadinessTimeout bounds the whole /ready run; checks run in parallel under it.
 	// Defaults to 2s.
@@ -36,8 +44,10 @@ type AppConfig struct {
 	// Defaults to 10s.
 	StartTimeout time.Duration `koanf:"start_timeout"`
 
-	// ReadHeaderTimeout bounds how long a client may take to send request headers,
-	// so a slow client cannot hold a connection open (slowloris). Defaults to 10s.
+	// ReadHeaderTimeout bounds the time from the first byte of a request to the
+	// end of its headers, so a client cannot hold a connection by sending headers
+	// slowly. The body and the response are bounded by request_timeout.
+	// Defaults to 10s.
 	ReadHeaderTimeout time.Duration `koanf:"read_header_timeout"`
 
 	// IdleTimeout closes keep-alive connections idle for longer. Defaults to 120s.
@@ -57,6 +67,7 @@ func DefaultAppConfig() AppConfig {
 		Env:               "development",
 		Listen:            "127.0.0.1:8000",
 		RequestTimeout:    30 * time.Second,
+		MaxBodyBytes:      DefaultMaxBodyBytes,
 		ReadinessTimeout:  2 * time.Second,
 		ShutdownTimeout:   20 * time.Second,
 		StartTimeout:      10 * time.Second,
@@ -77,6 +88,9 @@ func (c AppConfig) validate(v *Validation) {
 		v.Error("listen", "must not be empty", `set listen = "127.0.0.1:8000" or JFAST_APP_LISTEN`)
 	}
 	v.Deadline("request_timeout", c.RequestTimeout)
+	if c.MaxBodyBytes <= 0 {
+		v.Error("max_body_bytes", fmt.Sprintf("must be a positive number of bytes, got %d", c.MaxBodyBytes), "set max_body_bytes = 1048576 (1 MiB); a route that takes more sets its own with framework.MaxBodyBytes")
+	}
 	v.Deadline("readiness_timeout", c.ReadinessTimeout)
 	v.Deadline("shutdown_timeout", c.ShutdownTimeout)
 	v.Deadline("start_timeout", c.StartTimeout)

@@ -68,8 +68,15 @@ func (w *ResponseRecorder) Flush() {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *ResponseRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// exchange is what the framework keeps per request, pooled: the recorder the
+// response goes through and the wrapper the body is read through.
+type exchange struct {
+	rec  ResponseRecorder
+	body requestBody
+}
+
 var (
-	recorderPool = sync.Pool{New: func() any { return new(ResponseRecorder) }}
+	exchangePool = sync.Pool{New: func() any { return new(exchange) }}
 	routePool    = sync.Pool{New: func() any { return chi.NewRouteContext() }}
 )
 
@@ -82,14 +89,16 @@ var (
 type serveRequest struct {
 	mux     *chi.Mux
 	timeout time.Duration
+	maxBody int64
 	log     *slog.Logger
 	sources *atomic.Pointer[[]LogSource]
 }
 
 func (s *serveRequest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rec := recorderPool.Get().(*ResponseRecorder)
-	*rec = ResponseRecorder{ResponseWriter: w, start: time.Now(), log: s.log}
-	defer recorderPool.Put(rec)
+	ex := exchangePool.Get().(*exchange)
+	ex.rec = ResponseRecorder{ResponseWriter: w, start: time.Now(), log: s.log}
+	rec := &ex.rec
+	defer exchangePool.Put(ex)
 
 	// Request ID (a sane inbound one, else a fresh one, echoed), the request
 	// deadline and the routing context, in one context. When the service is
@@ -106,10 +115,38 @@ func (s *serveRequest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer values.end()
 	defer cancel()
 	r = r.WithContext(ctx)
+	deadline, _ := ctx.Deadline()
+	s.bound(ex, w, r, deadline)
 
 	defer s.accessLog(rec, r, values.id)
 	defer s.recover(rec, r)
 	s.mux.ServeHTTP(rec, r)
+}
+
+// bound holds the client to the request's deadline. The connection's write
+// deadline is the request's plus writeGrace, so a client that does not read
+// the response fails the handler's writes instead of blocking them; for a
+// request with a body, the read deadline is the request's, so a client that
+// trickles its body fails the handler's reads (with a 408) instead of holding
+// them. net/http clears the read deadline once the body has been read (it
+// then watches the connection for the client going away) and both deadlines
+// before the next request on the connection. The body is read through the
+// route's byte limit.
+func (s *serveRequest) bound(ex *exchange, w http.ResponseWriter, r *http.Request, deadline time.Time) {
+	hasBody := r.Body != nil && r.Body != http.NoBody
+	if d := deadlinesOf(w); d != nil {
+		_ = d.SetWriteDeadline(deadline.Add(writeGrace))
+		if hasBody {
+			_ = d.SetReadDeadline(deadline)
+		}
+	}
+	if hasBody {
+		ex.body = requestBody{src: r.Body, header: w.Header(), declared: r.ContentLength, limit: s.maxBody}
+		if r.ContentLength <= 0 {
+			ex.body.declared = -1
+		}
+		r.Body = &ex.body
+	}
 }
 
 func (s *serveRequest) recover(w *ResponseRecorder, r *http.Request) {

@@ -41,6 +41,17 @@ func MethodNotAllowed(allow []string) *Problem {
 // state (a duplicate, a stale version).
 func Conflict(detail string) *Problem { return New(http.StatusConflict, detail) }
 
+// ContentTooLarge returns a 413: the request body is larger than the route
+// accepts. A handler rarely builds one: reading past the route's limit fails
+// with *http.MaxBytesError, which [From] renders as this.
+func ContentTooLarge(detail string) *Problem { return New(http.StatusRequestEntityTooLarge, detail) }
+
+// UnsupportedMediaType returns a 415: the request body is in a format the
+// route does not take (its Content-Type).
+func UnsupportedMediaType(detail string) *Problem {
+	return New(http.StatusUnsupportedMediaType, detail)
+}
+
 // FieldError is one invalid field of a request, rendered in the "errors"
 // member of an [Unprocessable] problem.
 type FieldError struct {

@@ -3,6 +3,8 @@ package problem
 import (
 	"context"
 	"errors"
+	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -39,6 +41,8 @@ const detailInternal = "the server could not complete the request; the request I
 // From returns the problem that answers err:
 //
 //   - the problem of a *Problem or [Renderer] in err's chain (see [As]);
+//   - for an *http.MaxBytesError (a request body read past its limit), a
+//     413 naming the limit;
 //   - for context.DeadlineExceeded, a 503 saying the request did not finish
 //     within its deadline;
 //   - otherwise a 500 "Internal Server Error" with a generic detail.
@@ -47,6 +51,12 @@ const detailInternal = "the server could not complete the request; the request I
 // From never returns nil: a nil err gives the generic 500.
 func From(err error) *Problem {
 	if p, ok := As(err); ok {
+		return p
+	}
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		p := ContentTooLarge("the request body is larger than the " + strconv.FormatInt(tooLarge.Limit, 10) + " bytes this route accepts")
+		p.Err = err
 		return p
 	}
 	if errors.Is(err, context.DeadlineExceeded) {

@@ -38,7 +38,7 @@ func ExampleUnprocessable() {
 	b, _ := p.MarshalJSON()
 	fmt.Println(string(b))
 	// Output:
-	// {"type":"about:blank","title":"Unprocessable Entity","status":422,"detail":"the order is invalid","errors":[{"field":"email","detail":"not an address"},{"field":"items","detail":"at least one item is required"}]}
+	// {"type":"about:blank","title":"Unprocessable Content","status":422,"detail":"the order is invalid","errors":[{"field":"email","detail":"not an address"},{"field":"items","detail":"at least one item is required"}]}
 }
 
 // A 503 names the dependency and, when the wait is known, says how long to

@@ -27,15 +27,16 @@ type Problem struct {
 	// text and nothing more is defined.
 	Type string
 	// Title is a short, human-readable summary of the problem type. Defaults
-	// to http.StatusText(Status).
+	// to the status's reason phrase as RFC 9110 names it ([ReasonPhrase]).
 	Title string
 	// Status is the HTTP status code. Defaults to 500 when zero.
 	Status int
 	// Detail explains this occurrence to the client. It is sent as is, so it
 	// must not hold internals (addresses, SQL, secrets).
 	Detail string
-	// Instance identifies this occurrence. Defaults to the request path when
-	// written by [Write].
+	// Instance identifies this occurrence, a URI reference. Defaults to the
+	// request's path as it was sent, percent-encoded (a URI reference, unlike
+	// the decoded URL.Path), when written by [Write].
 	Instance string
 	// RequestID ties the body to the logs. Defaults to the request ID in the
 	// request's context (see package requestid) when written by [Write].
@@ -97,6 +98,25 @@ func (p *Problem) status() int {
 func (p *Problem) title(status int) string {
 	if p.Title != "" {
 		return p.Title
+	}
+	return ReasonPhrase(status)
+}
+
+// rfc9110 holds the reason phrases RFC 9110 (§15) gives differently from
+// net/http's StatusText, which keeps the older RFC 7231 ones.
+var rfc9110 = map[int]string{
+	http.StatusRequestEntityTooLarge:        "Content Too Large",
+	http.StatusRequestURITooLong:            "URI Too Long",
+	http.StatusRequestedRangeNotSatisfiable: "Range Not Satisfiable",
+	http.StatusUnprocessableEntity:          "Unprocessable Content",
+}
+
+// ReasonPhrase is the status's reason phrase as RFC 9110 names it (413
+// "Content Too Large", 422 "Unprocessable Content"), the default title of a
+// problem; "Error" for a status it does not name.
+func ReasonPhrase(status int) string {
+	if t, ok := rfc9110[status]; ok {
+		return t
 	}
 	if t := http.StatusText(status); t != "" {
 		return t

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -178,10 +179,10 @@ func TestConstructors(t *testing.T) {
 		{"Unprocessable", problem.Unprocessable("the order is invalid",
 			problem.FieldError{Field: "email", Detail: "not an address"},
 			problem.FieldError{Field: "items[0].qty", Detail: "must be at least 1"}), 422,
-			`{"type":"about:blank","title":"Unprocessable Entity","status":422,"detail":"the order is invalid",` +
+			`{"type":"about:blank","title":"Unprocessable Content","status":422,"detail":"the order is invalid",` +
 				`"errors":[{"field":"email","detail":"not an address"},{"field":"items[0].qty","detail":"must be at least 1"}]}`},
 		{"Unprocessable without fields", problem.Unprocessable("bad"), 422,
-			`{"type":"about:blank","title":"Unprocessable Entity","status":422,"detail":"bad"}`},
+			`{"type":"about:blank","title":"Unprocessable Content","status":422,"detail":"bad"}`},
 		{"TooManyRequests", problem.TooManyRequests("slow down", 1200*time.Millisecond), 429,
 			`{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"slow down","retry_after":2}`},
 		{"BadGateway", problem.BadGateway("billing", "billing answered with invalid JSON"), 502,
@@ -507,5 +508,74 @@ func TestWriteHeadersAndNoMutation(t *testing.T) {
 	var m map[string]any
 	if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil || rec.Code != 400 || m["detail"] != "d" {
 		t.Errorf("bad extension: %d %s (%v)", rec.Code, rec.Body.String(), err)
+	}
+}
+
+// The instance member is a URI reference: the path as the client sent it,
+// percent-encoded, never the decoded form (which is not one).
+func TestInstanceIsTheEscapedPath(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		problem.Write(w, r, problem.NotFound("no such file"))
+	}))
+	t.Cleanup(srv.Close)
+	for path, want := range map[string]string{
+		"/a%20b":         "/a%20b",
+		"/files/x%2Fy":   "/files/x%2Fy",
+		"/caf%C3%A9/%22": "/caf%C3%A9/%22",
+		"/plain/7":       "/plain/7",
+	} {
+		resp, err := srv.Client().Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct{ Instance string }
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body.Instance != want {
+			t.Errorf("GET %s: instance = %q, want %q", path, body.Instance, want)
+		}
+		if _, err := url.Parse(body.Instance); err != nil || strings.ContainsAny(body.Instance, " \"") {
+			t.Errorf("GET %s: instance %q is not a URI reference", path, body.Instance)
+		}
+	}
+}
+
+// Titles are RFC 9110's reason phrases, where net/http keeps older ones.
+func TestTitlesAreRFC9110ReasonPhrases(t *testing.T) {
+	t.Parallel()
+	for status, want := range map[int]string{
+		413: "Content Too Large",
+		414: "URI Too Long",
+		416: "Range Not Satisfiable",
+		422: "Unprocessable Content",
+		404: "Not Found",
+		503: "Service Unavailable",
+		599: "Error",
+	} {
+		if got := problem.ReasonPhrase(status); got != want {
+			t.Errorf("ReasonPhrase(%d) = %q, want %q", status, got, want)
+		}
+		b := marshal(t, problem.New(status, ""))
+		if !strings.Contains(b, `"title":"`+want+`"`) {
+			t.Errorf("a %d problem's body: %s, want the title %q", status, b, want)
+		}
+	}
+}
+
+// A body read past its limit (http.MaxBytesReader, or the framework's own
+// limit) is a 413 naming the limit, however it is wrapped.
+func TestMaxBytesErrorIs413(t *testing.T) {
+	t.Parallel()
+	err := fmt.Errorf("decode order: %w", &http.MaxBytesError{Limit: 1024})
+	p := problem.From(err)
+	if p.Status != 413 || p.Detail != "the request body is larger than the 1024 bytes this route accepts" || !errors.Is(p, err) {
+		t.Fatalf("From(MaxBytesError) = %d %q (cause kept: %v)", p.Status, p.Detail, errors.Is(p, err))
+	}
+	if b := marshal(t, p); !strings.Contains(b, `"title":"Content Too Large"`) {
+		t.Errorf("body = %s", b)
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 // Write sends p as the response: Content-Type application/problem+json,
 // Retry-After when p.RetryAfter is positive, the headers in p.Header, the
-// status and the body. An empty Instance becomes the request path and an
+// status and the body. An empty Instance becomes the request's escaped path and an
 // empty RequestID the request ID in r's context; p itself is not modified.
 // A nil p writes [Internal].
 func Write(w http.ResponseWriter, r *http.Request, p *Problem) {
@@ -19,7 +19,7 @@ func Write(w http.ResponseWriter, r *http.Request, p *Problem) {
 	}
 	out := *p
 	if out.Instance == "" && r != nil && r.URL != nil {
-		out.Instance = r.URL.Path
+		out.Instance = r.URL.EscapedPath()
 	}
 	if out.RequestID == "" && r != nil {
 		out.RequestID = requestid.FromContext(r.Context())

@@ -151,13 +151,12 @@ func (e *BodyError) Error() string { return "read the body: " + e.Err.Error() }
 // Unwrap returns the body's error.
 func (e *BodyError) Unwrap() error { return e.Err }
 
-// Problem implements problem.Renderer: 413 when the body was over an
-// http.MaxBytesReader limit, else 400.
+// Problem implements problem.Renderer: the body's own problem when its error
+// renders as one (413 over the route's limit, 408 for a body that did not
+// arrive within the request's deadline), else 400.
 func (e *BodyError) Problem() *problem.Problem {
-	var p *problem.Problem
-	if errors.As(e.Err, new(*http.MaxBytesError)) {
-		p = problem.New(http.StatusRequestEntityTooLarge, "the request body is too large")
-	} else {
+	p := problem.From(e.Err)
+	if p.Status == http.StatusInternalServerError {
 		p = problem.BadRequest("the request body could not be read")
 	}
 	p.Err = e

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -72,8 +71,8 @@ func (h *handlers) invoice(w http.ResponseWriter, r *http.Request) error {
 
 func (h *handlers) pay(w http.ResponseWriter, r *http.Request) error {
 	var req PaymentRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil {
-		return problem.BadRequest("the body must be a JSON payment: {\"order_id\", \"amount_minor\", \"currency\"}")
+	if err := framework.DecodeJSON(r, &req, framework.DisallowUnknownFields()); err != nil {
+		return err // 415, 413, 400 or 422, saying what is wrong and where
 	}
 	var bad []problem.FieldError
 	if req.OrderID <= 0 {

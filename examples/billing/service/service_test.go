@@ -72,7 +72,7 @@ func TestInvoice(t *testing.T) {
 	}
 
 	body := `{"order_id":` + itoa(id) + `,"amount_minor":1998,"currency":"EUR"}`
-	if r := svc.Do(t, http.MethodPost, "/payments", body, append(ada, "Idempotency-Key", "inv-"+itoa(id))...); r.Status != http.StatusCreated {
+	if r := svc.Do(t, http.MethodPost, "/payments", body, exampletest.JSON(append(ada, "Idempotency-Key", "inv-"+itoa(id))...)...); r.Status != http.StatusCreated {
 		t.Fatalf("POST /payments = %d %s", r.Status, r.Body)
 	}
 	r = svc.Get(t, path, ada...)
@@ -96,7 +96,7 @@ func TestPaymentsIdempotency(t *testing.T) {
 	key := "charge-" + itoa(id)
 	body := `{"order_id":` + itoa(id) + `,"amount_minor":500,"currency":"EUR"}`
 
-	first := svc.Do(t, http.MethodPost, "/payments", body, append(ada, "Idempotency-Key", key)...)
+	first := svc.Do(t, http.MethodPost, "/payments", body, exampletest.JSON(append(ada, "Idempotency-Key", key)...)...)
 	if first.Status != http.StatusCreated || first.Header.Get("Location") != "/invoices/"+itoa(id) {
 		t.Fatalf("first POST = %d %v %s", first.Status, first.Header, first.Body)
 	}
@@ -107,7 +107,7 @@ func TestPaymentsIdempotency(t *testing.T) {
 
 	// The same key and body, with a fresh token of the same subject (a client
 	// that refreshed its token between retries): the stored result, no new charge.
-	again := svc.Do(t, http.MethodPost, "/payments", body, append(exampletest.Bearer(t, "ada"), "Idempotency-Key", key)...)
+	again := svc.Do(t, http.MethodPost, "/payments", body, exampletest.JSON(append(exampletest.Bearer(t, "ada"), "Idempotency-Key", key)...)...)
 	if again.Status != http.StatusCreated || again.Header.Get("Idempotent-Replayed") != "true" || string(again.Body) != string(first.Body) {
 		t.Fatalf("repeat = %d replayed=%q %s, want the stored %s", again.Status, again.Header.Get("Idempotent-Replayed"), again.Body, first.Body)
 	}
@@ -117,15 +117,15 @@ func TestPaymentsIdempotency(t *testing.T) {
 
 	// The same key with another body: refused, nothing charged.
 	other := `{"order_id":` + itoa(id) + `,"amount_minor":9999,"currency":"EUR"}`
-	if r := svc.Do(t, http.MethodPost, "/payments", other, append(ada, "Idempotency-Key", key)...); r.Status != http.StatusUnprocessableEntity || r.Header.Get("Content-Type") != problem.ContentType {
+	if r := svc.Do(t, http.MethodPost, "/payments", other, exampletest.JSON(append(ada, "Idempotency-Key", key)...)...); r.Status != http.StatusUnprocessableEntity || r.Header.Get("Content-Type") != problem.ContentType {
 		t.Fatalf("same key, other body = %d %s", r.Status, r.Body)
 	}
 	// The same key from another customer is not theirs to replay.
-	if r := svc.Do(t, http.MethodPost, "/payments", body, append(exampletest.Bearer(t, "bob"), "Idempotency-Key", key)...); r.Status != http.StatusUnprocessableEntity {
+	if r := svc.Do(t, http.MethodPost, "/payments", body, exampletest.JSON(append(exampletest.Bearer(t, "bob"), "Idempotency-Key", key)...)...); r.Status != http.StatusUnprocessableEntity {
 		t.Fatalf("same key, other subject = %d %s", r.Status, r.Body)
 	}
 	// Another key for an order already paid: a conflict, not a second charge.
-	if r := svc.Do(t, http.MethodPost, "/payments", body, append(ada, "Idempotency-Key", key+"-b")...); r.Status != http.StatusConflict {
+	if r := svc.Do(t, http.MethodPost, "/payments", body, exampletest.JSON(append(ada, "Idempotency-Key", key+"-b")...)...); r.Status != http.StatusConflict {
 		t.Fatalf("another key for a paid order = %d %s", r.Status, r.Body)
 	}
 	if n := payments(t, pg, id); n != 1 {
@@ -147,11 +147,13 @@ func TestPaymentsRefused(t *testing.T) {
 	}{
 		{"no key", good, ada, http.StatusBadRequest, "Idempotency-Key"},
 		{"no token", good, []string{"Idempotency-Key", "k-no-token"}, http.StatusUnauthorized, "bearer"},
-		{"not JSON", "{", append(ada, "Idempotency-Key", "k-not-json"), http.StatusBadRequest, "JSON payment"},
+		{"not JSON", "{", append(ada, "Idempotency-Key", "k-not-json"), http.StatusBadRequest, "not valid JSON"},
+		{"not a JSON content type", good, append(ada, "Idempotency-Key", "k-text", "Content-Type", "text/plain"), http.StatusUnsupportedMediaType, "this route takes JSON"},
+		{"unknown field", `{"order_id":1,"amount_minor":5,"currency":"EUR","amount":5}`, append(ada, "Idempotency-Key", "k-unknown"), http.StatusUnprocessableEntity, `"field":"amount"`},
 		{"invalid fields", `{"order_id":0,"amount_minor":-1,"currency":"E"}`, append(ada, "Idempotency-Key", "k-invalid"), http.StatusUnprocessableEntity, "currency"},
 	}
 	for _, tc := range cases {
-		r := svc.Do(t, http.MethodPost, "/payments", tc.body, tc.headers...)
+		r := svc.Do(t, http.MethodPost, "/payments", tc.body, exampletest.JSON(tc.headers...)...)
 		if r.Status != tc.status || !strings.Contains(r.String(), tc.want) {
 			t.Errorf("%s: POST /payments = %d %s, want %d containing %q", tc.name, r.Status, r.Body, tc.status, tc.want)
 		}

@@ -100,3 +100,10 @@ func Token(t testing.TB, subject string) string {
 func Bearer(t testing.TB, subject string) []string {
 	return []string{"Authorization", "Bearer " + Token(t, subject)}
 }
+
+// JSON adds the Content-Type of a JSON body to headers, for jfasttest's Do: the
+// examples decode bodies with framework.DecodeJSON, which refuses any other
+// (415).
+func JSON(headers ...string) []string {
+	return append([]string{"Content-Type", "application/json"}, headers...)
+}

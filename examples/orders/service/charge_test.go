@@ -48,7 +48,7 @@ func TestChargeAnswerLost(t *testing.T) {
 	b := setup(t, setupOpts{billingURL: front.URL})
 	sku := b.newSKU(t, 5, 1200)
 	r := b.svc.Do(t, http.MethodPost, "/orders", orderBody(sku, 1),
-		append(exampletest.Bearer(t, "ada"), "Idempotency-Key", "lost-"+sku)...)
+		exampletest.JSON(append(exampletest.Bearer(t, "ada"), "Idempotency-Key", "lost-"+sku)...)...)
 	if r.Status != http.StatusCreated {
 		t.Fatalf("POST /orders = %d %s", r.Status, r.Body)
 	}

@@ -39,7 +39,7 @@ func TestDrillBilling(t *testing.T) {
 	})
 	ada := exampletest.Bearer(t, "ada")
 	sku := b.newSKU(t, 10, 400)
-	r := b.svc.Do(t, http.MethodPost, "/orders", orderBody(sku, 1), ada...)
+	r := b.svc.Do(t, http.MethodPost, "/orders", orderBody(sku, 1), exampletest.JSON(ada...)...)
 	if r.Status != http.StatusCreated {
 		t.Fatalf("POST /orders = %d %s", r.Status, r.Body)
 	}

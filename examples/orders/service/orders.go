@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -47,8 +46,8 @@ func (s *service) createOrder(w http.ResponseWriter, r *http.Request) error {
 		return problem.BadRequest("Idempotency-Key is longer than 255 bytes")
 	}
 	var req OrderRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil {
-		return problem.BadRequest(`the body must be a JSON order: {"sku", "quantity", "email"}`)
+	if err := framework.DecodeJSON(r, &req, framework.DisallowUnknownFields()); err != nil {
+		return err // 415, 413, 400 or 422, saying what is wrong and where
 	}
 	if err := req.validate(); err != nil {
 		return err

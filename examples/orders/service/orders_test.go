@@ -33,7 +33,7 @@ func TestOrder(t *testing.T) {
 	ada := exampletest.Bearer(t, "ada")
 	sku := b.newSKU(t, 5, 999)
 
-	r := b.svc.Do(t, http.MethodPost, "/orders", orderBody(sku, 2), ada...)
+	r := b.svc.Do(t, http.MethodPost, "/orders", orderBody(sku, 2), exampletest.JSON(ada...)...)
 	if r.Status != http.StatusCreated {
 		t.Fatalf("POST /orders = %d %s", r.Status, r.Body)
 	}
@@ -67,7 +67,7 @@ func TestOrder(t *testing.T) {
 	if r := b.svc.Get(t, "/orders/"+itoa(o.ID), exampletest.Bearer(t, "bob")...); r.Status != http.StatusNotFound {
 		t.Fatalf("bob's GET of ada's order = %d %s", r.Status, r.Body)
 	}
-	if r := b.svc.Do(t, http.MethodPost, "/orders", orderBody(sku, 1)); r.Status != http.StatusUnauthorized {
+	if r := b.svc.Do(t, http.MethodPost, "/orders", orderBody(sku, 1), exampletest.JSON()...); r.Status != http.StatusUnauthorized {
 		t.Fatalf("POST /orders without a token = %d %s", r.Status, r.Body)
 	}
 }
@@ -78,7 +78,7 @@ func TestOrderOneTransaction(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	sku := b.newSKU(t, 1, 500)
-	r := b.svc.Do(t, http.MethodPost, "/orders", orderBody(sku, 2), exampletest.Bearer(t, "ada")...)
+	r := b.svc.Do(t, http.MethodPost, "/orders", orderBody(sku, 2), exampletest.JSON(exampletest.Bearer(t, "ada")...)...)
 	if r.Status != http.StatusConflict || !strings.Contains(r.String(), "not enough") {
 		t.Fatalf("POST /orders over the stock = %d %s", r.Status, r.Body)
 	}
@@ -92,7 +92,7 @@ func TestOrderOneTransaction(t *testing.T) {
 		{`{"sku":"` + sku + `","quantity":0,"email":"nope"}`, "quantity"},
 		{`{"sku":"no-such-sku","quantity":1,"email":"ada@example.com"}`, "no such sku"},
 	} {
-		if r := b.svc.Do(t, http.MethodPost, "/orders", tc.body, exampletest.Bearer(t, "ada")...); r.Status != http.StatusUnprocessableEntity || !strings.Contains(r.String(), tc.want) {
+		if r := b.svc.Do(t, http.MethodPost, "/orders", tc.body, exampletest.JSON(exampletest.Bearer(t, "ada")...)...); r.Status != http.StatusUnprocessableEntity || !strings.Contains(r.String(), tc.want) {
 			t.Errorf("POST /orders %s = %d %s", tc.body, r.Status, r.Body)
 		}
 	}
@@ -119,7 +119,7 @@ func TestOrderRetryChargesOnce(t *testing.T) {
 	if err := proxy.Refuse(); err != nil {
 		t.Fatal(err)
 	}
-	r := b.svc.Do(t, http.MethodPost, "/orders", orderBody(sku, 3), keyed()...)
+	r := b.svc.Do(t, http.MethodPost, "/orders", orderBody(sku, 3), exampletest.JSON(keyed()...)...)
 	if r.Status != http.StatusServiceUnavailable || !strings.Contains(r.String(), `"upstream":"billing"`) {
 		t.Fatalf("POST /orders with billing down = %d %s", r.Status, r.Body)
 	}
@@ -132,7 +132,7 @@ func TestOrderRetryChargesOnce(t *testing.T) {
 	}
 	var id int64
 	for i := range 3 {
-		r := b.svc.Do(t, http.MethodPost, "/orders", orderBody(sku, 3), keyed()...)
+		r := b.svc.Do(t, http.MethodPost, "/orders", orderBody(sku, 3), exampletest.JSON(keyed()...)...)
 		if r.Status != http.StatusCreated {
 			t.Fatalf("retry %d = %d %s", i+1, r.Status, r.Body)
 		}
@@ -155,7 +155,7 @@ func TestOrderRetryChargesOnce(t *testing.T) {
 		t.Fatalf("stock = %d, want 7 (taken once)", n)
 	}
 	// The same key for another order is refused.
-	if r := b.svc.Do(t, http.MethodPost, "/orders", orderBody(sku, 1), keyed()...); r.Status != http.StatusUnprocessableEntity {
+	if r := b.svc.Do(t, http.MethodPost, "/orders", orderBody(sku, 1), exampletest.JSON(keyed()...)...); r.Status != http.StatusUnprocessableEntity {
 		t.Fatalf("same key, other order = %d %s", r.Status, r.Body)
 	}
 }

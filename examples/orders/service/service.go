@@ -76,7 +76,7 @@ func Routes(app *framework.App, r chi.Router) error {
 		r.Use(a.RequireAuth())
 		r.Method(http.MethodPost, "/orders", framework.Handler(s.createOrder))
 		r.Method(http.MethodGet, "/orders/{id}", framework.Handler(s.getOrder))
-		r.Method(http.MethodPut, "/orders/{id}/receipt", framework.Handler(s.putReceipt))
+		r.With(framework.MaxBodyBytes(maxReceipt)).Method(http.MethodPut, "/orders/{id}/receipt", framework.Handler(s.putReceipt))
 		r.Method(http.MethodGet, "/orders/{id}/receipt", framework.Handler(s.getReceipt))
 	})
 	return nil

@@ -40,7 +40,7 @@ func TestStockCached(t *testing.T) {
 	if s := getStock(t, b, sku); s.Available != 3 {
 		t.Fatalf("stock within the TTL = %d, want the cached 3", s.Available)
 	}
-	if r := b.svc.Do(t, http.MethodPost, "/orders", orderBody(sku, 1), exampletest.Bearer(t, "ada")...); r.Status != http.StatusCreated {
+	if r := b.svc.Do(t, http.MethodPost, "/orders", orderBody(sku, 1), exampletest.JSON(exampletest.Bearer(t, "ada")...)...); r.Status != http.StatusCreated {
 		t.Fatalf("POST /orders = %d %s", r.Status, r.Body)
 	}
 	if s := getStock(t, b, sku); s.Available != 8 {

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/plugins/mail"
-	"github.com/jfastframework/jfast/problem"
 )
 
 // mailRoutes mounts POST /welcome, which sends a welcome mail. Send validates the
@@ -23,8 +21,8 @@ func mailRoutes(app *framework.App, r chi.Router) error {
 		var in struct {
 			Email string `json:"email"`
 		}
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&in); err != nil {
-			return problem.BadRequest(`send a JSON body {"email": "..."}`)
+		if err := framework.DecodeJSON(r, &in); err != nil {
+			return err // 415, 413, 400 or 422 problem+json, saying what is wrong
 		}
 		err := m.Send(r.Context(), mail.Message{
 			To:      []string{in.Email},

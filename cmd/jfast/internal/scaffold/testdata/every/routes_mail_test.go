@@ -15,7 +15,7 @@ import (
 // reads this service's log, so no other test's service may be running.
 func TestWelcomeMail(t *testing.T) {
 	svc := setup(t, nil)
-	if resp := svc.Do(t, http.MethodPost, "/welcome", `{"email":"not an address"}`); resp.Status != http.StatusUnprocessableEntity {
+	if resp := svc.Do(t, http.MethodPost, "/welcome", `{"email":"not an address"}`, "Content-Type", "application/json"); resp.Status != http.StatusUnprocessableEntity {
 		t.Fatalf("an invalid address: status %d: %s", resp.Status, resp)
 	}
 	resp := svc.Do(t, http.MethodPost, "/welcome", `{"email":"ada@example.com"}`, "Content-Type", "application/json")

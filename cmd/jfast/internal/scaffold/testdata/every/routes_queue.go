@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"sync/atomic"
 
@@ -38,8 +37,11 @@ func queueRoutes(app *framework.App, r chi.Router) error {
 	}
 	r.Method(http.MethodPost, "/greetings", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
 		var j greetJob
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&j); err != nil || j.Name == "" {
-			return problem.BadRequest(`send a JSON body {"name": "..."}`)
+		if err := framework.DecodeJSON(r, &j); err != nil {
+			return err // 415, 413, 400 or 422 problem+json, saying what is wrong
+		}
+		if j.Name == "" {
+			return problem.Unprocessable("the greeting needs a name", problem.FieldError{Field: "name", Detail: "must not be empty"})
 		}
 		res, err := q.Enqueue(r.Context(), "greet", j)
 		if err != nil {

@@ -12,8 +12,11 @@ import (
 func TestGreetingJob(t *testing.T) {
 	t.Parallel()
 	svc := setup(t, nil)
-	if resp := svc.Do(t, http.MethodPost, "/greetings", `{}`); resp.Status != http.StatusBadRequest {
+	if resp := svc.Do(t, http.MethodPost, "/greetings", `{}`, "Content-Type", "application/json"); resp.Status != http.StatusUnprocessableEntity {
 		t.Fatalf("without a name: status %d: %s", resp.Status, resp)
+	}
+	if resp := svc.Do(t, http.MethodPost, "/greetings", `name=jfast`, "Content-Type", "application/x-www-form-urlencoded"); resp.Status != http.StatusUnsupportedMediaType {
+		t.Fatalf("a form: status %d: %s", resp.Status, resp)
 	}
 	before := greeted.Load()
 	resp := svc.Do(t, http.MethodPost, "/greetings", `{"name":"jfast"}`, "Content-Type", "application/json")

@@ -20,10 +20,11 @@ func storageRoutes(app *framework.App, r chi.Router) error {
 	if err != nil {
 		return err // no such disk: the boot fails naming it
 	}
-	r.Method(http.MethodPut, "/files/{name}", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+	// Uploads may be larger than app.max_body_bytes (1 MiB): this route reads up to 32 MiB.
+	r.With(framework.MaxBodyBytes(32<<20)).Method(http.MethodPut, "/files/{name}", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
 		key := "uploads/" + chi.URLParam(r, "name")
 		if err := files.Put(r.Context(), key, storage.Sized(r.Body, r.ContentLength), r.Header.Get("Content-Type")); err != nil {
-			return err // an outage is a 503 naming "storage"
+			return err // an outage is a 503 naming "storage"; a body over 32 MiB a 413
 		}
 		w.WriteHeader(http.StatusNoContent)
 		return nil

@@ -1,0 +1,402 @@
+package framework_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/jfasttest"
+)
+
+// handlerEnd is what a handler under test reports when it returns.
+type handlerEnd struct {
+	took time.Duration
+	err  error
+}
+
+// dial opens a raw connection to the service, closed when the test ends.
+func dial(t *testing.T, svc *jfasttest.Service) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", svc.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// waitEnd waits for the handler to return; a handler still running after a
+// long while is the failure these tests exist for.
+func waitEnd(t *testing.T, ended <-chan handlerEnd) handlerEnd {
+	t.Helper()
+	select {
+	case e := <-ended:
+		return e
+	case <-time.After(15 * time.Second):
+		t.Fatal("the handler is still running 15s after its request's deadline")
+		return handlerEnd{}
+	}
+}
+
+// A client that sends its body one byte at a time cannot hold the handler
+// reading it: the read fails at the request's deadline with a 408, which the
+// client receives.
+func TestTricklingBodyIsCutAtTheDeadline(t *testing.T) {
+	t.Parallel()
+	const timeout = 300 * time.Millisecond
+	ended := make(chan handlerEnd, 1)
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML: fmt.Sprintf("[app]\nrequest_timeout = %q", timeout),
+		Routes: func(_ *framework.App, r chi.Router) error {
+			r.Method(http.MethodPost, "/upload", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+				start := time.Now()
+				_, err := io.ReadAll(r.Body)
+				ended <- handlerEnd{time.Since(start), err}
+				return err
+			}))
+			return nil
+		},
+	})
+	conn := dial(t, svc)
+	if _, err := io.WriteString(conn, "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	trickled := make(chan struct{})
+	go func() { // one byte every 50 ms: the whole body would take 50 s
+		defer close(trickled)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+				if _, err := conn.Write([]byte("x")); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	defer func() { close(stop); <-trickled }()
+
+	e := waitEnd(t, ended)
+	var readErr *framework.BodyReadError
+	if !errors.As(e.err, &readErr) || readErr.Status != http.StatusRequestTimeout || !errors.Is(e.err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the handler's read returned %v, want a BodyReadError with status 408 wrapping the deadline", e.err)
+	}
+	t.Logf("the handler's read ended after %v (request_timeout %v)", e.took, timeout)
+	if e.took > timeout+2*time.Second {
+		t.Errorf("the handler's read took %v, over request_timeout + 2s", e.took)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestTimeout || resp.Header.Get("Content-Type") != "application/problem+json" ||
+		!strings.Contains(string(body), `"detail":"the request body did not arrive within the request's deadline"`) {
+		t.Fatalf("response = %d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	if !resp.Close {
+		t.Error("the connection of a cut body stays open; want Connection: close")
+	}
+}
+
+// A client that does not read the response cannot hold the handler writing
+// it: writes fail one second (the write grace) after the request's deadline.
+func TestNonReadingClientCannotHoldTheHandler(t *testing.T) {
+	t.Parallel()
+	const timeout = 300 * time.Millisecond
+	ended := make(chan handlerEnd, 1)
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML: fmt.Sprintf("[app]\nrequest_timeout = %q", timeout),
+		Routes: func(_ *framework.App, r chi.Router) error {
+			r.Get("/export", func(w http.ResponseWriter, r *http.Request) {
+				start := time.Now()
+				chunk := make([]byte, 1<<20)
+				var err error
+				for i := 0; i < 1024 && err == nil; i++ { // up to 1 GiB: far more than socket buffers hold
+					_, err = w.Write(chunk)
+				}
+				ended <- handlerEnd{time.Since(start), err}
+			})
+			return nil
+		},
+	})
+	conn := dial(t, svc)
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetReadBuffer(4096)
+	}
+	if _, err := io.WriteString(conn, "GET /export HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	// ... and never read.
+	e := waitEnd(t, ended)
+	if e.err == nil || !errors.Is(e.err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the handler's writes ended with %v, want the write deadline", e.err)
+	}
+	t.Logf("the handler's writes failed after %v (request_timeout %v + 1s grace)", e.took, timeout)
+	if e.took < timeout || e.took > timeout+time.Second+2*time.Second {
+		t.Errorf("the handler's writes failed after %v, want between request_timeout and request_timeout + 1s + 2s", e.took)
+	}
+}
+
+// The deadlines of one request do not leak into the next on the same
+// connection: a keep-alive client whose first request ran to its deadline is
+// served normally afterwards.
+func TestDeadlinesDoNotOutliveTheirRequest(t *testing.T) {
+	t.Parallel()
+	const timeout = 200 * time.Millisecond
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML: fmt.Sprintf("[app]\nrequest_timeout = %q", timeout),
+		Routes: func(_ *framework.App, r chi.Router) error {
+			r.Post("/echo", func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				w.Write(b)
+			})
+			r.Get("/slow", func(w http.ResponseWriter, r *http.Request) {
+				<-r.Context().Done()
+				w.Write([]byte("late"))
+			})
+			return nil
+		},
+	})
+	conn := dial(t, svc)
+	br := bufio.NewReader(conn)
+	roundTrip := func(req string) string {
+		t.Helper()
+		if _, err := io.WriteString(conn, req); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%d %s", resp.StatusCode, b)
+	}
+	if got := roundTrip("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi"); got != "200 hi" {
+		t.Fatalf("first = %q", got)
+	}
+	if got := roundTrip("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"); got != "200 late" {
+		t.Fatalf("slow = %q", got)
+	}
+	// Past both earlier requests' deadlines and write grace.
+	time.Sleep(timeout + 1200*time.Millisecond)
+	if got := roundTrip("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nagain"); got != "200 again" {
+		t.Fatalf("after the deadlines = %q", got)
+	}
+}
+
+func bodyService(t *testing.T, toml string) *jfasttest.Service {
+	t.Helper()
+	readAll := framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			return err
+		}
+		return framework.JSON(w, http.StatusOK, map[string]int{"read": len(b)})
+	})
+	return jfasttest.Start(t, jfasttest.Options{
+		TOML: toml,
+		Routes: func(_ *framework.App, r chi.Router) error {
+			r.Method(http.MethodPost, "/default", readAll)
+			r.With(framework.MaxBodyBytes(10)).Method(http.MethodPost, "/small", readAll)
+			r.With(framework.MaxBodyBytes(3<<20)).Method(http.MethodPost, "/large", readAll)
+			return nil
+		},
+	})
+}
+
+func TestBodyLimit(t *testing.T) {
+	t.Parallel()
+	svc := bodyService(t, "")
+	const mib = 1 << 20
+	tests := []struct {
+		path string
+		size int
+		want int
+	}{
+		{"/default", mib, 200},
+		{"/default", mib + 1, 413},
+		{"/small", 10, 200},
+		{"/small", 11, 413},
+		{"/large", 3 * mib, 200},
+		{"/large", 3*mib + 1, 413},
+	}
+	for _, tt := range tests {
+		r := svc.Do(t, http.MethodPost, tt.path, strings.Repeat("a", tt.size))
+		if r.Status != tt.want {
+			t.Errorf("POST %s with %d bytes = %d %s, want %d", tt.path, tt.size, r.Status, r.Body, tt.want)
+			continue
+		}
+		if tt.want == 413 {
+			limit := map[string]int{"/default": mib, "/small": 10, "/large": 3 * mib}[tt.path]
+			want := fmt.Sprintf(`"title":"Content Too Large","status":413,"detail":"the request body is larger than the %d bytes this route accepts"`, limit)
+			if r.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(r.String(), want) {
+				t.Errorf("POST %s with %d bytes: %s", tt.path, tt.size, r.Body)
+			}
+		}
+	}
+}
+
+// app.max_body_bytes changes the default; a body without Content-Length
+// (chunked) is held to it too.
+func TestBodyLimitFromConfigAndChunked(t *testing.T) {
+	t.Parallel()
+	svc := bodyService(t, "[app]\nmax_body_bytes = 100")
+	for size, want := range map[int]int{100: 200, 101: 413} {
+		req, err := http.NewRequest(http.MethodPost, svc.URL+"/default", io.MultiReader(strings.NewReader(strings.Repeat("a", size))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if len(req.TransferEncoding) == 0 && req.ContentLength > 0 {
+			t.Fatal("the request was not sent chunked")
+		}
+		if resp.StatusCode != want {
+			t.Errorf("chunked %d bytes = %d, want %d", size, resp.StatusCode, want)
+		}
+	}
+}
+
+// A declared Content-Length over the limit is answered at once, without
+// waiting for a body the server will not read.
+func TestDeclaredLengthOverTheLimitIsAnsweredAtOnce(t *testing.T) {
+	t.Parallel()
+	svc := bodyService(t, "[app]\nrequest_timeout = \"30s\"")
+	conn := dial(t, svc)
+	if _, err := io.WriteString(conn, "POST /small HTTP/1.1\r\nHost: x\r\nContent-Length: 5000000\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second)) // well under the 30s request deadline
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close {
+		t.Fatalf("status = %d, close = %v; want 413 and Connection: close", resp.StatusCode, resp.Close)
+	}
+}
+
+func TestMaxBodyBytesMustBePositive(t *testing.T) {
+	t.Parallel()
+	errs := configErrors(t, jfasttest.Options{TOML: "[app]\nmax_body_bytes = 0"})
+	e, ok := errs["app.max_body_bytes"]
+	if !ok || !strings.Contains(e.Problem, "must be a positive number of bytes, got 0") || !strings.Contains(e.Fix, "framework.MaxBodyBytes") {
+		t.Fatalf("errors = %v", errs)
+	}
+	defer func() {
+		if v := recover(); v == nil || !strings.Contains(fmt.Sprint(v), "framework: MaxBodyBytes needs a positive limit") {
+			t.Fatalf("MaxBodyBytes(0) recovered %v", v)
+		}
+	}()
+	framework.MaxBodyBytes(0)
+}
+
+type order struct {
+	SKU      string `json:"sku"`
+	Quantity int    `json:"quantity"`
+	Items    []struct {
+		Price uint `json:"price"`
+	} `json:"items"`
+	At time.Time `json:"at"`
+}
+
+func TestDecodeJSON(t *testing.T) {
+	t.Parallel()
+	decode := func(opts ...framework.DecodeOption) http.Handler {
+		return framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+			var o order
+			if err := framework.DecodeJSON(r, &o, opts...); err != nil {
+				return err
+			}
+			return framework.JSON(w, http.StatusOK, o)
+		})
+	}
+	svc := jfasttest.Start(t, jfasttest.Options{
+		Routes: func(_ *framework.App, r chi.Router) error {
+			r.Method(http.MethodPost, "/orders", decode())
+			r.Method(http.MethodPost, "/strict", decode(framework.DisallowUnknownFields()))
+			r.With(framework.MaxBodyBytes(64)).Method(http.MethodPost, "/tiny", decode())
+			return nil
+		},
+	})
+	const jsonCT = "application/json"
+	tests := []struct {
+		name, path, ct, body string
+		status               int
+		detail               string
+		field                string // the "errors" member's first field, when set
+	}{
+		{"valid", "/orders", jsonCT, `{"sku":"a","quantity":2}`, 200, "", ""},
+		{"charset and +json", "/orders", "application/merge-patch+json; charset=utf-8", `{"sku":"a"}`, 200, "", ""},
+		{"unknown field ignored", "/orders", jsonCT, `{"sku":"a","colour":"red"}`, 200, "", ""},
+		{"form", "/orders", "application/x-www-form-urlencoded", `sku=a`, 415, "this route takes JSON, not application/x-www-form-urlencoded; send the body with \"Content-Type: application/json\"", ""},
+		{"no content type", "/orders", "", `{"sku":"a"}`, 415, "the request has no Content-Type; send the body with \"Content-Type: application/json\"", ""},
+		{"malformed content type", "/orders", "json;;", `{}`, 415, "the Content-Type is malformed; send the body with \"Content-Type: application/json\"", ""},
+		{"too large", "/tiny", jsonCT, `{"sku":"` + strings.Repeat("a", 100) + `"}`, 413, "the request body is larger than the 64 bytes this route accepts", ""},
+		{"empty", "/orders", jsonCT, ``, 400, "the request body is empty; it must be a JSON value", ""},
+		{"syntax", "/orders", jsonCT, "{\n  \"sku\": \"a\",\n  \"quantity\" 2\n}", 400, "the request body is not valid JSON: invalid character '2' after object key at line 3, column 14", ""},
+		{"truncated", "/orders", jsonCT, "{\"sku\": \"a\",\n \"quantity\": 2", 400, "the request body is not valid JSON: it ends in the middle of a value, at line 2, column 15", ""},
+		{"two values", "/orders", jsonCT, `{"sku":"a"} {"sku":"b"}`, 400, "the request body holds more than one JSON value: another begins at line 1, column 13", ""},
+		{"wrong type", "/orders", jsonCT, `{"sku":"a","quantity":"two"}`, 422, "a field of the request body has the wrong type", "quantity"},
+		{"wrong nested type", "/orders", jsonCT, `{"items":[{"price":-1}]}`, 422, "a field of the request body has the wrong type", "items.price"},
+		{"not an object", "/orders", jsonCT, `[1,2]`, 422, "the request body must be an object, got array", ""},
+		{"bad time", "/orders", jsonCT, `{"at":"yesterday"}`, 422, "a value of the request body does not have the form its field takes", ""},
+		{"unknown field refused", "/strict", jsonCT, `{"sku":"a","colour":"red"}`, 422, "the request body has a field this route does not take", "colour"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var headers []string
+			if tt.ct != "" {
+				headers = []string{"Content-Type", tt.ct}
+			}
+			r := svc.Do(t, http.MethodPost, tt.path, tt.body, headers...)
+			if r.Status != tt.status {
+				t.Fatalf("status = %d %s, want %d", r.Status, r.Body, tt.status)
+			}
+			if tt.status == 200 {
+				return
+			}
+			var p struct {
+				Detail string
+				Errors []struct{ Field, Detail string }
+			}
+			if err := json.Unmarshal(r.Body, &p); err != nil || r.Header.Get("Content-Type") != "application/problem+json" {
+				t.Fatalf("body %s (%v)", r.Body, err)
+			}
+			if p.Detail != tt.detail {
+				t.Errorf("detail = %q\n      want %q", p.Detail, tt.detail)
+			}
+			if tt.field != "" && (len(p.Errors) != 1 || p.Errors[0].Field != tt.field) {
+				t.Errorf("errors = %+v, want the field %q", p.Errors, tt.field)
+			}
+		})
+	}
+	r := svc.Do(t, http.MethodPost, "/orders", `{"sku":"a","quantity":"two"}`, "Content-Type", jsonCT)
+	if !strings.Contains(r.String(), `"errors":[{"field":"quantity","detail":"must be an integer, got string"}]`) {
+		t.Errorf("wrong type body: %s", r.Body)
+	}
+}
