@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-viper/mapstructure/v2"
 
+	"github.com/jfastframework/jfast/internal/roster"
 	"github.com/jfastframework/jfast/internal/tomltext"
 )
 
@@ -390,14 +391,14 @@ func (a *App) envOnly(prefix string) []string {
 }
 
 func (a *App) compileFix(name string) string {
-	if slices.Contains(knownPlugins, name) {
-		return fmt.Sprintf(`import "github.com/jfastframework/jfast/plugins/%s" and add %s.New() to framework.Options.Plugins in main`, name, name)
+	if roster.Has(name) {
+		return fmt.Sprintf(`import %q and add %s.New() to framework.Options.Plugins in main`, roster.Import(name), name)
 	}
 	known := slices.Sorted(mapKeys(a.compiled))
-	if s := suggest(name, append(known, knownPlugins...)); s != "" {
+	if s := suggest(name, append(known, roster.Names...)); s != "" {
 		return fmt.Sprintf("did you mean %q?", s)
 	}
-	return "remove it, or compile the plugin in: jfast's plugins are " + strings.Join(knownPlugins, ", ")
+	return "remove it, or compile the plugin in: jfast's plugins are " + strings.Join(roster.Names, ", ")
 }
 
 // startOrder sorts the enabled plugins so each starts after its dependencies, ties

@@ -141,5 +141,3 @@ type Migrator interface {
 	RunMigrations(ctx context.Context, direction string, out io.Writer) error
 }
 
-// knownPlugins are jfast's own plugins, for the message naming the import to add.
-var knownPlugins = []string{"observability", "http", "db", "cache", "auth", "queue", "mail", "storage", "telemetry", "idempotency"}

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"syscall"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/jfastframework/jfast/drills"
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/cli"
+	"github.com/jfastframework/jfast/internal/roster"
 )
 
 func main() {
@@ -62,15 +62,12 @@ func plugins() []framework.Plugin {
 	return ps
 }
 
+// pluginNames are the built-in plugins in the roster's order (observability, part
+// of the framework, is always there and not listed).
 func pluginNames() []string {
 	var names []string
-	for _, n := range scaffold.Known() {
+	for _, n := range roster.Names {
 		if builtin[n] != nil {
-			names = append(names, n)
-		}
-	}
-	for n := range builtin {
-		if !slices.Contains(names, n) {
 			names = append(names, n)
 		}
 	}

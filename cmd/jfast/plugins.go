@@ -14,8 +14,9 @@ import (
 )
 
 // builtin are the plugins compiled into the jfast binary, so `jfast check` and
-// `jfast config` understand their tables and `jfast new` can read their defaults.
-// docs/cli.md lists them; a plugin package is added here once it builds.
+// `jfast config` understand their tables and `jfast new` can read their defaults:
+// every plugin of the roster (internal/roster) but observability, which the
+// framework always carries. TestBuiltinIsTheRoster fails while they differ.
 var builtin = map[string]func() framework.Plugin{
 	"http":        func() framework.Plugin { return http.New() },
 	"db":          func() framework.Plugin { return db.New() },

@@ -1,5 +1,7 @@
 package scaffold
 
+import "github.com/jfastframework/jfast/internal/roster"
+
 // recipe is what jfast new adds to a service for one plugin: the example route and
 // its test (templates recipes/<name>.go.tmpl and recipes/<name>_test.go.tmpl), the
 // keys jfast.toml sets for the example to boot, and the dependency's container in
@@ -23,9 +25,9 @@ type recipe struct {
 	NeedsOneOf []string
 }
 
-// recipes are the plugins jfast new knows how to add, in the order they appear in
-// [plugins] enabled.
-var recipes = []recipe{
+// recipeList are the plugins jfast new knows how to add, in any order: recipes()
+// returns them in the roster's (internal/roster), the order of [plugins] enabled.
+var recipeList = []recipe{
 	{
 		Name:   "http",
 		Import: modulePath + "/plugins/http",
@@ -146,8 +148,19 @@ var recipes = []recipe{
 	},
 }
 
+// recipes returns the recipes in the roster's order.
+func recipes() []recipe {
+	var out []recipe
+	for _, name := range roster.Names {
+		if r, ok := recipeFor(name); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 func recipeFor(name string) (recipe, bool) {
-	for _, r := range recipes {
+	for _, r := range recipeList {
 		if r.Name == name {
 			return r, true
 		}
@@ -155,11 +168,11 @@ func recipeFor(name string) (recipe, bool) {
 	return recipe{}, false
 }
 
-// Known lists the plugins jfast new has an example for, in order.
+// Known lists the plugins jfast new has an example for, in the roster's order.
 func Known() []string {
-	names := make([]string, len(recipes))
-	for i, r := range recipes {
-		names[i] = r.Name
+	var names []string
+	for _, r := range recipes() {
+		names = append(names, r.Name)
 	}
 	return names
 }

@@ -5,7 +5,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"github.com/jfastframework/jfast/internal/tomltext"
 	"go/format"
 	"maps"
 	"os"
@@ -15,6 +14,9 @@ import (
 	"slices"
 	"strings"
 	"text/template"
+
+	"github.com/jfastframework/jfast/internal/roster"
+	"github.com/jfastframework/jfast/internal/tomltext"
 
 	"github.com/jfastframework/jfast/framework"
 )
@@ -42,10 +44,6 @@ type Options struct {
 }
 
 var nameRule = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
-
-// jfastPlugins are the names of jfast's plugins, built or planned, for the message
-// that tells one that does not exist yet from a typo.
-var jfastPlugins = []string{"http", "db", "cache", "auth", "queue", "mail", "storage", "telemetry", "idempotency"}
 
 // CheckName validates a service name.
 func CheckName(name string) error {
@@ -278,10 +276,10 @@ func Write(o Options) (string, error) {
 	return dir, nil
 }
 
-// choose resolves the chosen plugin names to recipes, in the recipes' order.
+// choose resolves the chosen plugin names to recipes, in the roster's order.
 func choose(names []string, available map[string]func() framework.Plugin) ([]recipe, error) {
 	var can []string
-	for _, r := range recipes {
+	for _, r := range recipes() {
 		if available[r.Name] != nil {
 			can = append(can, r.Name)
 		}
@@ -301,14 +299,14 @@ func choose(names []string, available map[string]func() framework.Plugin) ([]rec
 		case hasRecipe && available[n] != nil:
 		case available[n] != nil:
 			return nil, fmt.Errorf("jfast new has no example for plugin %q yet; generate the service without it, then add %s.New() to Options in main.go and %q to [plugins] enabled; available: %s", n, n, n, strings.Join(can, ", "))
-		case slices.Contains(jfastPlugins, n):
+		case roster.Has(n):
 			return nil, fmt.Errorf("plugin %q does not exist in this jfast yet (or is not compiled into this jfast binary), so jfast new cannot add it; available: %s", n, strings.Join(can, ", "))
 		default:
 			return nil, fmt.Errorf("unknown plugin %q; available: %s", n, strings.Join(can, ", "))
 		}
 	}
 	var out []recipe
-	for _, r := range recipes {
+	for _, r := range recipes() {
 		if !seen[r.Name] {
 			continue
 		}

@@ -3,7 +3,6 @@ package scaffold
 import (
 	"bytes"
 	"flag"
-	"github.com/jfastframework/jfast/internal/tomltext"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/jfastframework/jfast/internal/tomltext"
 
 	"github.com/knadh/koanf/parsers/toml/v2"
 
@@ -226,7 +227,7 @@ func walkKeys(path string, t reflect.Type, out map[string]bool) {
 			walkKeys(key, f.Type, out)
 		case tomltext.IsMapOfTables(f.Type):
 			entries := map[string]bool{}
-			for _, r := range recipes {
+			for _, r := range recipes() {
 				for k := range r.Settings {
 					if rest, ok := strings.CutPrefix(k, key+"."); ok {
 						n, _, _ := strings.Cut(rest, ".")
