@@ -140,4 +140,3 @@ type Migrator interface {
 	Plugin
 	RunMigrations(ctx context.Context, direction string, out io.Writer) error
 }
-

@@ -11,11 +11,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jfastframework/jfast/internal/tomltext"
-
 	"github.com/knadh/koanf/parsers/toml/v2"
 
 	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/internal/tomltext"
 	"github.com/jfastframework/jfast/plugins/auth"
 	"github.com/jfastframework/jfast/plugins/cache"
 	"github.com/jfastframework/jfast/plugins/db"
