@@ -278,7 +278,7 @@ func (a *App) bind(errs *ConfigErrors) {
 	b := &binder{errs: errs, set: map[string]string{}}
 	tree := a.raw.tree
 	top := map[string]int{"app": 0, "plugins": 1, "plugin": 2}
-	for _, k := range sortedKeys(tree) {
+	for _, k := range slices.Sorted(maps.Keys(tree)) {
 		if _, ok := top[k]; !ok {
 			b.unknown(k, k, slices.Collect(maps.Keys(top)))
 		}
@@ -306,12 +306,12 @@ func (a *App) bind(errs *ConfigErrors) {
 	}
 
 	pluginTables, _ := tableAt(b, tree, "plugin")
-	for _, name := range sortedKeys(pluginTables) {
+	for _, name := range slices.Sorted(maps.Keys(pluginTables)) {
 		if a.compiled[name] != nil {
 			continue
 		}
 		fix := a.compileFix(name)
-		suggestion := suggest(name, slices.Collect(mapKeys(a.compiled)))
+		suggestion := suggest(name, slices.Collect(maps.Keys(a.compiled)))
 		if vars := a.envOnly("plugin." + name + "."); len(vars) > 0 {
 			// Only the environment speaks of it: deployments share environments
 			// between services, so a variable meant for a sibling is not this
@@ -328,7 +328,7 @@ func (a *App) bind(errs *ConfigErrors) {
 		}
 		*errs = append(*errs, ConfigError{Key: "plugin." + name, Problem: "configures a plugin that is not compiled into this service", Fix: fix})
 	}
-	for _, name := range sortedKeys(a.compiled) {
+	for _, name := range slices.Sorted(maps.Keys(a.compiled)) {
 		p := a.compiled[name]
 		key := "plugin." + name
 		m, _ := tableAt(b, pluginTables, name)
@@ -350,7 +350,7 @@ func (a *App) bind(errs *ConfigErrors) {
 		if cp, ok := p.(Configurable); ok {
 			b.bindStruct(key, reflectValue(cp.Config()), m)
 		} else {
-			for _, k := range sortedKeys(m) {
+			for _, k := range slices.Sorted(maps.Keys(m)) {
 				b.unknown(key+"."+k, k, []string{"critical"})
 			}
 		}
@@ -394,7 +394,7 @@ func (a *App) compileFix(name string) string {
 	if roster.Has(name) {
 		return fmt.Sprintf(`import %q and add %s.New() to framework.Options.Plugins in main`, roster.Import(name), name)
 	}
-	known := slices.Sorted(mapKeys(a.compiled))
+	known := slices.Sorted(maps.Keys(a.compiled))
 	if s := suggest(name, append(known, roster.Names...)); s != "" {
 		return fmt.Sprintf("did you mean %q?", s)
 	}
@@ -447,25 +447,6 @@ func startOrder(names []string, compiled map[string]Plugin, enabled map[string]b
 		}
 	}
 	return order, errs
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func mapWithout(m map[string]any, key string) map[string]any {
