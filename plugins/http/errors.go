@@ -21,8 +21,8 @@ import (
 //	}
 //
 // Every one renders, through [problem.Renderer], as problem+json naming the
-// upstream in the "upstream" member, so a handler that lets it escape never
-// answers 500: a 503 with Retry-After when the wait is known, except
+// upstream in the "dependency" member (as every plugin's 503 does) and in
+// "upstream", so a handler that lets it escape never answers 500: a 503 with Retry-After when the wait is known, except
 // [ResponseTooLarge], a 502 (the upstream answered, with something this
 // service cannot use).
 type UpstreamError struct {
@@ -57,7 +57,9 @@ func (e *UpstreamError) Problem() *problem.Problem {
 		p.Err = e
 		return p
 	}
-	p := problem.ServiceUnavailable("", e.detail, e.RetryAfter)
+	// "dependency" like every plugin's 503; "upstream" too, for clients
+	// that read the member this plugin's errors carried first.
+	p := problem.ServiceUnavailable(e.Upstream, e.detail, e.RetryAfter)
 	if p.Extensions == nil {
 		p.Extensions = make(map[string]any, 1)
 	}

@@ -57,8 +57,8 @@ func ExampleUpstreamError() {
 	var unavailable *jhttp.UpstreamUnavailable
 	fmt.Println(errors.As(err, &ue), ue.Upstream, errors.As(err, &unavailable))
 	p, _ := problem.As(err)
-	fmt.Println(p.Status, p.Detail, p.Extensions["upstream"])
+	fmt.Println(p.Status, p.Detail, p.Extensions["dependency"], p.Extensions["upstream"])
 	// Output:
 	// true billing true
-	// 503 upstream 'billing' is unreachable billing
+	// 503 upstream 'billing' is unreachable billing billing
 }

@@ -361,7 +361,7 @@ base_url = "http://127.0.0.1:1"
 		t.Fatalf("open breaker: %d %q Retry-After %q: %s", res.Status, res.Header.Get("Content-Type"), res.Header.Get("Retry-After"), res.Body)
 	}
 	var body map[string]any
-	if err := json.Unmarshal(res.Body, &body); err != nil || body["upstream"] != "billing" || body["status"] != float64(503) {
+	if err := json.Unmarshal(res.Body, &body); err != nil || body["dependency"] != "billing" || body["upstream"] != "billing" || body["status"] != float64(503) {
 		t.Fatalf("problem body = %s", res.Body)
 	}
 

@@ -6,7 +6,6 @@ import (
 	"github.com/go-chi/chi/v5"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jfastframework/jfast/framework"
@@ -17,7 +16,8 @@ import (
 // request. It runs inside the framework's middleware, so the request ID is
 // known; the span is named by the chi route template, which is only known once
 // the router has matched, so the name is set when the request ends. An inbound
-// traceparent makes the span a child of the caller's.
+// traceparent makes the span a child of the caller's (read by the W3C rules
+// for repeated headers: see inbound).
 func (p *Plugin) Middleware() func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		if !p.exporting() {
@@ -33,7 +33,7 @@ func (p *Plugin) Middleware() func(http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
-			ctx := p.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+			ctx := p.prop.Extract(r.Context(), inbound(r.Header))
 			method := spanMethod(r.Method)
 			ctx, span := (*tp).Start(ctx, method, trace.WithSpanKind(trace.SpanKindServer),
 				trace.WithAttributes(

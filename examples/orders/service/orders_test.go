@@ -120,7 +120,7 @@ func TestOrderRetryChargesOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := b.svc.Do(t, http.MethodPost, "/orders", orderBody(sku, 3), exampletest.JSON(keyed()...)...)
-	if r.Status != http.StatusServiceUnavailable || !strings.Contains(r.String(), `"upstream":"billing"`) {
+	if r.Status != http.StatusServiceUnavailable || !strings.Contains(r.String(), `"dependency":"billing"`) || !strings.Contains(r.String(), `"upstream":"billing"`) {
 		t.Fatalf("POST /orders with billing down = %d %s", r.Status, r.Body)
 	}
 	if n := b.count(t, `SELECT count(*) FROM orders WHERE sku = $1 AND status = 'pending'`, sku); n != 1 {
