@@ -64,10 +64,6 @@ type Redis struct {
 
 // StartRedis starts redis-server on a free port with persistence off.
 func StartRedis(ctx context.Context) (*Redis, error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return nil, fmt.Errorf("redis-server is not installed: %w", err)
-	}
 	port, err := FreePort()
 	if err != nil {
 		return nil, err
@@ -76,26 +72,38 @@ func StartRedis(ctx context.Context) (*Redis, error) {
 	if err != nil {
 		return nil, err
 	}
-	pidfile := filepath.Join(dir, "redis.pid")
-	cmd := exec.CommandContext(ctx, bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--daemonize", "yes", "--pidfile", pidfile, "--dir", dir,
-		"--logfile", filepath.Join(dir, "redis.log"))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("start redis-server: %v: %s", err, out)
-	}
 	r := &Redis{addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dir}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := waitPort(wctx, r.addr); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	if r.pid, err = readPid(pidfile); err != nil {
+	if err := r.start(ctx); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
 	return r, nil
+}
+
+// start runs redis-server on r's port and directory and waits for its port.
+func (r *Redis) start(ctx context.Context) error {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return fmt.Errorf("redis-server is not installed: %w", err)
+	}
+	_, port, _ := strings.Cut(r.addr, ":")
+	pidfile := filepath.Join(r.dir, "redis.pid")
+	_ = os.Remove(pidfile)
+	cmd := exec.CommandContext(ctx, bin, "--port", port, "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--daemonize", "yes", "--pidfile", pidfile, "--dir", r.dir,
+		"--logfile", filepath.Join(r.dir, "redis.log"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("start redis-server: %v: %s", err, out)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := waitPort(wctx, r.addr); err != nil {
+		return err
+	}
+	if r.pid, err = readPid(pidfile); err != nil {
+		return err
+	}
+	return nil
 }
 
 func (r *Redis) Addr() string { return r.addr }
@@ -109,6 +117,26 @@ func (r *Redis) Pid() int { return r.pid }
 // Pause stops redis-server (SIGSTOP) and waits until every thread is stopped.
 func (r *Redis) Pause() error  { return stopAndWait(r.pid) }
 func (r *Redis) Resume() error { return syscall.Kill(r.pid, syscall.SIGCONT) }
+
+// Kill kills redis-server with SIGKILL, as a crash would: connections break at
+// once and, persistence being off, everything it held is lost. Restart starts
+// it again on the same port.
+func (r *Redis) Kill() error {
+	if err := syscall.Kill(r.pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if allStopped(r.pid) || syscall.Kill(r.pid, 0) != nil {
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return fmt.Errorf("redis-server %d still runs 5s after SIGKILL", r.pid)
+}
+
+// Restart starts redis-server again, empty, on the same port after Kill.
+func (r *Redis) Restart(ctx context.Context) error { return r.start(ctx) }
 
 func (r *Redis) Stop() error {
 	_ = syscall.Kill(r.pid, syscall.SIGCONT)

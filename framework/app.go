@@ -78,12 +78,15 @@ type App struct {
 	listener net.Listener
 	served   chan error
 	stopped  bool
+
+	// draining is closed when Stop begins, before the server drains.
+	draining chan struct{}
 }
 
 // New loads and validates the configuration. It does no I/O beyond reading the
 // file: a configuration error is returned as ConfigErrors, listing every problem.
 func New(opts Options) (*App, error) {
-	a := &App{opts: opts, compiled: map[string]Plugin{}, critical: map[string]bool{}, cfg: DefaultAppConfig()}
+	a := &App{opts: opts, compiled: map[string]Plugin{}, critical: map[string]bool{}, cfg: DefaultAppConfig(), draining: make(chan struct{})}
 	compiled := slices.Clone(opts.Plugins)
 	hasObservability := false
 	for _, p := range compiled {
@@ -272,6 +275,7 @@ func (a *App) Stop(ctx context.Context) error {
 		return nil
 	}
 	a.stopped = true
+	close(a.draining)
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.ShutdownTimeout)
 	defer cancel()
 	var errs []error
@@ -320,6 +324,13 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	return errors.Join(serveErr, a.Stop(context.WithoutCancel(ctx)))
 }
+
+// Draining returns a channel that is closed when the App begins to stop, before
+// the server waits for in-flight requests. A response that streams for as long
+// as the client stays (server-sent events, a long poll) ends when it closes, so
+// the drain does not wait out app.shutdown_timeout on it and the client
+// reconnects to another replica.
+func (a *App) Draining() <-chan struct{} { return a.draining }
 
 // Config returns the validated [app] table.
 func (a *App) Config() AppConfig { return a.cfg }

@@ -80,6 +80,30 @@ type JobPropagator interface {
 	ObserveJob(ctx context.Context, kind string, metadata map[string]string) (context.Context, func(err error))
 }
 
+// MessagePropagator is a plugin that carries trace context with published
+// messages (the telemetry plugin), so that one trace runs from the publishing
+// request to every handler of the message: InjectMessage writes the
+// publishing context's trace into the message's metadata; ObserveMessage
+// returns the context a handler runs under, continuing that trace in a span
+// for the delivery, and a function to call exactly once when the handler
+// returns, with its error.
+type MessagePropagator interface {
+	Plugin
+	InjectMessage(ctx context.Context, metadata map[string]string)
+	ObserveMessage(ctx context.Context, channel string, metadata map[string]string) (context.Context, func(err error))
+}
+
+// MessagePropagatorOf returns the first enabled plugin that carries trace
+// context with messages, or nil.
+func MessagePropagatorOf(app *App) MessagePropagator {
+	for _, p := range app.plugins {
+		if m, ok := p.(MessagePropagator); ok {
+			return m
+		}
+	}
+	return nil
+}
+
 // DependencyObserverOf returns the DependencyObserver of the first enabled plugin
 // that offers one, or nil when none is enabled: a plugin then installs no
 // adapter at all and its calls pay nothing.

@@ -80,3 +80,31 @@ func requestContext(parent context.Context, inbound string, h http.Header, start
 	ctx, cancel := context.WithDeadline(values, start.Add(timeout))
 	return values, ctx, cancel
 }
+
+// StreamContext returns the context for a response that streams longer than
+// app.request_timeout (server-sent events, a long poll): r's context without
+// the request deadline. It still ends when the client goes away or the server
+// closes the connection, and it carries every value of r's context (the
+// request ID, what middleware added). The response must bound itself: a write
+// deadline per write (http.ResponseController), an end on App.Draining.
+// Outside a jfast App it returns r's context unchanged.
+func StreamContext(r *http.Request) context.Context {
+	ctx := r.Context()
+	rc, ok := ctx.Value(requestid.ContextKey{}).(*requestContext)
+	if !ok {
+		return ctx
+	}
+	return &streamContext{Context: ctx, life: rc.parent}
+}
+
+// streamContext has the values of the request's context and the life of the
+// server's: no request deadline.
+type streamContext struct {
+	context.Context // values
+	life            context.Context
+}
+
+func (s *streamContext) Deadline() (time.Time, bool) { return s.life.Deadline() }
+func (s *streamContext) Done() <-chan struct{}       { return s.life.Done() }
+func (s *streamContext) Err() error                  { return s.life.Err() }
+func (s *streamContext) String() string              { return "jfast stream context" }

@@ -4,6 +4,7 @@ import (
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/plugins/auth"
 	"github.com/jfastframework/jfast/plugins/cache"
+	"github.com/jfastframework/jfast/plugins/channels"
 	"github.com/jfastframework/jfast/plugins/db"
 	"github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/plugins/idempotency"
@@ -27,4 +28,5 @@ var builtin = map[string]func() framework.Plugin{
 	"queue":       func() framework.Plugin { return queue.New() },
 	"telemetry":   func() framework.Plugin { return telemetry.New() },
 	"mail":        func() framework.Plugin { return mail.New() },
+	"channels":    func() framework.Plugin { return channels.New() },
 }

@@ -26,6 +26,7 @@ var Names = []string{
 	"mail",
 	"telemetry",
 	"idempotency",
+	"channels",
 }
 
 // Module is jfast's module path.

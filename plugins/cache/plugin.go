@@ -174,6 +174,11 @@ func (p *Plugin) Key(key string) string { return p.prefix + key }
 // Breaker returns the breaker every Redis command goes through.
 func (p *Plugin) Breaker() *resilience.Breaker { return p.breaker }
 
+// CommandTimeout returns command_timeout, for plugins that read Redis through
+// [Plugin.Client] outside the command hook (pub/sub) and bound those reads
+// themselves.
+func (p *Plugin) CommandTimeout() time.Duration { return p.cfg.CommandTimeout }
+
 // Check implements framework.Checker: a PING bounded by the readiness context
 // and command_timeout, with the breaker state and pool stats in meta.
 func (p *Plugin) Check(ctx context.Context) readiness.Report {

@@ -85,3 +85,32 @@ func (p *Plugin) ObserveJob(ctx context.Context, kind string, metadata map[strin
 		span.End()
 	}
 }
+
+// InjectMessage implements framework.MessagePropagator: the publishing
+// context's trace goes into the message's metadata, as for a job.
+func (p *Plugin) InjectMessage(ctx context.Context, metadata map[string]string) {
+	p.InjectJob(ctx, metadata)
+}
+
+// ObserveMessage implements framework.MessagePropagator: a handler runs under
+// the publishing request's trace, in a consumer span "channel <name>" that
+// ends when the returned function is called. A message published outside a
+// trace starts a trace of its own (subject to sample_ratio).
+func (p *Plugin) ObserveMessage(ctx context.Context, channel string, metadata map[string]string) (context.Context, func(error)) {
+	tp := p.tracer.Load()
+	if tp == nil {
+		return ctx, endNothing
+	}
+	if len(metadata) > 0 {
+		ctx = p.prop.Extract(ctx, propagation.MapCarrier(metadata))
+	}
+	ctx, span := (*tp).Start(ctx, "channel "+channel, trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String("jfast.channel", channel)))
+	return ctx, func(err error) {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}
+}

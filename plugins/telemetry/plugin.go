@@ -289,4 +289,5 @@ var (
 	_ framework.Middlewarer            = (*Plugin)(nil)
 	_ framework.DependencyInstrumenter = (*Plugin)(nil)
 	_ framework.JobPropagator          = (*Plugin)(nil)
+	_ framework.MessagePropagator      = (*Plugin)(nil)
 )

@@ -1,0 +1,271 @@
+package channels
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/problem"
+)
+
+// The outage tests' deadlines: the cache's command_timeout and the
+// subscriptions' health_check_interval are short so the tests are quick; the
+// margin is what a call may take beyond its deadline on a loaded machine.
+const (
+	commandTimeout = 300 * time.Millisecond
+	healthInterval = 300 * time.Millisecond
+	margin         = 700 * time.Millisecond
+	coolDown       = 15 * time.Second // the breaker's default
+)
+
+const outageCacheTOML = "command_timeout = \"300ms\"\nbreaker_failures = 3\n"
+
+// outageCluster is a cluster on a private redis-server with short deadlines.
+func outageCluster(t *testing.T, url, channelsTOML string) *cluster {
+	cl := newCluster(t, url, channelsTOML+"\nhealth_check_interval = \"300ms\"\nhandler_timeout = \"1s\"\nvisibility_timeout = \"2s\"\n")
+	cl.cacheTOML = outageCacheTOML
+	return cl
+}
+
+// publishUntilOpen publishes on a Redis that does not answer until the
+// breaker refuses at once; it checks every error on the way.
+func publishUntilOpen(t *testing.T, ch *Plugin, channel string, deadline time.Duration) {
+	t.Helper()
+	for i := 0; ; i++ {
+		var err error
+		d := elapsed(func() { err = ch.Publish(context.Background(), channel, []byte("during")) })
+		var ue *UnavailableError
+		if !errors.As(err, &ue) || !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("publish %d while redis is away = %v, want an UnavailableError", i, err)
+		}
+		if d > deadline+margin {
+			t.Fatalf("publish %d while redis is away took %s, want at most %s + %s", i, d, deadline, margin)
+		}
+		p, ok := problem.As(err)
+		if !ok || p.Status != http.StatusServiceUnavailable || p.Extensions["dependency"] != "channels" {
+			t.Fatalf("publish %d: problem %+v, want a 503 naming channels", i, p)
+		}
+		if errors.Is(err, resilience.ErrOpen) {
+			if d > 50*time.Millisecond {
+				t.Errorf("publish with the breaker open took %s; want no I/O", d)
+			}
+			if ue.MaybePublished || ue.RetryAfter() != coolDown || p.RetryAfter != coolDown {
+				t.Errorf("open-breaker error: maybe %v, retry after %s / %s; want false, %s", ue.MaybePublished, ue.RetryAfter(), p.RetryAfter, coolDown)
+			}
+			if i < 1 {
+				t.Errorf("the breaker was open at the first publish")
+			}
+			return
+		}
+		if i > 10 {
+			t.Fatalf("the breaker did not open after %d failed publishes", i)
+		}
+	}
+}
+
+// waitDegraded waits until /ready reports channels unhealthy (200 degraded,
+// never critical) and returns the detail.
+func waitDegraded(t *testing.T, rep *replica, within time.Duration) string {
+	t.Helper()
+	var detail string
+	waitFor(t, within, "/ready reports channels degraded", func() bool {
+		status, e := readyEntry(t, rep.svc)
+		if status != http.StatusOK || e["healthy"] != false {
+			return false
+		}
+		if e["critical"] != false {
+			t.Fatalf("/ready: channels critical while redis is away: %v", e)
+		}
+		detail, _ = e["detail"].(string)
+		return true
+	})
+	return detail
+}
+
+// A private redis-server is paused (SIGSTOP: the socket stays open, nothing
+// answers). Publishes answer within command_timeout, then at once once the
+// breaker is open, all as 503s naming channels; /ready reports the
+// subscription down (degraded) within health_check_interval plus
+// command_timeout; after SIGCONT and the cool-down the same replicas receive
+// again, without a restart.
+func TestBroadcastRedisPaused(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	cl := outageCluster(t, srv.URL(), `broadcast = ["news"]`)
+	a, b := newInbox(), newInbox()
+	ra := cl.start(func(ch *Plugin, r chi.Router) error { return ch.Subscribe("news", a.handler) })
+	rb := cl.start(func(ch *Plugin, r chi.Router) error { return ch.Subscribe("news", b.handler) })
+	subscribed(t, ra.ch)
+	subscribed(t, rb.ch)
+	if err := ra.ch.Publish(context.Background(), "news", []byte("before")); err != nil {
+		t.Fatal(err)
+	}
+	a.wait(t, 1, 5*time.Second)
+	b.wait(t, 1, 5*time.Second)
+
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Resume() })
+	publishUntilOpen(t, ra.ch, "news", commandTimeout)
+	detail := waitDegraded(t, rb, healthInterval+commandTimeout+2*margin)
+	if !strings.Contains(detail, "broadcast down") {
+		t.Errorf("/ready detail = %q", detail)
+	}
+
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	cl.clock.Advance(coolDown)
+	subscribed(t, ra.ch)
+	subscribed(t, rb.ch)
+	waitFor(t, 10*time.Second, "a publish after the resume", func() bool {
+		return ra.ch.Publish(context.Background(), "news", []byte("after")) == nil
+	})
+	for name, in := range map[string]*inbox{"a": a, "b": b} {
+		waitFor(t, 5*time.Second, "replica "+name+" receives after the resume", func() bool {
+			return strings.Contains(strings.Join(in.payloads(), ","), "after")
+		})
+	}
+	if status, e := readyEntry(t, ra.svc); status != 200 || e["healthy"] != true {
+		t.Fatalf("/ready after the recovery: %d %v", status, e)
+	}
+}
+
+// A private redis-server is killed (SIGKILL) and started again, empty, on the
+// same port: publishes fail fast (refused, not maybe published), /ready is
+// degraded, and once Redis is back the subscriptions resume by themselves.
+func TestBroadcastRedisKilled(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	cl := outageCluster(t, srv.URL(), `broadcast = ["news"]`)
+	in := newInbox()
+	rep := cl.start(func(ch *Plugin, r chi.Router) error { return ch.Subscribe("news", in.handler) })
+	subscribed(t, rep.ch)
+
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	d := elapsed(func() { err = rep.ch.Publish(context.Background(), "news", []byte("during")) })
+	var ue *UnavailableError
+	if !errors.As(err, &ue) || ue.MaybePublished || d > commandTimeout+margin {
+		t.Fatalf("publish with redis killed = %v (maybe published: %v) after %s; want a refused UnavailableError", err, ue != nil && ue.MaybePublished, d)
+	}
+	waitDegraded(t, rep, healthInterval+commandTimeout+2*margin)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cl.clock.Advance(coolDown)
+	subscribed(t, rep.ch)
+	waitFor(t, 10*time.Second, "a publish after the restart", func() bool {
+		return rep.ch.Publish(context.Background(), "news", []byte("after")) == nil
+	})
+	waitFor(t, 5*time.Second, "the handler receives after the restart", func() bool {
+		return strings.Contains(strings.Join(in.payloads(), ","), "after")
+	})
+}
+
+// countPayloads counts the messages of in by payload.
+func countPayloads(in *inbox) map[string]int {
+	c := map[string]int{}
+	for _, p := range in.payloads() {
+		c[p]++
+	}
+	return c
+}
+
+// A durable channel through a paused Redis: publishes fail as 503s (fast once
+// the breaker is open), /ready is degraded, and after the resume the same
+// replica handles everything published before and after, each once.
+func TestDurableRedisPaused(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	cl := outageCluster(t, srv.URL(), `durable = ["orders"]`)
+	in := newInbox()
+	rep := cl.start(func(ch *Plugin, r chi.Router) error { return ch.Subscribe("orders", in.handler) })
+	subscribed(t, rep.ch)
+	ctx := context.Background()
+	for i := range 5 {
+		if err := rep.ch.Publish(ctx, "orders", []byte("before-"+strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in.wait(t, 5, 5*time.Second)
+
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Resume() })
+	publishUntilOpen(t, rep.ch, "orders", commandTimeout)
+	// The consumer's blocking read waits health_check_interval plus
+	// command_timeout before it counts as failed.
+	detail := waitDegraded(t, rep, healthInterval+commandTimeout+2*margin)
+	if !strings.Contains(detail, "durable orders down") {
+		t.Errorf("/ready detail = %q", detail)
+	}
+
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	cl.clock.Advance(coolDown)
+	subscribed(t, rep.ch)
+	for i := range 5 {
+		p := []byte("after-" + strconv.Itoa(i))
+		waitFor(t, 10*time.Second, "a publish after the resume", func() bool { return rep.ch.Publish(ctx, "orders", p) == nil })
+	}
+	waitFor(t, 10*time.Second, "everything published handled", func() bool {
+		c := countPayloads(in)
+		for i := range 5 {
+			if c["before-"+strconv.Itoa(i)] == 0 || c["after-"+strconv.Itoa(i)] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	for p, n := range countPayloads(in) {
+		if n != 1 && p != "during" {
+			t.Errorf("%s handled %d times", p, n)
+		}
+	}
+}
+
+// A durable channel through a Redis killed and started again empty (no
+// persistence): the consumer makes its group again and handles what is
+// published after the restart, without a restart of the service.
+func TestDurableRedisKilled(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	cl := outageCluster(t, srv.URL(), `durable = ["orders"]`)
+	in := newInbox()
+	rep := cl.start(func(ch *Plugin, r chi.Router) error { return ch.Subscribe("orders", in.handler) })
+	subscribed(t, rep.ch)
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitDegraded(t, rep, healthInterval+commandTimeout+2*margin)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cl.clock.Advance(coolDown)
+	waitFor(t, 10*time.Second, "a publish after the restart", func() bool {
+		return rep.ch.Publish(context.Background(), "orders", []byte("after")) == nil
+	})
+	in.wait(t, 1, 10*time.Second)
+	subscribed(t, rep.ch)
+	if got := in.payloads(); len(got) != 1 || got[0] != "after" {
+		t.Fatalf("handled %q", got)
+	}
+}

@@ -1,0 +1,236 @@
+package channels
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+)
+
+// sseEvent is one event as a client parses it.
+type sseEvent struct {
+	id, event, data string
+}
+
+// sseClient reads a text/event-stream response.
+type sseClient struct {
+	resp   *http.Response
+	events chan sseEvent
+	lines  chan string // every line, comments included
+	done   chan struct{}
+}
+
+// openSSE opens path with the given headers (name, value pairs).
+func openSSE(t testing.TB, url string, headers ...string) *sseClient {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		resp.Body.Close()
+		t.Fatalf("GET %s = %d %s", url, resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	c := &sseClient{resp: resp, events: make(chan sseEvent, 1024), lines: make(chan string, 4096), done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		sc := bufio.NewScanner(resp.Body)
+		var ev sseEvent
+		var data []string
+		for sc.Scan() {
+			line := sc.Text()
+			select {
+			case c.lines <- line:
+			default:
+			}
+			switch {
+			case line == "":
+				if data != nil {
+					ev.data = strings.Join(data, "\n")
+					c.events <- ev
+				}
+				ev, data = sseEvent{}, nil
+			case strings.HasPrefix(line, "id: "):
+				ev.id = line[4:]
+			case strings.HasPrefix(line, "event: "):
+				ev.event = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				data = append(data, line[6:])
+			}
+		}
+	}()
+	t.Cleanup(c.close)
+	return c
+}
+
+func (c *sseClient) close() {
+	c.resp.Body.Close()
+	<-c.done
+}
+
+// next returns the next event.
+func (c *sseClient) next(t testing.TB, within time.Duration) sseEvent {
+	t.Helper()
+	select {
+	case ev := <-c.events:
+		return ev
+	case <-c.done:
+		t.Fatal("the stream ended")
+	case <-time.After(within):
+		t.Fatalf("no event within %s", within)
+	}
+	return sseEvent{}
+}
+
+// ended reports whether the server ended the stream within d.
+func (c *sseClient) ended(d time.Duration) bool {
+	select {
+	case <-c.done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+func sseRoutes(opts SSEOpts, channels ...string) func(ch *Plugin, r chi.Router) error {
+	return func(ch *Plugin, r chi.Router) error {
+		publishRoute(ch, r)
+		for _, name := range channels {
+			h, err := ch.SSE(name, opts)
+			if err != nil {
+				return err
+			}
+			r.Method(http.MethodGet, "/events/"+name, h)
+		}
+		return nil
+	}
+}
+
+// A browser connected to one replica gets what another replica publishes, on
+// a broadcast and on a durable channel; the stream starts with the retry
+// delay, durable events carry their stream ID, multi-line payloads become
+// several data lines, and the stream outlives request_timeout.
+func TestSSEAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	cl := newCluster(t, "", "broadcast = [\"news\"]\ndurable = [\"orders\"]\nsse_retry = \"1500ms\"")
+	cl.appTOML = "request_timeout = \"500ms\""
+	a := cl.start(sseRoutes(SSEOpts{}, "news", "orders"))
+	b := cl.start(sseRoutes(SSEOpts{Event: "order"}, "news", "orders"))
+	news := openSSE(t, a.svc.URL+"/events/news")
+	orders := openSSE(t, a.svc.URL+"/events/orders")
+	named := openSSE(t, b.svc.URL+"/events/orders")
+	if l := <-news.lines; l != "retry: 1500" {
+		t.Fatalf("first line = %q, want the retry delay", l)
+	}
+	subscribed(t, a.ch)
+	subscribed(t, b.ch)
+	time.Sleep(700 * time.Millisecond) // past request_timeout
+	if r := b.svc.Do(t, http.MethodPost, "/publish/news", "line one\nline two"); r.Status != 204 {
+		t.Fatalf("publish: %d %s", r.Status, r)
+	}
+	if ev := news.next(t, 5*time.Second); ev.data != "line one\nline two" || ev.id != "" || ev.event != "" {
+		t.Fatalf("broadcast event = %+v", ev)
+	}
+	if r := b.svc.Do(t, http.MethodPost, "/publish/orders", `{"id":42}`); r.Status != 204 {
+		t.Fatalf("publish: %d %s", r.Status, r)
+	}
+	ev := orders.next(t, 5*time.Second)
+	if ev.data != `{"id":42}` || !validID(ev.id) {
+		t.Fatalf("durable event = %+v", ev)
+	}
+	if ev2 := named.next(t, 5*time.Second); ev2.event != "order" || ev2.id != ev.id {
+		t.Fatalf("named durable event = %+v, want event order with id %s", ev2, ev.id)
+	}
+}
+
+// A browser that reconnects with Last-Event-ID gets what was published on a
+// durable channel while it was away, then what comes next, each once.
+func TestSSELastEventID(t *testing.T) {
+	t.Parallel()
+	cl := newCluster(t, "", "durable = [\"orders\"]")
+	rep := cl.start(sseRoutes(SSEOpts{}, "orders"))
+	first := openSSE(t, rep.svc.URL+"/events/orders")
+	subscribed(t, rep.ch)
+	ctx := context.Background()
+	for i := range 3 {
+		if err := rep.ch.Publish(ctx, "orders", []byte(strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var last string
+	for i := range 3 {
+		ev := first.next(t, 5*time.Second)
+		if ev.data != strconv.Itoa(i) {
+			t.Fatalf("event %d = %+v", i, ev)
+		}
+		last = ev.id
+		if i == 0 {
+			// The browser goes away after the first event.
+			first.close()
+			break
+		}
+	}
+	for i := 1; i < 250; i++ { // more than one catch-up page
+		if i >= 3 {
+			if err := rep.ch.Publish(ctx, "orders", []byte(strconv.Itoa(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	again := openSSE(t, rep.svc.URL+"/events/orders", "Last-Event-ID", last)
+	for i := 1; i < 250; i++ {
+		if ev := again.next(t, 5*time.Second); ev.data != strconv.Itoa(i) {
+			t.Fatalf("after Last-Event-ID, event %d = %+v", i, ev)
+		}
+	}
+	if err := rep.ch.Publish(ctx, "orders", []byte("live")); err != nil {
+		t.Fatal(err)
+	}
+	if ev := again.next(t, 5*time.Second); ev.data != "live" {
+		t.Fatalf("after the catch-up = %+v", ev)
+	}
+	r := rep.svc.Get(t, "/events/orders", "Last-Event-ID", "yesterday")
+	if r.Status != 400 {
+		t.Fatalf("a malformed Last-Event-ID = %d %s", r.Status, r)
+	}
+}
+
+// Heartbeats keep an idle stream talking; the stream ends cleanly when the
+// App stops, and the drain does not wait for it.
+func TestSSEHeartbeatAndShutdown(t *testing.T) {
+	t.Parallel()
+	cl := newCluster(t, "", "broadcast = [\"news\"]\nsse_heartbeat = \"100ms\"")
+	rep := cl.start(sseRoutes(SSEOpts{}, "news"))
+	c := openSSE(t, rep.svc.URL+"/events/news")
+	deadline := time.After(5 * time.Second)
+	for pings := 0; pings < 2; {
+		select {
+		case l := <-c.lines:
+			if l == ": ping" {
+				pings++
+			}
+		case <-deadline:
+			t.Fatal("no heartbeats")
+		}
+	}
+	var stopErr error
+	d := elapsed(func() { stopErr = rep.svc.Stop(context.Background()) })
+	if stopErr != nil || d > 3*time.Second {
+		t.Fatalf("stop with a stream open: %v after %s", stopErr, d)
+	}
+	if !c.ended(time.Second) {
+		t.Fatal("the stream did not end when the App stopped")
+	}
+}
