@@ -90,11 +90,13 @@ func requestContext(parent context.Context, inbound string, h http.Header, start
 // Outside a jfast App it returns r's context unchanged.
 func StreamContext(r *http.Request) context.Context {
 	ctx := r.Context()
-	rc, ok := ctx.Value(requestid.ContextKey{}).(*requestContext)
+	rv, ok := ctx.Value(requestid.ContextKey{}).(*requestValues)
 	if !ok {
 		return ctx
 	}
-	return &streamContext{Context: ctx, life: rc.parent}
+	// rv's cancellation is the server's request context's: the client
+	// going away, the server closing; the deadline is a layer above it.
+	return &streamContext{Context: ctx, life: rv}
 }
 
 // streamContext has the values of the request's context and the life of the
