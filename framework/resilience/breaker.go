@@ -12,13 +12,14 @@ import (
 type Outcome uint8
 
 const (
-	// Success is evidence that the dependency is up.
+	// Success is evidence that the dependency is up: any answer but a 502,
+	// 503 or 504, a 500, a 429 and every 4xx included.
 	Success Outcome = iota
 	// Failure is evidence that the dependency is not there: a transport
 	// error, a timeout, a 502, 503 or 504.
 	Failure
-	// Ignore is no evidence either way: a 429 or a 500 (the dependency
-	// answered), a bulkhead rejection, a call whose caller gave up.
+	// Ignore is no evidence either way: a bulkhead rejection, a call whose
+	// caller gave up.
 	Ignore
 )
 

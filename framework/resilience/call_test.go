@@ -11,15 +11,7 @@ func TestCallClassifiesAndReleases(t *testing.T) {
 	t.Parallel()
 	s := setupBreaker(t, BreakerOpts{Failures: 2})
 	bh := NewBulkhead(BulkheadOpts{MaxConcurrent: 1, Clock: s.clock})
-	classify := func(status int, err error) Outcome {
-		switch {
-		case err != nil, status == 502, status == 503, status == 504:
-			return Failure
-		case status == 429, status == 500:
-			return Ignore
-		}
-		return Success
-	}
+	classify := HTTPOutcome
 	call := func(status int, err error) (int, error) {
 		return Call(t.Context(), s.br, bh, classify, func(context.Context) (int, error) {
 			if bh.InFlight() != 1 {
@@ -28,13 +20,15 @@ func TestCallClassifiesAndReleases(t *testing.T) {
 			return status, err
 		})
 	}
-	for _, st := range []int{500, 429, 500, 503, 200, 503} {
+	// Each answer but a 502, 503 or 504 resets the run of failures: a 500,
+	// a 429 and a 400 between two 503s keep a 2-failure breaker closed.
+	for _, st := range []int{503, 500, 503, 429, 503, 400, 503} {
 		if got, err := call(st, nil); got != st || err != nil {
 			t.Fatalf("Call = %d, %v", got, err)
 		}
 	}
-	if snap := s.br.Snapshot(); snap.State != StateClosed || snap.Consecutive != 1 || snap.WindowCalls != 3 {
-		t.Fatalf("snapshot = %+v, want closed, 1 consecutive, 3 calls (500 and 429 ignored)", snap)
+	if snap := s.br.Snapshot(); snap.State != StateClosed || snap.Consecutive != 1 || snap.WindowCalls != 7 {
+		t.Fatalf("snapshot = %+v, want closed, 1 consecutive, 7 calls", snap)
 	}
 	boom := errors.New("connection refused")
 	if _, err := call(0, boom); !errors.Is(err, boom) {

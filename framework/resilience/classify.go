@@ -7,19 +7,22 @@ import (
 )
 
 // HTTPOutcome is the breaker outcome of one HTTP exchange, the rule every
-// jfast plugin that calls over HTTP shares (DESIGN.md §3): a failure is
-// evidence that the upstream is not there.
+// jfast plugin that calls over HTTP shares (docs/resilience.md, "What counts
+// as a failure"): a failure is evidence that the upstream is not there, and an
+// answer is evidence that it is.
 //
 //   - err != nil: [Ignore] when it is (or wraps) context.Canceled — the
 //     caller gave up — and [Failure] otherwise (transport errors and
 //     timeouts, including context.DeadlineExceeded). An error cannot say
 //     whose deadline ended the call: ask [CutByCaller] first and feed
 //     [Ignore] when it says the caller's did.
-//   - 502, 503, 504: [Failure].
-//   - 429 and 500: [Ignore]. A 500 proves the upstream is up (with a bug the
-//     same request will meet again); a 429 asks for calm, and an open
-//     breaker would turn it into an outage.
-//   - anything else: [Success].
+//   - 502, 503, 504: [Failure]: the upstream, or the proxy in front of it,
+//     says it is not there.
+//   - any other status, 500 and 429 and every 4xx included: [Success]. A 500
+//     proves the upstream is up (with a bug the same request will meet
+//     again), a 429 is the upstream asking for calm, and a 4xx is the
+//     caller's mistake; each resets the consecutive-failure count, and a
+//     half-open breaker's probe answered so closes it.
 func HTTPOutcome(status int, err error) Outcome {
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
@@ -30,8 +33,6 @@ func HTTPOutcome(status int, err error) Outcome {
 	switch status {
 	case 502, 503, 504:
 		return Failure
-	case 429, 500:
-		return Ignore
 	}
 	return Success
 }

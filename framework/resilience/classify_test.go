@@ -17,7 +17,7 @@ func TestHTTPOutcome(t *testing.T) {
 	}{
 		{200, nil, Success}, {201, nil, Success}, {304, nil, Success}, {400, nil, Success},
 		{404, nil, Success}, {409, nil, Success}, {499, nil, Success}, {501, nil, Success},
-		{500, nil, Ignore}, {429, nil, Ignore},
+		{500, nil, Success}, {429, nil, Success}, {401, nil, Success}, {505, nil, Success},
 		{502, nil, Failure}, {503, nil, Failure}, {504, nil, Failure},
 		{0, errors.New("dial tcp: connection refused"), Failure},
 		{0, fmt.Errorf("read: %w", context.DeadlineExceeded), Failure},
@@ -25,6 +25,38 @@ func TestHTTPOutcome(t *testing.T) {
 	} {
 		if got := HTTPOutcome(tc.status, tc.err); got != tc.want {
 			t.Errorf("HTTPOutcome(%d, %v) = %s, want %s", tc.status, tc.err, got, tc.want)
+		}
+	}
+}
+
+// An answer is evidence that the upstream is up: four 503s then a 500, a 429
+// or a 400 leave a 5-failure breaker closed with the run reset, and a probe
+// answered so closes an open breaker.
+func TestHTTPOutcomeAnswersResetAndClose(t *testing.T) {
+	t.Parallel()
+	for _, answer := range []int{500, 429, 400} {
+		s := setupBreaker(t, BreakerOpts{Failures: 5})
+		for range 4 {
+			s.call(t, HTTPOutcome(503, nil))
+		}
+		s.call(t, HTTPOutcome(answer, nil))
+		if snap := s.br.Snapshot(); snap.State != StateClosed || snap.Consecutive != 0 {
+			t.Errorf("four 503s then a %d: %+v, want closed with the run reset", answer, snap)
+		}
+		for range 5 {
+			s.call(t, HTTPOutcome(503, nil))
+		}
+		if got := s.br.Snapshot().State; got != StateOpen {
+			t.Fatalf("five 503s: %s, want open", got)
+		}
+		s.clock.Advance(DefaultBreakerCoolDown)
+		tk, err := s.br.Allow()
+		if err != nil || !tk.Probe() {
+			t.Fatalf("after the cool-down: %v, probe %v", err, tk.Probe())
+		}
+		tk.Done(HTTPOutcome(answer, nil))
+		if got := s.br.Snapshot().State; got != StateClosed {
+			t.Errorf("a probe answered %d: %s, want closed", answer, got)
 		}
 	}
 }

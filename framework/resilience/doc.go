@@ -27,8 +27,8 @@
 //   - Half-open: after the cool-down exactly one probe passes and every
 //     other call fails fast. A probe success closes the breaker (and resets
 //     the counts), a probe failure reopens it for a full cool-down, and an
-//     [Ignore] outcome (the caller gave up, a 429, a bulkhead rejection)
-//     frees the probe slot for the next caller.
+//     [Ignore] outcome (the caller gave up, a bulkhead rejection) frees the
+//     probe slot for the next caller.
 //
 // What counts as a failure is the caller's decision, reported as an
 // [Outcome] through [Ticket.Done]; [HTTPOutcome] is the rule for HTTP, and

@@ -42,24 +42,21 @@ func ExampleBreaker() {
 }
 
 // Call runs one attempt through a breaker and a bulkhead; the classifier
-// decides what the result means for the breaker.
+// (here the shared HTTP rule) decides what the result means for the breaker:
+// a 429 is an answer, so it counts as a success and resets the run of
+// failures.
 func ExampleCall() {
 	br := resilience.NewBreaker(resilience.BreakerOpts{Name: "billing"})
 	bh := resilience.NewBulkhead(resilience.BulkheadOpts{Name: "billing"})
-	classify := func(status int, err error) resilience.Outcome {
-		switch {
-		case err != nil, status == http.StatusBadGateway, status == http.StatusServiceUnavailable,
-			status == http.StatusGatewayTimeout:
-			return resilience.Failure
-		case status == http.StatusTooManyRequests, status == http.StatusInternalServerError:
-			return resilience.Ignore // the upstream answered
-		}
-		return resilience.Success
-	}
-	status, err := resilience.Call(context.Background(), br, bh, classify,
+	status, err := resilience.Call(context.Background(), br, bh, resilience.HTTPOutcome,
+		func(ctx context.Context) (int, error) { return http.StatusServiceUnavailable, nil })
+	fmt.Println(status, err, br.Snapshot().Consecutive)
+	status, err = resilience.Call(context.Background(), br, bh, resilience.HTTPOutcome,
 		func(ctx context.Context) (int, error) { return http.StatusTooManyRequests, nil })
-	fmt.Println(status, err, br.Snapshot().WindowCalls)
-	// Output: 429 <nil> 0
+	fmt.Println(status, err, br.Snapshot().Consecutive, br.Snapshot().WindowCalls)
+	// Output:
+	// 503 <nil> 1
+	// 429 <nil> 0 2
 }
 
 // The scripted attempt loop of spec page 000: ratio 0.1, twenty calls to an

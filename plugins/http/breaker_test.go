@@ -188,20 +188,24 @@ func TestBreakerFailureRate(t *testing.T) {
 }
 
 // What a failure is for the breaker: 502, 503, 504, transport errors and
-// timeouts; never a 500, a 429, a 4xx or a bulkhead rejection. A call with
-// retries counts once, with its final outcome.
+// timeouts. Any other answer — a 500, a 429, a 4xx — is a success, which
+// resets the run of failures; a bulkhead rejection is no evidence. A call
+// with retries counts once, with its final outcome.
 func TestBreakerClassification(t *testing.T) {
 	t.Parallel()
 	for _, code := range []int{500, 429, 404, 400} {
-		s := newSwitchable(code)
+		s := newSwitchable(503)
 		c, _, _ := newBreakerClient(t, s, jhttp.Upstream{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2}})
-		for range 5 {
+		for range 5 { // 503, answer, 503, answer...: never two failures in a row
+			s.status.Store(503)
+			_, _ = c.Get(context.Background(), "/x")
+			s.status.Store(int64(code))
 			if _, err := c.Get(context.Background(), "/x"); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if got := c.Breaker().Snapshot().State; got != resilience.StateClosed {
-			t.Errorf("%d × 5: %s, want closed", code, got)
+		if snap := c.Breaker().Snapshot(); snap.State != resilience.StateClosed || snap.Consecutive != 0 {
+			t.Errorf("503 and %d alternating × 5: %+v, want closed with the run reset", code, snap)
 		}
 	}
 	for _, code := range []int{502, 503, 504} {

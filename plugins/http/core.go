@@ -203,11 +203,11 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 		}
 		lastErr = err
 		if errors.As(err, &tooLarge) {
-			// The upstream answered, so this is no breaker evidence (like a
-			// 500), and the same request gets the same body: no retry. It
-			// wins over an earlier attempt's response, which the upstream
-			// has since replaced with this one.
-			ticket.Done(resilience.Ignore)
+			// The upstream answered: the breaker counts the answer its
+			// status says, and the same request gets the same body, so no
+			// retry. It wins over an earlier attempt's response, which the
+			// upstream has since replaced with this one.
+			ticket.Done(resilience.HTTPOutcome(tooLarge.status, nil))
 			permit.Release()
 			cancel()
 			m.tooLarge.Inc()

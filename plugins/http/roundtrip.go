@@ -273,7 +273,7 @@ func (b *streamBody) Read(p []byte) (int, error) {
 		k -= int(b.n - b.limit)
 		big := &bodyTooLarge{status: b.status, limit: b.limit, declared: -1}
 		b.c.metrics.tooLarge.Inc()
-		b.finish(resilience.Ignore, big)
+		b.finish(resilience.HTTPOutcome(b.status, nil), big)
 		return k, newResponseTooLarge(b.c.up.Name, b.limit, big)
 	}
 	switch {

@@ -186,9 +186,10 @@ func TestEndlessResponseCut(t *testing.T) {
 	}
 }
 
-// Too large is neither retried nor breaker evidence: many such calls leave
-// the breaker closed with nothing counted, one request each.
-func TestResponseTooLargeNoBreakerEvidence(t *testing.T) {
+// Too large is an answer: never retried, and for the breaker the answer its
+// status says (a 200 here, a success): many such calls leave the breaker
+// closed with no failure counted, one request each.
+func TestResponseTooLargeIsAnAnswer(t *testing.T) {
 	t.Parallel()
 	var size atomic.Int64
 	size.Store(2048)
