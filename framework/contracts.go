@@ -40,8 +40,27 @@ func BearerToken(ctx context.Context) string {
 	return s
 }
 
+type outboundRouteKey struct{}
+
+// ContextWithOutboundRoute names the route template ("/payments/{id}", never a
+// path with ids in it) of the outbound HTTP calls made under ctx: an http
+// upstream or shared client with breaker_key = "route" keeps one breaker per
+// origin and route, so two services behind one gateway origin do not share a
+// breaker. A plugin that proxies (a gateway) sets it from its own route; the
+// http plugin's http.WithRoute is the same function.
+func ContextWithOutboundRoute(ctx context.Context, route string) context.Context {
+	return context.WithValue(ctx, outboundRouteKey{}, route)
+}
+
+// OutboundRoute returns the route template ctx names, or "".
+func OutboundRoute(ctx context.Context) string {
+	s, _ := ctx.Value(outboundRouteKey{}).(string)
+	return s
+}
+
 // HTTPTransports is the http plugin as other plugins see it (a reverse proxy,
-// a plugin driving a provider's SDK): the policies of a configured upstream —
+// a plugin driving a provider's SDK): the policies of a configured upstream
+// or shared client —
 // its deadlines, retries, retry budget, breaker, bulkhead, headers, request ID
 // and telemetry — as an http.RoundTripper. Find it with
 // app.Plugin("http").(framework.HTTPTransports) when mounting routes or in
@@ -57,6 +76,12 @@ type HTTPTransports interface {
 	// upstream's origin (the scheme, host and port of its base_url). An
 	// unknown name is an error naming the configured ones.
 	UpstreamTransport(name string) (http.RoundTripper, error)
+	// SharedTransport returns the RoundTripper of [plugin.http.shared.<name>]:
+	// any origin by absolute URL, each with its own breaker, retry budget
+	// and bulkhead, and no connection to the service's own network unless
+	// the table allows it. An unknown name is an error naming the configured
+	// ones.
+	SharedTransport(name string) (http.RoundTripper, error)
 }
 
 // Jobs is the queue plugin's contract for other plugins: the mail plugin sends

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,7 +113,8 @@ func (s *serveRequest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		route.Routes = s.mux
 		defer routePool.Put(route)
 	}
-	values, ctx, cancel := requestContext(r.Context(), requestid.Inbound(r.Header), w.Header(), rec.start, s.timeout, route)
+	timeout, expired := callerTimeout(r.Header, s.timeout)
+	values, ctx, cancel := requestContext(r.Context(), requestid.Inbound(r.Header), w.Header(), rec.start, timeout, route)
 	defer values.end()
 	defer cancel()
 	r = r.WithContext(ctx)
@@ -120,6 +123,12 @@ func (s *serveRequest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	defer s.accessLog(rec, r, values.id)
 	defer s.recover(rec, r)
+	if expired {
+		// The caller has given up already: running the handler would be
+		// work nobody waits for.
+		problem.Write(rec, r, problem.ServiceUnavailable("", detailCallerExpired, 0))
+		return
+	}
 	s.mux.ServeHTTP(rec, r)
 }
 
@@ -147,6 +156,37 @@ func (s *serveRequest) bound(ex *exchange, w http.ResponseWriter, r *http.Reques
 		}
 		r.Body = &ex.body
 	}
+}
+
+// TimeoutHeader carries, on a request from one jfast service to another, the
+// time the caller has left for it, in whole milliseconds (the http plugin sets
+// it on every call). A jfast server serves the request with the sooner of
+// that and app.request_timeout as its deadline, and answers one that arrives
+// with none left (0 or less) at once with a 503, without running the
+// handler. It is relative, as gRPC's grpc-timeout is, so the two hosts'
+// clocks need not agree; a value that is not a whole number is ignored.
+const TimeoutHeader = "Jfast-Timeout-Ms"
+
+const detailCallerExpired = "the caller's deadline had passed before the request arrived"
+
+// callerTimeout returns the request's timeout: app.request_timeout, capped
+// by the caller's time left (TimeoutHeader), and whether the caller's time
+// had already run out.
+func callerTimeout(h http.Header, timeout time.Duration) (time.Duration, bool) {
+	v := h[TimeoutHeader]
+	if len(v) == 0 {
+		return timeout, false
+	}
+	ms, err := strconv.ParseInt(strings.TrimSpace(v[0]), 10, 64)
+	switch {
+	case err != nil:
+		return timeout, false
+	case ms <= 0:
+		return timeout, true
+	case ms < timeout.Milliseconds():
+		return time.Duration(ms) * time.Millisecond, false
+	}
+	return timeout, false
 }
 
 func (s *serveRequest) recover(w *ResponseRecorder, r *http.Request) {

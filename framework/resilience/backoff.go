@@ -1,6 +1,7 @@
 package resilience
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -13,20 +14,56 @@ const (
 	DefaultBackoffMax  = 5 * time.Second
 )
 
-// Backoff computes full-jitter exponential delays: the wait before retry n
-// (n = 1 for the first retry) is uniform in [0, min(Base × 2^(n−1), Max)].
-// Without jitter every client that failed together retries together, and
-// the dependency sees the same spike every round. A zero Backoff uses the
-// defaults; the value is safe for concurrent use.
-type Backoff struct {
-	// Base is the ceiling of the first retry's delay. Defaults to 100ms.
-	Base time.Duration
-	// Max caps every ceiling. Defaults to 5s.
-	Max time.Duration
+// Jitter is how a [Backoff] spreads its delays around the exponential curve.
+type Jitter uint8
+
+const (
+	// JitterFull draws each delay uniformly in [0, ceiling]: clients that
+	// failed together spread over the whole interval, so the dependency
+	// never meets them as one spike.
+	JitterFull Jitter = iota
+	// JitterProportional draws each delay uniformly within ±20 % of the
+	// nominal delay (80–120 ms, then 160–240 ms with a 100 ms base): waits
+	// stay close to the curve, so a caller can count on a retry not coming
+	// sooner than 80 % of it, while clients still drift apart.
+	JitterProportional
+)
+
+// ProportionalSpread is the half-width of [JitterProportional]'s interval, as
+// a share of the nominal delay.
+const ProportionalSpread = 0.2
+
+// String returns "full" or "proportional".
+func (j Jitter) String() string {
+	switch j {
+	case JitterFull:
+		return "full"
+	case JitterProportional:
+		return "proportional"
+	}
+	return fmt.Sprintf("Jitter(%d)", uint8(j))
 }
 
-// Ceiling returns the largest delay Delay(attempt) can return:
-// min(Base × 2^(attempt−1), Max). An attempt below 1 counts as 1.
+// Backoff computes exponential delays with jitter: the nominal delay before
+// retry n (n = 1 for the first retry) is min(Base × 2^(n−1), Max), its
+// [Backoff.Ceiling]; [JitterFull] (the default) draws the delay uniformly in
+// [0, nominal], [JitterProportional] in [0.8 × nominal, 1.2 × nominal].
+// Without jitter every client that failed together retries together, and the
+// dependency sees the same spike every round. A zero Backoff uses the
+// defaults; the value is safe for concurrent use.
+type Backoff struct {
+	// Base is the nominal delay of the first retry. Defaults to 100ms.
+	Base time.Duration
+	// Max caps every nominal delay (a proportional delay may exceed it by
+	// up to 20 %). Defaults to 5s.
+	Max time.Duration
+	// Jitter is how delays spread. Defaults to JitterFull.
+	Jitter Jitter
+}
+
+// Ceiling returns the nominal delay of retry attempt:
+// min(Base × 2^(attempt−1), Max). An attempt below 1 counts as 1. With full
+// jitter it is the largest delay Delay(attempt) can return.
 func (b Backoff) Ceiling(attempt int) time.Duration {
 	base, maxD := b.Base, b.Max
 	if base <= 0 {
@@ -45,15 +82,22 @@ func (b Backoff) Ceiling(attempt int) time.Duration {
 	return min(base<<shift, maxD)
 }
 
-// Delay returns the full-jitter delay before retry attempt (1-based),
-// uniform in [0, Ceiling(attempt)]. It allocates nothing.
+// Delay returns the delay before retry attempt (1-based): uniform in
+// [0, Ceiling(attempt)] with full jitter, in
+// [Ceiling − 20 %, Ceiling + 20 %] with proportional jitter. It allocates
+// nothing.
 func (b Backoff) Delay(attempt int) time.Duration {
 	c := b.Ceiling(attempt)
 	if c <= 0 {
 		return 0
 	}
-	if c == math.MaxInt64 {
-		return time.Duration(rand.Int64N(int64(c))) // [0, c) : c+1 would overflow
+	lo, hi := time.Duration(0), c
+	if b.Jitter == JitterProportional {
+		spread := time.Duration(float64(c) * ProportionalSpread)
+		lo, hi = c-spread, c+min(spread, math.MaxInt64-c)
 	}
-	return time.Duration(rand.Int64N(int64(c) + 1))
+	if hi-lo == math.MaxInt64 {
+		return lo + time.Duration(rand.Int64N(int64(hi-lo))) // [lo, hi) : +1 would overflow
+	}
+	return lo + time.Duration(rand.Int64N(int64(hi-lo)+1))
 }

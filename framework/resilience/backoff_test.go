@@ -1,6 +1,7 @@
 package resilience
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -56,5 +57,51 @@ func TestBackoffDefaultsAndOverflow(t *testing.T) {
 		if d := huge.Delay(n); d < 0 {
 			t.Fatalf("Delay(%d) = %v", n, d)
 		}
+	}
+}
+
+// Proportional jitter: within ±20 % of the nominal delay, 80–120 ms then
+// 160–240 ms with a 100 ms base, and spread over the whole interval.
+func TestBackoffProportionalJitterBounds(t *testing.T) {
+	t.Parallel()
+	b := Backoff{Base: 100 * time.Millisecond, Max: time.Second, Jitter: JitterProportional}
+	for _, tc := range []struct {
+		attempt int
+		lo, hi  time.Duration
+	}{
+		{1, 80 * time.Millisecond, 120 * time.Millisecond},
+		{2, 160 * time.Millisecond, 240 * time.Millisecond},
+		{3, 320 * time.Millisecond, 480 * time.Millisecond},
+		{5, 800 * time.Millisecond, 1200 * time.Millisecond}, // the nominal is capped, not the jitter
+	} {
+		const samples = 10000
+		var lowHalf int
+		least, most := tc.hi, tc.lo
+		for range samples {
+			d := b.Delay(tc.attempt)
+			if d < tc.lo || d > tc.hi {
+				t.Fatalf("Delay(%d) = %v, outside [%v, %v]", tc.attempt, d, tc.lo, tc.hi)
+			}
+			least, most = min(least, d), max(most, d)
+			if d < (tc.lo+tc.hi)/2 {
+				lowHalf++
+			}
+		}
+		if lowHalf < 4500 || lowHalf > 5500 {
+			t.Fatalf("attempt %d: %d of %d samples below the midpoint, want about half", tc.attempt, lowHalf, samples)
+		}
+		// Ten thousand uniform draws reach within 1 % of both ends.
+		if width := tc.hi - tc.lo; least > tc.lo+width/100 || most < tc.hi-width/100 {
+			t.Fatalf("attempt %d: samples span [%v, %v], want most of [%v, %v]", tc.attempt, least, most, tc.lo, tc.hi)
+		}
+	}
+	huge := Backoff{Base: time.Hour, Max: time.Duration(math.MaxInt64), Jitter: JitterProportional}
+	for n := 1; n < 100; n++ {
+		if d := huge.Delay(n); d < 0 {
+			t.Fatalf("proportional Delay(%d) = %v", n, d)
+		}
+	}
+	if JitterFull.String() != "full" || JitterProportional.String() != "proportional" {
+		t.Error("Jitter names")
 	}
 }

@@ -45,16 +45,17 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	core, err := newCore(u, o, nil)
+	core, err := newCore(u, u.problems(), o, nil, 0)
 	if err != nil {
 		return nil, err
 	}
 	base, _ := url.Parse(u.BaseURL) // checked by newCore
+	core.origin = originOf(base)
 	c := &ServiceClient{
 		core: core,
 		base: strings.TrimSuffix(u.BaseURL, "/"),
 	}
-	c.pol = core.newPolicy(u.Name, originOf(base), core.metrics.transition)
+	c.pol = core.newPolicy(u.Name, core.origin, core.metrics.transition)
 	c.transport = &upstreamTransport{c: c}
 	return c, nil
 }
@@ -130,19 +131,42 @@ func (c *ServiceClient) Patch(ctx context.Context, path string, body any, opts .
 // A body that cannot be encoded or a malformed path is a plain error and
 // nothing is sent.
 func (c *ServiceClient) Do(ctx context.Context, method, path string, body any, opts ...CallOption) (*http.Response, error) {
+	if path != "" && path[0] != '/' && path[0] != '?' {
+		return nil, fmt.Errorf("http: upstream '%s': path %q must start with / (it is appended to base_url)", c.up.Name, path)
+	}
+	return c.do(ctx, c, method, c.base+path, body, opts)
+}
+
+// resolve implements resolver: every call goes to the upstream's origin.
+func (c *ServiceClient) resolve(_ *url.URL, route string) (*policy, *resilience.Breaker, error) {
+	return c.pol, c.breakerFor(c.pol, route), nil
+}
+
+// resolver finds the policy and the breaker of a call to u on route.
+type resolver interface {
+	resolve(u *url.URL, route string) (*policy, *resilience.Breaker, error)
+}
+
+// do makes one call of a client's API (a path on an upstream, a shared
+// client's absolute URL) to target.
+func (c *core) do(ctx context.Context, r resolver, method, target string, body any, opts []CallOption) (*http.Response, error) {
 	payload, contentType, err := encodeBody(body)
 	if err != nil {
 		return nil, fmt.Errorf("http: upstream '%s': %w", c.up.Name, err)
 	}
-	if path != "" && path[0] != '/' && path[0] != '?' {
-		return nil, fmt.Errorf("http: upstream '%s': path %q must start with / (it is appended to base_url)", c.up.Name, path)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, nil)
+	req, err := http.NewRequestWithContext(ctx, method, target, nil)
 	if err != nil {
 		return nil, fmt.Errorf("http: upstream '%s': %w", c.up.Name, err)
 	}
 	retry := safeMethod(method)
-	c.setHeaders(ctx, req.Header, contentType, opts, &retry)
+	route := c.setHeaders(ctx, req.Header, contentType, opts, &retry)
+	if route == "" {
+		route = framework.OutboundRoute(ctx)
+	}
+	pol, br, err := r.resolve(req.URL, route)
+	if err != nil {
+		return nil, err
+	}
 	if payload != nil {
 		req.ContentLength = int64(len(payload))
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(payload)), nil }
@@ -156,7 +180,7 @@ func (c *ServiceClient) Do(ctx context.Context, method, path string, body any, o
 			dones = append(dones, done)
 		}
 	}
-	x := exchange{req: req, payload: payload, retry: retry, pol: c.pol, br: c.pol.breaker}
+	x := exchange{req: req, payload: payload, retry: retry, pol: pol, br: br}
 	resp, attempts, err := c.call(ctx, &x)
 	if len(dones) > 0 {
 		status := 0
@@ -172,8 +196,9 @@ func (c *ServiceClient) Do(ctx context.Context, method, path string, body any, o
 
 // setHeaders fills h in the order of docs/http.md: configured headers, the
 // request ID, the forwarded bearer token, the idempotency key and the body's
-// Content-Type, then the call's own headers, which win.
-func (c *ServiceClient) setHeaders(ctx context.Context, h http.Header, contentType string, opts []CallOption, retry *bool) {
+// Content-Type, then the call's own headers, which win. It returns the
+// route the options name, if any.
+func (c *core) setHeaders(ctx context.Context, h http.Header, contentType string, opts []CallOption, retry *bool) (route string) {
 	for k, v := range c.header {
 		h[k] = v
 	}
@@ -204,8 +229,11 @@ func (c *ServiceClient) setHeaders(ctx context.Context, h http.Header, contentTy
 			for k, v := range o.header {
 				h[http.CanonicalHeaderKey(k)] = v
 			}
+		case optRoute:
+			route = o.value
 		}
 	}
+	return route
 }
 
 // safeMethod reports whether repeating method is safe without an idempotency

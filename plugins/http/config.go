@@ -1,11 +1,15 @@
 package http
 
 import (
+	"cmp"
 	"crypto/tls"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,8 +42,21 @@ const (
 	DefaultMaxRetryAfter           = 30 * time.Second
 	DefaultRetryBudgetRatio        = 0.2
 	DefaultRetryBudgetMinPerSecond = 1.0
-	DefaultMaxConcurrent           = 50
-	DefaultBulkheadWait            = 500 * time.Millisecond
+	// DefaultRetryBudgetMaxTokens and DefaultRetryBudgetTokensPerCall are the
+	// bucket budget's: a new origin starts with 10 tokens, holds at most 10,
+	// and every call adds 0.1 (page 002's numbers, gRPC's retry throttling).
+	DefaultRetryBudgetMaxTokens     = 10.0
+	DefaultRetryBudgetTokensPerCall = 0.1
+	// DefaultMaxRoutes bounds the route breakers of breaker_key = "route":
+	// far more route templates than one service calls on one upstream, while
+	// a mistake (an id in the route) cannot grow them without end.
+	DefaultMaxRoutes = 100
+	// DefaultMaxOrigins bounds the origins a shared client holds a breaker,
+	// budget and bulkhead for (about 2 KB each): a webhook sender to a
+	// hundred thousand hosts holds the thousand it used last.
+	DefaultMaxOrigins    = 1000
+	DefaultMaxConcurrent = 50
+	DefaultBulkheadWait  = 500 * time.Millisecond
 	// DefaultMaxResponseBytes (10 MiB) is far above what a JSON call between
 	// services returns (kilobytes; gRPC's default receive limit for such calls
 	// is 4 MiB) while bounding what one upstream can make this process hold:
@@ -48,11 +65,37 @@ const (
 	DefaultMaxResponseBytes int64 = 10 << 20
 )
 
+// The choices of the string-valued keys.
+const (
+	// BudgetWindow is retry_budget = "window": retries stay below
+	// retry_budget_ratio of the calls of the last 10 s, plus
+	// retry_budget_min_per_second.
+	BudgetWindow = "window"
+	// BudgetBucket is retry_budget = "bucket": a token bucket per origin
+	// (retry_budget_max_tokens, retry_budget_tokens_per_call), one token per
+	// retry.
+	BudgetBucket = "bucket"
+	// JitterFull is backoff_jitter = "full": each wait uniform in
+	// [0, backoff_base × 2^(n−1)].
+	JitterFull = "full"
+	// JitterProportional is backoff_jitter = "proportional": each wait within
+	// ±20 % of backoff_base × 2^(n−1).
+	JitterProportional = "proportional"
+	// KeyOrigin is breaker_key = "origin": one breaker per origin.
+	KeyOrigin = "origin"
+	// KeyRoute is breaker_key = "route": one breaker per origin and route
+	// template (see [Route]).
+	KeyRoute = "route"
+)
+
 // Config is the [plugin.http] table.
 type Config struct {
 	// Upstreams are the services this one calls, by name:
 	// [plugin.http.upstreams.<name>]. Defaults to none.
 	Upstreams map[string]Upstream `koanf:"upstreams"`
+	// Shared are the clients for absolute URLs (webhooks, third-party APIs),
+	// by name: [plugin.http.shared.<name>]. Defaults to none.
+	Shared map[string]SharedConfig `koanf:"shared"`
 }
 
 // Upstream is one service this one calls: the [plugin.http.upstreams.<name>]
@@ -97,21 +140,42 @@ type Upstream struct {
 	BackoffBase time.Duration `koanf:"backoff_base"`
 	// BackoffMax caps every backoff ceiling. Defaults to 2s.
 	BackoffMax time.Duration `koanf:"backoff_max"`
+	// BackoffJitter spreads the waits: "full" draws each uniformly in
+	// [0, backoff_base × 2^(n−1)], "proportional" within ±20 % of it.
+	// Defaults to "full".
+	BackoffJitter string `koanf:"backoff_jitter"`
 	// MaxRetryAfter is the longest Retry-After the client waits; a response
 	// asking for more goes back to the caller. Defaults to 30s.
 	MaxRetryAfter time.Duration `koanf:"max_retry_after"`
-	// RetryBudgetRatio lets a retry start while the retries of the last 10 s
-	// stay below this share of the calls of the last 10 s. Must be in (0, 1].
-	// Defaults to 0.2.
+	// RetryBudget chooses the retry budget: "window" (the sliding ratio
+	// below) or "bucket" (a token bucket). Defaults to "window".
+	RetryBudget string `koanf:"retry_budget"`
+	// RetryBudgetRatio ("window") lets a retry start while the retries of the
+	// last 10 s stay below this share of the calls of the last 10 s. Must be
+	// in (0, 1]. Defaults to 0.2.
 	RetryBudgetRatio float64 `koanf:"retry_budget_ratio"`
-	// RetryBudgetMinPerSecond lets a retry start, whatever the ratio says,
-	// while fewer retries than this were made in the last second, so a quiet
-	// client can still retry. Defaults to 1.
+	// RetryBudgetMinPerSecond ("window") lets a retry start, whatever the
+	// ratio says, while fewer retries than this were made in the last second,
+	// so a quiet client can still retry. Defaults to 1.
 	RetryBudgetMinPerSecond float64 `koanf:"retry_budget_min_per_second"`
+	// RetryBudgetMaxTokens ("bucket") is the bucket's size, and what a new
+	// origin starts with; a retry takes one token. Defaults to 10.
+	RetryBudgetMaxTokens float64 `koanf:"retry_budget_max_tokens"`
+	// RetryBudgetTokensPerCall ("bucket") is what every call adds to the
+	// bucket. Defaults to 0.1.
+	RetryBudgetTokensPerCall float64 `koanf:"retry_budget_tokens_per_call"`
 
 	// BreakerConfig is the breaker_* keys of the upstream's breaker,
 	// which counts each call's final outcome.
 	resilience.BreakerConfig `koanf:",squash"`
+	// BreakerKey is what a breaker is kept for: "origin" (one per origin) or
+	// "route" (one per origin and route template, named per call with
+	// [Route] or [WithRoute]; a call without one uses the origin's).
+	// Defaults to "origin".
+	BreakerKey string `koanf:"breaker_key"`
+	// MaxRoutes bounds the route breakers of breaker_key = "route"; past it,
+	// the least recently used route's breaker is dropped. Defaults to 100.
+	MaxRoutes int `koanf:"max_routes"`
 
 	// MaxConcurrent is how many calls to this upstream may be in flight from
 	// this process; it is also the connection pool's size. Defaults to 50.
@@ -154,25 +218,31 @@ type Upstream struct {
 func (u *Upstream) SetDefaults() {
 	name, base, headers, tlsConf := u.Name, u.BaseURL, u.Headers, u.TLS
 	*u = Upstream{
-		Name:                    name,
-		BaseURL:                 base,
-		ConnectTimeout:          DefaultConnectTimeout,
-		ReadTimeout:             DefaultReadTimeout,
-		WriteTimeout:            DefaultWriteTimeout,
-		PoolTimeout:             DefaultPoolTimeout,
-		TotalTimeout:            DefaultTotalTimeout,
-		Retries:                 DefaultRetries,
-		BackoffBase:             DefaultBackoffBase,
-		BackoffMax:              DefaultBackoffMax,
-		MaxRetryAfter:           DefaultMaxRetryAfter,
-		RetryBudgetRatio:        DefaultRetryBudgetRatio,
-		RetryBudgetMinPerSecond: DefaultRetryBudgetMinPerSecond,
-		BreakerConfig:           resilience.DefaultBreakerConfig(),
-		MaxConcurrent:           DefaultMaxConcurrent,
-		BulkheadWait:            DefaultBulkheadWait,
-		MaxResponseBytes:        DefaultMaxResponseBytes,
-		Headers:                 headers,
-		TLS:                     tlsConf,
+		Name:                     name,
+		BaseURL:                  base,
+		ConnectTimeout:           DefaultConnectTimeout,
+		ReadTimeout:              DefaultReadTimeout,
+		WriteTimeout:             DefaultWriteTimeout,
+		PoolTimeout:              DefaultPoolTimeout,
+		TotalTimeout:             DefaultTotalTimeout,
+		Retries:                  DefaultRetries,
+		BackoffBase:              DefaultBackoffBase,
+		BackoffMax:               DefaultBackoffMax,
+		BackoffJitter:            JitterFull,
+		MaxRetryAfter:            DefaultMaxRetryAfter,
+		RetryBudget:              BudgetWindow,
+		RetryBudgetRatio:         DefaultRetryBudgetRatio,
+		RetryBudgetMinPerSecond:  DefaultRetryBudgetMinPerSecond,
+		RetryBudgetMaxTokens:     DefaultRetryBudgetMaxTokens,
+		RetryBudgetTokensPerCall: DefaultRetryBudgetTokensPerCall,
+		BreakerConfig:            resilience.DefaultBreakerConfig(),
+		BreakerKey:               KeyOrigin,
+		MaxRoutes:                DefaultMaxRoutes,
+		MaxConcurrent:            DefaultMaxConcurrent,
+		BulkheadWait:             DefaultBulkheadWait,
+		MaxResponseBytes:         DefaultMaxResponseBytes,
+		Headers:                  headers,
+		TLS:                      tlsConf,
 	}
 }
 
@@ -199,6 +269,18 @@ func (u Upstream) withDefaults() Upstream {
 	}
 	if u.RetryBudgetMinPerSecond == 0 {
 		u.RetryBudgetMinPerSecond = d.RetryBudgetMinPerSecond
+	}
+	if u.RetryBudgetMaxTokens == 0 {
+		u.RetryBudgetMaxTokens = d.RetryBudgetMaxTokens
+	}
+	if u.RetryBudgetTokensPerCall == 0 {
+		u.RetryBudgetTokensPerCall = d.RetryBudgetTokensPerCall
+	}
+	u.RetryBudget = cmp.Or(u.RetryBudget, d.RetryBudget)
+	u.BackoffJitter = cmp.Or(u.BackoffJitter, d.BackoffJitter)
+	u.BreakerKey = cmp.Or(u.BreakerKey, d.BreakerKey)
+	if u.MaxRoutes == 0 {
+		u.MaxRoutes = d.MaxRoutes
 	}
 	u.BreakerConfig.FillZero(d.BreakerConfig)
 	if u.MaxConcurrent == 0 {
@@ -249,16 +331,28 @@ func (l *problemList) Positive(key string, n int) {
 // problems returns every problem with u's settings, in key order.
 func (u *Upstream) problems() []fieldError {
 	var l problemList
+	if problem := checkBaseURL(u.BaseURL); problem != "" {
+		l.Error("base_url", problem, `set an absolute URL such as "http://billing:8010", in the file or in JFAST_HTTP_UPSTREAMS__<NAME>__BASE_URL`)
+	}
+	u.policyProblems(&l)
+	return l.errs
+}
+
+// policyProblems reports every problem with the settings an upstream and a
+// shared client have in common (all but base_url).
+func (u *Upstream) policyProblems(l *problemList) {
 	add, deadline, positive := l.Error, l.Deadline, l.Positive
 	share := func(key string, f float64) {
 		if !(f > 0 && f <= 1) {
 			add(key, fmt.Sprintf("must be in (0, 1], got %v", f), "set a fraction such as 0.2; it cannot be switched off")
 		}
 	}
-
-	if problem := checkBaseURL(u.BaseURL); problem != "" {
-		add("base_url", problem, `set an absolute URL such as "http://billing:8010", in the file or in JFAST_HTTP_UPSTREAMS__<NAME>__BASE_URL`)
+	oneOf := func(key, v string, choices ...string) {
+		if !slices.Contains(choices, v) {
+			add(key, fmt.Sprintf("must be %s, got %q", quoteChoices(choices), v), fmt.Sprintf("set %q (the default) or %q", choices[0], choices[1]))
+		}
 	}
+
 	deadline("connect_timeout", u.ConnectTimeout)
 	deadline("read_timeout", u.ReadTimeout)
 	deadline("write_timeout", u.WriteTimeout)
@@ -272,12 +366,22 @@ func (u *Upstream) problems() []fieldError {
 	if u.BackoffBase > 0 && u.BackoffMax > 0 && u.BackoffMax < u.BackoffBase {
 		add("backoff_max", fmt.Sprintf("must not be below backoff_base (%s), got %s", u.BackoffBase, u.BackoffMax), "raise backoff_max or lower backoff_base")
 	}
+	oneOf("backoff_jitter", u.BackoffJitter, JitterFull, JitterProportional)
 	deadline("max_retry_after", u.MaxRetryAfter)
+	oneOf("retry_budget", u.RetryBudget, BudgetWindow, BudgetBucket)
 	share("retry_budget_ratio", u.RetryBudgetRatio)
 	if !(u.RetryBudgetMinPerSecond > 0) {
 		add("retry_budget_min_per_second", fmt.Sprintf("must be greater than zero, got %v", u.RetryBudgetMinPerSecond), "set a rate such as 1")
 	}
-	u.BreakerConfig.Validate(&l)
+	if !(u.RetryBudgetMaxTokens >= 1) || math.IsInf(u.RetryBudgetMaxTokens, 0) {
+		add("retry_budget_max_tokens", fmt.Sprintf("must be at least 1 (a retry takes one token), got %v", u.RetryBudgetMaxTokens), "set a size such as 10")
+	}
+	if !(u.RetryBudgetTokensPerCall > 0 && u.RetryBudgetTokensPerCall <= 1) {
+		add("retry_budget_tokens_per_call", fmt.Sprintf("must be in (0, 1], got %v", u.RetryBudgetTokensPerCall), "set a share of a token such as 0.1 (one retry earned per ten calls)")
+	}
+	u.BreakerConfig.Validate(l)
+	oneOf("breaker_key", u.BreakerKey, KeyOrigin, KeyRoute)
+	positive("max_routes", u.MaxRoutes)
 	positive("max_concurrent", u.MaxConcurrent)
 	deadline("bulkhead_wait", u.BulkheadWait)
 	if u.MaxResponseBytes <= 0 {
@@ -305,7 +409,14 @@ func (u *Upstream) problems() []fieldError {
 			seen[canonical] = name
 		}
 	}
-	return l.errs
+}
+
+func quoteChoices(choices []string) string {
+	q := make([]string, len(choices))
+	for i, c := range choices {
+		q[i] = strconv.Quote(c)
+	}
+	return strings.Join(q, " or ")
 }
 
 func sortedHeaderNames(h map[string]string) []string {

@@ -12,10 +12,12 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
 )
 
@@ -26,6 +28,7 @@ import (
 // applies the deadline, retry, budget, breaker and bulkhead rules.
 type core struct {
 	up      Upstream
+	origin  string      // an upstream's base_url origin; "" for a shared client
 	header  http.Header // configured headers, canonical
 	rt      http.RoundTripper
 	raw     *http.Transport
@@ -34,6 +37,7 @@ type core struct {
 	logger  *slog.Logger
 	metrics *upstreamMetrics
 	observe []CallObserver
+	routes  *bounded[*resilience.Breaker] // breaker_key = "route": by origin and route; nil otherwise
 	closed  atomic.Bool
 }
 
@@ -46,11 +50,12 @@ type policy struct {
 	bulkhead *resilience.Bulkhead
 }
 
-// newCore checks u (every default filled) and builds what its clients share.
-// dial, when not nil, replaces the transport's dialer (the shared client's
-// address guard).
-func newCore(u Upstream, o clientOptions, dial dialFunc) (*core, error) {
-	if errs := u.problems(); len(errs) > 0 {
+// newCore builds what the clients of u (every default filled) share, after
+// errs, u's problems, are none. dial, when not nil, replaces the transport's
+// dialer (the shared client's address guard); maxIdle is the transport's
+// idle pool, across hosts.
+func newCore(u Upstream, errs []fieldError, o clientOptions, dial dialFunc, maxIdle int) (*core, error) {
+	if len(errs) > 0 {
 		msgs := make([]string, len(errs))
 		for i, e := range errs {
 			msgs[i] = e.key + ": " + e.problem
@@ -80,13 +85,16 @@ func newCore(u Upstream, o clientOptions, dial dialFunc) (*core, error) {
 		clock:   clock,
 		logger:  logger.With("upstream", u.Name),
 		metrics: set.forUpstream(u.Name),
-		backoff: resilience.Backoff{Base: u.BackoffBase, Max: u.BackoffMax},
+		backoff: resilience.Backoff{Base: u.BackoffBase, Max: u.BackoffMax, Jitter: jitterOf(u.BackoffJitter)},
 		observe: o.observers,
+	}
+	if u.BreakerKey == KeyRoute {
+		c.routes = newBounded[*resilience.Breaker](u.MaxRoutes, nil)
 	}
 	for k, v := range u.Headers {
 		c.header.Set(k, v)
 	}
-	c.raw = newTransport(u, dial)
+	c.raw = newTransport(u, dial, maxIdle)
 	c.rt = c.raw
 	for i := len(o.wrappers) - 1; i >= 0; i-- {
 		c.rt = o.wrappers[i](u.Name, c.rt)
@@ -105,10 +113,25 @@ func (c *core) newPolicy(name, origin string, onChange func(resilience.StateChan
 		bulkhead: resilience.NewBulkhead(resilience.BulkheadOpts{
 			Name: name, MaxConcurrent: u.MaxConcurrent, Wait: u.BulkheadWait, Clock: c.clock,
 		}),
-		budget: resilience.NewRetryBudget(resilience.RetryBudgetOpts{
-			Ratio: u.RetryBudgetRatio, MinPerSecond: u.RetryBudgetMinPerSecond, Clock: c.clock,
-		}),
+		budget: resilience.NewRetryBudget(budgetOpts(u, c.clock)),
 	}
+}
+
+// budgetOpts returns the options of u's retry budget.
+func budgetOpts(u Upstream, clock resilience.Clock) resilience.RetryBudgetOpts {
+	if u.RetryBudget == BudgetBucket {
+		return resilience.RetryBudgetOpts{Clock: clock, TokenBucket: &resilience.TokenBucketOpts{
+			MaxTokens: u.RetryBudgetMaxTokens, TokensPerCall: u.RetryBudgetTokensPerCall,
+		}}
+	}
+	return resilience.RetryBudgetOpts{Ratio: u.RetryBudgetRatio, MinPerSecond: u.RetryBudgetMinPerSecond, Clock: clock}
+}
+
+func jitterOf(s string) resilience.Jitter {
+	if s == JitterProportional {
+		return resilience.JitterProportional
+	}
+	return resilience.JitterFull
 }
 
 // close makes later calls fail with UpstreamUnavailable and closes the idle
@@ -292,8 +315,8 @@ func finalResponse(last *http.Response, lastErr error) *http.Response {
 // total_timeout: resilience.CutByCaller) is no evidence; one cut by
 // total_timeout, read_timeout or connect_timeout is a failure.
 func outcome(resp *http.Response, err error, cutByCaller bool) resilience.Outcome {
-	if err != nil && cutByCaller {
-		return resilience.Ignore
+	if err != nil && (cutByCaller || errors.Is(err, ErrAddressNotAllowed)) {
+		return resilience.Ignore // the caller's doing, or this client's own refusal
 	}
 	status := 0
 	if resp != nil {
@@ -312,6 +335,9 @@ func (c *core) retryable(callCtx context.Context, resp *http.Response, err error
 		return false
 	}
 	if err != nil {
+		if errors.Is(err, ErrAddressNotAllowed) {
+			return false
+		}
 		var certErr *tls.CertificateVerificationError
 		var unknownCA x509.UnknownAuthorityError
 		var hostErr x509.HostnameError
@@ -368,9 +394,26 @@ func isTimeout(err error) bool {
 }
 
 // request returns attempt n's request, under actx: the call's request with
-// the attempt's body.
+// the attempt's body and the time it has left (framework.TimeoutHeader: the
+// sooner of total_timeout and the caller's deadline, less what the call has
+// spent), so the upstream can stop when this service stops waiting.
 func (c *core) request(actx context.Context, x *exchange, n int) (*http.Request, error) {
 	r := x.req.WithContext(actx)
+	if deadline, ok := actx.Deadline(); ok {
+		left := []string{strconv.FormatInt(max(time.Until(deadline).Milliseconds(), 0), 10)}
+		if n == 1 {
+			x.req.Header[framework.TimeoutHeader] = left
+		} else {
+			// The previous attempt's header may still be being written by
+			// the transport: this attempt gets a copy.
+			h := make(http.Header, len(x.req.Header))
+			for k, v := range x.req.Header {
+				h[k] = v
+			}
+			h[framework.TimeoutHeader] = left
+			r.Header = h
+		}
+	}
 	switch {
 	case x.payload != nil:
 		r.Body = io.NopCloser(bytes.NewReader(x.payload))

@@ -149,6 +149,12 @@ func (m *metricSet) forUpstream(name string) *upstreamMetrics {
 	}
 }
 
+// transitionOnly counts a transition of one of many breakers (per origin or
+// route), whose states one gauge cannot show.
+func (u *upstreamMetrics) transitionOnly(c resilience.StateChange) {
+	u.set.transitions.WithLabelValues(u.name, c.From.String(), c.To.String()).Inc()
+}
+
 func (u *upstreamMetrics) transition(c resilience.StateChange) {
 	u.set.transitions.WithLabelValues(u.name, c.From.String(), c.To.String()).Inc()
 	u.state.Set(float64(c.To))

@@ -10,7 +10,8 @@ import (
 	"github.com/jfastframework/jfast/framework/resilience"
 )
 
-// CallOption changes one call: [IdempotencyKey], [Retry], [Header], [Headers].
+// CallOption changes one call: [IdempotencyKey], [Retry], [Header], [Headers],
+// [Route].
 // Options are values, so passing them allocates nothing.
 type CallOption struct {
 	kind   callOptionKind
@@ -27,6 +28,7 @@ const (
 	optRetry
 	optHeader
 	optHeaders
+	optRoute
 )
 
 // IdempotencyKey sets the Idempotency-Key header of the call and makes a POST

@@ -26,6 +26,8 @@ type Plugin struct {
 	started   bool
 	clients   map[string]*ServiceClient
 	names     []string // sorted
+	shared    map[string]*SharedClient
+	sharedNms []string // sorted
 	wrappers  []TransportWrapper
 	observers []CallObserver
 }
@@ -69,6 +71,16 @@ func HTTPClient(app *framework.App, upstream string) (*nethttp.Client, error) {
 	return c.HTTPClient(), nil
 }
 
+// Shared returns the shared client configured as [plugin.http.shared.<name>],
+// for calls by absolute URL. Call it at boot; an unknown name is an error.
+func Shared(app *framework.App, name string) (*SharedClient, error) {
+	p, err := From(app)
+	if err != nil {
+		return nil, err
+	}
+	return p.Shared(name)
+}
+
 // Name implements framework.Plugin.
 func (p *Plugin) Name() string { return name }
 
@@ -80,7 +92,7 @@ func (p *Plugin) Config() any { return &p.cfg }
 // credential that does (Authorization, X-Api-Key), so the environment wins for
 // base_url and for every headers entry.
 func (p *Plugin) DeployKeys() []string {
-	return []string{"upstreams.*.base_url", "upstreams.*.headers.*"}
+	return []string{"upstreams.*.base_url", "upstreams.*.headers.*", "shared.*.headers.*"}
 }
 
 // Dependencies implements framework.Dependent: when the telemetry plugin is
@@ -95,20 +107,29 @@ func (p *Plugin) Validate(v *framework.Validation) {
 	for _, n := range sortedNames(p.cfg.Upstreams) {
 		u := p.cfg.Upstreams[n]
 		sub := v.Sub("upstreams." + n)
-		if !validUpstreamName(n) {
-			sub.Error("", "is not a valid upstream name", "use lowercase letters, digits, - and _ (it names the upstream in metrics and in JFAST_HTTP_UPSTREAMS__<NAME>__BASE_URL)")
-		}
-		for _, e := range u.problems() {
-			sub.Error(e.key, e.problem, e.fix)
-		}
-		for _, h := range sortedHeaderNames(u.Headers) {
-			if strings.Contains(h, "_") && validHeaderName(h) {
-				// JFAST_..._HEADERS__X_API_KEY names the entry x_api_key, not
-				// X-Api-Key: accepted, it would send a second header next to
-				// the file's X-Api-Key instead of replacing it.
-				sub.Error("headers."+h, `has "_" in its name; a JFAST_* variable keeps "_" as is, so JFAST_HTTP_UPSTREAMS__<NAME>__HEADERS__X_API_KEY names the header x_api_key, not X-Api-Key`,
-					`write the header with "-" in the file (a name with "-" cannot come from the environment); a header whose name really has "_" can only be sent per call, with http.Header`)
-			}
+		validateTable(sub, n, u.problems(), u.Headers)
+	}
+	for _, n := range sortedNames(p.cfg.Shared) {
+		s := p.cfg.Shared[n]
+		sub := v.Sub("shared." + n)
+		validateTable(sub, n, s.problems(), s.Headers)
+	}
+}
+
+func validateTable(sub *framework.Validation, name string, problems []fieldError, headers map[string]string) {
+	if !validUpstreamName(name) {
+		sub.Error("", "is not a valid name", "use lowercase letters, digits, - and _ (it names the client in metrics and in JFAST_HTTP_* variables)")
+	}
+	for _, e := range problems {
+		sub.Error(e.key, e.problem, e.fix)
+	}
+	for _, h := range sortedHeaderNames(headers) {
+		if strings.Contains(h, "_") && validHeaderName(h) {
+			// JFAST_..._HEADERS__X_API_KEY names the entry x_api_key, not
+			// X-Api-Key: accepted, it would send a second header next to
+			// the file's X-Api-Key instead of replacing it.
+			sub.Error("headers."+h, `has "_" in its name; a JFAST_* variable keeps "_" as is, so JFAST_HTTP_UPSTREAMS__<NAME>__HEADERS__X_API_KEY names the header x_api_key, not X-Api-Key`,
+				`write the header with "-" in the file (a name with "-" cannot come from the environment); a header whose name really has "_" can only be sent per call, with http.Header`)
 		}
 	}
 }
@@ -126,7 +147,7 @@ func validUpstreamName(s string) bool {
 	return true
 }
 
-func sortedNames(m map[string]Upstream) []string {
+func sortedNames[V any](m map[string]V) []string {
 	names := make([]string, 0, len(m))
 	for n := range m {
 		names = append(names, n)
@@ -184,15 +205,34 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 		u.Name = n
 		c, err := newClient(u, opts...)
 		if err != nil {
-			for _, started := range p.clients {
-				_ = started.Close()
-			}
+			p.closeAllLocked()
 			return err
 		}
 		p.clients[n] = c
 	}
+	p.shared = make(map[string]*SharedClient, len(p.cfg.Shared))
+	p.sharedNms = sortedNames(p.cfg.Shared)
+	for _, n := range p.sharedNms {
+		s := p.cfg.Shared[n]
+		s.Name = n
+		c, err := newSharedClient(s, opts...)
+		if err != nil {
+			p.closeAllLocked()
+			return err
+		}
+		p.shared[n] = c
+	}
 	p.started = true
 	return nil
+}
+
+func (p *Plugin) closeAllLocked() {
+	for _, c := range p.clients {
+		_ = c.Close()
+	}
+	for _, c := range p.shared {
+		_ = c.Close()
+	}
 }
 
 // Stop implements framework.Stopper: it closes every client's idle
@@ -200,9 +240,7 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 func (p *Plugin) Stop(context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, c := range p.clients {
-		_ = c.Close()
-	}
+	p.closeAllLocked()
 	return nil
 }
 
@@ -223,6 +261,33 @@ func (p *Plugin) Client(upstream string) (*ServiceClient, error) {
 	return nil, fmt.Errorf("http: no upstream '%s' is configured: %s", upstream, fix)
 }
 
+// Shared returns a configured shared client.
+func (p *Plugin) Shared(name string) (*SharedClient, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.shared[name]; ok {
+		return c, nil
+	}
+	if !p.started {
+		return nil, fmt.Errorf("http: the http plugin has not started; ask for shared client '%s' when mounting routes", name)
+	}
+	fix := "add a [plugin.http.shared." + name + "] table"
+	if len(p.sharedNms) > 0 {
+		fix += "; configured shared clients: " + strings.Join(p.sharedNms, ", ")
+	}
+	return nil, fmt.Errorf("http: no shared client '%s' is configured: %s", name, fix)
+}
+
+// SharedTransport implements framework.HTTPTransports: the RoundTripper of
+// a configured shared client, for plugins that cannot import this package.
+func (p *Plugin) SharedTransport(name string) (nethttp.RoundTripper, error) {
+	c, err := p.Shared(name)
+	if err != nil {
+		return nil, err
+	}
+	return c.Transport(), nil
+}
+
 // UpstreamTransport implements framework.HTTPTransports: the RoundTripper of
 // a configured upstream, for plugins that cannot import this package.
 func (p *Plugin) UpstreamTransport(upstream string) (nethttp.RoundTripper, error) {
@@ -234,35 +299,119 @@ func (p *Plugin) UpstreamTransport(upstream string) (nethttp.RoundTripper, error
 }
 
 // Check implements framework.Checker. It sends nothing: it lists every
-// upstream's breaker in meta, and an open or half-open breaker makes the
+// upstream's breaker in meta (and, with breaker_key = "route", the route
+// breakers that are not closed), and an open or half-open breaker makes the
 // check fail, never critically (degraded, not unavailable): this service is
 // still up, and taking it out of rotation because a dependency is down turns
-// one outage into two.
+// one outage into two. Shared clients are listed (origins held, breakers not
+// closed) but never fail the check: one of the many hosts a webhook sender
+// calls being down says nothing about this service.
 func (p *Plugin) Check(context.Context) readiness.Report {
 	p.mu.Lock()
 	names, clients := p.names, p.clients
+	sharedNames, shared := p.sharedNms, p.shared
 	p.mu.Unlock()
 	upstreams := make(map[string]any, len(names))
 	var suspended []string
+	suspend := func(what string, s resilience.BreakerSnapshot) {
+		switch s.State {
+		case resilience.StateOpen:
+			suspended = append(suspended, fmt.Sprintf("calls to %s are suspended for %.1fs", what, s.RetryAfter.Seconds()))
+		case resilience.StateHalfOpen:
+			suspended = append(suspended, fmt.Sprintf("calls to %s are suspended while a probe call is in flight", what))
+		}
+	}
 	for _, n := range names {
 		c := clients[n]
 		s := c.pol.breaker.Snapshot()
-		upstreams[n] = map[string]any{
+		entry := map[string]any{
 			"breaker":   s.Meta(),
 			"in_flight": c.pol.bulkhead.InFlight(),
 		}
-		switch s.State {
-		case resilience.StateOpen:
-			suspended = append(suspended, fmt.Sprintf("calls to '%s' are suspended for %.1fs", n, s.RetryAfter.Seconds()))
-		case resilience.StateHalfOpen:
-			suspended = append(suspended, fmt.Sprintf("calls to '%s' are suspended while a probe call is in flight", n))
+		suspend("'"+n+"'", s)
+		if c.routes != nil {
+			held, open := c.notClosed()
+			routes := make(map[string]any, len(open))
+			for _, route := range sortedNames(open) {
+				routes[route] = open[route].Meta()
+				suspend("'"+n+"' on "+route, open[route])
+			}
+			entry["routes_held"] = held
+			entry["routes"] = routes
 		}
+		upstreams[n] = entry
 	}
 	meta := map[string]any{"upstreams": upstreams}
+	if len(sharedNames) > 0 {
+		sm := make(map[string]any, len(sharedNames))
+		for _, n := range sharedNames {
+			c := shared[n]
+			held, open := c.notClosedOrigins()
+			origins := make(map[string]any, len(open))
+			for _, o := range sortedNames(open) {
+				origins[o] = open[o].Meta()
+			}
+			sm[n] = map[string]any{"origins_held": held, "max_origins": c.cfg.MaxOrigins, "suspended": origins}
+		}
+		meta["shared"] = sm
+	}
 	if len(suspended) > 0 {
 		return readiness.Failed(strings.Join(suspended, "; "), false, meta)
 	}
 	return readiness.Passed(fmt.Sprintf("%d upstreams, every breaker closed", len(names)), meta)
+}
+
+// maxListed bounds the breakers /ready lists for one client.
+const maxListed = 20
+
+// namedBreaker is a breaker and what /ready calls it.
+type namedBreaker struct {
+	key string
+	br  *resilience.Breaker
+}
+
+// notClosed returns the snapshots of the breakers not closed (at most
+// maxListed), by key. Snapshot can log a transition, so it is taken outside
+// the lock of the map the breakers came from.
+func notClosed(brs []namedBreaker) map[string]resilience.BreakerSnapshot {
+	open := map[string]resilience.BreakerSnapshot{}
+	for _, e := range brs {
+		if s := e.br.Snapshot(); s.State != resilience.StateClosed && len(open) < maxListed {
+			open[e.key] = s
+		}
+	}
+	return open
+}
+
+// routeBreakers returns the route breakers held, keyed by origin and route.
+func (c *core) routeBreakers() []namedBreaker {
+	var brs []namedBreaker
+	c.routes.each(func(key string, br *resilience.Breaker) { brs = append(brs, namedBreaker{key, br}) })
+	return brs
+}
+
+// notClosed returns how many route breakers are held and those not closed,
+// by route.
+func (c *ServiceClient) notClosed() (int, map[string]resilience.BreakerSnapshot) {
+	brs := c.routeBreakers()
+	for i := range brs {
+		brs[i].key = strings.TrimPrefix(brs[i].key, c.origin+" ")
+	}
+	return len(brs), notClosed(brs)
+}
+
+// notClosedOrigins returns how many origins are held and the breakers not
+// closed, by origin (and route, with breaker_key = "route").
+func (c *SharedClient) notClosedOrigins() (int, map[string]resilience.BreakerSnapshot) {
+	var brs []namedBreaker
+	c.origins.each(func(origin string, p *policy) { brs = append(brs, namedBreaker{origin, p.breaker}) })
+	held := len(brs)
+	if c.routes != nil {
+		for _, e := range c.routeBreakers() {
+			brs = append(brs, namedBreaker{strings.Replace(e.key, " ", "", 1), e.br}) // "http://a:80/pay/{id}"
+		}
+	}
+	return held, notClosed(brs)
 }
 
 var (

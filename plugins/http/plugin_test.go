@@ -59,6 +59,13 @@ func TestConfigErrors(t *testing.T) {
 		{"wrong type", `retries = "two"`, "retries"},
 		{"bad header name", `headers = { "X Team" = "a" }`, "headers.X Team"},
 		{"header value with a line break", `headers = { "X-Team" = "a\nb" }`, "headers.X-Team"},
+		{"unknown retry_budget", `retry_budget = "tokens"`, "retry_budget"},
+		{"retry_budget_max_tokens below one", `retry_budget_max_tokens = 0.5`, "retry_budget_max_tokens"},
+		{"zero retry_budget_tokens_per_call", `retry_budget_tokens_per_call = 0`, "retry_budget_tokens_per_call"},
+		{"retry_budget_tokens_per_call above 1", `retry_budget_tokens_per_call = 2`, "retry_budget_tokens_per_call"},
+		{"unknown backoff_jitter", `backoff_jitter = "equal"`, "backoff_jitter"},
+		{"unknown breaker_key", `breaker_key = "path"`, "breaker_key"},
+		{"zero max_routes", `max_routes = 0`, "max_routes"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -86,6 +93,32 @@ func TestConfigErrors(t *testing.T) {
 			}
 		})
 	}
+	shared := []struct{ name, toml, key string }{
+		{"shared base_url", `base_url = "http://billing"`, "base_url"},
+		{"shared forward_authorization", `forward_authorization = true`, "forward_authorization"},
+		{"zero max_origins", `max_origins = 0`, "max_origins"},
+		{"allow_hosts with a scheme", `allow_hosts = ["http://hooks.internal"]`, "allow_hosts"},
+		{"allow_hosts with a port", `allow_hosts = ["hooks.internal:8080"]`, "allow_hosts"},
+		{"shared policy key", `retries = -1`, "retries"},
+		{"shared misspelt key", `allow_privat = true`, "allow_privat"},
+	}
+	for _, tc := range shared {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			toml := "[plugins]\nenabled = [\"http\"]\n[plugin.http.shared.webhooks]\n" + tc.toml + "\n"
+			_, err := jfasttest.New(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jhttp.New()}})
+			assertOnlyKey(t, err, "plugin.http.shared.webhooks."+tc.key)
+		})
+	}
+	t.Run("a shared client's keys", func(t *testing.T) {
+		t.Parallel()
+		toml := "[plugins]\nenabled = [\"http\"]\n[plugin.http.shared.webhooks]\nmax_origins = 10\nallow_private = false\n" +
+			"allow_hosts = [\"hooks.internal\", \"10.1.2.3\", \"10.1.0.0/16\", \"::1\"]\nretry_budget = \"bucket\"\nbreaker_key = \"route\"\n" +
+			"headers = { \"User-Agent\" = \"orders-webhooks\" }\n"
+		if _, err := jfasttest.New(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jhttp.New()}}); err != nil {
+			t.Fatal(err)
+		}
+	})
 	t.Run("bad upstream name", func(t *testing.T) {
 		t.Parallel()
 		toml := "[plugins]\nenabled = [\"http\"]\n[plugin.http.upstreams.Billing]\nbase_url = \"http://billing\"\n"
@@ -145,6 +178,15 @@ func TestDefaults(t *testing.T) {
 		u.BreakerCoolDown != want.BreakerCoolDown || u.MaxConcurrent != want.MaxConcurrent ||
 		u.BulkheadWait != want.BulkheadWait || u.MaxResponseBytes != want.MaxResponseBytes || u.ForwardAuthorization {
 		t.Fatalf("defaults = %+v", u)
+	}
+	if u.RetryBudget != "window" || u.RetryBudgetMaxTokens != 10 || u.RetryBudgetTokensPerCall != 0.1 ||
+		u.BackoffJitter != "full" || u.BreakerKey != "origin" || u.MaxRoutes != 100 {
+		t.Fatalf("defaults = %+v", u)
+	}
+	var s jhttp.SharedConfig
+	s.SetDefaults()
+	if s.MaxOrigins != 1000 || s.AllowPrivate || len(s.AllowHosts) != 0 || s.TotalTimeout != 10*time.Second || s.RetryBudget != "window" {
+		t.Fatalf("shared defaults = %+v", s)
 	}
 }
 

@@ -60,7 +60,7 @@ func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		closeRequestBody(req)
 		return nil, fmt.Errorf("http: upstream '%s' is %s: its transport refuses a request to %s (a shared client, [plugin.http.shared.<name>], takes any origin)", c.up.Name, c.pol.origin, o)
 	}
-	return c.roundTrip(req, c.pol, c.pol.breaker)
+	return c.roundTrip(req, c.pol, c.breakerFor(c.pol, framework.OutboundRoute(req.Context())))
 }
 
 // roundTrip makes one call for an SDK's request through pol and br.

@@ -106,8 +106,13 @@ type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 // newTransport returns the transport of one upstream: HTTP/1.1, no proxy, a
 // pool of max_concurrent connections per host, connect_timeout on dial and
 // TLS handshake, and gap deadlines on every connection. dial, when not nil,
-// replaces the dialer (it must apply connect_timeout itself).
-func newTransport(u Upstream, dial dialFunc) *http.Transport {
+// replaces the dialer (it must apply connect_timeout itself). maxIdle bounds
+// the idle connections across hosts (a shared client's many origins); 0 means
+// max_concurrent.
+func newTransport(u Upstream, dial dialFunc, maxIdle int) *http.Transport {
+	if maxIdle == 0 {
+		maxIdle = u.MaxConcurrent
+	}
 	if dial == nil {
 		dialer := &net.Dialer{Timeout: u.ConnectTimeout, KeepAlive: 30 * time.Second}
 		dial = dialer.DialContext
@@ -127,7 +132,7 @@ func newTransport(u Upstream, dial dialFunc) *http.Transport {
 		TLSClientConfig:     u.TLS,
 		TLSHandshakeTimeout: u.ConnectTimeout,
 		MaxConnsPerHost:     u.MaxConcurrent,
-		MaxIdleConns:        u.MaxConcurrent,
+		MaxIdleConns:        maxIdle,
 		MaxIdleConnsPerHost: u.MaxConcurrent,
 		IdleConnTimeout:     90 * time.Second,
 		// The gap deadline covers the wait for the headers.

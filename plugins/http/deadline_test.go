@@ -1,0 +1,183 @@
+package http_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/jfasttest"
+	jhttp "github.com/jfastframework/jfast/plugins/http"
+)
+
+// downstream is a jfast service whose /work handler records the deadline it
+// was given and waits until its context ends.
+type downstream struct {
+	*jfasttest.Service
+	runs    atomic.Int64
+	header  atomic.Value // the framework.TimeoutHeader value it got
+	left    atomic.Int64 // time to its deadline at entry, in ns
+	stopped atomic.Int64 // from entry to its context's end, in ns
+	done    chan struct{}
+}
+
+func startDownstream(t *testing.T) *downstream {
+	t.Helper()
+	d := &downstream{done: make(chan struct{}, 10)}
+	d.Service = jfasttest.Start(t, jfasttest.Options{
+		TOML: "[app]\nrequest_timeout = \"30s\"\n",
+		Routes: func(_ *framework.App, r chi.Router) error {
+			r.Get("/work", func(w http.ResponseWriter, r *http.Request) {
+				entry := time.Now()
+				d.runs.Add(1)
+				d.header.Store(r.Header.Get(framework.TimeoutHeader))
+				deadline, _ := r.Context().Deadline()
+				d.left.Store(int64(deadline.Sub(entry)))
+				select {
+				case <-r.Context().Done():
+				case <-time.After(10 * time.Second):
+				}
+				d.stopped.Store(int64(time.Since(entry)))
+				d.done <- struct{}{}
+			})
+			r.Get("/deadline", func(w http.ResponseWriter, r *http.Request) {
+				d.runs.Add(1)
+				deadline, _ := r.Context().Deadline()
+				_, _ = w.Write([]byte(strconv.FormatInt(time.Until(deadline).Milliseconds(), 10)))
+			})
+			return nil
+		},
+	})
+	return d
+}
+
+// Two real services: a 300 ms budget at the edge; the edge spends 100 ms,
+// then calls the second service, whose handler sees at most the 200 ms left
+// and stops when they run out, as the edge answers 503.
+func TestDeadlineTravelsDownstream(t *testing.T) {
+	t.Parallel()
+	down := startDownstream(t)
+	var spent atomic.Int64
+	var deadlineSent atomic.Int64
+	edge := jfasttest.Start(t, jfasttest.Options{
+		TOML: `[app]
+request_timeout = "300ms"
+[plugins]
+enabled = ["http"]
+[plugin.http.upstreams.work]
+base_url = "` + down.URL + `"
+retries = 0
+`,
+		Plugins: []framework.Plugin{jhttp.New()},
+		Routes: func(app *framework.App, r chi.Router) error {
+			work, err := jhttp.Client(app, "work")
+			if err != nil {
+				return err
+			}
+			r.Method(http.MethodGet, "/edge", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+				deadline, _ := r.Context().Deadline()
+				deadlineSent.Store(deadline.UnixNano())
+				time.Sleep(100 * time.Millisecond) // the edge's own work
+				spent.Store(int64(300*time.Millisecond - time.Until(deadline)))
+				_, err := work.Get(r.Context(), "/work")
+				return err
+			}))
+			return nil
+		},
+	})
+	start := time.Now()
+	resp := edge.Get(t, "/edge")
+	elapsed := time.Since(start)
+	if resp.Status != 503 || !strings.Contains(resp.String(), `"upstream":"work"`) {
+		t.Fatalf("edge: %d %s, want the upstream's 503", resp.Status, resp)
+	}
+	<-down.done
+	left, stopped, before := time.Duration(down.left.Load()), time.Duration(down.stopped.Load()), time.Duration(spent.Load())
+	if before < 100*time.Millisecond {
+		t.Fatalf("the edge spent %s before calling, want at least 100ms", before)
+	}
+	if left > 300*time.Millisecond-before || left < 300*time.Millisecond-before-150*time.Millisecond {
+		t.Errorf("the second service's deadline was %s away at entry, want at most 300ms - %s spent at the edge", left, before)
+	}
+	if ms, err := strconv.Atoi(down.header.Load().(string)); err != nil || time.Duration(ms)*time.Millisecond > 300*time.Millisecond-before {
+		t.Errorf("%s = %q, want at most %s", framework.TimeoutHeader, down.header.Load(), 300*time.Millisecond-before)
+	}
+	if stopped > left+150*time.Millisecond {
+		t.Errorf("the second service's handler ran %s, past its deadline (%s away at entry)", stopped, left)
+	}
+	if elapsed > 2*time.Second {
+		t.Errorf("the edge answered after %s", elapsed)
+	}
+}
+
+// A request whose caller has no time left is answered at once with a 503
+// problem, without running the handler; the header caps the deadline and
+// never raises it, and a value that is not a number is ignored.
+func TestCallerDeadlineAtTheServer(t *testing.T) {
+	t.Parallel()
+	down := startDownstream(t)
+	for _, v := range []string{"0", "-40"} {
+		resp := down.Get(t, "/work", framework.TimeoutHeader, v)
+		if resp.Status != 503 || resp.Header.Get("Content-Type") != "application/problem+json" ||
+			!strings.Contains(resp.String(), "the caller's deadline had passed") {
+			t.Errorf("%s: %s: %d %s, want a 503 problem saying the caller's deadline had passed", framework.TimeoutHeader, v, resp.Status, resp)
+		}
+	}
+	if n := down.runs.Load(); n != 0 {
+		t.Fatalf("the handler ran %d times for expired requests", n)
+	}
+	for _, tc := range []struct {
+		value  string
+		lo, hi time.Duration
+	}{
+		{"250", 150 * time.Millisecond, 250 * time.Millisecond},
+		{"3600000", 29 * time.Second, 30 * time.Second}, // capped by request_timeout
+		{"soon", 29 * time.Second, 30 * time.Second},    // ignored
+	} {
+		resp := down.Get(t, "/deadline", framework.TimeoutHeader, tc.value)
+		ms, err := strconv.Atoi(resp.String())
+		if resp.Status != 200 || err != nil || time.Duration(ms)*time.Millisecond < tc.lo || time.Duration(ms)*time.Millisecond > tc.hi {
+			t.Errorf("%s: %s: deadline %s ms away, want within [%s, %s]", framework.TimeoutHeader, tc.value, resp, tc.lo, tc.hi)
+		}
+	}
+}
+
+// Every attempt carries the time the call has left: the sooner of
+// total_timeout and the caller's deadline.
+func TestTimeoutHeaderOnEveryAttempt(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, func(w http.ResponseWriter, _ *http.Request, n int) {
+		if n < 3 {
+			w.WriteHeader(503)
+		}
+	})
+	c, _, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, TotalTimeout: 5 * time.Second}))
+	if _, err := c.Get(context.Background(), "/x"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, up.URL+"/y", nil)
+	req.Header.Set(framework.TimeoutHeader, "999999") // a proxied request's inbound value is replaced
+	resp, err := c.HTTPClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	for i, want := range []time.Duration{5 * time.Second, 5 * time.Second, 5 * time.Second, time.Second} {
+		ms, err := strconv.Atoi(up.request(i).Header.Get(framework.TimeoutHeader))
+		if got := time.Duration(ms) * time.Millisecond; err != nil || got > want || got < want-time.Second/2 {
+			t.Errorf("attempt %d: %s = %q, want just under %s", i+1, framework.TimeoutHeader, up.request(i).Header.Get(framework.TimeoutHeader), want)
+		}
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatal("the test took too long to mean anything")
+	}
+}
