@@ -91,6 +91,7 @@ func plugin(t *testing.T, svc *jfasttest.Service) *queue.Plugin {
 func Run(t *testing.T, h Harness) {
 	t.Run("RoundTrip", func(t *testing.T) { t.Parallel(); roundTrip(t, h) })
 	t.Run("RequestIDAndMetadata", func(t *testing.T) { t.Parallel(); requestID(t, h) })
+	t.Run("DeadlineNotInherited", func(t *testing.T) { t.Parallel(); deadlineNotInherited(t, h) })
 	t.Run("RetriesWithBackoff", func(t *testing.T) { t.Parallel(); retries(t, h) })
 	t.Run("RetryAfter", func(t *testing.T) { t.Parallel(); retryAfter(t, h) })
 	t.Run("PermanentError", func(t *testing.T) { t.Parallel(); permanent(t, h) })
@@ -176,6 +177,39 @@ func requestID(t *testing.T, h Harness) {
 		}
 		if s.trace != "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" {
 			t.Fatalf("trace metadata in the job = %q", s.trace)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("job not handled")
+	}
+}
+
+// A job does not inherit the deadline of the context that enqueued it (a
+// request's, which its caller's Jfast-Timeout-Ms may have shortened): it runs
+// later, under job_timeout (5 min by default), whatever time the request had
+// left.
+func deadlineNotInherited(t *testing.T, h Harness) {
+	name := QueueName(t)
+	got := make(chan time.Duration, 1)
+	svc := h.Start(t, Config{Queue: QueueTOML(name, 1)}, func(q *queue.Plugin) {
+		must(t, queue.Handle(q, "after_request", func(ctx context.Context, _ struct{}) error {
+			d, ok := ctx.Deadline()
+			if !ok {
+				d = time.Now()
+			}
+			got <- time.Until(d)
+			return nil
+		}))
+	})
+	// Long enough for a first enqueue (migrations, a broker connection),
+	// far shorter than job_timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := plugin(t, svc).Enqueue(ctx, "after_request", struct{}{})
+	must(t, err)
+	select {
+	case left := <-got:
+		if left < time.Minute {
+			t.Fatalf("the job's deadline was %s away; want job_timeout's, not the enqueuing context's 5s", left)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("job not handled")
