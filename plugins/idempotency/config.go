@@ -16,6 +16,18 @@ const (
 	StoreRedis    = "redis"
 )
 
+// The scopes accepted by the scope key and Opts.Scope: whose keys a key is.
+const (
+	// ScopeCaller gives every caller (Opts.Subject) a key space of its own:
+	// two callers sending the same Idempotency-Key are two operations, and a
+	// request whose caller is unknown is refused (500) without running.
+	ScopeCaller = "caller"
+	// ScopeGlobal shares one key space among all callers, identified or not:
+	// for routes anonymous callers may use with keys they cannot guess from
+	// each other (see docs/idempotency.md before choosing it).
+	ScopeGlobal = "global"
+)
+
 // Defaults of the [plugin.idempotency] table. The lease has no constant: it
 // defaults to LeaseFactor × app.request_timeout.
 const (
@@ -44,6 +56,16 @@ type Config struct {
 	// must outlive memory pressure: a Redis configured with an eviction policy
 	// can drop a key and let a payment run twice. Defaults to "postgres".
 	Store string `koanf:"store"`
+
+	// Scope is whose key an Idempotency-Key is, for every guarded route that
+	// does not set Opts.Scope. "caller": each caller (Opts.Subject) has its own
+	// keys, so one caller can neither replay nor occupy another's, and a keyed
+	// request with no subject is refused with 500 without running (fail
+	// closed: the service cannot tell its callers apart). "global": one key
+	// space shared by every caller, for anonymous routes whose keys are
+	// unguessable; a caller who learns another's key gets its stored response.
+	// Defaults to "caller".
+	Scope string `koanf:"scope"`
 
 	// TTL is how long a completed response is kept and replayed, counted from
 	// the moment it was stored. A retry later than this runs the handler again.
@@ -114,6 +136,7 @@ type Config struct {
 func defaultConfig() Config {
 	return Config{
 		Store:           StorePostgres,
+		Scope:           ScopeCaller,
 		TTL:             DefaultTTL,
 		StoreTimeout:    DefaultStoreTimeout,
 		Table:           DefaultTable,
@@ -124,6 +147,8 @@ func defaultConfig() Config {
 		SweepInterval:   DefaultSweepInterval,
 	}
 }
+
+func validScope(s string) bool { return s == ScopeCaller || s == ScopeGlobal }
 
 var identPart = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,47}$`)
 
@@ -150,6 +175,10 @@ func (p *Plugin) Validate(v *framework.Validation) {
 	default:
 		v.Error("store", fmt.Sprintf("must be %q or %q, got %q", StorePostgres, StoreRedis, c.Store),
 			`set store = "postgres" (with the db plugin) or store = "redis" (with the cache plugin)`)
+	}
+	if !validScope(c.Scope) {
+		v.Error("scope", fmt.Sprintf("must be %q or %q, got %q", ScopeCaller, ScopeGlobal, c.Scope),
+			`remove it (each caller has its own keys), or set scope = "global" for routes only anonymous callers with unguessable keys use`)
 	}
 	rt := v.App().RequestTimeout
 	if !v.IsSet("lease") && c.Lease == 0 {

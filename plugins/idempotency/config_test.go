@@ -29,6 +29,7 @@ func TestConfigRefusals(t *testing.T) {
 		name, toml, key, problem string
 	}{
 		{"unknown store", `store = "memcached"`, "plugin.idempotency.store", `must be "postgres" or "redis"`},
+		{"unknown scope", `scope = "tenant"`, "plugin.idempotency.scope", `must be "caller" or "global"`},
 		{"lease not above request_timeout", `lease = "30s"`, "plugin.idempotency.lease", "longer than app.request_timeout"},
 		{"zero lease", `lease = 0`, "plugin.idempotency.lease", "positive duration"},
 		{"ttl not above lease", "lease = \"2m\"\nttl = \"2m\"", "plugin.idempotency.ttl", "longer than lease"},
@@ -80,7 +81,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{
-		Store: "postgres", TTL: 24 * time.Hour, Lease: 40 * time.Second, StoreTimeout: 5 * time.Second,
+		Store: "postgres", Scope: "caller", TTL: 24 * time.Hour, Lease: 40 * time.Second, StoreTimeout: 5 * time.Second,
 		Table: "jfast_idempotency_keys", KeyPrefix: "shop:idempotency:", MaxRequestBody: 1 << 20,
 		MaxResponseBody: 1 << 20, RetryAfter: time.Second, SweepInterval: time.Minute,
 		Headers: []string{"Content-Type", "Content-Language", "Content-Location", "Location", "ETag", "Last-Modified"},

@@ -10,10 +10,11 @@
 // # Configuration
 //
 //	[plugins]
-//	enabled = ["observability", "db", "idempotency"]
+//	enabled = ["observability", "db", "auth", "idempotency"]
 //
 //	[plugin.idempotency]
 //	store = "postgres"   # or "redis", with the cache plugin
+//	scope = "caller"     # each caller its own keys; "global" shares them
 //	ttl = "24h"
 //
 // See Config for every key and docs/idempotency.md for the reasons behind the
@@ -22,20 +23,28 @@
 // # Example
 //
 //	func routes(app *framework.App, r chi.Router) error {
+//		a, err := auth.From(app)
+//		if err != nil {
+//			return err
+//		}
 //		idem, err := idempotency.From(app)
 //		if err != nil {
 //			return err
 //		}
-//		r.With(idem.Middleware(idempotency.Opts{RequireKey: true})).
+//		r.With(a.RequireAuth(), idem.Middleware(idempotency.Opts{RequireKey: true})).
 //			Post("/payments", framework.Handler(charge))
 //		return nil
 //	}
 //
 // # Behaviour
 //
-// A request with a key is fingerprinted (method, path and query, the SHA-256
-// of its body and the caller, see Opts.Subject). The first request takes the
-// key in the store under a lease and runs; a response below 500 (except 429)
+// A key belongs to its caller (Opts.Subject, by default the bearer token the
+// auth plugin verified): each caller has its own key space, and a keyed request
+// whose caller is unknown is refused with 500 without running, unless the
+// route opts into one shared key space (scope "global", Opts.Scope). A request
+// with a key is fingerprinted (method, path and query, the SHA-256 of its body
+// and the caller). The first request takes the key in the store under a lease
+// and runs; a response below 500 (except 429)
 // is stored with its allow-listed headers for ttl. A repeat with the same key:
 //
 //   - same fingerprint, response stored: the stored response, with

@@ -18,15 +18,18 @@ import (
 )
 
 // caller starts a second service with the http plugin, whose "payments"
-// upstream is baseURL, and returns its client. Its clock advances by itself,
-// so the client's backoff between attempts takes no time.
+// upstream is baseURL and receives the caller's bearer token
+// (forward_authorization), and returns its client. Calls made with
+// callerContext carry that token, which is the payment service's subject.
+// Its clock advances by itself, so the client's backoff between attempts
+// takes no time.
 func caller(t *testing.T, baseURL string) *httpplugin.ServiceClient {
 	t.Helper()
 	clk := jfasttest.NewClock()
 	clk.SetAutoAdvance(true)
 	var client *httpplugin.ServiceClient
 	jfasttest.Start(t, jfasttest.Options{
-		TOML:    "[app]\nname = \"orders\"\n[plugins]\nenabled = [\"http\"]\n[plugin.http.upstreams.payments]\nretries = 2\n",
+		TOML:    "[app]\nname = \"orders\"\n[plugins]\nenabled = [\"http\"]\n[plugin.http.upstreams.payments]\nretries = 2\nforward_authorization = true\n",
 		Plugins: []framework.Plugin{httpplugin.New()},
 		Env:     map[string]string{"JFAST_HTTP_UPSTREAMS__PAYMENTS__BASE_URL": baseURL},
 		Clock:   clk,
@@ -37,6 +40,14 @@ func caller(t *testing.T, baseURL string) *httpplugin.ServiceClient {
 		},
 	})
 	return client
+}
+
+// callerContext is a context carrying the bearer token the caller's own
+// auth would have verified, bounded by 10 s.
+func callerContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return framework.ContextWithBearerToken(ctx, testCaller)
 }
 
 // loseFirstResponse stands for what can happen after a service acted: the
@@ -66,8 +77,7 @@ func TestHTTPClientRetryAfterTheServiceActed(t *testing.T) {
 		b := setup(t, setupOpts{store: store, wrap: loseFirstResponse(&calls)})
 		client := caller(t, b.svc.URL)
 
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
+		ctx := callerContext(t)
 		resp, err := client.Post(ctx, "/payments", map[string]any{"order_id": 42, "amount_minor": 1999},
 			httpplugin.IdempotencyKey("charge-42"))
 		if err != nil {
@@ -111,9 +121,7 @@ func TestHTTPClientRetryAfterTheServiceFailedFirst(t *testing.T) {
 	b := setup(t, setupOpts{store: StorePostgres})
 	b.failFirst.Store(true)
 	client := caller(t, b.svc.URL)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := client.Post(ctx, "/flaky", map[string]any{"order_id": 7}, httpplugin.IdempotencyKey("charge-7"))
+	resp, err := client.Post(callerContext(t), "/flaky", map[string]any{"order_id": 7}, httpplugin.IdempotencyKey("charge-7"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -239,9 +239,26 @@ func bearerFromHeader(next http.Handler) http.Handler {
 	})
 }
 
-// post sends a POST with an Idempotency-Key (none when key is "-").
+// testCaller is the bearer token post sends unless told otherwise.
+const testCaller = "tester"
+
+// post sends a POST with an Idempotency-Key (none when key is "-") as the
+// caller testCaller (Authorization: Bearer tester), unless headers carry
+// their own Authorization; an empty one sends none (an anonymous caller).
 func (b *bundle) post(t testing.TB, path, key, body string, headers ...string) jfasttest.Response {
 	t.Helper()
+	auth := -1
+	for i := 0; i+1 < len(headers); i += 2 {
+		if http.CanonicalHeaderKey(headers[i]) == "Authorization" {
+			auth = i
+		}
+	}
+	switch {
+	case auth < 0:
+		headers = append([]string{"Authorization", "Bearer " + testCaller}, headers...)
+	case headers[auth+1] == "":
+		headers = append(headers[:auth:auth], headers[auth+2:]...)
+	}
 	if key != "-" {
 		headers = append([]string{HeaderKey, key}, headers...)
 	}

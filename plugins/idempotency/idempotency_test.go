@@ -108,15 +108,9 @@ func TestDifferentFingerprintIs422(t *testing.T) {
 		}{
 			{"another body", "/orders/1", `{"a":2}`, "alice"},
 			{"another route", "/payments", `{"a":1}`, "alice"},
-			{"another caller", "/orders/1", `{"a":1}`, "mallory"},
-			{"no caller", "/orders/1", `{"a":1}`, ""},
 		}
 		for _, c := range cases {
-			var hs []string
-			if c.token != "" {
-				hs = []string{"Authorization", "Bearer " + c.token}
-			}
-			p := wantProblem(t, b.post(t, c.path, "k1", c.body, hs...), http.StatusUnprocessableEntity)
+			p := wantProblem(t, b.post(t, c.path, "k1", c.body, "Authorization", "Bearer "+c.token), http.StatusUnprocessableEntity)
 			if !strings.Contains(fmt.Sprint(p["detail"]), "different request") {
 				t.Errorf("%s: detail %q", c.name, p["detail"])
 			}
@@ -408,6 +402,118 @@ func TestMiddlewareIsNotGlobal(t *testing.T) {
 	}
 }
 
+// With the default scope, each caller has its own keys: the same key, route
+// and body from two callers are two operations, each replayed only to its own
+// caller, and a caller cannot occupy a key another caller will use.
+func TestCallersHaveTheirOwnKeys(t *testing.T) {
+	t.Parallel()
+	forStores(t, func(t *testing.T, store string) {
+		b := setup(t, setupOpts{store: store})
+		alice := b.post(t, "/payments", "charge-1", `{"amount":10}`, "Authorization", "Bearer alice")
+		// Mallory sends Alice's key with Alice's body: she runs her own
+		// operation and never sees Alice's response.
+		mallory := b.post(t, "/payments", "charge-1", `{"amount":10}`, "Authorization", "Bearer mallory")
+		if alice.Status != http.StatusCreated || mallory.Status != http.StatusCreated || mallory.Header.Get(HeaderReplayed) != "" {
+			t.Fatalf("alice %d %s, mallory %d replayed=%q %s", alice.Status, alice.Body, mallory.Status, mallory.Header.Get(HeaderReplayed), mallory.Body)
+		}
+		if decode(t, alice)["payment_id"] == decode(t, mallory)["payment_id"] {
+			t.Fatalf("mallory got alice's payment: %s", mallory.Body)
+		}
+		for token, first := range map[string]jfasttest.Response{"alice": alice, "mallory": mallory} {
+			r := b.post(t, "/payments", "charge-1", `{"amount":10}`, "Authorization", "Bearer "+token)
+			if r.Header.Get(HeaderReplayed) != "true" || string(r.Body) != string(first.Body) {
+				t.Fatalf("%s's retry: %d replayed=%q %s, want its own %s", token, r.Status, r.Header.Get(HeaderReplayed), r.Body, first.Body)
+			}
+		}
+		// Squatting: mallory takes a key first, with another body; alice's
+		// later request with that key runs (no 422, no 409).
+		b.post(t, "/payments", "charge-2", `{"amount":1}`, "Authorization", "Bearer mallory")
+		if r := b.post(t, "/payments", "charge-2", `{"amount":99}`, "Authorization", "Bearer alice"); r.Status != http.StatusCreated || r.Header.Get(HeaderReplayed) != "" {
+			t.Fatalf("alice after mallory took her key: %d replayed=%q %s", r.Status, r.Header.Get(HeaderReplayed), r.Body)
+		}
+		if n := b.effects.Load(); n != 4 {
+			t.Fatalf("%d side effects, want 4", n)
+		}
+	})
+}
+
+// Callers without a subject (no bearer token) on a route that keeps keys per
+// caller: two of them, same key, same body. Neither runs and neither gets the
+// other's response; the service says it cannot tell them apart, and logs the fix.
+func TestNoSubjectIsRefused(t *testing.T) {
+	t.Parallel()
+	forStores(t, func(t *testing.T, store string) {
+		b := setup(t, setupOpts{store: store})
+		for i := range 2 {
+			p := wantProblem(t, b.post(t, "/payments", "charge-1", `{"amount":10}`, "Authorization", ""), http.StatusInternalServerError)
+			if !strings.Contains(fmt.Sprint(p["detail"]), "could not tell who is calling") {
+				t.Fatalf("anonymous caller %d: detail %q", i+1, p["detail"])
+			}
+		}
+		if n := b.effects.Load(); n != 0 {
+			t.Fatalf("%d side effects, want 0", n)
+		}
+		logs := b.svc.Logs()
+		if strings.Count(logs, "no caller subject") != 1 || !strings.Contains(logs, "Opts.Subject") {
+			t.Errorf("want one ERROR naming the fix:\n%s", logs)
+		}
+		if got := counterValue(t, b.idem.metrics.requests.WithLabelValues(store, outcomeNoSubject)); got != 2 {
+			t.Errorf("no_subject: %v, want 2", got)
+		}
+		// Without a key the route runs unguarded, as before.
+		if r := b.post(t, "/payments", "-", `{}`, "Authorization", ""); r.Status != http.StatusCreated {
+			t.Fatalf("no key: %d %s", r.Status, r.Body)
+		}
+		// The service was told at boot that nothing identifies callers.
+		if !strings.Contains(logs, "the auth plugin is not enabled") {
+			t.Errorf("no boot warning:\n%s", logs)
+		}
+	})
+}
+
+// scope = "global" (or Opts.Scope) opts a route into one key space for every
+// caller: anonymous callers are served, and share their keys — the documented
+// price of the opt-in.
+func TestGlobalScope(t *testing.T) {
+	t.Parallel()
+	for name, o := range map[string]setupOpts{
+		"config": {store: StoreRedis, toml: `scope = "global"`},
+		"opts":   {store: StoreRedis, opts: Opts{Scope: ScopeGlobal}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, o)
+			first := b.post(t, "/payments", "webhook-1", `{"event":1}`, "Authorization", "")
+			if first.Status != http.StatusCreated {
+				t.Fatalf("anonymous: %d %s", first.Status, first.Body)
+			}
+			if r := b.post(t, "/payments", "webhook-1", `{"event":1}`, "Authorization", ""); r.Header.Get(HeaderReplayed) != "true" || string(r.Body) != string(first.Body) {
+				t.Fatalf("same key, same body: %d replayed=%q", r.Status, r.Header.Get(HeaderReplayed))
+			}
+			wantProblem(t, b.post(t, "/payments", "webhook-1", `{"event":2}`, "Authorization", ""), http.StatusUnprocessableEntity)
+			// The subject still goes into the fingerprint: a caller with a
+			// token is another request for the same key.
+			wantProblem(t, b.post(t, "/payments", "webhook-1", `{"event":1}`), http.StatusUnprocessableEntity)
+			if n := b.effects.Load(); n != 1 {
+				t.Fatalf("%d side effects, want 1", n)
+			}
+		})
+	}
+	// A per-route caller scope wins over a global plugin scope.
+	b := setup(t, setupOpts{store: StoreRedis, toml: `scope = "global"`, opts: Opts{Scope: ScopeCaller}})
+	wantProblem(t, b.post(t, "/payments", "k", `{}`, "Authorization", ""), http.StatusInternalServerError)
+}
+
+func TestUnknownOptsScopePanicsAtBoot(t *testing.T) {
+	t.Parallel()
+	defer func() {
+		if v := recover(); v == nil || !strings.Contains(fmt.Sprint(v), `Opts.Scope must be "caller" or "global"`) {
+			t.Fatalf("recovered %v", v)
+		}
+	}()
+	New().Middleware(Opts{Scope: "tenant"})
+}
+
 func TestCustomSubject(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{store: StorePostgres, opts: Opts{Subject: func(r *http.Request) string { return r.Header.Get("X-User") }}})
@@ -418,8 +524,12 @@ func TestCustomSubject(t *testing.T) {
 	if r := b.post(t, "/payments", "k", `{}`, "X-User", "ada", "Authorization", "Bearer t2"); r.Header.Get(HeaderReplayed) != "true" {
 		t.Fatalf("same subject: %d replayed=%q", r.Status, r.Header.Get(HeaderReplayed))
 	}
-	wantProblem(t, b.post(t, "/payments", "k", `{}`, "X-User", "bob"), http.StatusUnprocessableEntity)
-	if n := b.effects.Load(); n != 1 {
-		t.Fatalf("%d side effects, want 1", n)
+	// Another subject has its own key space; no subject is refused.
+	if r := b.post(t, "/payments", "k", `{}`, "X-User", "bob"); r.Status != http.StatusCreated || r.Header.Get(HeaderReplayed) != "" {
+		t.Fatalf("another subject: %d replayed=%q", r.Status, r.Header.Get(HeaderReplayed))
+	}
+	wantProblem(t, b.post(t, "/payments", "k", `{}`), http.StatusInternalServerError)
+	if n := b.effects.Load(); n != 2 {
+		t.Fatalf("%d side effects, want 2", n)
 	}
 }

@@ -7,6 +7,7 @@ import "github.com/prometheus/client_golang/prometheus"
 const (
 	outcomeNoKey       = "no_key"            // no Idempotency-Key: ran unguarded
 	outcomeInvalidKey  = "invalid_key"       // 400
+	outcomeNoSubject   = "no_subject"        // 500: scope caller, and no caller subject
 	outcomeTooLarge    = "request_too_large" // 413
 	outcomeExecuted    = "executed"          // ran and its response was stored
 	outcomeReleased    = "released"          // ran, answered 5xx or 429: key released

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/jfastframework/jfast/framework"
@@ -36,13 +37,23 @@ type Opts struct {
 	// Defaults to false.
 	RequireKey bool
 
-	// Subject returns who is calling, to put into the fingerprint so that one
-	// caller's key can never replay another caller's response (the other
-	// caller gets 422). An empty string means anonymous. Defaults to
-	// BearerSubject: the SHA-256 of the caller's bearer token as the auth
-	// plugin recorded it (framework.BearerToken). Set it to read a stable
-	// claim (the token's "sub") when tokens are refreshed between retries.
+	// Subject returns who is calling. With scope "caller" it chooses the key
+	// space: one caller can neither replay nor occupy another's key, and a
+	// keyed request for which it returns "" is refused with a 500 problem
+	// without running (the service cannot tell its callers apart, so it fails
+	// closed). It also goes into the fingerprint. Defaults to BearerSubject:
+	// the SHA-256 of the caller's bearer token as the auth plugin recorded it
+	// (framework.BearerToken). Set it to read a stable claim (the token's
+	// "sub") when tokens are refreshed between retries, or to identify
+	// callers that carry no bearer token (an API key's hash, a session's
+	// user, an mTLS certificate's subject).
 	Subject func(r *http.Request) string
+
+	// Scope is whose key an Idempotency-Key is on these routes: ScopeCaller
+	// (each subject its own keys) or ScopeGlobal (one key space for every
+	// caller, identified or not). Defaults to the plugin's scope key, itself
+	// "caller" by default.
+	Scope string
 }
 
 // BearerSubject is the default Opts.Subject: the hex SHA-256 of the caller's
@@ -73,8 +84,20 @@ func BearerSubject(r *http.Request) string {
 // Middleware takes no part in framework.Middlewarer: it is never applied to
 // every route.
 func (p *Plugin) Middleware(opts Opts) func(http.Handler) http.Handler {
+	switch opts.Scope {
+	case "":
+		opts.Scope = p.cfg.Scope
+	case ScopeCaller, ScopeGlobal:
+	default:
+		panic(fmt.Sprintf("idempotency: Opts.Scope must be %q or %q, got %q", ScopeCaller, ScopeGlobal, opts.Scope))
+	}
 	if opts.Subject == nil {
 		opts.Subject = BearerSubject
+		if opts.Scope == ScopeCaller && p.app != nil && p.app.Plugin("auth") == nil {
+			// Only a warning: a service may record bearer tokens with its own
+			// middleware (framework.ContextWithBearerToken).
+			p.log.Warn(`idempotency: a route keeps keys per caller, identified by the bearer token (the default Opts.Subject), and the auth plugin is not enabled: unless the service records bearer tokens itself, every keyed request will be refused with 500. Set Opts.Subject to identify callers, or Opts.Scope = "global" for anonymous routes`)
+		}
 	}
 	return func(next http.Handler) http.Handler {
 		return &guard{p: p, opts: opts, next: next}
@@ -85,6 +108,9 @@ type guard struct {
 	p    *Plugin
 	opts Opts
 	next http.Handler
+	// loggedNoSubject makes the first refusal for want of a subject an ERROR
+	// naming the fix, and the rest only a count.
+	loggedNoSubject atomic.Bool
 }
 
 // validKey reports whether k is 1 to 255 printable ASCII characters.
@@ -105,6 +131,17 @@ func validKey(k string) bool {
 // another request and gets 422, never the first resource's stored answer.
 func target(r *http.Request) string {
 	return r.URL.RequestURI()
+}
+
+// storeKey is the key a claim takes in the store: the client's key within its
+// caller's key space (named by the SHA-256 of the subject, so the store holds
+// no subject), or within the one space every caller shares.
+func storeKey(scope, subject, key string) string {
+	if scope == ScopeGlobal {
+		return "global:" + key
+	}
+	sum := sha256.Sum256([]byte(subject))
+	return "caller:" + hex.EncodeToString(sum[:]) + ":" + key
 }
 
 // fingerprint identifies a request: method, target, subject and body.
@@ -144,6 +181,12 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	subject := g.opts.Subject(r)
+	if subject == "" && g.opts.Scope == ScopeCaller {
+		g.refuseNoSubject(w, r)
+		return
+	}
+
 	body, err := io.ReadAll(io.LimitReader(r.Body, int64(p.cfg.MaxRequestBody)+1))
 	if err != nil {
 		g.count(outcomeInvalidKey)
@@ -161,8 +204,8 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	now := p.clock.Now()
 	c := claim{
-		Key:         key,
-		Fingerprint: fingerprint(r.Method, target(r), g.opts.Subject(r), body),
+		Key:         storeKey(g.opts.Scope, subject, key),
+		Fingerprint: fingerprint(r.Method, target(r), subject, body),
 		Token:       newToken(),
 		Now:         now,
 		LeaseUntil:  now.Add(p.cfg.Lease),
@@ -185,6 +228,20 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.run(w, r, c)
+}
+
+// refuseNoSubject answers a keyed request whose caller the route cannot tell
+// apart from others: keeping its key would let another caller replay its
+// response or occupy its key, so nothing runs and nothing is stored. It is the
+// service's configuration that is wrong, hence a 500.
+func (g *guard) refuseNoSubject(w http.ResponseWriter, r *http.Request) {
+	g.count(outcomeNoSubject)
+	if g.loggedNoSubject.CompareAndSwap(false, true) {
+		g.p.log.LogAttrs(r.Context(), slog.LevelError, `idempotency: a keyed request came with no caller subject on a route that keeps keys per caller; it was refused with 500 and not run. Identify callers (enable the auth plugin and verify tokens on the route, or set Opts.Subject), or set Opts.Scope = "global" if the route is for anonymous callers with unguessable keys (logged once per route)`,
+			slog.String("method", r.Method), slog.String("path", r.URL.Path))
+	}
+	problem.Write(w, r, problem.New(http.StatusInternalServerError,
+		"this route keeps Idempotency-Keys per caller and could not tell who is calling, so the request was not run; this is the service's configuration, not the request"))
 }
 
 // answerHeld answers a request whose key another request holds or completed.
