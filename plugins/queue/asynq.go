@@ -130,7 +130,7 @@ func (b *asynqBackend) Enqueue(ctx context.Context, m *Message) (Result, error) 
 	}
 	// One retry more than max_attempts allows: the handler wrapper sends the
 	// last counted failure to the dead letter itself, so an attempt that is
-	// not counted (shutdown, unknown kind) never hits asynq's own limit and is
+	// not counted (shutdown) never hits asynq's own limit and is
 	// archived by mistake.
 	maxRetry := b.opts.maxRetry
 	if m.MaxAttempts != b.env.Config.MaxAttempts {
@@ -270,7 +270,7 @@ func (b *asynqBackend) StartWorkers(_ context.Context, exec Executor, kinds []st
 		attempt, maxAttempts := retried+1, maxRetry // see MaxRetry in Enqueue
 		err := exec.Execute(ctx, Delivery{ID: q + "/" + id, Kind: t.Type(), Queue: q, Envelope: t.Payload(), Attempt: attempt, MaxAttempts: maxAttempts})
 		switch {
-		case err == nil, IsInterrupted(err), IsUnknownKind(err):
+		case err == nil, IsInterrupted(err):
 			return err
 		case IsPermanent(err), attempt >= maxAttempts:
 			return fmt.Errorf("%w: %w", err, asynq.SkipRetry) // to the dead letter
@@ -286,9 +286,9 @@ func (b *asynqBackend) StartWorkers(_ context.Context, exec Executor, kinds []st
 				now := time.Now()
 				return ceilSecond(now.Add(b.env.Retry(n+1, err))).Sub(now)
 			},
-			// An interruption or an unknown kind is not the job's failure: the
-			// attempt is not counted.
-			IsFailure:                func(err error) bool { return !IsInterrupted(err) && !IsUnknownKind(err) },
+			// An interruption is not the job's failure: the attempt is not
+			// counted. An unknown kind is (see IsUnknownKind).
+			IsFailure:                func(err error) bool { return !IsInterrupted(err) },
 			ShutdownTimeout:          max(b.env.ShutdownTimeout, time.Second),
 			Logger:                   asynqLogger{b.env.Logger},
 			LogLevel:                 asynq.WarnLevel,

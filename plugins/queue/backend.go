@@ -101,7 +101,7 @@ type Logger interface {
 // cancelled the attempt) is redelivered without counting the attempt; any other
 // error is a failed attempt, retried after BackendEnv.Retry's delay until
 // MaxAttempts, then dead. An unknown kind returns an error for which
-// [IsUnknownKind] is true: redeliver later without counting the attempt.
+// [IsUnknownKind] is true: a failed attempt like any other.
 type Executor interface {
 	Execute(ctx context.Context, d Delivery) error
 }

@@ -57,6 +57,7 @@ func BenchmarkEnqueueCPU(b *testing.B) {
 	}
 	p.defQueue = p.defaultQueue()
 	_, p.sharedTimer = p.backend.(sharedTimerBackend)
+	p.sends = map[string]bool{"bench": true}
 	p.started = true
 	jfast := func(ctx context.Context) error {
 		_, err := p.Enqueue(ctx, "bench", payload)

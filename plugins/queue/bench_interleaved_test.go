@@ -35,7 +35,7 @@ func BenchmarkEnqueueInterleaved(b *testing.B) {
 		backend := bc.backend
 		b.Run(bc.name, func(b *testing.B) {
 			name := queuetest.QueueName(b)
-			svc := startApp(b, backend, queuetest.Config{App: `log_level = "warn"`, Queue: queuetest.QueueTOML(name, 1, "workers = false")}, nil, appOpts{})
+			svc := startApp(b, backend, queuetest.Config{App: `log_level = "warn"`, Queue: queuetest.QueueTOML(name, 1, "workers = false", `kinds = ["bench"]`)}, nil, appOpts{})
 			q, err := queue.From(svc.App)
 			if err != nil {
 				b.Fatal(err)

@@ -165,7 +165,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 
 func benchApp(b *testing.B, backend string, register func(*queue.Plugin), workers bool) *queue.Plugin {
 	name := queuetest.QueueName(b)
-	var extra []string
+	extra := []string{`kinds = ["bench", "warmup"]`} // enqueued here, handled or not
 	if !workers {
 		extra = append(extra, "workers = false")
 	}

@@ -24,6 +24,14 @@ type Config struct {
 	// {default = {concurrency = 10}}.
 	Queues map[string]QueueConfig `koanf:"queues"`
 
+	// Kinds lists the job kinds this service enqueues and another process
+	// handles: a producer-only service, or jobs for a sibling service's
+	// workers. An Enqueue of a kind that no handler in this process registered
+	// (Handle) and that is not listed here is refused at the call, so a typo
+	// or a forgotten handler is an error where it is made, not a job that no
+	// worker will ever run. Defaults to [] (only the kinds handled here).
+	Kinds []string `koanf:"kinds"`
+
 	// Workers runs the job workers inside "serve". With false the service only
 	// enqueues and the "worker" command runs the jobs. Defaults to true.
 	Workers bool `koanf:"workers"`
@@ -147,6 +155,11 @@ func (c *Config) validate(v *framework.Validation) {
 			v.Error("queues."+name, "queue name must be lowercase letters, digits, _ and -, at most 100, starting with a letter or digit", "rename the queue, e.g. "+strings.ToLower(queueNameFix(name)))
 		}
 		v.Positive("queues."+name+".concurrency", c.Queues[name].Concurrency)
+	}
+	for i, k := range c.Kinds {
+		if !validKind(k) {
+			v.Error(fmt.Sprintf("kinds[%d]", i), fmt.Sprintf("job kind %q must be letters, digits, _ . : and -, at most 100, starting with a letter or digit", k), `write the kind as the handling service registers it, e.g. "send_receipt"`)
+		}
 	}
 	v.Deadline("job_timeout", c.JobTimeout)
 	v.Positive("max_attempts", c.MaxAttempts)

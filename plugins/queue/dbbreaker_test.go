@@ -29,7 +29,7 @@ func TestEnqueueFailsFastOnOpenDBBreaker(t *testing.T) {
 	proxy, clk, name := proxied(t, "127.0.0.1:5432")
 	var q *queue.Plugin
 	svc := startApp(t, "postgres", queuetest.Config{
-		Queue: queuetest.QueueTOML(name, 1, `workers = false`, `enqueue_timeout = "30s"`),
+		Queue: queuetest.QueueTOML(name, 1, `workers = false`, `enqueue_timeout = "30s"`, `kinds = ["order"]`),
 	}, func(p *queue.Plugin) { q = p }, appOpts{
 		addr:   proxy.Addr(),
 		dep:    "ping_timeout = \"300ms\"\nconnect_timeout = \"1s\"\nbreaker_failures = 1\nbreaker_cool_down = \"15s\"",

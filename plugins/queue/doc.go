@@ -29,6 +29,11 @@
 //		},
 //	})
 //
+// Enqueue accepts only declared kinds: those handled in this process and those
+// listed in [plugin.queue] kinds (sent to another service's workers); a job
+// whose worker has no handler for its kind fails its attempts and ends in the
+// dead letter like any failing job.
+//
 // The request ID of the enqueuing request travels with the job and is restored
 // in the handler's context; [Plugin.AddMetadataHooks] is the seam for trace
 // context. See docs/queue.md for the model, the guarantees and the numbers.

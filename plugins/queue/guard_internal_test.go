@@ -56,6 +56,7 @@ func guardPlugin(t *testing.T, b Backend, configure ...func(*Config)) *Plugin {
 		t.Fatal(err)
 	}
 	p.metrics = m
+	p.sends = map[string]bool{"k": true}
 	p.started = true
 	return p
 }
@@ -190,6 +191,7 @@ func TestEnqueueOutcome(t *testing.T) {
 		{"maybe, then not sent", []error{maybeEnqueued(reset), notEnqueued(reset)}, "k", true},
 		{"not sent, then maybe", []error{notEnqueued(reset), maybeEnqueued(reset)}, "k", true},
 		{"bad kind", nil, "bad kind!", false},
+		{"undeclared kind", nil, "nobody.handles", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -75,9 +75,11 @@ func (e *unknownKindError) Error() string {
 	return fmt.Sprintf("no handler for job kind %q in this process", e.kind)
 }
 
-// IsUnknownKind reports whether an attempt found no handler for its kind (an
-// older replica during a rolling deploy); backends put the job back for later
-// without counting the attempt.
+// IsUnknownKind reports whether an attempt found no handler for its kind in
+// the process that fetched it (an older replica during a rolling deploy, or a
+// kind no worker registers). It is a failed attempt like any other: retried
+// with the backoff, so a replica that has the handler can take it, and dead
+// after max_attempts, so a kind nobody handles does not circulate forever.
 func IsUnknownKind(err error) bool {
 	var u *unknownKindError
 	return errors.As(err, &u)
@@ -106,6 +108,8 @@ func (x executor) Execute(ctx context.Context, d Delivery) (err error) {
 	h := p.handler(d.Kind)
 	if h == nil {
 		p.metrics.observe(d.Kind, "unknown_kind", 0)
+		p.log.WarnContext(ctx, "job of a kind no handler is registered for in this process; the attempt counts as failed", slog.String("kind", d.Kind), slog.String("job_id", d.ID),
+			slog.String("queue", d.Queue), slog.Int("attempt", d.Attempt), slog.Int("max_attempts", d.MaxAttempts))
 		return &unknownKindError{kind: d.Kind}
 	}
 	var env envelope
@@ -187,15 +191,8 @@ func (p *Plugin) retryDelay(attempt int, err error) time.Duration {
 	if errors.As(err, &ra) {
 		return ra.after
 	}
-	if IsUnknownKind(err) {
-		return unknownKindDelay
-	}
 	if IsInterrupted(err) {
 		return 0
 	}
 	return p.backoff.Delay(attempt)
 }
-
-// unknownKindDelay is how long a job no handler claims waits before it is
-// offered again (a rolling deploy normally ends well within a few such rounds).
-const unknownKindDelay = 10 * time.Second

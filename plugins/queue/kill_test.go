@@ -65,7 +65,7 @@ func killedWorker(t *testing.T, backend string) {
 	}
 
 	// The enqueuing side: an App without workers.
-	producer := startApp(t, backend, queuetest.Config{Queue: queuetest.QueueTOML(name, 1, append(settings, "workers = false")...)}, nil, appOpts{})
+	producer := startApp(t, backend, queuetest.Config{Queue: queuetest.QueueTOML(name, 1, append(settings, "workers = false", `kinds = ["crash"]`)...)}, nil, appOpts{})
 	q, _ := queue.From(producer.App)
 	if _, err := q.Enqueue(context.Background(), "crash", crashJob{File: runs}); err != nil {
 		t.Fatal(err)

@@ -69,7 +69,7 @@ func TestEnqueueOutcomeRedis(t *testing.T) {
 	name := queuetest.QueueName(t)
 	var q *queue.Plugin
 	svc := startApp(t, "redis", queuetest.Config{
-		Queue: queuetest.QueueTOML(name, 1, `workers = false`, `enqueue_timeout = "5s"`),
+		Queue: queuetest.QueueTOML(name, 1, `workers = false`, `enqueue_timeout = "5s"`, `kinds = ["order"]`),
 	}, func(p *queue.Plugin) { q = p }, appOpts{addr: proxy.Addr(), dep: `command_timeout = "500ms"`, clock: clk, routes: ordersRoute(&q)})
 	taskExists := func(key string) bool {
 		n, err := direct.Exists(ctx, "asynq:{"+name+"}:t:u:order:"+key).Result()

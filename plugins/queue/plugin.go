@@ -8,7 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -53,6 +55,9 @@ type Plugin struct {
 	sharedTimer   bool
 	deadlines     *deadlines
 	deadlinesOnce sync.Once
+
+	// sends are the kinds of the kinds key: enqueued here, handled elsewhere.
+	sends map[string]bool
 
 	mu             sync.Mutex
 	handlers       map[string]handler
@@ -110,6 +115,10 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 	}
 	p.metrics = m
 	p.defQueue = p.defaultQueue()
+	p.sends = make(map[string]bool, len(p.cfg.Kinds))
+	for _, k := range p.cfg.Kinds {
+		p.sends[k] = true
+	}
 	p.backend = backendFactories[p.cfg.Backend]()
 	_, p.sharedTimer = p.backend.(sharedTimerBackend)
 	env := BackendEnv{
@@ -308,7 +317,11 @@ func (p *Plugin) message(ctx context.Context, kind string, payload any, opts []O
 	var md map[string]string
 	p.mu.Lock()
 	injectors := p.injectors
+	_, handled := p.handlers[kind]
 	p.mu.Unlock()
+	if !handled && !p.sends[kind] {
+		return nil, p.undeclared(kind)
+	}
 	if len(injectors) > 0 {
 		md = map[string]string{}
 		for _, inj := range injectors {
@@ -333,6 +346,35 @@ func (p *Plugin) message(ctx context.Context, kind string, payload any, opts []O
 		m.RunAt = time.Now().Add(o.delay)
 	}
 	return m, nil
+}
+
+// undeclared is the error of an Enqueue of a kind no handler in this process
+// registered and the kinds key does not list: most likely a typo or a
+// forgotten handler, and a job no worker would ever run.
+func (p *Plugin) undeclared(kind string) error {
+	known := p.kinds()
+	list := "none"
+	if len(known) > 0 {
+		list = strings.Join(known, ", ")
+	}
+	return fmt.Errorf("queue: job kind %q is not declared in this service (declared: %s): register its handler with queue.Handle where it runs, or, when another service runs it, list it in [plugin.queue] kinds", kind, list)
+}
+
+// kinds returns the declared kinds, handled here or listed in kinds, sorted.
+func (p *Plugin) kinds() []string {
+	p.mu.Lock()
+	ks := make([]string, 0, len(p.handlers)+len(p.sends))
+	for k := range p.handlers {
+		ks = append(ks, k)
+	}
+	p.mu.Unlock()
+	for k := range p.sends {
+		if !slices.Contains(ks, k) {
+			ks = append(ks, k)
+		}
+	}
+	slices.Sort(ks)
+	return ks
 }
 
 // encodeEnvelope writes the envelope around an already encoded payload, so the
@@ -372,7 +414,9 @@ func encodeEnvelope(payload []byte, requestID string, md map[string]string, time
 // either [ErrNotEnqueued] (the job does not exist: enqueueing again is safe)
 // or [ErrMaybeEnqueued] (it was sent and not confirmed: it may exist). The
 // request ID of ctx is stored with the job and restored in the handler's
-// context.
+// context. A kind that no handler in this process registered and that
+// [plugin.queue] kinds does not list is refused at once (matching
+// ErrNotEnqueued), naming the fix.
 func (p *Plugin) Enqueue(ctx context.Context, kind string, payload any, opts ...Option) (Result, error) {
 	m, err := p.message(ctx, kind, payload, opts)
 	if err != nil {

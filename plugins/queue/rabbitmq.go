@@ -833,10 +833,6 @@ func (b *rabbitBackend) handle(q string, d amqp.Delivery, exec Executor) {
 		b.releaseOf(d)
 	case IsInterrupted(err):
 		_ = d.Nack(false, true)
-	case IsUnknownKind(err):
-		h := copyTable(d.Headers)
-		h[hdrDue] = dueMillis(time.Now().Add(b.env.Retry(attempts+1, err)))
-		b.settle(q, d, b.env.Retry(attempts+1, err), h, "retry")
 	case IsPermanent(err) || attempts+1 >= maxAttempts:
 		h := copyTable(d.Headers)
 		h[hdrAttempts] = int64(attempts + 1)

@@ -121,7 +121,7 @@ func BenchmarkRabbitMQEndToEnd(b *testing.B) {
 
 func rabbitBenchApp(b *testing.B, register func(*queue.Plugin), workers bool) *queue.Plugin {
 	name := queuetest.QueueName(b)
-	var extra []string
+	extra := []string{`kinds = ["bench", "warmup"]`} // enqueued here, handled or not
 	if !workers {
 		extra = append(extra, "workers = false")
 	}

@@ -90,7 +90,11 @@ func (b *riverBackend) config(workers *river.Workers) *river.Config {
 		DiscardedJobRetentionPeriod: cfg.DeadRetention,
 		CancelledJobRetentionPeriod: cfg.DeadRetention,
 		FetchPollInterval:           cfg.PollInterval,
-		FetchOnlyKnownKinds:         true, // leave kinds this process cannot run to those that can
+		// FetchOnlyKnownKinds stays false: a job of a kind this process has
+		// no handler for is fetched and fails with River's
+		// UnknownJobKindError, a counted attempt, dead after max_attempts
+		// like any failing job (see IsUnknownKind); left unfetched, a kind
+		// no worker registers would stay available forever.
 	}
 	if workers != nil {
 		rc.Workers = workers
@@ -257,8 +261,6 @@ func (w *riverWorker) Work(ctx context.Context, job *river.Job[riverArgs]) error
 		return river.JobCancel(err) // straight to the dead letter
 	case IsInterrupted(err):
 		return river.JobSnooze(0) // not the job's fault: run again, attempt not counted
-	case IsUnknownKind(err):
-		return river.JobSnooze(unknownKindDelay)
 	}
 	w.b.next.Store(job.ID, w.b.env.Retry(job.Attempt, err))
 	return err

@@ -103,6 +103,8 @@ func Run(t *testing.T, h Harness) {
 	t.Run("InterruptedJobRedelivered", func(t *testing.T) { t.Parallel(); interrupted(t, h) })
 	t.Run("EnqueueTx", func(t *testing.T) { t.Parallel(); enqueueTx(t, h) })
 	t.Run("Ready", func(t *testing.T) { t.Parallel(); ready(t, h) })
+	t.Run("UnknownKindDeadLetter", func(t *testing.T) { t.Parallel(); unknownKind(t, h) })
+	t.Run("UndeclaredKindRefused", func(t *testing.T) { t.Parallel(); undeclaredKind(t, h) })
 }
 
 func roundTrip(t *testing.T, h Harness) {
@@ -599,6 +601,61 @@ func ready(t *testing.T, h Harness) {
 			t.Fatalf("/ready = %s\nwant it to contain %s", body, want)
 		}
 	}
+}
+
+// unknownKind: a job of a kind the working process has no handler for (the
+// kinds key lets it be enqueued, as a producer-only service would) fails each
+// attempt and goes to the dead letter after max_attempts, like any failing
+// job, while the process's own kinds keep running.
+func unknownKind(t *testing.T, h Harness) {
+	name := QueueName(t)
+	var known atomic.Int32
+	svc := h.Start(t, Config{Queue: QueueTOML(name, 2, `retry_base = "10ms"`, `retry_max = "20ms"`, `max_attempts = 3`, `kinds = ["orphan"]`)}, func(q *queue.Plugin) {
+		must(t, queue.Handle(q, "known", func(ctx context.Context, _ struct{}) error { known.Add(1); return nil }))
+	})
+	q := plugin(t, svc)
+	res, err := q.Enqueue(context.Background(), "orphan", Receipt{Order: 9})
+	must(t, err)
+	_, err = q.Enqueue(context.Background(), "known", struct{}{})
+	must(t, err)
+	var dead []queue.DeadJob
+	Eventually(t, 30*time.Second, "the orphan job dead after 3 attempts", func() bool {
+		dead, err = q.DeadJobs(context.Background(), queue.DeadQuery{Queue: name})
+		return err == nil && len(dead) == 1
+	})
+	d := dead[0]
+	if d.ID != res.ID || d.Kind != "orphan" || d.Attempts != 3 || !strings.Contains(d.LastError, "orphan") || payloadOrder(t, d.Payload) != 9 {
+		t.Fatalf("dead job = %+v, want the orphan job after 3 attempts naming its kind", d)
+	}
+	Eventually(t, 10*time.Second, "the known kind handled", func() bool { return known.Load() == 1 })
+}
+
+// undeclaredKind: an Enqueue of a kind neither handled here nor listed in
+// kinds fails at the call, stores nothing, and names the fix.
+func undeclaredKind(t *testing.T, h Harness) {
+	name := QueueName(t)
+	svc := h.Start(t, Config{Queue: QueueTOML(name, 1, `kinds = ["sent.elsewhere"]`)}, func(q *queue.Plugin) {
+		must(t, queue.Handle(q, "here", func(ctx context.Context, _ struct{}) error { return nil }))
+	})
+	q := plugin(t, svc)
+	_, err := q.Enqueue(context.Background(), "sent.elswhere", struct{}{}, queue.Delay(time.Hour))
+	if err == nil || !errors.Is(err, queue.ErrNotEnqueued) {
+		t.Fatalf("undeclared kind: %v, want an error matching ErrNotEnqueued", err)
+	}
+	for _, want := range []string{`"sent.elswhere" is not declared`, "here, sent.elsewhere", "queue.Handle", "[plugin.queue] kinds"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %q does not say %q", err, want)
+		}
+	}
+	// Both declared kinds are accepted: the handled one and the listed one.
+	for _, kind := range []string{"here", "sent.elsewhere"} {
+		_, err := q.Enqueue(context.Background(), kind, struct{}{}, queue.Delay(time.Hour))
+		must(t, err)
+	}
+	Eventually(t, 10*time.Second, "two jobs waiting", func() bool {
+		r := svc.Get(t, "/ready")
+		return strings.Contains(r.String(), `"depth":{"`+name+`":2}`)
+	})
 }
 
 // payloadOrder decodes a dead job's payload (backends may re-encode the JSON,
