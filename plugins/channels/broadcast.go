@@ -64,7 +64,6 @@ func (b *broadcaster) close() {
 
 // run connects, reads and reconnects until the plugin stops.
 func (b *broadcaster) run() {
-	defer b.p.loops.Done()
 	ctx := b.p.ctx
 	backoff := resilience.Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second}
 	attempt := 0
@@ -184,11 +183,7 @@ func (b *broadcaster) dispatch(rm *redis.Message) {
 
 // broadcastWorker runs c's handler over its queue, one message at a time, in
 // the order they arrived.
-func (p *Plugin) broadcastWorker(c *channel) {
-	defer p.loops.Done()
-	c.mu.Lock()
-	q, h := c.queue, c.handler
-	c.mu.Unlock()
+func (p *Plugin) broadcastWorker(c *channel, q <-chan Message, h Handler) {
 	for {
 		select {
 		case <-p.ctx.Done():

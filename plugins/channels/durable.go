@@ -30,7 +30,6 @@ const (
 // keeps every delivered message's idle time under handler_timeout, which
 // visibility_timeout exceeds, so a live replica's message is never claimed.
 func (p *Plugin) consume(c *channel, l *loop) {
-	defer p.loops.Done()
 	ctx := p.ctx
 	backoff := resilience.Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second}
 	attempt := 0

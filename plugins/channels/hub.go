@@ -34,6 +34,10 @@ type sseConn struct {
 	ch       chan *Message
 	overflow chan struct{} // closed when the buffer was full
 	once     sync.Once
+	// cut ends a write in progress at once (its connection's write deadline
+	// set in the past), so an overflowed stream blocked on a full socket
+	// ends now rather than at sse_write_timeout.
+	cut func()
 }
 
 func newHub(p *Plugin, c *channel) *hub {
@@ -84,7 +88,12 @@ func (h *hub) publish(m *Message) {
 		select {
 		case sc.ch <- m:
 		default:
-			sc.once.Do(func() { close(sc.overflow) })
+			sc.once.Do(func() {
+				close(sc.overflow)
+				if sc.cut != nil {
+					sc.cut()
+				}
+			})
 		}
 	}
 }
@@ -97,7 +106,6 @@ func (h *hub) close() { h.once.Do(func() { close(h.closed) }) }
 // an outage misses nothing.
 func (h *hub) runTail() {
 	p := h.p
-	defer p.loops.Done()
 	ctx := p.ctx
 	backoff := resilience.Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second}
 	attempt := 0

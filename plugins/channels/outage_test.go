@@ -71,11 +71,11 @@ func publishUntilOpen(t *testing.T, ch *Plugin, channel string, deadline time.Du
 }
 
 // waitDegraded waits until /ready reports channels unhealthy (200 degraded,
-// never critical) and returns the detail.
-func waitDegraded(t *testing.T, rep *replica, within time.Duration) string {
+// never critical) with want in the detail, and returns the detail.
+func waitDegraded(t *testing.T, rep *replica, within time.Duration, want string) string {
 	t.Helper()
 	var detail string
-	waitFor(t, within, "/ready reports channels degraded", func() bool {
+	waitFor(t, within, "/ready reports channels degraded with "+want, func() bool {
 		status, e := readyEntry(t, rep.svc)
 		if status != http.StatusOK || e["healthy"] != false {
 			return false
@@ -84,7 +84,7 @@ func waitDegraded(t *testing.T, rep *replica, within time.Duration) string {
 			t.Fatalf("/ready: channels critical while redis is away: %v", e)
 		}
 		detail, _ = e["detail"].(string)
-		return true
+		return strings.Contains(detail, want)
 	})
 	return detail
 }
@@ -115,10 +115,7 @@ func TestBroadcastRedisPaused(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = srv.Resume() })
 	publishUntilOpen(t, ra.ch, "news", commandTimeout)
-	detail := waitDegraded(t, rb, healthInterval+commandTimeout+2*margin)
-	if !strings.Contains(detail, "broadcast down") {
-		t.Errorf("/ready detail = %q", detail)
-	}
+	waitDegraded(t, rb, healthInterval+commandTimeout+2*margin, "subscription broadcast down")
 
 	if err := srv.Resume(); err != nil {
 		t.Fatal(err)
@@ -159,7 +156,7 @@ func TestBroadcastRedisKilled(t *testing.T) {
 	if !errors.As(err, &ue) || ue.MaybePublished || d > commandTimeout+margin {
 		t.Fatalf("publish with redis killed = %v (maybe published: %v) after %s; want a refused UnavailableError", err, ue != nil && ue.MaybePublished, d)
 	}
-	waitDegraded(t, rep, healthInterval+commandTimeout+2*margin)
+	waitDegraded(t, rep, healthInterval+commandTimeout+2*margin, "subscription broadcast down")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -210,10 +207,7 @@ func TestDurableRedisPaused(t *testing.T) {
 	publishUntilOpen(t, rep.ch, "orders", commandTimeout)
 	// The consumer's blocking read waits health_check_interval plus
 	// command_timeout before it counts as failed.
-	detail := waitDegraded(t, rep, healthInterval+commandTimeout+2*margin)
-	if !strings.Contains(detail, "durable orders down") {
-		t.Errorf("/ready detail = %q", detail)
-	}
+	waitDegraded(t, rep, healthInterval+commandTimeout+2*margin, "subscription durable orders down")
 
 	if err := srv.Resume(); err != nil {
 		t.Fatal(err)
@@ -253,7 +247,7 @@ func TestDurableRedisKilled(t *testing.T) {
 	if err := srv.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	waitDegraded(t, rep, healthInterval+commandTimeout+2*margin)
+	waitDegraded(t, rep, healthInterval+commandTimeout+2*margin, "down")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := srv.Restart(ctx); err != nil {

@@ -267,19 +267,22 @@ func (p *Plugin) Subscribe(channelName string, h Handler) error {
 	c.mu.Unlock()
 	switch c.mode {
 	case modeBroadcast:
+		q := make(chan Message, p.cfg.BroadcastBuffer)
 		c.mu.Lock()
-		c.queue = make(chan Message, p.cfg.BroadcastBuffer)
+		c.queue = q
 		c.mu.Unlock()
-		p.loops.Add(1)
-		go p.broadcastWorker(c)
+		if !p.goLoop(func() { p.broadcastWorker(c, q, h) }) {
+			return errStopped
+		}
 		p.broadcast(c)
 	case modeDurable:
 		l := newLoop("durable " + c.name)
 		c.mu.Lock()
 		c.loop = l
 		c.mu.Unlock()
-		p.loops.Add(1)
-		go p.consume(c, l)
+		if !p.goLoop(func() { p.consume(c, l) }) {
+			return errStopped
+		}
 	}
 	p.log.Info("channels: subscribed", slog.String("channel", channelName), slog.String("delivery", c.mode.String()))
 	return nil
@@ -291,16 +294,41 @@ func (p *Plugin) broadcast(c *channel) {
 	p.mu.Lock()
 	b := p.bcast
 	if b == nil {
+		if p.stopped {
+			p.mu.Unlock()
+			return
+		}
 		b = newBroadcaster(p)
 		b.add(c)
 		p.bcast = b
 		p.loops.Add(1)
-		go b.run()
+		go func() {
+			defer p.loops.Done()
+			b.run()
+		}()
 		p.mu.Unlock()
 		return
 	}
 	p.mu.Unlock()
 	b.add(c)
+}
+
+var errStopped = errors.New("channels: the plugin has stopped")
+
+// goLoop runs f in a goroutine Stop waits for; false when the plugin has
+// stopped (f is not run).
+func (p *Plugin) goLoop(f func()) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return false
+	}
+	p.loops.Add(1)
+	go func() {
+		defer p.loops.Done()
+		f()
+	}()
+	return true
 }
 
 var (

@@ -88,8 +88,7 @@ func (p *Plugin) hubOf(c *channel) *hub {
 	if c.mode == modeBroadcast {
 		p.broadcast(c)
 	} else {
-		p.loops.Add(1)
-		go h.runTail()
+		p.goLoop(h.runTail)
 	}
 	return h
 }
@@ -110,7 +109,9 @@ func (s *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, r, problem.BadRequest("Last-Event-ID must be an event id this stream sent, such as 1733000000000-0"))
 		return
 	}
-	sc := &sseConn{ch: make(chan *Message, p.cfg.SSEBuffer), overflow: make(chan struct{})}
+	rc := http.NewResponseController(w)
+	sc := &sseConn{ch: make(chan *Message, p.cfg.SSEBuffer), overflow: make(chan struct{}),
+		cut: func() { _ = rc.SetWriteDeadline(time.Unix(1, 0)) }}
 	if !s.h.register(sc) {
 		problem.Write(w, r, problem.ServiceUnavailable(pluginName, "the service is stopping", 0))
 		return
@@ -118,7 +119,7 @@ func (s *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.h.unregister(sc)
 	p.metrics.sseOpened(s.c)
 
-	st := &sseStream{w: w, rc: http.NewResponseController(w), timeout: p.cfg.SSEWriteTimeout}
+	st := &sseStream{w: w, rc: rc, timeout: p.cfg.SSEWriteTimeout, overflow: sc.overflow}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -128,6 +129,11 @@ func (s *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st.buf = strconv.AppendInt(st.buf, p.cfg.SSERetry.Milliseconds(), 10)
 	st.buf = append(st.buf, "\n\n"...)
 	reason := s.stream(framework.StreamContext(r), r, sc, st, last)
+	select {
+	case <-sc.overflow:
+		reason = closeSlow // the write that failed was cut by the overflow
+	default:
+	}
 	// The last bytes (the end of the chunked body) get a write deadline of
 	// their own, so the response completes cleanly.
 	_ = st.rc.SetWriteDeadline(time.Now().Add(p.cfg.SSEWriteTimeout))
@@ -197,6 +203,8 @@ func (s *sseHandler) add(r *http.Request, st *sseStream, m *Message, last string
 	return last
 }
 
+var errOverflow = errors.New("channels: the stream's buffer overflowed")
+
 // catchUpPage is how many entries one catch-up read returns.
 const catchUpPage = 100
 
@@ -250,9 +258,17 @@ type sseStream struct {
 	rc      *http.ResponseController
 	timeout time.Duration
 	buf     []byte
+	// overflow is the stream's overflow signal: once it is closed, no
+	// write deadline is set again (the hub cut the connection's).
+	overflow <-chan struct{}
 }
 
 func (st *sseStream) flush() error {
+	select {
+	case <-st.overflow:
+		return errOverflow
+	default:
+	}
 	if err := st.rc.SetWriteDeadline(time.Now().Add(st.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
 	}

@@ -3,6 +3,8 @@ package channels
 import (
 	"bufio"
 	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -47,6 +49,7 @@ func openSSE(t testing.TB, url string, headers ...string) *sseClient {
 	go func() {
 		defer close(c.done)
 		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 		var ev sseEvent
 		var data []string
 		for sc.Scan() {
@@ -232,5 +235,95 @@ func TestSSEHeartbeatAndShutdown(t *testing.T) {
 	}
 	if !c.ended(time.Second) {
 		t.Fatal("the stream did not end when the App stopped")
+	}
+}
+
+// stalledClient opens a stream over a raw connection with a small receive
+// buffer and never reads it: a browser tab frozen, a client behind a stuck
+// network.
+func stalledClient(t *testing.T, url, path string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
+	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n", path); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// metricValue returns the value of one series in /metrics ("" when absent).
+func metricValue(t testing.TB, rep *replica, series string) string {
+	for _, line := range strings.Split(rep.svc.Get(t, "/metrics").String(), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// The slow-client policy: a client that does not keep up falls sse_buffer
+// events behind and is disconnected at once (not at sse_write_timeout, even
+// with its socket full); a client that keeps up on the same channel gets
+// every event.
+func TestSSESlowClientDisconnected(t *testing.T) {
+	t.Parallel()
+	cl := newCluster(t, "", "broadcast = [\"news\"]\nsse_buffer = 32\nsse_write_timeout = \"60s\"\nmax_payload_bytes = 262144")
+	rep := cl.start(sseRoutes(SSEOpts{}, "news"))
+	fast := openSSE(t, rep.svc.URL+"/events/news")
+	stalledClient(t, rep.svc.URL, "/events/news")
+	subscribed(t, rep.ch)
+	waitFor(t, 5*time.Second, "two streams open", func() bool { return rep.ch.metrics.sseClientsNow() == 2 })
+	payload := []byte(strings.Repeat("x", 64<<10))
+	const n = 300 // 19 MB: more than the sockets hold
+	start := time.Now()
+	go func() {
+		for range n {
+			if err := rep.ch.Publish(context.Background(), "news", payload); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(2 * time.Millisecond) // a pace the fast client keeps
+		}
+	}()
+	for i := range n {
+		if ev := fast.next(t, 10*time.Second); len(ev.data) != len(payload) {
+			t.Fatalf("fast client, event %d: %d bytes", i, len(ev.data))
+		}
+	}
+	waitFor(t, 5*time.Second, "the stalled client disconnected as slow", func() bool {
+		return metricValue(t, rep, `jfast_channels_sse_closed_total{channel="news",reason="slow_client"}`) == "1"
+	})
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("the slow client was disconnected after %s; want well before sse_write_timeout (60s)", d)
+	}
+	if n := rep.ch.metrics.sseClientsNow(); n != 1 {
+		t.Fatalf("%d streams open, want the fast one", n)
+	}
+}
+
+// A client that takes no bytes is disconnected after sse_write_timeout, even
+// while its buffer has room: its goroutine does not wait forever.
+func TestSSEStalledClientWriteDeadline(t *testing.T) {
+	t.Parallel()
+	cl := newCluster(t, "", "broadcast = [\"news\"]\nsse_buffer = 1000\nsse_write_timeout = \"300ms\"\nmax_payload_bytes = 262144")
+	rep := cl.start(sseRoutes(SSEOpts{}, "news"))
+	stalledClient(t, rep.svc.URL, "/events/news")
+	subscribed(t, rep.ch)
+	waitFor(t, 5*time.Second, "the stream open", func() bool { return rep.ch.metrics.sseClientsNow() == 1 })
+	payload := []byte(strings.Repeat("x", 64<<10))
+	for range 150 { // 9.6 MB, within the buffer's 1000 events
+		if err := rep.ch.Publish(context.Background(), "news", payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "the stalled client disconnected by the write deadline", func() bool {
+		return metricValue(t, rep, `jfast_channels_sse_closed_total{channel="news",reason="write_failed"}`) == "1"
+	})
+	if n := rep.ch.metrics.sseClientsNow(); n != 0 {
+		t.Fatalf("%d streams open after the write deadline", n)
 	}
 }
