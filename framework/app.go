@@ -66,6 +66,9 @@ type App struct {
 	compiled   map[string]Plugin
 	plugins    []Plugin // enabled, in start order
 	critical   map[string]bool
+	enabled    []string       // [plugins] enabled as written
+	tables     map[string]any // plugin name → its bound (and resolved) configuration
+	computed   map[string]string
 	log        *slog.Logger
 	logSources atomic.Pointer[[]LogSource]
 	registry   *prometheus.Registry
@@ -86,7 +89,7 @@ type App struct {
 // New loads and validates the configuration. It does no I/O beyond reading the
 // file: a configuration error is returned as ConfigErrors, listing every problem.
 func New(opts Options) (*App, error) {
-	a := &App{opts: opts, compiled: map[string]Plugin{}, critical: map[string]bool{}, cfg: DefaultAppConfig(), draining: make(chan struct{})}
+	a := &App{opts: opts, compiled: map[string]Plugin{}, critical: map[string]bool{}, tables: map[string]any{}, computed: map[string]string{}, cfg: DefaultAppConfig(), draining: make(chan struct{})}
 	compiled := slices.Clone(opts.Plugins)
 	hasObservability := false
 	for _, p := range compiled {

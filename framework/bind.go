@@ -348,7 +348,9 @@ func (a *App) bind(errs *ConfigErrors) {
 			m = mapWithout(m, "critical")
 		}
 		if cp, ok := p.(Configurable); ok {
-			b.bindStruct(key, reflectValue(cp.Config()), m)
+			cfg := cp.Config()
+			b.bindStruct(key, reflectValue(cfg), m)
+			a.tables[name] = cfg
 		} else {
 			for _, k := range slices.Sorted(maps.Keys(m)) {
 				b.unknown(key+"."+k, k, []string{"critical"})
@@ -356,6 +358,9 @@ func (a *App) bind(errs *ConfigErrors) {
 		}
 		if !enabled[name] {
 			continue
+		}
+		if rp, ok := p.(Resolver); ok {
+			rp.ResolveDefaults(&Resolution{prefix: key, app: &a.cfg, set: b.set, sources: a.raw.sources, notes: a.computed})
 		}
 		if vp, ok := p.(Validator); ok {
 			vp.Validate(&Validation{prefix: key, app: &a.cfg, errs: errs, set: b.set})
@@ -366,6 +371,7 @@ func (a *App) bind(errs *ConfigErrors) {
 			b.set[k] = src.String()
 		}
 	}
+	a.enabled = plugins.Enabled
 	order, err := startOrder(plugins.Enabled, a.compiled, enabled)
 	if err != nil {
 		*errs = append(*errs, err...)

@@ -14,12 +14,16 @@ import (
 
 // WriteEffectiveConfig writes the configuration the App runs with as TOML: [app],
 // [plugins] and the table of every enabled plugin, each key with its value and a
-// trailing comment naming its source — "default", "file" or "env JFAST_...".
+// trailing comment naming its source — "default", "file", "env JFAST_...", or how
+// a plugin's [Resolver] computed it ("default: app.name + \":\"").
 // Secrets are written as "***" (see [IsSecretKey]), and the password inside any
 // URL's userinfo is masked too. The service's "config" command prints it.
 func (a *App) WriteEffectiveConfig(w io.Writer) error {
 	ew := &errWriter{w: w}
 	src := func(key string) string {
+		if how, ok := a.computed[key]; ok {
+			return how // a Resolver's word wins: it may have replaced the file's value
+		}
 		if s, ok := a.raw.sources[key]; ok {
 			return s.String()
 		}
@@ -31,16 +35,9 @@ func (a *App) WriteEffectiveConfig(w io.Writer) error {
 	tw := &tomlWriter{w: ew, source: src}
 	tw.table("app", reflect.ValueOf(a.cfg), nil)
 
-	// [plugins] enabled, rebound from the raw tree to keep the order as written.
-	plugins := PluginsConfig{Enabled: []string{observabilityName}}
-	var errs ConfigErrors
-	b := &binder{errs: &errs, set: map[string]string{}}
-	if m, ok := a.raw.tree["plugins"].(map[string]any); ok {
-		b.bindStruct("plugins", reflectValue(&plugins), m)
-	}
+	plugins := PluginsConfig{Enabled: a.enabled}
 	tw.table("plugins", reflect.ValueOf(plugins), nil)
 
-	pluginTables, _ := a.raw.tree["plugin"].(map[string]any)
 	for _, name := range plugins.Enabled {
 		p := a.compiled[name]
 		if p == nil {
@@ -48,19 +45,14 @@ func (a *App) WriteEffectiveConfig(w io.Writer) error {
 		}
 		key := "plugin." + name
 		crit := []tomlLine{{key: "critical", value: strconv.FormatBool(a.critical[name]), source: src(key + ".critical")}}
-		cp, ok := p.(Configurable)
+		cfg, ok := a.tables[name]
 		if !ok {
 			tw.table(key, reflect.Value{}, crit)
 			continue
 		}
-		// Some plugins' Config resets to the defaults, so the table is bound again
-		// from the raw tree into a fresh value rather than read back from the plugin.
-		v := reflectValue(cp.Config())
-		m, _ := pluginTables[name].(map[string]any)
-		if m != nil {
-			b.bindStruct(key, v, mapWithout(m, "critical"))
-		}
-		tw.table(key, v, crit)
+		// The value bound and resolved at New: some plugins' Config resets to
+		// the defaults, so it is not asked again.
+		tw.table(key, reflectValue(cfg), crit)
 	}
 	return ew.err
 }

@@ -23,15 +23,18 @@ import (
 //
 //  1. Config: the [plugin.<name>] table is decoded into the value Config returns
 //     (pre-filled with defaults), unknown keys and wrong types are reported.
-//  2. Validate: the plugin checks its decoded table; every error of every plugin
-//     is collected and printed together, and a single one stops the boot.
-//  3. Start: plugins start in dependency order (declared dependencies, then the
+//  2. ResolveDefaults ([Resolver]): defaults that depend on other settings (a key
+//     prefix from app.name) are filled in, once, where the table left them unset.
+//  3. Validate: the plugin checks its decoded table, reading only; every error of
+//     every plugin is collected and printed together, and a single one stops the
+//     boot.
+//  4. Start: plugins start in dependency order (declared dependencies, then the
 //     order of [plugins] enabled), each bounded by app.start_timeout. A start must
 //     not wait on its dependency: a dependency that is down never fails the boot.
 //     A failed start stops the plugins already started, in reverse.
-//  4. MountRoutes and Middleware: the plugin's own routes and request middleware.
-//  5. Check: the plugin's /ready report, run in parallel with the others.
-//  6. Stop: in reverse start order, within app.shutdown_timeout, after the HTTP
+//  5. MountRoutes and Middleware: the plugin's own routes and request middleware.
+//  6. Check: the plugin's /ready report, run in parallel with the others.
+//  7. Stop: in reverse start order, within app.shutdown_timeout, after the HTTP
 //     server has drained.
 type Plugin interface {
 	// Name is the plugin's key in [plugins] enabled and in [plugin.<name>].

@@ -121,8 +121,14 @@ func (p *Plugin) Validate(v *framework.Validation) {
 	v.Deadline("command_timeout", p.cfg.CommandTimeout)
 	v.Positive("pool_size", p.cfg.PoolSize)
 	p.cfg.BreakerConfig.Validate(v)
-	if !v.IsSet("key_prefix") {
-		p.cfg.KeyPrefix = v.App().Name + ":"
+}
+
+// ResolveDefaults implements framework.Resolver: key_prefix defaults to
+// app.name + ":".
+func (p *Plugin) ResolveDefaults(r *framework.Resolution) {
+	if !r.IsSet("key_prefix") {
+		p.cfg.KeyPrefix = r.App().Name + ":"
+		r.Computed("key_prefix", `default: app.name + ":"`)
 	}
 }
 
@@ -251,6 +257,7 @@ func parseURL(raw string) (*url.URL, error) {
 var (
 	_ framework.Configurable       = (*Plugin)(nil)
 	_ framework.Validator          = (*Plugin)(nil)
+	_ framework.Resolver           = (*Plugin)(nil)
 	_ framework.DeployKeyer        = (*Plugin)(nil)
 	_ framework.Starter            = (*Plugin)(nil)
 	_ framework.Stopper            = (*Plugin)(nil)

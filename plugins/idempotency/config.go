@@ -167,6 +167,20 @@ func validTable(t string) bool {
 	return true
 }
 
+// ResolveDefaults implements framework.Resolver: lease defaults to
+// LeaseFactor × app.request_timeout and key_prefix to app.name + ":idempotency:".
+func (p *Plugin) ResolveDefaults(r *framework.Resolution) {
+	c := &p.cfg
+	if !r.IsSet("lease") && c.Lease == 0 {
+		c.Lease = LeaseFactor * r.App().RequestTimeout
+		r.Computed("lease", fmt.Sprintf("default: %d × app.request_timeout", LeaseFactor))
+	}
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = r.App().Name + ":idempotency:"
+		r.Computed("key_prefix", `default: app.name + ":idempotency:"`)
+	}
+}
+
 // Validate implements framework.Validator.
 func (p *Plugin) Validate(v *framework.Validation) {
 	c := &p.cfg
@@ -181,9 +195,6 @@ func (p *Plugin) Validate(v *framework.Validation) {
 			`remove it (each caller has its own keys), or set scope = "global" for routes only anonymous callers with unguessable keys use`)
 	}
 	rt := v.App().RequestTimeout
-	if !v.IsSet("lease") && c.Lease == 0 {
-		c.Lease = LeaseFactor * rt
-	}
 	v.Deadline("ttl", c.TTL)
 	v.Deadline("lease", c.Lease)
 	v.Deadline("store_timeout", c.StoreTimeout)
@@ -201,9 +212,6 @@ func (p *Plugin) Validate(v *framework.Validation) {
 	if !validTable(c.Table) {
 		v.Error("table", fmt.Sprintf("%q is not an identifier or schema.identifier (lowercase letters, digits and _, starting with a letter or _, at most 48 per part)", c.Table),
 			fmt.Sprintf("set table = %q", DefaultTable))
-	}
-	if c.KeyPrefix == "" {
-		c.KeyPrefix = v.App().Name + ":idempotency:"
 	}
 	v.Positive("max_request_body", c.MaxRequestBody)
 	v.Positive("max_response_body", c.MaxResponseBody)

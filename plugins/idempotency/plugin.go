@@ -81,12 +81,6 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 	p.clock = app.Clock()
 	p.log = app.Logger().With(slog.String("plugin", pluginName))
 	p.allowed = p.cfg.allowed()
-	if p.cfg.Lease == 0 {
-		p.cfg.Lease = LeaseFactor * app.Config().RequestTimeout
-	}
-	if p.cfg.KeyPrefix == "" {
-		p.cfg.KeyPrefix = app.Config().Name + ":idempotency:"
-	}
 	switch p.cfg.Store {
 	case StorePostgres:
 		p.dep = "db"
@@ -212,6 +206,7 @@ func (p *Plugin) releaseLater(c claim) {
 var (
 	_ framework.Configurable = (*Plugin)(nil)
 	_ framework.Validator    = (*Plugin)(nil)
+	_ framework.Resolver     = (*Plugin)(nil)
 	_ framework.Dependent    = (*Plugin)(nil)
 	_ framework.Starter      = (*Plugin)(nil)
 	_ framework.Stopper      = (*Plugin)(nil)

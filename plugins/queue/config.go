@@ -142,9 +142,6 @@ func (c *Config) validate(v *framework.Validation) {
 	if !known {
 		v.Error("backend", fmt.Sprintf("unknown backend %q", c.Backend), `set backend = "postgres", "redis" or "rabbitmq"`)
 	}
-	if len(c.Queues) == 0 {
-		c.Queues = map[string]QueueConfig{DefaultQueue: {Concurrency: 10}}
-	}
 	names := make([]string, 0, len(c.Queues))
 	for name := range c.Queues {
 		names = append(names, name)

@@ -89,6 +89,15 @@ func (p *Plugin) Config() any { return &p.cfg }
 // Validate implements framework.Validator.
 func (p *Plugin) Validate(v *framework.Validation) { p.cfg.validate(v) }
 
+// ResolveDefaults implements framework.Resolver: with no queue configured, the
+// service works one, "default", with concurrency 10. (A map's default cannot be
+// in the defaults themselves: a configured queue would be added to it.)
+func (p *Plugin) ResolveDefaults(*framework.Resolution) {
+	if len(p.cfg.Queues) == 0 {
+		p.cfg.Queues = map[string]QueueConfig{DefaultQueue: {Concurrency: 10}}
+	}
+}
+
 // Dependencies implements framework.Dependent: the db plugin (postgres backend)
 // or the cache plugin (redis backend) must start first when enabled; Start
 // refuses to boot when the chosen backend's plugin is not enabled.
@@ -605,6 +614,7 @@ func (p *Plugin) Breaker() *resilience.Breaker { return p.breaker }
 var (
 	_ framework.Configurable = (*Plugin)(nil)
 	_ framework.Validator    = (*Plugin)(nil)
+	_ framework.Resolver     = (*Plugin)(nil)
 	_ framework.Dependent    = (*Plugin)(nil)
 	_ framework.Starter      = (*Plugin)(nil)
 	_ framework.Stopper      = (*Plugin)(nil)

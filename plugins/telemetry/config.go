@@ -88,14 +88,17 @@ func DefaultConfig() Config {
 	}
 }
 
-func (c *Config) validate(v *framework.Validation) {
+// validate checks the table; checkEndpoint is false when the endpoint in force
+// came from an OTEL_* variable or the exporter's default, which the exporter reads
+// itself.
+func (c *Config) validate(v *framework.Validation, checkEndpoint bool) {
 	switch c.Exporter {
 	case ExporterOTLP, ExporterStdout, ExporterNone:
 	default:
 		v.Error("exporter", fmt.Sprintf("must be %q, %q or %q, got %q", ExporterOTLP, ExporterStdout, ExporterNone, c.Exporter),
 			`set exporter = "otlp" to send spans to a collector, "stdout" to print them, "none" to record nothing`)
 	}
-	if c.Endpoint != "" {
+	if checkEndpoint && c.Endpoint != "" {
 		u, err := url.Parse(c.Endpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			v.Error("endpoint", "must be an absolute http or https URL", `set endpoint = "http://collector:4318" (or JFAST_TELEMETRY_ENDPOINT)`)

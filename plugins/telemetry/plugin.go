@@ -38,6 +38,11 @@ type Plugin struct {
 	prop     propagation.TextMapPropagator
 	metrics  *metrics
 	log      *slog.Logger
+
+	// exporterReadsEnv is set by ResolveDefaults when the endpoint in force is an
+	// OTEL_* variable's or the exporter's default: the exporter is then given no
+	// endpoint and reads them itself (with OTEL_EXPORTER_OTLP_INSECURE and the rest).
+	exporterReadsEnv bool
 }
 
 // Option configures New.
@@ -68,7 +73,44 @@ func (p *Plugin) Name() string { return Name }
 func (p *Plugin) Config() any { return &p.cfg }
 
 // Validate implements framework.Validator.
-func (p *Plugin) Validate(v *framework.Validation) { p.cfg.validate(v) }
+func (p *Plugin) Validate(v *framework.Validation) { p.cfg.validate(v, !p.exporterReadsEnv) }
+
+// otlpDefaultEndpoint is the OTLP/HTTP exporter's own default: TLS to a collector
+// on the same host.
+const otlpDefaultEndpoint = "https://localhost:4318/v1/traces"
+
+// ResolveDefaults implements framework.Resolver: service_name defaults to
+// app.name, and endpoint shows the collector in force — JFAST_TELEMETRY_ENDPOINT
+// over everything, then OTEL_EXPORTER_OTLP_TRACES_ENDPOINT and
+// OTEL_EXPORTER_OTLP_ENDPOINT over the file, then the file, then the exporter's
+// default (https://localhost:4318/v1/traces).
+func (p *Plugin) ResolveDefaults(r *framework.Resolution) {
+	c := &p.cfg
+	if c.ServiceName == "" {
+		c.ServiceName = r.App().Name
+		r.Computed("service_name", "default: app.name")
+	}
+	p.exporterReadsEnv = false
+	if c.Exporter != ExporterOTLP || strings.HasPrefix(r.Source("endpoint"), "env ") {
+		return
+	}
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
+		if v := os.Getenv(name); v != "" {
+			if name == "OTEL_EXPORTER_OTLP_ENDPOINT" {
+				v = strings.TrimSuffix(v, "/") + "/v1/traces" // as the exporter does
+			}
+			c.Endpoint = framework.MaskSecrets(v)
+			p.exporterReadsEnv = true
+			r.Computed("endpoint", "env "+name)
+			return
+		}
+	}
+	if c.Endpoint == "" {
+		c.Endpoint = otlpDefaultEndpoint
+		p.exporterReadsEnv = true
+		r.Computed("endpoint", "default: the OTLP exporter's")
+	}
+}
 
 // DeployKeys implements framework.DeployKeyer: where the collector is depends
 // on where the service runs.
@@ -195,7 +237,7 @@ func (p *Plugin) newExporter(ctx context.Context, app *framework.App) (sdktrace.
 		return exp, nil
 	default:
 		opts := []otlptracehttp.Option{otlptracehttp.WithTimeout(p.cfg.ExportTimeout)}
-		if ep := p.endpoint(app); ep != "" {
+		if ep := p.endpoint(); ep != "" {
 			opts = append(opts, otlptracehttp.WithEndpointURL(ep))
 		}
 		exp, err := otlptracehttp.New(ctx, opts...)
@@ -210,20 +252,12 @@ func (p *Plugin) newExporter(ctx context.Context, app *framework.App) (sdktrace.
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT (or use its
 // default). JFAST_TELEMETRY_ENDPOINT wins over everything; the OTEL variables
 // win over the file.
-func (p *Plugin) endpoint(app *framework.App) string {
-	ep := p.cfg.Endpoint
-	if ep == "" {
+// (ResolveDefaults decided which.)
+func (p *Plugin) endpoint() string {
+	if p.exporterReadsEnv || p.cfg.Endpoint == "" {
 		return ""
 	}
-	if strings.HasPrefix(app.Sources()["plugin.telemetry.endpoint"], "env") {
-		return withTracesPath(ep)
-	}
-	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
-		if v, ok := os.LookupEnv(name); ok && v != "" {
-			return ""
-		}
-	}
-	return withTracesPath(ep)
+	return withTracesPath(p.cfg.Endpoint)
 }
 
 // withTracesPath adds the OTLP traces path to a bare collector address, as
@@ -283,6 +317,7 @@ func logSource(ctx context.Context) []slog.Attr {
 var (
 	_ framework.Configurable           = (*Plugin)(nil)
 	_ framework.Validator              = (*Plugin)(nil)
+	_ framework.Resolver               = (*Plugin)(nil)
 	_ framework.DeployKeyer            = (*Plugin)(nil)
 	_ framework.Starter                = (*Plugin)(nil)
 	_ framework.Stopper                = (*Plugin)(nil)
