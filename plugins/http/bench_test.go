@@ -47,6 +47,26 @@ func BenchmarkGet(b *testing.B) {
 			jfastGet(b, c)
 		}
 	})
+
+	b.Run("jfast-transport", func(b *testing.B) {
+		hc := benchClient(b, u).HTTPClient()
+		b.ReportAllocs()
+		for b.Loop() {
+			bareGet(b, hc, srv.URL+"/invoices/7")
+		}
+	})
+
+	b.Run("jfast-shared", func(b *testing.B) {
+		sc := benchShared(b)
+		ctx := context.Background()
+		b.ReportAllocs()
+		for b.Loop() {
+			resp, err := sc.Get(ctx, srv.URL+"/invoices/7")
+			if err != nil || len(BodyBytes(resp)) == 0 {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 // BenchmarkGetPaired alternates blocks of bare calls and client calls, in
@@ -60,32 +80,84 @@ func BenchmarkGetPaired(b *testing.B) {
 	client := bareClient(u)
 	defer client.CloseIdleConnections()
 	c := benchClient(b, u)
+	paired(b, func() { bareGet(b, client, srv.URL+"/invoices/7") }, func() { jfastGet(b, c) })
+}
+
+// BenchmarkInterleaved runs the bare client, the client (Do), the
+// RoundTripper (an *http.Client over Transport, reading the streamed body
+// with io.ReadAll as the bare client does) and a shared client (by absolute
+// URL, the origin's policy looked up per call) in rotating order, blocks of
+// 50 calls each, on one upstream, and reports each one's CPU and wall time
+// per call against the bare client's measured in the same rounds.
+func BenchmarkInterleaved(b *testing.B) {
+	srv := benchUpstream(b)
+	target := srv.URL + "/invoices/7"
+	u := Upstream{Name: "billing", BaseURL: srv.URL}.withDefaults()
+	client := bareClient(u)
+	defer client.CloseIdleConnections()
+	c := benchClient(b, u)
+	hc := benchClient(b, u).HTTPClient()
+	sc := benchShared(b)
+	ctx := context.Background()
+	contenders := []struct {
+		name string
+		call func()
+	}{
+		{"bare", func() { bareGet(b, client, target) }},
+		{"client", func() { jfastGet(b, c) }},
+		{"transport", func() { bareGet(b, hc, target) }},
+		{"shared", func() {
+			resp, err := sc.Get(ctx, target)
+			if err != nil || len(BodyBytes(resp)) == 0 {
+				b.Fatal(err)
+			}
+		}},
+	}
+	const block = 50
+	wall := make([]time.Duration, len(contenders))
+	cpu := make([]time.Duration, len(contenders))
+	rounds := 0
+	for b.Loop() {
+		for k := range contenders {
+			i := (k + rounds) % len(contenders)
+			w0, c0 := time.Now(), processCPU()
+			for range block {
+				contenders[i].call()
+			}
+			cpu[i] += processCPU() - c0
+			wall[i] += time.Since(w0)
+		}
+		rounds++
+	}
+	calls := float64(rounds * block)
+	b.ReportMetric(float64(cpu[0].Nanoseconds())/calls, "bare-cpu-ns/call")
+	for i := 1; i < len(contenders); i++ {
+		b.ReportMetric(float64(cpu[i])/float64(cpu[0]), contenders[i].name+"-cpu-ratio")
+		b.ReportMetric(float64(wall[i])/float64(wall[0]), contenders[i].name+"-wall-ratio")
+	}
+}
+
+// paired alternates blocks of 50 bare calls and 50 jfast calls, in both
+// orders, and reports wall and CPU time per call and their ratios.
+func paired(b *testing.B, bare, jfast func()) {
 	const block = 50
 	var bareWall, jfastWall, bareCPU, jfastCPU time.Duration
-	runBare := func() {
+	run := func(f func(), wall, cpu *time.Duration) {
 		w0, c0 := time.Now(), processCPU()
 		for range block {
-			bareGet(b, client, srv.URL+"/invoices/7")
+			f()
 		}
-		bareCPU += processCPU() - c0
-		bareWall += time.Since(w0)
-	}
-	runJfast := func() {
-		w0, c0 := time.Now(), processCPU()
-		for range block {
-			jfastGet(b, c)
-		}
-		jfastCPU += processCPU() - c0
-		jfastWall += time.Since(w0)
+		*cpu += processCPU() - c0
+		*wall += time.Since(w0)
 	}
 	n := 0
 	for b.Loop() {
 		if n%2 == 0 {
-			runBare()
-			runJfast()
+			run(bare, &bareWall, &bareCPU)
+			run(jfast, &jfastWall, &jfastCPU)
 		} else {
-			runJfast()
-			runBare()
+			run(jfast, &jfastWall, &jfastCPU)
+			run(bare, &bareWall, &bareCPU)
 		}
 		n++
 	}
@@ -96,6 +168,16 @@ func BenchmarkGetPaired(b *testing.B) {
 	b.ReportMetric(float64(bareCPU.Nanoseconds())/calls, "bare-cpu-ns/call")
 	b.ReportMetric(float64(jfastCPU.Nanoseconds())/calls, "jfast-cpu-ns/call")
 	b.ReportMetric(float64(jfastCPU)/float64(bareCPU), "cpu-ratio")
+}
+
+func benchShared(b *testing.B) *SharedClient {
+	s := SharedConfig{Upstream: Upstream{Name: "webhooks"}, AllowPrivate: true}.withDefaults()
+	sc, err := newSharedClient(s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = sc.Close() })
+	return sc
 }
 
 // processCPU is the user and system CPU time of the whole process so far.
@@ -188,6 +270,32 @@ func BenchmarkGetInMemory(b *testing.B) {
 				b.Fatal(err)
 			}
 			resp, err := client.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := io.ReadAll(resp.Body); err != nil {
+				b.Fatal(err)
+			}
+			_ = resp.Body.Close()
+		}
+	})
+
+	b.Run("jfast-transport", func(b *testing.B) {
+		c, err := NewClient(Upstream{Name: "billing", BaseURL: base},
+			WithTransportWrapper(func(string, http.RoundTripper) http.RoundTripper { return mt }))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		hc := c.HTTPClient()
+		ctx := context.Background()
+		b.ReportAllocs()
+		for b.Loop() {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/invoices/7", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			resp, err := hc.Do(req)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -26,6 +26,9 @@ import (
 type ServiceClient struct {
 	*core
 	base      string
+	scheme    string // of base_url, for the RoundTripper's origin check
+	host      string
+	port      string
 	pol       *policy
 	transport *upstreamTransport
 }
@@ -52,8 +55,14 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 	base, _ := url.Parse(u.BaseURL) // checked by newCore
 	core.origin = originOf(base)
 	c := &ServiceClient{
-		core: core,
-		base: strings.TrimSuffix(u.BaseURL, "/"),
+		core:   core,
+		base:   strings.TrimSuffix(u.BaseURL, "/"),
+		scheme: base.Scheme,
+		host:   base.Hostname(),
+		port:   base.Port(),
+	}
+	if c.port == "" {
+		c.port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(base.Scheme)]
 	}
 	c.pol = core.newPolicy(u.Name, core.origin, core.metrics.transition)
 	c.transport = &upstreamTransport{c: c}
@@ -180,7 +189,7 @@ func (c *core) do(ctx context.Context, r resolver, method, target string, body a
 			dones = append(dones, done)
 		}
 	}
-	x := exchange{req: req, payload: payload, retry: retry, pol: pol, br: br}
+	x := exchange{req: req, header: req.Header, payload: payload, retry: retry, pol: pol, br: br}
 	resp, attempts, err := c.call(ctx, &x)
 	if len(dones) > 0 {
 		status := 0

@@ -143,7 +143,8 @@ func (c *core) close() {
 
 // exchange is one call as the attempt loop sees it.
 type exchange struct {
-	req     *http.Request // headers set; its context is the caller's
+	req     *http.Request // its context is the caller's
+	header  http.Header   // the headers every attempt sends: this call's own map, never the caller's
 	payload []byte        // a ServiceClient call's body, sent again by each attempt
 	replay  bool          // a transport call whose body a retry gets from req.GetBody
 	retry   bool          // the method and idempotency rules allow a retry
@@ -202,8 +203,7 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 		bodyRead  time.Duration
 		attempts  int
 		cut       bool         // the last attempt failed because the caller's context ended
-		live      *liveAttempt // stream: the attempt whose response body is unread
-		tooLarge  *bodyTooLarge
+		live      liveAttempt // stream: the attempt whose response body is unread
 	)
 	for {
 		attempts++
@@ -213,7 +213,7 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 			resp *http.Response
 			hAt  time.Time
 			read time.Duration
-			next *liveAttempt
+			next liveAttempt
 			err  error
 		)
 		if x.stream {
@@ -225,7 +225,7 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 			last, headersAt, bodyRead, live = resp, hAt, read, next
 		}
 		lastErr = err
-		if errors.As(err, &tooLarge) {
+		if tooLarge := asTooLarge(err); tooLarge != nil {
 			// The upstream answered: the breaker counts the answer its
 			// status says, and the same request gets the same body, so no
 			// retry. It wins over an earlier attempt's response, which the
@@ -258,10 +258,10 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 			m.refusals.Inc()
 			break
 		}
-		if live != nil {
+		if live.a != nil {
 			// A streamed response is not held open through the wait: it is
 			// kept only if its body is small enough to hold in memory.
-			last, live = live.retain(last), nil
+			last, live = live.retain(last), liveAttempt{}
 		}
 		m.retries.Inc()
 		if c.clock.Sleep(callCtx, wait) != nil {
@@ -270,7 +270,7 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 	}
 
 	outcome := outcome(finalResponse(last, lastErr), lastErr, cut)
-	if last != nil && lastErr == nil && live != nil {
+	if last != nil && lastErr == nil && live.a != nil {
 		if last.StatusCode == http.StatusSwitchingProtocols {
 			// The connection now belongs to the caller (an upgrade, such as
 			// a WebSocket): the call is over.
@@ -297,6 +297,18 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 		return last, attempts, nil
 	}
 	return nil, attempts, c.noResponse(ctx, callCtx, lastErr)
+}
+
+// asTooLarge returns the *bodyTooLarge err is, or nil.
+func asTooLarge(err error) *bodyTooLarge {
+	if err == nil {
+		return nil
+	}
+	var big *bodyTooLarge
+	if errors.As(err, &big) {
+		return big
+	}
+	return nil
 }
 
 // finalResponse returns the last attempt's response: nil when the last attempt failed
@@ -399,15 +411,16 @@ func isTimeout(err error) bool {
 // spent), so the upstream can stop when this service stops waiting.
 func (c *core) request(actx context.Context, x *exchange, n int) (*http.Request, error) {
 	r := x.req.WithContext(actx)
+	r.Header = x.header
 	if deadline, ok := actx.Deadline(); ok {
 		left := []string{strconv.FormatInt(max(time.Until(deadline).Milliseconds(), 0), 10)}
 		if n == 1 {
-			x.req.Header[framework.TimeoutHeader] = left
+			x.header[framework.TimeoutHeader] = left
 		} else {
 			// The previous attempt's header may still be being written by
 			// the transport: this attempt gets a copy.
-			h := make(http.Header, len(x.req.Header))
-			for k, v := range x.req.Header {
+			h := make(http.Header, len(x.header))
+			for k, v := range x.header {
 				h[k] = v
 			}
 			h[framework.TimeoutHeader] = left

@@ -56,9 +56,9 @@ func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		closeRequestBody(req)
 		return nil, fmt.Errorf("http: upstream '%s': the request has no URL", c.up.Name)
 	}
-	if o := originOf(req.URL); o != c.pol.origin {
+	if !c.sameOrigin(req.URL) {
 		closeRequestBody(req)
-		return nil, fmt.Errorf("http: upstream '%s' is %s: its transport refuses a request to %s (a shared client, [plugin.http.shared.<name>], takes any origin)", c.up.Name, c.pol.origin, o)
+		return nil, fmt.Errorf("http: upstream '%s' is %s: its transport refuses a request to %s (a shared client, [plugin.http.shared.<name>], takes any origin)", c.up.Name, c.pol.origin, originOf(req.URL))
 	}
 	return c.roundTrip(req, c.pol, c.breakerFor(c.pol, framework.OutboundRoute(req.Context())))
 }
@@ -75,9 +75,7 @@ func (c *core) roundTrip(req *http.Request, pol *policy, br *resilience.Breaker)
 			x.dones = append(x.dones, done)
 		}
 	}
-	out := req.WithContext(ctx)
-	out.Header = c.outboundHeader(ctx, req.Header)
-	x.req = out
+	x.req, x.header = req, c.outboundHeader(ctx, req.Header)
 	resp, attempts, err := c.call(ctx, &x)
 	if !x.sent {
 		closeRequestBody(req) // a RoundTripper closes the body, even when it sends nothing
@@ -148,6 +146,21 @@ func closeRequestBody(req *http.Request) {
 	}
 }
 
+// sameOrigin reports whether u is for the upstream's origin, without
+// building u's origin string (this runs on every request).
+func (c *ServiceClient) sameOrigin(u *url.URL) bool {
+	port := u.Port()
+	if port == "" {
+		switch {
+		case strings.EqualFold(u.Scheme, "http"):
+			port = "80"
+		case strings.EqualFold(u.Scheme, "https"):
+			port = "443"
+		}
+	}
+	return strings.EqualFold(u.Scheme, c.scheme) && strings.EqualFold(u.Hostname(), c.host) && port == c.port
+}
+
 // originOf returns u's origin as "scheme://host:port", in lower case, with
 // the scheme's default port written out, so "http://Billing" and
 // "http://billing:80" are one origin.
@@ -168,15 +181,15 @@ func originOf(u *url.URL) string {
 // open makes one attempt of a streamed call: it returns the response with its
 // body unread and the attempt still running (its gap deadline armed, its
 // context alive) until the caller ends it.
-func (c *core) open(callCtx context.Context, x *exchange, n int) (*http.Response, time.Time, *liveAttempt, error) {
+func (c *core) open(callCtx context.Context, x *exchange, n int) (*http.Response, time.Time, liveAttempt, error) {
 	actx, cancel := context.WithCancelCause(callCtx)
 	a := attemptPool.Get().(*attempt)
 	a.begin(cancel, c.up.PoolTimeout)
-	live := &liveAttempt{a: a, cancel: cancel}
+	live := liveAttempt{a: a, cancel: cancel}
 	r, err := c.request(httptrace.WithClientTrace(actx, &a.trace), x, n)
 	if err != nil {
 		live.end()
-		return nil, c.clock.Now(), nil, err
+		return nil, c.clock.Now(), liveAttempt{}, err
 	}
 	x.sent = true
 	resp, err := c.rt.RoundTrip(r)
@@ -187,24 +200,25 @@ func (c *core) open(callCtx context.Context, x *exchange, n int) (*http.Response
 		if errors.Is(cause, errPoolTimeout) {
 			err = fmt.Errorf("%w: %w", errPoolTimeout, err)
 		}
-		return nil, headersAt, nil, err
+		return nil, headersAt, liveAttempt{}, err
 	}
 	if resp.Body != http.NoBody && resp.ContentLength > c.up.MaxResponseBytes {
 		_ = resp.Body.Close()
 		live.end()
-		return nil, headersAt, nil, &bodyTooLarge{status: resp.StatusCode, limit: c.up.MaxResponseBytes, declared: resp.ContentLength}
+		return nil, headersAt, liveAttempt{}, &bodyTooLarge{status: resp.StatusCode, limit: c.up.MaxResponseBytes, declared: resp.ContentLength}
 	}
 	return resp, headersAt, live, nil
 }
 
-// liveAttempt is a streamed attempt whose response body is still being read.
+// liveAttempt is a streamed attempt whose response body is still being read
+// (a value: the zero liveAttempt is none).
 type liveAttempt struct {
 	a      *attempt
 	cancel context.CancelCauseFunc
 }
 
 // end disarms the connection's gap deadline and ends the attempt's context.
-func (l *liveAttempt) end() {
+func (l liveAttempt) end() {
 	if l.a.end() {
 		attemptPool.Put(l.a)
 	}
@@ -220,7 +234,7 @@ const retainLimit = 64 << 10
 // retain ends a streamed attempt whose response will be retried: it reads the
 // body, if it is at most retainLimit bytes, and returns the response with the
 // body in memory; a longer or broken body is dropped (nil).
-func (l *liveAttempt) retain(resp *http.Response) *http.Response {
+func (l liveAttempt) retain(resp *http.Response) *http.Response {
 	b, err := io.ReadAll(io.LimitReader(resp.Body, retainLimit+1))
 	_ = resp.Body.Close()
 	l.end()
@@ -245,7 +259,7 @@ type streamBody struct {
 	own       time.Time
 	ticket    resilience.Ticket
 	permit    resilience.Permit
-	live      *liveAttempt
+	live      liveAttempt
 	cancel    context.CancelFunc
 	status    int
 	limit     int64
