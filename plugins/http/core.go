@@ -202,7 +202,7 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 		headersAt time.Time
 		bodyRead  time.Duration
 		attempts  int
-		cut       bool         // the last attempt failed because the caller's context ended
+		cut       bool        // the last attempt failed because the caller's context ended
 		live      liveAttempt // stream: the attempt whose response body is unread
 	)
 	for {
