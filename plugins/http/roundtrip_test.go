@@ -502,3 +502,35 @@ func TestTransportUpgrade(t *testing.T) {
 		t.Fatalf("through the upgraded connection: %q, %v", line, err)
 	}
 }
+
+// A retried response with a small body is kept through the wait: when the
+// retry gets no response, the call returns it, body and all.
+func TestTransportKeepsARetriedResponse(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, func(w http.ResponseWriter, _ *http.Request, n int) {
+		if n == 1 {
+			w.WriteHeader(503)
+			_, _ = w.Write([]byte("busy, come back"))
+			return
+		}
+		conn, _, err := w.(http.Hijacker).Hijack() // the retry's connection drops
+		if err == nil {
+			_ = conn.Close()
+		}
+	})
+	c, _, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, Retries: 1}))
+	resp, err := c.HTTPClient().Get(up.URL + "/x")
+	if err != nil {
+		t.Fatalf("err = %v, want the first attempt's 503", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	// net/http resends the retry once itself (its request died on a reused
+	// connection before any response), hence 2 or 3 requests.
+	if resp.StatusCode != 503 || string(b) != "busy, come back" || up.hits.Load() < 2 {
+		t.Errorf("%d %q after %d requests, want the first 503 with its body", resp.StatusCode, b, up.hits.Load())
+	}
+	if n := c.InFlight(); n != 0 {
+		t.Errorf("in flight = %d", n)
+	}
+}
