@@ -217,9 +217,9 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 			err  error
 		)
 		if x.stream {
-			resp, hAt, next, err = c.open(callCtx, x, attempts)
+			resp, hAt, next, err = c.open(callCtx, cancel, x, attempts)
 		} else {
-			resp, hAt, read, err = c.send(callCtx, x, attempts)
+			resp, hAt, read, err = c.send(callCtx, cancel, x, attempts)
 		}
 		if err == nil {
 			last, headersAt, bodyRead, live = resp, hAt, read, next
@@ -389,7 +389,7 @@ func (c *core) noResponse(ctx, callCtx context.Context, err error) error {
 		return newUnavailable(name, fmt.Errorf("the caller cancelled the call: %w", err))
 	case callCtx.Err() != nil || isTimeout(err):
 		c.metrics.timeout.Inc()
-		if callCtx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) {
+		if errors.Is(callCtx.Err(), context.DeadlineExceeded) && !errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
 		}
 		return newTimeout(name, err)
@@ -405,7 +405,8 @@ func isTimeout(err error) bool {
 		(errors.As(err, &te) && te.Timeout())
 }
 
-// request returns attempt n's request, under actx: the call's request with
+// request returns attempt n's request, under actx (the call's context, with
+// the attempt's trace hooks): the call's request with
 // the attempt's body and the time it has left (framework.TimeoutHeader: the
 // sooner of total_timeout and the caller's deadline, less what the call has
 // spent), so the upstream can stop when this service stops waiting.
@@ -442,13 +443,12 @@ func (c *core) request(actx context.Context, x *exchange, n int) (*http.Request,
 
 // send makes one attempt and reads the whole response body, up to
 // max_response_bytes, under the read gap deadline. It returns when the
-// headers arrived and how long the body took to read.
-func (c *core) send(callCtx context.Context, x *exchange, n int) (*http.Response, time.Time, time.Duration, error) {
-	actx, cancel := context.WithCancelCause(callCtx)
-	defer cancel(nil)
+// headers arrived and how long the body took to read. The attempt runs under
+// the call's context: a pool timeout ends the call (cancel).
+func (c *core) send(callCtx context.Context, cancel context.CancelFunc, x *exchange, n int) (*http.Response, time.Time, time.Duration, error) {
 	a := attemptPool.Get().(*attempt)
 	a.begin(cancel, c.up.PoolTimeout)
-	r, err := c.request(httptrace.WithClientTrace(actx, &a.trace), x, n)
+	r, err := c.request(httptrace.WithClientTrace(callCtx, &a.trace), x, n)
 	if err != nil {
 		a.end()
 		return nil, c.clock.Now(), 0, err
@@ -457,10 +457,11 @@ func (c *core) send(callCtx context.Context, x *exchange, n int) (*http.Response
 	resp, err := c.rt.RoundTrip(r)
 	headersAt := c.clock.Now()
 	if err != nil {
+		pooled := a.poolTimedOut()
 		if a.end() {
 			attemptPool.Put(a)
 		}
-		if cause := context.Cause(actx); errors.Is(cause, errPoolTimeout) {
+		if pooled {
 			err = fmt.Errorf("%w: %w", errPoolTimeout, err)
 		}
 		return nil, headersAt, 0, err

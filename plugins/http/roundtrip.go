@@ -181,12 +181,11 @@ func originOf(u *url.URL) string {
 // open makes one attempt of a streamed call: it returns the response with its
 // body unread and the attempt still running (its gap deadline armed, its
 // context alive) until the caller ends it.
-func (c *core) open(callCtx context.Context, x *exchange, n int) (*http.Response, time.Time, liveAttempt, error) {
-	actx, cancel := context.WithCancelCause(callCtx)
+func (c *core) open(callCtx context.Context, cancel context.CancelFunc, x *exchange, n int) (*http.Response, time.Time, liveAttempt, error) {
 	a := attemptPool.Get().(*attempt)
 	a.begin(cancel, c.up.PoolTimeout)
-	live := liveAttempt{a: a, cancel: cancel}
-	r, err := c.request(httptrace.WithClientTrace(actx, &a.trace), x, n)
+	live := liveAttempt{a: a}
+	r, err := c.request(httptrace.WithClientTrace(callCtx, &a.trace), x, n)
 	if err != nil {
 		live.end()
 		return nil, c.clock.Now(), liveAttempt{}, err
@@ -195,9 +194,9 @@ func (c *core) open(callCtx context.Context, x *exchange, n int) (*http.Response
 	resp, err := c.rt.RoundTrip(r)
 	headersAt := c.clock.Now()
 	if err != nil {
-		cause := context.Cause(actx)
+		pooled := a.poolTimedOut()
 		live.end()
-		if errors.Is(cause, errPoolTimeout) {
+		if pooled {
 			err = fmt.Errorf("%w: %w", errPoolTimeout, err)
 		}
 		return nil, headersAt, liveAttempt{}, err
@@ -213,16 +212,14 @@ func (c *core) open(callCtx context.Context, x *exchange, n int) (*http.Response
 // liveAttempt is a streamed attempt whose response body is still being read
 // (a value: the zero liveAttempt is none).
 type liveAttempt struct {
-	a      *attempt
-	cancel context.CancelCauseFunc
+	a *attempt
 }
 
-// end disarms the connection's gap deadline and ends the attempt's context.
+// end disarms the connection's gap deadline and detaches the attempt.
 func (l liveAttempt) end() {
 	if l.a.end() {
 		attemptPool.Put(l.a)
 	}
-	l.cancel(nil)
 }
 
 // retainLimit is the largest body of a retryable response (a 429, 502, 503

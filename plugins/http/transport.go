@@ -159,7 +159,8 @@ type attempt struct {
 	poolDue time.Time // a timer firing before this belongs to an earlier attempt
 	conn    *gapConn
 	armed   bool
-	cancel  context.CancelCauseFunc
+	cancel  context.CancelFunc // ends the call: a pool timeout leaves no time worth a retry
+	pooled  bool               // the pool timer fired: no connection within pool_timeout
 }
 
 var attemptPool = sync.Pool{New: func() any {
@@ -175,9 +176,9 @@ var attemptPool = sync.Pool{New: func() any {
 
 // begin prepares the attempt; the pool timer starts now, as the transport
 // asks for a connection as soon as RoundTrip starts.
-func (a *attempt) begin(cancel context.CancelCauseFunc, poolTimeout time.Duration) {
+func (a *attempt) begin(cancel context.CancelFunc, poolTimeout time.Duration) {
 	a.mu.Lock()
-	a.active, a.conn, a.armed, a.cancel, a.pending = true, nil, false, cancel, false
+	a.active, a.conn, a.armed, a.cancel, a.pending, a.pooled = true, nil, false, cancel, false, false
 	a.poolDue = time.Now().Add(poolTimeout)
 	a.mu.Unlock()
 	a.pool.Reset(poolTimeout)
@@ -207,9 +208,18 @@ func (a *attempt) poolExpired() {
 	a.mu.Lock()
 	cancel, gotConn := a.cancel, a.conn != nil
 	if a.active && !gotConn && cancel != nil && !time.Now().Before(a.poolDue) {
-		cancel(errPoolTimeout)
+		a.pooled = true
+		cancel()
 	}
 	a.mu.Unlock()
+}
+
+// poolTimedOut reports whether the attempt was ended because no connection
+// came within pool_timeout.
+func (a *attempt) poolTimedOut() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.pooled
 }
 
 // end disarms the connection and detaches the hooks. It reports whether the
