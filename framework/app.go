@@ -73,6 +73,8 @@ type App struct {
 	logSources atomic.Pointer[[]LogSource]
 	registry   *prometheus.Registry
 
+	inflight inflight // the requests being served
+
 	mu       sync.Mutex
 	started  []Plugin
 	ready    *readiness.Aggregator
@@ -84,6 +86,8 @@ type App struct {
 
 	// draining is closed when Stop begins, before the server drains.
 	draining chan struct{}
+	// cancelRequests cancels every request's context (a shutdown cutting them).
+	cancelRequests context.CancelCauseFunc
 }
 
 // New loads and validates the configuration. It does no I/O beyond reading the
@@ -193,11 +197,14 @@ func (a *App) Start(ctx context.Context) error {
 		return fmt.Errorf("listen on %s (app.listen): %w", a.cfg.Listen, err)
 	}
 	a.listener = ln
+	base, cancelRequests := context.WithCancelCause(context.Background())
+	a.cancelRequests = cancelRequests
 	a.server = &http.Server{
 		Handler:           router,
 		ReadHeaderTimeout: a.cfg.ReadHeaderTimeout,
 		IdleTimeout:       a.cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 	a.served = make(chan error, 1)
 	go func() {
@@ -253,7 +260,7 @@ func (a *App) buildRouter() (http.Handler, error) {
 			return nil, fmt.Errorf("mount routes: %w", err)
 		}
 	}
-	return &serveRequest{mux: r, timeout: a.cfg.RequestTimeout, maxBody: a.cfg.MaxBodyBytes, log: a.log, sources: &a.logSources}, nil
+	return &serveRequest{mux: r, timeout: a.cfg.RequestTimeout, maxBody: a.cfg.MaxBodyBytes, log: a.log, sources: &a.logSources, inflight: &a.inflight}, nil
 }
 
 var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions}
@@ -269,8 +276,17 @@ func allowedMethods(r chi.Router, path string) []string {
 	return allow
 }
 
-// Stop drains the server (in-flight requests finish within app.shutdown_timeout),
-// then stops the plugins in reverse start order. It is safe to call more than once.
+// errShutdown is the cause of the context of a request a shutdown cut.
+var errShutdown = errors.New("the server shut down before the request finished")
+
+// Stop drains the server: it stops accepting, and in-flight requests have
+// app.shutdown_timeout to finish. Requests still running then are cut: each is
+// logged (method, path, request ID, how long it ran), its context is cancelled
+// with the cause errShutdown and its connection closed. Then the plugins stop
+// in reverse start order, each Stop with a context of its own bounded by
+// app.plugin_stop_timeout, so neither a request that never finishes nor a
+// plugin slow to stop leaves the others an expired context. ctx bounds
+// everything. Stop is safe to call more than once.
 func (a *App) Stop(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -279,13 +295,15 @@ func (a *App) Stop(ctx context.Context) error {
 	}
 	a.stopped = true
 	close(a.draining)
-	ctx, cancel := context.WithTimeout(ctx, a.cfg.ShutdownTimeout)
-	defer cancel()
 	var errs []error
 	if a.server != nil {
-		a.log.Info("shutting down", slog.Duration("timeout", a.cfg.ShutdownTimeout))
-		if err := a.server.Shutdown(ctx); err != nil {
+		a.log.Info("shutting down", slog.Duration("drain_timeout", a.cfg.ShutdownTimeout), slog.Duration("plugin_stop_timeout", a.cfg.PluginStopTimeout))
+		drain, cancel := context.WithTimeout(ctx, a.cfg.ShutdownTimeout)
+		err := a.server.Shutdown(drain)
+		cancel()
+		if err != nil {
 			errs = append(errs, fmt.Errorf("drain requests: %w", err))
+			a.cut()
 			_ = a.server.Close()
 		}
 		if err := <-a.served; err != nil {
@@ -296,6 +314,21 @@ func (a *App) Stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// cut logs the requests still running when the drain ran out of time and
+// cancels their contexts.
+func (a *App) cut() {
+	cut := a.inflight.list(time.Now())
+	for _, r := range cut {
+		a.log.Warn("shutdown cut a request still running",
+			slog.String("method", r.method), slog.String("path", r.path),
+			slog.String("request_id", r.id), slog.Duration("running", r.running))
+	}
+	if len(cut) > 0 {
+		a.log.Warn("shutdown cut requests", slog.Int("count", len(cut)), slog.Duration("drain_timeout", a.cfg.ShutdownTimeout))
+	}
+	a.cancelRequests(errShutdown)
+}
+
 func (a *App) stopPlugins(ctx context.Context) []error {
 	var errs []error
 	for i := len(a.started) - 1; i >= 0; i-- {
@@ -304,7 +337,10 @@ func (a *App) stopPlugins(ctx context.Context) []error {
 		if !ok {
 			continue
 		}
-		if err := s.Stop(ctx); err != nil {
+		pctx, cancel := context.WithTimeout(ctx, a.cfg.PluginStopTimeout)
+		err := s.Stop(pctx)
+		cancel()
+		if err != nil {
 			a.log.Error("stop plugin", slog.String("plugin", p.Name()), slog.String("error", err.Error()))
 			errs = append(errs, fmt.Errorf("stop plugin %s: %w", p.Name(), err))
 		}

@@ -35,9 +35,16 @@ type AppConfig struct {
 	// Defaults to 2s.
 	ReadinessTimeout time.Duration `koanf:"readiness_timeout"`
 
-	// ShutdownTimeout bounds a graceful stop: draining in-flight requests, then
-	// stopping plugins in reverse order. Defaults to 20s.
+	// ShutdownTimeout bounds draining in-flight requests at a graceful stop;
+	// requests still running then are cut (and logged). The plugins stop after
+	// it, each with plugin_stop_timeout of its own. Defaults to 20s.
 	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
+
+	// PluginStopTimeout bounds each plugin's Stop at shutdown, counted from
+	// that Stop's start: a request that never finishes, or a plugin before it
+	// that is slow to stop, cannot take a plugin's time to flush and close.
+	// Defaults to 10s (one export_timeout of the telemetry plugin).
+	PluginStopTimeout time.Duration `koanf:"plugin_stop_timeout"`
 
 	// StartTimeout bounds each plugin's Start. Plugins connect lazily, so a start
 	// never waits on a dependency; the bound catches a plugin that would.
@@ -70,6 +77,7 @@ func DefaultAppConfig() AppConfig {
 		MaxBodyBytes:      DefaultMaxBodyBytes,
 		ReadinessTimeout:  2 * time.Second,
 		ShutdownTimeout:   20 * time.Second,
+		PluginStopTimeout: 10 * time.Second,
 		StartTimeout:      10 * time.Second,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
@@ -93,6 +101,7 @@ func (c AppConfig) validate(v *Validation) {
 	}
 	v.Deadline("readiness_timeout", c.ReadinessTimeout)
 	v.Deadline("shutdown_timeout", c.ShutdownTimeout)
+	v.Deadline("plugin_stop_timeout", c.PluginStopTimeout)
 	v.Deadline("start_timeout", c.StartTimeout)
 	v.Deadline("read_header_timeout", c.ReadHeaderTimeout)
 	v.Deadline("idle_timeout", c.IdleTimeout)

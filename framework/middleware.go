@@ -71,10 +71,14 @@ func (w *ResponseRecorder) Flush() {
 func (w *ResponseRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // exchange is what the framework keeps per request, pooled: the recorder the
-// response goes through and the wrapper the body is read through.
+// response goes through, the wrapper the body is read through, and what a
+// shutdown that cuts the request logs about it.
 type exchange struct {
 	rec  ResponseRecorder
 	body requestBody
+
+	method, path, id string
+	prev, next       *exchange // in the inflight list
 }
 
 var (
@@ -89,11 +93,12 @@ var (
 // context, taken from a pool here, so chi does not make a context and a
 // request copy of its own.
 type serveRequest struct {
-	mux     *chi.Mux
-	timeout time.Duration
-	maxBody int64
-	log     *slog.Logger
-	sources *atomic.Pointer[[]LogSource]
+	mux      *chi.Mux
+	timeout  time.Duration
+	maxBody  int64
+	log      *slog.Logger
+	sources  *atomic.Pointer[[]LogSource]
+	inflight *inflight
 }
 
 func (s *serveRequest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -120,6 +125,9 @@ func (s *serveRequest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(ctx)
 	deadline, _ := ctx.Deadline()
 	s.bound(ex, w, r, deadline)
+	ex.method, ex.path, ex.id = r.Method, r.URL.Path, values.id
+	s.inflight.add(ex)
+	defer s.inflight.remove(ex)
 
 	defer s.accessLog(rec, r, values.id)
 	defer s.recover(rec, r)

@@ -34,8 +34,9 @@ import (
 //     A failed start stops the plugins already started, in reverse.
 //  5. MountRoutes and Middleware: the plugin's own routes and request middleware.
 //  6. Check: the plugin's /ready report, run in parallel with the others.
-//  7. Stop: in reverse start order, within app.shutdown_timeout, after the HTTP
-//     server has drained.
+//  7. Stop: in reverse start order, after the HTTP server has drained (within
+//     app.shutdown_timeout), each Stop with a context of its own bounded by
+//     app.plugin_stop_timeout.
 type Plugin interface {
 	// Name is the plugin's key in [plugins] enabled and in [plugin.<name>].
 	Name() string

@@ -74,8 +74,8 @@ type BackendEnv struct {
 	// Retry computes the delay before the next attempt after a failed one
 	// (attempt is the attempt that just failed, 1-based).
 	Retry func(attempt int, err error) time.Duration
-	// ShutdownTimeout is app.shutdown_timeout, for backends that must size
-	// their own drain at construction.
+	// ShutdownTimeout is app.plugin_stop_timeout, the time the plugin's Stop
+	// has, for backends that must size their own drain at construction.
 	ShutdownTimeout time.Duration
 	// Shared is the client the backend uses: *pgxpool.Pool for postgres,
 	// redis.UniversalClient for redis (found on the db or cache plugin).

@@ -135,7 +135,7 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 		Queues:          p.cfg.queueNames(),
 		Logger:          p.log,
 		Retry:           p.retryDelay,
-		ShutdownTimeout: app.Config().ShutdownTimeout,
+		ShutdownTimeout: app.Config().PluginStopTimeout,
 		Shared:          shared,
 		Acquire:         acquire,
 	}
@@ -213,7 +213,7 @@ func (p *Plugin) startWorkers(ctx context.Context) error {
 
 // RunWorkers implements framework.WorkerRunner (the "worker" command): it starts
 // the workers (when "serve" has not already) and works jobs until ctx is done.
-// The drain happens in Stop, within app.shutdown_timeout.
+// The drain happens in Stop, within app.plugin_stop_timeout.
 func (p *Plugin) RunWorkers(ctx context.Context) error {
 	if err := p.startWorkers(ctx); err != nil {
 		return err

@@ -80,7 +80,7 @@ func TestRabbitMQBrokerView(t *testing.T) {
 	_ = w.Nack(false, true)
 }
 
-// Stopping the App while the broker hangs is bounded by shutdown_timeout (plus
+// Stopping the App while the broker hangs is bounded by plugin_stop_timeout (plus
 // the connections' close deadline): the running job is cancelled, nothing
 // waits on the silent broker.
 func TestRabbitMQStopWhileBrokerHung(t *testing.T) {
@@ -92,7 +92,7 @@ func TestRabbitMQStopWhileBrokerHung(t *testing.T) {
 	t.Cleanup(func() { proxy.Close() })
 	name := queuetest.QueueName(t)
 	var running atomic.Bool
-	svc := startRabbitApp(t, queuetest.Config{App: `shutdown_timeout = "2s"`, Queue: queuetest.QueueTOML(name, 1)}, func(q *queue.Plugin) {
+	svc := startRabbitApp(t, queuetest.Config{App: `plugin_stop_timeout = "2s"`, Queue: queuetest.QueueTOML(name, 1)}, func(q *queue.Plugin) {
 		_ = queue.Handle(q, "long", func(ctx context.Context, _ struct{}) error {
 			running.Store(true)
 			<-ctx.Done()
@@ -113,7 +113,7 @@ func TestRabbitMQStopWhileBrokerHung(t *testing.T) {
 	start := time.Now()
 	_ = svc.App.Stop(context.Background())
 	if took := time.Since(start); took > 7*time.Second {
-		t.Fatalf("stop took %s with shutdown_timeout 2s and the broker hung", took)
+		t.Fatalf("stop took %s with plugin_stop_timeout 2s and the broker hung", took)
 	}
 	if err := proxy.Pass(); err != nil {
 		t.Fatal(err)

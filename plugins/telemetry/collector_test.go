@@ -167,7 +167,7 @@ func TestHangingCollectorAddsNoLatency(t *testing.T) {
 	svc := jfasttest.Start(t, jfasttest.Options{
 		TOML: `
 [app]
-shutdown_timeout = "1s"
+plugin_stop_timeout = "1s"
 [plugins]
 enabled = ["observability", "telemetry"]
 [plugin.telemetry]
@@ -203,7 +203,7 @@ max_export_batch_size = 4
 		t.Errorf("dropped counter %v, want at least %d of %d spans (queue of 8, one batch of 4 in flight)", n, requests-8-4, requests)
 	}
 
-	// The shutdown is bounded by app.shutdown_timeout, not by the export.
+	// The flush at shutdown is bounded by app.plugin_stop_timeout, not by the export.
 	start := time.Now()
 	err := svc.App.Stop(context.Background())
 	took := time.Since(start)
@@ -211,7 +211,7 @@ max_export_batch_size = 4
 		t.Errorf("Stop = %v, want the flush to report its deadline", err)
 	}
 	if took > 3*time.Second {
-		t.Errorf("Stop took %s with shutdown_timeout = 1s", took)
+		t.Errorf("Stop took %s with plugin_stop_timeout = 1s", took)
 	}
 }
 

@@ -216,7 +216,7 @@ func (p *Plugin) instrumentQueue(q framework.Plugin) {
 }
 
 // Stop implements framework.Stopper: it exports the spans still queued and
-// shuts the exporter down, within ctx (app.shutdown_timeout).
+// shuts the exporter down, within ctx (app.plugin_stop_timeout).
 func (p *Plugin) Stop(ctx context.Context) error {
 	if p.provider == nil {
 		return nil

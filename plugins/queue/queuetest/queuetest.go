@@ -477,7 +477,7 @@ func delay(t *testing.T, h Harness) {
 func graceful(t *testing.T, h Harness) {
 	name := QueueName(t)
 	var started, finished atomic.Int32
-	svc := h.Start(t, Config{App: `shutdown_timeout = "10s"`, Queue: QueueTOML(name, 4)}, func(q *queue.Plugin) {
+	svc := h.Start(t, Config{App: `plugin_stop_timeout = "10s"`, Queue: QueueTOML(name, 4)}, func(q *queue.Plugin) {
 		must(t, queue.Handle(q, "work", func(ctx context.Context, _ struct{}) error {
 			started.Add(1)
 			select {
@@ -504,7 +504,7 @@ func graceful(t *testing.T, h Harness) {
 func interrupted(t *testing.T, h Harness) {
 	name := QueueName(t)
 	var first atomic.Int32
-	cfg := Config{App: `shutdown_timeout = "1s"`, Queue: QueueTOML(name, 1, `max_attempts = 1`)}
+	cfg := Config{App: `plugin_stop_timeout = "1s"`, Queue: QueueTOML(name, 1, `max_attempts = 1`)}
 	svc := h.Start(t, cfg, func(q *queue.Plugin) {
 		must(t, queue.Handle(q, "long", func(ctx context.Context, _ struct{}) error {
 			first.Add(1)
@@ -518,7 +518,7 @@ func interrupted(t *testing.T, h Harness) {
 	start := time.Now()
 	must(t, svc.App.Stop(context.Background()))
 	if took := time.Since(start); took > 8*time.Second {
-		t.Fatalf("stop took %s with shutdown_timeout 1s", took)
+		t.Fatalf("stop took %s with plugin_stop_timeout 1s", took)
 	}
 	// With max_attempts = 1 a counted attempt would have killed the job: an
 	// interrupted attempt is not counted, and the next worker completes it.
