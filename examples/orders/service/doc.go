@@ -4,9 +4,12 @@
 //
 //	GET  /stock/{sku}            stock and price, cached 30 s in Redis (Remember);
 //	                             Redis down: answered from PostgreSQL
+//	GET  /events                 server-sent events: order.paid, from any replica
+//	                             (a durable channel: Last-Event-ID resumes)
 //	POST /orders                 Bearer; inserts the order and enqueues its
 //	                             confirmation mail in one transaction, then
-//	                             charges billing's POST /payments; 201 + Location
+//	                             charges billing's POST /payments, then
+//	                             publishes order.paid; 201 + Location
 //	GET  /orders/{id}            Bearer; the order plus its invoice from billing
 //	PUT  /orders/{id}/receipt    Bearer; stores the receipt on the "receipts" disk
 //	GET  /orders/{id}/receipt    Bearer; a temporary URL to the receipt

@@ -144,6 +144,7 @@ func (s *service) charge(ctx context.Context, o *Order, key string) error {
 		return err
 	}
 	o.Status = "paid"
+	s.paid(ctx, o)
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/plugins/auth"
 	"github.com/jfastframework/jfast/plugins/cache"
+	"github.com/jfastframework/jfast/plugins/channels"
 	"github.com/jfastframework/jfast/plugins/db"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/plugins/mail"
@@ -40,6 +41,7 @@ func Options() framework.Options {
 			queue.New(),
 			mail.New(),
 			storage.New(),
+			channels.New(),
 		},
 		Routes: Routes,
 	}
@@ -65,6 +67,9 @@ func Routes(app *framework.App, r chi.Router) error {
 	if s.receipts, err = storage.For(app, "receipts"); err != nil {
 		return err
 	}
+	if s.events, err = channels.From(app); err != nil {
+		return err
+	}
 	a, err := auth.From(app)
 	if err != nil {
 		return err
@@ -72,6 +77,9 @@ func Routes(app *framework.App, r chi.Router) error {
 	s.log = app.Logger()
 
 	r.Method(http.MethodGet, "/stock/{sku}", framework.Handler(s.stock))
+	if err := s.mountEvents(r); err != nil {
+		return err
+	}
 	r.Group(func(r chi.Router) {
 		r.Use(a.RequireAuth())
 		r.Method(http.MethodPost, "/orders", framework.Handler(s.createOrder))

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jfastframework/jfast/plugins/cache"
+	"github.com/jfastframework/jfast/plugins/channels"
 	"github.com/jfastframework/jfast/plugins/db"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/plugins/mail"
@@ -18,6 +19,7 @@ type service struct {
 	billing  *jhttp.ServiceClient
 	mail     *mail.Plugin
 	receipts *storage.Disk
+	events   *channels.Plugin
 	log      *slog.Logger
 }
 
