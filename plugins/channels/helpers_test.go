@@ -206,10 +206,18 @@ func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) 
 	}
 }
 
-// subscribed waits until every subscription of ch reads.
+// subscribed waits until every subscription of ch reads (and the breaker
+// publishes go through is closed).
 func subscribed(t testing.TB, ch *Plugin) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "subscriptions up", func() bool { return ch.Check(context.Background()).Healthy })
+	waitFor(t, 10*time.Second, "subscriptions up", func() bool {
+		for _, l := range ch.allLoops() {
+			if up, _, _, _, _ := l.snapshot(); !up {
+				return false
+			}
+		}
+		return ch.Check(context.Background()).Healthy
+	})
 }
 
 // readyEntry returns the channels entry of /ready.

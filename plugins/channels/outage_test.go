@@ -263,3 +263,41 @@ func TestDurableRedisKilled(t *testing.T) {
 		t.Fatalf("handled %q", got)
 	}
 }
+
+// Redis down at boot does not stop the boot: the subscriptions report
+// "connecting" (not degraded) for health_check_interval plus command_timeout,
+// then down; once Redis is there they connect by themselves.
+func TestRedisDownAtBoot(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cl := outageCluster(t, srv.URL(), "broadcast = [\"news\"]\ndurable = [\"orders\"]")
+	in := newInbox()
+	rep := cl.start(func(ch *Plugin, r chi.Router) error {
+		if err := ch.Subscribe("news", in.handler); err != nil {
+			return err
+		}
+		return ch.Subscribe("orders", in.handler)
+	})
+	if status, e := readyEntry(t, rep.svc); status != 200 || e["healthy"] != true ||
+		!strings.Contains(rep.svc.Get(t, "/ready").String(), `"state":"connecting"`) {
+		t.Fatalf("/ready right after the boot: %d %v", status, e)
+	}
+	waitDegraded(t, rep, healthInterval+commandTimeout+2*margin, "down")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cl.clock.Advance(coolDown)
+	subscribed(t, rep.ch)
+	for _, channel := range []string{"news", "orders"} {
+		if err := rep.ch.Publish(context.Background(), channel, []byte(channel)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in.wait(t, 2, 10*time.Second)
+}

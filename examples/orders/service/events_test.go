@@ -38,9 +38,9 @@ func TestOrderPaidEvent(t *testing.T) {
 	}
 	// The stream's reader of order.paid reads from Redis once /ready says so.
 	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(b.svc.Get(t, "/ready").String(), `"channels":{"healthy":true`) {
+	for tailState(t, b) != "up" {
 		if time.Now().After(deadline) {
-			t.Fatalf("channels not ready: %s", b.svc.Get(t, "/ready"))
+			t.Fatalf("order.paid's reader is not up: %s", b.svc.Get(t, "/ready"))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -82,4 +82,21 @@ func TestOrderPaidEvent(t *testing.T) {
 			t.Fatal("no order.paid event within 10s")
 		}
 	}
+}
+
+// tailState is the state /ready gives the reader behind GET /events.
+func tailState(t *testing.T, b *bundle) string {
+	var body struct {
+		Checks map[string]struct {
+			Meta struct {
+				Subscriptions map[string]struct {
+					State string `json:"state"`
+				} `json:"subscriptions"`
+			} `json:"meta"`
+		} `json:"checks"`
+	}
+	if err := json.Unmarshal(b.svc.Get(t, "/ready").Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	return body.Checks["channels"].Meta.Subscriptions["sse tail order.paid"].State
 }
