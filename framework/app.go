@@ -77,7 +77,8 @@ type App struct {
 
 	mu       sync.Mutex
 	started  []Plugin
-	ready    *readiness.Aggregator
+	servers  []Server // serving, in start order
+	ready    atomic.Pointer[readiness.Aggregator]
 	router   http.Handler
 	server   *http.Server
 	listener net.Listener
@@ -191,8 +192,21 @@ func (a *App) Start(ctx context.Context) error {
 		return err
 	}
 	a.router = router
+	for _, p := range a.plugins {
+		s, ok := p.(Server)
+		if !ok {
+			continue
+		}
+		if err := s.Serve(a); err != nil {
+			a.shutdownServers(context.Background())
+			a.stopPlugins(context.Background())
+			return fmt.Errorf("serve plugin %s: %w", p.Name(), err)
+		}
+		a.servers = append(a.servers, s)
+	}
 	ln, err := net.Listen("tcp", a.cfg.Listen)
 	if err != nil {
+		a.shutdownServers(context.Background())
 		a.stopPlugins(context.Background())
 		return fmt.Errorf("listen on %s (app.listen): %w", a.cfg.Listen, err)
 	}
@@ -241,15 +255,16 @@ func (a *App) buildRouter() (http.Handler, error) {
 		problem.Write(w, req, problem.MethodNotAllowed(allowedMethods(r, req.URL.Path)))
 	})
 
-	a.ready = readiness.NewAggregator(a.cfg.ReadinessTimeout)
-	a.ready.SetLogger(a.log)
+	ready := readiness.NewAggregator(a.cfg.ReadinessTimeout)
+	ready.SetLogger(a.log)
 	for _, p := range a.plugins {
 		if c, ok := p.(Checker); ok {
-			a.ready.Add(readiness.Check{Name: p.Name(), Critical: a.critical[p.Name()], Run: c.Check})
+			ready.Add(readiness.Check{Name: p.Name(), Critical: a.critical[p.Name()], Run: c.Check})
 		}
 	}
+	a.ready.Store(ready)
 	r.Method(http.MethodGet, "/live", readiness.LiveHandler())
-	r.Method(http.MethodGet, "/ready", a.ready.Handler())
+	r.Method(http.MethodGet, "/ready", ready.Handler())
 	for _, p := range a.plugins {
 		if m, ok := p.(RouteMounter); ok {
 			m.MountRoutes(r)
@@ -296,11 +311,15 @@ func (a *App) Stop(ctx context.Context) error {
 	a.stopped = true
 	close(a.draining)
 	var errs []error
+	// Every Server (gRPC) drains at the same time as the HTTP server, within
+	// the same shutdown_timeout.
+	drain, cancel := context.WithTimeout(ctx, a.cfg.ShutdownTimeout)
+	defer cancel()
+	servers := make(chan []error, 1)
+	go func() { servers <- a.shutdownServers(drain) }()
 	if a.server != nil {
 		a.log.Info("shutting down", slog.Duration("drain_timeout", a.cfg.ShutdownTimeout), slog.Duration("plugin_stop_timeout", a.cfg.PluginStopTimeout))
-		drain, cancel := context.WithTimeout(ctx, a.cfg.ShutdownTimeout)
 		err := a.server.Shutdown(drain)
-		cancel()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("drain requests: %w", err))
 			a.cut()
@@ -310,6 +329,7 @@ func (a *App) Stop(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, <-servers...)
 	errs = append(errs, a.stopPlugins(ctx)...)
 	return errors.Join(errs...)
 }
@@ -327,6 +347,22 @@ func (a *App) cut() {
 		a.log.Warn("shutdown cut requests", slog.Int("count", len(cut)), slog.Duration("drain_timeout", a.cfg.ShutdownTimeout))
 	}
 	a.cancelRequests(errShutdown)
+}
+
+// shutdownServers drains every serving plugin at once, within ctx.
+func (a *App) shutdownServers(ctx context.Context) []error {
+	errs := make([]error, len(a.servers))
+	var wg sync.WaitGroup
+	for i, s := range a.servers {
+		wg.Go(func() {
+			if err := s.Shutdown(ctx); err != nil {
+				errs[i] = fmt.Errorf("shut down plugin %s: %w", s.Name(), err)
+			}
+		})
+	}
+	wg.Wait()
+	a.servers = nil
+	return slices.DeleteFunc(errs, func(err error) bool { return err == nil })
 }
 
 func (a *App) stopPlugins(ctx context.Context) []error {
@@ -478,6 +514,11 @@ func (a *App) Sources() map[string]string {
 	}
 	return out
 }
+
+// Readiness returns the aggregator /ready runs, so a plugin can answer a
+// health protocol of its own (gRPC health) from the same checks. It is nil
+// until Start has mounted the routes: a [Server] takes it in Serve.
+func (a *App) Readiness() *readiness.Aggregator { return a.ready.Load() }
 
 // ReadyTimeout is app.readiness_timeout.
 func (a *App) ReadyTimeout() time.Duration { return a.cfg.ReadinessTimeout }

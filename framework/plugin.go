@@ -33,9 +33,13 @@ import (
 //     not wait on its dependency: a dependency that is down never fails the boot.
 //     A failed start stops the plugins already started, in reverse.
 //  5. MountRoutes and Middleware: the plugin's own routes and request middleware.
-//  6. Check: the plugin's /ready report, run in parallel with the others.
-//  7. Stop: in reverse start order, after the HTTP server has drained (within
-//     app.shutdown_timeout), each Stop with a context of its own bounded by
+//  6. Serve: a plugin that serves a protocol of its own (gRPC) starts serving,
+//     after every route and service is registered, before the HTTP server
+//     listens.
+//  7. Check: the plugin's /ready report, run in parallel with the others.
+//  8. Shutdown and Stop: the HTTP server and every Server drain together
+//     (within app.shutdown_timeout), then the plugins stop in reverse start
+//     order, each Stop with a context of its own bounded by
 //     app.plugin_stop_timeout.
 type Plugin interface {
 	// Name is the plugin's key in [plugins] enabled and in [plugin.<name>].
@@ -143,4 +147,18 @@ type WorkerRunner interface {
 type Migrator interface {
 	Plugin
 	RunMigrations(ctx context.Context, direction string, out io.Writer) error
+}
+
+// Server is a plugin that serves a protocol of its own beside the HTTP server,
+// such as gRPC. Serve runs once Options.Routes has run (so the services it
+// registered are in place) and before the HTTP server listens: it starts
+// serving in the background and returns once it accepts connections, or with
+// the error that prevents it, which fails the boot. Shutdown runs when the App
+// stops, at the same time as the HTTP server's drain and bounded by ctx
+// (app.shutdown_timeout), before any plugin's Stop; it must return by the time
+// ctx ends, having stopped serving.
+type Server interface {
+	Plugin
+	Serve(app *App) error
+	Shutdown(ctx context.Context) error
 }

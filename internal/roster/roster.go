@@ -27,6 +27,7 @@ var Names = []string{
 	"telemetry",
 	"idempotency",
 	"channels",
+	"grpc",
 }
 
 // Module is jfast's module path.

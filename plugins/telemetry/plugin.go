@@ -128,6 +128,16 @@ func (p *Plugin) Tracer() trace.Tracer {
 	return noop.NewTracerProvider().Tracer(instrumentationName)
 }
 
+// TracerProvider returns the provider of the plugin's spans, for a plugin
+// that instruments a library of its own (the grpc plugin's otelgrpc
+// handlers), or nil before the plugin starts and with exporter = "none".
+func (p *Plugin) TracerProvider() trace.TracerProvider {
+	if p.provider == nil {
+		return nil
+	}
+	return p.provider
+}
+
 // Propagator is the W3C trace-context propagator the plugin injects and
 // extracts with.
 func (p *Plugin) Propagator() propagation.TextMapPropagator { return p.prop }

@@ -1,0 +1,326 @@
+package grpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/requestid"
+)
+
+// ServiceClient calls one gRPC upstream. It is a grpc.ClientConnInterface, so the
+// generated stubs take it as their connection:
+//
+//	inventory := shoppb.NewInventoryClient(client)
+//
+// It owns the upstream's breaker, retry budget and bulkhead, which protect
+// something only if every call to the upstream goes through the same client:
+// take it once at boot ([Client]) or make one with [NewClient], never one
+// per request. Its channel comes from a [Pool] and may be shared with other
+// clients; nothing a ServiceClient offers can close a shared channel. A ServiceClient is
+// safe for concurrent use.
+type ServiceClient struct {
+	up         Upstream
+	conn       *grpc.ClientConn
+	ownPool    *Pool // the pool NewClient made for this client alone, or nil
+	idempotent map[string]bool
+	restart    map[string]bool
+	retryable  [codes.Unauthenticated + 1]bool
+	md         metadata.MD // configured headers
+	breaker    *resilience.Breaker
+	bulkhead   *resilience.Bulkhead
+	budget     *resilience.RetryBudget
+	backoff    resilience.Backoff
+	clock      resilience.Clock
+	metrics    *upstreamMetrics
+	closed     atomic.Bool
+}
+
+// NewClient returns a client for one upstream, for scripts and tests; a
+// service takes its clients from the plugin with [Client]. Zero fields of
+// u take their defaults; a missing Target or an invalid setting is an error.
+// No connection is made until the first call. Close the client when done.
+func NewClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
+	return newClient(u.withDefaults(), opts...)
+}
+
+// newClient builds a client from settings with every default filled.
+func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
+	var o clientOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if errs := u.problems(); len(errs) > 0 {
+		msgs := make([]string, len(errs))
+		for i, e := range errs {
+			msgs[i] = e.key + ": " + e.problem
+		}
+		return nil, fmt.Errorf("grpc: upstream '%s': %s", u.Name, strings.Join(msgs, "; "))
+	}
+	clock := o.clock
+	if clock == nil {
+		clock = resilience.RealClock()
+	}
+	logger := o.logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	set := o.metrics
+	if set == nil {
+		set = newMetricSet()
+		if o.registry != nil {
+			if err := set.register(o.registry); err != nil {
+				return nil, fmt.Errorf("grpc: upstream '%s': registering metrics: %w", u.Name, err)
+			}
+		}
+	}
+	c := &ServiceClient{
+		up:         u,
+		idempotent: make(map[string]bool, len(u.IdempotentMethods)),
+		restart:    make(map[string]bool, len(u.RestartStreams)),
+		clock:      clock,
+		metrics:    set.forUpstream(u.Name),
+		backoff:    resilience.Backoff{Base: u.BackoffBase, Max: u.BackoffMax},
+	}
+	for _, m := range u.IdempotentMethods {
+		c.idempotent[m] = true
+	}
+	for _, m := range u.RestartStreams {
+		c.restart[m] = true
+	}
+	for _, n := range u.RetryableCodes {
+		c.retryable[codeNames[n]] = true
+	}
+	if len(u.Headers) > 0 {
+		c.md = make(metadata.MD, len(u.Headers))
+		for k, v := range u.Headers {
+			c.md[k] = []string{v}
+		}
+	}
+	pool := o.pool
+	if pool == nil {
+		pool = NewPool()
+		c.ownPool = pool
+	}
+	conn, err := pool.channel(u, o.dial)
+	if err != nil {
+		return nil, err
+	}
+	c.conn = conn
+	c.breaker = resilience.NewBreaker(u.BreakerConfig.Opts(u.Name, clock,
+		resilience.LogStateChanges(logger.With("upstream", u.Name), "grpc", u.BreakerCoolDown, c.metrics.transition)))
+	c.bulkhead = resilience.NewBulkhead(resilience.BulkheadOpts{
+		Name: u.Name, MaxConcurrent: u.MaxConcurrent, Wait: u.BulkheadWait, Clock: clock,
+	})
+	c.budget = resilience.NewRetryBudget(resilience.RetryBudgetOpts{
+		Ratio: u.RetryBudgetRatio, MinPerSecond: u.RetryBudgetMinPerSecond, Clock: clock,
+	})
+	return c, nil
+}
+
+// Upstream returns the client's settings, defaults filled in.
+func (c *ServiceClient) Upstream() Upstream { return c.up }
+
+// Breaker returns the upstream's breaker, for /ready and tests.
+func (c *ServiceClient) Breaker() *resilience.Breaker { return c.breaker }
+
+// State returns the connectivity state of the client's channel (IDLE until
+// the first call).
+func (c *ServiceClient) State() connectivity.State { return c.conn.GetState() }
+
+// Close makes every later call fail with an [Error] of [KindClosed]; calls
+// in flight finish. It closes the channel only when the client made its own
+// pool (NewClient without [WithPool]): a shared channel is its pool's to
+// close.
+func (c *ServiceClient) Close() error {
+	c.closed.Store(true)
+	if c.ownPool != nil {
+		return c.ownPool.Close()
+	}
+	return nil
+}
+
+// Invoke makes a unary call: it implements grpc.ClientConnInterface for the
+// generated stubs. The call passes the breaker (once per call), the bulkhead,
+// then makes up to attempts attempts, all within timeout (or the caller's
+// sooner deadline). Only a method listed in idempotent_methods is retried,
+// only after a code in retryable_codes, only while the retry budget allows
+// and the backoff wait ends before the deadline. Every failure is an *[Error].
+func (c *ServiceClient) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	mm := c.metrics.method(method)
+	if c.closed.Load() {
+		return &Error{Upstream: c.up.Name, Method: method, Code: codes.Unavailable, Kind: KindClosed, Err: errClosed}
+	}
+	start := c.clock.Now()
+	ticket, err := c.breaker.Allow()
+	if err != nil {
+		c.metrics.refused(method, labelCircuitOpen)
+		return circuitOpen(c.up.Name, method, err)
+	}
+	// own is the timeout on the clock of context deadlines: it tells a call
+	// cut by the caller's sooner deadline from one cut by ours.
+	own := time.Now().Add(c.up.Timeout)
+	callCtx, cancel := context.WithDeadline(ctx, own)
+	defer cancel()
+	permit, err := c.bulkhead.Acquire(callCtx)
+	if err != nil {
+		ticket.Done(resilience.Ignore)
+		return c.refusedByBulkhead(ctx, method, err)
+	}
+	defer permit.Release()
+	callCtx = c.outgoing(callCtx)
+	if ticket.Probe() {
+		opts = probeOptions(c.conn, opts)
+	}
+
+	c.budget.RecordCall()
+	retry := c.idempotent[method]
+	attempts, cut := 0, false
+	for {
+		attempts++
+		err = c.conn.Invoke(callCtx, method, args, reply, opts...)
+		code := status.Code(err)
+		c.metrics.attempt(mm, method, code)
+		if err == nil {
+			break
+		}
+		// Decided now, not after a wait the caller may cut: an UNAVAILABLE
+		// stays evidence if the caller's deadline ends the backoff.
+		cut = resilience.CutByCaller(ctx, own)
+		if !retry || attempts >= c.up.Attempts || !c.retryableCode(code) || callCtx.Err() != nil {
+			break
+		}
+		if !c.waitToRetry(callCtx, attempts) {
+			break
+		}
+	}
+	code := status.Code(err)
+	ticket.Done(outcome(code, cut))
+	c.metrics.call(mm, method, code)
+	mm.duration.Observe(c.clock.Now().Sub(start).Seconds())
+	if err == nil {
+		return nil
+	}
+	return c.failure(method, attempts, err)
+}
+
+// probeOptions prepares the breaker's probe call: a channel that failed
+// while the breaker was open has been waiting between connection attempts,
+// and gRPC fails calls at once until it connects again. The probe wakes it
+// and waits for the connection (within the call's deadline), so it tells
+// whether the upstream is back rather than that the channel has not yet
+// looked.
+func probeOptions(conn *grpc.ClientConn, opts []grpc.CallOption) []grpc.CallOption {
+	conn.ResetConnectBackoff()
+	return append(opts[:len(opts):len(opts)], grpc.WaitForReady(true))
+}
+
+// retryableCode reports whether code is in retryable_codes.
+func (c *ServiceClient) retryableCode(code codes.Code) bool {
+	return int(code) < len(c.retryable) && c.retryable[code]
+}
+
+// waitToRetry waits before retry n (1-based) and reports whether the retry
+// may start: its backoff ends before the call's deadline, the budget grants
+// it, and the wait was not cut.
+func (c *ServiceClient) waitToRetry(callCtx context.Context, n int) bool {
+	wait := c.backoff.Delay(n)
+	if deadline, ok := callCtx.Deadline(); ok && wait >= time.Until(deadline) {
+		return false
+	}
+	if !c.budget.TryRetry() {
+		c.metrics.refusals.Inc()
+		return false
+	}
+	c.metrics.retries.Inc()
+	return c.clock.Sleep(callCtx, wait) == nil
+}
+
+// refusedByBulkhead returns the error of a call that got no place in the
+// bulkhead: full, or the call's context ended while it waited.
+func (c *ServiceClient) refusedByBulkhead(ctx context.Context, method string, err error) error {
+	if errors.Is(err, resilience.ErrBulkheadFull) {
+		c.metrics.refused(method, labelBulkheadFull)
+		return &Error{Upstream: c.up.Name, Method: method, Code: codes.Unavailable, Kind: KindBulkheadFull, Err: err}
+	}
+	return c.failure(method, 0, status.FromContextError(err).Err())
+}
+
+// failure wraps the error of a call's last attempt.
+func (c *ServiceClient) failure(method string, attempts int, err error) *Error {
+	e := &Error{Upstream: c.up.Name, Method: method, Code: status.Code(err), Attempts: attempts, Err: err}
+	if e.Code == codes.DeadlineExceeded {
+		e.Kind = KindTimeout
+	}
+	return e
+}
+
+// outgoing returns ctx with the metadata of docs/grpc.md: the configured
+// headers, the request ID, the forwarded bearer token, then the call's own
+// outgoing metadata, which wins.
+func (c *ServiceClient) outgoing(ctx context.Context) context.Context {
+	id := requestid.FromContext(ctx)
+	token := ""
+	if c.up.ForwardAuthorization {
+		token = framework.BearerToken(ctx)
+	}
+	if len(c.md) == 0 && id == "" && token == "" {
+		return ctx
+	}
+	own, _ := metadata.FromOutgoingContext(ctx)
+	md := make(metadata.MD, len(c.md)+len(own)+2)
+	for k, v := range c.md {
+		md[k] = v
+	}
+	if id != "" {
+		md["x-request-id"] = []string{id}
+	}
+	if token != "" {
+		md["authorization"] = []string{"Bearer " + token}
+	}
+	for k, v := range own {
+		md[k] = v
+	}
+	return metadata.NewOutgoingContext(ctx, md)
+}
+
+// outcome classifies a call's final code for the breaker. UNAVAILABLE and a
+// DEADLINE_EXCEEDED of the client's own timeout are failures: the upstream is
+// not there. A call its caller cancelled, or cut by the caller's sooner
+// deadline, says nothing about the upstream. RESOURCE_EXHAUSTED asks for calm
+// (an open breaker would turn it into an outage) and INTERNAL, UNKNOWN and
+// DATA_LOSS prove a server that answers, with a bug the same call meets
+// again: no evidence either way, like the http client's 429 and 500. Every
+// other code is an answer: the upstream is there.
+func outcome(code codes.Code, cutByCaller bool) resilience.Outcome {
+	switch code {
+	case codes.OK:
+		return resilience.Success
+	case codes.Canceled:
+		return resilience.Ignore
+	case codes.DeadlineExceeded:
+		if cutByCaller {
+			return resilience.Ignore
+		}
+		return resilience.Failure
+	case codes.Unavailable:
+		return resilience.Failure
+	case codes.ResourceExhausted, codes.Internal, codes.Unknown, codes.DataLoss:
+		return resilience.Ignore
+	}
+	return resilience.Success
+}
+
+var _ grpc.ClientConnInterface = (*ServiceClient)(nil)

@@ -1,0 +1,259 @@
+package grpc_test
+
+import (
+	"errors"
+	"io"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/jfastframework/jfast/examples/inventory/shoppb"
+	jgrpc "github.com/jfastframework/jfast/plugins/grpc"
+)
+
+// The tests of this file reproduce, on real loopback sockets, what the
+// inventory lab shows of a gRPC client that retries only what is safe.
+
+// lab is the retry budget's min_per_second of the tests that expect every
+// attempt of a lone call: the lab's client has no retry budget, and jfast's
+// default (1 retry a second while the ratio is not met) lets a lone call
+// retry once.
+const lab = 10
+
+// TestReserveIsRepeatedOnlyWhenListedAsIdempotent: Reserve takes the items and
+// then answers UNAVAILABLE. Listed as idempotent (wrongly), it reserves three
+// times; with the default list, which names GetStock only, it reserves once
+// and the caller gets the error.
+func TestReserveIsRepeatedOnlyWhenListedAsIdempotent(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name         string
+		idempotent   []string
+		reservations int32
+	}{
+		{"listed", []string{getStock, reserve}, 3},
+		{"default list", []string{getStock}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			inv := &inventory{reserveFails: true}
+			c := newClient(t, jgrpc.Upstream{Target: serveInventory(t, inv), IdempotentMethods: tc.idempotent, BackoffBase: time.Millisecond,
+				RetryBudgetMinPerSecond: lab})
+			_, err := shoppb.NewInventoryClient(c).Reserve(ctxFor(t), &shoppb.ReserveRequest{Sku: "sku-42", Quantity: 1})
+			var e *jgrpc.Error
+			if !errors.As(err, &e) || e.Code != codes.Unavailable {
+				t.Fatalf("err = %v, want an UNAVAILABLE *grpc.Error", err)
+			}
+			if got := inv.reservations.Load(); got != tc.reservations {
+				t.Fatalf("reservations = %d, want %d", got, tc.reservations)
+			}
+			if e.Attempts != int(tc.reservations) {
+				t.Fatalf("Attempts = %d, want %d", e.Attempts, tc.reservations)
+			}
+		})
+	}
+}
+
+// TestGetStockIsRetriedAfterUnavailable: GetStock answers UNAVAILABLE once,
+// then 7; the caller sees 7.
+func TestGetStockIsRetriedAfterUnavailable(t *testing.T) {
+	t.Parallel()
+	inv := &inventory{}
+	inv.failGetStock.Store(1)
+	c := newClient(t, jgrpc.Upstream{Target: serveInventory(t, inv), IdempotentMethods: []string{getStock}, BackoffBase: time.Millisecond})
+	stock, err := shoppb.NewInventoryClient(c).GetStock(ctxFor(t), &shoppb.GetStockRequest{Sku: "sku-42"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stock.GetAvailable() != 7 || inv.getStocks.Load() != 2 {
+		t.Fatalf("available = %d after %d calls, want 7 after 2", stock.GetAvailable(), inv.getStocks.Load())
+	}
+}
+
+// TestRetryGetsOnlyWhatIsLeftOfTheTimeout: with timeout = 300ms, a first
+// attempt that fails after 200 ms leaves the retry at most 100 ms, and the
+// retry, as slow, ends with DEADLINE_EXCEEDED.
+func TestRetryGetsOnlyWhatIsLeftOfTheTimeout(t *testing.T) {
+	t.Parallel()
+	inv := &inventory{slowGetStock: []time.Duration{200 * time.Millisecond, 200 * time.Millisecond}}
+	c := newClient(t, jgrpc.Upstream{Target: serveInventory(t, inv), Timeout: 300 * time.Millisecond,
+		IdempotentMethods: []string{getStock}, BackoffBase: time.Millisecond})
+	_, err := shoppb.NewInventoryClient(c).GetStock(ctxFor(t), &shoppb.GetStockRequest{Sku: "sku-42"})
+	var e *jgrpc.Error
+	if !errors.As(err, &e) || e.Code != codes.DeadlineExceeded || e.Kind != jgrpc.KindTimeout || e.Attempts != 2 {
+		t.Fatalf("err = %#v, want DEADLINE_EXCEEDED after 2 attempts", err)
+	}
+	d := inv.lastDeadlines()
+	if len(d) != 2 {
+		t.Fatalf("the server saw %d attempts, want 2", len(d))
+	}
+	if d[0] > 300*time.Millisecond || d[1] > 100*time.Millisecond {
+		t.Fatalf("deadlines on arrival = %v, want at most 300ms then at most what was left (100ms)", d)
+	}
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("status.Code(err) = %s, want DeadlineExceeded", status.Code(err))
+	}
+}
+
+// TestAuditClientSharesTheChannelAndMakesOneAttempt: two clients of one
+// pool to the same target, "orders" retrying GetStock and "audit" with
+// attempts = 1, share one channel; against a failing inventory orders makes
+// three attempts and audit exactly one.
+func TestAuditClientSharesTheChannelAndMakesOneAttempt(t *testing.T) {
+	t.Parallel()
+	inv := &inventory{}
+	inv.failGetStock.Store(100)
+	target := serveInventory(t, inv)
+	pool := jgrpc.NewPool()
+	t.Cleanup(func() { _ = pool.Close() })
+	orders := newClient(t, jgrpc.Upstream{Name: "orders", Target: target, IdempotentMethods: []string{getStock}, BackoffBase: time.Millisecond,
+		RetryBudgetMinPerSecond: lab}, jgrpc.WithPool(pool))
+	audit := newClient(t, jgrpc.Upstream{Name: "audit", Target: target, Attempts: 1}, jgrpc.WithPool(pool))
+	if pool.Len() != 1 {
+		t.Fatalf("channels = %d, want 1 shared", pool.Len())
+	}
+	ctx := ctxFor(t)
+	if _, err := shoppb.NewInventoryClient(orders).GetStock(ctx, &shoppb.GetStockRequest{Sku: "a"}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("orders: err = %v", err)
+	}
+	if n := inv.getStocks.Load(); n != 3 {
+		t.Fatalf("orders made %d attempts, want 3", n)
+	}
+	if _, err := shoppb.NewInventoryClient(audit).GetStock(ctx, &shoppb.GetStockRequest{Sku: "a"}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("audit: err = %v", err)
+	}
+	if n := inv.getStocks.Load() - 3; n != 1 {
+		t.Fatalf("audit made %d attempts, want 1", n)
+	}
+	// Closing a client of a shared pool leaves the channel to the others.
+	if err := audit.Close(); err != nil {
+		t.Fatal(err)
+	}
+	inv.failGetStock.Store(0)
+	if _, err := shoppb.NewInventoryClient(orders).GetStock(ctx, &shoppb.GetStockRequest{Sku: "a"}); err != nil {
+		t.Fatalf("orders after audit closed: %v", err)
+	}
+}
+
+// TestChannelsAreSharedOnlyWhenTheirSettingsAreIdentical: identical settings
+// share a channel; another target, compression, TLS setting or dial options
+// each get their own.
+func TestChannelsAreSharedOnlyWhenTheirSettingsAreIdentical(t *testing.T) {
+	t.Parallel()
+	pool := jgrpc.NewPool()
+	t.Cleanup(func() { _ = pool.Close() })
+	add := func(u jgrpc.Upstream, opts ...jgrpc.ClientOption) {
+		t.Helper()
+		c, err := jgrpc.NewClient(u, append(opts, jgrpc.WithPool(pool))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+	}
+	base := jgrpc.Upstream{Target: "127.0.0.1:9", Insecure: true, Attempts: 1}
+	add(base)
+	add(jgrpc.Upstream{Target: "127.0.0.1:9", Insecure: true, Attempts: 3, IdempotentMethods: []string{getStock}, Timeout: 5 * time.Second,
+		Headers: map[string]string{"x-api-key": "k"}, ForwardAuthorization: true})
+	if pool.Len() != 1 {
+		t.Fatalf("channels = %d after two clients that differ only above the channel, want 1", pool.Len())
+	}
+	steps := []struct {
+		name string
+		u    jgrpc.Upstream
+		opts []jgrpc.ClientOption
+	}{
+		{"another target", jgrpc.Upstream{Target: "127.0.0.1:10", Insecure: true, Attempts: 1}, nil},
+		{"compression", jgrpc.Upstream{Target: "127.0.0.1:9", Insecure: true, Attempts: 1, Compression: "gzip"}, nil},
+		{"TLS", jgrpc.Upstream{Target: "127.0.0.1:9", Attempts: 1}, nil},
+		{"TLS with a server name", jgrpc.Upstream{Target: "127.0.0.1:9", Attempts: 1, ServerName: "inventory.internal"}, nil},
+		{"dial options", base, []jgrpc.ClientOption{jgrpc.WithDialOptions(grpcUserAgent("audit"))}},
+	}
+	for i, s := range steps {
+		add(s.u, s.opts...)
+		if pool.Len() != i+2 {
+			t.Fatalf("%s: channels = %d, want %d (a channel of its own)", s.name, pool.Len(), i+2)
+		}
+	}
+	add(jgrpc.Upstream{Target: "127.0.0.1:10", Insecure: true, Attempts: 1})
+	if pool.Len() != len(steps)+1 {
+		t.Fatalf("a second client of the other target made a channel: %d", pool.Len())
+	}
+}
+
+// TestStreamRestartDuplicatesWhatWasDelivered: Export sends 1, 2 and fails.
+// By default the caller gets 1, 2 and the error; with the method in
+// restart_streams, the stream opens again and the caller gets 1, 2, 1, 2, 3.
+func TestStreamRestartDuplicatesWhatWasDelivered(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		restart []string
+		want    []int64
+		code    codes.Code
+	}{
+		{"default", nil, []int64{1, 2}, codes.Unavailable},
+		{"restart_streams", []string{export}, []int64{1, 2, 1, 2, 3}, codes.OK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			inv := &inventory{failExportOnce: true}
+			u := jgrpc.Upstream{Target: serveInventory(t, inv), Attempts: 1, BackoffBase: time.Millisecond, RetryBudgetMinPerSecond: lab}
+			if tc.restart != nil {
+				u.Attempts, u.RestartStreams = 3, tc.restart
+			}
+			c := newClient(t, u)
+			stream, err := shoppb.NewInventoryClient(c).Export(ctxFor(t), &shoppb.ExportRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int64
+			for {
+				item, err := stream.Recv()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					if status.Code(err) != tc.code {
+						t.Fatalf("err = %v, want %s", err, tc.code)
+					}
+					var e *jgrpc.Error
+					if !errors.As(err, &e) || e.Upstream != "upstream" {
+						t.Fatalf("err = %#v, want a *grpc.Error", err)
+					}
+					break
+				}
+				got = append(got, item.GetSeq())
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("items = %v, want %v", got, tc.want)
+			}
+			if c.Breaker().Snapshot().WindowCalls != 1 {
+				t.Fatalf("the breaker counted %d calls, want the stream once", c.Breaker().Snapshot().WindowCalls)
+			}
+		})
+	}
+}
+
+// TestSilentServerIsCutAtTimeout: a server that accepts connections and
+// never answers (no HTTP/2 handshake) is cut at timeout with
+// DEADLINE_EXCEEDED, which the breaker counts.
+func TestSilentServerIsCutAtTimeout(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, jgrpc.Upstream{Target: silentServer(t), Timeout: 200 * time.Millisecond, Attempts: 1})
+	start := time.Now()
+	_, err := shoppb.NewInventoryClient(c).GetStock(ctxFor(t), &shoppb.GetStockRequest{Sku: "a"})
+	var e *jgrpc.Error
+	if !errors.As(err, &e) || e.Kind != jgrpc.KindTimeout {
+		t.Fatalf("err = %v, want a timeout", err)
+	}
+	// A bound that only a hang breaks, not a speed target.
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the call took %s with timeout = 200ms", d)
+	}
+	if s := c.Breaker().Snapshot(); s.Consecutive != 1 {
+		t.Fatalf("breaker consecutive failures = %d, want 1", s.Consecutive)
+	}
+}

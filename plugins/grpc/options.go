@@ -1,0 +1,53 @@
+package grpc
+
+import (
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	"github.com/jfastframework/jfast/framework/resilience"
+)
+
+// ClientOption configures [NewClient].
+type ClientOption func(*clientOptions)
+
+type clientOptions struct {
+	clock    resilience.Clock
+	registry prometheus.Registerer
+	metrics  *metricSet
+	logger   *slog.Logger
+	pool     *Pool
+	dial     []grpc.DialOption
+}
+
+// WithClock sets the clock of the breaker, budget, bulkhead and backoff
+// waits (a resilience.TestClock in tests). Deadlines use real time.
+// Defaults to the real clock.
+func WithClock(c resilience.Clock) ClientOption { return func(o *clientOptions) { o.clock = c } }
+
+// WithMetrics registers the client's metrics (jfast_grpc_client_*, labelled
+// with the upstream's name) in reg. Defaults to no registration: the client
+// counts but nothing exports.
+func WithMetrics(reg prometheus.Registerer) ClientOption {
+	return func(o *clientOptions) { o.registry = reg }
+}
+
+// WithLogger sets where breaker changes are logged. Defaults to no logging.
+func WithLogger(l *slog.Logger) ClientOption { return func(o *clientOptions) { o.logger = l } }
+
+// WithPool takes the client's channel from p, shared with every other client
+// of p whose channel settings are the same. p's owner closes it; the
+// client's Close leaves it open. Defaults to a pool of the client's own,
+// which its Close closes.
+func WithPool(p *Pool) ClientOption { return func(o *clientOptions) { o.pool = p } }
+
+// WithDialOptions adds gRPC dial options to the client's channel, such as
+// interceptors or per-RPC credentials. They cannot be compared, so the client
+// gets a channel of its own. Options that turn gRPC's retries back on or that
+// replace the transport credentials defeat the plugin's rules: don't.
+func WithDialOptions(opts ...grpc.DialOption) ClientOption {
+	return func(o *clientOptions) { o.dial = append(o.dial, opts...) }
+}
+
+func withMetricSet(m *metricSet) ClientOption { return func(o *clientOptions) { o.metrics = m } }

@@ -1,0 +1,332 @@
+package grpc
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/readiness"
+)
+
+// name is the plugin's name in [plugins] enabled and [plugin.grpc].
+const name = "grpc"
+
+// Plugin keeps one [ServiceClient] per configured upstream and the channel
+// pool they share for the life of the process, and serves gRPC when
+// [plugin.grpc.server] listen is set. Get it with [From], a client with
+// [Client], the server to register services on with [Server].
+type Plugin struct {
+	cfg Config
+
+	mu      sync.Mutex
+	started bool
+	pool    *Pool
+	clients map[string]*ServiceClient
+	names   []string // sorted
+	server  *server  // nil when listen is empty
+}
+
+// New returns the grpc plugin with its defaults.
+func New() *Plugin { return &Plugin{} }
+
+// From returns the grpc plugin of app, or an error when it is not enabled.
+func From(app *framework.App) (*Plugin, error) { return framework.Get[*Plugin](app, name) }
+
+// Client returns the client of the upstream configured as
+// [plugin.grpc.upstreams.<upstream>]. Call it when mounting routes, not per
+// request; an unknown name is an error, which fails the boot.
+func Client(app *framework.App, upstream string) (*ServiceClient, error) {
+	p, err := From(app)
+	if err != nil {
+		return nil, err
+	}
+	return p.Client(upstream)
+}
+
+// Server returns what the service registers its gRPC services on, from
+// Options.Routes:
+//
+//	srv, err := grpc.Server(app)
+//	if err != nil {
+//		return err
+//	}
+//	shoppb.RegisterInventoryServer(srv, inventory)
+//
+// It is an error when [plugin.grpc.server] listen is not set.
+func Server(app *framework.App) (grpc.ServiceRegistrar, error) {
+	p, err := From(app)
+	if err != nil {
+		return nil, err
+	}
+	return p.Server()
+}
+
+// Name implements framework.Plugin.
+func (p *Plugin) Name() string { return name }
+
+// Config implements framework.Configurable.
+func (p *Plugin) Config() any { return &p.cfg }
+
+// DeployKeys implements framework.DeployKeyer: where an upstream is, how it
+// is secured and the credentials its headers carry depend on where the
+// service runs, and so does the address the server listens on.
+func (p *Plugin) DeployKeys() []string {
+	return []string{
+		"upstreams.*.target", "upstreams.*.insecure", "upstreams.*.ca_file", "upstreams.*.server_name",
+		"upstreams.*.headers.*", "server.listen",
+	}
+}
+
+// Dependencies implements framework.Dependent: when the telemetry plugin is
+// enabled it starts first, so its tracer provider exists when the channels
+// and the server are built.
+func (p *Plugin) Dependencies() []framework.Dependency {
+	return []framework.Dependency{{Name: "telemetry", Optional: true}}
+}
+
+// Validate implements framework.Validator.
+func (p *Plugin) Validate(v *framework.Validation) {
+	for _, n := range slices.Sorted(mapKeys(p.cfg.Upstreams)) {
+		u := p.cfg.Upstreams[n]
+		sub := v.Sub("upstreams." + n)
+		if !validUpstreamName(n) {
+			sub.Error("", "is not a valid upstream name", "use lowercase letters, digits, - and _ (it names the upstream in metrics and in JFAST_GRPC_UPSTREAMS__<NAME>__TARGET)")
+		}
+		for _, e := range u.problems() {
+			sub.Error(e.key, e.problem, e.fix)
+		}
+	}
+	if l := p.cfg.Server.Listen; l != "" {
+		if problem := checkListen(l); problem != "" {
+			v.Sub("server").Error("listen", problem, `set an address such as "127.0.0.1:9000", in the file or in JFAST_GRPC_SERVER__LISTEN, or remove it to serve no gRPC`)
+		}
+	}
+}
+
+func validUpstreamName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// tracing is the telemetry plugin as this plugin sees it.
+type tracing interface {
+	TracerProvider() trace.TracerProvider
+	Propagator() propagation.TextMapPropagator
+}
+
+// otelOptions returns otelgrpc's options when the telemetry plugin is
+// enabled and exports, else nil.
+func otelOptions(app *framework.App) []otelgrpc.Option {
+	t, ok := app.Plugin("telemetry").(tracing)
+	if !ok {
+		return nil
+	}
+	tp := t.TracerProvider()
+	if tp == nil {
+		return nil
+	}
+	return []otelgrpc.Option{
+		otelgrpc.WithTracerProvider(tp),
+		otelgrpc.WithPropagators(t.Propagator()),
+		// The plugin's own Prometheus metrics count calls; otelgrpc's
+		// would only duplicate them.
+		otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider()),
+	}
+}
+
+// Start implements framework.Starter: it builds the channel pool, every
+// upstream's client and, when listen is set, the gRPC server. No connection
+// is made: an upstream that is down does not fail the boot.
+func (p *Plugin) Start(_ context.Context, app *framework.App) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	set := newMetricSet()
+	if err := set.register(app.Metrics()); err != nil {
+		return fmt.Errorf("grpc: registering metrics: %w", err)
+	}
+	otel := otelOptions(app)
+	var base []grpc.DialOption
+	if otel != nil {
+		base = append(base, grpc.WithStatsHandler(otelgrpc.NewClientHandler(otel...)))
+	}
+	p.pool = NewPool(base...)
+	opts := []ClientOption{WithClock(app.Clock()), WithLogger(app.Logger()), withMetricSet(set), WithPool(p.pool)}
+	p.clients = make(map[string]*ServiceClient, len(p.cfg.Upstreams))
+	p.names = slices.Sorted(mapKeys(p.cfg.Upstreams))
+	for _, n := range p.names {
+		u := p.cfg.Upstreams[n]
+		u.Name = n
+		c, err := newClient(u, opts...)
+		if err != nil {
+			_ = p.pool.Close()
+			return err
+		}
+		p.clients[n] = c
+	}
+	if p.cfg.Server.Listen != "" {
+		s, err := newServer(app, p.cfg.Server, otel)
+		if err != nil {
+			_ = p.pool.Close()
+			return err
+		}
+		p.server = s
+	}
+	p.started = true
+	return nil
+}
+
+// Serve implements framework.Server: once the routes (and the services
+// registered from them) are in place, the gRPC server listens.
+func (p *Plugin) Serve(app *framework.App) error {
+	p.mu.Lock()
+	s := p.server
+	p.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	return s.serve(app)
+}
+
+// Shutdown implements framework.Server: GracefulStop (calls in flight
+// finish, new ones are refused) within ctx, app.shutdown_timeout, then Stop.
+func (p *Plugin) Shutdown(ctx context.Context) error {
+	p.mu.Lock()
+	s := p.server
+	p.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	return s.shutdown(ctx)
+}
+
+// Stop implements framework.Stopper: it closes every channel. It runs after
+// the HTTP and gRPC servers drained, so no handler's call is in flight.
+func (p *Plugin) Stop(context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.server != nil {
+		p.server.stop() // a server that never served (a later start failed)
+	}
+	for _, c := range p.clients {
+		c.closed.Store(true)
+	}
+	if p.pool != nil {
+		return p.pool.Close()
+	}
+	return nil
+}
+
+// Client returns the client of a configured upstream.
+func (p *Plugin) Client(upstream string) (*ServiceClient, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.clients[upstream]; ok {
+		return c, nil
+	}
+	if !p.started {
+		return nil, fmt.Errorf("grpc: the grpc plugin has not started; ask for upstream '%s' when mounting routes", upstream)
+	}
+	fix := "add a [plugin.grpc.upstreams." + upstream + "] table with its target"
+	if len(p.names) > 0 {
+		fix += "; configured upstreams: " + strings.Join(p.names, ", ")
+	}
+	return nil, fmt.Errorf("grpc: no upstream '%s' is configured: %s", upstream, fix)
+}
+
+// Server returns what services are registered on; see the package function
+// [Server].
+func (p *Plugin) Server() (grpc.ServiceRegistrar, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.started {
+		return nil, fmt.Errorf("grpc: the grpc plugin has not started; register gRPC services when mounting routes")
+	}
+	if p.server == nil {
+		return nil, fmt.Errorf(`grpc: [plugin.grpc.server] listen is not set: set it (such as "127.0.0.1:9000", or JFAST_GRPC_SERVER__LISTEN) to serve gRPC`)
+	}
+	return p.server.registrar(), nil
+}
+
+// Channels returns how many gRPC channels the plugin's pool holds.
+func (p *Plugin) Channels() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pool == nil {
+		return 0
+	}
+	return p.pool.Len()
+}
+
+// Check implements framework.Checker. It sends nothing: it lists every
+// upstream's breaker and its channel's connectivity state in meta, and the
+// server's address. An open or half-open breaker makes the check fail,
+// never critically (degraded, not unavailable), as the http client's does.
+func (p *Plugin) Check(context.Context) readiness.Report {
+	p.mu.Lock()
+	names, clients, srv := p.names, p.clients, p.server
+	p.mu.Unlock()
+	upstreams := make(map[string]any, len(names))
+	var suspended []string
+	for _, n := range names {
+		c := clients[n]
+		s := c.breaker.Snapshot()
+		upstreams[n] = map[string]any{
+			"breaker":   s.Meta(),
+			"channel":   strings.ToLower(c.State().String()),
+			"in_flight": c.bulkhead.InFlight(),
+		}
+		switch s.State {
+		case resilience.StateOpen:
+			suspended = append(suspended, fmt.Sprintf("calls to '%s' are suspended for %.1fs", n, s.RetryAfter.Seconds()))
+		case resilience.StateHalfOpen:
+			suspended = append(suspended, fmt.Sprintf("calls to '%s' are suspended while a probe call is in flight", n))
+		}
+	}
+	meta := map[string]any{"upstreams": upstreams}
+	if srv != nil {
+		meta["server"] = map[string]any{"listen": srv.addr()}
+	}
+	if len(suspended) > 0 {
+		return readiness.Failed(strings.Join(suspended, "; "), false, meta)
+	}
+	return readiness.Passed(fmt.Sprintf("%d upstreams, every breaker closed", len(names)), meta)
+}
+
+var (
+	_ framework.Configurable = (*Plugin)(nil)
+	_ framework.Validator    = (*Plugin)(nil)
+	_ framework.DeployKeyer  = (*Plugin)(nil)
+	_ framework.Dependent    = (*Plugin)(nil)
+	_ framework.Starter      = (*Plugin)(nil)
+	_ framework.Server       = (*Plugin)(nil)
+	_ framework.Stopper      = (*Plugin)(nil)
+	_ framework.Checker      = (*Plugin)(nil)
+)

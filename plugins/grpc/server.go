@@ -1,0 +1,375 @@
+package grpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/problem"
+	"github.com/jfastframework/jfast/requestid"
+)
+
+// server is the plugin's gRPC server: every RPC gets what every HTTP request
+// of a jfast service gets (request ID, deadline, panic recovery, access log,
+// metrics, tracing, errors rendered in one place), and grpc.health.v1.Health
+// answers from /ready's checks.
+type server struct {
+	cfg     ServerConfig
+	srv     *grpc.Server
+	log     *slog.Logger
+	timeout time.Duration // app.request_timeout
+	metrics *serverMetrics
+	health  *healthServer
+
+	serving  atomic.Bool
+	mu       sync.Mutex
+	ln       net.Listener
+	served   chan struct{}
+	stopOnce sync.Once
+}
+
+func newServer(app *framework.App, cfg ServerConfig, otel []otelgrpc.Option) (*server, error) {
+	s := &server{
+		cfg:     cfg,
+		log:     app.Logger(),
+		timeout: app.Config().RequestTimeout,
+		metrics: newServerMetrics(),
+	}
+	if err := s.metrics.register(app.Metrics()); err != nil {
+		return nil, fmt.Errorf("grpc: registering server metrics: %w", err)
+	}
+	opts := []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(s.unary),
+		grpc.ChainStreamInterceptor(s.stream),
+	}
+	if otel != nil {
+		opts = append(opts, grpc.StatsHandler(otelgrpc.NewServerHandler(otel...)))
+	}
+	s.srv = grpc.NewServer(opts...)
+	s.health = &healthServer{app: app, srv: s.srv, stopping: make(chan struct{}), interval: healthWatchInterval}
+	healthpb.RegisterHealthServer(s.srv, s.health)
+	if cfg.Reflection {
+		reflection.Register(s.srv)
+	}
+	return s, nil
+}
+
+// registrar is what services are registered on: the server, until it
+// serves.
+func (s *server) registrar() grpc.ServiceRegistrar { return registrar{s} }
+
+type registrar struct{ s *server }
+
+// RegisterService registers a service. Registering once the server serves
+// is a programmer error (gRPC would end the process): it panics naming the
+// fix.
+func (r registrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
+	if r.s.serving.Load() {
+		panic("grpc: RegisterService after the gRPC server started serving; register services from Options.Routes")
+	}
+	r.s.srv.RegisterService(desc, impl)
+}
+
+// serve listens on listen and serves in the background.
+func (s *server) serve(app *framework.App) error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("grpc: listen on %s ([plugin.grpc.server] listen): %w", s.cfg.Listen, err)
+	}
+	s.serving.Store(true)
+	s.mu.Lock()
+	s.ln, s.served = ln, make(chan struct{})
+	s.mu.Unlock()
+	go func() {
+		defer close(s.served)
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			s.log.Error("grpc: serving stopped", slog.String("error", err.Error()))
+		}
+	}()
+	names := make([]string, 0)
+	for n := range s.srv.GetServiceInfo() {
+		names = append(names, n)
+	}
+	s.log.Info("grpc: listening", slog.String("addr", ln.Addr().String()), slog.Any("services", names))
+	return nil
+}
+
+// addr returns the address the server listens on, or its configured listen
+// before it serves.
+func (s *server) addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln != nil {
+		return s.ln.Addr().String()
+	}
+	return s.cfg.Listen
+}
+
+// shutdown ends Health.Watch streams, then stops gracefully within ctx, then
+// hard.
+func (s *server) shutdown(ctx context.Context) error {
+	s.stopOnce.Do(func() { close(s.health.stopping) })
+	s.mu.Lock()
+	served := s.served
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		s.srv.GracefulStop()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.srv.Stop()
+		<-done
+		err = fmt.Errorf("grpc: calls still in flight when the shutdown timeout ended were cut: %w", ctx.Err())
+	}
+	if served != nil {
+		<-served
+	}
+	return err
+}
+
+// stop stops a server at once (idempotent; a no-op after shutdown).
+func (s *server) stop() {
+	s.stopOnce.Do(func() { close(s.health.stopping) })
+	s.srv.Stop()
+	s.mu.Lock()
+	served := s.served
+	s.mu.Unlock()
+	if served != nil {
+		<-served
+	}
+}
+
+// rpc is one RPC being served.
+type rpc struct {
+	method string
+	id     string
+	start  time.Time
+	cancel context.CancelFunc
+}
+
+// begin gives the RPC its request ID (the caller's x-request-id when sane,
+// else a new one, echoed in the response header) and its deadline (the
+// sooner of the caller's grpc-timeout and app.request_timeout).
+func (s *server) begin(ctx context.Context, method string, setHeader func(metadata.MD) error) (context.Context, *rpc) {
+	r := &rpc{method: method, start: time.Now()}
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get("x-request-id"); len(v) > 0 && requestid.Valid(v[0]) {
+			r.id = v[0]
+		}
+	}
+	if r.id == "" {
+		r.id = requestid.New()
+	}
+	ctx = requestid.NewContext(ctx, r.id)
+	_ = setHeader(metadata.Pairs("x-request-id", r.id))
+	ctx, r.cancel = context.WithTimeout(ctx, s.timeout)
+	return ctx, r
+}
+
+// end turns the handler's error into the RPC's status, logs the RPC and
+// counts it.
+func (s *server) end(ctx context.Context, r *rpc, err error, setTrailer func(metadata.MD)) error {
+	r.cancel()
+	st, retryAfter := s.toStatus(ctx, r, err)
+	if retryAfter > 0 {
+		setTrailer(metadata.Pairs("retry-after", strconv.FormatInt(int64((retryAfter+time.Second-1)/time.Second), 10)))
+	}
+	code := st.Code()
+	d := time.Since(r.start)
+	m := s.metrics.method(r.method)
+	m.handled(code).Inc()
+	m.duration.Observe(d.Seconds())
+	s.log.LogAttrs(ctx, slog.LevelInfo, "rpc",
+		slog.String("method", r.method),
+		slog.String("code", codeName(code)),
+		slog.Duration("duration", d))
+	return st.Err()
+}
+
+// toStatus is the one place a handler's error becomes a status: a problem
+// (every plugin's dependency error is one) by its HTTP status, so an outage
+// or an open breaker is UNAVAILABLE with the dependency named in the
+// message; a status error as itself; a deadline as DEADLINE_EXCEEDED; a
+// cancel as CANCELLED; anything else INTERNAL with no detail (the error goes
+// to the log).
+func (s *server) toStatus(ctx context.Context, r *rpc, err error) (*status.Status, time.Duration) {
+	if err == nil {
+		return status.New(codes.OK, ""), 0
+	}
+	if p, ok := problem.As(err); ok {
+		code := codeForHTTP(p.Status)
+		msg := p.Detail
+		if code == codes.Internal || code == codes.Unknown {
+			msg = "internal error"
+		}
+		if code == codes.Internal || code == codes.Unknown || code == codes.Unavailable {
+			s.logFailure(ctx, r, code, err)
+		}
+		return status.New(code, msg), p.RetryAfter
+	}
+	if st, ok := status.FromError(err); ok {
+		if st.Code() == codes.Internal || st.Code() == codes.Unknown {
+			s.logFailure(ctx, r, st.Code(), err)
+		}
+		return st, 0
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.New(codes.DeadlineExceeded, "the call did not finish within its deadline"), 0
+	case errors.Is(err, context.Canceled):
+		return status.New(codes.Canceled, "the call was cancelled"), 0
+	}
+	s.logFailure(ctx, r, codes.Internal, err)
+	return status.New(codes.Internal, "internal error"), 0
+}
+
+func (s *server) logFailure(ctx context.Context, r *rpc, code codes.Code, err error) {
+	s.log.LogAttrs(ctx, slog.LevelError, "rpc failed",
+		slog.String("method", r.method), slog.String("code", codeName(code)), slog.String("error", err.Error()))
+}
+
+// codeForHTTP is the gRPC code of a problem's HTTP status.
+func codeForHTTP(s int) codes.Code {
+	switch s {
+	case http.StatusBadRequest, http.StatusUnprocessableEntity:
+		return codes.InvalidArgument
+	case http.StatusUnauthorized:
+		return codes.Unauthenticated
+	case http.StatusForbidden:
+		return codes.PermissionDenied
+	case http.StatusNotFound:
+		return codes.NotFound
+	case http.StatusConflict:
+		return codes.Aborted
+	case http.StatusPreconditionFailed:
+		return codes.FailedPrecondition
+	case http.StatusTooManyRequests:
+		return codes.ResourceExhausted
+	case http.StatusNotImplemented, http.StatusMethodNotAllowed:
+		return codes.Unimplemented
+	case http.StatusBadGateway, http.StatusServiceUnavailable:
+		return codes.Unavailable
+	case http.StatusGatewayTimeout, http.StatusRequestTimeout:
+		return codes.DeadlineExceeded
+	}
+	if s >= 400 && s < 500 {
+		return codes.FailedPrecondition
+	}
+	return codes.Internal
+}
+
+// recovered logs a handler's panic with its stack and returns INTERNAL,
+// with no detail for the caller.
+func (s *server) recovered(ctx context.Context, r *rpc, v any) error {
+	s.log.LogAttrs(ctx, slog.LevelError, "panic serving rpc",
+		slog.String("method", r.method),
+		slog.Any("panic", v),
+		slog.String("stack", string(debug.Stack())))
+	return status.Error(codes.Internal, "internal error")
+}
+
+func (s *server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+	ctx, r := s.begin(ctx, info.FullMethod, func(md metadata.MD) error { return grpc.SetHeader(ctx, md) })
+	defer func() {
+		if v := recover(); v != nil {
+			resp, err = nil, s.recovered(ctx, r, v)
+		}
+		err = s.end(ctx, r, err, func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) })
+	}()
+	return handler(ctx, req)
+}
+
+func (s *server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+	ctx, r := s.begin(ss.Context(), info.FullMethod, ss.SetHeader)
+	defer func() {
+		if v := recover(); v != nil {
+			err = s.recovered(ctx, r, v)
+		}
+		err = s.end(ctx, r, err, ss.SetTrailer)
+	}()
+	return handler(srv, &serverStream{ServerStream: ss, ctx: ctx})
+}
+
+// serverStream is a ServerStream whose context carries the request ID and
+// the deadline.
+type serverStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *serverStream) Context() context.Context { return s.ctx }
+
+// serverMetrics are the jfast_grpc_server_* collectors.
+type serverMetrics struct {
+	handledVec  *prometheus.CounterVec
+	durationVec *prometheus.HistogramVec
+	methods     sync.Map // method → *serverMethod
+}
+
+func newServerMetrics() *serverMetrics {
+	return &serverMetrics{
+		handledVec: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jfast_grpc_server_handled_total",
+			Help: "RPCs this service served, by method and code.",
+		}, []string{"method", "code"}),
+		durationVec: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "jfast_grpc_server_handling_seconds",
+			Help:    "Time serving an RPC, from its start to its status.",
+			Buckets: latencyBuckets,
+		}, []string{"method"}),
+	}
+}
+
+func (m *serverMetrics) register(reg prometheus.Registerer) error {
+	return errors.Join(reg.Register(m.handledVec), reg.Register(m.durationVec))
+}
+
+type serverMethod struct {
+	set      *serverMetrics
+	name     string
+	duration prometheus.Observer
+	mu       sync.Mutex
+	codes    [codes.Unauthenticated + 1]prometheus.Counter
+}
+
+func (m *serverMetrics) method(name string) *serverMethod {
+	if v, ok := m.methods.Load(name); ok {
+		return v.(*serverMethod)
+	}
+	v, _ := m.methods.LoadOrStore(name, &serverMethod{set: m, name: name, duration: m.durationVec.WithLabelValues(name)})
+	return v.(*serverMethod)
+}
+
+func (m *serverMethod) handled(code codes.Code) prometheus.Counter {
+	if code > codes.Unauthenticated {
+		return m.set.handledVec.WithLabelValues(m.name, codeName(code))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.codes[code] == nil {
+		m.codes[code] = m.set.handledVec.WithLabelValues(m.name, codeName(code))
+	}
+	return m.codes[code]
+}
