@@ -16,6 +16,7 @@ import (
 	"github.com/jfastframework/jfast/plugins/auth"
 	"github.com/jfastframework/jfast/plugins/cache"
 	"github.com/jfastframework/jfast/plugins/db"
+	jgrpc "github.com/jfastframework/jfast/plugins/grpc"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/plugins/queue"
 	"github.com/jfastframework/jfast/plugins/storage"
@@ -36,7 +37,12 @@ name = "shape"
 readiness_timeout = "1s"
 
 [plugins]
-enabled = ["db", "cache", "http", "queue", "storage", "auth"]
+enabled = ["db", "cache", "http", "queue", "storage", "auth", "grpc"]
+
+[plugin.grpc.upstreams.inventory]
+target = "`+down+`"
+insecure = true
+attempts = 1
 
 [plugin.db]
 url = "postgres://postgres@` + down + `/shape"
@@ -65,7 +71,7 @@ secret_key = "secret"
 mode = "jwks"
 jwks_url = "http://` + down + `/jwks.json"
 `,
-		Plugins: []framework.Plugin{db.New(), cache.New(), jhttp.New(), queue.New(), storage.New(), auth.New()},
+		Plugins: []framework.Plugin{db.New(), cache.New(), jhttp.New(), queue.New(), storage.New(), auth.New(), jgrpc.New()},
 	})
 	resp := svc.Get(t, "/ready")
 	var body struct {
@@ -91,6 +97,12 @@ jwks_url = "http://` + down + `/jwks.json"
 		t.Fatalf("/ready: http upstream billing has no breaker meta: %s", resp.Body)
 	}
 	breakers["http.billing"] = b
+	grpcUp, _ := body.Checks["grpc"].Meta["upstreams"].(map[string]any)
+	inventory, _ := grpcUp["inventory"].(map[string]any)
+	if b, ok = inventory["breaker"].(map[string]any); !ok {
+		t.Fatalf("/ready: grpc upstream inventory has no breaker meta: %s", resp.Body)
+	}
+	breakers["grpc.inventory"] = b
 
 	want := []string{"consecutive_failures", "opens", "retry_after", "state", "window_calls", "window_failures"}
 	for name, b := range breakers {
@@ -125,17 +137,18 @@ breaker_cool_down = "-1s"
 		"plugin.db":                     "url = \"postgres://postgres@" + down + "/shape\"\n",
 		"plugin.cache":                  "",
 		"plugin.http.upstreams.billing": "base_url = \"http://" + down + "\"\n",
+		"plugin.grpc.upstreams.billing": "target = \"" + down + "\"\ninsecure = true\nattempts = 1\n",
 		"plugin.queue":                  "backend = \"postgres\"\n",
 		"plugin.storage.disks.files":    "driver = \"s3\"\nbucket = \"files\"\nregion = \"us-east-1\"\n",
 		"plugin.auth":                   "mode = \"jwks\"\njwks_url = \"http://" + down + "/jwks.json\"\n",
 	}
 	var problems map[string]string // key suffix → problem and fix, from the first table
 	for _, table := range slices.Sorted(maps.Keys(tables)) {
-		toml := "[plugins]\nenabled = [\"db\", \"cache\", \"http\", \"queue\", \"storage\", \"auth\"]\n[plugin.storage]\ndefault = \"files\"\n"
+		toml := "[plugins]\nenabled = [\"db\", \"cache\", \"http\", \"queue\", \"storage\", \"auth\", \"grpc\"]\n[plugin.storage]\ndefault = \"files\"\n"
 		toml += "[" + table + "]\n" + tables[table] + bad
 		_, err := jfasttest.New(t, jfasttest.Options{
 			TOML:    toml,
-			Plugins: []framework.Plugin{db.New(), cache.New(), jhttp.New(), queue.New(), storage.New(), auth.New()},
+			Plugins: []framework.Plugin{db.New(), cache.New(), jhttp.New(), queue.New(), storage.New(), auth.New(), jgrpc.New()},
 		})
 		var errs framework.ConfigErrors
 		if !errors.As(err, &errs) {

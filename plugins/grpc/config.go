@@ -267,7 +267,7 @@ func (l *problemList) Error(key, problem, fix string) {
 func (l *problemList) Deadline(key string, d time.Duration) {
 	if d <= 0 {
 		l.Error(key, fmt.Sprintf("must be a positive duration, got %s", d),
-			`set a duration such as "1s" or a number of seconds; deadlines cannot be switched off`)
+			`set a duration such as "5s" or a number of seconds; deadlines cannot be switched off`)
 	}
 }
 

@@ -275,6 +275,19 @@ func (p *Plugin) Server() (grpc.ServiceRegistrar, error) {
 	return p.server.registrar(), nil
 }
 
+// Addr returns the address the gRPC server listens on ("127.0.0.1:9000",
+// with the port chosen when listen ends in ":0"), or "" when it does not
+// serve.
+func (p *Plugin) Addr() string {
+	p.mu.Lock()
+	s := p.server
+	p.mu.Unlock()
+	if s == nil || !s.serving.Load() {
+		return ""
+	}
+	return s.addr()
+}
+
 // Channels returns how many gRPC channels the plugin's pool holds.
 func (p *Plugin) Channels() int {
 	p.mu.Lock()
