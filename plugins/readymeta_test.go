@@ -40,7 +40,7 @@ readiness_timeout = "1s"
 enabled = ["db", "cache", "http", "queue", "storage", "auth", "grpc"]
 
 [plugin.grpc.upstreams.inventory]
-target = "`+down+`"
+target = "` + down + `"
 insecure = true
 attempts = 1
 

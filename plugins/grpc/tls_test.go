@@ -32,7 +32,9 @@ func TestTLSWithCAFileAndServerName(t *testing.T) {
 	caFile, cert := certificates(t, "inventory.internal")
 	target := serveInventory(t, &inventory{}, grpc.Creds(credentials.NewServerTLSFromCert(&cert)))
 	call := func(u jgrpc.Upstream) error {
-		u.Target, u.Attempts = target, 1
+		// A generous timeout: the first use of the system's roots reads them
+		// from disk, which takes a while under the race detector.
+		u.Target, u.Attempts, u.Timeout = target, 1, 20*time.Second
 		c, err := jgrpc.NewClient(u)
 		if err != nil {
 			t.Fatal(err)
