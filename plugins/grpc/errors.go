@@ -151,7 +151,7 @@ var httpStatus = map[codes.Code]int{
 }
 
 // Problem renders the error as problem+json with the upstream in the
-// "upstream" member: a 503 (with Retry-After when the wait is known) for an
+// "upstream" member (and, for a 503, in "dependency" too): a 503 (with Retry-After when the wait is known) for an
 // [Error.Outage]; otherwise NOT_FOUND 404; INVALID_ARGUMENT, OUT_OF_RANGE and
 // FAILED_PRECONDITION 400; ALREADY_EXISTS and ABORTED 409; PERMISSION_DENIED
 // 403; UNAUTHENTICATED 401; RESOURCE_EXHAUSTED 429; anything else (INTERNAL,
@@ -159,7 +159,9 @@ var httpStatus = map[codes.Code]int{
 func (e *Error) Problem() *problem.Problem {
 	var p *problem.Problem
 	if e.Outage() {
-		p = problem.ServiceUnavailable("", e.detail(), e.RetryAfter)
+		// "dependency" like every plugin's 503, and "upstream" as the http
+		// client's errors carry it.
+		p = problem.ServiceUnavailable(e.Upstream, e.detail(), e.RetryAfter)
 	} else if s, ok := httpStatus[e.Code]; ok {
 		p = problem.New(s, e.detail())
 	} else {

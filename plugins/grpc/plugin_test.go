@@ -48,6 +48,7 @@ type problemBody struct {
 	Status     int     `json:"status"`
 	Detail     string  `json:"detail"`
 	Upstream   string  `json:"upstream"`
+	Dependency string  `json:"dependency"`
 	RetryAfter float64 `json:"retry_after"`
 }
 
@@ -94,7 +95,7 @@ breaker_cool_down = "7s"
 	inv.failGetStock.Store(2)
 	for range 2 {
 		resp := svc.Get(t, "/stock/sku-42")
-		if p := decodeProblem(t, resp); resp.Status != http.StatusServiceUnavailable || p.Upstream != "inventory" {
+		if p := decodeProblem(t, resp); resp.Status != http.StatusServiceUnavailable || p.Upstream != "inventory" || p.Dependency != "inventory" {
 			t.Fatalf("UNAVAILABLE = %d %s, want a 503 naming the upstream", resp.Status, resp.Body)
 		}
 	}
