@@ -62,7 +62,7 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 		port:   base.Port(),
 	}
 	if c.port == "" {
-		c.port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(base.Scheme)]
+		c.port = defaultPort(base.Scheme)
 	}
 	c.pol = core.newPolicy(u.Name, core.origin, core.metrics.transition)
 	c.transport = &upstreamTransport{c: c}

@@ -151,14 +151,20 @@ func closeRequestBody(req *http.Request) {
 func (c *ServiceClient) sameOrigin(u *url.URL) bool {
 	port := u.Port()
 	if port == "" {
-		switch {
-		case strings.EqualFold(u.Scheme, "http"):
-			port = "80"
-		case strings.EqualFold(u.Scheme, "https"):
-			port = "443"
-		}
+		port = defaultPort(u.Scheme)
 	}
 	return strings.EqualFold(u.Scheme, c.scheme) && strings.EqualFold(u.Hostname(), c.host) && port == c.port
+}
+
+// defaultPort returns the port a URL of scheme means when it names none.
+func defaultPort(scheme string) string {
+	switch {
+	case strings.EqualFold(scheme, "http"):
+		return "80"
+	case strings.EqualFold(scheme, "https"):
+		return "443"
+	}
+	return ""
 }
 
 // originOf returns u's origin as "scheme://host:port", in lower case, with
@@ -168,12 +174,7 @@ func originOf(u *url.URL) string {
 	scheme := strings.ToLower(u.Scheme)
 	port := u.Port()
 	if port == "" {
-		switch scheme {
-		case "http":
-			port = "80"
-		case "https":
-			port = "443"
-		}
+		port = defaultPort(scheme)
 	}
 	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
