@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 
 	jhttp "github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/problem"
@@ -61,4 +63,66 @@ func ExampleUpstreamError() {
 	// Output:
 	// true billing true
 	// 503 upstream 'billing' is unreachable billing billing
+}
+
+// An SDK or a reverse proxy takes the upstream's policies as an *http.Client
+// (or an http.RoundTripper): its requests get the deadlines, retries,
+// breaker and bulkhead, and their bodies stream. Turn the SDK's own retries
+// off, so that retries happen at one level.
+func ExampleServiceClient_HTTPClient() {
+	var calls atomic.Int32
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable) // retried by the upstream's rules
+			return
+		}
+		fmt.Fprint(w, `{"object":"list"}`)
+	}))
+	defer api.Close()
+
+	client, err := jhttp.NewClient(jhttp.Upstream{Name: "models", BaseURL: api.URL})
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	sdk := client.HTTPClient() // e.g. option.WithHTTPClient(sdk), option.WithMaxRetries(0)
+
+	resp, err := sdk.Get(api.URL + "/v1/models")
+	if err != nil {
+		panic(err)
+	}
+	defer resp.Body.Close() // ends the call: give the body back
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(resp.StatusCode, string(body), calls.Load())
+	// Output: 200 {"object":"list"} 2
+}
+
+// A shared client calls any origin by absolute URL, each origin with its own
+// breaker, budget and bulkhead, and refuses addresses inside the service's
+// own network unless allowed.
+func ExampleNewSharedClient() {
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer hook.Close()
+
+	guarded, err := jhttp.NewSharedClient(jhttp.SharedConfig{Upstream: jhttp.Upstream{Name: "webhooks"}})
+	if err != nil {
+		panic(err)
+	}
+	defer guarded.Close()
+	_, err = guarded.Post(context.Background(), hook.URL+"/events", map[string]string{"event": "paid"})
+	fmt.Println(errors.Is(err, jhttp.ErrAddressNotAllowed))
+
+	allowed, err := jhttp.NewSharedClient(jhttp.SharedConfig{Upstream: jhttp.Upstream{Name: "webhooks"},
+		AllowHosts: []string{"127.0.0.1"}})
+	if err != nil {
+		panic(err)
+	}
+	defer allowed.Close()
+	resp, err := allowed.Post(context.Background(), hook.URL+"/events", map[string]string{"event": "paid"})
+	fmt.Println(resp.StatusCode, err, allowed.Origins())
+	// Output:
+	// true
+	// 204 <nil> 1
 }
