@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jfastframework/jfast/framework/resilience"
-	"github.com/jfastframework/jfast/problem"
 	"github.com/jfastframework/jfast/readiness"
 )
 
@@ -34,6 +34,11 @@ type Options struct {
 	// have started, and gets the App so handlers can take the clients they need
 	// (asking for something not configured returns an error, which fails the boot).
 	Routes func(app *App, r chi.Router) error
+
+	// AdminRoutes mounts the service's routes for operators (pprof, a debug
+	// page): on app.admin_listen when it is set, else on the public listener
+	// beside Routes. It runs at boot, before Routes. Optional.
+	AdminRoutes func(app *App, r chi.Router) error
 
 	// ConfigFile is the configuration file. Empty means $JFAST_CONFIG, and without
 	// it "jfast.toml" in the working directory when that file exists; no file at
@@ -84,6 +89,12 @@ type App struct {
 	listener net.Listener
 	served   chan error
 	stopped  bool
+
+	// The admin listener's, when app.admin_listen is set.
+	adminRouter   http.Handler
+	adminServer   *http.Server
+	adminListener net.Listener
+	adminServed   chan error
 
 	// draining is closed when Stop begins, before the server drains.
 	draining chan struct{}
@@ -204,36 +215,68 @@ func (a *App) Start(ctx context.Context) error {
 		}
 		a.servers = append(a.servers, s)
 	}
+	var admin http.Handler
+	if a.adminListening() {
+		if admin, err = a.buildAdminRouter(); err != nil {
+			a.shutdownServers(context.Background())
+			a.stopPlugins(context.Background())
+			return err
+		}
+	}
 	ln, err := net.Listen("tcp", a.cfg.Listen)
 	if err != nil {
 		a.shutdownServers(context.Background())
 		a.stopPlugins(context.Background())
 		return fmt.Errorf("listen on %s (app.listen): %w", a.cfg.Listen, err)
 	}
-	a.listener = ln
+	var adminLn net.Listener
+	if admin != nil {
+		if adminLn, err = net.Listen("tcp", a.cfg.AdminListen); err != nil {
+			ln.Close()
+			a.shutdownServers(context.Background())
+			a.stopPlugins(context.Background())
+			return fmt.Errorf("listen on %s (app.admin_listen): %w", a.cfg.AdminListen, err)
+		}
+	}
+	a.listener, a.adminListener, a.adminRouter = ln, adminLn, admin
 	base, cancelRequests := context.WithCancelCause(context.Background())
 	a.cancelRequests = cancelRequests
-	a.server = &http.Server{
-		Handler:           router,
+	a.server, a.served = a.serve(ln, router, base)
+	if adminLn != nil {
+		a.adminServer, a.adminServed = a.serve(adminLn, admin, base)
+	}
+	names := make([]string, len(a.plugins))
+	for i, p := range a.plugins {
+		names[i] = p.Name()
+	}
+	attrs := []any{slog.String("addr", ln.Addr().String()), slog.Any("plugins", names), slog.String("env", a.cfg.Env)}
+	if adminLn != nil {
+		attrs = append(attrs, slog.String("admin_addr", adminLn.Addr().String()))
+	}
+	a.log.Info("listening", attrs...)
+	return nil
+}
+
+// serve serves h on ln until the server is shut down; the channel gets
+// Serve's error (nil after a shutdown). Every request's context descends from
+// base, which a shutdown cancels for the requests it cuts.
+func (a *App) serve(ln net.Listener, h http.Handler, base context.Context) (*http.Server, chan error) {
+	srv := &http.Server{
+		Handler:           h,
 		ReadHeaderTimeout: a.cfg.ReadHeaderTimeout,
 		IdleTimeout:       a.cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
-	a.served = make(chan error, 1)
+	served := make(chan error, 1)
 	go func() {
-		err := a.server.Serve(ln)
+		err := srv.Serve(ln)
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}
-		a.served <- err
+		served <- err
 	}()
-	names := make([]string, len(a.plugins))
-	for i, p := range a.plugins {
-		names[i] = p.Name()
-	}
-	a.log.Info("listening", slog.String("addr", ln.Addr().String()), slog.Any("plugins", names), slog.String("env", a.cfg.Env))
-	return nil
+	return srv, served
 }
 
 // buildRouter returns the service's handler: the framework's middleware
@@ -246,14 +289,7 @@ func (a *App) buildRouter() (http.Handler, error) {
 			r.Use(m.Middleware())
 		}
 	}
-	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
-		// The path is the instance member already; echoing it in the detail
-		// would reflect whatever a client put in it.
-		problem.Write(w, req, problem.NotFound("no route matches this path"))
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
-		problem.Write(w, req, problem.MethodNotAllowed(allowedMethods(r, req.URL.Path)))
-	})
+	setProblemHandlers(r)
 
 	ready := readiness.NewAggregator(a.cfg.ReadinessTimeout)
 	ready.SetLogger(a.log)
@@ -264,10 +300,15 @@ func (a *App) buildRouter() (http.Handler, error) {
 	}
 	a.ready.Store(ready)
 	r.Method(http.MethodGet, "/live", readiness.LiveHandler())
-	r.Method(http.MethodGet, "/ready", ready.Handler())
+	r.Method(http.MethodGet, "/ready", a.readyHandler(ready))
 	for _, p := range a.plugins {
 		if m, ok := p.(RouteMounter); ok {
 			m.MountRoutes(r)
+		}
+	}
+	if !a.adminListening() {
+		if err := a.mountAdmin(r); err != nil {
+			return nil, err
 		}
 	}
 	if a.opts.Routes != nil {
@@ -275,7 +316,12 @@ func (a *App) buildRouter() (http.Handler, error) {
 			return nil, fmt.Errorf("mount routes: %w", err)
 		}
 	}
-	return &serveRequest{mux: r, timeout: a.cfg.RequestTimeout, maxBody: a.cfg.MaxBodyBytes, log: a.log, sources: &a.logSources, inflight: &a.inflight}, nil
+	return a.serveRequest(r), nil
+}
+
+// serveRequest wraps a router in the framework's middleware.
+func (a *App) serveRequest(mux *chi.Mux) *serveRequest {
+	return &serveRequest{mux: mux, timeout: a.cfg.RequestTimeout, maxBody: a.cfg.MaxBodyBytes, log: a.log, sources: &a.logSources, inflight: &a.inflight}
 }
 
 var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions}
@@ -319,14 +365,28 @@ func (a *App) Stop(ctx context.Context) error {
 	go func() { servers <- a.shutdownServers(drain) }()
 	if a.server != nil {
 		a.log.Info("shutting down", slog.Duration("drain_timeout", a.cfg.ShutdownTimeout), slog.Duration("plugin_stop_timeout", a.cfg.PluginStopTimeout))
+		var adminErr error
+		var wg sync.WaitGroup
+		if a.adminServer != nil {
+			wg.Go(func() { adminErr = a.adminServer.Shutdown(drain) })
+		}
 		err := a.server.Shutdown(drain)
-		if err != nil {
+		wg.Wait()
+		if err = cmp.Or(err, adminErr); err != nil {
 			errs = append(errs, fmt.Errorf("drain requests: %w", err))
 			a.cut()
 			_ = a.server.Close()
+			if a.adminServer != nil {
+				_ = a.adminServer.Close()
+			}
 		}
 		if err := <-a.served; err != nil {
 			errs = append(errs, err)
+		}
+		if a.adminServer != nil {
+			if err := <-a.adminServed; err != nil {
+				errs = append(errs, fmt.Errorf("admin listener: %w", err))
+			}
 		}
 	}
 	errs = append(errs, <-servers...)
@@ -496,6 +556,25 @@ func (a *App) Addr() string {
 		return ""
 	}
 	return a.listener.Addr().String()
+}
+
+// AdminAddr is the address the admin listener listens on (app.admin_listen,
+// useful with port 0), or "" without one.
+func (a *App) AdminAddr() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.adminListener == nil {
+		return ""
+	}
+	return a.adminListener.Addr().String()
+}
+
+// AdminRouter returns the admin listener's router once started, or nil
+// without app.admin_listen (tests drive it without a socket).
+func (a *App) AdminRouter() http.Handler {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.adminRouter
 }
 
 // Router returns the router once started (tests drive it without a socket).

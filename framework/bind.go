@@ -255,7 +255,7 @@ func reflectValue(ptr any) reflect.Value {
 
 // isDeploy reports whether a flat key is a deploy key.
 func (a *App) isDeploy(key string) bool {
-	if key == "app.listen" {
+	if key == "app.listen" || key == "app.admin_listen" {
 		return true
 	}
 	for name, p := range a.compiled {

@@ -21,6 +21,14 @@ type AppConfig struct {
 	// JFAST_APP_LISTEN wins over the file. Defaults to "127.0.0.1:8000".
 	Listen string `koanf:"listen"`
 
+	// AdminListen, when set, is the address of a second listener for
+	// operators: /metrics, the full /ready and the admin routes live there
+	// only, and the public listener keeps /live and a /ready with each plugin's
+	// status but no detail. A deploy key (JFAST_APP_ADMIN_LISTEN). Defaults to
+	// "" (no admin listener: /metrics on the public listener, /ready redacted
+	// there in production).
+	AdminListen string `koanf:"admin_listen"`
+
 	// RequestTimeout is the deadline of every request: its context's, and the
 	// connection's for reading the request body and (1s later) for writing the
 	// response, so a slow client cannot hold a handler past it. Defaults to 30s.
@@ -95,6 +103,7 @@ func (c AppConfig) validate(v *Validation) {
 	if c.Listen == "" {
 		v.Error("listen", "must not be empty", `set listen = "127.0.0.1:8000" or JFAST_APP_LISTEN`)
 	}
+	c.validateAdminListen(v)
 	v.Deadline("request_timeout", c.RequestTimeout)
 	if c.MaxBodyBytes <= 0 {
 		v.Error("max_body_bytes", fmt.Sprintf("must be a positive number of bytes, got %d", c.MaxBodyBytes), "set max_body_bytes = 1048576 (1 MiB); a route that takes more sets its own with framework.MaxBodyBytes")

@@ -92,8 +92,9 @@ func (o *Observability) Start(_ context.Context, app *App) error {
 	return nil
 }
 
-// MountRoutes implements RouteMounter.
-func (o *Observability) MountRoutes(r chi.Router) {
+// MountAdminRoutes implements AdminRouteMounter: /metrics is for operators,
+// on app.admin_listen when it is set.
+func (o *Observability) MountAdminRoutes(r chi.Router) {
 	r.Method(http.MethodGet, o.cfg.MetricsPath, promhttp.HandlerFor(o.registry, promhttp.HandlerOpts{}))
 }
 
@@ -164,9 +165,9 @@ func StandardMethod(m string) bool {
 }
 
 var (
-	_ Configurable = (*Observability)(nil)
-	_ Validator    = (*Observability)(nil)
-	_ Starter      = (*Observability)(nil)
-	_ RouteMounter = (*Observability)(nil)
-	_ Middlewarer  = (*Observability)(nil)
+	_ Configurable      = (*Observability)(nil)
+	_ Validator         = (*Observability)(nil)
+	_ Starter           = (*Observability)(nil)
+	_ AdminRouteMounter = (*Observability)(nil)
+	_ Middlewarer       = (*Observability)(nil)
 )

@@ -103,7 +103,8 @@ type Checker interface {
 	Check(ctx context.Context) readiness.Report
 }
 
-// RouteMounter is a plugin that serves routes of its own (/metrics, signed URLs).
+// RouteMounter is a plugin that serves routes of its own to clients (signed
+// URLs). Routes for operators are an [AdminRouteMounter]'s.
 type RouteMounter interface {
 	Plugin
 	MountRoutes(r chi.Router)

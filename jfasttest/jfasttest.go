@@ -24,6 +24,8 @@ type Options struct {
 	Plugins []framework.Plugin
 	// Routes mounts the service's routes, as in framework.Options.
 	Routes func(app *framework.App, r chi.Router) error
+	// AdminRoutes mounts the service's admin routes, as in framework.Options.
+	AdminRoutes func(app *framework.App, r chi.Router) error
 	// Env holds JFAST_* variables; the process environment is not read, so tests
 	// do not depend on the machine's. JFAST_APP_LISTEN defaults to 127.0.0.1:0.
 	Env map[string]string
@@ -36,8 +38,11 @@ type Options struct {
 type Service struct {
 	*framework.App
 	// URL is "http://127.0.0.1:PORT".
-	URL  string
-	logs *Logs
+	URL string
+	// AdminURL is the admin listener's "http://127.0.0.1:PORT" when the
+	// configuration sets app.admin_listen (use "127.0.0.1:0"), else "".
+	AdminURL string
+	logs     *Logs
 }
 
 // Logs is a concurrency-safe buffer of everything the App logged.
@@ -68,12 +73,13 @@ func (o Options) framework(logs io.Writer) framework.Options {
 		env = append(env, k+"="+v)
 	}
 	return framework.Options{
-		Plugins:    o.Plugins,
-		Routes:     o.Routes,
-		ConfigText: o.TOML + "\n",
-		Environ:    env,
-		LogOutput:  logs,
-		Clock:      o.Clock,
+		Plugins:     o.Plugins,
+		Routes:      o.Routes,
+		AdminRoutes: o.AdminRoutes,
+		ConfigText:  o.TOML + "\n",
+		Environ:     env,
+		LogOutput:   logs,
+		Clock:       o.Clock,
 	}
 }
 
@@ -102,7 +108,11 @@ func Start(t testing.TB, o Options) *Service {
 			t.Errorf("jfasttest: stop: %v", err)
 		}
 	})
-	return &Service{App: app, URL: "http://" + app.Addr(), logs: logs}
+	svc := &Service{App: app, URL: "http://" + app.Addr(), logs: logs}
+	if addr := app.AdminAddr(); addr != "" {
+		svc.AdminURL = "http://" + addr
+	}
+	return svc
 }
 
 // Response is a response read completely.
@@ -119,13 +129,28 @@ func (r Response) String() string { return string(r.Body) }
 // name, value pairs. A transport error fails the test.
 func (s *Service) Do(t testing.TB, method, path string, body string, headers ...string) Response {
 	t.Helper()
+	return do(t, s.URL, method, path, body, headers...)
+}
+
+// AdminGet is Get on the admin listener (app.admin_listen). A service without
+// one fails the test.
+func (s *Service) AdminGet(t testing.TB, path string, headers ...string) Response {
+	t.Helper()
+	if s.AdminURL == "" {
+		t.Fatal("jfasttest: AdminGet on a service without app.admin_listen")
+	}
+	return do(t, s.AdminURL, http.MethodGet, path, "", headers...)
+}
+
+func do(t testing.TB, base, method, path string, body string, headers ...string) Response {
+	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, s.URL+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
 	if err != nil {
 		t.Fatalf("jfasttest: %v", err)
 	}

@@ -10,9 +10,20 @@ import (
 // context and answers the [Result] as JSON, 200 for OK and Degraded, 503 for
 // Unavailable, with Cache-Control: no-store so no proxy serves a stale
 // answer.
-func (a *Aggregator) Handler() http.Handler {
+func (a *Aggregator) Handler() http.Handler { return a.handler(false) }
+
+// RedactedHandler is [Aggregator.Handler] for a listener anyone may reach: the
+// same status code and overall status, and each check's healthy, status and
+// critical, without its detail and meta, which may name hosts, ports, users or
+// databases (see [Result.Redacted]).
+func (a *Aggregator) RedactedHandler() http.Handler { return a.handler(true) }
+
+func (a *Aggregator) handler(redact bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		res := a.Run(r.Context())
+		if redact {
+			res = res.Redacted()
+		}
 		body, err := json.Marshal(res)
 		if err != nil {
 			// Only a check's Meta can fail to encode (a channel, a func);

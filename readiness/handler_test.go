@@ -163,3 +163,24 @@ func TestLive(t *testing.T) {
 		t.Errorf("Content-Type = %q", got)
 	}
 }
+
+// The redacted /ready keeps the status code, the overall status and each
+// check's healthy, status and critical, and drops detail and meta.
+func TestRedactedHandler(t *testing.T) {
+	t.Parallel()
+	a := readiness.NewAggregator(2*time.Second,
+		readiness.Check{Name: "db", Critical: true, Run: fixed(readiness.Failed("dial 10.0.0.7:5432 as orders_app: refused", true,
+			map[string]any{"database": "orders_prod"}))},
+		readiness.Check{Name: "cache", Run: fixed(readiness.Passed("redis at 10.0.0.8:6379", nil))},
+	)
+	resp, body := get(t, a.RedactedHandler(), "/ready")
+	const want = `{"status":"unavailable","checks":{"cache":{"healthy":true,"status":"pass","critical":false},` +
+		`"db":{"healthy":false,"status":"fail","critical":true}}}`
+	if resp.StatusCode != 503 || body != want || resp.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("redacted /ready = %d %s\nwant 503 %s", resp.StatusCode, body, want)
+	}
+	full := a.Run(context.Background())
+	if r := full.Redacted(); r.HTTPStatus() != full.HTTPStatus() || r.Checks["db"].Detail != "" || r.Checks["db"].Meta != nil || full.Checks["db"].Detail == "" {
+		t.Fatalf("Redacted = %+v (from %+v)", r, full)
+	}
+}

@@ -86,6 +86,19 @@ type Result struct {
 	Checks map[string]Report `json:"checks"`
 }
 
+// Redacted returns the result as a public listener serves it: the overall
+// status and each check's healthy, status and critical, without detail and
+// meta. A check's detail ("redis unreachable at 10.0.0.7:6379") and meta are
+// for operators; the status per plugin is what a load balancer or a client
+// needs. The HTTP status is unchanged.
+func (r Result) Redacted() Result {
+	out := Result{Status: r.Status, Checks: make(map[string]Report, len(r.Checks))}
+	for name, rep := range r.Checks {
+		out.Checks[name] = Report{Healthy: rep.Healthy, Status: rep.Status, Critical: rep.Critical}
+	}
+	return out
+}
+
 // HTTPStatus returns the status /ready answers for r: 503 for Unavailable,
 // 200 otherwise.
 func (r Result) HTTPStatus() int {
