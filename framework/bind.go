@@ -31,6 +31,9 @@ type Defaulter interface {
 type binder struct {
 	errs *ConfigErrors
 	set  map[string]string
+	// quiet reports whether a key's value must not be quoted in an error
+	// (deploy keys and secrets); nil quotes every value.
+	quiet func(key string) bool
 }
 
 var (
@@ -80,6 +83,15 @@ func (b *binder) unknown(key, name string, known []string) {
 	b.errorf(key, fix, "unknown key")
 }
 
+// describe is how an error names val: quoted, or only by its kind when key
+// is quiet.
+func (b *binder) describe(key string, val any) string {
+	if b.quiet != nil && b.quiet(key) {
+		return kindOf(val) + " (not shown: " + key + " is a deploy key or a secret)"
+	}
+	return describe(val)
+}
+
 func (b *binder) bindValue(key string, dst reflect.Value, val any) {
 	b.set[key] = ""
 	t := dst.Type()
@@ -87,21 +99,25 @@ func (b *binder) bindValue(key string, dst reflect.Value, val any) {
 	case t == durationType:
 		d, err := parseDuration(val)
 		if err != nil {
-			b.errorf(key, `write a duration such as "250ms" or "5s", or a number of seconds`, "%v", err)
+			msg := err.Error()
+			if b.quiet != nil && b.quiet(key) {
+				msg = "is not a duration: " + b.describe(key, val)
+			}
+			b.errorf(key, `write a duration such as "250ms" or "5s", or a number of seconds`, "%s", msg)
 			return
 		}
 		dst.SetInt(int64(d))
 	case t.Kind() == reflect.Struct && !reflect.PointerTo(t).Implements(textUnmarshalerType):
 		m, ok := val.(map[string]any)
 		if !ok {
-			b.errorf(key, "write it as a table: ["+key+"]", "must be a table, got %s", describe(val))
+			b.errorf(key, "write it as a table: ["+key+"]", "must be a table, got %s", b.describe(key, val))
 			return
 		}
 		b.bindStruct(key, dst, m)
 	case t.Kind() == reflect.Map && t.Key().Kind() == reflect.String && val != nil:
 		m, ok := val.(map[string]any)
 		if !ok {
-			b.errorf(key, "write it as a table: ["+key+"]", "must be a table, got %s", describe(val))
+			b.errorf(key, "write it as a table: ["+key+"]", "must be a table, got %s", b.describe(key, val))
 			return
 		}
 		if dst.IsNil() {
@@ -135,6 +151,11 @@ func (b *binder) bindValue(key string, dst reflect.Value, val any) {
 			err = dec.Decode(val)
 		}
 		if err != nil {
+			if b.quiet != nil && b.quiet(key) {
+				// mapstructure's message quotes the value.
+				b.errorf(key, "write a "+describeType(t), "cannot use %s", b.describe(key, val))
+				return
+			}
 			b.errorf(key, "write a "+describeType(t), "cannot use %s: %s", describe(val), leafError(err))
 		}
 	}
@@ -186,6 +207,24 @@ func describe(val any) string {
 		return "a list"
 	default:
 		return fmt.Sprintf("%v", v)
+	}
+}
+
+// kindOf names val's kind without its value.
+func kindOf(val any) string {
+	switch val.(type) {
+	case string:
+		return "a string"
+	case map[string]any:
+		return "a table"
+	case []any:
+		return "a list"
+	case bool:
+		return "a boolean"
+	case int, int64, float64:
+		return "a number"
+	default:
+		return fmt.Sprintf("a %T", val)
 	}
 }
 
@@ -275,7 +314,7 @@ func (a *App) isDeploy(key string) bool {
 // bind decodes the raw tree into the [app] table, the [plugins] table and every
 // compiled plugin's table, validates them, and orders the enabled plugins.
 func (a *App) bind(errs *ConfigErrors) {
-	b := &binder{errs: errs, set: map[string]string{}}
+	b := &binder{errs: errs, set: map[string]string{}, quiet: a.quiet}
 	tree := a.raw.tree
 	top := map[string]int{"app": 0, "plugins": 1, "plugin": 2}
 	for _, k := range slices.Sorted(maps.Keys(tree)) {

@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
-	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jfastframework/jfast/internal/tomltext"
@@ -16,8 +14,10 @@ import (
 // [plugins] and the table of every enabled plugin, each key with its value and a
 // trailing comment naming its source — "default", "file", "env JFAST_...", or how
 // a plugin's [Resolver] computed it ("default: app.name + \":\"").
-// Secrets are written as "***" (see [IsSecretKey]), and the password inside any
-// URL's userinfo is masked too. The service's "config" command prints it.
+// Secrets are written as "***" (the keys plugins declare with [SecretKeyer],
+// and those [IsSecretKey] names), and every other value goes through
+// [MaskSecrets] (the password of any URL, secret query parameters and
+// password= pairs). The service's "config" command prints it.
 func (a *App) WriteEffectiveConfig(w io.Writer) error {
 	ew := &errWriter{w: w}
 	src := func(key string) string {
@@ -32,7 +32,7 @@ func (a *App) WriteEffectiveConfig(w io.Writer) error {
 	fmt.Fprintf(ew, "# The effective configuration of %q, from %s.\n", a.cfg.Name, a.ConfigName())
 	fmt.Fprintln(ew, "# Each value's source is in its comment: default, file, or the environment variable.")
 
-	tw := &tomlWriter{w: ew, source: src}
+	tw := &tomlWriter{w: ew, source: src, secret: a.IsSecret}
 	tw.table("app", reflect.ValueOf(a.cfg), nil)
 
 	plugins := PluginsConfig{Enabled: a.enabled}
@@ -57,53 +57,6 @@ func (a *App) WriteEffectiveConfig(w io.Writer) error {
 	return ew.err
 }
 
-// secretKeys are the last key segments whose values are secrets.
-var secretKeys = map[string]bool{
-	"password": true, "passwd": true, "pass": true, "secret": true, "secrets": true,
-	"secret_key": true, "signing_key": true, "private_key": true, "token": true,
-	"api_key": true, "apikey": true, "client_secret": true, "secret_access_key": true,
-	"access_token": true, "refresh_token": true, "passphrase": true, "credentials": true,
-	"hmac_secret": true, "session_token": true, "auth_token": true,
-	// HTTP header names, as keys of a headers table (an upstream's configured
-	// headers): the ones that carry credentials.
-	"authorization": true, "proxy_authorization": true, "cookie": true,
-}
-
-// IsSecretKey reports whether a configuration key holds a secret, by its last
-// segment, compared case-insensitively with "-" read as "_": password, secret,
-// secret_key, signing_key, private_key, token, api_key, the credential-carrying
-// HTTP headers (Authorization, Proxy-Authorization, Cookie, X-Api-Key), and names
-// ending in _password, _secret, _token, _api_key, _private_key, _signing_key or
-// _secret_key. The config command prints such values as "***".
-func IsSecretKey(key string) bool {
-	last := key[strings.LastIndexByte(key, '.')+1:]
-	last = strings.ReplaceAll(strings.ToLower(last), "-", "_")
-	if secretKeys[last] {
-		return true
-	}
-	for _, suffix := range []string{"_password", "_secret", "_secrets", "_token", "_api_key", "_private_key", "_signing_key", "_secret_key"} {
-		if strings.HasSuffix(last, suffix) {
-			return true
-		}
-	}
-	return false
-}
-
-var (
-	dsnPassword = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('[^']*'|\S+)`)
-	// urlPassword is the password of a URL's userinfo: scheme://user:PASSWORD@.
-	// A "/" or "@" inside a password must be percent-encoded, so neither ends
-	// one early.
-	urlPassword = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)[^@/\s]*@`)
-)
-
-// MaskSecrets masks the password in a URL's userinfo ("postgres://app:***@db/app")
-// and in a key=value DSN ("password=***"), leaving the rest of s as written.
-func MaskSecrets(s string) string {
-	s = urlPassword.ReplaceAllString(s, "${1}***@")
-	return dsnPassword.ReplaceAllString(s, "${1}***")
-}
-
 type errWriter struct {
 	w   io.Writer
 	err error
@@ -121,6 +74,7 @@ func (e *errWriter) Write(p []byte) (int, error) {
 type tomlWriter struct {
 	w      io.Writer
 	source func(key string) string
+	secret func(key string) bool
 }
 
 type tomlLine struct{ key, value, source string }
@@ -156,13 +110,13 @@ func (t *tomlWriter) table(path string, v reflect.Value, extra []tomlLine) {
 				case fv.Kind() == reflect.Map:
 					subs = append(subs, sub{key, fv})
 				default:
-					lines = append(lines, tomlLine{name, formatValue(key, fv), t.source(key)})
+					lines = append(lines, tomlLine{name, t.formatValue(key, fv), t.source(key)})
 				}
 			}
 		case reflect.Map:
 			for _, k := range tomltext.SortedKeys(v) {
 				key := path + "." + k
-				lines = append(lines, tomlLine{tomltext.Key(k), formatValue(key, v.MapIndex(reflect.ValueOf(k))), t.source(key)})
+				lines = append(lines, tomlLine{tomltext.Key(k), t.formatValue(key, v.MapIndex(reflect.ValueOf(k))), t.source(key)})
 			}
 		}
 	}
@@ -187,8 +141,8 @@ func (t *tomlWriter) table(path string, v reflect.Value, extra []tomlLine) {
 }
 
 // formatValue renders v as a TOML value, masking secrets.
-func formatValue(key string, v reflect.Value) string {
-	secret := IsSecretKey(key)
+func (t *tomlWriter) formatValue(key string, v reflect.Value) string {
+	secret := t.secret(key)
 	return tomltext.Value(v, func(s string) string { return maskString(s, secret) })
 }
 

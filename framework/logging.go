@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync/atomic"
@@ -45,11 +46,12 @@ func (h contextHandler) WithGroup(name string) slog.Handler {
 }
 
 // newLogger returns the service's logger: JSON in production, text elsewhere, with
-// the request ID of the context on every record.
+// the request ID of the context on every record, and every message and value
+// through maskAttr.
 func newLogger(cfg AppConfig, out io.Writer, sources *atomic.Pointer[[]LogSource]) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.LogLevel)) // validated at boot
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: maskAttr}
 	var h slog.Handler
 	if cfg.Production() {
 		h = slog.NewJSONHandler(out, opts)
@@ -57,4 +59,33 @@ func newLogger(cfg AppConfig, out io.Writer, sources *atomic.Pointer[[]LogSource
 		h = slog.NewTextHandler(out, opts)
 	}
 	return slog.New(contextHandler{h, sources}).With(slog.String("service", cfg.Name))
+}
+
+// maskAttr is the logger's ReplaceAttr: the message, every string and the text
+// of every error or fmt.Stringer value go through MaskSecrets, so a DSN in an
+// error, a URL with a password in a message or a panic value that holds one
+// reaches the log masked. Other values (numbers, times, lists, maps logged
+// with slog.Any) are left as they are, to keep their shape in JSON.
+func maskAttr(_ []string, a slog.Attr) slog.Attr {
+	switch a.Value.Kind() {
+	case slog.KindString:
+		s := a.Value.String()
+		if m := MaskSecrets(s); m != s {
+			a.Value = slog.StringValue(m)
+		}
+	case slog.KindAny:
+		var s string
+		switch v := a.Value.Any().(type) {
+		case error:
+			s = v.Error()
+		case fmt.Stringer:
+			s = v.String()
+		default:
+			return a
+		}
+		if m := MaskSecrets(s); m != s {
+			a.Value = slog.StringValue(m)
+		}
+	}
+	return a
 }

@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -208,7 +209,8 @@ func (s *serveRequest) recover(w *ResponseRecorder, r *http.Request) {
 	s.log.LogAttrs(r.Context(), slog.LevelError, "panic serving request",
 		slog.String("method", r.Method),
 		slog.String("path", r.URL.Path),
-		slog.Any("panic", v),
+		// As text, so the logger's masking sees what the panic held.
+		slog.String("panic", fmt.Sprint(v)),
 		slog.String("stack", string(debug.Stack())))
 	if !w.Started() {
 		problem.Write(w, r, problem.Internal())

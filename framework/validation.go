@@ -69,8 +69,12 @@ func (v *Validation) IsSet(key string) bool {
 }
 
 // Error records a problem with key (relative to the table) and how to fix it.
+// The problem goes through [MaskSecrets]: a message that quotes a URL (a
+// parser's error often does) never prints its password. A problem must still
+// not quote the value of a secret key: only URLs and secret name=value pairs
+// are found. The fix is the plugin's own text and is kept as written.
 func (v *Validation) Error(key, problem, fix string) {
-	*v.errs = append(*v.errs, ConfigError{Key: v.Key(key), Problem: problem, Fix: fix})
+	*v.errs = append(*v.errs, ConfigError{Key: v.Key(key), Problem: MaskSecrets(problem), Fix: fix})
 }
 
 // Deadline records an error unless d is a positive duration: jfast's deadlines

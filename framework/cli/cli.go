@@ -205,7 +205,7 @@ func Run(ctx context.Context, root *cobra.Command, args []string, stdout, stderr
 		if f := root.PersistentFlags().Lookup("color"); f != nil && useColor(f.Value.String(), nil, stderr) {
 			prefix = ansiRed + "error:" + ansiReset + " "
 		}
-		fmt.Fprintln(stderr, prefix+exit.Err.Error())
+		fmt.Fprintln(stderr, prefix+framework.MaskSecrets(exit.Err.Error()))
 	}
 	if exit.Usage {
 		if cmd == nil {

@@ -58,7 +58,7 @@ func writeConfigErrors(w io.Writer, errs framework.ConfigErrors, color bool) {
 		if color {
 			key = ansiBold + ansiRed + key + ansiReset
 		}
-		line := key + ": " + e.Problem
+		line := key + ": " + framework.MaskSecrets(e.Problem)
 		if fix != "" {
 			if color {
 				line += ansiDim + "; fix: " + ansiReset + fix

@@ -55,6 +55,10 @@ func (p *Plugin) DeployKeys() []string {
 	return []string{"secret", "public_key", "private_key", "jwks_url"}
 }
 
+// SecretKeys implements framework.SecretKeyer: the HMAC secret and the
+// private key are never printed (jwks_url loses only its URL password).
+func (p *Plugin) SecretKeys() []string { return []string{"secret", "private_key"} }
+
 // Dependencies implements framework.Dependent: the cache plugin, when enabled,
 // starts first, so its revocation store is there when check_revocation needs it.
 func (p *Plugin) Dependencies() []framework.Dependency {
@@ -173,6 +177,7 @@ var (
 	_ framework.Configurable = (*Plugin)(nil)
 	_ framework.Validator    = (*Plugin)(nil)
 	_ framework.DeployKeyer  = (*Plugin)(nil)
+	_ framework.SecretKeyer  = (*Plugin)(nil)
 	_ framework.Dependent    = (*Plugin)(nil)
 	_ framework.Starter      = (*Plugin)(nil)
 	_ framework.Stopper      = (*Plugin)(nil)

@@ -102,7 +102,7 @@ func (p *Plugin) run(c *channel, h Handler, m *Message) error {
 		defer func() {
 			if r := recover(); r != nil {
 				p.log.ErrorContext(ctx, "channels: handler panicked", slog.String("channel", c.name),
-					slog.String("message_id", m.ID), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
+					slog.String("message_id", m.ID), slog.String("panic", fmt.Sprint(r)), slog.String("stack", string(debug.Stack())))
 				done <- &PanicError{Channel: c.name, Value: r}
 			}
 		}()

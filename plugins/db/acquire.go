@@ -86,7 +86,6 @@ type gate struct {
 	breaker        *resilience.Breaker
 	pingTimeout    time.Duration
 	connectTimeout time.Duration // set by install from the pool's ConnConfig
-	dsn            string        // for redaction only
 
 	// suspect is set by a failed attempt and cleared by a successful one:
 	// while set, an attempt waits at most pingTimeout (see acquire).
@@ -100,8 +99,8 @@ type gate struct {
 	serverVersion    atomic.Pointer[string]
 }
 
-func newGate(br *resilience.BreakerOpts, pingTimeout time.Duration, dsn string) *gate {
-	g := &gate{pingTimeout: pingTimeout, dsn: dsn}
+func newGate(br *resilience.BreakerOpts, pingTimeout time.Duration) *gate {
+	g := &gate{pingTimeout: pingTimeout}
 	g.opened, g.cancel = context.WithCancel(context.Background())
 	hook := br.OnStateChange
 	br.OnStateChange = func(c resilience.StateChange) {
@@ -326,7 +325,7 @@ func (g *gate) unavailable(cause error) error {
 		// The hot path while the breaker is open: its text holds no secret.
 		return &problem.DependencyError{Dependency: dependencyName, Err: cause, RetryAfter: open.RetryAfter()}
 	}
-	e := &problem.DependencyError{Dependency: dependencyName, Err: scrub(cause, g.dsn)}
+	e := &problem.DependencyError{Dependency: dependencyName, Err: scrub(cause)}
 	var ra resilience.RetryAfterError
 	if errors.As(cause, &ra) {
 		e.RetryAfter = ra.RetryAfter()

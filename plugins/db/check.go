@@ -59,12 +59,12 @@ func (d *DB) check(ctx context.Context) readiness.Report {
 		if errors.As(err, &de) && de.Err != nil {
 			cause = de.Err
 		}
-		return readiness.Failed("db unreachable: "+redactText(cause.Error(), d.gate.dsn), !open, d.meta())
+		return readiness.Failed("db unreachable: "+redactText(cause.Error()), !open, d.meta())
 	}
 	_, err = c.Conn().PgConn().Exec(ctx, pingSQL).ReadAll()
 	c.Release()
 	if err != nil {
-		return readiness.Failed("db did not answer SELECT 1: "+redactText(err.Error(), d.gate.dsn), true, d.meta())
+		return readiness.Failed("db did not answer SELECT 1: "+redactText(err.Error()), true, d.meta())
 	}
 	return readiness.Passed("", d.meta())
 }

@@ -281,7 +281,7 @@ func (d *DB) connErr(broken bool, err error) error {
 	if errors.As(err, &de) {
 		return err
 	}
-	return &problem.DependencyError{Dependency: dependencyName, Err: scrub(fmt.Errorf("db: the connection broke during the statement: %w", err), d.gate.dsn)}
+	return &problem.DependencyError{Dependency: dependencyName, Err: scrub(fmt.Errorf("db: the connection broke during the statement: %w", err))}
 }
 
 // releasingRows returns its connection when closed, and reports an error

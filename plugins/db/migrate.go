@@ -178,7 +178,7 @@ func (p *Plugin) migrateAppName() string {
 }
 
 func (p *Plugin) unavailableMigrate(err error) error {
-	return scrub(err, p.cfg.URL)
+	return scrub(err)
 }
 
 // RunMigrations implements framework.Migrator, behind the service's

@@ -120,12 +120,12 @@ func (p *Plugin) open(dsn string, size int, minIdle int32, tenant string) (*DB, 
 	}
 	opts := p.cfg.BreakerConfig.Opts(dependencyName, p.clock,
 		resilience.LogStateChanges(p.log.With(logAttrs...), dependencyName, p.cfg.BreakerCoolDown, nil))
-	g := newGate(&opts, p.cfg.PingTimeout, dsn)
+	g := newGate(&opts, p.cfg.PingTimeout)
 	g.install(pc)
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		g.close()
-		return nil, fmt.Errorf("db: make pool: %s", redactError(err, dsn))
+		return nil, fmt.Errorf("db: make pool: %s", redactError(err))
 	}
 	return &DB{pool: pool, gate: g, commandTimeout: p.cfg.CommandTimeout}, nil
 }
@@ -134,7 +134,7 @@ func (p *Plugin) open(dsn string, size int, minIdle int32, tenant string) (*DB, 
 func (p *Plugin) poolConfig(dsn string, size int, minIdle int32) (*pgxpool.Config, error) {
 	pc, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("db: parse connection string: %s", redactError(err, dsn))
+		return nil, fmt.Errorf("db: parse connection string: %s", redactError(err))
 	}
 	pc.MaxConns = int32(size)
 	pc.MinIdleConns = minIdle

@@ -94,19 +94,28 @@ func TestRedactDSN(t *testing.T) {
 	cases := []string{
 		"postgres://app:s3cr3t-pw@db:5432/x",
 		"postgres://app:s3cr%40t-pw@db:5432/x",
+		"postgres://app:s3cr@t:pw@db:5432/x",
 		"host=db user=app password=s3cr3t-pw dbname=x",
 		"host=db user=app password='s3cr3t pw' dbname=x",
-		"postgres://app@db:5432/x?password=s3cr3t-pw",
+		"postgres://app@db:5432/x?sslmode=disable&password=s3cr3t-pw",
 	}
 	for _, dsn := range cases {
-		msg := redactText("failed to connect using "+dsn+": refused", dsn)
+		msg := redactText("failed to connect using " + dsn + ": refused")
 		for _, secret := range []string{"s3cr3t", "s3cr%40t", "s3cr@t"} {
 			if strings.Contains(msg, secret) {
 				t.Errorf("%q: password left in %q", dsn, msg)
 			}
 		}
-		if !strings.Contains(msg, redacted) {
-			t.Errorf("%q: nothing redacted in %q", dsn, msg)
+		if !strings.Contains(msg, "***") {
+			t.Errorf("%q: nothing masked in %q", dsn, msg)
 		}
+	}
+	// A password that is also the user's and the database's name: masked where
+	// it stands, and nothing else in the text changes.
+	dsn := "postgres://app:app@db:5432/app"
+	in := "failed to connect to `user=app database=app` using " + dsn + ": refused"
+	want := "failed to connect to `user=app database=app` using postgres://app:***@db:5432/app: refused"
+	if got := redactText(in); got != want {
+		t.Errorf("redactText(%q)\n = %q\nwant %q", in, got, want)
 	}
 }

@@ -95,6 +95,13 @@ func (p *Plugin) DeployKeys() []string {
 	return []string{"upstreams.*.base_url", "upstreams.*.headers.*", "shared.*.headers.*"}
 }
 
+// SecretKeys implements framework.SecretKeyer: every configured header value
+// is masked, whatever the header is called (a partner's X-Partner-Auth is as
+// secret as an Authorization).
+func (p *Plugin) SecretKeys() []string {
+	return []string{"upstreams.*.headers.*", "shared.*.headers.*"}
+}
+
 // Dependencies implements framework.Dependent: when the telemetry plugin is
 // enabled it starts first, so it can add its TransportWrapper and CallObserver
 // before the clients are built.
@@ -418,6 +425,7 @@ var (
 	_ framework.Configurable = (*Plugin)(nil)
 	_ framework.Validator    = (*Plugin)(nil)
 	_ framework.DeployKeyer  = (*Plugin)(nil)
+	_ framework.SecretKeyer  = (*Plugin)(nil)
 	_ framework.Dependent    = (*Plugin)(nil)
 	_ framework.Starter      = (*Plugin)(nil)
 	_ framework.Stopper      = (*Plugin)(nil)

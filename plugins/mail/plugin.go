@@ -83,6 +83,9 @@ func (p *Plugin) DeployKeys() []string {
 	return []string{"host", "port", "username", "password", "from"}
 }
 
+// SecretKeys implements framework.SecretKeyer: the SMTP password.
+func (p *Plugin) SecretKeys() []string { return []string{"password"} }
+
 // Dependencies implements framework.Dependent: mail is sent from the queue.
 func (p *Plugin) Dependencies() []framework.Dependency {
 	return []framework.Dependency{{Name: "queue"}}
@@ -318,6 +321,7 @@ var (
 	_ framework.Configurable = (*Plugin)(nil)
 	_ framework.Validator    = (*Plugin)(nil)
 	_ framework.DeployKeyer  = (*Plugin)(nil)
+	_ framework.SecretKeyer  = (*Plugin)(nil)
 	_ framework.Dependent    = (*Plugin)(nil)
 	_ framework.Starter      = (*Plugin)(nil)
 	_ framework.Checker      = (*Plugin)(nil)

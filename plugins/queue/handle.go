@@ -136,7 +136,7 @@ func (x executor) Execute(ctx context.Context, d Delivery) (err error) {
 
 	defer func() {
 		if r := recover(); r != nil {
-			p.log.ErrorContext(jctx, "job panicked", slog.String("kind", d.Kind), slog.String("job_id", d.ID), slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
+			p.log.ErrorContext(jctx, "job panicked", slog.String("kind", d.Kind), slog.String("job_id", d.ID), slog.String("panic", fmt.Sprint(r)), slog.String("stack", string(debug.Stack())))
 			err = fmt.Errorf("job %s panicked: %v", d.Kind, r)
 		}
 		outcome := "done"

@@ -54,6 +54,12 @@ func (p *Plugin) DeployKeys() []string {
 	}
 }
 
+// SecretKeys implements framework.SecretKeyer: each disk's URL signing key
+// and S3 secret key. The access key (which credential is in use) is shown.
+func (p *Plugin) SecretKeys() []string {
+	return []string{"disks.*.signing_key", "disks.*.secret_key"}
+}
+
 // Start implements framework.Starter. It builds every disk's client without
 // touching S3 or failing on a missing root: an outage at boot is reported by
 // /ready and by the operations, never by the boot.
@@ -234,6 +240,7 @@ var (
 	_ framework.Configurable = (*Plugin)(nil)
 	_ framework.Validator    = (*Plugin)(nil)
 	_ framework.DeployKeyer  = (*Plugin)(nil)
+	_ framework.SecretKeyer  = (*Plugin)(nil)
 	_ framework.Starter      = (*Plugin)(nil)
 	_ framework.Stopper      = (*Plugin)(nil)
 	_ framework.Checker      = (*Plugin)(nil)
