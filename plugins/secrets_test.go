@@ -94,6 +94,8 @@ func secretCases(t *testing.T) []secretCase {
 			good: "[plugin.db]\nurl = \"postgres://db/app\"\n[plugin.mail]\nhost = \"smtp.example\"\nusername = \"u\"\npassword = \"S3NTml1\"\nfrom = \"shop@example.com\"",
 			env:  []string{"JFAST_MAIL_PASSWORD=S3NTml1-env"},
 			bad:  "[plugin.db]\nurl = \"postgres://db/app\"\n[plugin.mail]\nhost = \"smtp.example\"\nusername = \"u\"\npassword = [\"S3NTml1\"]\nfrom = \"shop@example.com\""},
+		{name: "mail port of the wrong type", errKey: "plugin.mail.port", enabled: `"db", "queue", "mail"`, sentinel: "25zq9",
+			bad: "[plugin.db]\nurl = \"postgres://db/app\"\n[plugin.mail]\nhost = \"smtp.example\"\nport = \"25zq9\"\nfrom = \"shop@example.com\""},
 		{name: "rabbitmq url", errKey: "plugin.queue.rabbitmq.url", enabled: `"queue"`, sentinel: "S3NTqu1",
 			good: "[plugin.queue]\nbackend = \"rabbitmq\"\n[plugin.queue.rabbitmq]\nurl = \"amqp://app:S3NTqu1@mq:5672/\"",
 			env:  []string{"JFAST_QUEUE_RABBITMQ__URL=amqp://app:S3NTqu1-env@mq:5672/"},
