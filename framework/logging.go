@@ -34,11 +34,15 @@ func (h contextHandler) Handle(ctx context.Context, rec slog.Record) error {
 			}
 		}
 	}
-	return h.Handler.Handle(ctx, rec)
+	return h.Handler.Handle(ctx, maskRecord(rec))
 }
 
 func (h contextHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return contextHandler{h.Handler.WithAttrs(attrs), h.sources}
+	masked := make([]slog.Attr, len(attrs))
+	for i, a := range attrs {
+		masked[i], _ = maskAttr(a)
+	}
+	return contextHandler{h.Handler.WithAttrs(masked), h.sources}
 }
 
 func (h contextHandler) WithGroup(name string) slog.Handler {
@@ -46,12 +50,12 @@ func (h contextHandler) WithGroup(name string) slog.Handler {
 }
 
 // newLogger returns the service's logger: JSON in production, text elsewhere, with
-// the request ID of the context on every record, and every message and value
-// through maskAttr.
+// the request ID of the context on every record, and every record masked
+// (maskRecord).
 func newLogger(cfg AppConfig, out io.Writer, sources *atomic.Pointer[[]LogSource]) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.LogLevel)) // validated at boot
-	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: maskAttr}
+	opts := &slog.HandlerOptions{Level: level}
 	var h slog.Handler
 	if cfg.Production() {
 		h = slog.NewJSONHandler(out, opts)
@@ -61,17 +65,39 @@ func newLogger(cfg AppConfig, out io.Writer, sources *atomic.Pointer[[]LogSource
 	return slog.New(contextHandler{h, sources}).With(slog.String("service", cfg.Name))
 }
 
-// maskAttr is the logger's ReplaceAttr: the message, every string and the text
-// of every error or fmt.Stringer value go through MaskSecrets, so a DSN in an
-// error, a URL with a password in a message or a panic value that holds one
-// reaches the log masked. Other values (numbers, times, lists, maps logged
-// with slog.Any) are left as they are, to keep their shape in JSON.
-func maskAttr(_ []string, a slog.Attr) slog.Attr {
+// maskRecord returns rec with its message, every string and the text of every
+// error or fmt.Stringer value through MaskSecrets, so a DSN in an error, a URL
+// with a password in a message or a panic value that holds one reaches the log
+// masked. Other values (numbers, times, lists and maps logged with slog.Any)
+// keep their shape. A record with nothing to mask is returned as it is,
+// without allocating: the access log pays two scans per string.
+func maskRecord(rec slog.Record) slog.Record {
+	dirty := MaskSecrets(rec.Message) != rec.Message
+	if !dirty {
+		rec.Attrs(func(a slog.Attr) bool {
+			_, dirty = maskAttr(a)
+			return !dirty
+		})
+	}
+	if !dirty {
+		return rec
+	}
+	out := slog.NewRecord(rec.Time, rec.Level, MaskSecrets(rec.Message), rec.PC)
+	rec.Attrs(func(a slog.Attr) bool {
+		a, _ = maskAttr(a)
+		out.AddAttrs(a)
+		return true
+	})
+	return out
+}
+
+// maskAttr returns a with its value masked, and whether that changed it.
+func maskAttr(a slog.Attr) (slog.Attr, bool) {
 	switch a.Value.Kind() {
 	case slog.KindString:
 		s := a.Value.String()
 		if m := MaskSecrets(s); m != s {
-			a.Value = slog.StringValue(m)
+			return slog.String(a.Key, m), true
 		}
 	case slog.KindAny:
 		var s string
@@ -81,11 +107,30 @@ func maskAttr(_ []string, a slog.Attr) slog.Attr {
 		case fmt.Stringer:
 			s = v.String()
 		default:
-			return a
+			return a, false
 		}
 		if m := MaskSecrets(s); m != s {
-			a.Value = slog.StringValue(m)
+			return slog.String(a.Key, m), true
+		}
+	case slog.KindGroup:
+		group := a.Value.Group()
+		var out []slog.Attr
+		for i, g := range group {
+			m, changed := maskAttr(g)
+			if changed && out == nil {
+				out = append([]slog.Attr(nil), group...)
+			}
+			if out != nil {
+				out[i] = m
+			}
+		}
+		if out != nil {
+			return slog.Attr{Key: a.Key, Value: slog.GroupValue(out...)}, true
+		}
+	case slog.KindLogValuer:
+		if r := a.Value.Resolve(); r.Kind() != slog.KindLogValuer {
+			return maskAttr(slog.Attr{Key: a.Key, Value: r})
 		}
 	}
-	return a
+	return a, false
 }
