@@ -112,4 +112,3 @@ func TestIsSecretKey(t *testing.T) {
 		}
 	}
 }
-

@@ -71,9 +71,11 @@ type vaultConfig struct {
 
 type vault struct{ cfg vaultConfig }
 
-func (p *vault) Name() string         { return "vault" }
-func (p *vault) Config() any          { return &p.cfg }
-func (p *vault) DeployKeys() []string { return []string{"url", "headers.*", "token_value", "port", "wait"} }
+func (p *vault) Name() string { return "vault" }
+func (p *vault) Config() any  { return &p.cfg }
+func (p *vault) DeployKeys() []string {
+	return []string{"url", "headers.*", "token_value", "port", "wait"}
+}
 func (p *vault) SecretKeys() []string { return []string{"headers.*", "token_value"} }
 func (p *vault) Validate(v *framework.Validation) {
 	if strings.Contains(p.cfg.URL, " ") {
