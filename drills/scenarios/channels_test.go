@@ -78,7 +78,7 @@ func channelsDrill(t *testing.T, srv *drills.Redis, fault string, take, give fun
 	var next atomic.Int64
 	var mu sync.Mutex
 	var published []string // durable messages whose publish answered 200
-	before := 0             // how many of them were published before the fault
+	before := 0            // how many of them were published before the fault
 	durable := &channelsSeen{ids: map[string]int{}}
 	broadcast := &channelsSeen{ids: map[string]int{}}
 	svc := jfasttest.Start(t, jfasttest.Options{
