@@ -258,7 +258,8 @@ func (d *Drill) Run(ctx context.Context) (res Result) {
 	}
 	// /ready names it.
 	var report struct {
-		Status string `json:"status"`
+		Verdict string `json:"verdict"` // "status" is the number 503 in the problem+json answer
+
 		Checks map[string]struct {
 			Healthy  bool `json:"healthy"`
 			Critical bool `json:"critical"`
@@ -280,7 +281,7 @@ func (d *Drill) Run(ctx context.Context) (res Result) {
 			return fail(fmt.Errorf("/ready: %v: %s", err, ready.body))
 		}
 		c, ok := report.Checks[d.Check]
-		if ready.status == wantStatus && report.Status == wantReady && ok && !c.Healthy {
+		if ready.status == wantStatus && report.Verdict == wantReady && ok && !c.Healthy {
 			break
 		}
 		if time.Since(readySince) >= d.ReadyWithin {
@@ -288,8 +289,8 @@ func (d *Drill) Run(ctx context.Context) (res Result) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	res.Ready = report.Status
-	d.logf("/ready: %d %s, %s unhealthy", ready.status, report.Status, d.Check)
+	res.Ready = report.Verdict
+	d.logf("/ready: %d %s, %s unhealthy", ready.status, report.Verdict, d.Check)
 
 	// Give it back: the same service answers again.
 	give()
@@ -329,7 +330,7 @@ func (d *Drill) Run(ctx context.Context) (res Result) {
 		if err != nil {
 			return fail(err)
 		}
-		if r.status == http.StatusOK && strings.Contains(string(r.body), `"status":"ok"`) {
+		if r.status == http.StatusOK && strings.Contains(string(r.body), `"verdict":"ok"`) {
 			if d.Want == http.StatusOK {
 				// A route that fails open answered 200 throughout: its
 				// recovery is the dependency's check passing again.

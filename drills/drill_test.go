@@ -30,7 +30,7 @@ func fakeService(t *testing.T, away *atomic.Bool, down func(w http.ResponseWrite
 				io.WriteString(w, ready)
 				return
 			}
-			io.WriteString(w, `{"status":"ok","checks":{"dep":{"healthy":true}}}`)
+			io.WriteString(w, `{"status":"ok","verdict":"ok","checks":{"dep":{"healthy":true}}}`)
 		}
 	}))
 	t.Cleanup(srv.Close)
@@ -43,7 +43,7 @@ func problem503(w http.ResponseWriter) {
 	io.WriteString(w, `{"status":503,"dependency":"dep"}`)
 }
 
-const degraded = `{"status":"degraded","checks":{"dep":{"healthy":false}}}`
+const degraded = `{"status":"degraded","verdict":"degraded","checks":{"dep":{"healthy":false}}}`
 
 // The drill passes a service that keeps the contract, and fails (giving the
 // dependency back all the same) one that breaks each part of it.
@@ -65,8 +65,8 @@ func TestDrillDetectsEachViolation(t *testing.T) {
 		}, degraded, `does not name dependency="dep"`},
 		{"slower than the deadline", func(w http.ResponseWriter) { time.Sleep(400 * time.Millisecond); problem503(w) }, degraded, "more than its deadline"},
 		{"never answered fast", func(w http.ResponseWriter) { time.Sleep(120 * time.Millisecond); problem503(w) }, degraded, "none was answered under"},
-		{"/ready says ok", problem503, `{"status":"ok","checks":{"dep":{"healthy":true}}}`, "/ready while dep is away"},
-		{"/ready does not name it", problem503, `{"status":"degraded","checks":{"other":{"healthy":false}}}`, `check "dep" unhealthy`},
+		{"/ready says ok", problem503, `{"status":"ok","verdict":"ok","checks":{"dep":{"healthy":true}}}`, "/ready while dep is away"},
+		{"/ready does not name it", problem503, `{"status":"degraded","verdict":"degraded","checks":{"other":{"healthy":false}}}`, `check "dep" unhealthy`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -129,7 +129,7 @@ func TestReadyRunsChecksInParallel(t *testing.T) {
 		case <-time.After(time.Second):
 			return readiness.Passed("slow but fine", nil)
 		case <-ctx.Done():
-			return readiness.Failed("cancelled", false, nil)
+			return readiness.Impaired("cancelled", nil)
 		}
 	}
 	a, b := newFake("a", nil), newFake("b", nil)
@@ -154,7 +154,12 @@ func TestReadyRules(t *testing.T) {
 	t.Parallel()
 	hang := func(ctx context.Context) readiness.Report { <-ctx.Done(); return readiness.Report{} }
 	fail := func(critical bool) func(context.Context) readiness.Report {
-		return func(context.Context) readiness.Report { return readiness.Failed("said no", critical, nil) }
+		return func(context.Context) readiness.Report {
+			if critical {
+				return readiness.Unreachable("said no", nil)
+			}
+			return readiness.Impaired("said no", nil)
+		}
 	}
 	boom := func(context.Context) readiness.Report { panic("check bug") }
 	cases := []struct {

@@ -98,7 +98,7 @@ func (p *fakePlugin) runCheck(ctx context.Context) readiness.Report {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", p.cfg.Address)
 	if err != nil {
-		return readiness.Failed("unreachable: "+err.Error(), true, nil)
+		return readiness.Unreachable("unreachable: "+err.Error(), nil)
 	}
 	conn.Close()
 	return readiness.Passed("reachable", nil)

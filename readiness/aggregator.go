@@ -107,9 +107,9 @@ type outcome struct {
 // panicked"; the panic and its stack go to the log, never to the body.
 //
 // Each entry is normalised (an empty Status becomes Pass if Healthy, else
-// Fail) and its critical field is set to the check's declared Critical and:
+// Fail) and its Critical field is set to the check's declared Critical and:
 //
-//   - for Fail, the report's own Critical;
+//   - for Fail, the report's Unreachable;
 //   - for Timeout and for a panic, true;
 //   - for Pass, false.
 //
@@ -177,7 +177,7 @@ wait:
 			r = Report{Status: Fail, Detail: detailPanicked, Critical: c.Critical}
 		default:
 			r = normalise(reports[i])
-			r.Critical = c.Critical && (r.Status == Timeout || (r.Status == Fail && r.Critical))
+			r.Critical = c.Critical && (r.Status == Timeout || (r.Status == Fail && r.Unreachable))
 		}
 		r.Healthy = r.Status == Pass
 		if !r.Healthy {
@@ -206,7 +206,7 @@ func normalise(r Report) Report {
 	}
 	r.Healthy = r.Status == Pass
 	if r.Healthy {
-		r.Critical = false
+		r.Unreachable = false
 	}
 	return r
 }

@@ -23,7 +23,7 @@ func slow(d time.Duration) func(context.Context) readiness.Report {
 		case <-t.C:
 			return readiness.Passed("", nil)
 		case <-ctx.Done():
-			return readiness.Failed("ping: "+ctx.Err().Error(), true, nil)
+			return readiness.Unreachable("ping: "+ctx.Err().Error(), nil)
 		}
 	}
 }
@@ -82,7 +82,7 @@ func TestTimeoutVersusFail(t *testing.T) {
 	run, release := blocked(t)
 	a := readiness.NewAggregator(timeout,
 		readiness.Check{Name: "hangs", Run: run},
-		readiness.Check{Name: "refused", Run: fixed(readiness.Failed("db unreachable: connection refused", false, nil))},
+		readiness.Check{Name: "refused", Run: fixed(readiness.Impaired("db unreachable: connection refused", nil))},
 		readiness.Check{Name: "honours-ctx", Run: slow(time.Hour)},
 		readiness.Check{Name: "ok", Run: fixed(readiness.Passed("", nil))},
 	)
@@ -248,21 +248,21 @@ func TestCriticalRule(t *testing.T) {
 		panics
 	)
 	tests := []struct {
-		name           string
-		declared       bool
-		reportCritical bool
-		outcome        outcome
-		wantCritical   bool
-		wantOverall    readiness.Overall
-		wantHTTP       int
+		name              string
+		declared          bool
+		reportUnreachable bool
+		outcome           outcome
+		wantCritical      bool
+		wantOverall       readiness.Overall
+		wantHTTP          int
 	}{
 		{"pass, not declared", false, false, pass, false, readiness.OK, 200},
 		{"pass, declared", true, false, pass, false, readiness.OK, 200},
-		{"pass, declared, report says critical", true, true, pass, false, readiness.OK, 200},
+		{"pass, declared, report says unreachable", true, true, pass, false, readiness.OK, 200},
 		{"fail, not declared, not critical", false, false, fail, false, readiness.Degraded, 200},
-		{"fail, not declared, report critical", false, true, fail, false, readiness.Degraded, 200},
-		{"fail, declared, not critical (breaker open)", true, false, fail, false, readiness.Degraded, 200},
-		{"fail, declared, report critical", true, true, fail, true, readiness.Unavailable, 503},
+		{"fail, not declared, report unreachable", false, true, fail, false, readiness.Degraded, 200},
+		{"fail, declared, impaired", true, false, fail, false, readiness.Degraded, 200},
+		{"fail, declared, report unreachable", true, true, fail, true, readiness.Unavailable, 503},
 		{"timeout, not declared", false, false, timeOut, false, readiness.Degraded, 200},
 		{"timeout, declared", true, false, timeOut, true, readiness.Unavailable, 503},
 		{"panic, not declared", false, false, panics, false, readiness.Degraded, 200},
@@ -274,9 +274,13 @@ func TestCriticalRule(t *testing.T) {
 			var run func(context.Context) readiness.Report
 			switch tt.outcome {
 			case pass:
-				run = fixed(readiness.Report{Healthy: true, Status: readiness.Pass, Critical: tt.reportCritical})
+				run = fixed(readiness.Report{Healthy: true, Status: readiness.Pass, Unreachable: tt.reportUnreachable, Critical: true})
 			case fail:
-				run = fixed(readiness.Failed("redis unreachable", tt.reportCritical, nil))
+				if tt.reportUnreachable {
+					run = fixed(readiness.Unreachable("redis unreachable", nil))
+				} else {
+					run = fixed(readiness.Impaired("redis impaired", nil))
+				}
 			case timeOut:
 				r, release := blocked(t)
 				defer release()
@@ -316,7 +320,8 @@ func TestNormalisation(t *testing.T) {
 		{"empty status, unhealthy", false, readiness.Report{Detail: "down"}, readiness.Fail, false, false},
 		{"zero report", false, readiness.Report{}, readiness.Fail, false, false},
 		{"zero report, declared critical", true, readiness.Report{}, readiness.Fail, false, false},
-		{"empty status, unhealthy, critical, declared", true, readiness.Report{Critical: true}, readiness.Fail, false, true},
+		{"empty status, unhealthy, unreachable, declared", true, readiness.Report{Unreachable: true}, readiness.Fail, false, true},
+		{"a check's own critical is not the verdict", true, readiness.Report{Critical: true}, readiness.Fail, false, false},
 		{"pass without healthy", false, readiness.Report{Status: readiness.Pass}, readiness.Pass, true, false},
 		{"fail with healthy", false, readiness.Report{Status: readiness.Fail, Healthy: true}, readiness.Fail, false, false},
 		{"unknown status, healthy", false, readiness.Report{Status: "warn", Healthy: true}, readiness.Pass, true, false},

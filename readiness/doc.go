@@ -5,10 +5,11 @@
 // Every enabled plugin contributes a [Check]. An [Aggregator] runs all of them
 // in parallel under one timeout (app.readiness_timeout, 2 s by default) and
 // folds their [Report]s into a [Result]. One rule decides the answer: the
-// result is [Unavailable] (503) only when a check declared critical by config
-// ([plugin.X] critical = true) reports a critical failure, does not answer in
-// time, or panics. Anything else unhealthy is [Degraded] and answers 200, so
-// the orchestrator keeps the replica: a shared dependency that is down must
+// result is [Unavailable] (503, a problem+json body) only when a check
+// declared critical by config ([plugin.X] critical = true) reports its
+// dependency [Unreachable], does not answer in time, or panics. Anything else
+// unhealthy is [Degraded] and answers 200, so the orchestrator keeps the
+// replica: a shared dependency that is down must
 // not take every replica out of rotation at once.
 //
 // A check that panics, ignores its context, or returns a report with missing
@@ -19,7 +20,7 @@
 //	agg := readiness.NewAggregator(2*time.Second,
 //		readiness.Check{Name: "cache", Run: func(ctx context.Context) readiness.Report {
 //			if err := rdb.Ping(ctx).Err(); err != nil {
-//				return readiness.Failed("redis unreachable", true, nil)
+//				return readiness.Unreachable("redis unreachable", nil)
 //			}
 //			return readiness.Passed("", nil)
 //		}},

@@ -11,15 +11,15 @@ import (
 	"github.com/jfastframework/jfast/readiness"
 )
 
-// A plugin's check returns Failed with critical=false while its breaker is
-// open: the replica is degraded, and /ready still answers 200.
+// A plugin not declared critical whose dependency is unreachable (its breaker
+// open) makes the replica degraded: /ready still answers 200.
 func ExampleAggregator_Handler() {
 	agg := readiness.NewAggregator(2*time.Second,
 		readiness.Check{Name: "db", Critical: true, Run: func(ctx context.Context) readiness.Report {
 			return readiness.Passed("", nil)
 		}},
 		readiness.Check{Name: "cache", Run: func(ctx context.Context) readiness.Report {
-			return readiness.Failed("redis unreachable: calls to 'redis' are suspended for 3.2s", false,
+			return readiness.Unreachable("redis unreachable: calls to 'redis' are suspended for 3.2s",
 				map[string]any{"breaker": map[string]any{"state": "open", "retry_after": 3.2}})
 		}},
 	)
@@ -36,14 +36,14 @@ func ExampleAggregator_Handler() {
 	_, _ = io.Copy(os.Stdout, resp.Body)
 	// Output:
 	// 200
-	// {"status":"degraded","checks":{"cache":{"healthy":false,"status":"fail","detail":"redis unreachable: calls to 'redis' are suspended for 3.2s","critical":false,"meta":{"breaker":{"retry_after":3.2,"state":"open"}}},"db":{"healthy":true,"status":"pass","critical":false}}}
+	// {"status":"degraded","verdict":"degraded","checks":{"cache":{"healthy":false,"status":"fail","detail":"redis unreachable: calls to 'redis' are suspended for 3.2s","critical":false,"meta":{"breaker":{"retry_after":3.2,"state":"open"}}},"db":{"healthy":true,"status":"pass","critical":false}}}
 }
 
-// Only a check declared critical that reports a critical failure (or does
-// not answer, or panics) makes the result unavailable.
+// Only a check declared critical that reports its dependency unreachable (or
+// does not answer, or panics) makes the result unavailable.
 func ExampleAggregator_Run() {
 	refused := func(ctx context.Context) readiness.Report {
-		return readiness.Failed("db unreachable: connection refused", true, nil)
+		return readiness.Unreachable("db unreachable: connection refused", nil)
 	}
 
 	notDeclared := readiness.NewAggregator(time.Second, readiness.Check{Name: "db", Run: refused})
@@ -64,7 +64,7 @@ func ExampleAggregator_Run_timeout() {
 		Name: "billing",
 		Run: func(ctx context.Context) readiness.Report {
 			<-ctx.Done() // an upstream that accepts the connection and never answers
-			return readiness.Failed(ctx.Err().Error(), true, nil)
+			return readiness.Unreachable(ctx.Err().Error(), nil)
 		},
 	})
 	r := agg.Run(context.Background()).Checks["billing"]

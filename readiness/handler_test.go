@@ -29,13 +29,13 @@ func get(t *testing.T, h http.Handler, path string) (*http.Response, string) {
 	return resp, string(b)
 }
 
-// The body of /ready is exactly the shape of DESIGN.md §5's example.
+// The body of a 200 /ready is the shape of DESIGN.md §5's example, plus the
+// verdict member every answer carries.
 func TestReadyJSONShape(t *testing.T) {
 	t.Parallel()
 	a := readiness.NewAggregator(2*time.Second, readiness.Check{
-		Name:     "cache",
-		Critical: true, // declared critical, but an open breaker is not a critical failure
-		Run: fixed(readiness.Failed("redis unreachable: calls to 'redis' are suspended for 3.2s", false,
+		Name: "cache", // not declared critical: an unreachable cache only degrades
+		Run: fixed(readiness.Unreachable("redis unreachable: calls to 'redis' are suspended for 3.2s",
 			map[string]any{"breaker": map[string]any{"state": "open", "retry_after": 3.2}})),
 	})
 	resp, body := get(t, a.Handler(), "/ready")
@@ -43,18 +43,19 @@ func TestReadyJSONShape(t *testing.T) {
 	const design = `{"status": "degraded", "checks": {"cache": {"healthy": false, "status": "fail",
 	 "detail": "redis unreachable: calls to 'redis' are suspended for 3.2s", "critical": false,
 	 "meta": {"breaker": {"state": "open", "retry_after": 3.2}}}}}`
-	var got, want any
+	var got, want map[string]any
 	if err := json.Unmarshal([]byte(body), &got); err != nil {
 		t.Fatalf("body is not JSON: %v\n%s", err, body)
 	}
 	if err := json.Unmarshal([]byte(design), &want); err != nil {
 		t.Fatal(err)
 	}
+	want["verdict"] = "degraded"
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("body:\n got %s\nwant %s", body, design)
 	}
 	// Member order too: healthy, status, detail, critical, meta.
-	const exact = `{"status":"degraded","checks":{"cache":{"healthy":false,"status":"fail",` +
+	const exact = `{"status":"degraded","verdict":"degraded","checks":{"cache":{"healthy":false,"status":"fail",` +
 		`"detail":"redis unreachable: calls to 'redis' are suspended for 3.2s","critical":false,` +
 		`"meta":{"breaker":{"retry_after":3.2,"state":"open"}}}}}`
 	if body != exact {
@@ -77,16 +78,30 @@ func TestReadyStatusCodes(t *testing.T) {
 		name   string
 		checks []readiness.Check
 		status int
+		ctype  string
 		body   string
 	}{
-		{"no checks", nil, 200, `{"status":"ok","checks":{}}`},
+		{"no checks", nil, 200, "application/json", `{"status":"ok","verdict":"ok","checks":{}}`},
 		{"ok", []readiness.Check{{Name: "db", Critical: true, Run: fixed(readiness.Passed("", map[string]any{"pool": 4}))}},
-			200, `{"status":"ok","checks":{"db":{"healthy":true,"status":"pass","critical":false,"meta":{"pool":4}}}}`},
+			200, "application/json", `{"status":"ok","verdict":"ok","checks":{"db":{"healthy":true,"status":"pass","critical":false,"meta":{"pool":4}}}}`},
+		{"declared critical, impaired", []readiness.Check{{Name: "mail", Critical: true, Run: fixed(readiness.Impaired("last delivery failed", nil))}},
+			200, "application/json", `{"status":"degraded","verdict":"degraded","checks":{"mail":{"healthy":false,"status":"fail","detail":"last delivery failed","critical":false}}}`},
 		{"unavailable", []readiness.Check{
-			{Name: "db", Critical: true, Run: fixed(readiness.Failed("db unreachable: connection refused", true, nil))},
+			{Name: "db", Critical: true, Run: fixed(readiness.Unreachable("db unreachable: connection refused", nil))},
 			{Name: "cache", Run: fixed(readiness.Passed("", nil))},
-		}, 503, `{"status":"unavailable","checks":{"cache":{"healthy":true,"status":"pass","critical":false},` +
-			`"db":{"healthy":false,"status":"fail","detail":"db unreachable: connection refused","critical":true}}}`},
+		}, 503, "application/problem+json", `{"type":"about:blank","title":"Service Unavailable","status":503,` +
+			`"detail":"critical check failed: db","instance":"/ready",` +
+			`"checks":{"cache":{"healthy":true,"status":"pass","critical":false},` +
+			`"db":{"healthy":false,"status":"fail","detail":"db unreachable: connection refused","critical":true}},"verdict":"unavailable"}`},
+		{"two critical failures", []readiness.Check{
+			{Name: "queue", Critical: true, Run: fixed(readiness.Unreachable("queue (postgres) unreachable", nil))},
+			{Name: "db", Critical: true, Run: fixed(readiness.Unreachable("db unreachable", nil))},
+			{Name: "cache", Run: fixed(readiness.Unreachable("redis unreachable", nil))},
+		}, 503, "application/problem+json", `{"type":"about:blank","title":"Service Unavailable","status":503,` +
+			`"detail":"critical checks failed: db, queue","instance":"/ready",` +
+			`"checks":{"cache":{"healthy":false,"status":"fail","detail":"redis unreachable","critical":false},` +
+			`"db":{"healthy":false,"status":"fail","detail":"db unreachable","critical":true},` +
+			`"queue":{"healthy":false,"status":"fail","detail":"queue (postgres) unreachable","critical":true}},"verdict":"unavailable"}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -94,6 +109,20 @@ func TestReadyStatusCodes(t *testing.T) {
 			resp, body := get(t, readiness.NewAggregator(time.Second, tt.checks...).Handler(), "/ready")
 			if resp.StatusCode != tt.status || body != tt.body {
 				t.Fatalf("got %d %s\nwant %d %s", resp.StatusCode, body, tt.status, tt.body)
+			}
+			if got := resp.Header.Get("Content-Type"); got != tt.ctype {
+				t.Errorf("Content-Type = %q, want %q", got, tt.ctype)
+			}
+			if got := resp.Header.Get("Cache-Control"); got != "no-store" {
+				t.Errorf("Cache-Control = %q, want no-store", got)
+			}
+			// Either answer decodes into a Result with its verdict.
+			var res readiness.Result
+			if err := json.Unmarshal([]byte(body), &res); err != nil {
+				t.Fatal(err)
+			}
+			if want := map[int]readiness.Overall{200: res.Status, 503: readiness.Unavailable}[tt.status]; res.Status != want || res.Status == "" || len(res.Checks) != len(tt.checks) {
+				t.Errorf("decoded %+v", res)
 			}
 		})
 	}
@@ -113,8 +142,9 @@ func TestReadyBoundedOverHTTP(t *testing.T) {
 	if took := time.Since(start); took > 350*time.Millisecond {
 		t.Fatalf("/ready took %v, want at most 350ms", took)
 	}
-	want := `{"status":"unavailable","checks":{"cache":{"healthy":true,"status":"pass","critical":false},` +
-		`"db":{"healthy":false,"status":"timeout","detail":"no answer within 250ms","critical":true}}}`
+	want := `{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"critical check failed: db","instance":"/ready",` +
+		`"checks":{"cache":{"healthy":true,"status":"pass","critical":false},` +
+		`"db":{"healthy":false,"status":"timeout","detail":"no answer within 250ms","critical":true}},"verdict":"unavailable"}`
 	if resp.StatusCode != 503 || body != want {
 		t.Fatalf("got %d %s\nwant 503 %s", resp.StatusCode, body, want)
 	}
@@ -124,9 +154,9 @@ func TestReadyBoundedOverHTTP(t *testing.T) {
 func TestReadyUnencodableMeta(t *testing.T) {
 	t.Parallel()
 	a := readiness.NewAggregator(time.Second, readiness.Check{Name: "odd",
-		Run: fixed(readiness.Failed("x", false, map[string]any{"fn": func() {}}))})
+		Run: fixed(readiness.Impaired("x", map[string]any{"fn": func() {}}))})
 	resp, body := get(t, a.Handler(), "/ready")
-	if resp.StatusCode != 200 || body != `{"status":"degraded","checks":{"odd":{"healthy":false,"status":"fail","detail":"x","critical":false}}}` {
+	if resp.StatusCode != 200 || body != `{"status":"degraded","verdict":"degraded","checks":{"odd":{"healthy":false,"status":"fail","detail":"x","critical":false}}}` {
 		t.Fatalf("got %d %s", resp.StatusCode, body)
 	}
 }
@@ -139,13 +169,13 @@ func TestReadyUsesRequestContext(t *testing.T) {
 		if ctx.Value(key{}) == "from-request" {
 			return readiness.Passed("", nil)
 		}
-		return readiness.Failed("request context not passed", false, nil)
+		return readiness.Impaired("request context not passed", nil)
 	}})
 	h := a.Handler()
 	withValue := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), key{}, "from-request")))
 	})
-	if _, body := get(t, withValue, "/ready"); body != `{"status":"ok","checks":{"ctx":{"healthy":true,"status":"pass","critical":false}}}` {
+	if _, body := get(t, withValue, "/ready"); body != `{"status":"ok","verdict":"ok","checks":{"ctx":{"healthy":true,"status":"pass","critical":false}}}` {
 		t.Fatalf("body %s", body)
 	}
 }

@@ -1,6 +1,9 @@
 package readiness
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+)
 
 // Status is the outcome of one check.
 type Status string
@@ -8,8 +11,8 @@ type Status string
 const (
 	// Pass means the dependency answered and is usable.
 	Pass Status = "pass"
-	// Fail means the dependency said no: refused, errored, or a breaker
-	// is open.
+	// Fail means the dependency said no (refused, errored, or its breaker
+	// is open) or is impaired.
 	Fail Status = "fail"
 	// Timeout means the check did not answer within the aggregator's
 	// timeout. It is distinct from Fail: a dependency that said no versus
@@ -32,11 +35,18 @@ type Report struct {
 	// It is served to anyone who can reach /ready, so it must hold no
 	// secrets (no passwords, no full DSNs).
 	Detail string `json:"detail,omitempty"`
-	// Critical, in a check's report, says the failure is critical: the
-	// dependency cannot be reached at all, so a restart or a different
-	// route could help. An open or half-open breaker is not critical. In
-	// the /ready body it is the entry's effective criticality: see
-	// [Aggregator.Run].
+	// Unreachable, in a check's report, says the failure is that the
+	// dependency cannot be reached: it refused, did not answer, or its
+	// breaker is open because it did either (an open breaker carries the
+	// failures that opened it, so the verdict holds for the whole outage).
+	// It is what a plugin declared critical takes the replica out of
+	// rotation for. Set it with [Unreachable]; [Impaired] leaves it false.
+	// It is not in the /ready body: Critical is.
+	Unreachable bool `json:"-"`
+	// Critical is the entry's verdict in the /ready body, set by the
+	// aggregator (a value a check sets is replaced): true when the check is
+	// declared critical by config ([plugin.X] critical = true) and it
+	// reported Unreachable, timed out or panicked. See [Aggregator.Run].
 	Critical bool `json:"critical"`
 	// Meta carries details for operators, such as the breaker state and
 	// its retry_after.
@@ -48,10 +58,19 @@ func Passed(detail string, meta map[string]any) Report {
 	return Report{Healthy: true, Status: Pass, Detail: detail, Meta: meta}
 }
 
-// Failed returns an unhealthy report; critical says whether the failure is
-// critical (see [Report.Critical]).
-func Failed(detail string, critical bool, meta map[string]any) Report {
-	return Report{Healthy: false, Status: Fail, Detail: detail, Critical: critical, Meta: meta}
+// Unreachable returns the report of a dependency that cannot be reached: it
+// refused, did not answer, or its breaker is open. A plugin declared
+// critical takes the replica out of rotation for it (503).
+func Unreachable(detail string, meta map[string]any) Report {
+	return Report{Healthy: false, Status: Fail, Detail: detail, Unreachable: true, Meta: meta}
+}
+
+// Impaired returns the report of a dependency that answers but is not fully
+// usable (keys still being fetched, a last delivery that failed while the
+// work waits in a queue): degraded, never a reason to leave rotation, even
+// for a plugin declared critical.
+func Impaired(detail string, meta map[string]any) Report {
+	return Report{Healthy: false, Status: Fail, Detail: detail, Meta: meta}
 }
 
 // Check is one plugin's readiness check.
@@ -75,15 +94,57 @@ const (
 	// Degraded means some check is unhealthy but none critically so.
 	// /ready answers 200 so the orchestrator keeps the replica.
 	Degraded Overall = "degraded"
-	// Unavailable means a check declared critical failed critically,
-	// timed out or panicked. /ready answers 503.
+	// Unavailable means a check declared critical reported its dependency
+	// unreachable, timed out or panicked. /ready answers 503.
 	Unavailable Overall = "unavailable"
 )
 
-// Result is the /ready body.
+// Result is the outcome of one /ready run. Its JSON form is the body of a
+// 200 answer: {"status": "degraded", "verdict": "degraded", "checks": {...}}
+// (status repeats the verdict there; the 503 answer is a problem+json whose
+// status is the number 503, so clients read verdict). It decodes from
+// either answer.
 type Result struct {
-	Status Overall           `json:"status"`
-	Checks map[string]Report `json:"checks"`
+	// Status is the verdict: OK, Degraded or Unavailable.
+	Status Overall
+	// Checks holds one entry per check, by name.
+	Checks map[string]Report
+}
+
+// resultJSON is the 200 body.
+type resultJSON struct {
+	Status  Overall           `json:"status"`
+	Verdict Overall           `json:"verdict"`
+	Checks  map[string]Report `json:"checks"`
+}
+
+// MarshalJSON encodes r as the body of a 200 answer.
+func (r Result) MarshalJSON() ([]byte, error) {
+	checks := r.Checks
+	if checks == nil {
+		checks = map[string]Report{}
+	}
+	return json.Marshal(resultJSON{Status: r.Status, Verdict: r.Status, Checks: checks})
+}
+
+// UnmarshalJSON decodes a /ready body, a 200 answer or the 503 problem:
+// the verdict member, else a status that is a string.
+func (r *Result) UnmarshalJSON(data []byte) error {
+	var v struct {
+		Status  json.RawMessage   `json:"status"`
+		Verdict Overall           `json:"verdict"`
+		Checks  map[string]Report `json:"checks"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	r.Status, r.Checks = v.Verdict, v.Checks
+	if r.Status == "" && len(v.Status) > 0 && v.Status[0] == '"' {
+		if err := json.Unmarshal(v.Status, &r.Status); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Redacted returns the result as a public listener serves it: the overall

@@ -21,9 +21,18 @@ const (
 	// Ignore is no evidence either way: a bulkhead rejection, a call whose
 	// caller gave up.
 	Ignore
+	// Hang is a failure in which the dependency let the plugin's own
+	// deadline for the call expire without answering: it accepted the
+	// call (or the connection) and said nothing, as a paused container, a
+	// frozen VM or a full accept queue does. It counts as a [Failure] and
+	// is stronger evidence: when the dependency answered no call at all
+	// since the hung call was admitted, it opens the breaker at once
+	// (see [Breaker]). A call cut by its caller's deadline is not a Hang
+	// but [Ignore] ([CutByCaller]).
+	Hang
 )
 
-// String returns "success", "failure" or "ignore".
+// String returns "success", "failure", "ignore" or "hang".
 func (o Outcome) String() string {
 	switch o {
 	case Success:
@@ -32,6 +41,8 @@ func (o Outcome) String() string {
 		return "failure"
 	case Ignore:
 		return "ignore"
+	case Hang:
+		return "hang"
 	}
 	return fmt.Sprintf("Outcome(%d)", uint8(o))
 }
@@ -117,6 +128,10 @@ type StateChange struct {
 	Consecutive    int
 	WindowCalls    int
 	WindowFailures int
+	// Hang is set on a change to open made by a [Hang] with no answer from
+	// the dependency since the hung call was admitted (the silence rule),
+	// rather than by the counts.
+	Hang bool
 }
 
 // BreakerSnapshot is a breaker's state at one moment, for /ready and metrics.
@@ -151,6 +166,11 @@ type Breaker struct {
 	// Read without the lock by Allow's fast paths; written under mu.
 	sg      atomic.Uint64             // gen<<3 | probing<<2 | state
 	openErr atomic.Pointer[OpenError] // the current open period's error
+
+	// answers counts every Success reported, stale tickets included: a
+	// ticket remembers it at Allow, so a Hang can tell whether the
+	// dependency answered anything while the hung call waited.
+	answers atomic.Uint64
 
 	hookMu sync.Mutex // held by the goroutine delivering queued changes
 
@@ -217,9 +237,10 @@ func (b *Breaker) Name() string { return b.name }
 // probe was granted) is ignored, so a stale result cannot decide the new
 // state. The zero Ticket's Done does nothing.
 type Ticket struct {
-	b     *Breaker
-	gen   uint64
-	probe bool
+	b       *Breaker
+	gen     uint64
+	answers uint64 // b.answers when the call was admitted
+	probe   bool
 }
 
 // Probe reports whether this ticket is the half-open breaker's single probe.
@@ -253,7 +274,7 @@ func (b *Breaker) Allow() (Ticket, error) {
 	// half-open with the probe taken.
 	switch v := b.sg.Load(); {
 	case State(v&sgStateMask) == StateClosed:
-		return Ticket{b: b, gen: v >> sgGenShift}, nil
+		return Ticket{b: b, gen: v >> sgGenShift, answers: b.answers.Load()}, nil
 	case State(v&sgStateMask) == StateOpen:
 		if e := b.openErr.Load(); e != nil && b.now() < e.until {
 			return Ticket{}, e
@@ -265,7 +286,7 @@ func (b *Breaker) Allow() (Ticket, error) {
 	var change *StateChange
 	switch b.state {
 	case StateClosed:
-		t := Ticket{b: b, gen: b.gen}
+		t := Ticket{b: b, gen: b.gen, answers: b.answers.Load()}
 		b.mu.Unlock()
 		return t, nil
 	case StateOpen:
@@ -286,7 +307,7 @@ func (b *Breaker) Allow() (Ticket, error) {
 	b.probing = true
 	b.gen++
 	b.publishLocked()
-	t := Ticket{b: b, gen: b.gen, probe: true}
+	t := Ticket{b: b, gen: b.gen, answers: b.answers.Load(), probe: true}
 	b.unlockAndNotify(change)
 	return t, nil
 }
@@ -295,9 +316,21 @@ func (b *Breaker) Allow() (Ticket, error) {
 // [Ignore] when the caller gave up (cancelled context) or the outcome says
 // nothing about the dependency. A probe's Ignore frees the probe slot for
 // the next caller without closing or reopening the breaker.
+//
+// A [Hang] counts as a [Failure] and, in closed state, opens the breaker at
+// once when no call to the dependency succeeded since this one was
+// admitted (Allow): the dependency has been silent for the whole of the
+// plugin's own deadline. When something did answer meanwhile, the
+// dependency is alive and the hung call counts as one failure among others.
 func (t Ticket) Done(o Outcome) {
 	b := t.b
-	if b == nil || (!t.probe && o != Success && o != Failure) {
+	if b == nil {
+		return
+	}
+	if o == Success {
+		b.answers.Add(1)
+	}
+	if !t.probe && o != Success && o != Failure && o != Hang {
 		return // an ignored call in closed state changes nothing
 	}
 	b.mu.Lock()
@@ -316,8 +349,10 @@ func (t Ticket) Done(o Outcome) {
 		}
 		b.win.add(now, 1, 1)
 		b.consecutive++
-		if b.consecutive >= b.failures || b.rateTrippedLocked() {
+		silent := o == Hang && b.answers.Load() == t.answers
+		if silent || b.consecutive >= b.failures || b.rateTrippedLocked() {
 			c := b.openLocked(now)
+			c.Hang = silent
 			b.unlockAndNotify(&c)
 			return
 		}
@@ -331,8 +366,9 @@ func (t Ticket) Done(o Outcome) {
 		case Success:
 			c := b.transitionLocked(StateClosed, b.now())
 			b.unlockAndNotify(&c)
-		case Failure:
+		case Failure, Hang:
 			c := b.openLocked(b.now())
+			c.Hang = o == Hang
 			b.unlockAndNotify(&c)
 		default:
 			b.probing = false

@@ -15,9 +15,9 @@ import (
 // Outcomes that say nothing about the dependency are fed as [Ignore]
 // whatever classify says: a bulkhead rejection, and a call whose ctx was
 // cancelled (its caller gave up). So a probe that meets either releases the
-// probe slot without closing or reopening the breaker. A [Failure] that
-// returns after ctx's deadline passed is [Ignore] too: Call knows no
-// deadline of fn's own, so by [CutByCaller] with a zero own deadline the
+// probe slot without closing or reopening the breaker. A [Failure] (or
+// [Hang]) that returns after ctx's deadline passed is [Ignore] too: Call
+// knows no deadline of fn's own, so by [CutByCaller] with a zero own deadline the
 // caller's deadline ended it (a deadline fn puts on its own work and that
 // fires first leaves ctx running, and counts).
 //
@@ -58,7 +58,7 @@ func Call[T any](ctx context.Context, br *Breaker, bh *Bulkhead, classify func(T
 	default:
 		o = Success
 	}
-	if o == Failure && CutByCaller(ctx, time.Time{}) {
+	if (o == Failure || o == Hang) && CutByCaller(ctx, time.Time{}) {
 		o = Ignore
 	}
 	ticket.Done(o)

@@ -12,10 +12,12 @@ import (
 // answer is evidence that it is.
 //
 //   - err != nil: [Ignore] when it is (or wraps) context.Canceled — the
-//     caller gave up — and [Failure] otherwise (transport errors and
-//     timeouts, including context.DeadlineExceeded). An error cannot say
-//     whose deadline ended the call: ask [CutByCaller] first and feed
-//     [Ignore] when it says the caller's did.
+//     caller gave up; [Hang] when it is a timeout (context.DeadlineExceeded,
+//     or an error whose Timeout method reports true, as net.Error's does):
+//     the upstream let a deadline expire without answering; [Failure]
+//     otherwise (refused, reset, DNS, TLS). An error cannot say whose
+//     deadline ended the call: ask [CutByCaller] first and feed [Ignore]
+//     when it says the caller's did.
 //   - 502, 503, 504: [Failure]: the upstream, or the proxy in front of it,
 //     says it is not there.
 //   - any other status, 500 and 429 and every 4xx included: [Success]. A 500
@@ -28,6 +30,9 @@ func HTTPOutcome(status int, err error) Outcome {
 		if errors.Is(err, context.Canceled) {
 			return Ignore
 		}
+		if IsTimeout(err) {
+			return Hang
+		}
 		return Failure
 	}
 	switch status {
@@ -35,6 +40,19 @@ func HTTPOutcome(status int, err error) Outcome {
 		return Failure
 	}
 	return Success
+}
+
+// IsTimeout reports whether err is a deadline that expired with no answer:
+// context.DeadlineExceeded, or an error in its chain whose Timeout method
+// reports true (net.Error, pgconn's and go-redis's timeouts). Plugins use it
+// to tell a [Hang] from a [Failure] once [CutByCaller] has said the deadline
+// was their own.
+func IsTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
 }
 
 // CutByCaller reports whether a call that failed was cut short by its

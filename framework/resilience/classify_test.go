@@ -4,9 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 )
+
+// timeoutErr is an error that says it is a timeout, like a socket deadline's.
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
 
 func TestHTTPOutcome(t *testing.T) {
 	t.Parallel()
@@ -20,7 +28,9 @@ func TestHTTPOutcome(t *testing.T) {
 		{500, nil, Success}, {429, nil, Success}, {401, nil, Success}, {505, nil, Success},
 		{502, nil, Failure}, {503, nil, Failure}, {504, nil, Failure},
 		{0, errors.New("dial tcp: connection refused"), Failure},
-		{0, fmt.Errorf("read: %w", context.DeadlineExceeded), Failure},
+		{0, fmt.Errorf("read: %w", context.DeadlineExceeded), Hang},
+		{0, &net.OpError{Op: "read", Net: "tcp", Err: timeoutErr{}}, Hang},
+		{0, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}, Failure},
 		{0, fmt.Errorf("send: %w", context.Canceled), Ignore},
 	} {
 		if got := HTTPOutcome(tc.status, tc.err); got != tc.want {

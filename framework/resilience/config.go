@@ -110,7 +110,7 @@ func (c BreakerConfig) Opts(name string, clock Clock, onChange func(StateChange)
 
 // LogStateChanges returns an OnStateChange hook that logs every transition of
 // a plugin's breaker in one shape: a warning when it opens (with the
-// cool-down), info otherwise. plugin names the plugin ("db", "http"); the
+// cool-down, and hang=true when the silence rule opened it), info otherwise. plugin names the plugin ("db", "http"); the
 // breaker's own name (the upstream, the disk) is an attribute. next, when not
 // nil, is called after the log line (metrics).
 func LogStateChanges(logger *slog.Logger, plugin string, coolDown time.Duration, next func(StateChange)) func(StateChange) {
@@ -131,6 +131,10 @@ func LogStateChanges(logger *slog.Logger, plugin string, coolDown time.Duration,
 			level = slog.LevelWarn
 			msg = plugin + ": breaker opened: calls to '" + c.Name + "' fail at once for " + coolDown.String()
 			attrs = append(attrs, slog.Duration("cool_down", coolDown))
+			if c.Hang {
+				msg += " (a call got no answer within its deadline, and nothing answered meanwhile)"
+				attrs = append(attrs, slog.Bool("hang", true))
+			}
 		}
 		logger.LogAttrs(context.Background(), level, msg, attrs...)
 		if next != nil {

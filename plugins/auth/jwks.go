@@ -255,6 +255,8 @@ func (c *jwksCache) run(f *fetch, ticket resilience.Ticket) {
 	case c.ctx.Err() != nil:
 		ticket.Done(resilience.Ignore) // stopping: no evidence about the issuer
 		err = errors.New("auth: jwks fetch stopped: the App is shutting down")
+	case err != nil && resilience.IsTimeout(err):
+		ticket.Done(resilience.Hang) // no answer within jwks_timeout
 	case err != nil:
 		ticket.Done(resilience.Failure)
 	default:

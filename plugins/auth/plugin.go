@@ -154,7 +154,7 @@ func (p *Plugin) Check(_ context.Context) readiness.Report {
 	case s.lastErr == nil && s.keys > 0 && s.breaker.State == resilience.StateClosed:
 		return readiness.Passed(fmt.Sprintf("jwks: %d keys cached", s.keys), meta)
 	case s.lastErr == nil && s.keys == 0:
-		return readiness.Failed("jwks: the first fetch of the issuer's key set has not finished", false, meta)
+		return readiness.Impaired("jwks: the first fetch of the issuer's key set has not finished", meta)
 	}
 	detail := fmt.Sprintf("jwks unreachable; verifying with %d cached keys", s.keys)
 	if s.lastErr != nil {
@@ -167,7 +167,7 @@ func (p *Plugin) Check(_ context.Context) readiness.Report {
 	case resilience.StateHalfOpen:
 		detail += "; the next fetch probes the issuer"
 	}
-	return readiness.Failed(detail, false, meta)
+	return readiness.Impaired(detail, meta)
 }
 
 // errNotStarted is returned by Verify and Issue before Start.

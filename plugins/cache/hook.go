@@ -170,8 +170,10 @@ func (h *hook) limit(wait time.Duration, blocking bool) (time.Duration, bool) {
 //     either way. A cancelled caller gets go-redis's error back as is; one
 //     whose deadline passed gets the usual *UnavailableError, with no
 //     command_timeout in it and matching context.DeadlineExceeded;
-//   - anything else (command_timeout, refused or broken connections, pool
-//     timeouts) is a failure.
+//   - command_timeout expired with no answer is a hang (resilience.Hang:
+//     with nothing answered meanwhile it opens the breaker at once);
+//   - anything else (refused or broken connections, pool timeouts) is a
+//     failure.
 func (h *hook) done(ctx context.Context, t resilience.Ticket, err error, limit time.Duration, own time.Time) error {
 	if err == nil || err == redis.Nil {
 		t.Done(resilience.Success)
@@ -196,10 +198,14 @@ func (h *hook) done(ctx context.Context, t resilience.Ticket, err error, limit t
 		}
 		return &UnavailableError{Err: err}
 	}
-	t.Done(resilience.Failure)
 	ue := &UnavailableError{Err: err}
-	if isTimeout(err) {
+	if isTimeout(err) && !errors.Is(err, redis.ErrPoolTimeout) {
+		// command_timeout expired with no answer: a hang, which opens the
+		// breaker at once when Redis answered nothing meanwhile.
+		t.Done(resilience.Hang)
 		ue.Timeout = limit
+	} else {
+		t.Done(resilience.Failure)
 	}
 	return ue
 }

@@ -272,7 +272,8 @@ func TestBlockingCommandsAreNotCut(t *testing.T) {
 // With pool_size = 1 and Redis paused, commands queued for the one connection
 // are bounded too (PoolTimeout is command_timeout). With critical = true, /ready
 // is unavailable while the breaker is closed and Redis does not answer, and
-// degraded once the breaker is open. Remember's fail-open is logged once per
+// stays unavailable once the breaker is open: the verdict follows Redis, not
+// the breaker. Remember's fail-open is logged once per
 // breaker opening.
 func TestPausedRedisPoolAndReadiness(t *testing.T) {
 	t.Parallel()
@@ -311,7 +312,7 @@ func TestPausedRedisPoolAndReadiness(t *testing.T) {
 
 	srv.pause(t)
 	r := b.svc.Get(t, "/ready")
-	if r.Status != 503 || !strings.Contains(r.String(), `"status":"unavailable"`) || !strings.Contains(r.String(), `"critical":true`) {
+	if r.Status != 503 || !strings.Contains(r.String(), `"verdict":"unavailable"`) || !strings.Contains(r.String(), `"critical":true`) {
 		t.Fatalf("/ready, critical cache paused, breaker closed = %d %s", r.Status, r)
 	}
 	// Remember with the breaker still closed pays one command timeout, not two.
@@ -323,8 +324,8 @@ func TestPausedRedisPoolAndReadiness(t *testing.T) {
 		t.Fatalf("breaker = %+v, want open", s)
 	}
 	r = b.svc.Get(t, "/ready")
-	if r.Status != 200 || !strings.Contains(r.String(), `"status":"degraded"`) {
-		t.Fatalf("/ready, critical cache with the breaker open = %d %s; an open breaker is degraded, never unavailable", r.Status, r)
+	if r.Status != 503 || !strings.Contains(r.String(), `"verdict":"unavailable"`) || !strings.Contains(r.String(), "suspended") {
+		t.Fatalf("/ready, critical cache with the breaker open = %d %s; an open breaker carries the outage that opened it", r.Status, r)
 	}
 	remember()
 	remember()

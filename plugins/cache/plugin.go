@@ -195,12 +195,12 @@ func (p *Plugin) Check(ctx context.Context) readiness.Report {
 	}
 	var ue *UnavailableError
 	if errors.As(err, &ue) && errors.Is(ue.Err, resilience.ErrOpen) {
-		return readiness.Failed(ue.Error(), false, meta)
+		return readiness.Unreachable(ue.Error(), meta) // opened by failures to reach redis
 	}
 	if ctx.Err() != nil {
-		return readiness.Failed("redis unreachable: no answer to PING within the readiness timeout", true, meta)
+		return readiness.Unreachable("redis unreachable: no answer to PING within the readiness timeout", meta)
 	}
-	return readiness.Failed(errorDetail(err), true, meta)
+	return readiness.Unreachable(errorDetail(err), meta)
 }
 
 // errorDetail is err's text with "redis unreachable" in front when it is not

@@ -306,11 +306,19 @@ func (g *gate) attempt(ctx context.Context, pool *pgxpool.Pool, bound time.Durat
 		ticket.Done(resilience.Ignore)
 		return nil, false, g.unavailable(cause)
 	case errors.As(err, &pt) || pingTimeout:
-		ticket.Done(resilience.Failure)
+		// The ping got no answer within ping_timeout: a hang, which opens
+		// the breaker at once when nothing answered meanwhile.
+		ticket.Done(resilience.Hang)
 		g.suspect.Store(true)
 		return nil, ctx.Err() == nil, g.unavailable(cause)
+	case errors.Is(cause, errAttemptBound) || resilience.IsTimeout(cause):
+		// A connect that got no answer within connect_timeout or the
+		// attempt's bound: a hang too.
+		ticket.Done(resilience.Hang)
+		g.suspect.Store(true)
+		return nil, false, g.unavailable(cause)
 	default:
-		ticket.Done(resilience.Failure)
+		ticket.Done(resilience.Failure) // refused, reset, authentication
 		g.suspect.Store(true)
 		return nil, false, g.unavailable(cause)
 	}

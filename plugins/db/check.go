@@ -12,9 +12,10 @@ import (
 
 // Check implements framework.Checker: a SELECT 1 through the breaker and the
 // bounded ping, under the readiness context. An open breaker is reported
-// without I/O and is never critical (degraded, not unavailable); a server
-// that cannot be reached is a critical failure (it only takes the replica
-// out of rotation when [plugin.db] critical = true).
+// without I/O. A server that cannot be reached and an open breaker (opened by
+// such failures) are both reported unreachable, so the verdict holds for the
+// whole outage; it takes the replica out of rotation only when
+// [plugin.db] critical = true.
 func (p *Plugin) Check(ctx context.Context) readiness.Report {
 	p.mu.Lock()
 	d := p.db
@@ -49,22 +50,21 @@ func (d *DB) meta() map[string]any {
 
 func (d *DB) check(ctx context.Context) readiness.Report {
 	if snap := d.gate.breaker.Snapshot(); snap.State == resilience.StateOpen {
-		return readiness.Failed(fmt.Sprintf("db unreachable: calls to 'db' are suspended for %.1fs", snap.RetryAfter.Seconds()), false, d.meta())
+		return readiness.Impaired(fmt.Sprintf("db unreachable: calls to 'db' are suspended for %.1fs", snap.RetryAfter.Seconds()), d.meta())
 	}
 	c, err := d.Acquire(ctx)
 	if err != nil {
-		open := d.gate.breaker.Snapshot().State != resilience.StateClosed
 		cause := err
 		var de *problem.DependencyError
 		if errors.As(err, &de) && de.Err != nil {
 			cause = de.Err
 		}
-		return readiness.Failed("db unreachable: "+redactText(cause.Error()), !open, d.meta())
+		return readiness.Unreachable("db unreachable: "+redactText(cause.Error()), d.meta())
 	}
 	_, err = c.Conn().PgConn().Exec(ctx, pingSQL).ReadAll()
 	c.Release()
 	if err != nil {
-		return readiness.Failed("db did not answer SELECT 1: "+redactText(err.Error()), true, d.meta())
+		return readiness.Unreachable("db did not answer SELECT 1: "+redactText(err.Error()), d.meta())
 	}
 	return readiness.Passed("", d.meta())
 }

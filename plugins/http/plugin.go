@@ -307,11 +307,12 @@ func (p *Plugin) UpstreamTransport(upstream string) (nethttp.RoundTripper, error
 
 // Check implements framework.Checker. It sends nothing: it lists every
 // upstream's breaker in meta (and, with breaker_key = "route", the route
-// breakers that are not closed), and an open or half-open breaker makes the
-// check fail, never critically (degraded, not unavailable): this service is
-// still up, and taking it out of rotation because a dependency is down turns
-// one outage into two. Shared clients are listed (origins held, breakers not
-// closed) but never fail the check: one of the many hosts a webhook sender
+// breakers that are not closed). An open breaker reports the upstream
+// unreachable (the failures that opened it said so), which takes the replica
+// out of rotation only when [plugin.http] critical = true; a half-open one is
+// impaired (degraded): the next call probes, and with no check of its own the
+// plugin cannot know sooner. Shared clients are listed (origins held, breakers
+// not closed) but never fail the check: one of the many hosts a webhook sender
 // calls being down says nothing about this service.
 func (p *Plugin) Check(context.Context) readiness.Report {
 	p.mu.Lock()
@@ -320,9 +321,11 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 	p.mu.Unlock()
 	upstreams := make(map[string]any, len(names))
 	var suspended []string
+	open := false
 	suspend := func(what string, s resilience.BreakerSnapshot) {
 		switch s.State {
 		case resilience.StateOpen:
+			open = true
 			suspended = append(suspended, fmt.Sprintf("calls to %s are suspended for %.1fs", what, s.RetryAfter.Seconds()))
 		case resilience.StateHalfOpen:
 			suspended = append(suspended, fmt.Sprintf("calls to %s are suspended while a probe call is in flight", what))
@@ -337,11 +340,11 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 		}
 		suspend("'"+n+"'", s)
 		if c.routes != nil {
-			held, open := c.notClosed()
-			routes := make(map[string]any, len(open))
-			for _, route := range sortedNames(open) {
-				routes[route] = open[route].Meta()
-				suspend("'"+n+"' on "+route, open[route])
+			held, notClosed := c.notClosed()
+			routes := make(map[string]any, len(notClosed))
+			for _, route := range sortedNames(notClosed) {
+				routes[route] = notClosed[route].Meta()
+				suspend("'"+n+"' on "+route, notClosed[route])
 			}
 			entry["routes_held"] = held
 			entry["routes"] = routes
@@ -362,8 +365,11 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 		}
 		meta["shared"] = sm
 	}
-	if len(suspended) > 0 {
-		return readiness.Failed(strings.Join(suspended, "; "), false, meta)
+	switch {
+	case open:
+		return readiness.Unreachable(strings.Join(suspended, "; "), meta)
+	case len(suspended) > 0:
+		return readiness.Impaired(strings.Join(suspended, "; "), meta)
 	}
 	return readiness.Passed(fmt.Sprintf("%d upstreams, every breaker closed", len(names)), meta)
 }

@@ -144,7 +144,7 @@ func (p *Plugin) Stop(ctx context.Context) error {
 func (p *Plugin) Check(ctx context.Context) readiness.Report {
 	meta := map[string]any{"store": p.store.name(), "dependency": p.dep}
 	if err := p.store.check(ctx); err != nil {
-		return readiness.Failed(fmt.Sprintf("idempotency store %s unavailable: guarded routes answer 503 (%s)", p.store.name(), scrub(err)), true, meta)
+		return readiness.Unreachable(fmt.Sprintf("idempotency store %s unavailable: guarded routes answer 503 (%s)", p.store.name(), scrub(err)), meta)
 	}
 	return readiness.Passed("idempotency store "+p.store.name()+" answered", meta)
 }

@@ -44,7 +44,7 @@ func (p *Plugin) Check(ctx context.Context) readiness.Report {
 	meta["last_delivery"] = last
 	switch last.Result {
 	case "transient":
-		return readiness.Failed("last delivery failed: "+last.Error+deadDetail, true, meta)
+		return readiness.Unreachable("last delivery failed: "+last.Error+deadDetail, meta)
 	case "permanent":
 		return readiness.Passed("last delivery rejected by the server (dead letter): "+last.Error+deadDetail, meta)
 	}

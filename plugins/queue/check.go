@@ -4,26 +4,35 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/readiness"
 )
 
 // Check implements framework.Checker: queue depth per queue, dead-letter count,
-// worker state and the enqueue breaker. A broker that does not answer is a
-// failure (critical only when [plugin.queue] critical = true); an open breaker
-// is degraded, never critical.
+// worker state and the enqueue breaker. While the breaker is open it reports
+// from the breaker, with no I/O. A broker that does not answer and an open
+// breaker (opened by such failures) are both unreachable, so the verdict
+// holds for the whole outage (it takes the replica out of rotation only when
+// [plugin.queue] critical = true). The counts are read through the breaker
+// of the plugin the backend uses (db or cache), so they too answer at once
+// while that breaker is open.
 func (p *Plugin) Check(ctx context.Context) readiness.Report {
 	snap := p.breaker.Snapshot()
 	meta := map[string]any{"backend": p.cfg.Backend, "workers": p.workerState(), "breaker": snap.Meta()}
+	if snap.State == resilience.StateOpen {
+		return readiness.Unreachable(fmt.Sprintf("queue (%s) unreachable: enqueues are suspended for %.1fs", p.cfg.Backend, snap.RetryAfter.Seconds()), meta)
+	}
 	stats, err := p.backend.Stats(ctx)
 	if err != nil {
-		return readiness.Failed(fmt.Sprintf("queue (%s) unreachable: %v", p.cfg.Backend, redactErr(err)), snap.State.String() == "closed", meta)
+		return readiness.Unreachable(fmt.Sprintf("queue (%s) unreachable: %v", p.cfg.Backend, redactErr(err)), meta)
 	}
 	meta["depth"] = stats.Depth
 	meta["dead"] = stats.Dead
-	if snap.State.String() != "closed" {
-		return readiness.Failed(fmt.Sprintf("queue enqueues suspended: breaker %s", snap.State), false, meta)
+	detail := fmt.Sprintf("%s reachable; %d dead jobs", p.cfg.Backend, stats.Dead)
+	if snap.State == resilience.StateHalfOpen {
+		detail += "; the breaker is half-open: the next enqueue probes"
 	}
-	return readiness.Passed(fmt.Sprintf("%s reachable; %d dead jobs", p.cfg.Backend, stats.Dead), meta)
+	return readiness.Passed(detail, meta)
 }
 
 func (p *Plugin) workerState() string {

@@ -495,7 +495,13 @@ func (p *Plugin) guard(ctx context.Context, kind string, fn func(context.Context
 		p.metrics.enqueued(kind, "breaker_open")
 		return Result{}, &problem.DependencyError{Dependency: Name, Err: mark(fmt.Errorf("enqueue %s on %s: %w", kind, p.cfg.Backend, unmark(err)), false), RetryAfter: retryAfterOf(err)}
 	}
-	ticket.Done(resilience.Failure)
+	if resilience.IsTimeout(err) {
+		// No answer within enqueue_timeout: a hang, which opens the breaker
+		// at once when the broker answered nothing meanwhile.
+		ticket.Done(resilience.Hang)
+	} else {
+		ticket.Done(resilience.Failure)
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("no answer within enqueue_timeout (%s): %w", p.cfg.EnqueueTimeout, unmark(err))
 	}

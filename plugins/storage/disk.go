@@ -312,12 +312,12 @@ func (b *downloadBody) settle(o resilience.Outcome) {
 		b.ticket.Done(o)
 		return
 	}
-	if o == resilience.Failure {
+	if o == resilience.Failure || o == resilience.Hang {
 		// The probe closed the breaker at the headers; the body failing
 		// since is evidence of now. An open breaker refuses the ticket: it
 		// knows already.
 		if t, err := b.breaker.Allow(); err == nil {
-			t.Done(resilience.Failure)
+			t.Done(o)
 		}
 	}
 }
@@ -525,6 +525,9 @@ func classify(ctx context.Context, err error, pr *progress, connect time.Duratio
 			return resilience.Ignore // a local disk: no breaker, nothing to learn
 		}
 		return silentCut(ctx, pr.silence(time.Now()), connect)
+	}
+	if resilience.IsTimeout(err) {
+		return resilience.Hang // the read gap or connect_timeout expired with no answer
 	}
 	return resilience.Failure
 }

@@ -418,7 +418,7 @@ func TestLocalReadiness(t *testing.T) {
 		t.Fatalf("put on an unusable root = %v", err)
 	}
 	crit := start(t, "[plugin.storage]\ncritical = true\n"+localTOML(filepath.Join(blocker, "root")), "files", nil)
-	if r := crit.svc.Get(t, "/ready"); r.Status != 503 || !strings.Contains(r.String(), `"status":"unavailable"`) {
+	if r := crit.svc.Get(t, "/ready"); r.Status != 503 || !strings.Contains(r.String(), `"verdict":"unavailable"`) {
 		t.Fatalf("critical /ready = %d %s", r.Status, r.Body)
 	}
 }

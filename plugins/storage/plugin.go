@@ -128,11 +128,12 @@ func (p *Plugin) closeDisks() {
 }
 
 // Check implements framework.Checker: every disk in parallel, each bounded by
-// ctx (readiness_timeout). A disk whose breaker is open or half-open is
-// reported from the breaker, with no I/O, and is never critical; otherwise a
-// HEAD of the bucket or a stat of the root. An unreachable disk is a critical
-// failure, which makes /ready unavailable only when [plugin.storage] critical =
-// true; otherwise the service is degraded.
+// ctx (readiness_timeout). A disk whose breaker is open is reported from the
+// breaker, with no I/O; otherwise a HEAD of the bucket or a stat of the root.
+// An unreachable disk and an open breaker (opened by such failures) are both
+// reported unreachable, so the verdict holds for the whole outage: /ready is
+// unavailable only when [plugin.storage] critical = true; otherwise the
+// service is degraded.
 func (p *Plugin) Check(ctx context.Context) readiness.Report {
 	type result struct {
 		name     string
@@ -154,8 +155,9 @@ func (p *Plugin) Check(ctx context.Context) readiness.Report {
 			if d.breaker != nil {
 				s := d.breaker.Snapshot()
 				r.meta["breaker"] = s.Meta()
-				if s.State != resilience.StateClosed {
+				if s.State == resilience.StateOpen {
 					r.err = fmt.Errorf("calls are suspended for %.1fs after repeated failures (breaker %s)", s.RetryAfter.Seconds(), s.State)
+					r.critical = true
 					return
 				}
 			}
@@ -183,7 +185,10 @@ func (p *Plugin) Check(ctx context.Context) readiness.Report {
 		}
 	}
 	if len(failed) > 0 {
-		return readiness.Failed("storage unavailable: "+strings.Join(failed, "; "), critical, meta)
+		if critical {
+			return readiness.Unreachable("storage unavailable: "+strings.Join(failed, "; "), meta)
+		}
+		return readiness.Impaired("storage unavailable: "+strings.Join(failed, "; "), meta)
 	}
 	return readiness.Passed(fmt.Sprintf("%d disk(s) reachable", len(results)), meta)
 }

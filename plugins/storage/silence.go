@@ -25,7 +25,7 @@ import (
 // caller's context ended (resilience.CutByCaller said so), given how long the
 // operation had gone without hearing from S3 (silence) and the disk's
 // connect_timeout (connect). A cancelled caller is never evidence; a caller's
-// deadline is a Failure when S3 had been silent for connect or longer, and no
+// deadline is a Hang when S3 had been silent for connect or longer, and no
 // evidence after less (a caller with 50 ms left proves nothing).
 func silentCut(ctx context.Context, silence, connect time.Duration) resilience.Outcome {
 	if errors.Is(ctx.Err(), context.Canceled) {
@@ -35,7 +35,7 @@ func silentCut(ctx context.Context, silence, connect time.Duration) resilience.O
 		return resilience.Ignore // ended by a custom context without a deadline: the caller's doing
 	}
 	if silence >= connect {
-		return resilience.Failure
+		return resilience.Hang // S3 said nothing for at least connect_timeout
 	}
 	return resilience.Ignore
 }
