@@ -3,6 +3,8 @@ package framework
 import (
 	"fmt"
 	"time"
+
+	"github.com/jfastframework/jfast/readiness"
 )
 
 // AppConfig is the [app] table of jfast.toml. It is built by the loader, which fills
@@ -40,7 +42,8 @@ type AppConfig struct {
 	MaxBodyBytes int64 `koanf:"max_body_bytes"`
 
 	// ReadinessTimeout bounds the whole /ready run; checks run in parallel under it.
-	// Defaults to 2s.
+	// It stays under the 1 s a Kubernetes probe waits by default.
+	// Defaults to 800ms.
 	ReadinessTimeout time.Duration `koanf:"readiness_timeout"`
 
 	// ShutdownTimeout bounds draining in-flight requests at a graceful stop;
@@ -83,7 +86,7 @@ func DefaultAppConfig() AppConfig {
 		Listen:            "127.0.0.1:8000",
 		RequestTimeout:    30 * time.Second,
 		MaxBodyBytes:      DefaultMaxBodyBytes,
-		ReadinessTimeout:  2 * time.Second,
+		ReadinessTimeout:  readiness.DefaultTimeout,
 		ShutdownTimeout:   20 * time.Second,
 		PluginStopTimeout: 10 * time.Second,
 		StartTimeout:      10 * time.Second,

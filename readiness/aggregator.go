@@ -12,10 +12,11 @@ import (
 )
 
 // DefaultTimeout is the timeout [NewAggregator] uses when given zero or less;
-// it is the default of app.readiness_timeout. Two seconds is well above a
-// healthy dependency's ping (milliseconds) and well below the usual
-// orchestrator probe timeout, so /ready answers before the probe gives up.
-const DefaultTimeout = 2 * time.Second
+// it is the default of app.readiness_timeout. 800 ms is far above a healthy
+// dependency's ping (milliseconds) and below the 1 s a Kubernetes probe waits
+// by default (timeoutSeconds), with room for the HTTP round trip: /ready
+// answers before the probe gives up, even with every dependency hung.
+const DefaultTimeout = 800 * time.Millisecond
 
 // Details of the entries the aggregator writes itself.
 const (

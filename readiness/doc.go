@@ -3,7 +3,7 @@
 // ([Aggregator.Handler], /ready).
 //
 // Every enabled plugin contributes a [Check]. An [Aggregator] runs all of them
-// in parallel under one timeout (app.readiness_timeout, 2 s by default) and
+// in parallel under one timeout (app.readiness_timeout, 800 ms by default) and
 // folds their [Report]s into a [Result]. One rule decides the answer: the
 // result is [Unavailable] (503, a problem+json body) only when a check
 // declared critical by config ([plugin.X] critical = true) reports its

@@ -26,9 +26,10 @@ const (
 	// call (or the connection) and said nothing, as a paused container, a
 	// frozen VM or a full accept queue does. It counts as a [Failure] and
 	// is stronger evidence: when the dependency answered no call at all
-	// since the hung call was admitted, it opens the breaker at once
-	// (see [Breaker]). A call cut by its caller's deadline is not a Hang
-	// but [Ignore] ([CutByCaller]).
+	// since the hung call was admitted, the breaker goes half-open at once,
+	// so the next call probes while every other fails fast (see
+	// [Ticket.Done]). A call cut by its caller's deadline is not a Hang but
+	// [Ignore] ([CutByCaller]).
 	Hang
 )
 
@@ -128,9 +129,9 @@ type StateChange struct {
 	Consecutive    int
 	WindowCalls    int
 	WindowFailures int
-	// Hang is set on a change to open made by a [Hang] with no answer from
-	// the dependency since the hung call was admitted (the silence rule),
-	// rather than by the counts.
+	// Hang is set on a change made by a [Hang]: closed to half-open by the
+	// silence rule (no answer from the dependency since the hung call was
+	// admitted), or half-open to open by a probe that hung.
 	Hang bool
 }
 
@@ -317,11 +318,17 @@ func (b *Breaker) Allow() (Ticket, error) {
 // nothing about the dependency. A probe's Ignore frees the probe slot for
 // the next caller without closing or reopening the breaker.
 //
-// A [Hang] counts as a [Failure] and, in closed state, opens the breaker at
-// once when no call to the dependency succeeded since this one was
-// admitted (Allow): the dependency has been silent for the whole of the
-// plugin's own deadline. When something did answer meanwhile, the
-// dependency is alive and the hung call counts as one failure among others.
+// A [Hang] counts as a [Failure] and, in closed state, makes the breaker
+// half-open at once when no call to the dependency succeeded since this one
+// was admitted (Allow): the dependency has been silent for the whole of the
+// plugin's own deadline. The next call is then the probe, and every other
+// fails fast while it is in flight: if it hangs too the breaker opens for a
+// full cool-down, if it is answered (a pooled connection had died, the
+// dependency had not) the breaker closes. So a hung dependency costs one
+// call its deadline, then one probe, where the consecutive rule would cost
+// Failures of them; and one dead connection costs no outage. When something
+// did answer meanwhile, the dependency is alive and the hung call counts as
+// one failure among others.
 func (t Ticket) Done(o Outcome) {
 	b := t.b
 	if b == nil {
@@ -349,10 +356,15 @@ func (t Ticket) Done(o Outcome) {
 		}
 		b.win.add(now, 1, 1)
 		b.consecutive++
-		silent := o == Hang && b.answers.Load() == t.answers
-		if silent || b.consecutive >= b.failures || b.rateTrippedLocked() {
+		if b.consecutive >= b.failures || b.rateTrippedLocked() {
 			c := b.openLocked(now)
-			c.Hang = silent
+			c.Hang = o == Hang
+			b.unlockAndNotify(&c)
+			return
+		}
+		if o == Hang && b.answers.Load() == t.answers {
+			c := b.transitionLocked(StateHalfOpen, now)
+			c.Hang = true
 			b.unlockAndNotify(&c)
 			return
 		}

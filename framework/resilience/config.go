@@ -110,7 +110,8 @@ func (c BreakerConfig) Opts(name string, clock Clock, onChange func(StateChange)
 
 // LogStateChanges returns an OnStateChange hook that logs every transition of
 // a plugin's breaker in one shape: a warning when it opens (with the
-// cool-down, and hang=true when the silence rule opened it), info otherwise. plugin names the plugin ("db", "http"); the
+// cool-down), a warning too when a hang made it half-open (hang=true), info
+// otherwise. plugin names the plugin ("db", "http"); the
 // breaker's own name (the upstream, the disk) is an attribute. next, when not
 // nil, is called after the log line (metrics).
 func LogStateChanges(logger *slog.Logger, plugin string, coolDown time.Duration, next func(StateChange)) func(StateChange) {
@@ -132,9 +133,14 @@ func LogStateChanges(logger *slog.Logger, plugin string, coolDown time.Duration,
 			msg = plugin + ": breaker opened: calls to '" + c.Name + "' fail at once for " + coolDown.String()
 			attrs = append(attrs, slog.Duration("cool_down", coolDown))
 			if c.Hang {
-				msg += " (a call got no answer within its deadline, and nothing answered meanwhile)"
+				msg += " (a probe got no answer within its deadline)"
 				attrs = append(attrs, slog.Bool("hang", true))
 			}
+		}
+		if c.To == StateHalfOpen && c.Hang {
+			level = slog.LevelWarn
+			msg = plugin + ": breaker half_open: a call to '" + c.Name + "' got no answer within its deadline and nothing answered meanwhile; the next call probes, the others fail at once"
+			attrs = append(attrs, slog.Bool("hang", true))
 		}
 		logger.LogAttrs(context.Background(), level, msg, attrs...)
 		if next != nil {

@@ -21,7 +21,10 @@
 //   - Closed: calls pass. It opens after Failures (5) consecutive failures,
 //     or when at least FailureRate (0.5) of the calls of the last Window
 //     (30 s, sliding) failed, provided there were at least MinimumCalls (20).
-//     The consecutive count does not decay with the window.
+//     The consecutive count does not decay with the window. A [Hang] (the
+//     plugin's own deadline expired with no answer) with nothing answered
+//     since the call was admitted makes it half-open at once: one hung
+//     dependency costs one call's deadline and one probe's, not Failures.
 //   - Open: [Breaker.Allow] fails at once with an [*OpenError] that carries
 //     the cool-down left, for CoolDown (15 s).
 //   - Half-open: after the cool-down exactly one probe passes and every

@@ -7,22 +7,45 @@ import (
 )
 
 // A call that hung (the plugin's own deadline expired, no answer) with
-// nothing answered since it was admitted opens the breaker at once: one
-// request pays the deadline, the next is refused without I/O.
-func TestHangWithSilenceOpensAtOnce(t *testing.T) {
+// nothing answered since it was admitted makes the breaker half-open at
+// once: the next call probes while every other fails fast; a probe that
+// hangs too opens it for a full cool-down. Sequential calls: one pays the
+// deadline, the probe pays one more, the rest are refused.
+func TestSilentHangGoesHalfOpenThenProbeDecides(t *testing.T) {
 	t.Parallel()
-	s := setupBreaker(t, BreakerOpts{})
+	s := setupBreaker(t, BreakerOpts{CoolDown: 15 * time.Second})
 	s.call(t, Success) // an answer before the hung call was admitted does not count
 	s.call(t, Hang)
-	if s.state() != StateOpen {
-		t.Fatalf("state after one silent hang = %s, want open", s.state())
+	if s.state() != StateHalfOpen {
+		t.Fatalf("state after one silent hang = %s, want half_open", s.state())
+	}
+	probe, err := s.br.Allow()
+	if err != nil || !probe.Probe() {
+		t.Fatalf("the next call: %v (probe %v), want the probe", err, probe.Probe())
 	}
 	if _, err := s.br.Allow(); err == nil {
-		t.Fatal("the next call was let through")
+		t.Fatal("a call passed while the probe was in flight")
+	}
+	probe.Done(Hang)
+	snap := s.br.Snapshot()
+	if snap.State != StateOpen || snap.RetryAfter != 15*time.Second || snap.Opens != 1 {
+		t.Fatalf("after the probe hung: %+v, want open for a full 15s", snap)
 	}
 	c := s.Changes()
-	if len(c) != 1 || c[0].To != StateOpen || !c[0].Hang || c[0].Consecutive != 1 {
-		t.Fatalf("changes = %+v, want one opening marked Hang with 1 consecutive failure", c)
+	if len(c) != 2 || c[0].To != StateHalfOpen || !c[0].Hang || c[0].Consecutive != 1 || c[1].To != StateOpen || !c[1].Hang {
+		t.Fatalf("changes = %+v, want closed→half_open (hang) then half_open→open (hang)", c)
+	}
+}
+
+// One dead pooled connection (the dependency is fine) costs one call: the
+// probe after it is answered and the breaker closes.
+func TestSilentHangThenAnsweredProbeCloses(t *testing.T) {
+	t.Parallel()
+	s := setupBreaker(t, BreakerOpts{})
+	s.call(t, Hang)
+	s.call(t, Success) // the probe, on a new connection
+	if snap := s.br.Snapshot(); snap.State != StateClosed || snap.Consecutive != 0 || snap.Opens != 0 {
+		t.Fatalf("after an answered probe: %+v, want closed, never opened", snap)
 	}
 }
 
@@ -55,8 +78,8 @@ func TestHangWhileOthersAnswerCountsAsOneFailure(t *testing.T) {
 		t.Fatal("a hang admitted before the last answer opened the breaker")
 	}
 	after.Done(Hang)
-	if s2.state() != StateOpen {
-		t.Fatalf("a hang admitted after the last answer left the breaker %s", s2.state())
+	if s2.state() != StateHalfOpen {
+		t.Fatalf("a hang admitted after the last answer left the breaker %s, want half_open", s2.state())
 	}
 }
 
@@ -79,8 +102,8 @@ func TestFailuresStillNeedTheCount(t *testing.T) {
 // per cool-down, paid by one call.
 func TestProbeHangReopens(t *testing.T) {
 	t.Parallel()
-	s := setupBreaker(t, BreakerOpts{CoolDown: 15 * time.Second})
-	s.call(t, Hang)
+	s := setupBreaker(t, BreakerOpts{Failures: 1, CoolDown: 15 * time.Second})
+	s.call(t, Failure) // opens (1 failure)
 	s.clock.Advance(15 * time.Second)
 	probe, err := s.br.Allow()
 	if err != nil || !probe.Probe() {
@@ -101,12 +124,11 @@ func TestStaleHangIsDropped(t *testing.T) {
 	t.Parallel()
 	s := setupBreaker(t, BreakerOpts{CoolDown: time.Second})
 	old, _ := s.br.Allow()
-	s.call(t, Hang) // opens
-	s.clock.Advance(time.Second)
+	s.call(t, Hang)    // half-open
 	s.call(t, Success) // the probe closes it
 	old.Done(Hang)
 	if s.state() != StateClosed {
-		t.Fatalf("a hang admitted two states ago reopened the breaker")
+		t.Fatalf("a hang admitted two states ago moved the breaker to %s", s.state())
 	}
 }
 
@@ -126,8 +148,8 @@ func TestCallHang(t *testing.T) {
 		t.Fatalf("hangs after the caller's deadline counted: %+v", snap)
 	}
 	_, _ = Call(context.Background(), s.br, nil, hang, fn)
-	if s.state() != StateOpen {
-		t.Fatalf("a silent hang with the caller still waiting left the breaker %s", s.state())
+	if s.state() != StateHalfOpen {
+		t.Fatalf("a silent hang with the caller still waiting left the breaker %s, want half_open", s.state())
 	}
 }
 

@@ -15,12 +15,13 @@ import (
 // redis-server: commands whose caller's deadline (50 ms) is sooner than
 // command_timeout (300 ms) fail with the usual UnavailableError, a 503 naming
 // the cache, but the breaker counts none of them, however many; commands cut by
-// command_timeout with the caller still waiting count, and breaker_failures of
-// them open it.
+// command_timeout with the caller still waiting count as a hang: the first one
+// makes it half-open (nothing answered meanwhile), the probe's opens it,
+// whatever breaker_failures says.
 func TestCallerDeadlineIsNoEvidence(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
-	b := setup(t, setupOpts{url: srv.url(), toml: "command_timeout = \"300ms\"\nbreaker_failures = 2\n"})
+	b := setup(t, setupOpts{url: srv.url(), toml: "command_timeout = \"300ms\"\nbreaker_failures = 5\n"})
 	c := b.cache
 	if err := c.Set(context.Background(), "k", []byte("v"), time.Hour); err != nil {
 		t.Fatal(err)
@@ -50,13 +51,17 @@ func TestCallerDeadlineIsNoEvidence(t *testing.T) {
 	if s := c.Breaker().Snapshot(); s.State != resilience.StateClosed || s.Consecutive != 0 || s.WindowCalls != before.WindowCalls || s.WindowFailures != 0 {
 		t.Fatalf("after 5 commands cut by the caller's deadline: %+v, want closed with nothing counted", s)
 	}
-	for range 2 {
-		var ue *UnavailableError
-		if err := get(time.Minute); !errors.As(err, &ue) || ue.Timeout != commandTimeout {
-			t.Fatalf("cut by command_timeout: %v; want it to say command_timeout", err)
-		}
+	var ue *UnavailableError
+	if err := get(time.Minute); !errors.As(err, &ue) || ue.Timeout != commandTimeout {
+		t.Fatalf("cut by command_timeout: %v; want it to say command_timeout", err)
+	}
+	if s := c.Breaker().Snapshot(); s.State != resilience.StateHalfOpen {
+		t.Fatalf("after a command cut by command_timeout with nothing answered meanwhile: %+v, want half_open", s)
+	}
+	if err := get(time.Minute); !errors.As(err, &ue) || ue.Timeout != commandTimeout {
+		t.Fatalf("the probe, cut by command_timeout: %v", err)
 	}
 	if s := c.Breaker().Snapshot(); s.State != resilience.StateOpen {
-		t.Fatalf("after 2 commands cut by command_timeout: %+v, want open", s)
+		t.Fatalf("after the probe hung: %+v, want open", s)
 	}
 }

@@ -91,14 +91,10 @@ func TestPausedRedis(t *testing.T) {
 
 	srv.pause(t)
 
-	// 1. A blocking command is bounded by its own wait plus command_timeout.
+	// 1. An ordinary command: command_timeout, and the error says so. Redis
+	// answered nothing while it waited: the breaker goes half-open at once.
 	var err error
-	d := elapsed(func() { err = c.Client().BLPop(ctx, time.Second, c.Key("queue")).Err() })
-	if !errors.Is(err, ErrUnavailable) || d < time.Second || d > time.Second+commandTimeout+margin {
-		t.Fatalf("BLPOP 1s on a paused Redis: %v after %s; want an UnavailableError after 1s + %s", err, d, commandTimeout)
-	}
-	// 2. An ordinary command: command_timeout, and the error says so.
-	d = elapsed(func() { _, _, err = c.Get(ctx, "k") })
+	d := elapsed(func() { _, _, err = c.Get(ctx, "k") })
 	var ue *UnavailableError
 	if !errors.As(err, &ue) || ue.Timeout != commandTimeout || d > commandTimeout+margin {
 		t.Fatalf("GET on a paused Redis: %v after %s; want an UnavailableError within %s", err, d, commandTimeout+margin)
@@ -106,7 +102,14 @@ func TestPausedRedis(t *testing.T) {
 	if !strings.HasPrefix(err.Error(), "redis unreachable: no answer within 300ms") {
 		t.Errorf("timeout error = %q", err)
 	}
-	// 3. A pipeline on the raw client: the third failure opens the breaker.
+	if s := c.Breaker().Snapshot(); s.State != resilience.StateHalfOpen {
+		t.Fatalf("breaker after one silent hang = %+v, want half_open", s)
+	}
+	if !strings.Contains(b.svc.Logs(), "hang=true") {
+		t.Errorf("the change does not say a call hung:\n%s", b.svc.Logs())
+	}
+	// 2. The next call, a pipeline on the raw client, is the probe: bounded
+	// by command_timeout, and its hang opens the breaker.
 	d = elapsed(func() {
 		_, err = c.Client().Pipelined(ctx, func(p redis.Pipeliner) error {
 			p.Incr(ctx, c.Key("n"))
@@ -115,10 +118,22 @@ func TestPausedRedis(t *testing.T) {
 		})
 	})
 	if !errors.Is(err, ErrUnavailable) || d > commandTimeout+margin {
-		t.Fatalf("pipeline on a paused Redis: %v after %s", err, d)
+		t.Fatalf("pipeline probe on a paused Redis: %v after %s", err, d)
 	}
-	if s := c.Breaker().Snapshot(); s.State != resilience.StateOpen {
-		t.Fatalf("breaker after 3 failures = %v, want open", s.State)
+	if s := c.Breaker().Snapshot(); s.State != resilience.StateOpen || s.Opens != 1 {
+		t.Fatalf("breaker after the probe hung = %+v, want open", s)
+	}
+	// 3. After the cool-down a blocking command is the probe, bounded by its
+	// own wait plus command_timeout; its hang reopens for a full cool-down.
+	// (The earlier connections were closed at their timeouts: the BLPOP
+	// dials a new one, whose handshake is bounded by command_timeout.)
+	b.clock.Advance(15 * time.Second)
+	d = elapsed(func() { err = c.Client().BLPop(ctx, time.Second, c.Key("queue")).Err() })
+	if !errors.Is(err, ErrUnavailable) || d > time.Second+commandTimeout+margin {
+		t.Fatalf("BLPOP 1s on a paused Redis: %v after %s; want an UnavailableError within 1s + %s", err, d, commandTimeout)
+	}
+	if s := c.Breaker().Snapshot(); s.State != resilience.StateOpen || s.Opens != 2 {
+		t.Fatalf("breaker after the probe hung = %+v, want open a second time", s)
 	}
 
 	// Open: calls fail at once, with the documented message and a 503.
@@ -167,7 +182,7 @@ func TestPausedRedis(t *testing.T) {
 		`jfast_cache_fail_open_total{component="ratelimit"} 2`,
 		`jfast_cache_fail_open_total{component="remember"} 3`,
 		`jfast_cache_breaker_state 1`,
-		`jfast_cache_breaker_opens_total 1`,
+		`jfast_cache_breaker_opens_total 2`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
@@ -271,9 +286,8 @@ func TestBlockingCommandsAreNotCut(t *testing.T) {
 
 // With pool_size = 1 and Redis paused, commands queued for the one connection
 // are bounded too (PoolTimeout is command_timeout). With critical = true, /ready
-// is unavailable while the breaker is closed and Redis does not answer, and
-// stays unavailable once the breaker is open: the verdict follows Redis, not
-// the breaker. Remember's fail-open is logged once per
+// is unavailable when Redis does not answer, and stays unavailable once the
+// breaker is open: the verdict follows Redis, not the breaker. Remember's fail-open is logged once per
 // breaker opening.
 func TestPausedRedisPoolAndReadiness(t *testing.T) {
 	t.Parallel()
@@ -315,14 +329,15 @@ func TestPausedRedisPoolAndReadiness(t *testing.T) {
 	if r.Status != 503 || !strings.Contains(r.String(), `"verdict":"unavailable"`) || !strings.Contains(r.String(), `"critical":true`) {
 		t.Fatalf("/ready, critical cache paused, breaker closed = %d %s", r.Status, r)
 	}
-	// Remember with the breaker still closed pays one command timeout, not two.
+	// The readiness PING hung with nothing answered meanwhile: the breaker
+	// is half-open, and Remember's GET is the probe (one command_timeout).
+	if s := c.Breaker().Snapshot(); s.State != resilience.StateHalfOpen {
+		t.Fatalf("breaker after the readiness PING hung = %+v, want half_open", s)
+	}
 	if d := elapsed(remember); d > commandTimeout+margin {
 		t.Errorf("Remember on a paused Redis took %s, want at most %s", d, commandTimeout+margin)
 	}
-	fail(4) // with the readiness PING and Remember's GET: 6 failures
-	if s := c.Breaker().Snapshot(); s.State != resilience.StateOpen {
-		t.Fatalf("breaker = %+v, want open", s)
-	}
+	fail(4)
 	r = b.svc.Get(t, "/ready")
 	if r.Status != 503 || !strings.Contains(r.String(), `"verdict":"unavailable"`) || !strings.Contains(r.String(), "suspended") {
 		t.Fatalf("/ready, critical cache with the breaker open = %d %s; an open breaker carries the outage that opened it", r.Status, r)
@@ -341,9 +356,9 @@ func TestPausedRedisPoolAndReadiness(t *testing.T) {
 		t.Fatalf("breaker = %+v, want open for the second time", s)
 	}
 	remember()
-	// Once before the first opening, once per opening.
-	if n := strings.Count(b.svc.Logs(), "remember fails open"); n != 3 {
-		t.Errorf("Remember's fail-open logged %d times over two breaker openings, want 3", n)
+	// Once per opening.
+	if n := strings.Count(b.svc.Logs(), "remember fails open"); n != 2 {
+		t.Errorf("Remember's fail-open logged %d times over two breaker openings, want 2", n)
 	}
 	srv.resume(t)
 }

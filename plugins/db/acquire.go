@@ -33,6 +33,7 @@ type attemptKey struct{}
 type attempt struct {
 	mu           sync.Mutex
 	fresh        *pgx.Conn // opened for this attempt: no ping needed
+	ping         *pgx.Conn // idle past pingIdle (or the pool is suspect): ping before handing it out
 	connecting   bool      // a new connection was started for it
 	pinged       bool      // an idle connection was pinged for it
 	pingTimedOut bool      // a ping did not answer within ping_timeout
@@ -66,6 +67,15 @@ func (e *pingTimeoutError) Error() string {
 // Timeout reports true, like net.Error.
 func (e *pingTimeoutError) Timeout() bool { return true }
 
+// pingIdle is how long a connection must have been idle to be pinged before
+// it is handed out: pgxpool's own rule (one second). A connection used less
+// than a second ago answered then; pinging it again would cost a round trip
+// per statement (3× a bare pool on SELECT 1) for no evidence a statement
+// would not give. A statement that gets no answer within its deadline marks
+// the pool stale instead, and every connection is pinged until one answers
+// (see gate.stale).
+const pingIdle = time.Second
+
 // errBreakerOpened cancels the attempts in flight when the breaker opens:
 // the evidence is in, they need not wait out their own deadlines.
 var errBreakerOpened = fmt.Errorf("db: breaker opened while waiting for a connection: %w", resilience.ErrOpen)
@@ -90,6 +100,13 @@ type gate struct {
 	// suspect is set by a failed attempt and cleared by a successful one:
 	// while set, an attempt waits at most pingTimeout (see acquire).
 	suspect atomic.Bool
+	// stale is set when a statement got no answer within its deadline (the
+	// caller's, or command_timeout) and cleared by the next ping that
+	// answers (or new connection that opens): while set, every connection is pinged before it is handed
+	// out, whatever its idle time, so a server that stopped answering is
+	// found by a bounded ping (a breaker hang) rather than by more
+	// statements waiting out their callers' deadlines.
+	stale atomic.Bool
 
 	openedMu sync.Mutex
 	opened   context.Context // cancelled when the breaker opens
@@ -132,9 +149,21 @@ func (g *gate) close() {
 
 // install sets the pool hooks that make the bounded ping.
 func (g *gate) install(cfg *pgxpool.Config) {
-	// pgxpool's own ping ("-- ping", bounded only by the caller) is replaced
-	// by PrepareConn's SELECT 1 bounded by ping_timeout.
-	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	// pgxpool's own ping ("-- ping", bounded only by the caller or its
+	// PingTimeout, and whose timeout only moves on to the next connection)
+	// is replaced by PrepareConn's SELECT 1 bounded by ping_timeout, whose
+	// silence the breaker counts as a hang. ShouldPing, which alone sees how
+	// long the connection was idle, only marks it for PrepareConn.
+	cfg.ShouldPing = func(ctx context.Context, sp pgxpool.ShouldPingParams) bool {
+		if sp.IdleDuration > pingIdle || g.stale.Load() {
+			if a := attemptFrom(ctx); a != nil {
+				a.mu.Lock()
+				a.ping = sp.Conn
+				a.mu.Unlock()
+			}
+		}
+		return false
+	}
 	g.connectTimeout = cfg.ConnConfig.ConnectTimeout
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		if v := c.PgConn().ParameterStatus("server_version"); v != "" {
@@ -161,8 +190,9 @@ func (g *gate) install(cfg *pgxpool.Config) {
 	cfg.PrepareConn = g.prepare
 }
 
-// prepare is the pool's PrepareConn hook: before an idle connection is
-// handed out, SELECT 1 over the simple protocol, bounded by ping_timeout.
+// prepare is the pool's PrepareConn hook: before a connection idle for more
+// than pingIdle (or any, while the pool is stale) is handed out, SELECT 1
+// over the simple protocol, bounded by ping_timeout.
 //
 //   - The ping answers: the connection is handed out.
 //   - The ping fails at once (reset, closed by the server): the connection is
@@ -176,11 +206,13 @@ func (g *gate) prepare(ctx context.Context, c *pgx.Conn) (bool, error) {
 	a := attemptFrom(ctx)
 	if a != nil {
 		a.mu.Lock()
-		fresh := a.fresh == c
-		a.pinged = a.pinged || !fresh
+		fresh, ping := a.fresh == c, a.ping == c
+		a.pinged = a.pinged || (ping && !fresh)
 		a.mu.Unlock()
-		if fresh {
-			return true, nil // it has just completed its startup: that was its ping
+		if fresh || !ping {
+			// Just opened (its startup was its ping), or used within
+			// pingIdle: the statement itself is the evidence.
+			return true, nil
 		}
 		a.limit(g.pingTimeout)
 	}
@@ -189,6 +221,7 @@ func (g *gate) prepare(ctx context.Context, c *pgx.Conn) (bool, error) {
 	pingErr := pctx.Err()
 	cancel()
 	if err == nil {
+		g.stale.Store(false)
 		return true, nil
 	}
 	g.pingTerminations.Add(1)
@@ -271,6 +304,11 @@ func (g *gate) attempt(ctx context.Context, pool *pgxpool.Pool, bound time.Durat
 	if err == nil {
 		ticket.Done(resilience.Success)
 		g.suspect.Store(false)
+		a.mu.Lock()
+		if a.fresh != nil {
+			g.stale.Store(false) // a new connection's startup answered: the server does
+		}
+		a.mu.Unlock()
 		return c, false, nil
 	}
 	cause := context.Cause(actx)

@@ -31,22 +31,35 @@ func benchDB(b *testing.B, toml func(*Config)) *DB {
 	return d
 }
 
-// BenchmarkQueryRow compares one SELECT through the plugin (breaker and a
-// bounded ping on every idle connection handed out) with the same SELECT
-// through a bare pgxpool (which pings only connections idle for more than a
-// second), on the machine's PostgreSQL over loopback, in the same run. The
-// ping is one more round trip per acquisition: loopback is where that costs
-// the least in time and the most as a ratio.
+// bareSameSize is a bare pgxpool the size of the plugin's default pool
+// (pool_size 10), so both arms of a comparison differ only by the plugin.
+func bareSameSize(b *testing.B) *pgxpool.Pool {
+	b.Helper()
+	cfg, err := pgxpool.ParseConfig(testURL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.MaxConns = int32(defaultConfig().PoolSize)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	return pool
+}
+
+// BenchmarkQueryRow compares one SELECT through the plugin (breaker, and a
+// bounded ping on a connection idle for more than a second) with the same
+// SELECT through a bare pgxpool of the same size (which pings connections
+// idle for more than a second too), on the machine's PostgreSQL over
+// loopback: loopback is where the plugin's own work weighs the most as a
+// ratio.
 //
 //	go test -run '^$' -bench QueryRow -benchtime 2s ./plugins/db/
 func BenchmarkQueryRow(b *testing.B) {
 	ctx := context.Background()
 	b.Run("bare_pgxpool", func(b *testing.B) {
-		pool, err := pgxpool.New(ctx, testURL())
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer pool.Close()
+		pool := bareSameSize(b)
 		var n int
 		b.ReportAllocs()
 		for b.Loop() {
@@ -91,11 +104,7 @@ func BenchmarkBreakerAnswer(b *testing.B) {
 //	go test -run '^$' -bench QueryRowInterleaved -benchtime 5000x -count 5 ./plugins/db/
 func BenchmarkQueryRowInterleaved(b *testing.B) {
 	ctx := context.Background()
-	bare, err := pgxpool.New(ctx, testURL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer bare.Close()
+	bare := bareSameSize(b)
 	d := benchDB(b, nil)
 	var n int
 	bareRun := func() {

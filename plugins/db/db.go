@@ -273,9 +273,19 @@ func isTxClosed(err error) bool { return errors.Is(err, pgx.ErrTxClosed) }
 // violation, a syntax error) is the caller's and is returned as is. errors.Is
 // and errors.As still reach the cause (context.DeadlineExceeded,
 // *pgconn.PgError).
+//
+// A statement that broke its connection at a deadline (the caller's, or
+// command_timeout) got no answer: the pool is marked stale, so the next
+// acquisitions ping their connections (bounded by ping_timeout) whatever
+// their idle time, and a server that stopped answering opens the breaker on
+// that ping's hang instead of holding more statements. The cut itself is not
+// counted: a query may be slow, a SELECT 1 may not.
 func (d *DB) connErr(broken bool, err error) error {
 	if err == nil || !broken {
 		return err
+	}
+	if resilience.IsTimeout(err) {
+		d.gate.stale.Store(true)
 	}
 	var de *problem.DependencyError
 	if errors.As(err, &de) {

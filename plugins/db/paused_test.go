@@ -76,13 +76,20 @@ func (r pauseResult) String() string {
 }
 
 // sequential pauses the server under a warm pool and sends one request at
-// a time until the breaker answers, then n more.
-func sequential(t *testing.T, target pausable, toml string, warm, n int, fast time.Duration) (*bundle, pauseResult) {
+// a time until the breaker answers, then n more. With idle, the pool's
+// connections have been idle past pingIdle when the server stops (a quiet
+// service), so the first request pings one; without, they were used a moment
+// before (a busy one), so the first request's statement meets the server.
+func sequential(t *testing.T, target pausable, o setupOpts, warm, n int, fast time.Duration, idle bool) (*bundle, pauseResult) {
 	t.Helper()
-	b := setup(t, setupOpts{url: target.url, toml: toml})
+	o.url = target.url
+	b := setup(t, o)
 	t.Cleanup(target.resume) // before the App stops (cleanups run in reverse)
 	if warm > 0 {
 		b.warm(t, warm)
+	}
+	if idle {
+		time.Sleep(pingIdle + 200*time.Millisecond) // pgxpool measures idle time on the real clock
 	}
 	target.pause()
 	var r pauseResult
@@ -138,23 +145,23 @@ func concurrent(t *testing.T, target pausable, toml string, warm, n int) []time.
 	return out
 }
 
-// A real paused server (SIGSTOP on a private cluster) costs a bounded
-// number of requests of at most 1.5 × ping_timeout, then the breaker
-// answers at once; after the resume and the cool-down the same App and
-// pool serve again.
+// A real paused server (SIGSTOP on a private cluster) with an idle pool
+// costs one request of at most 1.5 × ping_timeout: its ping hangs (the
+// breaker goes half-open: nothing answered meanwhile), its replacement
+// attempt is the probe and hangs too (open). Then the breaker answers at
+// once; after the resume and the cool-down the same App and pool serve
+// again.
 func TestPausedServerCostsBoundedSlowRequests(t *testing.T) {
 	t.Parallel()
 	target := privateCluster(t)
 	const pingTimeout = 500 * time.Millisecond
-	b, r := sequential(t, target, "ping_timeout = \"500ms\"\nbreaker_failures = 3", 4, 20, pingTimeout/2)
+	b, r := sequential(t, target, setupOpts{toml: "ping_timeout = \"500ms\""}, 4, 20, pingTimeout/2, true)
 	t.Log(r)
-	if len(r.slow) == 0 || len(r.slow) > 2 {
-		t.Fatalf("%d slow requests; want 1 or 2 (three failed attempts, at most two per request)", len(r.slow))
+	if len(r.slow) != 1 {
+		t.Fatalf("%d slow requests; want 1 (a ping that hangs, then the probe that replaces it)", len(r.slow))
 	}
-	for _, d := range r.slow {
-		if d > pingTimeout*3/2+300*time.Millisecond {
-			t.Fatalf("a request waited %s; want at most 1.5 × ping_timeout plus slack", d)
-		}
+	if d := r.slow[0]; d > pingTimeout*3/2+300*time.Millisecond {
+		t.Fatalf("the request waited %s; want at most 1.5 × ping_timeout plus slack", d)
 	}
 	// Every later request is answered without waiting on the server; the
 	// bound is loose because the suite runs with -race on shared machines.
@@ -170,6 +177,28 @@ func TestPausedServerCostsBoundedSlowRequests(t *testing.T) {
 	}
 }
 
+// With connections used a moment before the pause (no ping: they answered
+// less than pingIdle ago), the first request's statement waits for its
+// deadline (request_timeout, 1.5 s here) and marks the pool stale; the
+// second pings (ping_timeout), which hangs, and its replacement (the probe)
+// opens the breaker. At most two requests pay; the rest are answered at once.
+func TestPausedServerRecentlyUsedConnections(t *testing.T) {
+	t.Parallel()
+	target := privateCluster(t)
+	const pingTimeout, requestTimeout = 500 * time.Millisecond, 1500 * time.Millisecond
+	_, r := sequential(t, target, setupOpts{app: `request_timeout = "1500ms"`, toml: "ping_timeout = \"500ms\""}, 4, 20, pingTimeout/2, false)
+	t.Log(r)
+	if len(r.slow) == 0 || len(r.slow) > 2 {
+		t.Fatalf("%d slow requests; want at most 2 (a statement to its deadline, then a ping and its probe)", len(r.slow))
+	}
+	if d := r.slow[0]; d > requestTimeout+300*time.Millisecond {
+		t.Fatalf("the first request waited %s; want at most request_timeout plus slack", d)
+	}
+	if len(r.slow) == 2 && r.slow[1] > pingTimeout*3/2+300*time.Millisecond {
+		t.Fatalf("the second request waited %s; want at most 1.5 × ping_timeout plus slack", r.slow[1])
+	}
+}
+
 // TestMeasurePausedServer produces the numbers of docs/db.md's Measured
 // section, with the default settings. It takes about a minute, so it runs
 // only with JFAST_DB_MEASURE=1:
@@ -182,7 +211,7 @@ func TestMeasurePausedServer(t *testing.T) {
 	targets := map[string]func(*testing.T) pausable{"private cluster, SIGSTOP": privateCluster, "blackholing proxy": blackholeProxy}
 	for _, name := range []string{"private cluster, SIGSTOP", "blackholing proxy"} {
 		t.Run(name+"/sequential warm", func(t *testing.T) {
-			b, r := sequential(t, targets[name](t), "", 10, 200, 50*time.Millisecond)
+			b, r := sequential(t, targets[name](t), setupOpts{}, 10, 200, 50*time.Millisecond, true)
 			t.Logf("defaults, 10 idle connections, one request at a time: %s", r)
 			for _, d := range r.slow {
 				if d > 3*time.Second+500*time.Millisecond {
@@ -212,7 +241,7 @@ func TestMeasurePausedServer(t *testing.T) {
 			}
 		})
 		t.Run(name+"/sequential cold", func(t *testing.T) {
-			_, r := sequential(t, targets[name](t), "", 0, 50, 50*time.Millisecond)
+			_, r := sequential(t, targets[name](t), setupOpts{}, 0, 50, 50*time.Millisecond, false)
 			t.Logf("defaults, no pooled connection, one request at a time: %s", r)
 		})
 		t.Run(name+"/concurrent", func(t *testing.T) {

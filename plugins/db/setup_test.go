@@ -29,6 +29,7 @@ type bundle struct {
 
 type setupOpts struct {
 	toml   string // [plugin.db] keys, without the url
+	app    string // more [app] keys
 	url    string // defaults to the private database, through the proxy when proxy is set
 	proxy  bool
 	plugin *Plugin
@@ -61,7 +62,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	if pl == nil {
 		pl = New()
 	}
-	toml := "[app]\nname = \"dbtest\"\n[plugins]\nenabled = [\"db\"]\n"
+	toml := "[app]\nname = \"dbtest\"\n" + o.app + "\n[plugins]\nenabled = [\"db\"]\n"
 	if o.toml != "" {
 		toml += "[plugin.db]\n" + o.toml + "\n"
 	}

@@ -283,8 +283,9 @@ func TestBulkhead(t *testing.T) {
 // (docs/resilience.md, "Whose deadline was it?"). Against an upstream that
 // accepts and never answers: calls whose caller's deadline (50 ms) is sooner
 // than total_timeout (300 ms) are UpstreamTimeout 503s like any other, but
-// the breaker counts none of them, however many; calls cut by total_timeout
-// with the caller still waiting count, and breaker_failures of them open it.
+// the breaker counts none of them, however many; a call cut by total_timeout
+// with the caller still waiting is a hang (half-open at once), and the probe's
+// hang opens it.
 func TestBreakerCallerDeadlineIsNoEvidence(t *testing.T) {
 	t.Parallel()
 	c, _, _ := newClient(t, jhttp.Upstream{
@@ -310,10 +311,12 @@ func TestBreakerCallerDeadlineIsNoEvidence(t *testing.T) {
 	if snap := c.Breaker().Snapshot(); snap.State != resilience.StateClosed || snap.Consecutive != 0 || snap.WindowCalls != 0 {
 		t.Fatalf("after 5 calls cut by the caller's deadline: %+v, want closed with nothing counted", snap)
 	}
-	for range 2 {
-		timeout(ctxTimeout(t, time.Minute))
+	timeout(ctxTimeout(t, time.Minute))
+	if got := c.Breaker().Snapshot().State; got != resilience.StateHalfOpen {
+		t.Fatalf("after a call cut by total_timeout with nothing answered meanwhile: %s, want half_open", got)
 	}
+	timeout(ctxTimeout(t, time.Minute)) // the probe
 	if got := c.Breaker().Snapshot().State; got != resilience.StateOpen {
-		t.Fatalf("after 2 calls cut by total_timeout: %s, want open", got)
+		t.Fatalf("after the probe was cut by total_timeout: %s, want open", got)
 	}
 }

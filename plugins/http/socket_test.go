@@ -16,6 +16,7 @@ import (
 
 	"github.com/jfastframework/jfast/jfasttest"
 
+	"github.com/jfastframework/jfast/framework/resilience"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/problem"
 )
@@ -53,13 +54,13 @@ func withinOneOf(t *testing.T, what string, want time.Duration, tolerance float6
 	t.Errorf("%s took %v, want %s ±%.0f%% at least once", what, took, want, tolerance*100)
 }
 
-// An upstream that accepts and never answers: the total deadline holds.
+// An upstream that accepts and never answers: the total deadline holds, and
+// the call is a hang that makes the breaker half-open at once (the upstream
+// answered nothing while it waited). Each try uses a new client.
 func TestSilentUpstreamTotalDeadline(t *testing.T) { // not parallel: it measures time
 	base := silentUpstream(t)
-	c, _, reg := newClient(t, jhttp.Upstream{BaseURL: base, TotalTimeout: 300 * time.Millisecond})
-	calls := 0
 	withinOneOf(t, "a call to a silent upstream", 300*time.Millisecond, 0.10, func() error {
-		calls++
+		c, _, reg := newClient(t, jhttp.Upstream{BaseURL: base, TotalTimeout: 300 * time.Millisecond})
 		_, err := c.Get(context.Background(), "/x")
 		var to *jhttp.UpstreamTimeout
 		if !errors.As(err, &to) || !errors.Is(err, context.DeadlineExceeded) {
@@ -68,15 +69,14 @@ func TestSilentUpstreamTotalDeadline(t *testing.T) { // not parallel: it measure
 		if p, ok := problem.As(err); !ok || p.Status != 503 || p.Extensions["upstream"] != "billing" {
 			return fmt.Errorf("problem = %+v", p)
 		}
+		if got := metric(t, reg, "jfast_http_client_calls_total", "result", "timeout"); got != 1 {
+			return fmt.Errorf("timeout calls = %v, want 1", got)
+		}
+		if snap := c.Breaker().Snapshot(); snap.State != resilience.StateHalfOpen {
+			return fmt.Errorf("breaker after one silent call = %+v, want half_open: the next call probes", snap)
+		}
 		return nil
 	})
-	if got := metric(t, reg, "jfast_http_client_calls_total", "result", "timeout"); int(got) != calls {
-		t.Errorf("timeout calls = %v, want %d", got, calls)
-	}
-	// Every failure counted for the breaker.
-	if got := c.Breaker().Snapshot().Consecutive; got != calls {
-		t.Errorf("breaker consecutive failures = %d, want %d", got, calls)
-	}
 }
 
 // The read timeout cuts a silent upstream after read_timeout, before the total.

@@ -21,7 +21,10 @@ type deadCounter interface {
 // message's fault and reported as passed. The failure is critical only when
 // [plugin.mail] critical = true (default false): mail waits in the queue. There
 // is no breaker: mail is sent from the queue, so a down server costs job
-// retries with backoff, never request latency.
+// retries with backoff, never request latency. The dead letter is counted
+// through the queue, whose breakers (its own, and the db or cache plugin's
+// its backend goes through) answer at once while open, so this check never
+// waits on a broker known to be down.
 func (p *Plugin) Check(ctx context.Context) readiness.Report {
 	meta := map[string]any{"transport": p.cfg.Transport}
 	if p.cfg.Transport == "smtp" {

@@ -41,6 +41,10 @@ func TestEnqueueFailsFastOnOpenDBBreaker(t *testing.T) {
 		t.Fatal(err) // migrates the job tables and leaves a pooled connection
 	}
 
+	// The db plugin pings a pooled connection idle for over a second
+	// (pgxpool's real clock); one used less recently is trusted, and a
+	// statement on it without a deadline would wait as long as the server.
+	time.Sleep(1200 * time.Millisecond)
 	if err := proxy.Blackhole(); err != nil {
 		t.Fatal(err)
 	}
@@ -48,8 +52,8 @@ func TestEnqueueFailsFastOnOpenDBBreaker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The pooled connection's ping goes unanswered: one failure opens the
-	// db breaker (breaker_failures = 1).
+	// The pooled connection's ping goes unanswered (a hang: half-open) and
+	// its replacement, the probe, too: the db breaker is open.
 	_, err = d.Exec(ctx, "SELECT 1")
 	var dbErr *problem.DependencyError
 	if !errors.As(err, &dbErr) || dbErr.Dependency != "db" {

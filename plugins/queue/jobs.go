@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
 )
 
 // This file is the queue's side of framework.Jobs, the contract through which
@@ -75,7 +76,13 @@ const deadCountLimit = 1000
 // CountDeadJobs counts the dead jobs of kind over the configured queues, reading
 // at most the newest 1000 dead jobs of each (so a count of 1000 means "at least").
 // The mail plugin reports it on /ready through a one-method interface.
+//
+// While the queue's breaker is open it answers at once with the breaker's
+// error, without asking the broker: the broker is known not to answer.
 func (p *Plugin) CountDeadJobs(ctx context.Context, kind string) (int, error) {
+	if s := p.breaker.Snapshot(); s.State == resilience.StateOpen {
+		return 0, p.depErr("count dead jobs", fmt.Errorf("enqueues are suspended for %.1fs: %w", s.RetryAfter.Seconds(), resilience.ErrOpen))
+	}
 	jobs, err := p.DeadJobs(ctx, DeadQuery{Limit: deadCountLimit})
 	if err != nil {
 		return 0, err

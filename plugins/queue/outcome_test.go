@@ -123,6 +123,9 @@ func TestEnqueueOutcomeRedis(t *testing.T) {
 	queuetest.Eventually(t, 10*time.Second, "the job whose enqueue failed exists once Redis ran its buffered command", func() bool {
 		return taskExists("300")
 	})
+	// The paused enqueue hung (the breakers went half-open) and POST /orders
+	// was the probe and hung too: past the cool-down, the next one probes.
+	clk.Advance(16 * time.Second)
 	res, err := q.Enqueue(ctx, "order", queuetest.Receipt{Order: 300}, queue.UniqueKey("300"))
 	if err != nil || !res.Duplicate || res.ID != name+"/u:order:300" {
 		t.Fatalf("enqueue 300 again = %+v, %v; want Duplicate with ID %s/u:order:300", res, err, name)

@@ -397,7 +397,20 @@ func (b *riverBackend) Dead(ctx context.Context, q DeadQuery) ([]DeadJob, error)
 	}
 	params := river.NewJobListParams().States(riverDeadStates...).Queues(queues...).
 		OrderBy(river.JobListOrderByFinalizedAt, river.SortOrderDesc).First(q.Limit)
-	res, err := b.insert.JobList(ctx, params)
+	// On a connection taken through the db plugin's breaker, so that /ready
+	// (the mail plugin counts its dead letter) answers at once while it is
+	// open instead of waiting on a server that does not answer.
+	conn, err := b.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	res, err := b.insert.JobListTx(ctx, tx, params)
 	if err != nil {
 		return nil, err
 	}
@@ -478,7 +491,13 @@ func (b *riverBackend) Stats(ctx context.Context) (Stats, error) {
 	if s := b.env.Config.Schema; s != "" {
 		table = pgx.Identifier{s, "river_job"}.Sanitize()
 	}
-	rows, err := b.pool.Query(ctx, `SELECT queue, state::text, count(*) FROM `+table+`
+	// Through the db plugin's breaker: /ready answers at once while it is open.
+	conn, err := b.acquire(ctx)
+	if err != nil {
+		return Stats{}, err
+	}
+	defer conn.Release()
+	rows, err := conn.Query(ctx, `SELECT queue, state::text, count(*) FROM `+table+`
 		WHERE queue = ANY($1) AND state IN ('available','scheduled','retryable','discarded','cancelled')
 		GROUP BY 1, 2`, b.env.Queues)
 	if err != nil {

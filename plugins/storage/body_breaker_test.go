@@ -60,7 +60,8 @@ func isStorage503(err error) bool {
 // connection is reset or closed after half of it, is a failure of S3, for a
 // Get (the error in the caller's read) and for a List (the error from List,
 // a 503 storage error that came with a 200): two of them open a 2-failure
-// breaker, and the next operation is refused with no request.
+// breaker (a body that stalls after S3 answered the headers is a failure, not
+// a hang), and the next operation is refused with no request.
 func TestS3BrokenBodiesOpenTheBreaker(t *testing.T) {
 	t.Parallel()
 	wantKind := map[bodyFault]string{bodyStall: "timeout", bodyReset: "reset", bodyCut: "unexpected EOF"}

@@ -286,7 +286,11 @@ func (b *downloadBody) Read(p []byte) (int, error) {
 	case err == io.EOF:
 		b.settle(resilience.Success)
 	case err != nil:
-		b.settle(classify(b.ctx, err, b.pr, b.connect))
+		o := classify(b.ctx, err, b.pr, b.connect)
+		if o == resilience.Hang {
+			o = resilience.Failure // S3 answered the headers: a failure, not silence
+		}
+		b.settle(o)
 	}
 	return n, err
 }
@@ -498,7 +502,8 @@ func (d *Disk) run(ctx context.Context, op, key string, body watched, hold bool,
 // classify decides what an operation's result means for the breaker: a missing
 // object or any other answer S3 gave below 500 is success (it answered); a
 // failing upload body is no evidence; a transport error, a timeout of the
-// disk's own (the read gap, connect_timeout) or a 5xx is a failure. A response
+// disk's own (the read gap, connect_timeout) or a 5xx is a failure, and a
+// timeout before S3 began any response is a hang (resilience.Hang). A response
 // below 500 whose transfer broke (interrupted) is no answer: S3 began one and
 // did not finish it, which is judged like a transport error. An operation cut
 // by its caller (resilience.CutByCaller) is judged by silentCut: a cancel is
@@ -520,14 +525,18 @@ func classify(ctx context.Context, err error, pr *progress, connect time.Duratio
 	if status, ok := httpStatus(err); ok && status < 500 && !interrupted(err) {
 		return resilience.Success
 	}
+	_, answered := httpStatus(err) // S3 began a response: a failure, never silence
 	if resilience.CutByCaller(ctx, time.Time{}) {
 		if pr == nil {
 			return resilience.Ignore // a local disk: no breaker, nothing to learn
 		}
-		return silentCut(ctx, pr.silence(time.Now()), connect)
+		if o := silentCut(ctx, pr.silence(time.Now()), connect); o != resilience.Hang || !answered {
+			return o
+		}
+		return resilience.Failure
 	}
-	if resilience.IsTimeout(err) {
-		return resilience.Hang // the read gap or connect_timeout expired with no answer
+	if !answered && resilience.IsTimeout(err) {
+		return resilience.Hang // the read gap or connect_timeout expired before any answer
 	}
 	return resilience.Failure
 }

@@ -35,8 +35,8 @@ func TestSilentCut(t *testing.T) {
 	}{
 		{"cancelled after a long silence", cancelled, time.Minute, resilience.Ignore},
 		{"cancelled before its deadline", cancelledBeforeDeadline, time.Minute, resilience.Ignore},
-		{"deadline after connect_timeout of silence", expired, connect, resilience.Failure},
-		{"deadline after more silence", expired, time.Minute, resilience.Failure},
+		{"deadline after connect_timeout of silence", expired, connect, resilience.Hang},
+		{"deadline after more silence", expired, time.Minute, resilience.Hang},
 		{"deadline after a little less silence", expired, connect - time.Millisecond, resilience.Ignore},
 		{"deadline after 50 ms of silence", expired, 50 * time.Millisecond, resilience.Ignore},
 		{"ended without a deadline", endedContext{bg}, time.Minute, resilience.Ignore},
