@@ -14,9 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jfastframework/jfast/jfasttest"
-
 	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/jfasttest"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/problem"
 )
