@@ -27,6 +27,30 @@ const dockerd = "/usr/sbin/dockerd"
 // here; the error says why (not installed, not root, the daemon would not start).
 var ErrNoEngine = errors.New("no docker engine")
 
+// installDocker is the install script, relative to the repository's root.
+const installDocker = "scripts/install-docker.sh"
+
+// repoRoot returns the first directory from dir upwards that holds go.mod and
+// scripts/install-docker.sh.
+func repoRoot(dir string) (string, error) {
+	d, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for {
+		_, errMod := os.Stat(filepath.Join(d, "go.mod"))
+		_, errScript := os.Stat(filepath.Join(d, installDocker))
+		if errMod == nil && errScript == nil {
+			return d, nil
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "", fmt.Errorf("no directory from %s upwards holds go.mod and %s", dir, installDocker)
+		}
+		d = parent
+	}
+}
+
 // Engine is a private dockerd: its own data root, exec root, socket and
 // pidfile, with --iptables=false --ip6tables=false --bridge=none, so it
 // changes nothing on the machine and containers run with --network host.
@@ -36,10 +60,12 @@ type Engine struct {
 }
 
 // StartEngine starts a private dockerd. When dockerd is not installed it runs
-// scripts/install-docker.sh (found from dir upwards) if JFAST_DRILL_DOCKER=1 or
-// CI is set; otherwise, or when the daemon does not answer within 60 s, the
-// error wraps ErrNoEngine and names the reason.
-func StartEngine(ctx context.Context, repoDir string) (*Engine, error) {
+// scripts/install-docker.sh of the jfast repository found from dir upwards
+// (the first directory holding both go.mod and that script: a test's working
+// directory is its package's, at any depth) if JFAST_DRILL_DOCKER=1 or CI is
+// set; otherwise, or when the daemon does not answer within 60 s, the error
+// wraps ErrNoEngine and names the reason.
+func StartEngine(ctx context.Context, dir string) (*Engine, error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("%w: dockerd needs root", ErrNoEngine)
 	}
@@ -47,7 +73,11 @@ func StartEngine(ctx context.Context, repoDir string) (*Engine, error) {
 		if os.Getenv("JFAST_DRILL_DOCKER") != "1" && os.Getenv("CI") == "" {
 			return nil, fmt.Errorf("%w: %s is not installed (JFAST_DRILL_DOCKER=1 installs it with scripts/install-docker.sh)", ErrNoEngine, dockerd)
 		}
-		script := filepath.Join(repoDir, "scripts", "install-docker.sh")
+		root, err := repoRoot(dir)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrNoEngine, err)
+		}
+		script := filepath.Join(root, installDocker)
 		cmd := exec.CommandContext(ctx, "sh", script)
 		cmd.Env = append(os.Environ(), "JFAST_DRILL_DOCKER=1")
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -57,6 +57,9 @@ type Drill struct {
 	// open says so); a dependency used from a queue job is reported only
 	// after a job's attempt failed.
 	ReadyWithin time.Duration
+	// ReadyBound, when positive, is the longest each /ready request may take
+	// while the dependency is away. Zero checks nothing.
+	ReadyBound time.Duration
 	// RecoverWithin bounds the wait for Route to answer 200 again after Give
 	// (the breaker's cool-down plus a margin). Defaults to 60s.
 	RecoverWithin time.Duration
@@ -83,8 +86,10 @@ type Result struct {
 	Slowest time.Duration
 	// AnsweredP50 and AnsweredMax are the fast answers' latencies.
 	AnsweredP50, AnsweredMax time.Duration
-	// Ready is /ready's status while the dependency was away.
-	Ready string
+	// Ready is /ready's verdict while the dependency was away; ReadyMax the
+	// slowest /ready answer meanwhile.
+	Ready    string
+	ReadyMax time.Duration
 	// Recover is the time from Give to Route's first 200 (to /ready's first
 	// "ok" when Route fails open and answered 200 throughout).
 	Recover time.Duration
@@ -272,9 +277,15 @@ func (d *Drill) Run(ctx context.Context) (res Result) {
 	readySince := time.Now()
 	var ready answer
 	for {
+		readyStart := time.Now()
 		ready, err = d.get(ctx, "/ready", nil)
 		if err != nil {
 			return fail(err)
+		}
+		took := time.Since(readyStart)
+		res.ReadyMax = max(res.ReadyMax, took)
+		if d.ReadyBound > 0 && took > d.ReadyBound {
+			return fail(fmt.Errorf("/ready while %s is away took %s, over %s", d.Dependency, took.Round(time.Millisecond), d.ReadyBound))
 		}
 		report.Checks = nil
 		if err := json.Unmarshal(ready.body, &report); err != nil {

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/smtp"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -177,5 +179,27 @@ func TestMarkdownTable(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("table lacks %q:\n%s", want, md)
 		}
+	}
+}
+
+// The docker install script is found from any directory of the repository:
+// the scenarios run in drills/scenarios, two levels below the root.
+func TestRepoRootFromAnyDepth(t *testing.T) {
+	t.Parallel()
+	want, err := repoRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{".", "scenarios", "..", "../plugins/db"} {
+		got, err := repoRoot(dir)
+		if err != nil || got != want {
+			t.Errorf("repoRoot(%q) = %q, %v; want %q", dir, got, err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(want, installDocker)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repoRoot(t.TempDir()); err == nil {
+		t.Error("a directory outside the repository found a root")
 	}
 }

@@ -20,7 +20,7 @@ func ms(d time.Duration) string {
 	return fmt.Sprintf("%d ms", d.Round(time.Millisecond).Milliseconds())
 }
 
-var tableHeader = []string{"dependency", "fault", "status", "first answer", "paid a deadline", "slowest", "answered fast p50 / max", "/ready", "recovered in", "result"}
+var tableHeader = []string{"dependency", "fault", "status", "first answer", "paid a deadline", "slowest", "answered fast p50 / max", "/ready (slowest)", "recovered in", "result"}
 
 func (r Result) row() []string {
 	switch {
@@ -36,7 +36,15 @@ func (r Result) row() []string {
 		status = fmt.Sprint(r.Status)
 	}
 	return []string{r.Dependency, r.Fault, status, ms(r.FirstAnswer), fmt.Sprint(r.Paid), ms(r.Slowest),
-		ms(r.AnsweredP50) + " / " + ms(r.AnsweredMax), orDash(r.Ready), ms(r.Recover), out}
+		ms(r.AnsweredP50) + " / " + ms(r.AnsweredMax), readyCell(r), ms(r.Recover), out}
+}
+
+// readyCell is the verdict and, when measured, the slowest /ready answer.
+func readyCell(r Result) string {
+	if r.Ready == "" || r.ReadyMax == 0 {
+		return orDash(r.Ready)
+	}
+	return r.Ready + " (≤ " + ms(r.ReadyMax) + ")"
 }
 
 func orDash(s string) string {

@@ -300,7 +300,7 @@ func TestDrillRedisUserContainer(t *testing.T) {
 func TestDrillRedisDockerPause(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	e, err := drills.StartEngine(ctx, "..")
+	e, err := drills.StartEngine(ctx, ".") // the repository root is found upwards
 	if err != nil {
 		skip(t, "cache", "docker pause (private engine)", err.Error())
 	}

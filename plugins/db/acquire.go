@@ -188,6 +188,16 @@ func (g *gate) install(cfg *pgxpool.Config) {
 		return nil
 	}
 	cfg.PrepareConn = g.prepare
+	// A connection that broke while in use (a statement cut at its deadline,
+	// a reset, a server that ended the session) is destroyed closed: the next
+	// acquisitions ping whatever their idle time. This sees the statements of
+	// every user of the pool, those on connections taken with Plugin.Acquire
+	// or DB.Pool (the queue, idempotency, River) included.
+	cfg.BeforeClose = func(c *pgx.Conn) {
+		if c.IsClosed() {
+			g.stale.Store(true)
+		}
+	}
 }
 
 // prepare is the pool's PrepareConn hook: before a connection idle for more

@@ -50,7 +50,7 @@ func (d *DB) meta() map[string]any {
 
 func (d *DB) check(ctx context.Context) readiness.Report {
 	if snap := d.gate.breaker.Snapshot(); snap.State == resilience.StateOpen {
-		return readiness.Impaired(fmt.Sprintf("db unreachable: calls to 'db' are suspended for %.1fs", snap.RetryAfter.Seconds()), d.meta())
+		return readiness.Unreachable(fmt.Sprintf("db unreachable: calls to 'db' are suspended for %.1fs", snap.RetryAfter.Seconds()), d.meta())
 	}
 	c, err := d.Acquire(ctx)
 	if err != nil {

@@ -82,9 +82,6 @@ func TestStatementCutMarksThePoolStale(t *testing.T) {
 	if err := b.db.QueryRow(ctx, "SELECT 1").Scan(&n); err != nil {
 		t.Fatalf("the statement after: %v", err)
 	}
-	if b.db.gate.stale.Load() {
-		t.Fatal("the pool is still stale after a new connection answered")
-	}
 	if snap := b.db.Breaker(); snap.State != resilience.StateClosed {
 		t.Fatalf("breaker %+v; want closed (the statement's cut is not counted)", snap)
 	}
@@ -392,4 +389,43 @@ func TestCallerDeadlineIsNoEvidence(t *testing.T) {
 			t.Fatalf("%d pooled connections terminated; want the 5 whose ping the callers cut", got)
 		}
 	})
+}
+
+// Declared critical and booted with the database down (nothing listening),
+// /ready is a 503 problem+json naming db on the first call and on every call
+// after, also once the breaker has opened: the verdict follows the database,
+// not the breaker.
+func TestCriticalFromBootWithTheDatabaseDown(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	b := setup(t, setupOpts{url: "postgres://postgres@" + addr + "/test?sslmode=disable", toml: "critical = true"})
+	for i := range 12 {
+		if i == 3 {
+			for range 6 {
+				if r := b.svc.Get(t, "/one"); r.Status != 503 {
+					t.Fatalf("/one with the database down: %d", r.Status)
+				}
+			}
+			if snap := b.db.Breaker(); snap.State != resilience.StateOpen {
+				t.Fatalf("breaker after 6 refused requests: %+v, want open", snap)
+			}
+		}
+		r := b.svc.Get(t, "/ready")
+		var body map[string]any
+		if err := json.Unmarshal(r.Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != 503 || r.Header.Get("Content-Type") != problem.ContentType || body["status"] != 503.0 ||
+			body["verdict"] != "unavailable" || body["detail"] != "critical check failed: db" {
+			t.Fatalf("/ready %d (breaker %s) = %d %s, want the 503 problem naming db", i, b.db.Breaker().State, r.Status, r)
+		}
+		if _, ok := body["checks"].(map[string]any)["db"]; !ok {
+			t.Fatalf("/ready %d has no db check: %s", i, r)
+		}
+	}
 }

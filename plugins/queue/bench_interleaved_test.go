@@ -18,7 +18,8 @@ import (
 )
 
 // BenchmarkEnqueueInterleaved runs one jfast Enqueue and one bare-library
-// enqueue per iteration, in alternating order, on the same App's pool or client,
+// enqueue per iteration, in alternating order (River on a plain pgxpool of the
+// db plugin's size and DSN; asynq on the cache plugin's client),
 // and reports the median of each and the overhead: on a shared 2-core machine two
 // sub-benchmarks run one after the other disagree by far more than the layer
 // costs, while interleaved medians move together. Both calls get the same
@@ -49,7 +50,19 @@ func BenchmarkEnqueueInterleaved(b *testing.B) {
 			var bare func() error
 			switch backend {
 			case "postgres":
-				pool := svc.App.Plugin("db").(interface{ Pool() *pgxpool.Pool }).Pool()
+				// River on a plain pgxpool of the same size as the db plugin's
+				// (none of the plugin's hooks: its bounded ping, its breaker).
+				plugged := svc.App.Plugin("db").(interface{ Pool() *pgxpool.Pool }).Pool()
+				pc, err := pgxpool.ParseConfig(plugged.Config().ConnString())
+				if err != nil {
+					b.Fatal(err)
+				}
+				pc.MaxConns = plugged.Config().MaxConns
+				pool, err := pgxpool.NewWithConfig(ctx, pc)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer pool.Close()
 				c, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
 				if err != nil {
 					b.Fatal(err)

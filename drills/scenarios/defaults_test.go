@@ -1,0 +1,343 @@
+package scenarios_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jfastframework/jfast/drills"
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/jfasttest"
+	"github.com/jfastframework/jfast/plugins/cache"
+	"github.com/jfastframework/jfast/plugins/db"
+	jhttp "github.com/jfastframework/jfast/plugins/http"
+	"github.com/jfastframework/jfast/plugins/idempotency"
+	"github.com/jfastframework/jfast/plugins/mail"
+	"github.com/jfastframework/jfast/plugins/queue"
+	"github.com/jfastframework/jfast/readiness"
+)
+
+// The drills below run with the shipped defaults: no deadline, retry or
+// breaker key is set, only the addresses. They check the outage costs
+// docs/resilience.md promises for a dependency that hangs:
+//
+//   - at most 2 sequential requests per process pay a deadline before the
+//     breaker answers (MaxPaid), each within that dependency's documented
+//     deadline (Deadline, plus the margin of a loaded machine running -race);
+//   - every /ready meanwhile answers in under 1 s (ReadyBound): the
+//     default readiness_timeout is 800 ms, and an open breaker answers
+//     without I/O;
+//   - the same App recovers after the default 15 s cool-down.
+//
+// Together they take about two minutes, most of it the cool-downs, the
+// upstream's 10 s total_timeout and a statement's 30 s request_timeout.
+
+// defaultsMaxPaid is the promise: at most two requests pay a deadline.
+const defaultsMaxPaid = 2
+
+// readyBound is the promise for /ready during any outage: under a 1 s probe
+// timeout. 800 ms of readiness_timeout plus HTTP, with slack for -race.
+const readyBound = 950 * time.Millisecond
+
+// TestDrillDefaultsPostgresPaused: a private cluster paused for real, once
+// while the pool's connections are idle (a quiet service) and once right
+// after one was used (a busy one).
+//
+//   - idle: the first request's ping hangs (ping_timeout 2 s, half-open), its
+//     replacement is the probe (1 s, open): one request of at most 3 s.
+//   - just used: the connection is not pinged (it answered less than a second
+//     ago), so the first request's statement waits for its deadline
+//     (request_timeout 30 s) and marks the pool stale; the second pings (2 s,
+//     half-open) and its replacement probes (1 s, open). Two requests.
+func TestDrillDefaultsPostgresPaused(t *testing.T) {
+	for _, tc := range []struct {
+		fault    string
+		idle     bool
+		deadline time.Duration
+	}{
+		{"pause (SIGSTOP), idle pool, shipped defaults", true, 3 * time.Second},
+		{"pause (SIGSTOP), just-used pool, shipped defaults", false, 30 * time.Second},
+	} {
+		t.Run(map[bool]string{true: "idle", false: "just-used"}[tc.idle], func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			srv, err := drills.StartPostgres(ctx)
+			if err != nil {
+				t.Fatalf("private PostgreSQL: %v", err)
+			}
+			t.Cleanup(func() { srv.Stop() })
+			svc := defaultsDBService(t, srv.URL("postgres"))
+			t.Cleanup(func() { srv.Resume() }) // before the App stops
+			warm(t, svc, "/db", 4)
+			take := srv.Pause
+			if tc.idle {
+				take = func() error {
+					// Idle past a second, after the drill's healthy request:
+					// pooled connections are pinged (pgxpool's real clock).
+					time.Sleep(1200 * time.Millisecond)
+					return srv.Pause()
+				}
+			}
+			run(t, &drills.Drill{
+				Dependency: "db", Fault: tc.fault, BaseURL: svc.URL,
+				Route: "/db", Other: "/plain", Want: http.StatusServiceUnavailable, NameValue: "db",
+				Deadline: tc.deadline + margin,
+				MaxPaid:  defaultsMaxPaid, ReadyBound: readyBound,
+				Take: take, Give: srv.Resume,
+			})
+		})
+	}
+}
+
+func defaultsDBService(t *testing.T, url string) *jfasttest.Service {
+	t.Helper()
+	return jfasttest.Start(t, jfasttest.Options{
+		TOML:    "[app]\nname = \"drill\"\n[plugins]\nenabled = [\"db\"]\n",
+		Plugins: []framework.Plugin{db.New()},
+		Env:     map[string]string{"JFAST_DB_URL": url},
+		Routes: func(app *framework.App, r chi.Router) error {
+			d, err := db.Get(app)
+			if err != nil {
+				return err
+			}
+			r.Method(http.MethodGet, "/db", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+				var n int
+				if err := d.QueryRow(r.Context(), "SELECT 1").Scan(&n); err != nil {
+					return err
+				}
+				return framework.JSON(w, http.StatusOK, n)
+			}))
+			r.Method(http.MethodGet, "/plain", framework.Handler(okRoute))
+			return nil
+		},
+	})
+}
+
+// TestDrillDefaultsRedisPaused: a private redis-server paused. The route
+// sends SET then GET: the SET hangs (command_timeout 1 s, half-open), the
+// GET is the probe (1 s, open): one request of at most 2 s.
+func TestDrillDefaultsRedisPaused(t *testing.T) {
+	srv, err := drills.StartRedis(context.Background())
+	if err != nil {
+		t.Fatalf("private redis-server: %v", err)
+	}
+	t.Cleanup(func() { srv.Stop() })
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML:    "[app]\nname = \"drill\"\n[plugins]\nenabled = [\"cache\"]\n",
+		Plugins: []framework.Plugin{cache.New()},
+		Env:     map[string]string{"JFAST_CACHE_URL": srv.URL()},
+		Routes: func(app *framework.App, r chi.Router) error {
+			c, err := cache.From(app)
+			if err != nil {
+				return err
+			}
+			r.Method(http.MethodGet, "/cache", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+				if err := c.Set(r.Context(), "k", []byte("v"), time.Minute); err != nil {
+					return err
+				}
+				v, _, err := c.Get(r.Context(), "k")
+				if err != nil {
+					return err
+				}
+				return framework.JSON(w, http.StatusOK, string(v))
+			}))
+			r.Method(http.MethodGet, "/plain", framework.Handler(okRoute))
+			return nil
+		},
+	})
+	t.Cleanup(func() { srv.Resume() })
+	run(t, &drills.Drill{
+		Dependency: "cache", Fault: "pause (SIGSTOP), shipped defaults", BaseURL: svc.URL,
+		Route: "/cache", Other: "/plain", Want: http.StatusServiceUnavailable, NameValue: "cache",
+		Deadline: 2*time.Second + margin, // two commands of command_timeout 1 s
+		MaxPaid:  defaultsMaxPaid, ReadyBound: readyBound,
+		Take: srv.Pause, Give: srv.Resume,
+	})
+}
+
+// TestDrillDefaultsUpstreamBlackhole: an upstream behind a proxy that
+// accepts and never answers. A GET is retried within total_timeout (10 s):
+// the first request pays it (half-open), the second is the probe and pays it
+// again (open).
+func TestDrillDefaultsUpstreamBlackhole(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"paid":true}`)
+	}))
+	t.Cleanup(up.Close)
+	p, err := drills.StartProxy(strings.TrimPrefix(up.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML: "[app]\nname = \"drill\"\n[plugins]\nenabled = [\"http\"]\n" +
+			"[plugin.http.upstreams.billing]\nbase_url = \"http://" + p.Addr() + "\"\n",
+		Plugins: []framework.Plugin{jhttp.New()},
+		Routes: func(app *framework.App, r chi.Router) error {
+			c, err := jhttp.Client(app, "billing")
+			if err != nil {
+				return err
+			}
+			r.Method(http.MethodGet, "/upstream", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+				resp, err := c.Get(r.Context(), "/invoice")
+				if err != nil {
+					return err
+				}
+				defer resp.Body.Close()
+				io.Copy(io.Discard, resp.Body)
+				return framework.JSON(w, http.StatusOK, resp.StatusCode)
+			}))
+			r.Method(http.MethodGet, "/plain", framework.Handler(okRoute))
+			return nil
+		},
+	})
+	t.Cleanup(func() { p.Pass() })
+	run(t, &drills.Drill{
+		Dependency: "http", Fault: "blackhole (proxy), shipped defaults", BaseURL: svc.URL,
+		Route: "/upstream", Other: "/plain", Want: http.StatusServiceUnavailable,
+		NameKey: "upstream", NameValue: "billing", Check: "http",
+		Deadline: 10*time.Second + margin, // total_timeout
+		MaxPaid:  defaultsMaxPaid, ReadyBound: readyBound,
+		Take: p.Blackhole, Give: p.Pass,
+	})
+}
+
+// TestReadyWithEveryDependencyPaused: with the shipped readiness_timeout
+// (800 ms), /ready answers in under a second while every dependency hangs —
+// PostgreSQL and Redis paused for real, the upstream blackholed — whether the
+// breakers are still closed (the checks are cut at readiness_timeout) or open
+// (they answer without I/O). The queue's, mail's and idempotency's checks go
+// through the db breaker. db is declared critical: the verdict is
+// "unavailable" (a problem+json 503 naming db) on every call, from the first
+// to the last, whatever the breaker does meanwhile.
+func TestReadyWithEveryDependencyPaused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pg, err := drills.StartPostgres(ctx)
+	if err != nil {
+		t.Fatalf("private PostgreSQL: %v", err)
+	}
+	t.Cleanup(func() { pg.Stop() })
+	rd, err := drills.StartRedis(ctx)
+	if err != nil {
+		t.Fatalf("private redis-server: %v", err)
+	}
+	t.Cleanup(func() { rd.Stop() })
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "{}") }))
+	t.Cleanup(up.Close)
+	proxy, err := drills.StartProxy(strings.TrimPrefix(up.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	toml := `[app]
+name = "drill"
+[plugins]
+enabled = ["db", "cache", "http", "queue", "mail", "idempotency"]
+[plugin.db]
+critical = true
+[plugin.http.upstreams.billing]
+base_url = "http://` + proxy.Addr() + `"
+[plugin.queue]
+backend = "postgres"
+workers = false
+[plugin.mail]
+transport = "smtp"
+host = "127.0.0.1"
+port = 2525
+use_starttls = false
+from = "Drill <drill@example.com>"
+[plugin.idempotency]
+store = "postgres"
+`
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML:    toml,
+		Plugins: []framework.Plugin{db.New(), cache.New(), jhttp.New(), queue.New(), mail.New(), idempotency.New()},
+		Env:     map[string]string{"JFAST_DB_URL": pg.URL("postgres"), "JFAST_CACHE_URL": rd.URL()},
+		Routes: func(app *framework.App, r chi.Router) error {
+			d, err := db.Get(app)
+			if err != nil {
+				return err
+			}
+			r.Method(http.MethodGet, "/db", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+				_, err := d.Exec(r.Context(), "SELECT 1")
+				return err
+			}))
+			return nil
+		},
+	})
+	t.Cleanup(func() { pg.Resume(); rd.Resume(); proxy.Pass() }) // before the App stops
+	client := &http.Client{Timeout: 30 * time.Second}
+	ready := func() (int, readiness.Result, time.Duration) {
+		t.Helper()
+		start := time.Now()
+		resp, err := client.Get(svc.URL + "/ready")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var res readiness.Result
+		body, _ := io.ReadAll(resp.Body)
+		if err := json.Unmarshal(body, &res); err != nil {
+			t.Fatalf("/ready body %s: %v", body, err)
+		}
+		return resp.StatusCode, res, time.Since(start)
+	}
+	// Healthy, and the queue's tables exist (its check reads them).
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		status, res, _ := ready()
+		if status == 200 && res.Status == readiness.OK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/ready never ok before the pause: %d %+v", status, res)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	if err := pg.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rd.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	if err := proxy.Blackhole(); err != nil {
+		t.Fatal(err)
+	}
+	var slowest time.Duration
+	for i := range 12 {
+		if i == 4 {
+			// Requests meet the hang: the db breaker opens.
+			for range 3 {
+				resp, err := client.Get(svc.URL + "/db")
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+			}
+		}
+		status, res, took := ready()
+		slowest = max(slowest, took)
+		if took > readyBound {
+			t.Fatalf("/ready %d with every dependency paused took %s, over %s", i, took, readyBound)
+		}
+		if status != 503 || res.Status != readiness.Unavailable || res.Checks["db"].Healthy || !res.Checks["db"].Critical {
+			t.Fatalf("/ready %d: %d %+v, want 503 unavailable with db critical", i, status, res)
+		}
+		for _, name := range []string{"cache", "queue", "idempotency"} {
+			if c := res.Checks[name]; c.Healthy || c.Critical {
+				t.Fatalf("/ready %d: %s = %+v, want unhealthy and not critical", i, name, c)
+			}
+		}
+	}
+	t.Logf("12 /ready calls with every dependency paused: slowest %s", slowest)
+}
