@@ -240,6 +240,7 @@ func TestReadyWithEveryDependencyPaused(t *testing.T) {
 	t.Cleanup(func() { proxy.Close() })
 	toml := `[app]
 name = "drill"
+request_timeout = "2s" # the /db requests below meet the hang: no need to wait 30 s
 [plugins]
 enabled = ["db", "cache", "http", "queue", "mail", "idempotency"]
 [plugin.db]

@@ -96,7 +96,9 @@ breaker_cool_down = "` + coolDown + `"
 func dbService(t *testing.T, url string) *jfasttest.Service {
 	t.Helper()
 	return jfasttest.Start(t, jfasttest.Options{
-		TOML:    "[app]\nname = \"drill\"\n[plugins]\nenabled = [\"db\"]\n" + dbTOML,
+		// request_timeout 1 s: a statement on a connection used a moment
+		// before the pause is not pinged and waits for it.
+		TOML:    "[app]\nname = \"drill\"\nrequest_timeout = \"1s\"\n[plugins]\nenabled = [\"db\"]\n" + dbTOML,
 		Plugins: []framework.Plugin{db.New()},
 		Env:     map[string]string{"JFAST_DB_URL": url},
 		Routes: func(app *framework.App, r chi.Router) error {
@@ -151,7 +153,8 @@ func dbDrill(svc *jfasttest.Service, fault string, take, give func() error) *dri
 		Dependency: "db", Fault: fault, BaseURL: svc.URL,
 		Route: "/db", Other: "/plain", Want: http.StatusServiceUnavailable,
 		NameValue: "db", Check: "db",
-		// A pooled connection's ping (500 ms), then one connect (1 s).
+		// A statement on a just-used connection: request_timeout (1 s); a
+		// ping (500 ms) and its replacement (250 ms); a connect (1 s).
 		Deadline: 1500*time.Millisecond + margin,
 		Take:     take, Give: give,
 	}

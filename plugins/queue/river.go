@@ -31,7 +31,7 @@ type riverBackend struct {
 	pool   *pgxpool.Pool
 	insert *river.Client[pgx.Tx]
 
-	migrateMu sync.Mutex
+	migrateMu chan struct{} // a lock that honours the caller's context
 	migrated  bool
 
 	// next holds the delay a failed attempt asked for, read by the retry
@@ -74,6 +74,7 @@ func (b *riverBackend) Open(_ context.Context, env BackendEnv) error {
 		return fmt.Errorf("river client: %w", err)
 	}
 	b.insert = c
+	b.migrateMu = make(chan struct{}, 1)
 	return nil
 }
 
@@ -108,9 +109,15 @@ func (b *riverBackend) config(workers *river.Workers) *river.Config {
 
 // ensureMigrated applies River's migrations in the configured schema once per
 // process, under an advisory lock so replicas starting together do not race.
+// A caller waiting for a migration in progress gives up with its context (a
+// /ready check does not outlive readiness_timeout).
 func (b *riverBackend) ensureMigrated(ctx context.Context) error {
-	b.migrateMu.Lock()
-	defer b.migrateMu.Unlock()
+	select {
+	case b.migrateMu <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("migrate job tables: waiting for the migration in progress: %w", ctx.Err())
+	}
+	defer func() { <-b.migrateMu }()
 	if b.migrated {
 		return nil
 	}
