@@ -138,9 +138,13 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 		if len(down) > 1 {
 			detail += fmt.Sprintf(" and %d more", len(down)-1)
 		}
-		return readiness.Failed(detail, false, meta)
+		return readiness.Impaired(detail, meta)
+	case snap.State == resilience.StateOpen:
+		// Opened by failures to reach Redis: unreachable, as the cache's own
+		// check reports it (critical only with [plugin.channels] critical).
+		return readiness.Unreachable("channels: publishes refused: the cache plugin's redis breaker is open", meta)
 	case snap.State != resilience.StateClosed:
-		return readiness.Failed("channels: publishes refused: the cache plugin's redis breaker is "+snap.State.String(), false, meta)
+		return readiness.Impaired("channels: publishes refused: the cache plugin's redis breaker is "+snap.State.String(), meta)
 	}
 	return readiness.Passed(fmt.Sprintf("channels: %d subscriptions, none down", len(subs)), meta)
 }
