@@ -296,9 +296,10 @@ func (c *ServiceClient) outgoing(ctx context.Context) context.Context {
 	return metadata.NewOutgoingContext(ctx, md)
 }
 
-// outcome classifies a call's final code for the breaker. UNAVAILABLE and a
-// DEADLINE_EXCEEDED of the client's own timeout are failures: the upstream is
-// not there. A call its caller cancelled, or cut by the caller's sooner
+// outcome classifies a call's final code for the breaker. UNAVAILABLE is a
+// failure: the upstream is not there; a DEADLINE_EXCEEDED of the client's own
+// timeout is a hang (resilience.Hang: with nothing answered meanwhile the
+// breaker goes half-open at once, docs/resilience.md). A call its caller cancelled, or cut by the caller's sooner
 // deadline, says nothing about the upstream. RESOURCE_EXHAUSTED asks for calm
 // (an open breaker would turn it into an outage) and INTERNAL, UNKNOWN and
 // DATA_LOSS prove a server that answers, with a bug the same call meets
@@ -314,7 +315,7 @@ func outcome(code codes.Code, cutByCaller bool) resilience.Outcome {
 		if cutByCaller {
 			return resilience.Ignore
 		}
-		return resilience.Failure
+		return resilience.Hang // the client's own timeout expired with no answer
 	case codes.Unavailable:
 		return resilience.Failure
 	case codes.ResourceExhausted, codes.Internal, codes.Unknown, codes.DataLoss:

@@ -300,14 +300,16 @@ func (p *Plugin) Channels() int {
 
 // Check implements framework.Checker. It sends nothing: it lists every
 // upstream's breaker and its channel's connectivity state in meta, and the
-// server's address. An open or half-open breaker makes the check fail,
-// never critically (degraded, not unavailable), as the http client's does.
+// server's address. As the http client's: an open breaker reports the
+// upstream unreachable (503 only with [plugin.grpc] critical = true), a
+// half-open one impaired (the next call probes).
 func (p *Plugin) Check(context.Context) readiness.Report {
 	p.mu.Lock()
 	names, clients, srv := p.names, p.clients, p.server
 	p.mu.Unlock()
 	upstreams := make(map[string]any, len(names))
 	var suspended []string
+	open := false
 	for _, n := range names {
 		c := clients[n]
 		s := c.breaker.Snapshot()
@@ -318,6 +320,7 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 		}
 		switch s.State {
 		case resilience.StateOpen:
+			open = true
 			suspended = append(suspended, fmt.Sprintf("calls to '%s' are suspended for %.1fs", n, s.RetryAfter.Seconds()))
 		case resilience.StateHalfOpen:
 			suspended = append(suspended, fmt.Sprintf("calls to '%s' are suspended while a probe call is in flight", n))
@@ -327,8 +330,11 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 	if srv != nil {
 		meta["server"] = map[string]any{"listen": srv.addr()}
 	}
-	if len(suspended) > 0 {
-		return readiness.Failed(strings.Join(suspended, "; "), false, meta)
+	switch {
+	case open:
+		return readiness.Unreachable(strings.Join(suspended, "; "), meta)
+	case len(suspended) > 0:
+		return readiness.Impaired(strings.Join(suspended, "; "), meta)
 	}
 	return readiness.Passed(fmt.Sprintf("%d upstreams, every breaker closed", len(names)), meta)
 }

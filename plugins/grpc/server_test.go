@@ -76,7 +76,7 @@ type switchPlugin struct{ down atomic.Bool }
 func (p *switchPlugin) Name() string { return "switch" }
 func (p *switchPlugin) Check(context.Context) readiness.Report {
 	if p.down.Load() {
-		return readiness.Failed("the critical dependency is down", true, nil)
+		return readiness.Unreachable("the critical dependency is down", nil)
 	}
 	return readiness.Passed("up", nil)
 }
