@@ -25,8 +25,11 @@ type dbLike struct{ critical bool }
 
 func (dbLike) Name() string { return "dblike" }
 func (p dbLike) Check(context.Context) readiness.Report {
-	return readiness.Failed("connect to orders_app@10.0.0.7:5432/orders_prod: connection refused", p.critical,
-		map[string]any{"host": "10.0.0.7:5432", "user": "orders_app", "database": "orders_prod"})
+	meta := map[string]any{"host": "10.0.0.7:5432", "user": "orders_app", "database": "orders_prod"}
+	if p.critical {
+		return readiness.Unreachable("connect to orders_app@10.0.0.7:5432/orders_prod: connection refused", meta)
+	}
+	return readiness.Impaired("connect to orders_app@10.0.0.7:5432/orders_prod: connection refused", meta)
 }
 func (dbLike) MountAdminRoutes(r chi.Router) {
 	r.Get("/dblike/pool", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("pool stats")) })
@@ -59,14 +62,15 @@ func redacted(t *testing.T, where string, r jfasttest.Response) {
 		}
 	}
 	var body struct {
-		Status string
-		Checks map[string]map[string]any
+		Status  any // the number 503 in the problem+json answer
+		Verdict string
+		Checks  map[string]map[string]any
 	}
 	if err := json.Unmarshal(r.Body, &body); err != nil {
 		t.Fatalf("%s /ready: %v: %s", where, err, r.Body)
 	}
 	c := body.Checks["dblike"]
-	if body.Status != "unavailable" || c["status"] != "fail" || c["healthy"] != false || c["critical"] != true || len(c) != 3 {
+	if body.Verdict != "unavailable" || c["status"] != "fail" || c["healthy"] != false || c["critical"] != true || len(c) != 3 {
 		t.Errorf("%s /ready = %d %s, want the status per plugin and nothing else", where, r.Status, r.Body)
 	}
 }

@@ -199,13 +199,14 @@ func TestLive(t *testing.T) {
 func TestRedactedHandler(t *testing.T) {
 	t.Parallel()
 	a := readiness.NewAggregator(2*time.Second,
-		readiness.Check{Name: "db", Critical: true, Run: fixed(readiness.Failed("dial 10.0.0.7:5432 as orders_app: refused", true,
+		readiness.Check{Name: "db", Critical: true, Run: fixed(readiness.Unreachable("dial 10.0.0.7:5432 as orders_app: refused",
 			map[string]any{"database": "orders_prod"}))},
 		readiness.Check{Name: "cache", Run: fixed(readiness.Passed("redis at 10.0.0.8:6379", nil))},
 	)
 	resp, body := get(t, a.RedactedHandler(), "/ready")
-	const want = `{"status":"unavailable","checks":{"cache":{"healthy":true,"status":"pass","critical":false},` +
-		`"db":{"healthy":false,"status":"fail","critical":true}}}`
+	const want = `{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"critical check failed: db","instance":"/ready",` +
+		`"checks":{"cache":{"healthy":true,"status":"pass","critical":false},` +
+		`"db":{"healthy":false,"status":"fail","critical":true}},"verdict":"unavailable"}`
 	if resp.StatusCode != 503 || body != want || resp.Header.Get("Cache-Control") != "no-store" {
 		t.Fatalf("redacted /ready = %d %s\nwant 503 %s", resp.StatusCode, body, want)
 	}
