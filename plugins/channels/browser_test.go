@@ -155,7 +155,7 @@ func TestBrowserReceivesEventsFromAnotherReplica(t *testing.T) {
 	if err := b.ch.Publish(ctx, "orders", []byte(`{"order":2,"status":"paid"}`)); err != nil {
 		t.Fatal(err)
 	}
-	orders = waitItems("orders", 2)
+	waitItems("orders", 2)
 	time.Sleep(500 * time.Millisecond) // room for a duplicate to show
 	orders = list("orders")
 	if len(orders) != 2 || !strings.HasPrefix(orders[1], `{"order":2,"status":"paid"}|`) {
