@@ -170,8 +170,12 @@ func (c *ServiceClient) Invoke(ctx context.Context, method string, args, reply a
 		return circuitOpen(c.up.Name, method, err)
 	}
 	// own is the timeout on the clock of context deadlines: it tells a call
-	// cut by the caller's sooner deadline from one cut by ours.
+	// cut by the caller's sooner deadline from one cut by ours. end is the
+	// same instant on the client's clock, which decides what a retry has
+	// left (the same thing with the real clock; a test clock moves it
+	// without waiting).
 	own := time.Now().Add(c.up.Timeout)
+	end := start.Add(c.up.Timeout)
 	callCtx, cancel := context.WithDeadline(ctx, own)
 	defer cancel()
 	permit, err := c.bulkhead.Acquire(callCtx)
@@ -190,7 +194,7 @@ func (c *ServiceClient) Invoke(ctx context.Context, method string, args, reply a
 	attempts, cut := 0, false
 	for {
 		attempts++
-		err = c.conn.Invoke(callCtx, method, args, reply, opts...)
+		err = c.attempt(callCtx, end, attempts, method, args, reply, opts)
 		code := status.Code(err)
 		c.metrics.attempt(mm, method, code)
 		if err == nil {
@@ -202,7 +206,7 @@ func (c *ServiceClient) Invoke(ctx context.Context, method string, args, reply a
 		if !retry || attempts >= c.up.Attempts || !c.retryableCode(code) || callCtx.Err() != nil {
 			break
 		}
-		if !c.waitToRetry(callCtx, attempts) {
+		if !c.waitToRetry(callCtx, end, attempts) {
 			break
 		}
 	}
@@ -232,11 +236,28 @@ func (c *ServiceClient) retryableCode(code codes.Code) bool {
 	return int(code) < len(c.retryable) && c.retryable[code]
 }
 
+// attempt makes attempt n (1-based) of a unary call whose timeout ends at
+// end on the client's clock. A retry gets only what is left until end (or
+// the caller's sooner deadline, which callCtx carries): gRPC sends that as
+// its grpc-timeout.
+func (c *ServiceClient) attempt(callCtx context.Context, end time.Time, n int, method string, args, reply any, opts []grpc.CallOption) error {
+	if n == 1 {
+		return c.conn.Invoke(callCtx, method, args, reply, opts...)
+	}
+	ctx, cancel := context.WithTimeout(callCtx, end.Sub(c.clock.Now()))
+	defer cancel()
+	return c.conn.Invoke(ctx, method, args, reply, opts...)
+}
+
 // waitToRetry waits before retry n (1-based) and reports whether the retry
-// may start: its backoff ends before the call's deadline, the budget grants
-// it, and the wait was not cut.
-func (c *ServiceClient) waitToRetry(callCtx context.Context, n int) bool {
+// may start: its backoff ends before the call's deadline (end on the
+// client's clock, or the caller's sooner one), the budget grants it, and the
+// wait was not cut.
+func (c *ServiceClient) waitToRetry(callCtx context.Context, end time.Time, n int) bool {
 	wait := c.backoff.Delay(n)
+	if wait >= end.Sub(c.clock.Now()) {
+		return false
+	}
 	if deadline, ok := callCtx.Deadline(); ok && wait >= time.Until(deadline) {
 		return false
 	}

@@ -40,6 +40,9 @@ type inventory struct {
 	// failExportOnce: the first Export sends items 1 and 2, then fails with
 	// UNAVAILABLE; later ones send 1, 2, 3.
 	failExportOnce bool
+	// getStockHook, when set, runs in GetStock call n (from 0) after its
+	// deadline is recorded; an error it returns is the call's answer.
+	getStockHook func(ctx context.Context, n int) error
 	// reserveFails: Reserve takes the items and then answers UNAVAILABLE.
 	reserveFails bool
 
@@ -63,6 +66,11 @@ func (s *inventory) GetStock(ctx context.Context, req *shoppb.GetStockRequest) (
 	}
 	s.incoming = append(s.incoming, md)
 	s.mu.Unlock()
+	if s.getStockHook != nil {
+		if err := s.getStockHook(ctx, n); err != nil {
+			return nil, err
+		}
+	}
 	if n < len(s.slowGetStock) {
 		select {
 		case <-time.After(s.slowGetStock[n]):

@@ -1,6 +1,7 @@
 package grpc_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/jfastframework/jfast/examples/inventory/shoppb"
+	"github.com/jfastframework/jfast/jfasttest"
 	jgrpc "github.com/jfastframework/jfast/plugins/grpc"
 )
 
@@ -73,14 +75,26 @@ func TestGetStockIsRetriedAfterUnavailable(t *testing.T) {
 	}
 }
 
-// TestRetryGetsOnlyWhatIsLeftOfTheTimeout: with timeout = 300ms, a first
-// attempt that fails after 200 ms leaves the retry at most 100 ms, and the
-// retry, as slow, ends with DEADLINE_EXCEEDED.
+// TestRetryGetsOnlyWhatIsLeftOfTheTimeout: with timeout = 3s, a first
+// attempt that fails after 2 s (of the client's test clock) leaves the retry
+// at most 1 s, which is the deadline the server sees, and the retry, as slow,
+// ends with DEADLINE_EXCEEDED after 2 attempts. The time spent is on the
+// test clock: how loaded the machine is changes nothing; only the retry's
+// last second is real (gRPC sends what is left as grpc-timeout).
 func TestRetryGetsOnlyWhatIsLeftOfTheTimeout(t *testing.T) {
 	t.Parallel()
-	inv := &inventory{slowGetStock: []time.Duration{200 * time.Millisecond, 200 * time.Millisecond}}
-	c := newClient(t, jgrpc.Upstream{Target: serveInventory(t, inv), Timeout: 300 * time.Millisecond,
-		IdempotentMethods: []string{getStock}, BackoffBase: time.Millisecond})
+	clock := jfasttest.NewClock()
+	clock.SetAutoAdvance(true) // backoff waits pass at once
+	inv := &inventory{getStockHook: func(ctx context.Context, n int) error {
+		clock.Advance(2 * time.Second) // every attempt takes 2 s
+		if n == 0 {
+			return status.Error(codes.Unavailable, "slow and failing")
+		}
+		<-ctx.Done() // what the retry was left of timeout, in real time
+		return status.FromContextError(ctx.Err()).Err()
+	}}
+	c := newClient(t, jgrpc.Upstream{Target: serveInventory(t, inv), Timeout: 3 * time.Second,
+		IdempotentMethods: []string{getStock}, BackoffBase: time.Millisecond}, jgrpc.WithClock(clock))
 	_, err := shoppb.NewInventoryClient(c).GetStock(ctxFor(t), &shoppb.GetStockRequest{Sku: "sku-42"})
 	var e *jgrpc.Error
 	if !errors.As(err, &e) || e.Code != codes.DeadlineExceeded || e.Kind != jgrpc.KindTimeout || e.Attempts != 2 {
@@ -90,11 +104,14 @@ func TestRetryGetsOnlyWhatIsLeftOfTheTimeout(t *testing.T) {
 	if len(d) != 2 {
 		t.Fatalf("the server saw %d attempts, want 2", len(d))
 	}
-	if d[0] > 300*time.Millisecond || d[1] > 100*time.Millisecond {
-		t.Fatalf("deadlines on arrival = %v, want at most 300ms then at most what was left (100ms)", d)
+	if d[0] <= 0 || d[0] > 3*time.Second || d[1] <= 0 || d[1] > time.Second {
+		t.Fatalf("deadlines on arrival = %v, want at most 3s then at most what was left (1s)", d)
 	}
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("status.Code(err) = %s, want DeadlineExceeded", status.Code(err))
+	}
+	if s := c.Breaker().Snapshot(); s.WindowCalls != 1 {
+		t.Fatalf("the breaker counted %d calls, want 1", s.WindowCalls)
 	}
 }
 

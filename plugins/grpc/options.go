@@ -21,9 +21,10 @@ type clientOptions struct {
 	dial     []grpc.DialOption
 }
 
-// WithClock sets the clock of the breaker, budget, bulkhead and backoff
-// waits (a resilience.TestClock in tests). Deadlines use real time.
-// Defaults to the real clock.
+// WithClock sets the clock of the breaker, budget, bulkhead, backoff waits
+// and of what a retry has left of timeout (a resilience.TestClock in tests).
+// The deadline of the first attempt and of a stream is real time: gRPC
+// sends it from the context. Defaults to the real clock.
 func WithClock(c resilience.Clock) ClientOption { return func(o *clientOptions) { o.clock = c } }
 
 // WithMetrics registers the client's metrics (jfast_grpc_client_*, labelled

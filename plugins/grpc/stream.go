@@ -156,7 +156,7 @@ func (s *clientStream) RecvMsg(m any) error {
 // request again. It reports whether the new stream is open.
 func (s *clientStream) reopen(code codes.Code) bool {
 	for s.restart && int(s.attempts.Load()) < s.c.up.Attempts && s.c.retryableCode(code) && s.callCtx.Err() == nil {
-		if !s.c.waitToRetry(s.callCtx, int(s.attempts.Load())) {
+		if !s.c.waitToRetry(s.callCtx, s.start.Add(s.c.up.StreamTimeout), int(s.attempts.Load())) {
 			return false
 		}
 		s.attempts.Add(1)
