@@ -134,17 +134,24 @@ attempts = 1
 		}
 		return exp.GetSpans()
 	}
-	spansA, spansB := flush(telA, expA), flush(telB, expB)
-	var client, server *tracetest.SpanStub
-	for i, s := range spansA {
-		if strings.Contains(s.Name, "shop.Inventory/GetStock") {
-			client = &spansA[i]
+	find := func(spans tracetest.SpanStubs) *tracetest.SpanStub {
+		for i, s := range spans {
+			if strings.Contains(s.Name, "shop.Inventory/GetStock") {
+				return &spans[i]
+			}
 		}
+		return nil
 	}
-	for i, s := range spansB {
-		if strings.Contains(s.Name, "shop.Inventory/GetStock") {
-			server = &spansB[i]
-		}
+	spansA := flush(telA, expA)
+	client := find(spansA)
+	// The served RPC's span ends after its answer has left, so the caller
+	// may hold the answer before the span is recorded: look again, for a
+	// bound only a lost span reaches.
+	var spansB tracetest.SpanStubs
+	var server *tracetest.SpanStub
+	for wait := time.Now().Add(10 * time.Second); server == nil && time.Now().Before(wait); time.Sleep(10 * time.Millisecond) {
+		spansB = flush(telB, expB)
+		server = find(spansB)
 	}
 	if client == nil || server == nil {
 		t.Fatalf("spans: caller %v, inventory %v", names(spansA), names(spansB))
