@@ -4,11 +4,11 @@ import (
 	"cmp"
 	"crypto/tls"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -389,7 +389,7 @@ func (u *Upstream) policyProblems(l *problemList) {
 			"set a size in bytes such as 10485760 (10 MiB); the cap cannot be switched off")
 	}
 
-	names := sortedHeaderNames(u.Headers)
+	names := slices.Sorted(maps.Keys(u.Headers))
 	seen := make(map[string]string, len(names)) // canonical name → first configured spelling
 	for _, name := range names {
 		switch canonical := http.CanonicalHeaderKey(name); {
@@ -417,15 +417,6 @@ func quoteChoices(choices []string) string {
 		q[i] = strconv.Quote(c)
 	}
 	return strings.Join(q, " or ")
-}
-
-func sortedHeaderNames(h map[string]string) []string {
-	names := make([]string, 0, len(h))
-	for n := range h {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }
 
 // checkBaseURL returns what is wrong with an upstream's base URL, or "".

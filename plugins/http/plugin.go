@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	nethttp "net/http"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 
@@ -111,12 +112,12 @@ func (p *Plugin) Dependencies() []framework.Dependency {
 
 // Validate implements framework.Validator.
 func (p *Plugin) Validate(v *framework.Validation) {
-	for _, n := range sortedNames(p.cfg.Upstreams) {
+	for _, n := range slices.Sorted(maps.Keys(p.cfg.Upstreams)) {
 		u := p.cfg.Upstreams[n]
 		sub := v.Sub("upstreams." + n)
 		validateTable(sub, n, u.problems(), u.Headers)
 	}
-	for _, n := range sortedNames(p.cfg.Shared) {
+	for _, n := range slices.Sorted(maps.Keys(p.cfg.Shared)) {
 		s := p.cfg.Shared[n]
 		sub := v.Sub("shared." + n)
 		validateTable(sub, n, s.problems(), s.Headers)
@@ -130,7 +131,7 @@ func validateTable(sub *framework.Validation, name string, problems []fieldError
 	for _, e := range problems {
 		sub.Error(e.key, e.problem, e.fix)
 	}
-	for _, h := range sortedHeaderNames(headers) {
+	for _, h := range slices.Sorted(maps.Keys(headers)) {
 		if strings.Contains(h, "_") && validHeaderName(h) {
 			// JFAST_..._HEADERS__X_API_KEY names the entry x_api_key, not
 			// X-Api-Key: accepted, it would send a second header next to
@@ -152,15 +153,6 @@ func validUpstreamName(s string) bool {
 		}
 	}
 	return true
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	names := make([]string, 0, len(m))
-	for n := range m {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }
 
 // AddTransportWrapper adds a [TransportWrapper] to every upstream's client. It
@@ -206,7 +198,7 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 		opts = append(opts, WithCallObserver(f))
 	}
 	p.clients = make(map[string]*ServiceClient, len(p.cfg.Upstreams))
-	p.names = sortedNames(p.cfg.Upstreams)
+	p.names = slices.Sorted(maps.Keys(p.cfg.Upstreams))
 	for _, n := range p.names {
 		u := p.cfg.Upstreams[n]
 		u.Name = n
@@ -218,7 +210,7 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 		p.clients[n] = c
 	}
 	p.shared = make(map[string]*SharedClient, len(p.cfg.Shared))
-	p.sharedNms = sortedNames(p.cfg.Shared)
+	p.sharedNms = slices.Sorted(maps.Keys(p.cfg.Shared))
 	for _, n := range p.sharedNms {
 		s := p.cfg.Shared[n]
 		s.Name = n
@@ -342,7 +334,7 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 		if c.routes != nil {
 			held, notClosed := c.notClosed()
 			routes := make(map[string]any, len(notClosed))
-			for _, route := range sortedNames(notClosed) {
+			for _, route := range slices.Sorted(maps.Keys(notClosed)) {
 				routes[route] = notClosed[route].Meta()
 				suspend("'"+n+"' on "+route, notClosed[route])
 			}
@@ -358,7 +350,7 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 			c := shared[n]
 			held, open := c.notClosedOrigins()
 			origins := make(map[string]any, len(open))
-			for _, o := range sortedNames(open) {
+			for _, o := range slices.Sorted(maps.Keys(open)) {
 				origins[o] = open[o].Meta()
 			}
 			sm[n] = map[string]any{"origins_held": held, "max_origins": c.cfg.MaxOrigins, "suspended": origins}
