@@ -500,12 +500,14 @@ func (d *Disk) run(ctx context.Context, op, key string, body watched, hold bool,
 }
 
 // classify decides what an operation's result means for the breaker: a missing
-// object or any other answer S3 gave below 500 is success (it answered); a
-// failing upload body is no evidence; a transport error, a timeout of the
-// disk's own (the read gap, connect_timeout) or a 5xx is a failure, and a
-// timeout before S3 began any response is a hang (resilience.Hang). A response
-// below 500 whose transfer broke (interrupted) is no answer: S3 began one and
-// did not finish it, which is judged like a transport error. An operation cut
+// object or any other answer S3 sent whole is judged by its status through
+// resilience.HTTPOutcome, the rule every plugin shares (a 502, 503 or 504 is a
+// failure; a 500, a 4xx, a 429 prove S3 is up); a failing upload body is no
+// evidence; a transport error or a timeout of the disk's own (the read gap,
+// connect_timeout) is a failure, and a timeout before S3 began any response is
+// a hang (resilience.Hang). An answer whose transfer broke (interrupted) is no
+// answer: S3 began one and did not finish it, which is judged like a transport
+// error. An operation cut
 // by its caller (resilience.CutByCaller) is judged by silentCut: a cancel is
 // no evidence, a deadline is a failure when S3 had been silent (pr) for
 // connect_timeout (connect) or longer.
@@ -522,7 +524,7 @@ func classify(ctx context.Context, err error, pr *progress, connect time.Duratio
 	case errors.As(err, new(*BodyError)):
 		return resilience.Ignore
 	}
-	if status, ok := httpStatus(err); ok && status < 500 && !interrupted(err) {
+	if status, ok := httpStatus(err); ok && resilience.HTTPOutcome(status, nil) == resilience.Success && !interrupted(err) {
 		return resilience.Success
 	}
 	_, answered := httpStatus(err) // S3 began a response: a failure, never silence
