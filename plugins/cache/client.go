@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
@@ -34,11 +35,10 @@ func newClient(cfg Config) (redis.UniversalClient, error) {
 //
 // jfast's keys override what the URL's query says about timeouts, retries and
 // the pool size, so the deadlines cannot be switched off from the URL. Neither
-// commands nor dials are retried (DESIGN.md §6): a command that failed is the
+// commands nor dials are retried (docs/cache.md): a command that failed is the
 // breaker's evidence, and a retry would only spend its deadline again.
 func buildOptions(raw string, u *url.URL, cfg Config) (func() redis.UniversalClient, error) {
 	q := u.Query()
-	t := cfg.CommandTimeout
 	disabled := &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	switch {
 	case q.Has("master_name"):
@@ -46,22 +46,16 @@ func buildOptions(raw string, u *url.URL, cfg Config) (func() redis.UniversalCli
 		if err != nil {
 			return nil, parseError(err)
 		}
-		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = t, t, t, t
-		o.ContextTimeoutEnabled = true
-		o.MaxRetries = -1
-		o.DialerRetries = 1
-		o.PoolSize = cfg.PoolSize
+		shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
+			&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries, &o.PoolSize}.set(cfg)
 		return func() redis.UniversalClient { return redis.NewFailoverClient(o) }, nil
 	case q.Has("addr"):
 		o, err := redis.ParseClusterURL(raw)
 		if err != nil {
 			return nil, parseError(err)
 		}
-		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = t, t, t, t
-		o.ContextTimeoutEnabled = true
-		o.MaxRetries = -1
-		o.DialerRetries = 1
-		o.PoolSize = cfg.PoolSize
+		shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
+			&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries, &o.PoolSize}.set(cfg)
 		o.MaintNotificationsConfig = disabled
 		return func() redis.UniversalClient { return redis.NewClusterClient(o) }, nil
 	default:
@@ -69,14 +63,31 @@ func buildOptions(raw string, u *url.URL, cfg Config) (func() redis.UniversalCli
 		if err != nil {
 			return nil, parseError(err)
 		}
-		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = t, t, t, t
-		o.ContextTimeoutEnabled = true
-		o.MaxRetries = -1
-		o.DialerRetries = 1
-		o.PoolSize = cfg.PoolSize
+		shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
+			&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries, &o.PoolSize}.set(cfg)
 		o.MaintNotificationsConfig = disabled
 		return func() redis.UniversalClient { return redis.NewClient(o) }, nil
 	}
+}
+
+// shared points at the fields go-redis's three options types have in common
+// and jfast sets whatever the URL said, so the policy is written once.
+type shared struct {
+	dial, read, write, pool *time.Duration
+	contextTimeout          *bool
+	retries, dialerRetries  *int
+	poolSize                *int
+}
+
+// set writes jfast's settings: every wait bounded by command_timeout, the
+// caller's context deadline honoured, no command retried and one dial attempt.
+func (s shared) set(cfg Config) {
+	t := cfg.CommandTimeout
+	*s.dial, *s.read, *s.write, *s.pool = t, t, t, t
+	*s.contextTimeout = true
+	*s.retries = -1
+	*s.dialerRetries = 1
+	*s.poolSize = cfg.PoolSize
 }
 
 // parseError returns go-redis's parse error without any part of the URL that a

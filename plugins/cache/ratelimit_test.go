@@ -19,7 +19,10 @@ func okHandler(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.Stat
 // to 0 once — the script's read-modify-write is atomic.
 func TestRateLimitExactUnderConcurrency(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{routes: func(c *Plugin, r chi.Router) {
+	// Counting is the point here, not deadlines: a generous command_timeout
+	// keeps a loaded machine from failing a script open (which passes the
+	// request, as it should, and spoils the count).
+	b := setup(t, setupOpts{toml: `command_timeout = "10s"`, routes: func(c *Plugin, r chi.Router) {
 		r.With(c.RateLimit(RateLimitOpts{Name: "api", Limit: 20, Period: time.Hour})).Get("/limited", okHandler)
 	}})
 	const n = 50
@@ -89,7 +92,10 @@ func TestRateLimitExactUnderConcurrency(t *testing.T) {
 // Keys are counted apart; an empty key is not counted; Burst is the bucket size.
 func TestRateLimitKeysAndBurst(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{routes: func(c *Plugin, r chi.Router) {
+	// Counting is the point here, not deadlines: a generous command_timeout
+	// keeps a loaded machine from failing a script open (which passes the
+	// request, as it should, and spoils the count).
+	b := setup(t, setupOpts{toml: `command_timeout = "10s"`, routes: func(c *Plugin, r chi.Router) {
 		r.With(c.RateLimit(RateLimitOpts{Name: "per-user", Limit: 6, Period: time.Minute, Burst: 2,
 			Key: func(r *http.Request) string { return r.Header.Get("X-User") }})).Get("/u", okHandler)
 	}})
