@@ -184,6 +184,7 @@ type Breaker struct {
 	until       time.Duration // end of the cool-down
 	opens       uint64
 	pending     []StateChange // changes not yet delivered to the hook
+	history     []transition  // the last transitions, oldest first (see Transitions)
 }
 
 // NewBreaker returns a closed Breaker. It panics if an option is out of
@@ -213,8 +214,8 @@ func NewBreaker(o BreakerOpts) *Breaker {
 	if o.CoolDown == 0 {
 		o.CoolDown = DefaultBreakerCoolDown
 	}
-	clock := clockOrReal(o.Clock)
-	return &Breaker{
+	clock, reg, owner := unwrapClock(o.Clock)
+	b := &Breaker{
 		name:     o.Name,
 		failures: o.Failures,
 		rate:     o.FailureRate,
@@ -226,6 +227,8 @@ func NewBreaker(o BreakerOpts) *Breaker {
 		probeErr: &OpenError{Name: o.Name, clock: clock},
 		win:      newWindow(o.Window, breakerBuckets),
 	}
+	reg.addBreaker(owner, b)
+	return b
 }
 
 // Name returns the breaker's name.
@@ -435,8 +438,11 @@ func (b *Breaker) transitionLocked(to State, now time.Duration) StateChange {
 // delivered in the order the transitions happened, and the hook never runs
 // with mu held: it may call any method of the breaker.
 func (b *Breaker) unlockAndNotify(change *StateChange) {
-	if change != nil && b.hook != nil {
-		b.pending = append(b.pending, *change)
+	if change != nil {
+		b.recordLocked(*change)
+		if b.hook != nil {
+			b.pending = append(b.pending, *change)
+		}
 	}
 	queued := len(b.pending) > 0
 	b.mu.Unlock()

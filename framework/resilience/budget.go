@@ -26,6 +26,9 @@ const budgetBuckets = 10
 // RetryBudgetOpts configures a [RetryBudget]. Zero fields take their
 // defaults.
 type RetryBudgetOpts struct {
+	// Name names the dependency, as its breaker and bulkhead do: a
+	// [Registry] shows the three together. Defaults to "".
+	Name string
 	// Ratio lets a retry start while the retries of the last Window stay
 	// below Ratio × the calls (first attempts) of the last Window.
 	// Defaults to 0.2.
@@ -63,6 +66,7 @@ type TokenBucketOpts struct {
 // A RetryBudget is per dependency and per process, and safe for concurrent
 // use. A nil *RetryBudget allows every retry.
 type RetryBudget struct {
+	name   string
 	ratio  float64
 	minPS  float64
 	clock  Clock
@@ -78,6 +82,10 @@ type RetryBudget struct {
 	calls   uint64
 	retries uint64
 	denied  uint64
+	// minutes counts per minute over HistorySpan (a: retries allowed,
+	// b: refused), for Minutes. Only TryRetry writes it: the per-call
+	// path pays nothing for it.
+	minutes window
 }
 
 // BudgetSnapshot is a budget's counters, for metrics.
@@ -96,8 +104,9 @@ func NewRetryBudget(o RetryBudgetOpts) *RetryBudget {
 	if bad(o.Ratio) || bad(o.MinPerSecond) || o.Window < 0 {
 		panic(fmt.Sprintf("resilience: retry budget: negative option in %+v", o))
 	}
-	clock := clockOrReal(o.Clock)
-	b := &RetryBudget{clock: clock}
+	clock, reg, owner := unwrapClock(o.Clock)
+	b := &RetryBudget{name: o.Name, clock: clock, origin: clock.Now(), minutes: newWindow(HistorySpan, historyMinutes)}
+	defer reg.addBudget(owner, b)
 	if tb := o.TokenBucket; tb != nil {
 		if bad(tb.MaxTokens) || bad(tb.InitialTokens) || bad(tb.TokensPerCall) {
 			panic(fmt.Sprintf("resilience: retry budget: negative token bucket option in %+v", *tb))
@@ -129,7 +138,6 @@ func NewRetryBudget(o RetryBudgetOpts) *RetryBudget {
 		o.Window = DefaultBudgetWindow
 	}
 	b.ratio, b.minPS = o.Ratio, o.MinPerSecond
-	b.origin = clock.Now()
 	b.long = newWindow(o.Window, budgetBuckets)
 	b.second = newWindow(time.Second, budgetBuckets)
 	return b
@@ -164,27 +172,65 @@ func (b *RetryBudget) TryRetry() bool {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	now := elapsed(b.clock, b.origin)
 	if b.bucket {
 		if b.tokens < 1000 {
 			b.denied++
+			b.minutes.add(now, 0, 1)
 			return false
 		}
 		b.tokens -= 1000
 		b.retries++
+		b.minutes.add(now, 1, 0)
 		return true
 	}
-	now := elapsed(b.clock, b.origin)
 	b.long.advance(now)
 	b.second.advance(now)
 	if float64(b.long.b) < b.ratio*float64(b.long.a) || float64(b.second.a) < b.minPS {
 		b.long.add(now, 0, 1)
 		b.second.add(now, 1, 0)
 		b.retries++
+		b.minutes.add(now, 1, 0)
 		return true
 	}
 	b.denied++
+	b.minutes.add(now, 0, 1)
 	return false
 }
+
+// historyMinutes is how many one-minute buckets HistorySpan holds.
+const historyMinutes = int(HistorySpan / time.Minute)
+
+// RetryMinute is one minute of a budget's decisions.
+type RetryMinute struct {
+	// Start is the minute's start, on the budget's clock.
+	Start time.Time
+	// Allowed and Refused count the retries the budget let start and
+	// refused in that minute.
+	Allowed, Refused int
+}
+
+// Minutes returns the budget's decisions per minute over the last
+// [HistorySpan], oldest first: 15 entries, the last one the minute in
+// progress.
+func (b *RetryBudget) Minutes() []RetryMinute {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := elapsed(b.clock, b.origin)
+	b.minutes.advance(now)
+	out := make([]RetryMinute, len(b.minutes.buckets))
+	n := len(b.minutes.buckets)
+	for k := range n {
+		// k = 0 is the oldest bucket: the one after the newest in the ring.
+		bk := b.minutes.buckets[(b.minutes.idx+1+k)%n]
+		epoch := b.minutes.head - int64(n-1-k)
+		out[k] = RetryMinute{Start: b.origin.Add(time.Duration(epoch) * b.minutes.width).Round(0), Allowed: int(bk.a), Refused: int(bk.b)}
+	}
+	return out
+}
+
+// Name returns the budget's name.
+func (b *RetryBudget) Name() string { return b.name }
 
 // Snapshot returns the budget's counters.
 func (b *RetryBudget) Snapshot() BudgetSnapshot {

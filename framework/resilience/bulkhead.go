@@ -45,8 +45,9 @@ type Bulkhead struct {
 
 	// free has bit i%64 of word i/64 set while slot i is free: taking and
 	// giving back a slot is one atomic operation on it, without a lock.
-	free    []atomic.Uint64
-	waiting atomic.Int64 // len(waiters), readable without mu
+	free     []atomic.Uint64
+	waiting  atomic.Int64  // len(waiters), readable without mu
+	rejected atomic.Uint64 // calls rejected after waiting Wait
 
 	mu      sync.Mutex
 	waiters []chan *slot // FIFO of waiting calls; each channel has room for one slot
@@ -83,8 +84,9 @@ func NewBulkhead(o BulkheadOpts) *Bulkhead {
 	if o.Wait == 0 {
 		o.Wait = DefaultBulkheadWait
 	}
+	clock, reg, owner := unwrapClock(o.Clock)
 	b := &Bulkhead{
-		name: o.Name, max: o.MaxConcurrent, wait: o.Wait, clock: clockOrReal(o.Clock),
+		name: o.Name, max: o.MaxConcurrent, wait: o.Wait, clock: clock,
 		full:  &BulkheadFullError{Name: o.Name, MaxConcurrent: o.MaxConcurrent, Wait: o.Wait},
 		slots: make([]slot, o.MaxConcurrent),
 		free:  make([]atomic.Uint64, (o.MaxConcurrent+63)/64),
@@ -93,6 +95,7 @@ func NewBulkhead(o BulkheadOpts) *Bulkhead {
 		b.slots[i].b, b.slots[i].idx = b, i
 		b.free[i/64].Or(1 << (i % 64))
 	}
+	reg.addBulkhead(owner, b)
 	return b
 }
 
@@ -161,6 +164,9 @@ func (b *Bulkhead) acquireSlow(ctx context.Context) (Permit, error) {
 		b.waiters = slices.Delete(b.waiters, i, i+1)
 		b.waiting.Add(-1)
 		b.mu.Unlock()
+		if err == error(b.full) {
+			b.rejected.Add(1)
+		}
 		return Permit{}, err
 	}
 	b.mu.Unlock()
@@ -216,3 +222,23 @@ func (b *Bulkhead) MaxConcurrent() int { return b.max }
 
 // Name returns the bulkhead's name.
 func (b *Bulkhead) Name() string { return b.name }
+
+// Waiting returns how many calls are waiting for a slot.
+func (b *Bulkhead) Waiting() int { return int(b.waiting.Load()) }
+
+// BulkheadSnapshot is a bulkhead's occupancy at one moment.
+type BulkheadSnapshot struct {
+	Name          string
+	InFlight      int
+	Waiting       int
+	MaxConcurrent int
+	// Rejected counts the calls that waited Wait for a slot in vain, since
+	// the bulkhead was made.
+	Rejected uint64
+}
+
+// Snapshot returns the bulkhead's occupancy. It reads counters the bulkhead
+// keeps anyway, without its lock.
+func (b *Bulkhead) Snapshot() BulkheadSnapshot {
+	return BulkheadSnapshot{Name: b.name, InFlight: b.InFlight(), Waiting: b.Waiting(), MaxConcurrent: b.max, Rejected: b.rejected.Load()}
+}

@@ -125,7 +125,7 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 		Name: u.Name, MaxConcurrent: u.MaxConcurrent, Wait: u.BulkheadWait, Clock: clock,
 	})
 	c.budget = resilience.NewRetryBudget(resilience.RetryBudgetOpts{
-		Ratio: u.RetryBudgetRatio, MinPerSecond: u.RetryBudgetMinPerSecond, Clock: clock,
+		Name: u.Name, Ratio: u.RetryBudgetRatio, MinPerSecond: u.RetryBudgetMinPerSecond, Clock: clock,
 	})
 	return c, nil
 }

@@ -113,18 +113,19 @@ func (c *core) newPolicy(name, origin string, onChange func(resilience.StateChan
 		bulkhead: resilience.NewBulkhead(resilience.BulkheadOpts{
 			Name: name, MaxConcurrent: u.MaxConcurrent, Wait: u.BulkheadWait, Clock: c.clock,
 		}),
-		budget: resilience.NewRetryBudget(budgetOpts(u, c.clock)),
+		budget: resilience.NewRetryBudget(budgetOpts(name, u, c.clock)),
 	}
 }
 
-// budgetOpts returns the options of u's retry budget.
-func budgetOpts(u Upstream, clock resilience.Clock) resilience.RetryBudgetOpts {
+// budgetOpts returns the options of u's retry budget named name (as the
+// breaker and bulkhead it goes with).
+func budgetOpts(name string, u Upstream, clock resilience.Clock) resilience.RetryBudgetOpts {
 	if u.RetryBudget == BudgetBucket {
-		return resilience.RetryBudgetOpts{Clock: clock, TokenBucket: &resilience.TokenBucketOpts{
+		return resilience.RetryBudgetOpts{Name: name, Clock: clock, TokenBucket: &resilience.TokenBucketOpts{
 			MaxTokens: u.RetryBudgetMaxTokens, TokensPerCall: u.RetryBudgetTokensPerCall,
 		}}
 	}
-	return resilience.RetryBudgetOpts{Ratio: u.RetryBudgetRatio, MinPerSecond: u.RetryBudgetMinPerSecond, Clock: clock}
+	return resilience.RetryBudgetOpts{Name: name, Ratio: u.RetryBudgetRatio, MinPerSecond: u.RetryBudgetMinPerSecond, Clock: clock}
 }
 
 func jitterOf(s string) resilience.Jitter {

@@ -1,0 +1,225 @@
+package resilience
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+)
+
+func TestBreakerTransitionsOverTheLastFifteenMinutes(t *testing.T) {
+	t.Parallel()
+	s := setupBreaker(t, BreakerOpts{Failures: 2, CoolDown: 10 * time.Second})
+	if initial, ts := s.br.Transitions(); initial != StateClosed || ts != nil {
+		t.Fatalf("a new breaker: initial %s, transitions %v; want closed and none", initial, ts)
+	}
+	s.clock.Advance(time.Minute)
+	s.call(t, Failure)
+	s.call(t, Hang) // the second failure opens it: a change made by a hang
+	s.clock.Advance(10 * time.Second)
+	s.call(t, Success) // the probe: half-open, then closed
+
+	initial, ts := s.br.Transitions()
+	want := []Transition{
+		{At: epoch.Add(time.Minute), From: StateClosed, To: StateOpen, Hang: true},
+		{At: epoch.Add(70 * time.Second), From: StateOpen, To: StateHalfOpen},
+		{At: epoch.Add(70 * time.Second), From: StateHalfOpen, To: StateClosed},
+	}
+	if initial != StateClosed || len(ts) != len(want) {
+		t.Fatalf("initial %s, transitions %+v; want closed and %+v", initial, ts, want)
+	}
+	for i := range want {
+		if !ts[i].At.Equal(want[i].At) || ts[i].From != want[i].From || ts[i].To != want[i].To || ts[i].Hang != want[i].Hang {
+			t.Fatalf("transition %d = %+v, want %+v", i, ts[i], want[i])
+		}
+	}
+
+	// 15 minutes after the opening it has slid out of the span; the state at
+	// the start of the span is the one it left.
+	s.clock.Advance(HistorySpan - 10*time.Second)
+	initial, ts = s.br.Transitions()
+	if initial != StateOpen || len(ts) != 2 || ts[0].To != StateHalfOpen {
+		t.Fatalf("after 15 min: initial %s, transitions %+v; want open, then half_open and closed", initial, ts)
+	}
+	s.clock.Advance(10 * time.Second)
+	if initial, ts = s.br.Transitions(); initial != StateClosed || ts != nil {
+		t.Fatalf("after the span: initial %s, transitions %+v; want closed and none", initial, ts)
+	}
+}
+
+func TestBreakerHistoryKeepsTheLast128Transitions(t *testing.T) {
+	t.Parallel()
+	s := setupBreaker(t, BreakerOpts{Failures: 1, CoolDown: time.Second})
+	s.call(t, Failure) // 1 transition
+	for range 100 {    // 2 each: open → half_open, half_open → open
+		s.clock.Advance(time.Second)
+		s.call(t, Failure)
+	}
+	_, ts := s.br.Transitions()
+	if len(ts) != historyMax {
+		t.Fatalf("%d transitions kept, want %d", len(ts), historyMax)
+	}
+	if last := ts[len(ts)-1]; last.To != StateOpen || !last.At.Equal(epoch.Add(100*time.Second)) {
+		t.Fatalf("last transition %+v, want the opening at 100 s", last)
+	}
+}
+
+func TestRetryBudgetMinutes(t *testing.T) {
+	t.Parallel()
+	clock := NewTestClock(epoch)
+	b := NewRetryBudget(RetryBudgetOpts{Name: "billing", Ratio: 0.1, MinPerSecond: 1, Clock: clock})
+	b.RecordCall()
+	// One allowed by the per-second rule, then two refused.
+	if got := [3]bool{b.TryRetry(), b.TryRetry(), b.TryRetry()}; got != [3]bool{true, false, false} {
+		t.Fatalf("TryRetry ×3 = %v, want one retry allowed, then refusals", got)
+	}
+	clock.Advance(time.Minute)
+	for range 20 {
+		b.RecordCall()
+	}
+	// 2 of 21 calls: each below 0.1 × 21 = 2.1 when asked; a third is not.
+	if got := [3]bool{b.TryRetry(), b.TryRetry(), b.TryRetry()}; got != [3]bool{true, true, false} {
+		t.Fatalf("TryRetry ×3 = %v, want two retries allowed, then a refusal", got)
+	}
+	m := b.Minutes()
+	if len(m) != 15 {
+		t.Fatalf("%d minutes, want 15", len(m))
+	}
+	prev, last := m[13], m[14]
+	if prev.Allowed != 1 || prev.Refused != 2 || !prev.Start.Equal(epoch) {
+		t.Fatalf("previous minute %+v, want 1 allowed, 2 refused from %v", prev, epoch)
+	}
+	if last.Allowed != 2 || last.Refused != 1 || !last.Start.Equal(epoch.Add(time.Minute)) {
+		t.Fatalf("current minute %+v, want 2 allowed, 1 refused", last)
+	}
+	for _, x := range m[:13] {
+		if x.Allowed != 0 || x.Refused != 0 || !x.Start.Before(epoch) {
+			t.Fatalf("an older minute %+v counts something", x)
+		}
+	}
+	clock.Advance(HistorySpan)
+	for _, x := range b.Minutes() {
+		if x.Allowed != 0 || x.Refused != 0 {
+			t.Fatalf("15 minutes later a minute still counts: %+v", x)
+		}
+	}
+}
+
+func TestTokenBucketBudgetMinutes(t *testing.T) {
+	t.Parallel()
+	clock := NewTestClock(epoch)
+	b := NewRetryBudget(RetryBudgetOpts{Clock: clock, TokenBucket: &TokenBucketOpts{MaxTokens: 2}})
+	for range 3 {
+		b.TryRetry()
+	}
+	if last := b.Minutes()[14]; last.Allowed != 2 || last.Refused != 1 {
+		t.Fatalf("current minute %+v, want 2 allowed, 1 refused", last)
+	}
+}
+
+func TestBulkheadSnapshot(t *testing.T) {
+	t.Parallel()
+	clock := NewTestClock(epoch)
+	bh := NewBulkhead(BulkheadOpts{Name: "billing", MaxConcurrent: 1, Wait: time.Second, Clock: clock})
+	p, err := bh.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := bh.Acquire(context.Background())
+		done <- err
+	}()
+	clock.BlockUntil(1)
+	if s := bh.Snapshot(); s != (BulkheadSnapshot{Name: "billing", InFlight: 1, Waiting: 1, MaxConcurrent: 1}) {
+		t.Fatalf("snapshot with one waiting = %+v", s)
+	}
+	clock.Advance(time.Second)
+	if err := <-done; !errors.Is(err, ErrBulkheadFull) {
+		t.Fatalf("the waiting call got %v, want a bulkhead rejection", err)
+	}
+	p.Release()
+	if s := bh.Snapshot(); s != (BulkheadSnapshot{Name: "billing", MaxConcurrent: 1, Rejected: 1}) {
+		t.Fatalf("snapshot after the rejection = %+v", s)
+	}
+}
+
+func TestRegistryGroupsByOwnerAndName(t *testing.T) {
+	t.Parallel()
+	clock := NewTestClock(epoch)
+	reg := NewRegistry(clock)
+	httpClock := reg.Clock("http")
+	br := NewBreaker(BreakerOpts{Name: "billing", Failures: 1, Clock: httpClock})
+	budget := NewRetryBudget(RetryBudgetOpts{Name: "billing", Clock: httpClock})
+	bh := NewBulkhead(BulkheadOpts{Name: "billing", Clock: httpClock})
+	dbBreaker := NewBreaker(BreakerOpts{Name: "db", Clock: reg.Clock("db")})
+	outside := NewBreaker(BreakerOpts{Name: "elsewhere", Clock: clock})
+	if got := reg.Clock("x").Now(); !got.Equal(epoch) || !reg.Now().Equal(epoch) {
+		t.Fatalf("registry clock reads %v, want the base clock's %v", got, epoch)
+	}
+
+	tk, _ := br.Allow()
+	tk.Done(Failure)
+	budget.RecordCall()
+	budget.TryRetry()
+	p, _ := bh.Acquire(t.Context())
+	defer p.Release()
+
+	deps := reg.Snapshot()
+	if len(deps) != 2 {
+		t.Fatalf("%d dependencies, want 2 (http billing, db): %+v", len(deps), deps)
+	}
+	d := deps[0]
+	if d.Owner != "http" || d.Name != "billing" || d.Breaker == nil || d.Budget == nil || d.Bulkhead == nil {
+		t.Fatalf("first dependency %+v, want http billing with a breaker, a budget and a bulkhead", d)
+	}
+	if d.Breaker.State != StateOpen || len(d.Breaker.Transitions) != 1 || d.Breaker.Failures != 1 || !d.Breaker.Since.Equal(epoch) {
+		t.Fatalf("breaker view %+v, want open since %v after one transition", *d.Breaker, epoch)
+	}
+	if d.Budget.Calls != 1 || d.Budget.Attempts() != 2 || d.Budget.Minutes[14].Allowed != 1 {
+		t.Fatalf("budget view %+v, want 1 call, 2 attempts, 1 retry this minute", *d.Budget)
+	}
+	if d.Bulkhead.InFlight != 1 {
+		t.Fatalf("bulkhead %+v, want one in flight", *d.Bulkhead)
+	}
+	if deps[1].Owner != "db" || deps[1].Breaker == nil || deps[1].Budget != nil || deps[1].Breaker.State != StateClosed {
+		t.Fatalf("second dependency %+v, want db with a closed breaker only", deps[1])
+	}
+	runtime.KeepAlive(dbBreaker)
+	runtime.KeepAlive(outside)
+}
+
+func TestRegistryForgetsWhatItsOwnerDropped(t *testing.T) {
+	reg := NewRegistry(nil)
+	kept := NewBreaker(BreakerOpts{Name: "kept", Clock: reg.Clock("http")})
+	func() {
+		NewBreaker(BreakerOpts{Name: "evicted", Clock: reg.Clock("http")})
+	}()
+	runtime.GC()
+	runtime.GC()
+	deps := reg.Snapshot()
+	if len(deps) != 1 || deps[0].Name != "kept" {
+		t.Fatalf("after the GC: %+v, want only the breaker still referenced", deps)
+	}
+	if n := len(reg.entries); n != 1 {
+		t.Fatalf("registry keeps %d entries, want 1", n)
+	}
+	runtime.KeepAlive(kept)
+}
+
+func TestRegistryTwoObjectsOfOneKindAndName(t *testing.T) {
+	t.Parallel()
+	reg := NewRegistry(NewTestClock(epoch))
+	a := NewBreaker(BreakerOpts{Name: "same", Clock: reg.Clock("http")})
+	b := NewBreaker(BreakerOpts{Name: "same", Clock: reg.Clock("http")})
+	if deps := reg.Snapshot(); len(deps) != 2 {
+		t.Fatalf("two breakers of one name: %d dependencies, want 2", len(deps))
+	}
+	var nilReg *Registry
+	if nilReg.Snapshot() != nil {
+		t.Fatal("a nil registry has dependencies")
+	}
+	runtime.KeepAlive(a)
+	runtime.KeepAlive(b)
+}
