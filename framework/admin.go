@@ -1,12 +1,14 @@
 package framework
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/jfastframework/jfast/framework/statuspage"
 	"github.com/jfastframework/jfast/problem"
 	"github.com/jfastframework/jfast/readiness"
 )
@@ -58,6 +60,9 @@ func (a *App) readyHandler(ready *readiness.Aggregator) http.Handler {
 // that must never be public mounts itself only when a.adminListening()), then
 // the plugins' and the service's.
 func (a *App) mountAdmin(r chi.Router) error {
+	if a.adminListening() {
+		r.Mount("/status", a.statusPage())
+	}
 	for _, p := range a.plugins {
 		if m, ok := p.(AdminRouteMounter); ok {
 			m.MountAdminRoutes(r)
@@ -69,6 +74,21 @@ func (a *App) mountAdmin(r chi.Router) error {
 		}
 	}
 	return nil
+}
+
+// statusPage is /status, the live status page (see docs/status.md): only on
+// the admin listener, since it shows what the full /ready shows and more.
+func (a *App) statusPage() http.Handler {
+	return statuspage.New(statuspage.Source{
+		Service:     a.cfg.Name,
+		Env:         a.cfg.Env,
+		Ready:       func(ctx context.Context) readiness.Result { return a.ready.Load().Run(ctx) },
+		Registry:    a.resil,
+		Metrics:     a.registry,
+		Config:      a.WriteEffectiveConfig,
+		Mask:        MaskSecrets,
+		DrillReport: a.cfg.DrillReport,
+	})
 }
 
 // buildAdminRouter returns the admin listener's handler: /live, the full

@@ -77,6 +77,8 @@ type App struct {
 	log        *slog.Logger
 	logSources atomic.Pointer[[]LogSource]
 	registry   *prometheus.Registry
+	resil      *resilience.Registry
+	starting   atomic.Pointer[string] // the plugin whose Start is running
 
 	inflight inflight // the requests being served
 
@@ -105,7 +107,7 @@ type App struct {
 // New loads and validates the configuration. It does no I/O beyond reading the
 // file: a configuration error is returned as ConfigErrors, listing every problem.
 func New(opts Options) (*App, error) {
-	a := &App{opts: opts, compiled: map[string]Plugin{}, critical: map[string]bool{}, tables: map[string]any{}, computed: map[string]string{}, cfg: DefaultAppConfig(), draining: make(chan struct{})}
+	a := &App{opts: opts, compiled: map[string]Plugin{}, critical: map[string]bool{}, tables: map[string]any{}, computed: map[string]string{}, cfg: DefaultAppConfig(), draining: make(chan struct{}), resil: resilience.NewRegistry(opts.Clock)}
 	compiled := slices.Clone(opts.Plugins)
 	hasObservability := false
 	for _, p := range compiled {
@@ -189,7 +191,10 @@ func (a *App) Start(ctx context.Context) error {
 			continue
 		}
 		pctx, cancel := context.WithTimeout(ctx, a.cfg.StartTimeout)
+		name := p.Name()
+		a.starting.Store(&name)
 		err := s.Start(pctx, a)
+		a.starting.Store(nil)
 		cancel()
 		if err != nil {
 			a.stopPlugins(context.Background())
@@ -491,12 +496,25 @@ func (a *App) AddLogSource(f LogSource) {
 }
 
 // Clock is the clock plugins build their breakers, budgets and timers on.
+//
+// Asked during a plugin's Start, it returns a clock that tells the same time
+// and also enters every breaker, retry budget and bulkhead built on it in
+// [App.Resilience] under the plugin's name: a plugin that builds them on the
+// clock it was handed (they all do) shows them on the status page without
+// handing them over.
 func (a *App) Clock() resilience.Clock {
+	if p := a.starting.Load(); p != nil {
+		return a.resil.Clock(*p)
+	}
 	if a.opts.Clock == nil {
 		return resilience.RealClock()
 	}
 	return a.opts.Clock
 }
+
+// Resilience is the index of every breaker, retry budget and bulkhead the
+// plugins built on [App.Clock] during their Start: what the status page reads.
+func (a *App) Resilience() *resilience.Registry { return a.resil }
 
 // Metrics is the registry /metrics serves; plugins register their collectors in it.
 func (a *App) Metrics() *prometheus.Registry { return a.registry }

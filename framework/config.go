@@ -73,6 +73,11 @@ type AppConfig struct {
 
 	// LogLevel is "debug", "info", "warn" or "error". Defaults to "info".
 	LogLevel string `koanf:"log_level"`
+
+	// DrillReport is the Markdown file `jfast drill --report` writes: the
+	// status page on the admin listener shows its table when the file
+	// exists. Defaults to "" (no drill panel).
+	DrillReport string `koanf:"drill_report"`
 }
 
 // Production reports whether the production rules apply.

@@ -1,0 +1,343 @@
+package statuspage
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"fmt"
+	"html/template"
+	"io"
+	"io/fs"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/readiness"
+)
+
+//go:embed assets
+var assets embed.FS
+
+var page = template.Must(template.New("status").ParseFS(assets, "assets/page.html"))
+
+// Source is what the page reads. Every field but Ready may be zero.
+type Source struct {
+	// Service and Env name the service in the page's title.
+	Service, Env string
+	// Ready runs the /ready checks (the aggregator's Run).
+	Ready func(ctx context.Context) readiness.Result
+	// Registry holds the breakers, budgets and bulkheads.
+	Registry *resilience.Registry
+	// Metrics is the registry /metrics serves: calls, attempts and latency
+	// of the http and grpc upstreams are read from it.
+	Metrics prometheus.Gatherer
+	// Config writes the effective configuration with its secrets masked,
+	// served at /status/config. Nil serves no configuration.
+	Config func(w io.Writer) error
+	// Mask masks secrets in free text (a check's detail). Nil leaves it.
+	Mask func(string) string
+	// DrillReport is the Markdown file `jfast drill --report` writes; the
+	// page shows its table when the file exists. Empty shows none.
+	DrillReport string
+	// Now is the time source of the page. Defaults to the Registry's
+	// clock, else time.Now.
+	Now func() time.Time
+}
+
+// Handler serves the page; mount it at /status.
+type Handler struct {
+	src     Source
+	mux     *http.ServeMux
+	traffic traffic
+
+	mu      sync.Mutex
+	running *readyRun // the /ready run in progress, if any
+}
+
+// readyRun is one run of the checks, shared by the renders that ask while it
+// is in progress.
+type readyRun struct {
+	done chan struct{}
+	res  readiness.Result
+}
+
+// New returns the page's handler, to be mounted at /status: the page at
+// /status, its live part at /status?part=live, its assets under
+// /status/assets/ and the masked configuration at /status/config.
+func New(src Source) *Handler {
+	if src.Now == nil {
+		if src.Registry != nil {
+			src.Now = src.Registry.Now
+		} else {
+			src.Now = time.Now
+		}
+	}
+	if src.Mask == nil {
+		src.Mask = func(s string) string { return s }
+	}
+	h := &Handler{src: src, mux: http.NewServeMux()}
+	sub, _ := fs.Sub(assets, "assets")
+	h.mux.Handle("GET /status/assets/", http.StripPrefix("/status/assets/", noTemplates(http.FileServerFS(sub))))
+	h.mux.HandleFunc("GET /status/config", h.serveConfig)
+	h.mux.HandleFunc("GET /status", h.servePage)
+	return h
+}
+
+// noTemplates keeps the page's template out of the assets served.
+func noTemplates(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, ".html") || r.URL.Path == "" || strings.HasSuffix(r.URL.Path, "/") {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Cache-Control", "no-cache")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+func (h *Handler) serveConfig(w http.ResponseWriter, _ *http.Request) {
+	if h.src.Config == nil {
+		http.Error(w, "no configuration view", http.StatusNotFound)
+		return
+	}
+	var b bytes.Buffer
+	if err := h.src.Config(&b); err != nil {
+		http.Error(w, "the configuration could not be written", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write(b.Bytes())
+}
+
+func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
+	v := h.build(r.Context())
+	name := "page"
+	if r.URL.Query().Get("part") == "live" {
+		name = "live"
+	}
+	var b bytes.Buffer
+	if err := page.ExecuteTemplate(&b, name, v); err != nil {
+		http.Error(w, "the status page could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	// Everything the page loads is its own: a script or style injected
+	// through a check's detail could not run.
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Write(b.Bytes())
+}
+
+// runReady returns the /ready result. Renders that ask while a run is in
+// progress share it, so many viewers polling at once run the checks once.
+func (h *Handler) runReady(ctx context.Context) readiness.Result {
+	if h.src.Ready == nil {
+		return readiness.Result{Status: readiness.OK}
+	}
+	h.mu.Lock()
+	if run := h.running; run != nil {
+		h.mu.Unlock()
+		select {
+		case <-run.done:
+			return run.res
+		case <-ctx.Done():
+			return readiness.Result{Status: readiness.Degraded}
+		}
+	}
+	run := &readyRun{done: make(chan struct{})}
+	h.running = run
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.running = nil
+		h.mu.Unlock()
+		close(run.done)
+	}()
+	// The run is shared: a viewer who leaves must not cut it for the
+	// others. The aggregator bounds it with readiness_timeout.
+	run.res = h.src.Ready(context.WithoutCancel(ctx))
+	return run.res
+}
+
+// view is what the template renders.
+type view struct {
+	Service, Env, Base string
+	At                 string
+	Verdict            readiness.Overall
+	Plugins            []pluginView
+	Drill              *drillView
+}
+
+type pluginView struct {
+	Name   string
+	Report *readiness.Report
+	Queue  *queueView
+	Deps   []depView
+}
+
+type queueView struct{ Depth, Dead string }
+
+type depView struct {
+	ID, Name string
+	Breaker  *breakerView
+	Budget   *budgetView
+	Bulkhead *resilience.BulkheadSnapshot
+	Traffic  *trafficView
+}
+
+type breakerView struct {
+	State                     string
+	Since, RetryAfter         string
+	Consecutive, Failures     int
+	Window, Rate, Threshold   string
+	WindowCalls, MinimumCalls int
+	Opens                     uint64
+	Timeline                  template.HTML
+	Transitions               []string
+}
+
+type budgetView struct {
+	Retries, Denied uint64
+	Tokens          string
+	Chart           template.HTML
+}
+
+func (h *Handler) build(ctx context.Context) view {
+	now := h.src.Now()
+	res := h.runReady(ctx)
+	v := view{Service: h.src.Service, Env: h.src.Env, Base: "/status", At: now.UTC().Format("15:04:05 UTC"), Verdict: res.Status}
+	if v.Service == "" {
+		v.Service = "service"
+	}
+	plugins := map[string]*pluginView{}
+	var order []string
+	get := func(name string) *pluginView {
+		if p, ok := plugins[name]; ok {
+			return p
+		}
+		plugins[name] = &pluginView{Name: name}
+		order = append(order, name)
+		return plugins[name]
+	}
+	names := make([]string, 0, len(res.Checks))
+	for name := range res.Checks {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		rep := res.Checks[name]
+		rep.Detail = h.src.Mask(rep.Detail)
+		p := get(name)
+		p.Report = &rep
+		if q := queueOf(rep.Meta); q != nil {
+			p.Queue = q
+		}
+	}
+	traffic := h.traffic.read(h.src.Metrics, now)
+	for _, d := range h.src.Registry.Snapshot() {
+		p := get(d.Owner)
+		dv := depView{ID: idOf(d.Owner + "-" + d.Name), Name: d.Name, Bulkhead: d.Bulkhead}
+		if b := d.Breaker; b != nil {
+			dv.Breaker = breakerOf(b, now)
+		}
+		if b := d.Budget; b != nil {
+			bv := &budgetView{Retries: b.Retries, Denied: b.Denied, Chart: retryChart(b.Minutes)}
+			if b.Tokens > 0 {
+				bv.Tokens = strconv.FormatFloat(b.Tokens, 'f', 1, 64)
+			}
+			dv.Budget = bv
+		}
+		if t, ok := traffic[trafficKey{d.Owner, d.Name}]; ok {
+			dv.Traffic = &t
+		}
+		p.Deps = append(p.Deps, dv)
+	}
+	for _, name := range order {
+		v.Plugins = append(v.Plugins, *plugins[name])
+	}
+	v.Drill = readDrill(h.src.DrillReport)
+	return v
+}
+
+// queueOf reads the queue plugin's depth and dead-letter count from its
+// /ready meta, or nil when the meta has none.
+func queueOf(meta map[string]any) *queueView {
+	depth, ok1 := meta["depth"]
+	dead, ok2 := meta["dead"]
+	if !ok1 && !ok2 {
+		return nil
+	}
+	str := func(v any, ok bool) string {
+		if !ok || v == nil {
+			return "—"
+		}
+		return fmt.Sprint(v)
+	}
+	return &queueView{Depth: str(depth, ok1), Dead: str(dead, ok2)}
+}
+
+func breakerOf(b *resilience.BreakerView, now time.Time) *breakerView {
+	bv := &breakerView{
+		State: b.State.String(), Since: ago(now, b.Since),
+		Consecutive: b.Consecutive, Failures: b.Failures,
+		Window: durationText(b.Window),
+		Rate:   percent(b.WindowFailureRate()), Threshold: percent(b.FailureRate),
+		WindowCalls: b.WindowCalls, MinimumCalls: b.MinimumCalls, Opens: b.Opens,
+		Timeline: timeline(b.Initial, b.State, b.Transitions, now),
+	}
+	if b.RetryAfter > 0 {
+		bv.RetryAfter = durationText(b.RetryAfter)
+	}
+	for i := len(b.Transitions) - 1; i >= 0; i-- {
+		t := b.Transitions[i]
+		s := t.At.UTC().Format("15:04:05") + " " + t.From.String() + " → " + t.To.String()
+		if t.Hang {
+			s += " (no answer within its deadline)"
+		}
+		bv.Transitions = append(bv.Transitions, s)
+	}
+	return bv
+}
+
+// ago renders t as a wall time and how long before now it was.
+func ago(now, t time.Time) string {
+	return t.UTC().Format("15:04:05") + " (" + durationText(now.Sub(t)) + " ago)"
+}
+
+// durationText renders d to a tenth of a second below a minute, else to
+// the second.
+func durationText(d time.Duration) string {
+	if d < time.Minute {
+		return strconv.FormatFloat(math.Round(d.Seconds()*10)/10, 'f', -1, 64) + "s"
+	}
+	return d.Round(time.Second).String()
+}
+
+func percent(f float64) string { return strconv.FormatFloat(math.Round(f*1000)/10, 'f', -1, 64) + " %" }
+
+// idOf makes an HTML id of a dependency's name (which may hold spaces,
+// slashes and an origin).
+func idOf(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}
