@@ -16,6 +16,7 @@ import (
 	"github.com/jfastframework/jfast/plugins/auth"
 	"github.com/jfastframework/jfast/plugins/cache"
 	"github.com/jfastframework/jfast/plugins/db"
+	"github.com/jfastframework/jfast/plugins/gateway"
 	jgrpc "github.com/jfastframework/jfast/plugins/grpc"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/plugins/queue"
@@ -37,7 +38,11 @@ name = "shape"
 readiness_timeout = "1s"
 
 [plugins]
-enabled = ["db", "cache", "http", "queue", "storage", "auth", "grpc"]
+enabled = ["db", "cache", "http", "queue", "storage", "auth", "grpc", "gateway"]
+
+[plugin.gateway.routes.billing]
+prefix = "/api/billing"
+upstream = "billing"
 
 [plugin.grpc.upstreams.inventory]
 target = "` + down + `"
@@ -71,7 +76,7 @@ secret_key = "secret"
 mode = "jwks"
 jwks_url = "http://` + down + `/jwks.json"
 `,
-		Plugins: []framework.Plugin{db.New(), cache.New(), jhttp.New(), queue.New(), storage.New(), auth.New(), jgrpc.New()},
+		Plugins: []framework.Plugin{db.New(), cache.New(), jhttp.New(), queue.New(), storage.New(), auth.New(), jgrpc.New(), gateway.New()},
 	})
 	resp := svc.Get(t, "/ready")
 	var body struct {
@@ -103,6 +108,12 @@ jwks_url = "http://` + down + `/jwks.json"
 		t.Fatalf("/ready: grpc upstream inventory has no breaker meta: %s", resp.Body)
 	}
 	breakers["grpc.inventory"] = b
+	routes, _ := body.Checks["gateway"].Meta["routes"].(map[string]any)
+	route, _ := routes["billing"].(map[string]any)
+	if b, ok = route["breaker"].(map[string]any); !ok {
+		t.Fatalf("/ready: gateway route billing has no breaker meta: %s", resp.Body)
+	}
+	breakers["gateway.billing"] = b
 
 	want := []string{"consecutive_failures", "opens", "retry_after", "state", "window_calls", "window_failures"}
 	for name, b := range breakers {

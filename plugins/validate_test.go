@@ -9,6 +9,7 @@ import (
 	"github.com/jfastframework/jfast/plugins/auth"
 	"github.com/jfastframework/jfast/plugins/cache"
 	"github.com/jfastframework/jfast/plugins/db"
+	"github.com/jfastframework/jfast/plugins/gateway"
 	jgrpc "github.com/jfastframework/jfast/plugins/grpc"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/plugins/idempotency"
@@ -49,7 +50,7 @@ func (s *validateSpy) Validate(v *framework.Validation) {
 // shows them and Validate checks what will run.
 func TestValidateOnlyReads(t *testing.T) {
 	t.Parallel()
-	for _, p := range []framework.Plugin{auth.New(), cache.New(), db.New(), jhttp.New(), idempotency.New(), mail.New(), queue.New(), storage.New(), telemetry.New(), jgrpc.New()} {
+	for _, p := range []framework.Plugin{auth.New(), cache.New(), db.New(), jhttp.New(), idempotency.New(), mail.New(), queue.New(), storage.New(), telemetry.New(), jgrpc.New(), gateway.New()} {
 		spy := &validateSpy{Plugin: p}
 		_, _ = framework.New(framework.Options{
 			Plugins:    []framework.Plugin{spy},

@@ -6,6 +6,7 @@ import (
 	"github.com/jfastframework/jfast/plugins/cache"
 	"github.com/jfastframework/jfast/plugins/channels"
 	"github.com/jfastframework/jfast/plugins/db"
+	"github.com/jfastframework/jfast/plugins/gateway"
 	"github.com/jfastframework/jfast/plugins/grpc"
 	"github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/plugins/idempotency"
@@ -31,4 +32,5 @@ var builtin = map[string]func() framework.Plugin{
 	"mail":        func() framework.Plugin { return mail.New() },
 	"channels":    func() framework.Plugin { return channels.New() },
 	"grpc":        func() framework.Plugin { return grpc.New() },
+	"gateway":     func() framework.Plugin { return gateway.New() },
 }

@@ -28,6 +28,7 @@ var Names = []string{
 	"idempotency",
 	"channels",
 	"grpc",
+	"gateway",
 }
 
 // Module is jfast's module path.

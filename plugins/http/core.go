@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
-	"net/http/httptrace"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -449,7 +448,7 @@ func (c *core) request(actx context.Context, x *exchange, n int) (*http.Request,
 func (c *core) send(callCtx context.Context, cancel context.CancelFunc, x *exchange, n int) (*http.Response, time.Time, time.Duration, error) {
 	a := attemptPool.Get().(*attempt)
 	a.begin(cancel, c.up.PoolTimeout)
-	r, err := c.request(httptrace.WithClientTrace(callCtx, &a.trace), x, n)
+	r, err := c.request(a.context(callCtx), x, n)
 	if err != nil {
 		a.end()
 		return nil, c.clock.Now(), 0, err

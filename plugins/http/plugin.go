@@ -297,6 +297,28 @@ func (p *Plugin) UpstreamTransport(upstream string) (nethttp.RoundTripper, error
 	return c.Transport(), nil
 }
 
+// UpstreamBaseURL returns the base_url of [plugin.http.upstreams.<upstream>],
+// for a plugin that builds requests for its RoundTripper (a reverse proxy).
+// An unknown name is the error of [Plugin.Client].
+func (p *Plugin) UpstreamBaseURL(upstream string) (string, error) {
+	c, err := p.Client(upstream)
+	if err != nil {
+		return "", err
+	}
+	return c.up.BaseURL, nil
+}
+
+// UpstreamBreaker returns the breaker of [plugin.http.upstreams.<upstream>]
+// (its origin's, with breaker_key = "route" too), for a plugin that reports
+// it. An unknown name is the error of [Plugin.Client].
+func (p *Plugin) UpstreamBreaker(upstream string) (*resilience.Breaker, error) {
+	c, err := p.Client(upstream)
+	if err != nil {
+		return nil, err
+	}
+	return c.Breaker(), nil
+}
+
 // Check implements framework.Checker. It sends nothing: it lists every
 // upstream's breaker in meta (and, with breaker_key = "route", the route
 // breakers that are not closed). An open breaker reports the upstream

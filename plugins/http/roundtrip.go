@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -186,7 +185,7 @@ func (c *core) open(callCtx context.Context, cancel context.CancelFunc, x *excha
 	a := attemptPool.Get().(*attempt)
 	a.begin(cancel, c.up.PoolTimeout)
 	live := liveAttempt{a: a}
-	r, err := c.request(httptrace.WithClientTrace(callCtx, &a.trace), x, n)
+	r, err := c.request(a.context(callCtx), x, n)
 	if err != nil {
 		live.end()
 		return nil, c.clock.Now(), liveAttempt{}, err

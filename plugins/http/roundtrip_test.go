@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
 	"strings"
@@ -532,5 +533,32 @@ func TestTransportKeepsARetriedResponse(t *testing.T) {
 	}
 	if n := c.InFlight(); n != 0 {
 		t.Errorf("in flight = %d", n)
+	}
+}
+
+// A caller's own httptrace.ClientTrace (a reverse proxy counting attempts)
+// sees each attempt once, and stays with its call: the next call, without
+// one, does not run it.
+func TestTransportCallersClientTrace(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, func(w http.ResponseWriter, _ *http.Request, n int) {
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	c, _, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL}))
+	var gets atomic.Int64
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{GetConn: func(string) { gets.Add(1) }})
+	for i, ctx := range []context.Context{ctx, context.Background(), context.Background()} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, up.URL+"/x", nil)
+		resp, err := c.Transport().RoundTrip(req)
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}
+	if n := gets.Load(); n != 2 {
+		t.Fatalf("the caller's trace saw %d connection requests, want 2 (its call's two attempts)", n)
 	}
 }

@@ -174,6 +174,19 @@ var attemptPool = sync.Pool{New: func() any {
 	return a
 }}
 
+// context returns ctx with the attempt's trace hooks. httptrace composes a
+// trace with one the caller put in ctx (a proxy counting attempts,
+// otelhttptrace) by rewriting the trace it is given, so that case gets a
+// copy: the pooled trace must keep only the attempt's own hooks, or a later
+// call would run an earlier caller's.
+func (a *attempt) context(ctx context.Context) context.Context {
+	if httptrace.ContextClientTrace(ctx) == nil {
+		return httptrace.WithClientTrace(ctx, &a.trace)
+	}
+	t := a.trace
+	return httptrace.WithClientTrace(ctx, &t)
+}
+
 // begin prepares the attempt; the pool timer starts now, as the transport
 // asks for a connection as soon as RoundTrip starts.
 func (a *attempt) begin(cancel context.CancelFunc, poolTimeout time.Duration) {

@@ -1,0 +1,233 @@
+package gateway
+
+import (
+	"fmt"
+	"net/http"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jfastframework/jfast/framework"
+)
+
+// DefaultMaxRetryBodyBytes is the default of max_retry_body_bytes: 64 KiB
+// holds any JSON command a client sends, and is small enough that holding
+// it for every retryable request in flight costs little memory.
+const DefaultMaxRetryBodyBytes = 64 << 10
+
+// DefaultStreamWriteTimeout is the default of stream_write_timeout, the
+// longest a write to a stream route's client may take: as long as the http
+// plugin's default read_timeout twice over, so a client that stopped reading
+// is let go about when an upstream that stopped sending would be.
+const DefaultStreamWriteTimeout = 10 * time.Second
+
+// Config is the [plugin.gateway] table.
+type Config struct {
+	// Routes are the proxied routes, by name: [plugin.gateway.routes.<name>].
+	// The name labels the route's metrics, its /ready entry and its
+	// problems. Defaults to none.
+	Routes map[string]Route `koanf:"routes"`
+
+	// TrustedProxies are the addresses ("10.0.0.7") and networks
+	// ("10.0.0.0/8") of the proxies in front of the gateway whose
+	// X-Forwarded-For, X-Forwarded-Proto, X-Forwarded-Host and Forwarded
+	// headers are kept (and extended). A request from any other peer has
+	// them replaced by what the gateway saw itself: a client cannot claim
+	// another address. Defaults to none (nobody is trusted).
+	TrustedProxies []string `koanf:"trusted_proxies"`
+
+	// MaxRetryBodyBytes is the largest request body the gateway holds in
+	// memory so that the request can be retried; a request with a longer
+	// body (or one that is still coming past this size) is streamed to the
+	// upstream and never retried. Defaults to 65536 (64 KiB).
+	MaxRetryBodyBytes int64 `koanf:"max_retry_body_bytes"`
+
+	// StreamWriteTimeout bounds each write to the client of a stream route
+	// or a WebSocket connection: a client that stops reading is let go
+	// after this instead of holding the upstream call. Defaults to 10s.
+	StreamWriteTimeout time.Duration `koanf:"stream_write_timeout"`
+}
+
+// defaultConfig returns the table's defaults.
+func defaultConfig() Config {
+	return Config{MaxRetryBodyBytes: DefaultMaxRetryBodyBytes, StreamWriteTimeout: DefaultStreamWriteTimeout}
+}
+
+// Route is one [plugin.gateway.routes.<name>] table.
+type Route struct {
+	// Prefix is the path the route serves, with everything under it:
+	// "/api/orders" serves /api/orders and /api/orders/…, not
+	// /api/ordersx. It must start with "/" and must not end with one.
+	// Required.
+	Prefix string `koanf:"prefix"`
+
+	// Upstream names the [plugin.http.upstreams.<name>] the route goes to:
+	// its base_url, deadlines, retries, retry budget, breaker, bulkhead,
+	// TLS and connection pool are the route's. Required.
+	Upstream string `koanf:"upstream"`
+
+	// StripPrefix removes the prefix before the path is sent on
+	// (/api/orders/42 goes to <base_url>/42). Defaults to false (the path is
+	// sent as received, after base_url's own path).
+	StripPrefix bool `koanf:"strip_prefix"`
+
+	// RewritePrefix replaces the prefix with this path before the path is
+	// sent on ("/orders" sends /api/orders/42 as /orders/42). It must start
+	// with "/"; it cannot be set with strip_prefix. Defaults to "" (no
+	// rewrite).
+	RewritePrefix string `koanf:"rewrite_prefix"`
+
+	// Methods are the methods the route accepts; any other gets a 405
+	// problem. Defaults to none listed, which accepts every method.
+	Methods []string `koanf:"methods"`
+
+	// ForwardAuthorization sends the client's Authorization header on to
+	// the upstream. Off, the header is removed: a credential meant for the
+	// gateway is not handed to every service behind it. Defaults to false.
+	ForwardAuthorization bool `koanf:"forward_authorization"`
+
+	// Stream marks a route whose responses may last longer than
+	// app.request_timeout: server-sent events, long downloads, WebSocket
+	// connections. Its requests are not cut by app.request_timeout (nor a
+	// caller's Jfast-Timeout-Ms); the upstream's read_timeout still cuts a
+	// response that goes silent, its total_timeout still bounds the whole
+	// call (give such a route an upstream of its own with a long
+	// total_timeout), and each write to the client must finish within
+	// stream_write_timeout. WebSocket upgrades are treated so on every route.
+	// Defaults to false.
+	Stream bool `koanf:"stream"`
+
+	// MaxBodyBytes is the largest request body the route accepts, in place
+	// of app.max_body_bytes; a larger one gets a 413 problem. Defaults to
+	// 0, which keeps app.max_body_bytes.
+	MaxBodyBytes int64 `koanf:"max_body_bytes"`
+}
+
+// reservedPaths are the framework's own routes, which no gateway route may
+// cover.
+var reservedPaths = []string{"/live", "/ready", "/metrics"}
+
+// validMethods are the methods a route may list.
+var validMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
+	http.MethodPatch, http.MethodDelete, http.MethodOptions}
+
+// validate reports every problem of the table to v, keys relative to
+// [plugin.gateway]. Whether each upstream exists is for Start, which asks
+// the http plugin.
+func (c *Config) validate(v *framework.Validation) {
+	v.Deadline("stream_write_timeout", c.StreamWriteTimeout)
+	if c.MaxRetryBodyBytes <= 0 {
+		v.Error("max_retry_body_bytes", fmt.Sprintf("must be greater than zero, got %d", c.MaxRetryBodyBytes),
+			"set a size in bytes such as 65536 (64 KiB); a request with a longer body is never retried")
+	}
+	for i, p := range c.TrustedProxies {
+		if _, err := parseTrusted(p); err != nil {
+			v.Error(fmt.Sprintf("trusted_proxies[%d]", i), fmt.Sprintf("%q is not an IP address or a network", p),
+				`write an address such as "10.0.0.7" or a network such as "10.0.0.0/8"`)
+		}
+	}
+	names := sortedNames(c.Routes)
+	for _, n := range names {
+		r := c.Routes[n]
+		key := "routes." + n
+		if !validName(n) {
+			v.Error(key, "is not a valid route name", "use lowercase letters, digits, - and _ (it labels the route's metrics)")
+		}
+		switch {
+		case r.Prefix == "":
+			v.Error(key+".prefix", "is missing", `set the path the route serves, such as "/api/orders"`)
+		case !strings.HasPrefix(r.Prefix, "/") || (len(r.Prefix) > 1 && strings.HasSuffix(r.Prefix, "/")):
+			v.Error(key+".prefix", fmt.Sprintf("must start with / and not end with one, got %q", r.Prefix), `write it as "/api/orders"`)
+		case strings.ContainsAny(r.Prefix, "{}*?#"):
+			v.Error(key+".prefix", fmt.Sprintf("must be a plain path, got %q", r.Prefix), "remove the pattern characters; the route serves everything under its prefix")
+		default:
+			for _, reserved := range reservedPaths {
+				if covers(r.Prefix, reserved) || covers(reserved, r.Prefix) {
+					v.Error(key+".prefix", fmt.Sprintf("%q would shadow the framework's %s", r.Prefix, reserved),
+						"choose a prefix outside /live, /ready and /metrics, such as \"/api\"")
+				}
+			}
+		}
+		if r.Upstream == "" {
+			v.Error(key+".upstream", "is missing", "name an upstream configured as [plugin.http.upstreams.<name>]")
+		}
+		if r.RewritePrefix != "" {
+			if r.StripPrefix {
+				v.Error(key+".rewrite_prefix", "cannot be set with strip_prefix", "keep one: strip_prefix removes the prefix, rewrite_prefix replaces it")
+			}
+			if !strings.HasPrefix(r.RewritePrefix, "/") {
+				v.Error(key+".rewrite_prefix", fmt.Sprintf("must start with /, got %q", r.RewritePrefix), `write it as "/orders"`)
+			}
+		}
+		for _, m := range r.Methods {
+			if !slices.Contains(validMethods, m) {
+				v.Error(key+".methods", fmt.Sprintf("%q is not a method a route can list", m),
+					"use "+strings.Join(validMethods, ", ")+" (in capitals)")
+			}
+		}
+		if r.MaxBodyBytes < 0 {
+			v.Error(key+".max_body_bytes", fmt.Sprintf("must be zero (app.max_body_bytes) or more, got %d", r.MaxBodyBytes), "set a size in bytes such as 104857600 (100 MiB)")
+		}
+	}
+	// Two routes whose prefixes nest would send one path to two upstreams
+	// depending on the router's rules: refused, so the table says where each
+	// path goes.
+	for i, a := range names {
+		for _, b := range names[i+1:] {
+			pa, pb := c.Routes[a].Prefix, c.Routes[b].Prefix
+			if pa == "" || pb == "" {
+				continue
+			}
+			if covers(pa, pb) || covers(pb, pa) {
+				v.Error("routes."+b+".prefix", fmt.Sprintf("%q overlaps routes.%s.prefix (%q)", pb, a, pa),
+					"give the routes prefixes that do not contain each other, such as \"/api/orders\" and \"/api/billing\"")
+			}
+		}
+	}
+}
+
+// covers reports whether the route prefix serves path: path is the prefix
+// or below it.
+func covers(prefix, path string) bool {
+	if prefix == "/" {
+		return true
+	}
+	return path == prefix || strings.HasPrefix(path, prefix+"/")
+}
+
+// parseTrusted parses one trusted_proxies entry.
+func parseTrusted(s string) (netip.Prefix, error) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+func validName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

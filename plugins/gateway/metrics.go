@@ -1,0 +1,82 @@
+package gateway
+
+import (
+	"errors"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the jfast_gateway_* collectors, labelled by route.
+type metrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	retries  *prometheus.CounterVec
+	refusals *prometheus.CounterVec
+}
+
+var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jfast_gateway_requests_total",
+			Help: "Requests a gateway route answered, by route and status (the upstream's, or the gateway's own problem).",
+		}, []string{"route", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "jfast_gateway_upstream_duration_seconds",
+			Help:    "Time from a proxied request's start to the upstream's response headers, retries included.",
+			Buckets: latencyBuckets,
+		}, []string{"route"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jfast_gateway_retries_total",
+			Help: "Attempts a route's requests made past their first (retries within the upstream's rules and budget).",
+		}, []string{"route"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jfast_gateway_breaker_refusals_total",
+			Help: "Requests a route answered with 503 at once because its upstream's breaker was open.",
+		}, []string{"route"}),
+	}
+	var errs []error
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.retries, m.refusals} {
+		errs = append(errs, reg.Register(c))
+	}
+	return m, errors.Join(errs...)
+}
+
+// routeMetrics are one route's series, looked up once.
+type routeMetrics struct {
+	requests *prometheus.CounterVec
+	name     string
+	byStatus [600]atomic.Pointer[prometheus.Counter] // looked up on first use of each status
+	latency  prometheus.Observer
+	retries  prometheus.Counter
+	refusals prometheus.Counter
+}
+
+func (m *metrics) forRoute(name string) *routeMetrics {
+	return &routeMetrics{
+		requests: m.requests,
+		name:     name,
+		latency:  m.latency.WithLabelValues(name),
+		retries:  m.retries.WithLabelValues(name),
+		refusals: m.refusals.WithLabelValues(name),
+	}
+}
+
+// request counts one answered request.
+func (r *routeMetrics) request(status int) {
+	if status < 100 || status >= len(r.byStatus) {
+		r.requests.WithLabelValues(r.name, strconv.Itoa(status)).Inc()
+		return
+	}
+	// Racing first uses look the same series up twice, which is harmless.
+	c := r.byStatus[status].Load()
+	if c == nil {
+		v := r.requests.WithLabelValues(r.name, strconv.Itoa(status))
+		c = &v
+		r.byStatus[status].Store(c)
+	}
+	(*c).Inc()
+}

@@ -1,0 +1,199 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/readiness"
+)
+
+// Name is the plugin's name in [plugins] enabled and [plugin.gateway].
+const Name = "gateway"
+
+// upstreams is the http plugin as the gateway sees it: each upstream's
+// policies as a RoundTripper, its base_url to aim requests at, and its
+// breaker to report.
+type upstreams interface {
+	framework.HTTPTransports
+	UpstreamBaseURL(name string) (string, error)
+	UpstreamBreaker(name string) (*resilience.Breaker, error)
+}
+
+// Plugin proxies the routes of [plugin.gateway.routes] to the http plugin's
+// upstreams. Make it with [New].
+type Plugin struct {
+	cfg Config
+
+	mu      sync.Mutex
+	routes  []*route // by name
+	trusted []netip.Prefix
+	log     *slog.Logger
+	drain   context.Context // ends when the App starts draining or the plugin stops
+	stop    context.CancelFunc
+	done    chan struct{}
+}
+
+// New returns the gateway plugin with its defaults.
+func New() *Plugin { return &Plugin{cfg: defaultConfig()} }
+
+// Name implements framework.Plugin.
+func (p *Plugin) Name() string { return Name }
+
+// Config implements framework.Configurable.
+func (p *Plugin) Config() any { return &p.cfg }
+
+// Validate implements framework.Validator. That each route's upstream is
+// configured is checked at Start, where the http plugin can be asked.
+func (p *Plugin) Validate(v *framework.Validation) { p.cfg.validate(v) }
+
+// Dependencies implements framework.Dependent: the http plugin builds the
+// upstreams' clients in its Start, so it starts first.
+func (p *Plugin) Dependencies() []framework.Dependency {
+	return []framework.Dependency{{Name: "http"}}
+}
+
+// Start implements framework.Starter: it takes each route's upstream from the
+// http plugin (a route naming an upstream that is not configured fails the
+// boot, naming the key) and registers the metrics. Nothing is sent: an
+// upstream that is down does not fail the boot.
+func (p *Plugin) Start(_ context.Context, app *framework.App) error {
+	h, ok := app.Plugin("http").(upstreams)
+	if !ok {
+		return errors.New("gateway: the http plugin is not enabled or does not offer its upstreams; add \"http\" to [plugins] enabled")
+	}
+	m, err := newMetrics(app.Metrics())
+	if err != nil {
+		return fmt.Errorf("gateway: registering metrics: %w", err)
+	}
+	trusted := make([]netip.Prefix, 0, len(p.cfg.TrustedProxies))
+	for _, s := range p.cfg.TrustedProxies {
+		pr, _ := parseTrusted(s) // checked by Validate
+		trusted = append(trusted, pr)
+	}
+	p.trusted = trusted
+	p.log = app.Logger().With("plugin", Name)
+
+	var errs framework.ConfigErrors
+	var routes []*route
+	for _, n := range sortedNames(p.cfg.Routes) {
+		rc := p.cfg.Routes[n]
+		rt, err := p.newRoute(n, rc, h, m)
+		if err != nil {
+			problem, fix, _ := strings.Cut(strings.TrimPrefix(err.Error(), "http: "), ": ")
+			errs = append(errs, framework.ConfigError{
+				Key:     "plugin.gateway.routes." + n + ".upstream",
+				Problem: fmt.Sprintf("names upstream '%s': %s", rc.Upstream, problem),
+				Fix:     fix,
+			})
+			continue
+		}
+		routes = append(routes, rt)
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+
+	drain, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-app.Draining():
+			stop()
+		case <-drain.Done():
+		}
+	}()
+	p.mu.Lock()
+	p.routes, p.drain, p.stop, p.done = routes, drain, stop, done
+	p.mu.Unlock()
+	return nil
+}
+
+// Stop implements framework.Stopper. It runs after the server drained, so no
+// proxied request is in flight.
+func (p *Plugin) Stop(context.Context) error {
+	p.mu.Lock()
+	stop, done := p.stop, p.done
+	p.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+	return nil
+}
+
+// MountRoutes implements framework.RouteMounter: each route serves its prefix
+// and everything under it, for its methods (every method when none is
+// listed), with its body limit.
+func (p *Plugin) MountRoutes(r chi.Router) {
+	p.mu.Lock()
+	routes := p.routes
+	p.mu.Unlock()
+	for _, rt := range routes {
+		var h http.Handler = rt
+		if n := rt.cfg.MaxBodyBytes; n > 0 {
+			h = framework.MaxBodyBytes(n)(h)
+		}
+		for _, pattern := range []string{rt.cfg.Prefix, strings.TrimSuffix(rt.cfg.Prefix, "/") + "/*"} {
+			if len(rt.cfg.Methods) == 0 {
+				r.Handle(pattern, h)
+				continue
+			}
+			for _, m := range rt.cfg.Methods {
+				r.Method(m, pattern, h)
+			}
+		}
+	}
+}
+
+// Check implements framework.Checker. It sends nothing: it lists each route's
+// upstream breaker. A route whose breaker is not closed makes the check
+// degraded (impaired), never unavailable: the other routes still work, and
+// the replica is no better placed than another to reach that upstream, so
+// taking it out of rotation would only lose the routes that work.
+func (p *Plugin) Check(context.Context) readiness.Report {
+	p.mu.Lock()
+	routes := p.routes
+	p.mu.Unlock()
+	meta := make(map[string]any, len(routes))
+	var suspended []string
+	for _, rt := range routes {
+		s := rt.breaker.Snapshot()
+		meta[rt.name] = map[string]any{
+			"prefix":   rt.cfg.Prefix,
+			"upstream": rt.cfg.Upstream,
+			"breaker":  s.Meta(),
+		}
+		switch s.State {
+		case resilience.StateOpen:
+			suspended = append(suspended, fmt.Sprintf("route '%s': calls to upstream '%s' are suspended for %.1fs", rt.name, rt.cfg.Upstream, s.RetryAfter.Seconds()))
+		case resilience.StateHalfOpen:
+			suspended = append(suspended, fmt.Sprintf("route '%s': calls to upstream '%s' are suspended while a probe call is in flight", rt.name, rt.cfg.Upstream))
+		}
+	}
+	m := map[string]any{"routes": meta}
+	if len(suspended) > 0 {
+		return readiness.Impaired(strings.Join(suspended, "; "), m)
+	}
+	return readiness.Passed(fmt.Sprintf("%d routes, every upstream breaker closed", len(routes)), m)
+}
+
+var (
+	_ framework.Configurable = (*Plugin)(nil)
+	_ framework.Validator    = (*Plugin)(nil)
+	_ framework.Dependent    = (*Plugin)(nil)
+	_ framework.Starter      = (*Plugin)(nil)
+	_ framework.Stopper      = (*Plugin)(nil)
+	_ framework.RouteMounter = (*Plugin)(nil)
+	_ framework.Checker      = (*Plugin)(nil)
+)

@@ -1,0 +1,413 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/http/httputil"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/problem"
+	"github.com/jfastframework/jfast/requestid"
+)
+
+// route is one configured route, ready to serve: an httputil.ReverseProxy
+// over its upstream's RoundTripper, which brings the upstream's deadlines,
+// retries, retry budget, breaker, bulkhead and pool.
+type route struct {
+	name     string
+	cfg      Route
+	p        *Plugin
+	base     *url.URL // the upstream's base_url
+	basePath string   // its escaped path, without a trailing "/"
+	target   string   // what replaces the prefix: the prefix, "", or rewrite_prefix
+	breaker  *resilience.Breaker
+	m        *routeMetrics
+	rp       *httputil.ReverseProxy
+}
+
+func (p *Plugin) newRoute(name string, rc Route, h upstreams, m *metrics) (*route, error) {
+	rt, err := h.UpstreamTransport(rc.Upstream)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := h.UpstreamBaseURL(rc.Upstream)
+	if err != nil {
+		return nil, err
+	}
+	base, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("http: upstream '%s' has a base_url that does not parse: check [plugin.http.upstreams.%s] base_url", rc.Upstream, rc.Upstream)
+	}
+	br, err := h.UpstreamBreaker(rc.Upstream)
+	if err != nil {
+		return nil, err
+	}
+	r := &route{
+		name: name, cfg: rc, p: p, base: base, breaker: br, m: m.forRoute(name),
+		basePath: strings.TrimSuffix(base.EscapedPath(), "/"),
+		target:   rc.Prefix,
+	}
+	switch {
+	case rc.StripPrefix:
+		r.target = ""
+	case rc.RewritePrefix != "":
+		r.target = strings.TrimSuffix(rc.RewritePrefix, "/")
+	}
+	r.rp = &httputil.ReverseProxy{
+		Rewrite:        r.rewrite,
+		Transport:      rt,
+		BufferPool:     bufferPool{},
+		ModifyResponse: r.response,
+		ErrorHandler:   r.fail,
+		ErrorLog:       slog.NewLogLogger(p.log.With("route", name, "upstream", rc.Upstream).Handler(), slog.LevelWarn),
+	}
+	return r, nil
+}
+
+// call is one proxied request's state, carried in its context so the
+// ReverseProxy's hooks find it.
+type call struct {
+	context.Context
+	route    *route
+	start    time.Time
+	attempts atomic.Int32
+	trace    httptrace.ClientTrace
+}
+
+type callKey struct{}
+
+func (c *call) Value(key any) any {
+	if key == (callKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+func callOf(ctx context.Context) *call {
+	c, _ := ctx.Value(callKey{}).(*call)
+	return c
+}
+
+// gotConn counts attempts: the transport asks for a connection once per
+// attempt.
+func (c *call) getConn(string) { c.attempts.Add(1) }
+
+// ServeHTTP proxies one request.
+func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	upgrade := isUpgrade(r)
+	if rt.cfg.Stream || upgrade {
+		// A stream outlives app.request_timeout: it ends when the client
+		// goes away, the upstream's deadlines cut it, or the App drains.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(framework.StreamContext(r))
+		defer cancel()
+		stop := context.AfterFunc(rt.p.drain, cancel)
+		defer stop()
+		rc := http.NewResponseController(w)
+		if upgrade {
+			// The connection is handed over after the upgrade: each side
+			// is bounded by the copy's own writes, not the request's
+			// deadline, which the framework set on the connection.
+			_ = rc.SetWriteDeadline(time.Time{})
+			_ = rc.SetReadDeadline(time.Time{})
+		} else {
+			w = &streamWriter{ResponseWriter: w, rc: rc, gap: rt.p.cfg.StreamWriteTimeout}
+		}
+	}
+	c := &call{Context: framework.ContextWithOutboundRoute(ctx, rt.cfg.Prefix), route: rt, start: time.Now()}
+	c.trace.GetConn = c.getConn
+	ctx = httptrace.WithClientTrace(c, &c.trace)
+
+	if err := rt.bufferBody(r); err != nil {
+		problem.Write(w, r, problem.From(err))
+		rt.m.request(statusOf(w))
+		return
+	}
+	rt.rp.ServeHTTP(w, r.WithContext(ctx))
+	if n := c.attempts.Load(); n > 1 {
+		rt.m.retries.Add(float64(n - 1))
+	}
+	rt.m.request(statusOf(w))
+}
+
+// bufferBody makes a request that may be retried replayable: the upstream's
+// RoundTripper retries a request with a body only when it can get the body
+// again (GetBody). A body of at most max_retry_body_bytes is read into
+// memory first; a longer one is streamed, the bytes already read first, and
+// the request is never retried. Requests that may not be retried anyway (a
+// POST or PATCH without an Idempotency-Key) are streamed as they come.
+func (rt *route) bufferBody(r *http.Request) error {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return nil
+	}
+	if !mayRetry(r) {
+		return nil
+	}
+	limit := rt.p.cfg.MaxRetryBodyBytes
+	if r.ContentLength > limit {
+		return nil
+	}
+	size := limit + 1
+	if r.ContentLength > 0 {
+		size = r.ContentLength + 1
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	_, err := io.Copy(buf, io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return err
+	}
+	b := buf.Bytes()
+	if int64(len(b)) > limit {
+		// Longer than the limit, still coming: sent as a stream.
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
+		return nil
+	}
+	_ = r.Body.Close()
+	r.ContentLength = int64(len(b))
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	return nil
+}
+
+// mayRetry reports whether the upstream's rules could retry r: a method safe
+// to repeat, or a request carrying an Idempotency-Key.
+func mayRetry(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return r.Header.Get("Idempotency-Key") != ""
+}
+
+// rewrite aims the outgoing request at the upstream and sets what travels
+// with it. The ReverseProxy has already removed the hop-by-hop headers and
+// the inbound Forwarded and X-Forwarded-* headers.
+func (rt *route) rewrite(pr *httputil.ProxyRequest) {
+	in, out := pr.In, pr.Out
+	out.URL.Scheme = rt.base.Scheme
+	out.URL.Host = rt.base.Host
+	out.Host = ""
+	esc := in.URL.EscapedPath()
+	rest, ok := strings.CutPrefix(esc, rt.cfg.Prefix)
+	if !ok { // the prefix is escaped differently in this request
+		rest = strings.TrimPrefix(in.URL.Path, rt.cfg.Prefix)
+	}
+	p := rt.basePath + rt.target + rest
+	if p == "" {
+		p = "/"
+	}
+	if u, err := url.PathUnescape(p); err == nil {
+		out.URL.Path, out.URL.RawPath = u, p
+	} else {
+		out.URL.Path, out.URL.RawPath = p, ""
+	}
+
+	h := out.Header
+	if id := requestid.FromContext(in.Context()); id != "" {
+		h.Set(requestid.Header, id) // the one the gateway accepted or made
+	}
+	if !rt.cfg.ForwardAuthorization {
+		h.Del("Authorization")
+	}
+	rt.p.forwarded(in, h)
+}
+
+// forwarded sets X-Forwarded-For, -Proto, -Host and Forwarded on h for in.
+// The inbound ones are kept, and extended, only when the peer is one of
+// trusted_proxies; otherwise the client could claim any address.
+func (p *Plugin) forwarded(in *http.Request, h http.Header) {
+	client := in.RemoteAddr
+	var addr netip.Addr
+	if ap, err := netip.ParseAddrPort(in.RemoteAddr); err == nil {
+		addr = ap.Addr().Unmap()
+		client = addr.String()
+	} else if host, _, err := net.SplitHostPort(in.RemoteAddr); err == nil {
+		client = host
+	}
+	trusted := false
+	for _, pr := range p.trusted {
+		if addr.IsValid() && pr.Contains(addr) {
+			trusted = true
+			break
+		}
+	}
+	proto := "http"
+	if in.TLS != nil {
+		proto = "https"
+	}
+	xff, xproto, xhost, fwd := client, proto, in.Host, ""
+	if trusted {
+		if prior := in.Header.Values("X-Forwarded-For"); len(prior) > 0 {
+			xff = strings.Join(prior, ", ") + ", " + client
+		}
+		if v := in.Header.Get("X-Forwarded-Proto"); v != "" {
+			xproto = v
+		}
+		if v := in.Header.Get("X-Forwarded-Host"); v != "" {
+			xhost = v
+		}
+		if prior := in.Header.Values("Forwarded"); len(prior) > 0 {
+			fwd = strings.Join(prior, ", ") + ", "
+		}
+	}
+	h.Set("X-Forwarded-For", xff)
+	h.Set("X-Forwarded-Proto", xproto)
+	if xhost != "" {
+		h.Set("X-Forwarded-Host", xhost)
+	}
+	node := client
+	if addr.Is6() {
+		node = "[" + client + "]"
+	}
+	fwd += "for=" + forwardedValue(node) + ";proto=" + proto
+	if in.Host != "" {
+		fwd += ";host=" + forwardedValue(in.Host)
+	}
+	h.Set("Forwarded", fwd)
+}
+
+// forwardedValue writes v as an RFC 7239 value: a token as is, anything else
+// (an IPv6 address, a host with a port) as a quoted string.
+func forwardedValue(v string) string {
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(v) + `"`
+		}
+	}
+	return v
+}
+
+// response runs when the upstream's response headers arrive.
+func (rt *route) response(resp *http.Response) error {
+	if c := callOf(resp.Request.Context()); c != nil {
+		rt.m.latency.Observe(time.Since(c.start).Seconds())
+	}
+	// The gateway's response already carries the request ID it sent on.
+	resp.Header.Del(requestid.Header)
+	return nil
+}
+
+// fail answers a request that got no usable response from the upstream. It
+// is never a bare 502: a problem+json naming the route and the upstream.
+func (rt *route) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if c := callOf(r.Context()); c != nil {
+		rt.m.latency.Observe(time.Since(c.start).Seconds())
+	}
+	var tooLarge *http.MaxBytesError
+	var bodyErr *framework.BodyReadError
+	switch {
+	case errors.As(err, &tooLarge):
+		problem.Write(w, r, problem.From(tooLarge))
+		return
+	case errors.As(err, &bodyErr):
+		problem.Write(w, r, problem.From(bodyErr))
+		return
+	case errors.Is(r.Context().Err(), context.Canceled) && !errors.Is(err, resilience.ErrOpen):
+		// The client went away: nobody reads an answer. The status the
+		// access log shows is 499's meaning, told the usual way.
+		w.WriteHeader(499)
+		return
+	}
+	if errors.Is(err, resilience.ErrOpen) {
+		rt.m.refusals.Inc()
+	}
+	p, ok := problem.As(err)
+	if !ok {
+		p = problem.ServiceUnavailable(rt.cfg.Upstream, fmt.Sprintf("upstream '%s' is unreachable", rt.cfg.Upstream), 0)
+		p.Err = err
+	}
+	out := *p
+	out.Extensions = make(map[string]any, len(p.Extensions)+2)
+	for k, v := range p.Extensions {
+		out.Extensions[k] = v
+	}
+	out.Extensions["route"] = rt.name
+	if _, ok := out.Extensions["dependency"]; !ok {
+		out.Extensions["dependency"] = rt.cfg.Upstream
+	}
+	out.Detail = "route '" + rt.name + "': " + p.Detail
+	rt.p.log.LogAttrs(r.Context(), slog.LevelWarn, "gateway: no response from upstream",
+		slog.String("route", rt.name), slog.String("upstream", rt.cfg.Upstream),
+		slog.Int("status", out.Status), slog.String("error", framework.MaskSecrets(err.Error())))
+	problem.Write(w, r, &out)
+}
+
+// isUpgrade reports whether r asks to switch protocols (a WebSocket).
+func isUpgrade(r *http.Request) bool {
+	if r.Header.Get("Upgrade") == "" {
+		return false
+	}
+	for _, v := range r.Header.Values("Connection") {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// statusOf returns the status the response went out with, as the framework
+// recorded it.
+func statusOf(w http.ResponseWriter) int {
+	for {
+		switch x := w.(type) {
+		case *framework.ResponseRecorder:
+			if s := x.Status(); s != 0 {
+				return s
+			}
+			return http.StatusOK
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return 0
+		}
+	}
+}
+
+// streamWriter bounds each write to a stream route's client.
+type streamWriter struct {
+	http.ResponseWriter
+	rc  *http.ResponseController
+	gap time.Duration
+}
+
+func (s *streamWriter) Write(b []byte) (int, error) {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.gap))
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *streamWriter) Flush() {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.gap))
+	_ = s.rc.Flush()
+}
+
+func (s *streamWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// bufferPool lends the ReverseProxy its copy buffers, so a response does not
+// allocate 32 KiB.
+type bufferPool struct{}
+
+var buffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *buffers.Get().(*[]byte) }
+func (bufferPool) Put(b []byte) { buffers.Put(&b) }

@@ -1,0 +1,217 @@
+package gateway_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// hundredMB is the size of the bodies streamed through the gateway.
+const hundredMB = 100 << 20
+
+// heapPeak samples the heap in use every few milliseconds until stop is
+// called, and returns the largest growth over the heap in use when it began.
+func heapPeak(t *testing.T) (stop func() uint64) {
+	t.Helper()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapInuse
+	var peak atomic.Uint64
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				if ms.HeapInuse > base && ms.HeapInuse-base > peak.Load() {
+					peak.Store(ms.HeapInuse - base)
+				}
+			}
+		}
+	}()
+	return func() uint64 {
+		close(done)
+		<-finished
+		return peak.Load()
+	}
+}
+
+// maxGrowth is the heap growth a 100 MB transfer may cause in this whole
+// test process (upstream, gateway and client together): a few copy buffers
+// and the requests' own structures, nothing proportional to the body.
+const maxGrowth = 8 << 20
+
+// A 100 MB download and a 100 MB upload go through the gateway without the
+// process's heap growing by more than a few MB: neither body is buffered.
+func TestStreamsHundredMegabytesBothWays(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves 200 MB")
+	}
+	chunk := []byte(strings.Repeat("0123456789abcdef", 2048)) // 32 KiB
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			n, err := io.Copy(io.Discard, r.Body)
+			if err != nil {
+				w.WriteHeader(400)
+				return
+			}
+			_, _ = io.WriteString(w, strconv.FormatInt(n, 10))
+			return
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(hundredMB))
+		for sent := 0; sent < hundredMB; sent += len(chunk) {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	svc := gatewayService(t, "[app]\nrequest_timeout = \"120s\"\n"+upstreamTOML("files", up.URL,
+		`total_timeout = "120s"`, "max_response_bytes = 209715200")+`
+[plugin.gateway.routes.files]
+prefix = "/files"
+upstream = "files"
+max_body_bytes = 209715200
+`)
+	client := &http.Client{Timeout: 120 * time.Second}
+
+	stop := heapPeak(t)
+	resp, err := client.Get(svc.URL + "/files/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	growth := stop()
+	if err != nil || n != hundredMB {
+		t.Fatalf("download: %d bytes, %v", n, err)
+	}
+	t.Logf("download of %d MB: heap grew by at most %.1f MB", hundredMB>>20, float64(growth)/(1<<20))
+	if growth > maxGrowth {
+		t.Errorf("download: the heap grew by %.1f MB, want at most %d MB", float64(growth)/(1<<20), maxGrowth>>20)
+	}
+
+	stop = heapPeak(t)
+	req, _ := http.NewRequest(http.MethodPost, svc.URL+"/files/up", io.LimitReader(zeros{}, hundredMB))
+	req.ContentLength = hundredMB
+	resp, err = client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	growth = stop()
+	if resp.StatusCode != 200 || string(body) != strconv.Itoa(hundredMB) {
+		t.Fatalf("upload: %d %q", resp.StatusCode, body)
+	}
+	t.Logf("upload of %d MB: heap grew by at most %.1f MB", hundredMB>>20, float64(growth)/(1<<20))
+	if growth > maxGrowth {
+		t.Errorf("upload: the heap grew by %.1f MB, want at most %d MB", float64(growth)/(1<<20), maxGrowth>>20)
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// sseService proxies /events (a stream route) to an upstream whose read gap
+// is 300ms, behind a request_timeout of 500ms that a stream outlives.
+func sseService(t *testing.T, h http.HandlerFunc) string {
+	t.Helper()
+	up := newUpstream(t, h)
+	svc := gatewayService(t, "[app]\nrequest_timeout = \"500ms\"\n"+upstreamTOML("events", up.URL,
+		`read_timeout = "300ms"`, `total_timeout = "60s"`, "retries = 0")+`
+[plugin.gateway.routes.events]
+prefix = "/events"
+upstream = "events"
+stream = true
+`)
+	return svc.URL
+}
+
+// A server-sent events stream that keeps sending is not cut, though it
+// lasts far longer than the read gap and app.request_timeout: each event
+// arrives as it is sent.
+func TestSSEKeepsFlowing(t *testing.T) {
+	t.Parallel()
+	const events = 15
+	url := sseService(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		for i := range events {
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			_ = rc.Flush()
+			time.Sleep(100 * time.Millisecond) // 1.5 s in all: 5 read gaps, 3 request timeouts
+		}
+	})
+	resp, err := http.Get(url + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	got := 0
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, "data: ") {
+			if line != "data: "+strconv.Itoa(got) {
+				t.Fatalf("event %d: %q", got, line)
+			}
+			got++
+		}
+	}
+	if err := sc.Err(); err != nil || got != events {
+		t.Fatalf("got %d events of %d, then %v", got, events, err)
+	}
+}
+
+// A stream whose upstream goes silent is cut at the upstream's read gap: the
+// client sees the events sent so far, then the connection ends without the
+// stream's end, and the upstream's request is cancelled.
+func TestSilentStreamIsCutAtTheReadGap(t *testing.T) {
+	t.Parallel()
+	cancelled := make(chan struct{})
+	url := sseService(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: 0\n\ndata: 1\n\n")
+		_ = http.NewResponseController(w).Flush()
+		<-r.Context().Done() // silent until the gateway lets go
+		close(cancelled)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // generous: a loaded machine
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if string(b) != "data: 0\n\ndata: 1\n\n" {
+		t.Fatalf("read %q before the cut", b)
+	}
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("the silent stream ended with %v (test context: %v), want a cut connection", err, ctx.Err())
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the upstream request was not cancelled")
+	}
+}
