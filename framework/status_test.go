@@ -18,7 +18,9 @@ import (
 // dependency, built on the clock the App hands it at Start, as every plugin
 // does; its check reports its breaker like the http plugin's.
 type upstreamLike struct {
-	cfg      struct{ Password string `koanf:"password"` }
+	cfg struct {
+		Password string `koanf:"password"`
+	}
 	breaker  *resilience.Breaker
 	budget   *resilience.RetryBudget
 	bulkhead *resilience.Bulkhead

@@ -108,9 +108,9 @@ type DependencySnapshot struct {
 // BreakerView is a breaker's state, its rules and its recent transitions.
 type BreakerView struct {
 	BreakerSnapshot
-	// Since is when the current state began (the breaker's creation when
-	// it never changed).
-	Since time.Time
+	// Created is when the breaker was made; Since is when its current
+	// state began (Created when it never changed).
+	Created, Since time.Time
 	// Initial is the state at the start of the last [HistorySpan];
 	// Transitions are that span's transitions, oldest first.
 	Initial     State
@@ -210,7 +210,7 @@ func (b *Breaker) view() BreakerView {
 		since = b.origin.Add(b.history[n-1].at)
 	}
 	return BreakerView{
-		BreakerSnapshot: s, Since: since.Round(0), Initial: initial, Transitions: ts,
+		BreakerSnapshot: s, Created: b.origin.Round(0), Since: since.Round(0), Initial: initial, Transitions: ts,
 		Failures: b.failures, FailureRate: b.rate, Window: b.win.width * time.Duration(len(b.win.buckets)),
 		MinimumCalls: b.minCalls, CoolDown: b.coolDown,
 	}

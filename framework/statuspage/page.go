@@ -295,7 +295,7 @@ func breakerOf(b *resilience.BreakerView, now time.Time) *breakerView {
 		Window: durationText(b.Window),
 		Rate:   percent(b.WindowFailureRate()), Threshold: percent(b.FailureRate),
 		WindowCalls: b.WindowCalls, MinimumCalls: b.MinimumCalls, Opens: b.Opens,
-		Timeline: timeline(b.Initial, b.State, b.Transitions, now),
+		Timeline: timeline(b.Created, b.Initial, b.State, b.Transitions, now),
 	}
 	if b.RetryAfter > 0 {
 		bv.RetryAfter = durationText(b.RetryAfter)

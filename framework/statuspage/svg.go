@@ -27,8 +27,9 @@ var stateColour = map[resilience.State]string{
 
 // timeline draws a breaker's states over the last [resilience.HistorySpan]:
 // a bar coloured by state (green closed, red open, amber half-open) from
-// initial through every transition to now.
-func timeline(initial, current resilience.State, ts []resilience.Transition, now time.Time) template.HTML {
+// initial through every transition to now, grey before the breaker was
+// created.
+func timeline(created time.Time, initial, current resilience.State, ts []resilience.Transition, now time.Time) template.HTML {
 	start := now.Add(-resilience.HistorySpan)
 	x := func(t time.Time) float64 {
 		f := float64(t.Sub(start)) / float64(resilience.HistorySpan) * chartWidth
@@ -44,6 +45,10 @@ func timeline(initial, current resilience.State, ts []resilience.Transition, now
 		fmt.Fprintf(&b, `<rect x="%.1f" y="0" width="%.1f" height="18" fill="%s"><title>%s</title></rect>`, from, w, stateColour[s], s)
 	}
 	at, state := 0.0, initial
+	if created.After(start) {
+		at = x(created)
+		fmt.Fprintf(&b, `<rect x="0" y="0" width="%.1f" height="18" fill="#eaeef2"><title>not yet created</title></rect>`, at)
+	}
 	for _, t := range ts {
 		seg(at, x(t.At), state)
 		at, state = x(t.At), t.To
