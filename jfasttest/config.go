@@ -63,3 +63,17 @@ func (es Errors) Has(key string, words ...string) bool {
 
 // Error prints every error, one a line.
 func (es Errors) Error() string { return framework.ConfigErrors(es).Error() }
+
+// Only fails the test unless es holds exactly one error, about key, with a
+// fix, and returns it: the assertion of a boot-validation table whose every
+// row breaks one rule.
+func (es Errors) Only(t testing.TB, key string) framework.ConfigError {
+	t.Helper()
+	if len(es) != 1 || es[0].Key != key {
+		t.Fatalf("configuration errors:\n%v\nwant exactly one, for %s", es, key)
+	}
+	if es[0].Fix == "" {
+		t.Fatalf("%s: %q names no fix", key, es[0].Error())
+	}
+	return es[0]
+}

@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -13,11 +12,16 @@ import (
 
 func newApp(t *testing.T, table string, env map[string]string) (*framework.App, error) {
 	t.Helper()
-	return jfasttest.New(t, jfasttest.Options{
+	return jfasttest.New(t, options(table, env))
+}
+
+// options is a service with the cache plugin and table as [plugin.cache].
+func options(table string, env map[string]string) jfasttest.Options {
+	return jfasttest.Options{
 		TOML:    "[app]\nname = \"orders\"\n[plugins]\nenabled = [\"cache\"]\n[plugin.cache]\n" + table,
 		Plugins: []framework.Plugin{New()},
 		Env:     env,
-	})
+	}
 }
 
 // One test per boot rule: each bad value is refused naming its full key, and the
@@ -49,19 +53,12 @@ func TestBootRules(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := newApp(t, tc.table, nil)
-			var errs framework.ConfigErrors
-			if !errors.As(err, &errs) {
-				t.Fatalf("boot error = %v, want ConfigErrors", err)
-			}
-			if len(errs) != 1 || errs[0].Key != tc.key {
-				t.Fatalf("errors = %v, want one for %s", errs, tc.key)
-			}
-			if msg := errs[0].Error(); !strings.Contains(msg, tc.want) {
+			e := jfasttest.ConfigErrors(t, options(tc.table, nil)).Only(t, tc.key)
+			if msg := e.Error(); !strings.Contains(msg, tc.want) {
 				t.Errorf("error %q does not say %q", msg, tc.want)
 			}
-			if strings.Contains(err.Error(), "hunter22") {
-				t.Errorf("error leaks the password: %v", err)
+			if strings.Contains(e.Error(), "hunter22") {
+				t.Errorf("error leaks the password: %v", e)
 			}
 		})
 	}
@@ -77,11 +74,8 @@ func TestURLFromEnvironmentWins(t *testing.T) {
 	if src := app.Sources()["plugin.cache.url"]; !strings.Contains(src, "JFAST_CACHE_URL") {
 		t.Errorf("plugin.cache.url came from %q, want the environment", src)
 	}
-	_, err = newApp(t, `url = "redis://127.0.0.1:6379/0"`, map[string]string{"JFAST_CACHE_URL": "memcached://127.0.0.1:11211"})
-	var errs framework.ConfigErrors
-	if !errors.As(err, &errs) || len(errs) != 1 || errs[0].Key != "plugin.cache.url" {
-		t.Fatalf("a bad JFAST_CACHE_URL: error = %v, want one for plugin.cache.url", err)
-	}
+	jfasttest.ConfigErrors(t, options(`url = "redis://127.0.0.1:6379/0"`, map[string]string{"JFAST_CACHE_URL": "memcached://127.0.0.1:11211"})).
+		Only(t, "plugin.cache.url")
 }
 
 // The defaults, and the three kinds of URL go-redis understands: one server,

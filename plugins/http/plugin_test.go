@@ -70,8 +70,7 @@ func TestConfigErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := jfasttest.New(t, jfasttest.Options{TOML: good + tc.toml + "\n", Plugins: []framework.Plugin{jhttp.New()}})
-			assertOnlyKey(t, err, "plugin.http.upstreams.billing."+tc.key)
+			jfasttest.ConfigErrors(t, jfasttest.Options{TOML: good + tc.toml + "\n", Plugins: []framework.Plugin{jhttp.New()}}).Only(t, "plugin.http.upstreams.billing."+tc.key)
 		})
 	}
 	urls := []struct{ name, url, key string }{
@@ -86,10 +85,9 @@ func TestConfigErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			toml := "[plugins]\nenabled = [\"http\"]\n[plugin.http.upstreams.billing]\nretries = 1\n" + tc.url + "\n"
-			_, err := jfasttest.New(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jhttp.New()}})
-			assertOnlyKey(t, err, "plugin.http.upstreams.billing."+tc.key)
-			if strings.Contains(err.Error(), "secret") {
-				t.Errorf("the error repeats the credentials: %v", err)
+			e := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jhttp.New()}}).Only(t, "plugin.http.upstreams.billing."+tc.key)
+			if strings.Contains(e.Error(), "secret") {
+				t.Errorf("the error repeats the credentials: %v", e)
 			}
 		})
 	}
@@ -106,8 +104,7 @@ func TestConfigErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			toml := "[plugins]\nenabled = [\"http\"]\n[plugin.http.shared.webhooks]\n" + tc.toml + "\n"
-			_, err := jfasttest.New(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jhttp.New()}})
-			assertOnlyKey(t, err, "plugin.http.shared.webhooks."+tc.key)
+			jfasttest.ConfigErrors(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jhttp.New()}}).Only(t, "plugin.http.shared.webhooks."+tc.key)
 		})
 	}
 	t.Run("a shared client's keys", func(t *testing.T) {
@@ -122,16 +119,13 @@ func TestConfigErrors(t *testing.T) {
 	t.Run("bad upstream name", func(t *testing.T) {
 		t.Parallel()
 		toml := "[plugins]\nenabled = [\"http\"]\n[plugin.http.upstreams.Billing]\nbase_url = \"http://billing\"\n"
-		_, err := jfasttest.New(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jhttp.New()}})
-		assertOnlyKey(t, err, "plugin.http.upstreams.Billing")
+		jfasttest.ConfigErrors(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jhttp.New()}}).Only(t, "plugin.http.upstreams.Billing")
 	})
 	t.Run("every error at once", func(t *testing.T) {
 		t.Parallel()
 		toml := good + "read_timeout = 0\ntotal_timeout = 0\nmax_concurrent = 0\n"
-		_, err := jfasttest.New(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jhttp.New()}})
-		var ces framework.ConfigErrors
-		if !errors.As(err, &ces) || len(ces) != 3 {
-			t.Fatalf("err = %v, want 3 errors", err)
+		if errs := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jhttp.New()}}); len(errs) != 3 {
+			t.Fatalf("errors:\n%v\nwant 3", errs)
 		}
 	})
 	t.Run("the defaults are valid", func(t *testing.T) {
@@ -140,20 +134,6 @@ func TestConfigErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-}
-
-func assertOnlyKey(t *testing.T, err error, key string) {
-	t.Helper()
-	var ces framework.ConfigErrors
-	if !errors.As(err, &ces) {
-		t.Fatalf("err = %v, want ConfigErrors", err)
-	}
-	if len(ces) != 1 || ces[0].Key != key {
-		t.Fatalf("errors = %v, want one for %s", err, key)
-	}
-	if ces[0].Fix == "" {
-		t.Errorf("%s: no fix given", key)
-	}
 }
 
 func TestDefaults(t *testing.T) {
@@ -293,11 +273,11 @@ func TestHeaderEnvironmentMismatchRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			toml := "[plugins]\nenabled = [\"http\"]\n[plugin.http.upstreams.billing]\nbase_url = \"http://billing:8010\"\n[plugin.http.upstreams.billing.headers]\n" + tc.file + "\n"
-			_, err := jfasttest.New(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jhttp.New()},
+			errs := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jhttp.New()},
 				Env: map[string]string{tc.env: "prod-key"}})
-			assertOnlyKey(t, err, "plugin.http.upstreams.billing."+tc.key)
-			if strings.Contains(err.Error(), "dev-key") || strings.Contains(err.Error(), "prod-key") {
-				t.Errorf("the error prints a header value: %v", err)
+			errs.Only(t, "plugin.http.upstreams.billing."+tc.key)
+			if strings.Contains(errs.Error(), "dev-key") || strings.Contains(errs.Error(), "prod-key") {
+				t.Errorf("the error prints a header value: %v", errs)
 			}
 		})
 	}

@@ -2,7 +2,6 @@ package queue_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -15,10 +14,15 @@ import (
 
 func newApp(t *testing.T, table string) (*framework.App, error) {
 	t.Helper()
-	return jfasttest.New(t, jfasttest.Options{
+	return jfasttest.New(t, options(table))
+}
+
+// options is a service with the queue plugin and table as [plugin.queue].
+func options(table string) jfasttest.Options {
+	return jfasttest.Options{
 		TOML:    "[plugins]\nenabled = [\"queue\"]\n[plugin.queue]\n" + table,
 		Plugins: []framework.Plugin{queue.New()},
-	})
+	}
 }
 
 // One test per boot rule: each bad value is refused naming its full key.
@@ -57,19 +61,9 @@ func TestBootRules(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := newApp(t, tc.table)
-			var errs framework.ConfigErrors
-			if !errors.As(err, &errs) {
-				t.Fatalf("boot error = %v, want ConfigErrors", err)
-			}
-			if len(errs) != 1 || errs[0].Key != tc.key {
-				t.Fatalf("errors = %v, want one for %s", errs, tc.key)
-			}
-			if msg := errs[0].Error(); !strings.Contains(msg, tc.want) {
+			e := jfasttest.ConfigErrors(t, options(tc.table)).Only(t, tc.key)
+			if msg := e.Error(); !strings.Contains(msg, tc.want) {
 				t.Fatalf("error = %q, want it to contain %q", msg, tc.want)
-			}
-			if errs[0].Fix == "" {
-				t.Fatalf("error = %q names no fix", errs[0].Error())
 			}
 		})
 	}
