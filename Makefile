@@ -5,7 +5,7 @@ GO ?= go
 # packages start real servers.
 TEST_FLAGS ?= -race -count=1 -p 2 -timeout 15m
 
-.PHONY: run test test-servers bench vet fmt lint
+.PHONY: run test test-servers bench vet fmt lint fuzz
 
 ## run: the example pair on loopback, billing on 127.0.0.1:8010 and orders on
 ## 127.0.0.1:8000, with the machine's PostgreSQL and Redis when present (Ctrl-C stops both)
@@ -25,6 +25,20 @@ test: test-servers
 	$(GO) test -count=1 -run 'Allocations' ./framework/ ./requestid/
 	@echo; [ ! -f drill-report.md ] || cat drill-report.md; echo
 	cd bench && $(GO) vet ./... && $(GO) test $(TEST_FLAGS) ./...
+
+## fuzz: every fuzz target for FUZZTIME each (go test takes one -fuzz target per
+## package per run); CI runs it after the tests. The seed corpora also run in make test.
+FUZZTIME ?= 8s
+FUZZ_TARGETS = \
+	framework/resilience:FuzzParseRetryAfter framework/resilience:FuzzBreaker \
+	framework:FuzzConfigBinding framework:FuzzRequestID \
+	problem:FuzzWrite problem:FuzzUnmarshal \
+	plugins/auth:FuzzVerify plugins/storage:FuzzValidateKey plugins/idempotency:FuzzFingerprint
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $$t ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) ./$${t%%:*}/ || exit 1; \
+	done
 
 ## bench: the benchmarks behind docs/performance.md
 bench:
