@@ -1,0 +1,113 @@
+package grpc_test
+
+import (
+	"context"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/jfastframework/jfast/examples/inventory/shoppb"
+	jgrpc "github.com/jfastframework/jfast/plugins/grpc"
+)
+
+// quickInventory answers GetStock at once and records nothing, so the
+// benchmarks measure the clients.
+type quickInventory struct {
+	shoppb.UnimplementedInventoryServer
+}
+
+func (quickInventory) GetStock(_ context.Context, req *shoppb.GetStockRequest) (*shoppb.Stock, error) {
+	return &shoppb.Stock{Sku: req.GetSku(), Available: 7}, nil
+}
+
+// benchPair serves quickInventory on loopback and returns a stub on a bare
+// grpc.ClientConn and one on a plugin client (the defaults, GetStock listed
+// as idempotent), both to that server.
+func benchPair(b *testing.B) (bare, plugin shoppb.InventoryClient) {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	shoppb.RegisterInventoryServer(srv, quickInventory{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	b.Cleanup(func() {
+		srv.Stop()
+		<-done
+	})
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = conn.Close() })
+	c := newClient(b, jgrpc.Upstream{Name: "inventory", Target: ln.Addr().String(), IdempotentMethods: []string{getStock}})
+	return shoppb.NewInventoryClient(conn), shoppb.NewInventoryClient(c)
+}
+
+func getStockOnce(b *testing.B, stub shoppb.InventoryClient) {
+	if _, err := stub.GetStock(context.Background(), &shoppb.GetStockRequest{Sku: "sku-42"}); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkUnaryInterleaved compares a unary GetStock through the plugin's
+// client (breaker, bulkhead, retry budget, deadline, metadata, metrics) with
+// the same call on a bare grpc.ClientConn to the same loopback server,
+// alternately in one loop, so the machine's load hits both alike. It reports
+// both medians and their ratio; docs/performance.md has the figures.
+//
+//	go test -run '^$' -bench 'Unary' -benchtime 20000x -count 6 ./plugins/grpc/
+func BenchmarkUnaryInterleaved(b *testing.B) {
+	bare, plugin := benchPair(b)
+	getStockOnce(b, bare) // connect both channels before measuring
+	getStockOnce(b, plugin)
+	var bareNs, pluginNs []time.Duration
+	timed := func(stub shoppb.InventoryClient) time.Duration {
+		start := time.Now()
+		getStockOnce(b, stub)
+		return time.Since(start)
+	}
+	i := 0
+	for b.Loop() {
+		if i%2 == 0 {
+			bareNs = append(bareNs, timed(bare))
+			pluginNs = append(pluginNs, timed(plugin))
+		} else {
+			pluginNs = append(pluginNs, timed(plugin))
+			bareNs = append(bareNs, timed(bare))
+		}
+		i++
+	}
+	slices.Sort(bareNs)
+	slices.Sort(pluginNs)
+	bm, pm := bareNs[len(bareNs)/2], pluginNs[len(pluginNs)/2]
+	b.ReportMetric(float64(bm.Nanoseconds()), "bare-median-ns")
+	b.ReportMetric(float64(pm.Nanoseconds()), "plugin-median-ns")
+	b.ReportMetric(float64(pm)/float64(bm), "ratio")
+}
+
+// BenchmarkUnary measures each client alone, for allocations per call.
+func BenchmarkUnary(b *testing.B) {
+	bare, plugin := benchPair(b)
+	for _, c := range []struct {
+		name string
+		stub shoppb.InventoryClient
+	}{{"bare", bare}, {"plugin", plugin}} {
+		b.Run(c.name, func(b *testing.B) {
+			getStockOnce(b, c.stub)
+			b.ReportAllocs()
+			for b.Loop() {
+				getStockOnce(b, c.stub)
+			}
+		})
+	}
+}
