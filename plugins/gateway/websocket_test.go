@@ -1,0 +1,65 @@
+package gateway_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// A WebSocket upgrade passes through to a real WebSocket echo server, and the
+// connection outlives app.request_timeout and the upstream's read gap.
+func TestWebSocketPassesThrough(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		for {
+			typ, msg, err := c.Read(r.Context())
+			if err != nil {
+				return
+			}
+			if err := c.Write(r.Context(), typ, append([]byte("echo: "), msg...)); err != nil {
+				return
+			}
+		}
+	})
+	svc := gatewayService(t, "[app]\nrequest_timeout = \"300ms\"\n"+upstreamTOML("chat", up.URL, `read_timeout = "300ms"`)+`
+[plugin.gateway.routes.chat]
+prefix = "/chat"
+upstream = "chat"
+`)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(svc.URL, "http")+"/chat/room", nil)
+	if err != nil {
+		t.Fatalf("dial through the gateway: %v (%v)", err, resp)
+	}
+	defer c.CloseNow()
+	if resp.StatusCode != http.StatusSwitchingProtocols || up.last.Load().URL.Path != "/chat/room" {
+		t.Fatalf("upgrade: %d, upstream path %q", resp.StatusCode, up.last.Load().URL.Path)
+	}
+	for i, msg := range []string{"hello", "after a pause"} {
+		if i > 0 {
+			// Longer than the request timeout and the read gap: neither
+			// applies to an upgraded connection.
+			time.Sleep(700 * time.Millisecond)
+		}
+		if err := c.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
+			t.Fatalf("write %q: %v", msg, err)
+		}
+		_, got, err := c.Read(ctx)
+		if err != nil || string(got) != "echo: "+msg {
+			t.Fatalf("read: %q, %v", got, err)
+		}
+	}
+	if err := c.Close(websocket.StatusNormalClosure, "done"); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+}
