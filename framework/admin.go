@@ -121,11 +121,11 @@ func (c AppConfig) validateAdminListen(v *Validation) {
 	if c.AdminListen == "" {
 		return
 	}
-	_, port, err := net.SplitHostPort(c.AdminListen)
-	if err != nil {
-		v.Error("admin_listen", fmt.Sprintf("must be host:port, got %q", c.AdminListen), `set admin_listen = "127.0.0.1:9000", or leave it unset to serve /metrics on the public listener`)
+	if problem := listenProblem(c.AdminListen); problem != "" {
+		v.Error("admin_listen", problem, `set admin_listen = "127.0.0.1:9000", or leave it unset to serve /metrics on the public listener`)
 		return
 	}
+	_, port, _ := net.SplitHostPort(c.AdminListen)
 	if c.AdminListen == c.Listen && port != "0" {
 		v.Error("admin_listen", "must differ from app.listen", "give the admin listener a port of its own, one the public network cannot reach")
 	}

@@ -56,6 +56,13 @@ type Options struct {
 	// LogOutput receives the logs. Defaults to os.Stderr.
 	LogOutput io.Writer
 
+	// StandIn says the plugins were built without the service's own options
+	// (migrations, services registered in code): the jfast binary checking a
+	// file for a service it is not. A rule that depends on what the service's
+	// main compiled in then cannot be decided: it is listed by [App.Undecided]
+	// instead of failing New (see [Validation.CompiledInError]).
+	StandIn bool
+
 	// Clock is the clock every breaker, budget, bulkhead and backoff of the
 	// plugins uses. Defaults to the real clock; tests pass a resilience.TestClock.
 	Clock resilience.Clock
@@ -74,6 +81,7 @@ type App struct {
 	enabled    []string       // [plugins] enabled as written
 	tables     map[string]any // plugin name → its bound (and resolved) configuration
 	computed   map[string]string
+	undecided  ConfigErrors // rules a stand-in cannot decide (Options.StandIn)
 	log        *slog.Logger
 	logSources atomic.Pointer[[]LogSource]
 	registry   *prometheus.Registry
@@ -147,20 +155,22 @@ func New(opts Options) (*App, error) {
 		a.configFile = path
 	}
 
-	a.raw = loadRaw(a.configFile, text, environ, a.isDeploy)
+	a.raw = loadRaw(a.configFile, text, environ, a.isDeploy, a.quiet)
 	errs := a.raw.errs
 	a.bind(&errs)
-	if len(errs) > 0 {
-		return nil, errs
-	}
 
 	out := opts.LogOutput
 	if out == nil {
 		out = os.Stderr
 	}
 	a.log = newLogger(a.cfg, out, &a.logSources)
+	// Warnings come first, and also when the configuration is invalid: an
+	// ignored variable often explains the error that follows.
 	for _, w := range a.raw.warnings {
 		a.log.Warn("configuration: " + w)
+	}
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	a.registry = prometheus.NewRegistry()
 	return a, nil
@@ -619,3 +629,9 @@ func (a *App) Readiness() *readiness.Aggregator { return a.ready.Load() }
 
 // ReadyTimeout is app.readiness_timeout.
 func (a *App) ReadyTimeout() time.Duration { return a.cfg.ReadinessTimeout }
+
+// Undecided returns the rules that could not be decided because the plugins are
+// stand-ins ([Options].StandIn): each depends on what the service's main compiled
+// in, so only the service's own check can say whether it holds. It is empty in a
+// service's own binary, where such a rule is an error like any other.
+func (a *App) Undecided() ConfigErrors { return slices.Clone(a.undecided) }

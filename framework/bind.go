@@ -2,7 +2,6 @@ package framework
 
 import (
 	"encoding"
-	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -34,6 +33,9 @@ type binder struct {
 	// quiet reports whether a key's value must not be quoted in an error
 	// (deploy keys and secrets); nil quotes every value.
 	quiet func(key string) bool
+	// sources says where each flat key came from, so a key the environment
+	// set is reported by its variable's name.
+	sources map[string]Source
 }
 
 var (
@@ -74,6 +76,16 @@ func (b *binder) bindStruct(path string, dst reflect.Value, src map[string]any) 
 }
 
 func (b *binder) unknown(key, name string, known []string) {
+	if vars := b.envVars(key); len(vars) > 0 {
+		// No file holds this key: name what the user wrote.
+		parent := strings.TrimSuffix(key, "."+name)
+		fix := "remove the variable"
+		if s := suggest(name, known); s != "" {
+			fix = fmt.Sprintf("did you mean %s?", envName(join(parent, s)))
+		}
+		b.errorf(strings.Join(vars, ", "), fix, "%s has no key %q", parent, name)
+		return
+	}
 	fix := "remove it"
 	if s := suggest(name, known); s != "" {
 		fix = fmt.Sprintf("did you mean %q?", s)
@@ -81,6 +93,29 @@ func (b *binder) unknown(key, name string, known []string) {
 		fix = "remove it; known keys here: " + strings.Join(slices.Sorted(slices.Values(known)), ", ")
 	}
 	b.errorf(key, fix, "unknown key")
+}
+
+// envVars returns the variables that set key or keys under it when the
+// environment alone set them, or nil.
+func (b *binder) envVars(key string) []string {
+	var vars []string
+	for k, src := range b.sources {
+		if k != key && !strings.HasPrefix(k, key+".") {
+			continue
+		}
+		if src.Kind != "env" {
+			return nil
+		}
+		vars = append(vars, src.EnvVar)
+	}
+	sort.Strings(vars)
+	return vars
+}
+
+// envName is the JFAST_* variable of a flat key: the inverse of envKey.
+func envName(key string) string {
+	section, k, _ := strings.Cut(strings.TrimPrefix(key, "plugin."), ".")
+	return envPrefix + strings.ToUpper(section) + "_" + strings.ToUpper(strings.ReplaceAll(k, ".", "__"))
 }
 
 // describe is how an error names val: quoted, or only by its kind when key
@@ -153,10 +188,10 @@ func (b *binder) bindValue(key string, dst reflect.Value, val any) {
 		if err != nil {
 			if b.quiet != nil && b.quiet(key) {
 				// mapstructure's message quotes the value.
-				b.errorf(key, "write a "+describeType(t), "cannot use %s", b.describe(key, val))
+				b.errorf(key, "write a "+describeType(t), "must be %s, got %s", describeKind(t), b.describe(key, val))
 				return
 			}
-			b.errorf(key, "write a "+describeType(t), "cannot use %s: %s", describe(val), leafError(err))
+			b.errorf(key, "write a "+describeType(t), "must be %s, got %s", describeKind(t), describe(val))
 		}
 	}
 }
@@ -189,12 +224,25 @@ func parseDuration(val any) (time.Duration, error) {
 	}
 }
 
-func leafError(err error) string {
-	var de *mapstructure.DecodeError
-	if errors.As(err, &de) {
-		return de.Unwrap().Error()
+// describeKind names what a value of type t is, for "must be ..." (no Go
+// type names: the reader wrote TOML).
+func describeKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a non-negative integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice:
+		return "a list"
+	case reflect.String:
+		return "a string"
+	default:
+		return "a " + describeType(t)
 	}
-	return err.Error()
 }
 
 func describe(val any) string {
@@ -314,7 +362,7 @@ func (a *App) isDeploy(key string) bool {
 // bind decodes the raw tree into the [app] table, the [plugins] table and every
 // compiled plugin's table, validates them, and orders the enabled plugins.
 func (a *App) bind(errs *ConfigErrors) {
-	b := &binder{errs: errs, set: map[string]string{}, quiet: a.quiet}
+	b := &binder{errs: errs, set: map[string]string{}, quiet: a.quiet, sources: a.raw.sources}
 	tree := a.raw.tree
 	top := map[string]int{"app": 0, "plugins": 1, "plugin": 2}
 	for _, k := range slices.Sorted(maps.Keys(tree)) {
@@ -349,6 +397,12 @@ func (a *App) bind(errs *ConfigErrors) {
 		if a.compiled[name] != nil {
 			continue
 		}
+		if _, isTable := pluginTables[name].(map[string]any); !isTable && name == "enabled" {
+			// [plugin] holds one table per plugin; [plugins] the list.
+			*errs = append(*errs, ConfigError{Key: "plugin.enabled", Problem: "is in [plugin], which holds one table per plugin ([plugin.db], [plugin.cache])",
+				Fix: "write the list under [plugins] (with an s): [plugins] enabled = [...]"})
+			continue
+		}
 		fix := a.compileFix(name)
 		suggestion := suggest(name, slices.Collect(maps.Keys(a.compiled)))
 		if vars := a.envOnly("plugin." + name + "."); len(vars) > 0 {
@@ -363,7 +417,7 @@ func (a *App) bind(errs *ConfigErrors) {
 			continue
 		}
 		if suggestion != "" {
-			fix = fmt.Sprintf("did you mean [plugin.%s]? Otherwise %s", suggestion, fix)
+			fix = fmt.Sprintf("did you mean [plugin.%s]?", suggestion)
 		}
 		*errs = append(*errs, ConfigError{Key: "plugin." + name, Problem: "configures a plugin that is not compiled into this service", Fix: fix})
 	}
@@ -402,7 +456,11 @@ func (a *App) bind(errs *ConfigErrors) {
 			rp.ResolveDefaults(&Resolution{prefix: key, app: &a.cfg, set: b.set, sources: a.raw.sources, notes: a.computed})
 		}
 		if vp, ok := p.(Validator); ok {
-			vp.Validate(&Validation{prefix: key, app: &a.cfg, errs: errs, set: b.set})
+			pv := &Validation{prefix: key, app: &a.cfg, errs: errs, set: b.set}
+			if a.opts.StandIn {
+				pv.undecided = &a.undecided
+			}
+			vp.Validate(pv)
 		}
 	}
 	for k, src := range a.raw.sources {

@@ -2,6 +2,8 @@ package framework
 
 import (
 	"fmt"
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/jfastframework/jfast/readiness"
@@ -110,6 +112,8 @@ func (c AppConfig) validate(v *Validation) {
 	}
 	if c.Listen == "" {
 		v.Error("listen", "must not be empty", `set listen = "127.0.0.1:8000" or JFAST_APP_LISTEN`)
+	} else if problem := listenProblem(c.Listen); problem != "" {
+		v.Error("listen", problem, `set listen = "127.0.0.1:8000" (":8000" listens on every interface), or JFAST_APP_LISTEN`)
 	}
 	c.validateAdminListen(v)
 	v.Deadline("request_timeout", c.RequestTimeout)
@@ -134,4 +138,21 @@ type PluginsConfig struct {
 	// Enabled lists the plugins that run, in the order they start when no dependency
 	// says otherwise. Each must be compiled into the service. Defaults to ["observability"].
 	Enabled []string `koanf:"enabled"`
+}
+
+// listenProblem says what is wrong with a listen address, as net.Listen would
+// find it at boot, or "" when it is host:port with a port from 0 to 65535 (or a
+// service name such as "http").
+func listenProblem(addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Sprintf("must be host:port, got %q", addr)
+	}
+	if port == "" {
+		return fmt.Sprintf("has no port, got %q", addr)
+	}
+	if n, err := strconv.Atoi(port); err == nil && (n < 0 || n > 65535) {
+		return fmt.Sprintf("port must be from 0 to 65535, got %q", addr)
+	}
+	return ""
 }

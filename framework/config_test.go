@@ -131,7 +131,7 @@ timeout = "3s"
 	if p.cfg.Retries != 4 {
 		t.Fatalf("retries = %d, want the environment's 4 (the file does not set it)", p.cfg.Retries)
 	}
-	want := "plugin.fake.timeout: JFAST_FAKE_TIMEOUT is ignored; config wins because plugin.fake.timeout is a shape key"
+	want := `plugin.fake.timeout: JFAST_FAKE_TIMEOUT=\"9s\" is ignored; config sets \"3s\" and wins because plugin.fake.timeout is a shape key`
 	if logs := svc.Logs(); !strings.Contains(logs, want) || !strings.Contains(logs, "level=WARN") {
 		t.Fatalf("logs lack the WARNING %q:\n%s", want, logs)
 	}
@@ -178,9 +178,121 @@ name = "x"
 
 func TestEnvironmentUnknownKeyIsAnError(t *testing.T) {
 	t.Parallel()
-	errs := configErrors(t, jfasttest.Options{Env: map[string]string{"JFAST_APP_LISTN": "127.0.0.1:1"}})
-	if e, ok := errs["app.listn"]; !ok || !strings.Contains(e.Fix, `"listen"`) {
-		t.Fatalf("errors = %v", errs)
+	// No file holds the key: the error names the variable, and suggests one.
+	errs := configErrors(t, jfasttest.Options{
+		TOML:    "[plugins]\nenabled = [\"fake\"]\n",
+		Plugins: []framework.Plugin{newFake("fake", nil)},
+		Env:     map[string]string{"JFAST_APP_LISTN": "127.0.0.1:1", "JFAST_FAKE_ADRESS": "x:1"},
+	})
+	for name, fix := range map[string]string{"JFAST_APP_LISTN": "did you mean JFAST_APP_LISTEN?", "JFAST_FAKE_ADRESS": "did you mean JFAST_FAKE_ADDRESS?"} {
+		if e, ok := errs[name]; !ok || e.Fix != fix {
+			t.Errorf("%s: error %+v, want the fix %q; all: %v", name, e, fix, errs)
+		}
+	}
+	if _, ok := errs["plugin.fake.adress"]; ok {
+		t.Errorf("the error names a key no file holds: %v", errs)
+	}
+}
+
+func TestTOMLErrorsSayWhere(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ name, text, key, problem, fix string }{
+		{"duplicate key", "[app]\nname = \"x\"\nname = \"y\"\n", "config:3:1",
+			"key name is already defined (first at line 2); line 3 reads `name = \"y\"`", "remove line 3 or merge it with line 2"},
+		{"duplicate table", "[app]\nname = \"x\"\n[plugins]\n[app]\n", "config:4:2",
+			"table app already exists (first at line 1)", "remove line 4"},
+		{"unterminated string", "[app]\nname = \"x\n", "config:2:10",
+			"line 2 reads `name = \"x`", "close the string on line 2"},
+		{"secret on the line", "[plugin.fake]\nsecret = \"hunter2\n", "config:2:18",
+			"line 2 reads `secret = ***`", "close the string on line 2"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			errs := configErrors(t, jfasttest.Options{TOML: c.text, Plugins: []framework.Plugin{newFake("fake", nil)}})
+			e, ok := errs[c.key]
+			if !ok || !strings.Contains(e.Problem, c.problem) || !strings.Contains(e.Fix, c.fix) {
+				t.Fatalf("errors %v, want %s: ...%s...; fix: ...%s...", errs, c.key, c.problem, c.fix)
+			}
+			if strings.Contains(e.Error(), "hunter2") {
+				t.Fatalf("a secret reached the error: %v", e)
+			}
+		})
+	}
+}
+
+func TestPluginTableForPluginsAndOneSuggestion(t *testing.T) {
+	t.Parallel()
+	errs := configErrors(t, jfasttest.Options{
+		TOML:    "[plugin]\nenabled = [\"fake\"]\n[plugin.fak]\nx = 1\n",
+		Plugins: []framework.Plugin{newFake("fake", nil)},
+	})
+	if e := errs["plugin.enabled"]; !strings.Contains(e.Fix, "[plugins]") {
+		t.Errorf("plugin.enabled: %+v, want a fix naming [plugins]", e)
+	}
+	if e := errs["plugin.fak"]; e.Fix != "did you mean [plugin.fake]?" {
+		t.Errorf("plugin.fak: fix %q, want one suggestion", e.Fix)
+	}
+}
+
+func TestWrongTypesSayWhatToWrite(t *testing.T) {
+	t.Parallel()
+	errs := configErrors(t, jfasttest.Options{
+		TOML:    "[plugins]\nenabled = [\"fake\"]\n[plugin.fake]\nretries = \"ten\"\n",
+		Plugins: []framework.Plugin{newFake("fake", nil)},
+	})
+	if e := errs["plugin.fake.retries"]; e.Problem != `must be an integer, got "ten"` {
+		t.Fatalf("retries: %+v", e)
+	}
+}
+
+func TestListenIsHostAndPort(t *testing.T) {
+	t.Parallel()
+	for _, listen := range []string{"8000", "127.0.0.1", "127.0.0.1:80000", "127.0.0.1:"} {
+		errs := configErrors(t, jfasttest.Options{Env: map[string]string{"JFAST_APP_LISTEN": listen}})
+		if _, ok := errs["app.listen"]; !ok {
+			t.Errorf("listen = %q: errors %v, want one on app.listen", listen, errs)
+		}
+	}
+	for _, listen := range []string{":8000", "127.0.0.1:0", "[::1]:8000", "localhost:http"} {
+		if _, err := jfasttest.New(t, jfasttest.Options{Env: map[string]string{"JFAST_APP_LISTEN": listen}}); err != nil {
+			t.Errorf("listen = %q: %v", listen, err)
+		}
+	}
+}
+
+func TestAnEmptyTableNamesAnEntry(t *testing.T) {
+	t.Parallel()
+	p := newFake("fake", nil)
+	if _, err := jfasttest.New(t, jfasttest.Options{
+		TOML:    "[plugins]\nenabled = [\"fake\"]\n[plugin.fake.targets.billing]\n[plugin.fake.targets.stock]\n",
+		Plugins: []framework.Plugin{p},
+		Env:     map[string]string{"JFAST_FAKE_TARGETS__STOCK__URL": "http://stock"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if b, ok := p.cfg.Targets["billing"]; !ok || b.Timeout != 5*time.Second {
+		t.Errorf("targets = %+v, want billing with its defaults", p.cfg.Targets)
+	}
+	if s := p.cfg.Targets["stock"]; s.URL != "http://stock" {
+		t.Errorf("targets = %+v, want stock's URL from the environment", p.cfg.Targets)
+	}
+}
+
+func TestIgnoredVariableIsReportedWhenTheConfigIsInvalid(t *testing.T) {
+	t.Parallel()
+	var logs strings.Builder
+	_, err := framework.New(framework.Options{
+		ConfigText: "[app]\nlog_level = \"info\"\nshutdown_timeout = 0\n",
+		Environ:    []string{"JFAST_APP_LOG_LEVEL=debug"},
+		LogOutput:  &logs,
+	})
+	if err == nil {
+		t.Fatal("the configuration is valid")
+	}
+	want := `app.log_level: JFAST_APP_LOG_LEVEL=\"debug\" is ignored; config sets \"info\" and wins`
+	if !strings.Contains(logs.String(), want) {
+		t.Fatalf("logs lack %q:\n%s", want, logs.String())
 	}
 }
 

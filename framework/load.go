@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/knadh/koanf/maps"
@@ -62,14 +63,16 @@ func envKey(name string) string {
 }
 
 // loadRaw reads the TOML text and the environment and merges them. isDeploy says
-// whether a flat key is a deploy key (environment wins) or a shape key (file wins).
-func loadRaw(fileName string, text []byte, environ []string, isDeploy func(string) bool) *rawConfig {
+// whether a flat key is a deploy key (environment wins) or a shape key (file
+// wins); quiet whether a key's value must not be quoted in a message.
+func loadRaw(fileName string, text []byte, environ []string, isDeploy, quiet func(string) bool) *rawConfig {
 	raw := &rawConfig{sources: map[string]Source{}}
 	fileValues := map[string]any{}
+	var emptyTables []string
 	if len(text) > 0 {
 		k := koanf.New(".")
 		if err := k.Load(rawBytes(text), toml.Parser()); err != nil {
-			raw.errs = append(raw.errs, ConfigError{Key: fileName, Problem: "is not valid TOML: " + err.Error(), Fix: "correct the syntax at the position given"})
+			raw.errs = append(raw.errs, tomlError(fileName, text, err))
 		} else {
 			fileValues = k.All()
 		}
@@ -77,9 +80,12 @@ func loadRaw(fileName string, text []byte, environ []string, isDeploy func(strin
 	merged := make(map[string]any, len(fileValues))
 	for key, v := range fileValues {
 		if m, ok := v.(map[string]any); ok && len(m) == 0 {
-			// An empty table ([plugin.cache] with no keys) is a leaf in the flat
-			// map; unflattened after an environment key below it, it would hide
-			// that key. It says nothing, so it is dropped.
+			// An empty table ([plugin.http.upstreams.billing] with no keys) is a
+			// leaf in the flat map; unflattened after an environment key below
+			// it, it would hide that key. It is put back as a table after the
+			// merge, where nothing else made one: it names an entry (an
+			// upstream, a disk) whose missing keys must be reported.
+			emptyTables = append(emptyTables, key)
 			continue
 		}
 		merged[key] = v
@@ -127,7 +133,12 @@ func loadRaw(fileName string, text []byte, environ []string, isDeploy func(strin
 			}
 		case inFile:
 			if differs {
-				raw.warnings = append(raw.warnings, fmt.Sprintf("%s: %s is ignored; %s wins because %s is a shape key (remove the variable or change the file)", key, name, fileName, key))
+				w := fmt.Sprintf("%s: %s is ignored; %s wins because %s is a shape key (remove the variable or change the file)", key, name, fileName, key)
+				if !quiet(key) {
+					w = fmt.Sprintf("%s: %s=%s is ignored; %s sets %s and wins because %s is a shape key (remove the variable or change the file)",
+						key, name, strconv.Quote(value), fileName, tomlValue(fileValue), key)
+				}
+				raw.warnings = append(raw.warnings, w)
 			}
 		default:
 			merged[key] = value
@@ -135,7 +146,38 @@ func loadRaw(fileName string, text []byte, environ []string, isDeploy func(strin
 		}
 	}
 	raw.tree = maps.Unflatten(merged, ".")
+	for _, key := range emptyTables {
+		putTable(raw.tree, strings.Split(key, "."))
+	}
 	return raw
+}
+
+// putTable makes an empty table at path in tree unless something is already
+// there.
+func putTable(tree map[string]any, path []string) {
+	for i, seg := range path {
+		next, ok := tree[seg]
+		if !ok {
+			next = map[string]any{}
+			tree[seg] = next
+		}
+		m, ok := next.(map[string]any)
+		if !ok {
+			return // a value is there: the binder reports it if it is wrong
+		}
+		if i == len(path)-1 {
+			return
+		}
+		tree = m
+	}
+}
+
+// tomlValue writes a value of the file as TOML would, for a message.
+func tomlValue(v any) string {
+	if s, ok := v.(string); ok {
+		return strconv.Quote(s)
+	}
+	return describe(v)
 }
 
 // rawBytes is a koanf provider over bytes already read.

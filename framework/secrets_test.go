@@ -168,11 +168,11 @@ retries = "three"
 		}
 	}
 	for _, want := range []string{
-		"plugin.vault.port: cannot use a string (not shown: plugin.vault.port is a deploy key or a secret)",
+		"plugin.vault.port: must be an integer, got a string (not shown: plugin.vault.port is a deploy key or a secret)",
 		"plugin.vault.wait: is not a duration: a string (not shown",
 		"plugin.vault.headers: must be a table, got a string (not shown",
-		"plugin.vault.token_value: cannot use a list (not shown",
-		`plugin.vault.retries: cannot use "three"`,
+		"plugin.vault.token_value: must be a string, got a list (not shown",
+		`plugin.vault.retries: must be an integer, got "three"`,
 		`plugin.vault.url: parse "https://ops:***@vault:8200"`,
 	} {
 		if !strings.Contains(text, want) {

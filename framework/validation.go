@@ -46,6 +46,9 @@ type Validation struct {
 	app    *AppConfig
 	errs   *ConfigErrors
 	set    map[string]string // full key → source, for keys the file or environment set
+	// undecided collects the rules that depend on what main compiled in when
+	// the plugins are stand-ins (Options.StandIn); nil otherwise.
+	undecided *ConfigErrors
 }
 
 // App returns the validated [app] table, for rules that depend on it (production).
@@ -75,6 +78,21 @@ func (v *Validation) IsSet(key string) bool {
 // are found. The fix is the plugin's own text and is kept as written.
 func (v *Validation) Error(key, problem, fix string) {
 	*v.errs = append(*v.errs, ConfigError{Key: v.Key(key), Problem: MaskSecrets(problem), Fix: fix})
+}
+
+// CompiledInError records a problem that depends on what the service's main
+// compiled in (migrations passed to a plugin's constructor, services registered
+// in code) rather than on the file alone. In the service's own binary it is an
+// error like any other. When the plugins are stand-ins ([Options].StandIn: the
+// jfast binary checking a file for a service it is not), it cannot be decided
+// there: [App.Undecided] lists it and the check command says "cannot know
+// here: run `<service> check`" instead of failing.
+func (v *Validation) CompiledInError(key, problem, fix string) {
+	if v.undecided != nil {
+		*v.undecided = append(*v.undecided, ConfigError{Key: v.Key(key), Problem: MaskSecrets(problem), Fix: fix})
+		return
+	}
+	v.Error(key, problem, fix)
 }
 
 // Deadline records an error unless d is a positive duration: jfast's deadlines

@@ -31,7 +31,9 @@ func main() {
 // run is the jfast command line: the service commands (serve, check, config,
 // worker, migrate, drill) over every built-in plugin, plus new and version.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root := cli.NewCommand(framework.Options{Plugins: plugins()}, drills.Command)
+	// The plugins are stand-ins: built without the service's own options, so a
+	// rule that depends on them is left to the service's own check.
+	root := cli.NewCommand(framework.Options{Plugins: plugins(), StandIn: true}, drills.Command)
 	root.Use = "jfast [command]"
 	root.Short = "The jfast command line: scaffold a service, check and explain its configuration"
 	root.Long = `jfast writes new services (jfast new) and checks and explains a jfast.toml without

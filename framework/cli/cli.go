@@ -259,11 +259,27 @@ func (s *Service) check(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
+	out := cmd.OutOrStdout()
 	mark := "ok"
-	if s.useColor(cmd.OutOrStdout()) {
+	if s.useColor(out) {
 		mark = ansiGreen + "ok" + ansiReset
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%s: %s is valid (env %s; plugins: %s)\n", mark, app.ConfigName(), app.Config().Env, strings.Join(pluginNames(app.Plugins()), ", "))
+	// Rules that depend on what the service's main compiled in cannot be
+	// decided by a binary carrying stand-in plugins (the jfast binary): they
+	// are named, never reported as errors.
+	undecided := app.Undecided()
+	for _, e := range undecided {
+		fmt.Fprintf(out, "%s: cannot know here: run `%s check` (whether it holds depends on what the service's main compiled in)\n", e.Key, app.Config().Name)
+	}
+	fmt.Fprintf(out, "%s: %s is valid (env %s; plugins: %s)", mark, app.ConfigName(), app.Config().Env, strings.Join(pluginNames(app.Plugins()), ", "))
+	switch len(undecided) {
+	case 0:
+		fmt.Fprintln(out)
+	case 1:
+		fmt.Fprintf(out, " but for 1 rule only `%s check` can decide\n", app.Config().Name)
+	default:
+		fmt.Fprintf(out, " but for %d rules only `%s check` can decide\n", len(undecided), app.Config().Name)
+	}
 	return nil
 }
 

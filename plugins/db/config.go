@@ -169,7 +169,7 @@ func (c *Config) validate(v *framework.Validation, hasMigrations bool) {
 		v.Error("migrations_table", fmt.Sprintf("must be a table name, optionally schema-qualified, got %q", c.MigrationsTable), `set migrations_table = "public.schema_version"`)
 	}
 	if c.MigrateOnStart && !hasMigrations {
-		v.Error("migrate_on_start", "is true but the service compiled in no migrations",
+		v.CompiledInError("migrate_on_start", "is true but the service compiled in no migrations",
 			"pass db.WithMigrations(migrationsFS) to db.New in main, or remove migrate_on_start")
 	}
 	if c.MigrateOnStart && c.URL == "" {

@@ -62,6 +62,8 @@ func TestBootRules(t *testing.T) {
 		{"bad queue name", "development", `queue = "Mail Jobs"`, "plugin.mail.queue"},
 		{"queue name", "development", `queue = "mail"`, ""},
 		{"smtp without host", "development", "transport = \"smtp\"\nhost = \"\"", "plugin.mail.host"},
+		{"smtp with the host left to its default", "development", "transport = \"smtp\"", "plugin.mail.host"},
+		{"log with the host left to its default", "development", "transport = \"log\"", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -88,8 +88,14 @@ func (c *Config) validate(v *framework.Validation) {
 		v.Error("use_starttls", "use_ssl and use_starttls are both true; a connection is either TLS from the start or upgraded with STARTTLS",
 			"set use_ssl = true for port 465 (and use_starttls = false), or use_starttls = true for port 587")
 	}
-	if c.Transport == "smtp" && c.Host == "" {
+	switch {
+	case c.Transport == "smtp" && c.Host == "":
 		v.Error("host", "is empty", `set host = "smtp.example.com"`)
+	case c.Transport == "smtp" && !v.IsSet("host"):
+		// The default (localhost) is only a place holder for the log
+		// transport: mail sent to a server nobody chose fails at the first
+		// message, long after the boot.
+		v.Error("host", `is not set, and transport = "smtp" sends every message to it`, `set host = "smtp.example.com" (or JFAST_MAIL_HOST), or transport = "log" in development`)
 	}
 	v.Deadline("connect_timeout", c.ConnectTimeout)
 	v.Deadline("command_timeout", c.CommandTimeout)
