@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the example pair on loopback: examples/billing on 127.0.0.1:8010 and
-# examples/orders on 127.0.0.1:8000 (`make run`). Ctrl-C stops both.
+# Runs the examples on loopback: examples/billing on 127.0.0.1:8010,
+# examples/orders on 127.0.0.1:8000 and examples/gateway in front of both on
+# 127.0.0.1:8090 (`make run`). Ctrl-C stops them all.
 #
 # It uses the machine's PostgreSQL (127.0.0.1:5432, user postgres) and Redis
 # (127.0.0.1:6379) when they answer, and creates what the services need: the
@@ -32,16 +33,17 @@ mkdir -p "$dir/bin" "$dir/receipts" "$dir/config"
 say() { printf '==> %s\n' "$*"; }
 port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
-for addr in 127.0.0.1:8010 127.0.0.1:8000; do
+for addr in 127.0.0.1:8010 127.0.0.1:8000 127.0.0.1:8090; do
   if port_open "${addr%:*}" "${addr#*:}"; then
     echo "run-examples: $addr is already in use (another make run?); stop it first" >&2
     exit 1
   fi
 done
 
-say "building examples/billing and examples/orders"
+say "building examples/billing, examples/orders and examples/gateway"
 $GO build -o "$dir/bin/billing" ./examples/billing
 $GO build -o "$dir/bin/orders" ./examples/orders
+$GO build -o "$dir/bin/gateway" ./examples/gateway
 
 billing_config=examples/billing/jfast.toml
 orders_config=examples/orders/jfast.toml
@@ -90,8 +92,9 @@ without() { # PLUGIN... -> env -u arguments for their JFAST_<PLUGIN>_* variables
     for p in "$@"; do [[ $v == JFAST_${p}_* ]] && printf -- '-u\n%s\n' "$v"; done
   done
 }
-mapfile -t billing_unset < <(without CACHE HTTP QUEUE MAIL STORAGE TELEMETRY)
-mapfile -t orders_unset < <(without IDEMPOTENCY TELEMETRY)
+mapfile -t billing_unset < <(without CACHE HTTP QUEUE MAIL STORAGE TELEMETRY GATEWAY)
+mapfile -t orders_unset < <(without IDEMPOTENCY TELEMETRY GATEWAY)
+mapfile -t gateway_unset < <(without DB CACHE AUTH QUEUE MAIL STORAGE IDEMPOTENCY CHANNELS TELEMETRY APP)
 
 # Each service's log lines are prefixed with its name; $! is the service itself.
 env "${billing_unset[@]}" JFAST_CONFIG="$billing_config" "$dir/bin/billing" > >(sed -u 's/^/billing | /') 2>&1 &
@@ -102,15 +105,18 @@ if [ "$dir" != /tmp/jfast-examples ]; then # the root in examples/orders/jfast.t
 fi
 env "${orders_unset[@]}" JFAST_CONFIG="$orders_config" "${receipts[@]}" "$dir/bin/orders" > >(sed -u 's/^/orders  | /') 2>&1 &
 pids+=($!)
+# The gateway keeps its own listen address: JFAST_APP_* is the other two's.
+env "${gateway_unset[@]}" JFAST_CONFIG=examples/gateway/jfast.toml "$dir/bin/gateway" > >(sed -u 's/^/gateway | /') 2>&1 &
+pids+=($!)
 
-for addr in 127.0.0.1:8010 127.0.0.1:8000; do
+for addr in 127.0.0.1:8010 127.0.0.1:8000 127.0.0.1:8090; do
   for ((i = 0; i < 150; i++)); do
     port_open "${addr%:*}" "${addr#*:}" && break
     sleep 0.1
   done
 done
-say "billing on http://127.0.0.1:8010, orders on http://127.0.0.1:8000 (Ctrl-C stops both)"
-say "try: TOKEN=\$(go run ./examples/orders token ada); curl -s localhost:8000/ready"
+say "billing on http://127.0.0.1:8010, orders on http://127.0.0.1:8000, the gateway in front of both on http://127.0.0.1:8090 (Ctrl-C stops them all)"
+say "try: TOKEN=\$(go run ./examples/orders token ada); curl -s localhost:8090/api/orders/1 -H \"Authorization: Bearer \$TOKEN\""
 
 # A service that exits (a configuration error, a failed migration, or stopped
 # on purpose to watch the other one cope) is reported; the other keeps serving
@@ -121,7 +127,11 @@ while ((${#live[@]} > 0)); do
   code=0 exited=
   wait -n -p exited "${live[@]}" || code=$?
   [ -n "$exited" ] || break
-  if [ "$exited" = "${pids[0]}" ]; then name=billing; else name=orders; fi
+  case $exited in
+  "${pids[0]}") name=billing ;;
+  "${pids[1]}") name=orders ;;
+  *) name=gateway ;;
+  esac
   say "$name exited with status $code"
   ((code == 0)) || status=$code
   rest=()
