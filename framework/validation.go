@@ -119,3 +119,20 @@ func (v *Validation) Sub(key string) *Validation {
 	s.prefix = v.Key(key)
 	return &s
 }
+
+// ValidName reports whether s can name a table of a plugin's configuration (an
+// upstream, a route, a provider): one or more lowercase letters, digits, - and
+// _, so that it labels metrics as written and a JFAST_* variable, which names
+// it in lower case, can address it.
+func ValidName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}

@@ -125,7 +125,7 @@ func (p *Plugin) Validate(v *framework.Validation) {
 }
 
 func validateTable(sub *framework.Validation, name string, problems []fieldError, headers map[string]string) {
-	if !validUpstreamName(name) {
+	if !framework.ValidName(name) {
 		sub.Error("", "is not a valid name", "use lowercase letters, digits, - and _ (it names the client in metrics and in JFAST_HTTP_* variables)")
 	}
 	for _, e := range problems {
@@ -140,19 +140,6 @@ func validateTable(sub *framework.Validation, name string, problems []fieldError
 				`write the header with "-" in the file (a name with "-" cannot come from the environment); a header whose name really has "_" can only be sent per call, with http.Header`)
 		}
 	}
-}
-
-func validUpstreamName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 // AddTransportWrapper adds a [TransportWrapper] to every upstream's client. It
