@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -176,7 +177,7 @@ func benchApp(b *testing.B, backend string, register func(*queue.Plugin), worker
 	}
 	if workers {
 		queuetest.Eventually(b, 10*time.Second, "workers running", func() bool {
-			return contains(svc.Get(b, "/ready").String(), `"workers":"running"`)
+			return strings.Contains(svc.Get(b, "/ready").String(), `"workers":"running"`)
 		})
 	}
 	// Warm up: migrations, connections.
@@ -247,5 +248,3 @@ func report(b *testing.B) {
 	b.ReportAllocs()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 }
-
-func contains(s, sub string) bool { return indexFrom(s, sub, 0) >= 0 }

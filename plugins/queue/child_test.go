@@ -3,11 +3,11 @@ package queue_test
 import (
 	"context"
 	"fmt"
-	"github.com/jfastframework/jfast/plugins/queue"
 	"os"
 	"time"
 
 	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/plugins/queue"
 )
 
 // The killed-worker test re-executes this test binary as a worker process.

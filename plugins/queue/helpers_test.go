@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/go-chi/chi/v5"
-	"github.com/jfastframework/jfast/plugins/queue"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jfastframework/jfast/plugins/queue"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
@@ -84,24 +86,14 @@ func deleteRedisQueues(t testing.TB, cfg queuetest.Config) {
 func queueNamesIn(toml string) []string {
 	var names []string
 	const marker = "[plugin.queue.queues."
-	for i := 0; ; {
-		j := indexFrom(toml, marker, i)
-		if j < 0 {
-			return names
-		}
-		k := indexFrom(toml, "]", j)
-		names = append(names, toml[j+len(marker):k])
-		i = k
-	}
-}
-
-func indexFrom(s, sub string, from int) int {
-	for i := from; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return i
+	for _, line := range strings.Split(toml, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), marker); ok {
+			if name, _, ok := strings.Cut(rest, "]"); ok {
+				names = append(names, name)
+			}
 		}
 	}
-	return -1
+	return names
 }
 
 func harness(backend string) queuetest.Harness {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -132,7 +133,7 @@ func rabbitBenchApp(b *testing.B, register func(*queue.Plugin), workers bool) *q
 	}
 	if workers {
 		queuetest.Eventually(b, 10*time.Second, "workers running", func() bool {
-			return contains(svc.Get(b, "/ready").String(), `"workers":"running"`)
+			return strings.Contains(svc.Get(b, "/ready").String(), `"workers":"running"`)
 		})
 	}
 	// Warm up: connection, topology.
