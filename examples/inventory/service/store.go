@@ -19,7 +19,9 @@ type Store struct {
 
 // NewStore returns a store holding seed (copied).
 func NewStore(seed map[string]int64) *Store {
-	return &Store{stock: maps.Clone(seed)}
+	stock := make(map[string]int64, len(seed))
+	maps.Copy(stock, seed)
+	return &Store{stock: stock}
 }
 
 // Set makes n items of sku available, adding the SKU if it is new.

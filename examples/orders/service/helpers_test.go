@@ -14,10 +14,12 @@ import (
 
 	billing "github.com/jfastframework/jfast/examples/billing/service"
 	"github.com/jfastframework/jfast/examples/internal/exampletest"
+	inventory "github.com/jfastframework/jfast/examples/inventory/service"
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/jfasttest"
 	"github.com/jfastframework/jfast/plugins/cache"
 	"github.com/jfastframework/jfast/plugins/db"
+	jgrpc "github.com/jfastframework/jfast/plugins/grpc"
 )
 
 // bundle is what a test gets from setup.
@@ -25,10 +27,12 @@ type bundle struct {
 	svc   *jfasttest.Service
 	db    *db.DB
 	cache *cache.Plugin
+	stock *inventory.Store // the stock of the inventory service the test started
 }
 
 type setupOpts struct {
 	billingURL string   // billing's base_url; empty starts billing in-process
+	inventory  string   // the inventory upstream's target; empty starts inventory in-process
 	cacheURL   string   // empty: the machine's Redis
 	replace    []string // old, new pairs applied to jfast.toml
 }
@@ -45,6 +49,19 @@ func startBilling(t *testing.T) *jfasttest.Service {
 	})
 }
 
+// startInventory runs examples/inventory from its own jfast.toml, gRPC on a
+// free port, serving store; it returns the gRPC address.
+func startInventory(t *testing.T, store *inventory.Store) string {
+	t.Helper()
+	p := jgrpc.New()
+	jfasttest.Start(t, jfasttest.Options{
+		TOML:    exampletest.Config(t, "../../inventory/jfast.toml", `listen = "127.0.0.1:9020"`, `listen = "127.0.0.1:0"`),
+		Plugins: []framework.Plugin{p},
+		Routes:  inventory.Routes(store),
+	})
+	return p.Addr()
+}
+
 // setup runs orders from its own jfast.toml on the private database, with its
 // own Redis key prefix (the app name) and storage directory.
 func setup(t *testing.T, o setupOpts) *bundle {
@@ -52,15 +69,19 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	if o.billingURL == "" {
 		o.billingURL = startBilling(t).URL
 	}
+	b := &bundle{stock: inventory.NewStore(nil)}
+	if o.inventory == "" {
+		o.inventory = startInventory(t, b.stock)
+	}
 	env := map[string]string{
 		"JFAST_DB_URL": ordersURL,
+		"JFAST_GRPC_UPSTREAMS__INVENTORY__TARGET": o.inventory,
 		"JFAST_HTTP_UPSTREAMS__BILLING__BASE_URL": o.billingURL,
 		"JFAST_STORAGE_DISKS__RECEIPTS__ROOT":     t.TempDir(),
 	}
 	if o.cacheURL != "" {
 		env["JFAST_CACHE_URL"] = o.cacheURL
 	}
-	b := &bundle{}
 	b.svc = jfasttest.Start(t, jfasttest.Options{
 		TOML: exampletest.Config(t, "../jfast.toml",
 			append([]string{`name = "orders"`, `name = "orders-test-` + random() + `"`,
@@ -87,15 +108,23 @@ func random() string {
 	return hex.EncodeToString(b)
 }
 
-// newSKU adds a SKU of its own to the stock, so tests do not share counts.
+// newSKU adds a SKU of its own to the catalogue (its price) and to the
+// inventory (how many are available), so tests do not share counts.
 func (b *bundle) newSKU(t *testing.T, available int, price int64) string {
 	t.Helper()
 	sku := "sku-" + random()
 	if _, err := b.db.Exec(context.Background(),
-		`INSERT INTO stock (sku, available, price_minor) VALUES ($1, $2, $3)`, sku, available, price); err != nil {
+		`INSERT INTO stock (sku, price_minor) VALUES ($1, $2)`, sku, price); err != nil {
 		t.Fatal(err)
 	}
+	b.stock.Set(sku, int64(available))
 	return sku
+}
+
+// available is the inventory's stock of sku.
+func (b *bundle) available(sku string) int {
+	n, _ := b.stock.Available(sku)
+	return int(n)
 }
 
 // insertOrder adds an order straight to the database (no charge, no mail).

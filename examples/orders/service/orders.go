@@ -10,7 +10,10 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	"github.com/jfastframework/jfast/examples/inventory/shoppb"
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/plugins/auth"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
@@ -94,16 +97,9 @@ func (s *service) createOrder(w http.ResponseWriter, r *http.Request) error {
 		if err := s.mail.SendTx(r.Context(), tx, confirmation(o)); err != nil {
 			return err
 		}
-		// Last, so that running out of stock rolls back the order and its mail.
-		tag, err := tx.Exec(r.Context(),
-			`UPDATE stock SET available = available - $2 WHERE sku = $1 AND available >= $2`, req.SKU, req.Quantity)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return problem.Conflict(fmt.Sprintf("not enough %s in stock for %d", req.SKU, req.Quantity))
-		}
-		return nil
+		// Last, so that running out of stock (or the inventory being
+		// unreachable) rolls back the order and its mail.
+		return s.reserve(r.Context(), o)
 	})
 	if err != nil {
 		return err
@@ -121,6 +117,27 @@ func (s *service) createOrder(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set("Location", "/orders/"+strconv.FormatInt(o.ID, 10))
 	return framework.JSON(w, http.StatusCreated, o)
+}
+
+// reserve takes the order's items through the inventory's Reserve. Reserve
+// is not in the upstream's idempotent_methods, so it is never retried: a
+// Reserve whose answer was lost may have reserved, and a retry would reserve
+// again. Its failure rolls the order back; a reservation whose order then
+// fails to commit stays taken (the inventory of a real shop expires
+// reservations that no order confirms).
+func (s *service) reserve(ctx context.Context, o Order) error {
+	_, err := s.inventory.Reserve(ctx, &shoppb.ReserveRequest{
+		Sku: o.SKU, Quantity: int64(o.Quantity), OrderId: strconv.FormatInt(o.ID, 10),
+	})
+	switch status.Code(err) {
+	case codes.OK:
+		return nil
+	case codes.FailedPrecondition:
+		return problem.Conflict(fmt.Sprintf("not enough %s in stock for %d", o.SKU, o.Quantity))
+	case codes.NotFound:
+		return problem.Unprocessable("the order is invalid", problem.FieldError{Field: "sku", Detail: "not in the inventory"})
+	}
+	return err // no answer from the inventory: 503 naming inventory
 }
 
 // charge pays the order through billing's POST /payments.

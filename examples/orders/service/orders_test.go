@@ -47,7 +47,7 @@ func TestOrder(t *testing.T) {
 	if n := billingPayments(t, o.ID); n != 1 {
 		t.Fatalf("%d payments in billing, want 1", n)
 	}
-	if n := b.count(t, `SELECT available FROM stock WHERE sku = $1`, sku); n != 3 {
+	if n := b.available(sku); n != 3 {
 		t.Fatalf("stock after the order = %d, want 3", n)
 	}
 
@@ -151,7 +151,7 @@ func TestOrderRetryChargesOnce(t *testing.T) {
 	if n := b.mailJobs(t, sku); n != 1 {
 		t.Fatalf("%d mails, want 1", n)
 	}
-	if n := b.count(t, `SELECT available FROM stock WHERE sku = $1`, sku); n != 7 {
+	if n := b.available(sku); n != 7 {
 		t.Fatalf("stock = %d, want 7 (taken once)", n)
 	}
 	// The same key for another order is refused.

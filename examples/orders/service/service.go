@@ -7,11 +7,13 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/jfastframework/jfast/examples/inventory/shoppb"
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/plugins/auth"
 	"github.com/jfastframework/jfast/plugins/cache"
 	"github.com/jfastframework/jfast/plugins/channels"
 	"github.com/jfastframework/jfast/plugins/db"
+	jgrpc "github.com/jfastframework/jfast/plugins/grpc"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/plugins/mail"
 	"github.com/jfastframework/jfast/plugins/queue"
@@ -42,6 +44,7 @@ func Options() framework.Options {
 			mail.New(),
 			storage.New(),
 			channels.New(),
+			jgrpc.New(),
 		},
 		Routes: Routes,
 	}
@@ -70,6 +73,11 @@ func Routes(app *framework.App, r chi.Router) error {
 	if s.events, err = channels.From(app); err != nil {
 		return err
 	}
+	inventory, err := jgrpc.Client(app, "inventory")
+	if err != nil {
+		return err
+	}
+	s.inventory = shoppb.NewInventoryClient(inventory)
 	a, err := auth.From(app)
 	if err != nil {
 		return err

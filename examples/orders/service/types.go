@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jfastframework/jfast/examples/inventory/shoppb"
 	"github.com/jfastframework/jfast/plugins/cache"
 	"github.com/jfastframework/jfast/plugins/channels"
 	"github.com/jfastframework/jfast/plugins/db"
@@ -20,7 +21,10 @@ type service struct {
 	mail     *mail.Plugin
 	receipts *storage.Disk
 	events   *channels.Plugin
-	log      *slog.Logger
+	// inventory is examples/inventory's generated client on the grpc
+	// plugin's "inventory" upstream.
+	inventory shoppb.InventoryClient
+	log       *slog.Logger
 }
 
 // Stock is what GET /stock/{sku} answers.
