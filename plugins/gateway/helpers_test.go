@@ -42,13 +42,16 @@ func gatewayService(t testing.TB, toml string, opts ...func(*jfasttest.Options))
 	t.Helper()
 	o := jfasttest.Options{
 		TOML:    "[plugins]\nenabled = [\"http\", \"gateway\"]\n" + toml,
-		Plugins: []framework.Plugin{jhttp.New(), gateway.New()},
+		Plugins: gatewayPlugins(),
 	}
 	for _, f := range opts {
 		f(&o)
 	}
 	return jfasttest.Start(t, o)
 }
+
+// gatewayPlugins are the plugins a gateway compiles in.
+func gatewayPlugins() []framework.Plugin { return []framework.Plugin{jhttp.New(), gateway.New()} }
 
 // problemOf decodes a problem+json body.
 func problemOf(t testing.TB, r jfasttest.Response) map[string]any {
