@@ -224,3 +224,44 @@ upstream = "orders"
 		t.Fatal("the upstream request was not cancelled after the client went away")
 	}
 }
+
+// A full bulkhead is a 503 problem at once, and a response announcing a body
+// over max_response_bytes a 502 problem: the upstream answered with
+// something the gateway will not pass on. Both name the route.
+func TestBulkheadAndTooLarge(t *testing.T) {
+	t.Parallel()
+	held, release := make(chan struct{}), make(chan struct{})
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			w.Header().Set("Content-Length", "2048")
+			_, _ = w.Write(make([]byte, 2048))
+			return
+		}
+		close(held)
+		<-release
+	})
+	svc := gatewayService(t, upstreamTOML("orders", up.URL, "max_concurrent = 1", `bulkhead_wait = "10ms"`,
+		"max_response_bytes = 1024", `total_timeout = "60s"`, `read_timeout = "60s"`)+`
+[plugin.gateway.routes.orders]
+prefix = "/orders"
+upstream = "orders"
+strip_prefix = true
+`)
+	done := make(chan jfasttest.Response, 1)
+	go func() { done <- svc.Get(t, "/orders/slow") }()
+	<-held
+	r := svc.Get(t, "/orders/other")
+	p := problemOf(t, r)
+	if r.Status != 503 || p["route"] != "orders" || p["dependency"] != "orders" || !strings.Contains(p["detail"].(string), "too many calls") {
+		t.Errorf("full bulkhead: %d %v", r.Status, p)
+	}
+	close(release)
+	if r := <-done; r.Status != 200 {
+		t.Errorf("the held request: %d", r.Status)
+	}
+	r = svc.Get(t, "/orders/big")
+	p = problemOf(t, r)
+	if r.Status != 502 || p["route"] != "orders" || p["dependency"] != "orders" {
+		t.Errorf("body over max_response_bytes: %d %v", r.Status, p)
+	}
+}

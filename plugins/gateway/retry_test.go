@@ -61,6 +61,9 @@ func TestRetriesOnlyWhenSafe(t *testing.T) {
 			r := svc.Do(t, tc.method, "/r/x", tc.body, tc.headers...)
 			hits := up.hits.Load()
 			retries := metric(t, svc.Metrics(), "jfast_gateway_retries_total", "route", "r")
+			if n := metric(t, svc.Metrics(), "jfast_gateway_upstream_duration_seconds", "route", "r"); n != 1 {
+				t.Errorf("upstream duration observations = %v, want 1 (retries included in the one request)", n)
+			}
 			if tc.retried {
 				if r.Status != 200 || r.String() != tc.body || hits != 2 || retries != 1 {
 					t.Fatalf("status %d body %.20q, %d upstream hits, %v retries; want 200, the body, 2, 1", r.Status, r.Body, hits, retries)
