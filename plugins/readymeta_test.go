@@ -19,6 +19,7 @@ import (
 	"github.com/jfastframework/jfast/plugins/gateway"
 	jgrpc "github.com/jfastframework/jfast/plugins/grpc"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
+	"github.com/jfastframework/jfast/plugins/llm"
 	"github.com/jfastframework/jfast/plugins/queue"
 	"github.com/jfastframework/jfast/plugins/storage"
 )
@@ -38,11 +39,15 @@ name = "shape"
 readiness_timeout = "1s"
 
 [plugins]
-enabled = ["db", "cache", "http", "queue", "storage", "auth", "grpc", "gateway"]
+enabled = ["db", "cache", "http", "queue", "storage", "auth", "grpc", "gateway", "llm"]
 
 [plugin.gateway.routes.billing]
 prefix = "/api/billing"
 upstream = "billing"
+
+[plugin.llm.providers.openai]
+base_url = "http://` + down + `/v1"
+model = "m"
 
 [plugin.grpc.upstreams.inventory]
 target = "` + down + `"
@@ -76,7 +81,7 @@ secret_key = "secret"
 mode = "jwks"
 jwks_url = "http://` + down + `/jwks.json"
 `,
-		Plugins: []framework.Plugin{db.New(), cache.New(), jhttp.New(), queue.New(), storage.New(), auth.New(), jgrpc.New(), gateway.New()},
+		Plugins: []framework.Plugin{db.New(), cache.New(), jhttp.New(), queue.New(), storage.New(), auth.New(), jgrpc.New(), gateway.New(), llm.New()},
 	})
 	resp := svc.Get(t, "/ready")
 	var body struct {
@@ -114,6 +119,12 @@ jwks_url = "http://` + down + `/jwks.json"
 		t.Fatalf("/ready: gateway route billing has no breaker meta: %s", resp.Body)
 	}
 	breakers["gateway.billing"] = b
+	llmProviders, _ := body.Checks["llm"].Meta["providers"].(map[string]any)
+	openai, _ := llmProviders["openai"].(map[string]any)
+	if b, ok = openai["breaker"].(map[string]any); !ok {
+		t.Fatalf("/ready: llm provider openai has no breaker meta: %s", resp.Body)
+	}
+	breakers["llm.openai"] = b
 
 	want := []string{"consecutive_failures", "opens", "retry_after", "state", "window_calls", "window_failures"}
 	for name, b := range breakers {
@@ -149,17 +160,18 @@ breaker_cool_down = "-1s"
 		"plugin.cache":                  "",
 		"plugin.http.upstreams.billing": "base_url = \"http://" + down + "\"\n",
 		"plugin.grpc.upstreams.billing": "target = \"" + down + "\"\ninsecure = true\nattempts = 1\n",
+		"plugin.llm.providers.openai":   "base_url = \"http://" + down + "/v1\"\nmodel = \"m\"\n",
 		"plugin.queue":                  "backend = \"postgres\"\n",
 		"plugin.storage.disks.files":    "driver = \"s3\"\nbucket = \"files\"\nregion = \"us-east-1\"\n",
 		"plugin.auth":                   "mode = \"jwks\"\njwks_url = \"http://" + down + "/jwks.json\"\n",
 	}
 	var problems map[string]string // key suffix → problem and fix, from the first table
 	for _, table := range slices.Sorted(maps.Keys(tables)) {
-		toml := "[plugins]\nenabled = [\"db\", \"cache\", \"http\", \"queue\", \"storage\", \"auth\", \"grpc\"]\n[plugin.storage]\ndefault = \"files\"\n"
+		toml := "[plugins]\nenabled = [\"db\", \"cache\", \"http\", \"queue\", \"storage\", \"auth\", \"grpc\", \"llm\"]\n[plugin.storage]\ndefault = \"files\"\n"
 		toml += "[" + table + "]\n" + tables[table] + bad
 		_, err := jfasttest.New(t, jfasttest.Options{
 			TOML:    toml,
-			Plugins: []framework.Plugin{db.New(), cache.New(), jhttp.New(), queue.New(), storage.New(), auth.New(), jgrpc.New()},
+			Plugins: []framework.Plugin{db.New(), cache.New(), jhttp.New(), queue.New(), storage.New(), auth.New(), jgrpc.New(), llm.New()},
 		})
 		var errs framework.ConfigErrors
 		if !errors.As(err, &errs) {

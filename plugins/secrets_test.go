@@ -16,6 +16,7 @@ import (
 	"github.com/jfastframework/jfast/plugins/cache"
 	"github.com/jfastframework/jfast/plugins/db"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
+	"github.com/jfastframework/jfast/plugins/llm"
 	"github.com/jfastframework/jfast/plugins/mail"
 	"github.com/jfastframework/jfast/plugins/queue"
 	"github.com/jfastframework/jfast/plugins/storage"
@@ -111,13 +112,21 @@ func secretCases(t *testing.T) []secretCase {
 		{name: "http base url password in the environment", errKey: "plugin.http.upstreams.billing.base_url", enabled: `"http"`, sentinel: "S3NTht4",
 			badEnv: []string{"JFAST_HTTP_UPSTREAMS__BILLING__BASE_URL=ftp://u:S3NTht4@billing"},
 			bad:    "[plugin.http.upstreams.billing]\nbase_url = \"http://billing\""},
+		{name: "llm api key", errKey: "plugin.llm.providers.openai.api_key", enabled: `"llm"`, sentinel: "S3NTllm1",
+			good: "[plugin.llm.providers.openai]\nbase_url = \"https://api.openai.com/v1\"\nmodel = \"gpt-4o-mini\"\napi_key = \"sk-S3NTllm1\"",
+			env:  []string{"JFAST_LLM_PROVIDERS__OPENAI__API_KEY=sk-S3NTllm1-env"},
+			bad:  "[plugin.llm.providers.openai]\nbase_url = \"https://api.openai.com/v1\"\nmodel = \"gpt-4o-mini\"\napi_key = [\"sk-S3NTllm1\"]"},
+		{name: "llm api key with a line break", errKey: "plugin.llm.providers.openai.api_key", enabled: `"llm"`, sentinel: "S3NTllm2",
+			bad: "[plugin.llm.providers.openai]\nbase_url = \"https://api.openai.com/v1\"\nmodel = \"gpt-4o-mini\"\napi_key = \"sk-S3NTllm2\\n\""},
+		{name: "llm base url password", errKey: "plugin.llm.providers.openai.base_url", enabled: `"llm"`, sentinel: "S3NTllm3",
+			bad: "[plugin.llm.providers.openai]\nbase_url = \"https://u:S3NTllm3@api.openai.com/v1\"\nmodel = \"gpt-4o-mini\""},
 		{name: "telemetry endpoint password", errKey: "plugin.telemetry.endpoint", enabled: `"telemetry"`, sentinel: "S3NTte1",
 			bad: "[plugin.telemetry]\nendpoint = \"https://u:S3NTte1@otel:port/v1/traces\""},
 	}
 }
 
 func allPlugins() []framework.Plugin {
-	return []framework.Plugin{db.New(), cache.New(), auth.New(), storage.New(), queue.New(), mail.New(), jhttp.New(), telemetry.New()}
+	return []framework.Plugin{db.New(), cache.New(), auth.New(), storage.New(), queue.New(), mail.New(), jhttp.New(), telemetry.New(), llm.New()}
 }
 
 // TestSecretsNeverPrint: for every plugin's secret-bearing keys, the config

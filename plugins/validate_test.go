@@ -13,6 +13,7 @@ import (
 	jgrpc "github.com/jfastframework/jfast/plugins/grpc"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/plugins/idempotency"
+	"github.com/jfastframework/jfast/plugins/llm"
 	"github.com/jfastframework/jfast/plugins/mail"
 	"github.com/jfastframework/jfast/plugins/queue"
 	"github.com/jfastframework/jfast/plugins/storage"
@@ -50,7 +51,7 @@ func (s *validateSpy) Validate(v *framework.Validation) {
 // shows them and Validate checks what will run.
 func TestValidateOnlyReads(t *testing.T) {
 	t.Parallel()
-	for _, p := range []framework.Plugin{auth.New(), cache.New(), db.New(), jhttp.New(), idempotency.New(), mail.New(), queue.New(), storage.New(), telemetry.New(), jgrpc.New(), gateway.New()} {
+	for _, p := range []framework.Plugin{auth.New(), cache.New(), db.New(), jhttp.New(), idempotency.New(), mail.New(), queue.New(), storage.New(), telemetry.New(), jgrpc.New(), gateway.New(), llm.New()} {
 		spy := &validateSpy{Plugin: p}
 		_, _ = framework.New(framework.Options{
 			Plugins:    []framework.Plugin{spy},

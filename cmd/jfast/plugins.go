@@ -10,6 +10,7 @@ import (
 	"github.com/jfastframework/jfast/plugins/grpc"
 	"github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/plugins/idempotency"
+	"github.com/jfastframework/jfast/plugins/llm"
 	"github.com/jfastframework/jfast/plugins/mail"
 	"github.com/jfastframework/jfast/plugins/queue"
 	"github.com/jfastframework/jfast/plugins/storage"
@@ -33,4 +34,5 @@ var builtin = map[string]func() framework.Plugin{
 	"channels":    func() framework.Plugin { return channels.New() },
 	"grpc":        func() framework.Plugin { return grpc.New() },
 	"gateway":     func() framework.Plugin { return gateway.New() },
+	"llm":         func() framework.Plugin { return llm.New() },
 }

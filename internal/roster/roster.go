@@ -29,6 +29,7 @@ var Names = []string{
 	"channels",
 	"grpc",
 	"gateway",
+	"llm",
 }
 
 // Module is jfast's module path.

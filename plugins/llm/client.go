@@ -1,0 +1,494 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/jfastframework/jfast/framework/resilience"
+)
+
+// Client calls one model provider through the official OpenAI Go SDK, with
+// jfast's policies around every attempt: the provider's breaker, retry
+// budget and bulkhead, its deadlines, and its fallback. Take it once at boot
+// ([Provider]) or make one with [NewClient]. A Client is safe for concurrent
+// use.
+type Client struct {
+	cfg      ProviderConfig
+	chat     openai.ChatCompletionService
+	pool     *http.Transport
+	clock    resilience.Clock
+	breaker  *resilience.Breaker
+	budget   *resilience.RetryBudget
+	bulkhead *resilience.Bulkhead
+	backoff  resilience.Backoff
+	fallback *Client
+	metrics  *metricSet
+	tracer   trace.Tracer
+	closed   atomic.Bool
+}
+
+// ClientOption configures [NewClient].
+type ClientOption func(*clientOptions)
+
+type clientOptions struct {
+	clock    resilience.Clock
+	logger   *slog.Logger
+	tracer   trace.TracerProvider
+	fallback *Client
+	metrics  *metricSet
+}
+
+// WithClock sets the clock of the breaker, the budget, the bulkhead, the
+// waits between attempts and the read gap. Defaults to the real clock.
+func WithClock(c resilience.Clock) ClientOption { return func(o *clientOptions) { o.clock = c } }
+
+// WithLogger sets where the breaker's state changes are logged. Defaults to
+// slog.Default().
+func WithLogger(l *slog.Logger) ClientOption { return func(o *clientOptions) { o.logger = l } }
+
+// WithTracerProvider records a span per call (see docs/llm.md, "Traces").
+// Defaults to none.
+func WithTracerProvider(tp trace.TracerProvider) ClientOption {
+	return func(o *clientOptions) { o.tracer = tp }
+}
+
+// WithFallback names the client a call goes to when this one refuses it at
+// once (its breaker open or its bulkhead full). Defaults to none.
+func WithFallback(c *Client) ClientOption { return func(o *clientOptions) { o.fallback = c } }
+
+func withMetricSet(m *metricSet) ClientOption { return func(o *clientOptions) { o.metrics = m } }
+
+// NewClient returns a client of one provider, for scripts and tests; a
+// service takes its clients from the plugin with [Provider]. Zero fields of
+// cfg take their defaults; base_url and model are required. Close the client
+// when done.
+func NewClient(cfg ProviderConfig, opts ...ClientOption) (*Client, error) {
+	return newClient(cfg.withDefaults(), opts...)
+}
+
+func newClient(cfg ProviderConfig, opts ...ClientOption) (*Client, error) {
+	if errs := cfg.problems(); len(errs) > 0 {
+		msgs := make([]string, len(errs))
+		for i, e := range errs {
+			msgs[i] = e.key + " " + e.problem
+		}
+		return nil, fmt.Errorf("llm: provider '%s': %s", cfg.Name, strings.Join(msgs, "; "))
+	}
+	var o clientOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.clock == nil {
+		o.clock = resilience.RealClock()
+	}
+	if o.metrics == nil {
+		o.metrics = newMetricSet() // registered nowhere
+	}
+	c := &Client{
+		cfg:      cfg,
+		pool:     newTransport(cfg),
+		clock:    o.clock,
+		fallback: o.fallback,
+		metrics:  o.metrics,
+		tracer:   noop.NewTracerProvider().Tracer(instrumentationName),
+		backoff:  resilience.Backoff{Base: cfg.BackoffBase, Max: cfg.BackoffMax, Jitter: resilience.JitterFull},
+	}
+	if o.tracer != nil {
+		c.tracer = o.tracer.Tracer(instrumentationName)
+	}
+	name := cfg.Name
+	c.breaker = resilience.NewBreaker(cfg.BreakerConfig.Opts(name, o.clock,
+		resilience.LogStateChanges(o.logger, "llm", cfg.BreakerCoolDown, func(sc resilience.StateChange) { c.metrics.transition(name, sc) })))
+	c.budget = resilience.NewRetryBudget(resilience.RetryBudgetOpts{
+		Ratio: cfg.RetryBudgetRatio, MinPerSecond: cfg.RetryBudgetMinPerSecond, Clock: o.clock,
+	})
+	c.bulkhead = resilience.NewBulkhead(resilience.BulkheadOpts{Name: name, MaxConcurrent: cfg.MaxConcurrent, Wait: cfg.BulkheadWait, Clock: o.clock})
+	sdkOpts := []option.RequestOption{
+		option.WithBaseURL(cfg.BaseURL),
+		// No redirect is followed: the key must not go to another host.
+		option.WithHTTPClient(&http.Client{Transport: gapTransport{rt: c.pool}, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}),
+		// One level of retries: this client's, which see every attempt.
+		option.WithMaxRetries(0),
+	}
+	if cfg.APIKey != "" {
+		sdkOpts = append(sdkOpts, option.WithAPIKey(cfg.APIKey))
+	}
+	// NewChatCompletionService, unlike openai.NewClient, reads no OPENAI_*
+	// variable: a provider's key and URL come from its table only, so an
+	// OPENAI_API_KEY in the environment never goes to another provider.
+	c.chat = openai.NewChatCompletionService(sdkOpts...)
+	return c, nil
+}
+
+const instrumentationName = "github.com/jfastframework/jfast/plugins/llm"
+
+// Config returns the provider's settings, defaults filled in.
+func (c *Client) Config() ProviderConfig { return c.cfg }
+
+// Name returns the provider's name.
+func (c *Client) Name() string { return c.cfg.Name }
+
+// Breaker returns the provider's breaker, for tests and health pages.
+func (c *Client) Breaker() *resilience.Breaker { return c.breaker }
+
+// Bulkhead returns the provider's bulkhead.
+func (c *Client) Bulkhead() *resilience.Bulkhead { return c.bulkhead }
+
+// Close closes the idle connections; calls made after Close fail with a
+// [KindClosed] error. Calls in flight finish.
+func (c *Client) Close() error {
+	c.closed.Store(true)
+	c.pool.CloseIdleConnections()
+	return nil
+}
+
+// Response is a plain call's answer.
+type Response struct {
+	// Completion is the provider's answer, as the SDK decoded it.
+	Completion *openai.ChatCompletion
+	// Provider names the provider that answered: the one called, or its
+	// fallback.
+	Provider string
+	// Model is the model that was asked.
+	Model string
+	// Attempts is how many requests the answering provider was sent.
+	Attempts int
+}
+
+// Text returns the first choice's content, or "" when there is none.
+func (r *Response) Text() string {
+	if r == nil || r.Completion == nil || len(r.Completion.Choices) == 0 {
+		return ""
+	}
+	return r.Completion.Choices[0].Message.Content
+}
+
+// Chat sends a chat completion and returns the whole answer. params.Model
+// may be empty: the provider's model is used. A failed attempt is retried
+// by the rules of docs/llm.md ("What is retried"); a call the provider
+// refuses at once (open breaker, full bulkhead) goes to its fallback. Every
+// error is an [*Error].
+func (c *Client) Chat(ctx context.Context, params openai.ChatCompletionNewParams) (*Response, error) {
+	k, err := c.begin(ctx, params, false, false)
+	if err != nil {
+		return nil, err
+	}
+	return k.resp, nil
+}
+
+// ChatStream sends a streamed chat completion and returns once its first
+// chunk has arrived, which [Stream.Next] yields first. Until then a failed
+// attempt (a 5xx, a failure to connect, a stream silent for read_gap) is
+// retried, within the budget and the deadline; once a chunk has reached the
+// caller nothing is retried, and a stream cut later (silent for read_gap,
+// reset, out of total_timeout) ends with [Stream.Err] set. Cancelling ctx
+// cancels the provider's request. params.StreamOptions.IncludeUsage is set
+// unless params sets it, so the last chunk (with no choices) carries the
+// token counts. Every error is an [*Error].
+func (c *Client) ChatStream(ctx context.Context, params openai.ChatCompletionNewParams) (*Stream, error) {
+	k, err := c.begin(ctx, params, true, false)
+	if err != nil {
+		return nil, err
+	}
+	return k.stream, nil
+}
+
+// call is one call to one provider, from its bulkhead place to its end.
+type call struct {
+	c        *Client
+	ctx      context.Context // the caller's
+	callCtx  context.Context // under total_timeout
+	cancel   context.CancelFunc
+	own      time.Time // total_timeout's deadline, on the time package's clock
+	permit   resilience.Permit
+	start    time.Time // on the client's clock
+	model    string
+	stream   bool
+	span     trace.Span
+	attempts int
+}
+
+// begin runs a call on c, or on its fallback when c refuses it at once.
+func (c *Client) begin(ctx context.Context, params openai.ChatCompletionNewParams, stream, fellBack bool) (*callResult, error) {
+	if params.Model == "" || fellBack {
+		// A fallback answers with its own model: another provider's name
+		// for a model means nothing to it.
+		params.Model = c.cfg.Model
+	}
+	if stream && !params.StreamOptions.IncludeUsage.Valid() {
+		params.StreamOptions.IncludeUsage = openai.Bool(true)
+	}
+	model := params.Model
+	parent := ctx
+	ctx, span := c.tracer.Start(ctx, "chat "+model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("gen_ai.operation.name", "chat"),
+		attribute.String("gen_ai.request.model", model),
+		attribute.String("llm.provider", c.cfg.Name),
+		attribute.Bool("llm.stream", stream),
+	))
+	refuse := func(e *Error) (*callResult, error) {
+		c.metrics.calls.WithLabelValues(c.cfg.Name, model, e.Kind.String()).Inc()
+		span.SetAttributes(attribute.String("llm.outcome", e.Kind.String()))
+		span.SetStatus(codes.Error, e.Kind.String())
+		span.End()
+		return nil, e
+	}
+	if c.closed.Load() {
+		return refuse(&Error{Provider: c.cfg.Name, Kind: KindClosed, Err: errClosed})
+	}
+	fallBack := func(cause error) (*callResult, error) {
+		e := refused(c.cfg.Name, cause)
+		if c.fallback == nil {
+			return refuse(e)
+		}
+		_, _ = refuse(e)
+		c.metrics.fallbacks.WithLabelValues(c.cfg.Name, c.fallback.cfg.Name).Inc()
+		return c.fallback.begin(parent, params, stream, true)
+	}
+	ticket, err := c.breaker.Allow()
+	if err != nil {
+		return fallBack(err)
+	}
+	permit, err := c.bulkhead.Acquire(ctx)
+	if err != nil {
+		ticket.Done(resilience.Ignore)
+		if ctx.Err() != nil {
+			return refuse(c.ctxError(ctx, ctx, err, 0))
+		}
+		return fallBack(err)
+	}
+	k := &call{c: c, ctx: ctx, permit: permit, start: c.clock.Now(), model: model, stream: stream, span: span}
+	k.callCtx, k.cancel = context.WithTimeout(ctx, c.cfg.TotalTimeout)
+	k.own = time.Now().Add(c.cfg.TotalTimeout)
+	c.budget.RecordCall()
+	return k.run(params, ticket)
+}
+
+// callResult is what a successful begin hands back.
+type callResult struct {
+	resp   *Response
+	stream *Stream
+}
+
+// run makes the attempts of k, the first under ticket.
+func (k *call) run(params openai.ChatCompletionNewParams, ticket resilience.Ticket) (*callResult, error) {
+	c := k.c
+	for n := 1; ; n++ {
+		if n > 1 {
+			var err error
+			if ticket, err = c.breaker.Allow(); err != nil {
+				e := refused(c.cfg.Name, err)
+				e.Attempts = k.attempts
+				return nil, k.end(e, 0, 0)
+			}
+		}
+		k.attempts = n
+		began := c.clock.Now()
+		var res *callResult
+		var f failure
+		if k.stream {
+			res, f = k.streamAttempt(params, ticket)
+		} else {
+			res, f = k.plainAttempt(params, ticket)
+		}
+		if res != nil {
+			return res, nil
+		}
+		took := c.clock.Now().Sub(began)
+		e := f.err
+		e.Attempts = n
+		if !f.retryable || n > c.cfg.Retries || k.callCtx.Err() != nil {
+			return nil, k.end(e, 0, 0)
+		}
+		wait := c.backoff.Delay(n)
+		if e.Kind == KindRateLimited {
+			if d, ok := rateLimitWait(f.header, c.clock.Now()); ok {
+				wait, e.RetryAfter = d, d
+				if d > c.cfg.MaxRetryAfter {
+					return nil, k.end(e, 0, 0)
+				}
+			}
+		}
+		if deadline, ok := k.callCtx.Deadline(); ok && time.Until(deadline) <= wait+took {
+			return nil, k.end(e, 0, 0) // the retry could not finish in time
+		}
+		if !c.budget.TryRetry() {
+			c.metrics.refusals.WithLabelValues(c.cfg.Name).Inc()
+			return nil, k.end(e, 0, 0)
+		}
+		c.metrics.retries.WithLabelValues(c.cfg.Name).Inc()
+		if err := c.clock.Sleep(k.callCtx, wait); err != nil {
+			return nil, k.end(c.ctxError(k.ctx, k.callCtx, err, n), 0, 0)
+		}
+	}
+}
+
+// failure is a failed attempt: the error the call returns if it is not
+// retried, whether a retry may help, and the answer's headers (a 429's
+// rate-limit headers).
+type failure struct {
+	err       *Error
+	retryable bool
+	header    http.Header
+}
+
+// plainAttempt makes one attempt of a plain call.
+func (k *call) plainAttempt(params openai.ChatCompletionNewParams, ticket resilience.Ticket) (*callResult, failure) {
+	c := k.c
+	comp, err := c.chat.New(k.callCtx, params)
+	if err == nil {
+		ticket.Done(resilience.Success)
+		c.metrics.attempts.WithLabelValues(c.cfg.Name, "200").Inc()
+		resp := &Response{Completion: comp, Provider: c.cfg.Name, Model: k.model, Attempts: k.attempts}
+		_ = k.end(nil, comp.Usage.PromptTokens, comp.Usage.CompletionTokens)
+		return &callResult{resp: resp}, failure{}
+	}
+	f, o := k.classify(err, k.callCtx, 0)
+	ticket.Done(o)
+	return nil, f
+}
+
+// streamAttempt makes one attempt of a streamed call: it succeeds when the
+// first chunk arrives (or the stream ends without any).
+func (k *call) streamAttempt(params openai.ChatCompletionNewParams, ticket resilience.Ticket) (*callResult, failure) {
+	c := k.c
+	actx, acancel := context.WithCancelCause(k.callCtx)
+	w := startWatch(c.clock, c.cfg.ReadGap, acancel)
+	sdk := c.chat.NewStreaming(context.WithValue(actx, watchKey{}, w), params)
+	if first := sdk.Next(); first || sdk.Err() == nil {
+		// The first chunk, or a stream that ended ([DONE]) before any: the
+		// attempt succeeded, and the stream is the caller's from now on.
+		c.metrics.attempts.WithLabelValues(c.cfg.Name, "200").Inc()
+		s := &Stream{k: k, sdk: sdk, w: w, actx: actx, acancel: acancel, ticket: ticket}
+		if first {
+			s.cur, s.pending = sdk.Current(), true
+			c.metrics.firstToken.WithLabelValues(c.cfg.Name, k.model).Observe(c.clock.Now().Sub(k.start).Seconds())
+		}
+		return &callResult{stream: s}, failure{}
+	}
+	err := sdk.Err()
+	_ = sdk.Close()
+	w.end()
+	f, o := k.classify(err, actx, 0)
+	acancel(nil)
+	ticket.Done(o)
+	return nil, f
+}
+
+// classify turns an attempt's error into the call's error, the breaker's
+// outcome and whether a retry may help. actx is the attempt's context;
+// chunks, how many chunks the caller had.
+func (k *call) classify(err error, actx context.Context, chunks int) (failure, resilience.Outcome) {
+	c := k.c
+	e := &Error{Provider: c.cfg.Name, Err: err, Chunks: chunks}
+	f := failure{err: e}
+	var apiErr *openai.Error
+	if errors.As(err, &apiErr) {
+		e.StatusCode = apiErr.StatusCode
+		e.Err = fmt.Errorf("the provider answered %s", statusText(apiErr.StatusCode))
+		if apiErr.Response != nil {
+			f.header = apiErr.Response.Header
+		}
+		c.metrics.attempts.WithLabelValues(c.cfg.Name, strconv.Itoa(e.StatusCode)).Inc()
+		switch {
+		case e.StatusCode == http.StatusTooManyRequests:
+			// The provider asks for calm: no evidence it is down.
+			e.Kind, f.retryable = KindRateLimited, true
+			return f, resilience.Success
+		case e.StatusCode >= 500:
+			e.Kind, f.retryable = KindStatus, true
+			return f, resilience.Failure
+		}
+		e.Kind = KindStatus // 400, 401, 403, 404, 422...: the same request fails the same way
+		return f, resilience.Success
+	}
+	var o resilience.Outcome
+	switch {
+	case errors.Is(context.Cause(actx), errReadGap):
+		e.Kind, o = KindTimeout, resilience.Hang
+		e.Err = fmt.Errorf("%w (%s)", errReadGap, c.cfg.ReadGap)
+		f.retryable = chunks == 0
+	case errors.Is(k.ctx.Err(), context.Canceled):
+		e.Kind, o = KindCancelled, resilience.Ignore
+	case k.callCtx.Err() != nil || resilience.IsTimeout(err):
+		e.Kind, o = KindTimeout, resilience.Hang
+		if resilience.CutByCaller(k.ctx, k.own) {
+			o = resilience.Ignore
+		}
+		// A connect timeout leaves time for another attempt; the call's
+		// own deadline does not.
+		f.retryable = k.callCtx.Err() == nil && chunks == 0
+	default:
+		e.Kind, o, f.retryable = KindUnavailable, resilience.Failure, chunks == 0
+	}
+	if chunks == 0 { // a stream cut later was counted when its first chunk came
+		c.metrics.attempts.WithLabelValues(c.cfg.Name, e.Kind.String()).Inc()
+	}
+	return f, o
+}
+
+// ctxError is the error of a call whose wait (for a bulkhead place, between
+// attempts) ended with its context.
+func (c *Client) ctxError(caller, callCtx context.Context, err error, attempts int) *Error {
+	e := &Error{Provider: c.cfg.Name, Kind: KindTimeout, Attempts: attempts, Err: err}
+	if errors.Is(caller.Err(), context.Canceled) {
+		e.Kind = KindCancelled
+	}
+	return e
+}
+
+// end ends the call: its bulkhead place, its deadline, its metrics and its
+// span. It returns err (nil when e is nil) so callers can return it.
+func (k *call) end(e *Error, in, out int64) error {
+	c := k.c
+	k.permit.Release()
+	k.cancel()
+	outcome := "ok"
+	if e != nil {
+		outcome = e.Kind.String()
+		if e.Attempts == 0 {
+			e.Attempts = k.attempts
+		}
+	}
+	c.metrics.calls.WithLabelValues(c.cfg.Name, k.model, outcome).Inc()
+	c.metrics.duration.WithLabelValues(c.cfg.Name, k.model).Observe(c.clock.Now().Sub(k.start).Seconds())
+	if in > 0 {
+		c.metrics.tokens.WithLabelValues(c.cfg.Name, k.model, "in").Add(float64(in))
+	}
+	if out > 0 {
+		c.metrics.tokens.WithLabelValues(c.cfg.Name, k.model, "out").Add(float64(out))
+	}
+	// Names, counts and outcomes only: a prompt or an answer never goes on
+	// a span.
+	k.span.SetAttributes(
+		attribute.Int("llm.attempts", k.attempts),
+		attribute.String("llm.outcome", outcome),
+		attribute.Int64("gen_ai.usage.input_tokens", in),
+		attribute.Int64("gen_ai.usage.output_tokens", out),
+	)
+	if e != nil {
+		if e.StatusCode != 0 {
+			k.span.SetAttributes(attribute.Int("http.response.status_code", e.StatusCode))
+		}
+		k.span.SetStatus(codes.Error, e.Kind.String())
+	}
+	k.span.End()
+	if e == nil {
+		return nil
+	}
+	return e
+}

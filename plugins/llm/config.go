@@ -1,0 +1,332 @@
+package llm
+
+import (
+	"cmp"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jfastframework/jfast/framework/resilience"
+)
+
+// Defaults of a provider. docs/llm.md gives the reason for each.
+const (
+	// DefaultConnectTimeout bounds the TCP connect and, separately, the TLS
+	// handshake: a provider is across the internet, often in another
+	// region, so it is the S3 disks' 5 s rather than the 2 s between
+	// services of one network.
+	DefaultConnectTimeout = 5 * time.Second
+	// DefaultReadGap is the longest silence a streamed call accepts: from
+	// the request to the first byte, and then between two reads of the
+	// stream. A model streaming tokens sends several a second; 30 s of
+	// nothing is a stalled stream.
+	DefaultReadGap = 30 * time.Second
+	// DefaultTotalTimeout bounds a whole call, every attempt and wait
+	// included: a long answer from a large model takes a minute or more.
+	DefaultTotalTimeout = 120 * time.Second
+	// DefaultRetries is at most three attempts, as the http client.
+	DefaultRetries = 2
+	// DefaultBackoffBase and DefaultBackoffMax are the official OpenAI
+	// SDKs' retry waits (0.5 s, doubling, at most 8 s): a provider's
+	// overload lasts longer than a service's hiccup.
+	DefaultBackoffBase = 500 * time.Millisecond
+	DefaultBackoffMax  = 8 * time.Second
+	// DefaultMaxRetryAfter is the longest rate-limit wait taken inside a
+	// call, as the http client's max_retry_after.
+	DefaultMaxRetryAfter    = 30 * time.Second
+	DefaultRetryBudgetRatio = 0.2
+	// DefaultRetryBudgetMinPerSecond is two, where the http client has one:
+	// model calls are few, and a lone call's two retries (its waits of at
+	// most 0.5 s and 1 s) fall within one second, so with one the second
+	// retry of a quiet service would always be refused.
+	DefaultRetryBudgetMinPerSecond = 2.0
+	// DefaultMaxConcurrent bounds the calls in flight to one provider from
+	// one process: a call holds its place for seconds to minutes, so the
+	// http client's 50 is kept but fills far sooner.
+	DefaultMaxConcurrent = 50
+	DefaultBulkheadWait  = 500 * time.Millisecond
+)
+
+// Config is the [plugin.llm] table.
+type Config struct {
+	// Providers are the model providers this service calls, by name:
+	// [plugin.llm.providers.<name>]. Defaults to none.
+	Providers map[string]ProviderConfig `koanf:"providers"`
+}
+
+// ProviderConfig is one OpenAI-compatible provider (OpenAI, Azure OpenAI's
+// compatible endpoint, vLLM, Ollama, LiteLLM, ...): the
+// [plugin.llm.providers.<name>] table, or the argument of [NewClient]. In
+// NewClient a zero field takes its default; in the configuration file a zero
+// or negative deadline is an error.
+type ProviderConfig struct {
+	// Name names the provider in errors, metrics, traces and /ready. The
+	// plugin sets it from the table's name. Defaults to "llm" in NewClient.
+	Name string `koanf:"-"`
+
+	// BaseURL is the API's base URL, the one the paths /chat/completions
+	// are appended to, such as "https://api.openai.com/v1". It is a deploy
+	// key: JFAST_LLM_PROVIDERS__<NAME>__BASE_URL wins over the file.
+	// Required.
+	BaseURL string `koanf:"base_url"`
+	// APIKey is sent as "Authorization: Bearer <key>". It is a deploy key
+	// and a secret: it never appears in logs, errors or `jfast config`.
+	// Defaults to none (a local server that asks for no key).
+	APIKey string `koanf:"api_key"`
+	// Model is the model a call uses when it names none, and the only one a
+	// call that falls back to this provider uses. Required.
+	Model string `koanf:"model"`
+
+	// ConnectTimeout bounds the TCP connect, and separately the TLS
+	// handshake. Defaults to 5s.
+	ConnectTimeout time.Duration `koanf:"connect_timeout"`
+	// ReadGap is the longest silence of a streamed call: from the request
+	// to the first byte, then between two reads. A plain call has no gap
+	// (its answer comes whole, when the model has finished) and only
+	// total_timeout bounds it. Defaults to 30s.
+	ReadGap time.Duration `koanf:"read_gap"`
+	// TotalTimeout bounds the whole call: every attempt, every wait and, for
+	// a stream, the stream to its end. The caller's deadline, when sooner,
+	// wins. Defaults to 120s.
+	TotalTimeout time.Duration `koanf:"total_timeout"`
+
+	// Retries is how many times a failed attempt may be repeated (2 means
+	// at most 3 attempts); a streamed call is retried only before its first
+	// chunk reached the caller. In the file 0 never retries; in NewClient 0
+	// takes the default and [NoRetries] never retries. Defaults to 2.
+	Retries int `koanf:"retries"`
+	// BackoffBase is the ceiling of the first full-jitter wait; the n-th is
+	// uniform in [0, backoff_base × 2^(n−1)], capped at backoff_max.
+	// Defaults to 500ms.
+	BackoffBase time.Duration `koanf:"backoff_base"`
+	// BackoffMax caps every backoff ceiling. Defaults to 8s.
+	BackoffMax time.Duration `koanf:"backoff_max"`
+	// MaxRetryAfter is the longest rate-limit wait (Retry-After or the
+	// x-ratelimit-reset-* headers of a 429) a call takes before it tries
+	// again; a longer one, or one the deadline cannot afford, goes back to
+	// the caller at once. Defaults to 30s.
+	MaxRetryAfter time.Duration `koanf:"max_retry_after"`
+	// RetryBudgetRatio lets a retry start while the retries of the last 10 s
+	// stay below this share of the calls of the last 10 s. Must be in
+	// (0, 1]. Defaults to 0.2.
+	RetryBudgetRatio float64 `koanf:"retry_budget_ratio"`
+	// RetryBudgetMinPerSecond lets a retry start, whatever the ratio says,
+	// while fewer retries than this were made in the last second.
+	// Defaults to 2.
+	RetryBudgetMinPerSecond float64 `koanf:"retry_budget_min_per_second"`
+
+	// BreakerConfig is the breaker_* keys of the provider's breaker, which
+	// counts every attempt.
+	resilience.BreakerConfig `koanf:",squash"`
+
+	// MaxConcurrent is how many calls to this provider may be in flight from
+	// this process. Defaults to 50.
+	MaxConcurrent int `koanf:"max_concurrent"`
+	// BulkheadWait is the longest a call waits for a place among
+	// max_concurrent. Defaults to 500ms.
+	BulkheadWait time.Duration `koanf:"bulkhead_wait"`
+
+	// Fallback names another provider that answers a call this one refuses
+	// at once: its breaker is open or its bulkhead full. The fallback uses
+	// its own model. Defaults to none.
+	Fallback string `koanf:"fallback"`
+}
+
+// NoRetries, as ProviderConfig.Retries in NewClient, turns retries off (there
+// a zero Retries takes the default). In the file, retries = 0 does.
+const NoRetries = -1
+
+// SetDefaults implements framework.Defaulter: each
+// [plugin.llm.providers.<name>] starts from the defaults before the file and
+// the environment apply.
+func (p *ProviderConfig) SetDefaults() {
+	*p = ProviderConfig{
+		Name:                    p.Name,
+		BaseURL:                 p.BaseURL,
+		APIKey:                  p.APIKey,
+		Model:                   p.Model,
+		Fallback:                p.Fallback,
+		ConnectTimeout:          DefaultConnectTimeout,
+		ReadGap:                 DefaultReadGap,
+		TotalTimeout:            DefaultTotalTimeout,
+		Retries:                 DefaultRetries,
+		BackoffBase:             DefaultBackoffBase,
+		BackoffMax:              DefaultBackoffMax,
+		MaxRetryAfter:           DefaultMaxRetryAfter,
+		RetryBudgetRatio:        DefaultRetryBudgetRatio,
+		RetryBudgetMinPerSecond: DefaultRetryBudgetMinPerSecond,
+		BreakerConfig:           resilience.DefaultBreakerConfig(),
+		MaxConcurrent:           DefaultMaxConcurrent,
+		BulkheadWait:            DefaultBulkheadWait,
+	}
+}
+
+// withDefaults fills the zero fields of p, for NewClient.
+func (p ProviderConfig) withDefaults() ProviderConfig {
+	var d ProviderConfig
+	d.SetDefaults()
+	p.Name = cmp.Or(p.Name, "llm")
+	p.ConnectTimeout = cmp.Or(p.ConnectTimeout, d.ConnectTimeout)
+	p.ReadGap = cmp.Or(p.ReadGap, d.ReadGap)
+	p.TotalTimeout = cmp.Or(p.TotalTimeout, d.TotalTimeout)
+	p.BackoffBase = cmp.Or(p.BackoffBase, d.BackoffBase)
+	p.BackoffMax = cmp.Or(p.BackoffMax, d.BackoffMax)
+	p.MaxRetryAfter = cmp.Or(p.MaxRetryAfter, d.MaxRetryAfter)
+	p.RetryBudgetRatio = cmp.Or(p.RetryBudgetRatio, d.RetryBudgetRatio)
+	p.RetryBudgetMinPerSecond = cmp.Or(p.RetryBudgetMinPerSecond, d.RetryBudgetMinPerSecond)
+	p.BreakerConfig.FillZero(d.BreakerConfig)
+	p.MaxConcurrent = cmp.Or(p.MaxConcurrent, d.MaxConcurrent)
+	p.BulkheadWait = cmp.Or(p.BulkheadWait, d.BulkheadWait)
+	switch p.Retries {
+	case 0:
+		p.Retries = d.Retries
+	case NoRetries:
+		p.Retries = 0
+	}
+	return p
+}
+
+// fieldError is one problem with a provider's settings, keyed relative to
+// its table.
+type fieldError struct{ key, problem, fix string }
+
+// problemList collects fieldErrors; it satisfies resilience.Validator, so
+// the breaker keys are validated with every plugin's wording.
+type problemList struct{ errs []fieldError }
+
+func (l *problemList) Error(key, problem, fix string) {
+	l.errs = append(l.errs, fieldError{key, problem, fix})
+}
+
+func (l *problemList) Deadline(key string, d time.Duration) {
+	if d <= 0 {
+		l.Error(key, fmt.Sprintf("must be a positive duration, got %s", d),
+			`set a duration such as "5s" or a number of seconds; deadlines cannot be switched off`)
+	}
+}
+
+func (l *problemList) Positive(key string, n int) {
+	if n <= 0 {
+		l.Error(key, fmt.Sprintf("must be greater than zero, got %d", n), "set a positive whole number")
+	}
+}
+
+// problems returns every problem with p's own settings (the fallback's name
+// is checked against the other providers by the plugin).
+func (p *ProviderConfig) problems() []fieldError {
+	var l problemList
+	if problem := checkBaseURL(p.BaseURL); problem != "" {
+		l.Error("base_url", problem, `set the API's base URL such as "https://api.openai.com/v1", in the file or in JFAST_LLM_PROVIDERS__<NAME>__BASE_URL`)
+	}
+	if strings.TrimSpace(p.Model) == "" {
+		l.Error("model", "is missing", `set the model calls use when they name none, such as "gpt-4o-mini"`)
+	}
+	if strings.ContainsAny(p.APIKey, "\r\n") {
+		// The key itself is never quoted: it is a secret.
+		l.Error("api_key", "holds a line break", "remove it (a key read from a file often ends with one)")
+	}
+	l.Deadline("connect_timeout", p.ConnectTimeout)
+	l.Deadline("read_gap", p.ReadGap)
+	l.Deadline("total_timeout", p.TotalTimeout)
+	if p.ReadGap > 0 && p.TotalTimeout > 0 && p.ReadGap > p.TotalTimeout {
+		l.Error("read_gap", fmt.Sprintf("must not be above total_timeout (%s), got %s", p.TotalTimeout, p.ReadGap),
+			"lower read_gap or raise total_timeout: the gap could never fire")
+	}
+	if p.Retries < 0 {
+		l.Error("retries", fmt.Sprintf("must be zero or more, got %d", p.Retries), "set 0 to never retry, or a small number such as 2")
+	}
+	l.Deadline("backoff_base", p.BackoffBase)
+	l.Deadline("backoff_max", p.BackoffMax)
+	if p.BackoffBase > 0 && p.BackoffMax > 0 && p.BackoffMax < p.BackoffBase {
+		l.Error("backoff_max", fmt.Sprintf("must not be below backoff_base (%s), got %s", p.BackoffBase, p.BackoffMax), "raise backoff_max or lower backoff_base")
+	}
+	l.Deadline("max_retry_after", p.MaxRetryAfter)
+	if r := p.RetryBudgetRatio; !(r > 0 && r <= 1) {
+		l.Error("retry_budget_ratio", fmt.Sprintf("must be in (0, 1], got %v", r), "set a fraction such as 0.2; it cannot be switched off")
+	}
+	if !(p.RetryBudgetMinPerSecond > 0) {
+		l.Error("retry_budget_min_per_second", fmt.Sprintf("must be greater than zero, got %v", p.RetryBudgetMinPerSecond), "set a rate such as 1")
+	}
+	p.BreakerConfig.Validate(&l)
+	l.Positive("max_concurrent", p.MaxConcurrent)
+	l.Deadline("bulkhead_wait", p.BulkheadWait)
+	return l.errs
+}
+
+// checkBaseURL returns what is wrong with a provider's base URL, or "". The
+// message never repeats the URL: it may carry credentials.
+func checkBaseURL(s string) string {
+	if s == "" {
+		return "is missing"
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return "is not a valid URL"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "must be an absolute http or https URL"
+	case u.Host == "" || u.Hostname() == "":
+		return "must name a host"
+	case u.User != nil:
+		return "must not carry credentials: set api_key instead"
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return "must not have a query or a fragment"
+	}
+	return ""
+}
+
+// validName reports whether s can name a provider: lowercase letters,
+// digits, - and _ (it names the provider in metrics and in
+// JFAST_LLM_PROVIDERS__<NAME>__BASE_URL).
+func validName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// fallbackProblems checks every provider's fallback names a configured
+// provider and that following fallbacks never comes back to where it
+// started. It returns problems keyed "<name>.fallback".
+func fallbackProblems(providers map[string]ProviderConfig) []fieldError {
+	var errs []fieldError
+	names := slices.Sorted(func(yield func(string) bool) {
+		for k := range providers {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	for _, n := range names {
+		fb := providers[n].Fallback
+		if fb == "" {
+			continue
+		}
+		if _, ok := providers[fb]; !ok {
+			fix := "name a configured provider"
+			if len(names) > 0 {
+				fix += ": " + strings.Join(names, ", ")
+			}
+			errs = append(errs, fieldError{n + ".fallback", fmt.Sprintf("names %q, which is not a configured provider", fb), fix + "; or remove it"})
+			continue
+		}
+		seen := map[string]bool{n: true}
+		for cur := fb; cur != ""; cur = providers[cur].Fallback {
+			if seen[cur] {
+				errs = append(errs, fieldError{n + ".fallback", "leads back to a provider already on the way (" + n + " → " + fb + " → … → " + cur + ")",
+					"break the loop: the last provider of a chain has no fallback"})
+				break
+			}
+			seen[cur] = true
+		}
+	}
+	return errs
+}

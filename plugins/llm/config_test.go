@@ -1,0 +1,118 @@
+package llm_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/jfasttest"
+	"github.com/jfastframework/jfast/plugins/llm"
+)
+
+// primaryTable is a valid [plugin.llm.providers.primary] table; tests append
+// keys to it.
+const primaryTable = "[plugins]\nenabled = [\"llm\"]\n[plugin.llm.providers.primary]\nbase_url = \"https://api.example.com/v1\"\nmodel = \"m\"\n"
+
+// Every rule of a provider's table refuses the boot naming the key, the
+// rule and the fix.
+func TestConfigErrors(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		toml string // appended to the primary table
+		key  string // the error's key, under plugin.llm.providers.primary
+	}{
+		{"misspelt key", `read_gapp = "1s"`, "read_gapp"},
+		{"zero connect_timeout", `connect_timeout = 0`, "connect_timeout"},
+		{"zero read_gap", `read_gap = 0`, "read_gap"},
+		{"negative total_timeout", `total_timeout = "-1s"`, "total_timeout"},
+		{"read_gap above total_timeout", "read_gap = \"3m\"\ntotal_timeout = \"1m\"", "read_gap"},
+		{"negative retries", `retries = -1`, "retries"},
+		{"zero backoff_base", `backoff_base = 0`, "backoff_base"},
+		{"backoff_max below backoff_base", "backoff_base = \"2s\"\nbackoff_max = \"1s\"", "backoff_max"},
+		{"zero max_retry_after", `max_retry_after = 0`, "max_retry_after"},
+		{"retry_budget_ratio above 1", `retry_budget_ratio = 1.5`, "retry_budget_ratio"},
+		{"zero retry_budget_min_per_second", `retry_budget_min_per_second = 0`, "retry_budget_min_per_second"},
+		{"zero breaker_failures", `breaker_failures = 0`, "breaker_failures"},
+		{"zero max_concurrent", `max_concurrent = 0`, "max_concurrent"},
+		{"zero bulkhead_wait", `bulkhead_wait = 0`, "bulkhead_wait"},
+		{"unknown fallback", `fallback = "backup"`, "fallback"},
+		{"fallback to itself", `fallback = "primary"`, "fallback"},
+		{"api key with a line break", `api_key = "sk-1\n"`, "api_key"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			errs := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: primaryTable + c.toml + "\n", Plugins: []framework.Plugin{llm.New()}})
+			e, ok := errs.For("plugin.llm.providers.primary." + c.key)
+			if !ok {
+				t.Fatalf("no error for %s:\n%v", c.key, errs)
+			}
+			if e.Problem == "" || e.Fix == "" {
+				t.Fatalf("error without a problem or a fix: %+v", e)
+			}
+		})
+	}
+}
+
+// A table without base_url or model, a base_url that is not http(s) or
+// carries credentials, a bad provider name and a loop of fallbacks are
+// refused; the credentials are not repeated.
+func TestConfigErrorsOfTheTable(t *testing.T) {
+	t.Parallel()
+	errs := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: `
+[plugins]
+enabled = ["llm"]
+[plugin.llm.providers.empty]
+retries = 1
+[plugin.llm.providers.creds]
+base_url = "https://user:S3NTllm@api.example.com/v1"
+model = "m"
+[plugin.llm.providers.ftp]
+base_url = "ftp://api.example.com/v1"
+model = "m"
+[plugin.llm.providers.Bad]
+base_url = "https://api.example.com/v1"
+model = "m"
+[plugin.llm.providers.a]
+base_url = "https://a.example.com/v1"
+model = "m"
+fallback = "b"
+[plugin.llm.providers.b]
+base_url = "https://b.example.com/v1"
+model = "m"
+fallback = "a"
+`, Plugins: []framework.Plugin{llm.New()}})
+	for key, words := range map[string][]string{
+		"plugin.llm.providers.empty.base_url": {"missing", "JFAST_LLM_PROVIDERS__<NAME>__BASE_URL"},
+		"plugin.llm.providers.empty.model":    {"missing"},
+		"plugin.llm.providers.creds.base_url": {"credentials", "api_key"},
+		"plugin.llm.providers.ftp.base_url":   {"http or https"},
+		"plugin.llm.providers.Bad":            {"lowercase"},
+		"plugin.llm.providers.a.fallback":     {"back to", "break the loop"},
+		"plugin.llm.providers.b.fallback":     {"back to"},
+	} {
+		if !errs.Has(key, words...) {
+			t.Errorf("no error for %s with %q:\n%v", key, words, errs)
+		}
+	}
+	if strings.Contains(errs.Error(), "S3NTllm") {
+		t.Errorf("the errors repeat the URL's password:\n%v", errs)
+	}
+}
+
+// The defaults boot, and are what docs/llm.md says.
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	var d llm.ProviderConfig
+	d.SetDefaults()
+	if d.ConnectTimeout.String() != "5s" || d.ReadGap.String() != "30s" || d.TotalTimeout.String() != "2m0s" || d.Retries != 2 ||
+		d.BackoffBase.String() != "500ms" || d.BackoffMax.String() != "8s" || d.MaxRetryAfter.String() != "30s" ||
+		d.RetryBudgetRatio != 0.2 || d.RetryBudgetMinPerSecond != 2 || d.MaxConcurrent != 50 || d.BulkheadWait.String() != "500ms" ||
+		d.BreakerFailures != 5 || d.BreakerCoolDown.String() != "15s" {
+		t.Fatalf("defaults %+v", d)
+	}
+	if errs := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: primaryTable, Plugins: []framework.Plugin{llm.New()}}); len(errs) != 0 {
+		t.Fatalf("the defaults are refused: %v", errs)
+	}
+}

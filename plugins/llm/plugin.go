@@ -1,0 +1,217 @@
+package llm
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/readiness"
+)
+
+// name is the plugin's name in [plugins] enabled and [plugin.llm].
+const name = "llm"
+
+// Plugin keeps one [Client] per configured provider for the life of the
+// process. Get a client with [Provider].
+type Plugin struct {
+	cfg Config
+
+	mu      sync.Mutex
+	started bool
+	clients map[string]*Client
+	names   []string // sorted
+}
+
+// New returns the llm plugin with its defaults.
+func New() *Plugin { return &Plugin{} }
+
+// From returns the llm plugin of app, or an error when it is not enabled.
+func From(app *framework.App) (*Plugin, error) { return framework.Get[*Plugin](app, name) }
+
+// Provider returns the client of the provider configured as
+// [plugin.llm.providers.<provider>]. Call it when mounting routes, not per
+// request; an unknown name is an error, which fails the boot.
+func Provider(app *framework.App, provider string) (*Client, error) {
+	p, err := From(app)
+	if err != nil {
+		return nil, err
+	}
+	return p.Client(provider)
+}
+
+// Name implements framework.Plugin.
+func (p *Plugin) Name() string { return name }
+
+// Config implements framework.Configurable.
+func (p *Plugin) Config() any { return &p.cfg }
+
+// DeployKeys implements framework.DeployKeyer: where a provider is and the
+// key it takes depend on where the service runs.
+func (p *Plugin) DeployKeys() []string {
+	return []string{"providers.*.base_url", "providers.*.api_key"}
+}
+
+// SecretKeys implements framework.SecretKeyer: a provider's API key is
+// masked in `jfast config`, in boot errors and in every log line.
+func (p *Plugin) SecretKeys() []string { return []string{"providers.*.api_key"} }
+
+// Dependencies implements framework.Dependent: when the telemetry plugin is
+// enabled it starts first, so its tracer provider exists when the clients
+// are built.
+func (p *Plugin) Dependencies() []framework.Dependency {
+	return []framework.Dependency{{Name: "telemetry", Optional: true}}
+}
+
+// Validate implements framework.Validator.
+func (p *Plugin) Validate(v *framework.Validation) {
+	for _, n := range slices.Sorted(mapKeys(p.cfg.Providers)) {
+		pc := p.cfg.Providers[n]
+		sub := v.Sub("providers." + n)
+		if !validName(n) {
+			sub.Error("", "is not a valid provider name", "use lowercase letters, digits, - and _ (it names the provider in metrics and in JFAST_LLM_PROVIDERS__<NAME>__BASE_URL)")
+		}
+		for _, e := range pc.problems() {
+			sub.Error(e.key, e.problem, e.fix)
+		}
+	}
+	sub := v.Sub("providers")
+	for _, e := range fallbackProblems(p.cfg.Providers) {
+		sub.Error(e.key, e.problem, e.fix)
+	}
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// tracing is the telemetry plugin as this plugin sees it.
+type tracing interface {
+	TracerProvider() trace.TracerProvider
+}
+
+// Start implements framework.Starter: it builds every provider's client and
+// links the fallbacks. Nothing is sent: a provider that is down does not
+// fail the boot.
+func (p *Plugin) Start(_ context.Context, app *framework.App) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	set := newMetricSet()
+	if err := set.register(app.Metrics()); err != nil {
+		return fmt.Errorf("llm: registering metrics: %w", err)
+	}
+	opts := []ClientOption{WithClock(app.Clock()), WithLogger(app.Logger()), withMetricSet(set)}
+	if t, ok := app.Plugin("telemetry").(tracing); ok {
+		if tp := t.TracerProvider(); tp != nil {
+			opts = append(opts, WithTracerProvider(tp))
+		}
+	}
+	p.names = slices.Sorted(mapKeys(p.cfg.Providers))
+	p.clients = make(map[string]*Client, len(p.names))
+	for _, n := range p.names {
+		pc := p.cfg.Providers[n]
+		pc.Name = n
+		c, err := newClient(pc, opts...)
+		if err != nil {
+			return err
+		}
+		p.clients[n] = c
+	}
+	for _, n := range p.names {
+		if fb := p.cfg.Providers[n].Fallback; fb != "" {
+			p.clients[n].fallback = p.clients[fb]
+		}
+	}
+	p.started = true
+	return nil
+}
+
+// Stop implements framework.Stopper: it closes every client's idle
+// connections. It runs after the servers drained, so no handler's call is in
+// flight.
+func (p *Plugin) Stop(context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.clients {
+		_ = c.Close()
+	}
+	return nil
+}
+
+// Client returns the client of a configured provider.
+func (p *Plugin) Client(provider string) (*Client, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.clients[provider]; ok {
+		return c, nil
+	}
+	if !p.started {
+		return nil, fmt.Errorf("llm: the llm plugin has not started; ask for provider '%s' when mounting routes", provider)
+	}
+	fix := "add a [plugin.llm.providers." + provider + "] table with its base_url and model"
+	if len(p.names) > 0 {
+		fix += "; configured providers: " + strings.Join(p.names, ", ")
+	}
+	return nil, fmt.Errorf("llm: no provider '%s' is configured: %s", provider, fix)
+}
+
+// Check implements framework.Checker. It sends nothing (a request to a
+// model costs money and counts against its rate limit): it lists every
+// provider's breaker, its calls in flight and its fallback. An open or
+// half-open breaker is reported impaired — degraded, never unavailable,
+// even with [plugin.llm] critical = true: every replica shares the
+// provider, so taking them out of rotation would turn a model outage into
+// an outage of the whole service.
+func (p *Plugin) Check(context.Context) readiness.Report {
+	p.mu.Lock()
+	names, clients := p.names, p.clients
+	p.mu.Unlock()
+	providers := make(map[string]any, len(names))
+	var suspended []string
+	for _, n := range names {
+		c := clients[n]
+		s := c.breaker.Snapshot()
+		entry := map[string]any{
+			"breaker":   s.Meta(),
+			"model":     c.cfg.Model,
+			"in_flight": c.bulkhead.InFlight(),
+		}
+		if c.fallback != nil {
+			entry["fallback"] = c.fallback.cfg.Name
+		}
+		providers[n] = entry
+		switch s.State {
+		case resilience.StateOpen:
+			suspended = append(suspended, fmt.Sprintf("calls to model provider '%s' are suspended for %.1fs", n, s.RetryAfter.Seconds()))
+		case resilience.StateHalfOpen:
+			suspended = append(suspended, fmt.Sprintf("calls to model provider '%s' are suspended while a probe call is in flight", n))
+		}
+	}
+	meta := map[string]any{"providers": providers}
+	if len(suspended) > 0 {
+		return readiness.Impaired(strings.Join(suspended, "; "), meta)
+	}
+	return readiness.Passed(fmt.Sprintf("%d providers, every breaker closed", len(names)), meta)
+}
+
+var (
+	_ framework.Configurable = (*Plugin)(nil)
+	_ framework.Validator    = (*Plugin)(nil)
+	_ framework.DeployKeyer  = (*Plugin)(nil)
+	_ framework.SecretKeyer  = (*Plugin)(nil)
+	_ framework.Dependent    = (*Plugin)(nil)
+	_ framework.Starter      = (*Plugin)(nil)
+	_ framework.Stopper      = (*Plugin)(nil)
+	_ framework.Checker      = (*Plugin)(nil)
+)
