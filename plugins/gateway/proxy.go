@@ -268,10 +268,12 @@ func (p *Plugin) forwarded(in *http.Request, h http.Header) {
 			fwd = strings.Join(prior, ", ") + ", "
 		}
 	}
-	h.Set("X-Forwarded-For", xff)
-	h.Set("X-Forwarded-Proto", xproto)
+	// The names are written as net/http keeps them, without canonicalising
+	// them again on every request.
+	h["X-Forwarded-For"] = []string{xff}
+	h["X-Forwarded-Proto"] = []string{xproto}
 	if xhost != "" {
-		h.Set("X-Forwarded-Host", xhost)
+		h["X-Forwarded-Host"] = []string{xhost}
 	}
 	node := client
 	if addr.Is6() {
@@ -281,7 +283,7 @@ func (p *Plugin) forwarded(in *http.Request, h http.Header) {
 	if in.Host != "" {
 		fwd += ";host=" + forwardedValue(in.Host)
 	}
-	h.Set("Forwarded", fwd)
+	h["Forwarded"] = []string{fwd}
 }
 
 // forwardedValue writes v as an RFC 7239 value: a token as is, anything else
@@ -337,8 +339,9 @@ func (rt *route) fail(w http.ResponseWriter, r *http.Request, err error) {
 		problem.Write(w, r, problem.From(bodyErr))
 		return
 	case errors.Is(r.Context().Err(), context.Canceled) && !errors.Is(err, resilience.ErrOpen):
-		// The client went away: nobody reads an answer. The status the
-		// access log shows is 499's meaning, told the usual way.
+		// The client went away: nobody reads an answer. 499 ("client
+		// closed request", as nginx logs it) tells the access log and the
+		// metrics what happened.
 		w.WriteHeader(499)
 		return
 	}
