@@ -5,7 +5,7 @@ GO ?= go
 # packages start real servers.
 TEST_FLAGS ?= -race -count=1 -p 2 -timeout 15m
 
-.PHONY: run test test-servers bench vet fmt lint fuzz
+.PHONY: run test test-servers bench vet fmt lint fuzz docs-check
 
 ## run: the example pair on loopback, billing on 127.0.0.1:8010 and orders on
 ## 127.0.0.1:8000, with the machine's PostgreSQL and Redis when present (Ctrl-C stops both)
@@ -53,3 +53,8 @@ lint:
 
 fmt:
 	gofmt -l -w .
+
+## docs-check: every relative link and every repository path the Markdown names
+## exists (part of make test too)
+docs-check:
+	$(GO) test -count=1 ./internal/docscheck/

@@ -29,7 +29,7 @@ func get(t *testing.T, h http.Handler, path string) (*http.Response, string) {
 	return resp, string(b)
 }
 
-// The body of a 200 /ready is the shape of DESIGN.md §5's example, plus the
+// The body of a 200 /ready is the shape docs/readiness.md shows, plus the
 // verdict member every answer carries.
 func TestReadyJSONShape(t *testing.T) {
 	t.Parallel()

@@ -7,7 +7,8 @@ import (
 	"time"
 )
 
-// Backoff defaults. The base is page 002's first pause (100 ms, doubling);
+// Backoff defaults. The base is the first pause of docs/design.md's rule for
+// calling other services (100 ms, doubling);
 // the cap keeps a long retry loop from sleeping for minutes.
 const (
 	DefaultBackoffBase = 100 * time.Millisecond

@@ -73,7 +73,7 @@ func (s State) String() string {
 	return fmt.Sprintf("State(%d)", uint8(s))
 }
 
-// Breaker defaults, from DESIGN.md §3 and the "Llamar a otros servicios" page.
+// Breaker defaults (docs/design.md, "Resilience rules", has their reasons).
 const (
 	DefaultBreakerFailures     = 5
 	DefaultBreakerFailureRate  = 0.5

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// Retry budget defaults, from DESIGN.md §3 (sliding ratio) and page 002 of
-// the specification (token bucket: 10 tokens, at most 10, +0.1 per call).
+// Retry budget defaults (docs/design.md, "Resilience rules"): the sliding
+// ratio, and the token bucket (10 tokens, at most 10, +0.1 per call).
 const (
 	DefaultBudgetRatio        = 0.2
 	DefaultBudgetMinPerSecond = 1.0
@@ -49,7 +49,7 @@ type RetryBudgetOpts struct {
 // TokenBucketOpts configures the token-bucket variant of [RetryBudget]: the
 // bucket starts with InitialTokens, every call adds TokensPerCall (never
 // above MaxTokens), and every retry needs and takes one whole token. This is
-// the gRPC-throttling style of spec page 002: 50 calls of 3 attempts to an
+// the gRPC-throttling style (docs/design.md, "Worked cases"): 50 calls of 3 attempts to an
 // always-failing upstream make 64 requests (50 + 10 initial + 4 earned).
 type TokenBucketOpts struct {
 	// MaxTokens caps the bucket. Defaults to 10.

@@ -32,17 +32,17 @@ func TestRetryBudgetSpecCounts(t *testing.T) {
 		calls, attempts int
 		want            int
 	}{
-		// Spec page 000 and DESIGN.md §3: ratio 0.1, twenty calls of three
+		// docs/design.md, "Worked cases": ratio 0.1, twenty calls of three
 		// attempts to an always-503 upstream make at most 23 requests (60
 		// without a budget). Here: 20 first attempts, the retry of call 1
 		// (min_per_second: no retry yet in the last second, and 0 < 0.1×1),
 		// and the retry of call 11 (1 < 0.1×11) make 22.
-		{"spec 000 ratio 0.1", NewRetryBudget(RetryBudgetOpts{Ratio: 0.1, Clock: clock}), 20, 3, 22},
-		{"spec 000 no budget", nil, 20, 3, 60},
-		// Spec page 002: 50 calls, 3 attempts, token bucket of 10 tokens,
+		{"twenty calls, ratio 0.1", NewRetryBudget(RetryBudgetOpts{Ratio: 0.1, Clock: clock}), 20, 3, 22},
+		{"twenty calls, no budget", nil, 20, 3, 60},
+		// The second worked case: 50 calls, 3 attempts, token bucket of 10 tokens,
 		// +0.1 per call: 50 + 10 initial + 4 earned = 64 (150 without).
-		{"spec 002 token bucket", NewRetryBudget(RetryBudgetOpts{TokenBucket: &TokenBucketOpts{}}), 50, 3, 64},
-		{"spec 002 no budget", nil, 50, 3, 150},
+		{"fifty calls, token bucket", NewRetryBudget(RetryBudgetOpts{TokenBucket: &TokenBucketOpts{}}), 50, 3, 64},
+		{"fifty calls, no budget", nil, 50, 3, 150},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -50,8 +50,8 @@ func TestRetryBudgetSpecCounts(t *testing.T) {
 			if got != tc.want {
 				t.Fatalf("requests = %d, want %d", got, tc.want)
 			}
-			if tc.name == "spec 000 ratio 0.1" && got > 23 {
-				t.Fatalf("requests = %d, spec bound is 23", got)
+			if tc.name == "twenty calls, ratio 0.1" && got > 23 {
+				t.Fatalf("requests = %d, the bound is 23", got)
 			}
 		})
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Bulkhead defaults, from DESIGN.md §3.
+// Bulkhead defaults (docs/design.md, "Resilience rules").
 const (
 	DefaultBulkheadMaxConcurrent = 50
 	DefaultBulkheadWait          = 500 * time.Millisecond

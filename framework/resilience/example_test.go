@@ -59,7 +59,7 @@ func ExampleCall() {
 	// 429 <nil> 0 2
 }
 
-// The scripted attempt loop of spec page 000: ratio 0.1, twenty calls to an
+// The scripted attempt loop of docs/design.md's first worked case: ratio 0.1, twenty calls to an
 // upstream that only answers 503, three attempts each, a clock that does not
 // move.
 func ExampleRetryBudget() {

@@ -28,7 +28,7 @@ const (
 const (
 	// DefaultLeeway absorbs clock skew between the issuer and this process.
 	DefaultLeeway = 30 * time.Second
-	// DefaultJWKSTimeout bounds one JWKS fetch (DESIGN.md §6).
+	// DefaultJWKSTimeout bounds one JWKS fetch (docs/design.md, "Per-dependency defaults").
 	DefaultJWKSTimeout = 5 * time.Second
 	// DefaultJWKSCoolDown is how long the JWKS breaker stays open (breaker_cool_down):
 	// cached keys keep verifying meanwhile.

@@ -56,7 +56,7 @@ type Config struct {
 // DefaultURL is the url used when none is configured: a local Redis, database 0.
 const DefaultURL = "redis://127.0.0.1:6379/0"
 
-// DefaultCommandTimeout is command_timeout's default (DESIGN.md §6): Redis
+// DefaultCommandTimeout is command_timeout's default (docs/design.md, "Per-dependency defaults"): Redis
 // answers in well under a millisecond, and the rate limiter and the token store
 // sit in front of every request, so this is also what the first requests of an
 // outage wait, per command.

@@ -16,8 +16,8 @@ import (
 	"github.com/jfastframework/jfast/framework/resilience"
 )
 
-// Defaults of an upstream, from DESIGN.md §6 and the "Llamar a otros servicios"
-// page, except where a comment says otherwise.
+// Defaults of an upstream (docs/design.md, "Per-dependency defaults" and
+// "Calling other services"), except where a comment says otherwise.
 const (
 	DefaultConnectTimeout = 2 * time.Second
 	DefaultReadTimeout    = 5 * time.Second
@@ -34,7 +34,8 @@ const (
 	// NoRetries, as Upstream.Retries in NewClient, turns retries off (there a
 	// zero Retries takes the default). In the file, retries = 0 does.
 	NoRetries = -1
-	// DefaultBackoffBase is page 002's first pause (100 ms, doubling).
+	// DefaultBackoffBase is the first pause of docs/design.md's rule for calling other
+	// services (100 ms, doubling).
 	DefaultBackoffBase = 100 * time.Millisecond
 	// DefaultBackoffMax caps one wait at a fifth of total_timeout: a longer wait
 	// would rarely leave the retry time to finish.
@@ -44,7 +45,7 @@ const (
 	DefaultRetryBudgetMinPerSecond = 1.0
 	// DefaultRetryBudgetMaxTokens and DefaultRetryBudgetTokensPerCall are the
 	// bucket budget's: a new origin starts with 10 tokens, holds at most 10,
-	// and every call adds 0.1 (page 002's numbers, gRPC's retry throttling).
+	// and every call adds 0.1 (docs/design.md's worked cases, gRPC's retry throttling).
 	DefaultRetryBudgetMaxTokens     = 10.0
 	DefaultRetryBudgetTokensPerCall = 0.1
 	// DefaultMaxRoutes bounds the route breakers of breaker_key = "route":

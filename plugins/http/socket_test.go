@@ -114,7 +114,7 @@ func drip(n int) func(http.ResponseWriter, *http.Request, int) {
 
 // The read timeout is the gap between bytes, not the whole response: a byte
 // every 80 ms fits read_timeout = 300ms however long the body, and only the
-// total deadline cuts it (spec page 002).
+// total deadline cuts it (docs/design.md, "Calling other services").
 func TestDripReadGapVersusTotal(t *testing.T) { // not parallel: it measures time
 	up := newUpstream(t, drip(8))
 	t.Run("a steady drip fits the read timeout", func(t *testing.T) {

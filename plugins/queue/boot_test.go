@@ -78,7 +78,7 @@ func TestDefaultsAreValid(t *testing.T) {
 	if d.JobTimeout.String() != "5m0s" || d.MaxAttempts != 10 || d.EnqueueTimeout.String() != "5s" || d.Backend != "postgres" || !d.Workers {
 		t.Fatalf("defaults = %+v", d)
 	}
-	// DESIGN §3 and §6 (broker: "breaker: yes").
+	// docs/design.md: the broker has a breaker, with the framework's defaults.
 	if d.BreakerFailures != 5 || d.BreakerFailureRate != 0.5 || d.BreakerWindow != 30*time.Second ||
 		d.BreakerMinimumCalls != 20 || d.BreakerCoolDown != 15*time.Second {
 		t.Fatalf("breaker defaults = %d, %g, %s, %d, %s", d.BreakerFailures, d.BreakerFailureRate, d.BreakerWindow, d.BreakerMinimumCalls, d.BreakerCoolDown)

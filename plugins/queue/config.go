@@ -114,8 +114,8 @@ func DefaultConfig() Config {
 		EnqueueTimeout: 5 * time.Second,
 		RescueAfter:    6 * time.Minute,
 		PollInterval:   time.Second,
-		// DESIGN §6, broker row: "breaker: yes", with the framework's
-		// defaults (§3).
+		// The broker has a breaker (docs/design.md, "Per-dependency
+		// defaults"), with the framework's defaults.
 		BreakerConfig: resilience.DefaultBreakerConfig(),
 		RabbitMQ:      defaultRabbitMQConfig(),
 	}

@@ -466,7 +466,7 @@ func (p *Plugin) guard(ctx context.Context, kind string, fn func(context.Context
 	res, err := fn(cctx)
 	maybe := err != nil && mayBeEnqueued(err)
 	if err != nil && retryableEnqueue(err) && cctx.Err() == nil {
-		// DESIGN §6: a publish is retried once, within the same deadline.
+		// docs/design.md, "Per-dependency defaults": a publish is retried once, within the same deadline.
 		// If the first attempt may have been stored (its reply was lost),
 		// the job can then exist twice, which at-least-once handlers
 		// tolerate; and if the retry fails too, the job may still exist.

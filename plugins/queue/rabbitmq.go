@@ -209,7 +209,7 @@ func (b *rabbitBackend) Enqueue(ctx context.Context, m *Message) (Result, error)
 	msg := amqp.Publishing{ContentType: "application/json", MessageId: id, Type: m.Kind, Timestamp: time.Now(), Headers: headers, Body: m.Envelope}
 	err = b.send(ctx, st, m.Queue, delay, msg)
 	if err != nil && ctx.Err() == nil {
-		// A publish is retried once (DESIGN §6), within the same deadline: on
+		// A publish is retried once (docs/design.md, "Per-dependency defaults"), within the same deadline: on
 		// the new connection when the old one was lost under it. Should the
 		// broker have stored the first one after all, the job exists twice:
 		// at least once. If the retry fails too, the first may still exist.

@@ -50,7 +50,7 @@ func (p *Plugin) shared(app *framework.App) (any, func(context.Context) (*pgxpoo
 }
 
 // dbPlugin is what the queue needs of the db plugin, which it may not import
-// (DESIGN §1): its main pool, for River, and Acquire, which takes a connection
+// (docs/design.md, "Layering"): its main pool, for River, and Acquire, which takes a connection
 // through the db plugin's connection breaker and bounded ping and answers the
 // db plugin's dependency error (errors.Is resilience.ErrOpen, with the
 // cool-down left) at once while that breaker is open.

@@ -86,18 +86,18 @@ type DiskConfig struct {
 	SecretKey string `koanf:"secret_key"`
 
 	// ConnectTimeout bounds each TCP connect and TLS handshake to S3.
-	// Defaults to 5s (DESIGN.md §6).
+	// Defaults to 5s (docs/design.md, "Per-dependency defaults").
 	ConnectTimeout time.Duration `koanf:"connect_timeout"`
 
 	// ReadTimeout is the longest gap between bytes on an S3 connection, in either
 	// direction, not the whole transfer: a slow transfer that keeps moving is not
 	// cut, a stalled one fails after this. It also bounds the wait for a
-	// response to begin. Defaults to 30s (DESIGN.md §6).
+	// response to begin. Defaults to 30s (docs/design.md, "Per-dependency defaults").
 	ReadTimeout time.Duration `koanf:"read_timeout"`
 
 	// Attempts is how many times the AWS SDK's retryer tries one S3 request
 	// (first try included), on connection errors, timeouts, throttling and 5xx.
-	// Defaults to 3 (DESIGN.md §6).
+	// Defaults to 3 (docs/design.md, "Per-dependency defaults").
 	Attempts int `koanf:"attempts"`
 
 	// BreakerConfig is the breaker_* keys of the disk's breaker (s3 only).
@@ -121,7 +121,7 @@ const (
 )
 
 // minSigningKey is the production minimum for signing_key: HMAC-SHA256's block of
-// security is 256 bits, the same rule as the auth plugin's HMAC secret (DESIGN.md §7).
+// security is 256 bits, the same rule as the auth plugin's HMAC secret.
 const minSigningKey = 32
 
 // SetDefaults implements framework.Defaulter: every disk table starts from these.

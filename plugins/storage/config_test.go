@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// One test per boot rule (DESIGN.md §7): each names the key and the fix.
+// One test per boot rule (docs/storage.md lists them): each names the key and the fix.
 
 func TestBootRefusesUnknownVisibility(t *testing.T) {
 	t.Parallel()

@@ -32,7 +32,8 @@ type Config struct {
 	// no path). It is a deploy key: JFAST_TELEMETRY_ENDPOINT wins over the
 	// file, and OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT
 	// win over a value from the file. Empty means those variables, else
-	// "http://localhost:4318/v1/traces". Defaults to "".
+	// "https://localhost:4318/v1/traces" (the OTLP exporter's default).
+	// Defaults to "".
 	Endpoint string `koanf:"endpoint"`
 
 	// SampleRatio is the fraction of new traces recorded, in [0, 1]. Sampling

@@ -85,7 +85,8 @@ func TestInvoice(t *testing.T) {
 	}
 }
 
-// TestPaymentsIdempotency is page 002's rule for the payment API: the same
+// TestPaymentsIdempotency is the payment API's rule (docs/design.md, "Calling
+// other services"): the same
 // Idempotency-Key with the same body answers the stored result (and charges
 // once); the same key with another body is refused with 422.
 func TestPaymentsIdempotency(t *testing.T) {

@@ -13,7 +13,8 @@ import (
 	"github.com/jfastframework/jfast/examples/internal/exampletest"
 )
 
-// TestChargeAnswerLost is page 002's case: billing stores the payment, then
+// TestChargeAnswerLost is the lost answer of docs/design.md ("Calling other
+// services"): billing stores the payment, then
 // the caller gets a 503 instead of its answer (here a proxy that replaces
 // billing's first answer). The http client retries the POST because it
 // carries an Idempotency-Key, and billing answers the retry with the payment

@@ -143,7 +143,7 @@ func (s *service) reserve(ctx context.Context, o Order) error {
 // charge pays the order through billing's POST /payments.
 func (s *service) charge(ctx context.Context, o *Order, key string) error {
 	if key == "" {
-		key = "order-" + strconv.FormatInt(o.ID, 10) // page 002: one charge per order
+		key = "order-" + strconv.FormatInt(o.ID, 10) // one charge per order (docs/design.md, "Calling other services")
 	}
 	resp, err := s.billing.Post(ctx, "/payments",
 		payment{OrderID: o.ID, AmountMinor: o.AmountMinor, Currency: o.Currency},
