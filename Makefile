@@ -7,8 +7,9 @@ TEST_FLAGS ?= -race -count=1 -p 2 -timeout 15m
 
 .PHONY: run test test-servers bench vet fmt lint fuzz docs-check
 
-## run: the example pair on loopback, billing on 127.0.0.1:8010 and orders on
-## 127.0.0.1:8000, with the machine's PostgreSQL and Redis when present (Ctrl-C stops both)
+## run: the examples on loopback: billing on 127.0.0.1:8010, orders on 127.0.0.1:8000,
+## inventory (gRPC) on 127.0.0.1:9020 and the gateway on 127.0.0.1:8090, with the
+## machine's PostgreSQL and Redis when present (Ctrl-C stops them all)
 run:
 	bash scripts/run-examples.sh
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs the examples on loopback: examples/billing on 127.0.0.1:8010,
-# examples/orders on 127.0.0.1:8000 and examples/gateway in front of both on
-# 127.0.0.1:8090 (`make run`). Ctrl-C stops them all.
+# examples/orders on 127.0.0.1:8000, examples/inventory serving gRPC on
+# 127.0.0.1:9020 (HTTP on 8020; orders reads and reserves stock through it)
+# and examples/gateway in front of orders and billing on 127.0.0.1:8090
+# (`make run`). Ctrl-C stops them all.
 #
 # It uses the machine's PostgreSQL (127.0.0.1:5432, user postgres) and Redis
 # (127.0.0.1:6379) when they answer, and creates what the services need: the
@@ -33,17 +35,18 @@ mkdir -p "$dir/bin" "$dir/receipts" "$dir/config"
 say() { printf '==> %s\n' "$*"; }
 port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
-for addr in 127.0.0.1:8010 127.0.0.1:8000 127.0.0.1:8090; do
+for addr in 127.0.0.1:8010 127.0.0.1:8000 127.0.0.1:8090 127.0.0.1:8020 127.0.0.1:9020; do
   if port_open "${addr%:*}" "${addr#*:}"; then
     echo "run-examples: $addr is already in use (another make run?); stop it first" >&2
     exit 1
   fi
 done
 
-say "building examples/billing, examples/orders and examples/gateway"
+say "building examples/billing, examples/orders, examples/gateway and examples/inventory"
 $GO build -o "$dir/bin/billing" ./examples/billing
 $GO build -o "$dir/bin/orders" ./examples/orders
 $GO build -o "$dir/bin/gateway" ./examples/gateway
+$GO build -o "$dir/bin/inventory" ./examples/inventory
 
 billing_config=examples/billing/jfast.toml
 orders_config=examples/orders/jfast.toml
@@ -71,7 +74,7 @@ if [ -n "${JFAST_CACHE_URL:-}" ]; then
   redis_addr=$(sed -E 's#^rediss?://([^@/]*@)?([^/?]*).*#\2#' <<<"$JFAST_CACHE_URL")
 fi
 if ! port_open "${redis_addr%:*}" "${redis_addr##*:}"; then
-  say "Redis is not answering at $redis_addr: starting without it; /stock reads PostgreSQL, /ready names cache"
+  say "Redis is not answering at $redis_addr: starting without it; /stock reads PostgreSQL and inventory, /ready names cache"
 fi
 
 pids=()
@@ -92,9 +95,10 @@ without() { # PLUGIN... -> env -u arguments for their JFAST_<PLUGIN>_* variables
     for p in "$@"; do [[ $v == JFAST_${p}_* ]] && printf -- '-u\n%s\n' "$v"; done
   done
 }
-mapfile -t billing_unset < <(without CACHE HTTP QUEUE MAIL STORAGE TELEMETRY GATEWAY)
+mapfile -t billing_unset < <(without CACHE HTTP QUEUE MAIL STORAGE TELEMETRY GATEWAY GRPC)
 mapfile -t orders_unset < <(without IDEMPOTENCY TELEMETRY GATEWAY)
-mapfile -t gateway_unset < <(without DB CACHE AUTH QUEUE MAIL STORAGE IDEMPOTENCY CHANNELS TELEMETRY APP)
+mapfile -t gateway_unset < <(without DB CACHE AUTH QUEUE MAIL STORAGE IDEMPOTENCY CHANNELS TELEMETRY APP GRPC)
+mapfile -t inventory_unset < <(without DB CACHE HTTP AUTH QUEUE MAIL STORAGE IDEMPOTENCY CHANNELS TELEMETRY GATEWAY APP)
 
 # Each service's log lines are prefixed with its name; $! is the service itself.
 env "${billing_unset[@]}" JFAST_CONFIG="$billing_config" "$dir/bin/billing" > >(sed -u 's/^/billing | /') 2>&1 &
@@ -108,14 +112,18 @@ pids+=($!)
 # The gateway keeps its own listen address: JFAST_APP_* is the other two's.
 env "${gateway_unset[@]}" JFAST_CONFIG=examples/gateway/jfast.toml "$dir/bin/gateway" > >(sed -u 's/^/gateway | /') 2>&1 &
 pids+=($!)
+# Inventory keeps its own addresses too; orders finds it at 127.0.0.1:9020
+# (JFAST_GRPC_UPSTREAMS__INVENTORY__TARGET elsewhere).
+env "${inventory_unset[@]}" JFAST_CONFIG=examples/inventory/jfast.toml "$dir/bin/inventory" > >(sed -u 's/^/invent. | /') 2>&1 &
+pids+=($!)
 
-for addr in 127.0.0.1:8010 127.0.0.1:8000 127.0.0.1:8090; do
+for addr in 127.0.0.1:8010 127.0.0.1:8000 127.0.0.1:8090 127.0.0.1:9020; do
   for ((i = 0; i < 150; i++)); do
     port_open "${addr%:*}" "${addr#*:}" && break
     sleep 0.1
   done
 done
-say "billing on http://127.0.0.1:8010, orders on http://127.0.0.1:8000, the gateway in front of both on http://127.0.0.1:8090 (Ctrl-C stops them all)"
+say "billing on http://127.0.0.1:8010, orders on http://127.0.0.1:8000, the gateway in front of both on http://127.0.0.1:8090, inventory (gRPC) on 127.0.0.1:9020 (Ctrl-C stops them all)"
 say "try: TOKEN=\$(go run ./examples/orders token ada); curl -s localhost:8090/api/orders/1 -H \"Authorization: Bearer \$TOKEN\""
 
 # A service that exits (a configuration error, a failed migration, or stopped
@@ -130,7 +138,8 @@ while ((${#live[@]} > 0)); do
   case $exited in
   "${pids[0]}") name=billing ;;
   "${pids[1]}") name=orders ;;
-  *) name=gateway ;;
+  "${pids[2]}") name=gateway ;;
+  *) name=inventory ;;
   esac
   say "$name exited with status $code"
   ((code == 0)) || status=$code

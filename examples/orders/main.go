@@ -1,13 +1,14 @@
 // Command orders is the example service with every dependency: orders in
-// PostgreSQL, paid through examples/billing, stock cached in Redis, a
-// confirmation mail through the queue, receipts on a storage disk and
-// bearer tokens checked by the auth plugin. It listens on 127.0.0.1:8000.
+// PostgreSQL, paid through examples/billing, stock from examples/inventory
+// over gRPC and cached in Redis, a confirmation mail through the queue,
+// receipts on a storage disk and bearer tokens checked by the auth plugin. It listens on 127.0.0.1:8000.
 //
 //	go run ./examples/orders              # serve (./jfast.toml, $JFAST_CONFIG, else the compiled-in examples/orders/jfast.toml)
 //	go run ./examples/orders token ada    # a development bearer token for subject "ada"
 //	go run ./examples/orders check        # validate the configuration
 //
-// `make run` starts it together with billing (scripts/run-examples.sh).
+// `make run` starts it together with billing, inventory and the gateway
+// (scripts/run-examples.sh).
 package main
 
 import (

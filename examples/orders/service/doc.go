@@ -1,13 +1,16 @@
 // Package service is the orders example's HTTP service: orders in PostgreSQL,
-// paid through the billing example, with a cached stock route, a confirmation
+// paid through the billing example, stock checked and reserved through the
+// inventory example over gRPC, with a cached stock route, a confirmation
 // mail sent through the queue, and receipts on a storage disk.
 //
-//	GET  /stock/{sku}            stock and price, cached 30 s in Redis (Remember);
-//	                             Redis down: answered from PostgreSQL
+//	GET  /stock/{sku}            price (PostgreSQL) and availability (inventory's
+//	                             GetStock), cached 30 s in Redis (Remember);
+//	                             Redis down: answered from both
 //	GET  /events                 server-sent events: order.paid, from any replica
 //	                             (a durable channel: Last-Event-ID resumes)
-//	POST /orders                 Bearer; inserts the order and enqueues its
-//	                             confirmation mail in one transaction, then
+//	POST /orders                 Bearer; inserts the order, enqueues its
+//	                             confirmation mail and reserves the items
+//	                             (inventory's Reserve) in one transaction, then
 //	                             charges billing's POST /payments, then
 //	                             publishes order.paid; 201 + Location
 //	GET  /orders/{id}            Bearer; the order plus its invoice from billing
