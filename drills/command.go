@@ -28,10 +28,13 @@ dependency runs in a container named by JFAST_DRILL_<DEP>_CONTAINER (PG, REDIS,
 S3, SMTP, ...), docker pause it, check that --route answers its documented status
 within --deadline, that /ready names the dependency and that --other keeps
 answering, then unpause it and wait for the route to answer 200 again. A plugin
-whose container is not named is skipped with a SKIP line naming the variable.
-Progress is printed as it goes, then the table (--report writes it as Markdown).
+whose container is not named is skipped with a SKIP line naming the variable. A
+plugin whose configuration reaches no dependency (auth in hmac mode, mail with the
+log transport, storage with only local disks) has no drill. Progress is printed as
+it goes, then the table (--report writes it as Markdown).
 
-Exit status: 0 every drill passed or was skipped, 1 one failed, 2 command-line mistake.`,
+Exit status: 0 at least one drill ran and every drill passed, 1 one failed or none
+ran, 2 command-line mistake.`,
 		Example: fmt.Sprintf("  JFAST_DRILL_PG_CONTAINER=shop-db %[1]s drill --route /orders/1\n"+
 			"  %[1]s drill --only cache --route /products --want cache=200", s.Name()),
 		Args: cli.NoArgs,
@@ -74,10 +77,17 @@ func runCommand(s *cli.Service, cmd *cobra.Command, f *drillFlags) error {
 		}
 		o.BaseURL = "http://" + net.JoinHostPort(host, port)
 	}
+	// The plugins are the App's own, configured by Load: each says whether its
+	// configuration has a dependency to take away.
 	for _, p := range s.Options().Plugins {
-		if app.Enabled(p.Name()) {
-			o.Plugins = append(o.Plugins, p.Name())
+		if !app.Enabled(p.Name()) {
+			continue
 		}
+		if u, ok := p.(DependencyUser); ok && !u.UsesDependency() {
+			fmt.Fprintf(cmd.OutOrStdout(), "no drill for %s: its configuration uses no dependency that can be taken away\n", p.Name())
+			continue
+		}
+		o.Plugins = append(o.Plugins, p.Name())
 	}
 	for _, r := range f.routes {
 		if plugin, path, ok := strings.Cut(r, "="); ok {

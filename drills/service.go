@@ -24,6 +24,16 @@ var ContainerDeps = map[string]string{
 	"http":    "UPSTREAM",
 }
 
+// DependencyUser is a plugin whose configuration decides whether it has a
+// dependency to take away at all: auth in hmac or public_key mode verifies
+// tokens with no issuer to reach, mail with the log transport reaches no SMTP
+// server, storage with only local disks reaches no S3. The drill command runs
+// no drill for such a plugin, so the table holds only faults the service can
+// meet. Plugins implement it without importing this package.
+type DependencyUser interface {
+	UsesDependency() bool
+}
+
 // ServiceOptions describe a drill of a service that is already running: what
 // `jfast drill --config jfast.toml [--only db,cache]` passes.
 type ServiceOptions struct {
@@ -119,6 +129,16 @@ func RunService(ctx context.Context, o ServiceOptions, out io.Writer) ([]Result,
 	fmt.Fprintf(out, "\n%s", Text(results))
 	if len(failed) > 0 {
 		return results, fmt.Errorf("drill: %d failed:\n%s", len(failed), strings.Join(failed, "\n"))
+	}
+	ran := 0
+	for _, r := range results {
+		if r.Skipped == "" {
+			ran++
+		}
+	}
+	if ran == 0 {
+		// A run that proved nothing must not look like one that passed.
+		return results, errors.New("drill: no drill ran: name the containers of the dependencies with JFAST_DRILL_<DEP>_CONTAINER (see the SKIP lines)")
 	}
 	return results, nil
 }

@@ -173,6 +173,12 @@ func (p *Plugin) Check(_ context.Context) readiness.Report {
 // errNotStarted is returned by Verify and Issue before Start.
 var errNotStarted = errors.New("auth: the plugin has not started")
 
+// UsesDependency reports whether the configuration reaches an issuer over the
+// network: only jwks mode does (hmac and public_key verify with keys at hand).
+// The drill command asks it (drills.DependencyUser), so a service in hmac mode
+// runs no JWKS drill.
+func (p *Plugin) UsesDependency() bool { return p.cfg.Mode == ModeJWKS }
+
 var (
 	_ framework.Configurable = (*Plugin)(nil)
 	_ framework.Validator    = (*Plugin)(nil)

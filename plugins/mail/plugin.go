@@ -317,6 +317,10 @@ func build(pl *payload) (*gomail.Msg, error) {
 	return m, nil
 }
 
+// UsesDependency reports whether messages go to an SMTP server: the log
+// transport has none. The drill command asks it (drills.DependencyUser).
+func (p *Plugin) UsesDependency() bool { return p.cfg.Transport == "smtp" }
+
 var (
 	_ framework.Configurable = (*Plugin)(nil)
 	_ framework.Validator    = (*Plugin)(nil)

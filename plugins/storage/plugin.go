@@ -241,6 +241,17 @@ func For(app *framework.App, name string) (*Disk, error) {
 	return p.Disk(name)
 }
 
+// UsesDependency reports whether a disk is an S3 bucket: local disks have no
+// server to take away. The drill command asks it (drills.DependencyUser).
+func (p *Plugin) UsesDependency() bool {
+	for _, d := range p.cfg.Disks {
+		if d.Driver == DriverS3 {
+			return true
+		}
+	}
+	return false
+}
+
 var (
 	_ framework.Configurable = (*Plugin)(nil)
 	_ framework.Validator    = (*Plugin)(nil)
