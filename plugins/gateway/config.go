@@ -60,8 +60,15 @@ type Route struct {
 	// Prefix is the path the route serves, with everything under it:
 	// "/api/orders" serves /api/orders and /api/orders/…, not
 	// /api/ordersx. It must start with "/" and must not end with one.
-	// Required.
+	// Required, unless pattern is set.
 	Prefix string `koanf:"prefix"`
+
+	// Pattern is a chi pattern the route serves instead of a prefix, such as
+	// "/api/orders/{id}/receipt" or "/api/files/*"; the path is sent on as
+	// received (after base_url's own path). It must start with a fixed
+	// segment; it cannot be set with prefix, strip_prefix or rewrite_prefix.
+	// Defaults to "" (the route serves its prefix).
+	Pattern string `koanf:"pattern"`
 
 	// Upstream names the [plugin.http.upstreams.<name>] the route goes to:
 	// its base_url, deadlines, retries, retry budget, breaker, bulkhead,
@@ -136,8 +143,10 @@ func (c *Config) validate(v *framework.Validation) {
 			v.Error(key, "is not a valid route name", "use lowercase letters, digits, - and _ (it labels the route's metrics)")
 		}
 		switch {
+		case r.Pattern != "":
+			validatePattern(v, key, r)
 		case r.Prefix == "":
-			v.Error(key+".prefix", "is missing", `set the path the route serves, such as "/api/orders"`)
+			v.Error(key+".prefix", "is missing", `set the path the route serves, such as "/api/orders" (or a chi pattern in pattern)`)
 		case !strings.HasPrefix(r.Prefix, "/") || (len(r.Prefix) > 1 && strings.HasSuffix(r.Prefix, "/")):
 			v.Error(key+".prefix", fmt.Sprintf("must start with / and not end with one, got %q", r.Prefix), `write it as "/api/orders"`)
 		case strings.ContainsAny(r.Prefix, "{}*?#"):
@@ -174,17 +183,57 @@ func (c *Config) validate(v *framework.Validation) {
 	// Two routes whose prefixes nest would send one path to two upstreams
 	// depending on the router's rules: refused, so the table says where each
 	// path goes.
+	// A pattern is compared by its fixed part, before its first parameter.
 	for i, a := range names {
 		for _, b := range names[i+1:] {
-			pa, pb := c.Routes[a].Prefix, c.Routes[b].Prefix
+			ka, pa := c.Routes[a].path()
+			kb, pb := c.Routes[b].path()
 			if pa == "" || pb == "" {
 				continue
 			}
 			if covers(pa, pb) || covers(pb, pa) {
-				v.Error("routes."+b+".prefix", fmt.Sprintf("%q overlaps routes.%s.prefix (%q)", pb, a, pa),
-					"give the routes prefixes that do not contain each other, such as \"/api/orders\" and \"/api/billing\"")
+				v.Error("routes."+b+"."+kb, fmt.Sprintf("%q overlaps routes.%s.%s (%q)", pb, a, ka, pa),
+					"give the routes paths that do not contain each other, such as \"/api/orders\" and \"/api/billing\"")
 			}
 		}
+	}
+}
+
+// path returns the key that places the route (prefix or pattern) and the
+// fixed path it covers: the prefix, or a pattern's part before its first
+// parameter or wildcard.
+func (r Route) path() (key, fixed string) {
+	if r.Pattern == "" {
+		return "prefix", r.Prefix
+	}
+	fixed = r.Pattern
+	if i := strings.IndexAny(fixed, "{*"); i >= 0 {
+		fixed = fixed[:i]
+	}
+	return "pattern", strings.TrimSuffix(fixed, "/")
+}
+
+// validatePattern checks a route given by a chi pattern.
+func validatePattern(v *framework.Validation, key string, r Route) {
+	_, fixed := r.path()
+	switch {
+	case r.Prefix != "":
+		v.Error(key+".pattern", "cannot be set with prefix", "keep one: prefix serves a path and everything under it, pattern one chi pattern")
+	case !strings.HasPrefix(r.Pattern, "/"):
+		v.Error(key+".pattern", fmt.Sprintf("must start with /, got %q", r.Pattern), `write it as "/api/orders/{id}"`)
+	case fixed == "":
+		v.Error(key+".pattern", fmt.Sprintf("must start with a fixed segment, got %q", r.Pattern),
+			`begin it with a path of its own, such as "/api/orders/{id}": a leading parameter would take every path`)
+	default:
+		for _, reserved := range reservedPaths {
+			if covers(fixed, reserved) || covers(reserved, fixed) {
+				v.Error(key+".pattern", fmt.Sprintf("%q would shadow the framework's %s", r.Pattern, reserved),
+					"choose a pattern outside /live, /ready and /metrics, such as \"/api/orders/{id}\"")
+			}
+		}
+	}
+	if r.StripPrefix || r.RewritePrefix != "" {
+		v.Error(key+".pattern", "cannot be set with strip_prefix or rewrite_prefix", "remove them: a pattern route sends the path as received")
 	}
 }
 

@@ -141,3 +141,50 @@ func TestNeedsTheHTTPPlugin(t *testing.T) {
 		t.Fatalf("error = %v, want one naming the http plugin", err)
 	}
 }
+
+// A route given by a chi pattern has rules of its own.
+func TestBadPatternRefusesToBoot(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, toml, key string
+		words           []string
+	}{
+		{"with prefix", `
+[plugin.gateway.routes.a]
+prefix = "/api"
+pattern = "/api/{id}"
+upstream = "orders"`, "plugin.gateway.routes.a.pattern", []string{"cannot be set with prefix"}},
+		{"leading parameter", `
+[plugin.gateway.routes.a]
+pattern = "/{any}/x"
+upstream = "orders"`, "plugin.gateway.routes.a.pattern", []string{"fixed segment"}},
+		{"shadows /ready", `
+[plugin.gateway.routes.a]
+pattern = "/ready/{x}"
+upstream = "orders"`, "plugin.gateway.routes.a.pattern", []string{"shadow", "/ready"}},
+		{"with rewrite", `
+[plugin.gateway.routes.a]
+pattern = "/api/{id}"
+upstream = "orders"
+rewrite_prefix = "/v1"`, "plugin.gateway.routes.a.pattern", []string{"rewrite_prefix"}},
+		{"overlaps a prefix", `
+[plugin.gateway.routes.a]
+prefix = "/api"
+upstream = "orders"
+[plugin.gateway.routes.b]
+pattern = "/api/orders/{id}"
+upstream = "orders"`, "plugin.gateway.routes.b.pattern", []string{"overlaps routes.a.prefix"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			errs := jfasttest.ConfigErrors(t, jfasttest.Options{
+				TOML:    enabled + tc.toml,
+				Plugins: []framework.Plugin{jhttp.New(), gateway.New()},
+			})
+			if !errs.Has(tc.key, tc.words...) {
+				t.Fatalf("want an error for %s with %q, got:\n%v", tc.key, tc.words, errs)
+			}
+		})
+	}
+}

@@ -144,7 +144,11 @@ func (p *Plugin) MountRoutes(r chi.Router) {
 		if n := rt.cfg.MaxBodyBytes; n > 0 {
 			h = framework.MaxBodyBytes(n)(h)
 		}
-		for _, pattern := range []string{rt.cfg.Prefix, strings.TrimSuffix(rt.cfg.Prefix, "/") + "/*"} {
+		patterns := []string{rt.cfg.Prefix, rt.cfg.Prefix + "/*"}
+		if rt.cfg.Pattern != "" {
+			patterns = []string{rt.cfg.Pattern}
+		}
+		for _, pattern := range patterns {
 			if len(rt.cfg.Methods) == 0 {
 				r.Handle(pattern, h)
 				continue
@@ -169,8 +173,12 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 	var suspended []string
 	for _, rt := range routes {
 		s := rt.breaker.Snapshot()
+		key, path := rt.cfg.path()
+		if key == "pattern" {
+			path = rt.cfg.Pattern
+		}
 		meta[rt.name] = map[string]any{
-			"prefix":   rt.cfg.Prefix,
+			key:        path,
 			"upstream": rt.cfg.Upstream,
 			"breaker":  s.Meta(),
 		}

@@ -34,6 +34,7 @@ type route struct {
 	base     *url.URL // the upstream's base_url
 	basePath string   // its escaped path, without a trailing "/"
 	target   string   // what replaces the prefix: the prefix, "", or rewrite_prefix
+	template string   // the route as a breaker_key = "route" breaker names it: the prefix or the pattern
 	breaker  *resilience.Breaker
 	m        *routeMetrics
 	rp       *httputil.ReverseProxy
@@ -60,6 +61,10 @@ func (p *Plugin) newRoute(name string, rc Route, h upstreams, m *metrics) (*rout
 		name: name, cfg: rc, p: p, base: base, breaker: br, m: m.forRoute(name),
 		basePath: strings.TrimSuffix(base.EscapedPath(), "/"),
 		target:   rc.Prefix,
+		template: rc.Prefix,
+	}
+	if rc.Pattern != "" {
+		r.template = rc.Pattern
 	}
 	switch {
 	case rc.StripPrefix:
@@ -129,7 +134,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w = &streamWriter{ResponseWriter: w, rc: rc, gap: rt.p.cfg.StreamWriteTimeout}
 		}
 	}
-	c := &call{Context: framework.ContextWithOutboundRoute(ctx, rt.cfg.Prefix), route: rt, start: time.Now()}
+	c := &call{Context: framework.ContextWithOutboundRoute(ctx, rt.template), route: rt, start: time.Now()}
 	c.trace.GetConn = c.getConn
 	ctx = httptrace.WithClientTrace(c, &c.trace)
 

@@ -32,19 +32,26 @@ prefix = "/api/orders"
 upstream = "based"
 rewrite_prefix = "/orders"
 methods = ["GET", "POST"]
+[plugin.gateway.routes.receipts]
+pattern = "/api/receipts/{id}/pdf"
+upstream = "orders"
 `)
 	for path, want := range map[string]string{
-		"/api/kept/1?x=y":       "/api/kept/1?x=y",
-		"/api/kept":             "/api/kept",
-		"/api/stripped/a/b":     "/a/b",
-		"/api/stripped":         "/",
-		"/api/orders/42?full=1": "/base/orders/42?full=1",
-		"/api/orders/a%2Fb":     "/base/orders/a%2Fb",
-		"/api/orders":           "/base/orders",
+		"/api/kept/1?x=y":          "/api/kept/1?x=y",
+		"/api/kept":                "/api/kept",
+		"/api/stripped/a/b":        "/a/b",
+		"/api/stripped":            "/",
+		"/api/orders/42?full=1":    "/base/orders/42?full=1",
+		"/api/orders/a%2Fb":        "/base/orders/a%2Fb",
+		"/api/orders":              "/base/orders",
+		"/api/receipts/7/pdf?dl=1": "/api/receipts/7/pdf?dl=1",
 	} {
 		if got := svc.Get(t, path); got.Status != 200 || got.String() != want {
 			t.Errorf("GET %s: %d %q, want 200 %q", path, got.Status, got.Body, want)
 		}
+	}
+	if got := svc.Get(t, "/api/receipts/7"); got.Status != 404 {
+		t.Errorf("GET /api/receipts/7: %d, want 404 (not the pattern)", got.Status)
 	}
 	if got := svc.Get(t, "/api/keptx"); got.Status != 404 {
 		t.Errorf("GET /api/keptx: %d, want 404 (not under the prefix)", got.Status)
