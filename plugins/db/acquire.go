@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/puddle/v2"
 
@@ -114,6 +115,13 @@ type gate struct {
 
 	pingTerminations atomic.Uint64
 	serverVersion    atomic.Pointer[string]
+
+	// broken holds the connections destroyed closed whose cleanup is still
+	// running: pgx drains a broken connection for up to 15 s before closing
+	// its socket, which on a server that stopped answering is the whole 15 s,
+	// and pgxpool's Close waits for it. close ends their sockets at once.
+	brokenMu sync.Mutex
+	broken   map[*pgconn.PgConn]struct{}
 }
 
 func newGate(br *resilience.BreakerOpts, pingTimeout time.Duration) *gate {
@@ -145,6 +153,31 @@ func (g *gate) close() {
 	g.openedMu.Lock()
 	g.cancel()
 	g.openedMu.Unlock()
+	g.brokenMu.Lock()
+	defer g.brokenMu.Unlock()
+	for pc := range g.broken {
+		_ = pc.Conn().Close() // ends pgx's drain of a connection nobody will use again
+	}
+	clear(g.broken)
+}
+
+// destroyedBroken records a connection destroyed closed (see broken), and
+// forgets those whose cleanup has ended, so the set holds only the cleanups
+// in progress.
+func (g *gate) destroyedBroken(pc *pgconn.PgConn) {
+	g.brokenMu.Lock()
+	defer g.brokenMu.Unlock()
+	for old := range g.broken {
+		select {
+		case <-old.CleanupDone():
+			delete(g.broken, old)
+		default:
+		}
+	}
+	if g.broken == nil {
+		g.broken = make(map[*pgconn.PgConn]struct{})
+	}
+	g.broken[pc] = struct{}{}
 }
 
 // install sets the pool hooks that make the bounded ping.
@@ -196,6 +229,7 @@ func (g *gate) install(cfg *pgxpool.Config) {
 	cfg.BeforeClose = func(c *pgx.Conn) {
 		if c.IsClosed() {
 			g.stale.Store(true)
+			g.destroyedBroken(c.PgConn())
 		}
 	}
 }

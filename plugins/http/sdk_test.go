@@ -45,7 +45,9 @@ func TestSDKThroughTransport(t *testing.T) {
 	)
 	c, err := jhttp.NewClient(noBudget(jhttp.Upstream{
 		Name: "s3", BaseURL: srv.Endpoint(),
-		ReadTimeout: 200 * time.Millisecond, TotalTimeout: time.Second,
+		// Room for 3 MiB under -race on a loaded machine; the paused S3
+		// below is still cut by the read gap, 3 attempts well within the total.
+		ReadTimeout: time.Second, TotalTimeout: 10 * time.Second,
 		BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2},
 	}), jhttp.WithClock(clk), jhttp.WithTransportWrapper(func(_ string, rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
@@ -104,7 +106,7 @@ func TestSDKThroughTransport(t *testing.T) {
 	}
 
 	// S3 hangs: each GET is an UpstreamTimeout the SDK returns wrapped, after
-	// the upstream's own retries (3 attempts, cut by the 200 ms read gap);
+	// the upstream's own retries (3 attempts, each cut by the 1 s read gap);
 	// two such calls open the breaker, and the next fails at once, unsent.
 	if err := srv.Pause(); err != nil {
 		t.Fatal(err)
