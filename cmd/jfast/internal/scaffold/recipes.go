@@ -136,6 +136,18 @@ var recipeList = []recipe{
 		Note:   "Spans go over OTLP/HTTP to http://localhost:4318 unless `JFAST_TELEMETRY_ENDPOINT` (or `OTEL_EXPORTER_OTLP_ENDPOINT`) says otherwise; an unreachable collector never slows a request.",
 	},
 	{
+		Name:   "llm",
+		Import: modulePath + "/plugins/llm",
+		Ident:  "llm",
+		Settings: map[string]string{
+			"plugin.llm.providers.example.base_url": `"http://127.0.0.1:11434/v1"`,
+			"plugin.llm.providers.example.model":    `"llama3.2"`,
+		},
+		Route: "`GET /ask?q=...`: asks the `example` model provider through the llm plugin (a 503 naming it while it is away)",
+		Env:   []string{"JFAST_LLM_PROVIDERS__EXAMPLE__BASE_URL=http://ollama:11434/v1"},
+		Note:  "The `example` provider is an OpenAI-compatible server at http://127.0.0.1:11434/v1 (Ollama's) with the model `llama3.2`; point it elsewhere with `JFAST_LLM_PROVIDERS__EXAMPLE__BASE_URL` and give a key with `JFAST_LLM_PROVIDERS__EXAMPLE__API_KEY`.",
+	},
+	{
 		// Keys are kept in PostgreSQL (the default store) or, when only the cache
 		// plugin is chosen, in Redis; see choose.
 		Name:       "idempotency",

@@ -20,6 +20,7 @@ import (
 	"github.com/jfastframework/jfast/plugins/db"
 	"github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/plugins/idempotency"
+	"github.com/jfastframework/jfast/plugins/llm"
 	"github.com/jfastframework/jfast/plugins/mail"
 	"github.com/jfastframework/jfast/plugins/queue"
 	"github.com/jfastframework/jfast/plugins/storage"
@@ -48,6 +49,7 @@ var all = map[string]func() framework.Plugin{
 	"queue":       func() framework.Plugin { return queue.New() },
 	"telemetry":   func() framework.Plugin { return telemetry.New() },
 	"mail":        func() framework.Plugin { return mail.New() },
+	"llm":         func() framework.Plugin { return llm.New() },
 }
 
 // golden compares got with testdata/<name>, or rewrites it with -update.
