@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -272,20 +273,46 @@ func (h *Handler) build(ctx context.Context) view {
 }
 
 // queueOf reads the queue plugin's depth and dead-letter count from its
-// /ready meta, or nil when the meta has none.
+// /ready meta (the mail plugin's dead letters too), or nil when the meta has
+// neither. A depth per queue (a map) is listed queue by queue.
 func queueOf(meta map[string]any) *queueView {
-	depth, ok1 := meta["depth"]
-	dead, ok2 := meta["dead"]
-	if !ok1 && !ok2 {
+	depth, okDepth := meta["depth"]
+	dead, okDead := meta["dead"]
+	if !okDepth && !okDead {
 		return nil
 	}
-	str := func(v any, ok bool) string {
-		if !ok || v == nil {
-			return "—"
-		}
-		return fmt.Sprint(v)
+	q := &queueView{}
+	if okDepth {
+		q.Depth = countText(depth)
 	}
-	return &queueView{Depth: str(depth, ok1), Dead: str(dead, ok2)}
+	if okDead {
+		q.Dead = countText(dead)
+	}
+	return q
+}
+
+// countText renders a count, or counts by name ("default: 3, mail: 0").
+func countText(v any) string {
+	switch m := v.(type) {
+	case nil:
+		return "—"
+	case map[string]int:
+		return namedCounts(m)
+	case map[string]int64:
+		return namedCounts(m)
+	case map[string]any:
+		return namedCounts(m)
+	}
+	return fmt.Sprint(v)
+}
+
+func namedCounts[V any](m map[string]V) string {
+	keys := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s: %v", k, m[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 func breakerOf(b *resilience.BreakerView, now time.Time) *breakerView {

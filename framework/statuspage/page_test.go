@@ -1,0 +1,89 @@
+package statuspage
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/jfastframework/jfast/framework/resilience"
+)
+
+func TestQueueOf(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		meta map[string]any
+		want *queueView
+	}{
+		{map[string]any{"breaker": "x"}, nil},
+		{map[string]any{"depth": map[string]int64{"mail": 0, "default": 3}, "dead": 2}, &queueView{Depth: "default: 3, mail: 0", Dead: "2"}},
+		{map[string]any{"dead": float64(1)}, &queueView{Dead: "1"}},
+		{map[string]any{"depth": nil}, &queueView{Depth: "—"}},
+	} {
+		got := queueOf(c.meta)
+		if (got == nil) != (c.want == nil) || (got != nil && *got != *c.want) {
+			t.Errorf("queueOf(%v) = %+v, want %+v", c.meta, got, c.want)
+		}
+	}
+}
+
+func histogram(bounds []float64, cumulative []uint64, total uint64) *dto.Histogram {
+	h := &dto.Histogram{SampleCount: &total}
+	for i := range bounds {
+		h.Bucket = append(h.Bucket, &dto.Bucket{UpperBound: &bounds[i], CumulativeCount: &cumulative[i]})
+	}
+	return h
+}
+
+// The quantiles are histogram_quantile's: linear within the bucket.
+func TestQuantile(t *testing.T) {
+	t.Parallel()
+	var c counts
+	c.addHistogram(histogram([]float64{.01, .1, 1}, []uint64{50, 90, 100}, 100))
+	if got := c.quantile(0.5); got != "10 ms" {
+		t.Errorf("p50 = %s, want 10 ms (the 50th of 100 is the top of the first bucket)", got)
+	}
+	if got := c.quantile(0.99); got != "910 ms" {
+		t.Errorf("p99 = %s, want 910 ms (0.1 + 0.9 × 9/10)", got)
+	}
+	var over counts
+	over.addHistogram(histogram([]float64{.01}, []uint64{0}, 4))
+	if got := over.quantile(0.5); got != "> 10 ms" {
+		t.Errorf("all above the last bound: p50 = %s", got)
+	}
+	if got := (counts{}).quantile(0.5); got != "—" {
+		t.Errorf("no observation: %s", got)
+	}
+	// Later minus earlier: only what happened between the two readings.
+	var later counts
+	later.addHistogram(histogram([]float64{.01, .1, 1}, []uint64{50, 90, 200}, 200))
+	if got := later.minus(c).quantile(0.5); got != "550 ms" {
+		t.Errorf("p50 of the 100 calls between the readings = %s, want 550 ms", got)
+	}
+}
+
+func TestSplitRow(t *testing.T) {
+	t.Parallel()
+	got := splitRow(`| billing | FAIL: a \| b | ok |`)
+	if strings.Join(got, "/") != "billing/FAIL: a | b/ok" {
+		t.Errorf("splitRow = %q", got)
+	}
+}
+
+func TestTimelineSegments(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	created := now.Add(-10 * time.Minute)
+	ts := []resilience.Transition{{At: now.Add(-5 * time.Minute), From: resilience.StateClosed, To: resilience.StateOpen}}
+	svg := string(timeline(created, resilience.StateClosed, resilience.StateOpen, ts, now))
+	for _, want := range []string{
+		`<rect x="0" y="0" width="300.0" height="18" fill="#eaeef2">`,     // 5 min before the breaker
+		`<rect x="300.0" y="0" width="300.0" height="18" fill="#1a7f37">`, // closed for 5 min
+		`<rect x="600.0" y="0" width="300.0" height="18" fill="#cf222e">`, // open since
+	} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("timeline lacks %s:\n%s", want, svg)
+		}
+	}
+}
