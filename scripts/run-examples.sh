@@ -3,7 +3,9 @@
 # examples/orders on 127.0.0.1:8000, examples/inventory serving gRPC on
 # 127.0.0.1:9020 (HTTP on 8020; orders reads and reserves stock through it)
 # and examples/gateway in front of orders and billing on 127.0.0.1:8090
-# (`make run`). Ctrl-C stops them all.
+# (`make run`). Ctrl-C stops them all. Each has an admin listener
+# (app.admin_listen: /status, /metrics, the complete /ready): orders' on
+# 127.0.0.1:9000, billing's on 9010, inventory's on 9030, the gateway's on 9090.
 #
 # It uses the machine's PostgreSQL (127.0.0.1:5432, user postgres) and Redis
 # (127.0.0.1:6379) when they answer, and creates what the services need: the
@@ -35,7 +37,7 @@ mkdir -p "$dir/bin" "$dir/receipts" "$dir/config"
 say() { printf '==> %s\n' "$*"; }
 port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
-for addr in 127.0.0.1:8010 127.0.0.1:8000 127.0.0.1:8090 127.0.0.1:8020 127.0.0.1:9020; do
+for addr in 127.0.0.1:8010 127.0.0.1:8000 127.0.0.1:8090 127.0.0.1:8020 127.0.0.1:9020 127.0.0.1:9000 127.0.0.1:9010 127.0.0.1:9030 127.0.0.1:9090; do
   if port_open "${addr%:*}" "${addr#*:}"; then
     echo "run-examples: $addr is already in use (another make run?); stop it first" >&2
     exit 1
@@ -101,20 +103,20 @@ mapfile -t gateway_unset < <(without DB CACHE AUTH QUEUE MAIL STORAGE IDEMPOTENC
 mapfile -t inventory_unset < <(without DB CACHE HTTP AUTH QUEUE MAIL STORAGE IDEMPOTENCY CHANNELS TELEMETRY GATEWAY APP)
 
 # Each service's log lines are prefixed with its name; $! is the service itself.
-env "${billing_unset[@]}" JFAST_CONFIG="$billing_config" "$dir/bin/billing" > >(sed -u 's/^/billing | /') 2>&1 &
+env "${billing_unset[@]}" JFAST_CONFIG="$billing_config" JFAST_APP_ADMIN_LISTEN=127.0.0.1:9010 "$dir/bin/billing" > >(sed -u 's/^/billing | /') 2>&1 &
 pids+=($!)
 receipts=()
 if [ "$dir" != /tmp/jfast-examples ]; then # the root in examples/orders/jfast.toml
   receipts=(JFAST_STORAGE_DISKS__RECEIPTS__ROOT="$dir/receipts")
 fi
-env "${orders_unset[@]}" JFAST_CONFIG="$orders_config" "${receipts[@]}" "$dir/bin/orders" > >(sed -u 's/^/orders  | /') 2>&1 &
+env "${orders_unset[@]}" JFAST_CONFIG="$orders_config" JFAST_APP_ADMIN_LISTEN=127.0.0.1:9000 "${receipts[@]}" "$dir/bin/orders" > >(sed -u 's/^/orders  | /') 2>&1 &
 pids+=($!)
 # The gateway keeps its own listen address: JFAST_APP_* is the other two's.
-env "${gateway_unset[@]}" JFAST_CONFIG=examples/gateway/jfast.toml "$dir/bin/gateway" > >(sed -u 's/^/gateway | /') 2>&1 &
+env "${gateway_unset[@]}" JFAST_CONFIG=examples/gateway/jfast.toml JFAST_APP_ADMIN_LISTEN=127.0.0.1:9090 "$dir/bin/gateway" > >(sed -u 's/^/gateway | /') 2>&1 &
 pids+=($!)
 # Inventory keeps its own addresses too; orders finds it at 127.0.0.1:9020
 # (JFAST_GRPC_UPSTREAMS__INVENTORY__TARGET elsewhere).
-env "${inventory_unset[@]}" JFAST_CONFIG=examples/inventory/jfast.toml "$dir/bin/inventory" > >(sed -u 's/^/invent. | /') 2>&1 &
+env "${inventory_unset[@]}" JFAST_CONFIG=examples/inventory/jfast.toml JFAST_APP_ADMIN_LISTEN=127.0.0.1:9030 "$dir/bin/inventory" > >(sed -u 's/^/invent. | /') 2>&1 &
 pids+=($!)
 
 for addr in 127.0.0.1:8010 127.0.0.1:8000 127.0.0.1:8090 127.0.0.1:9020; do
@@ -124,6 +126,7 @@ for addr in 127.0.0.1:8010 127.0.0.1:8000 127.0.0.1:8090 127.0.0.1:9020; do
   done
 done
 say "billing on http://127.0.0.1:8010, orders on http://127.0.0.1:8000, the gateway in front of both on http://127.0.0.1:8090, inventory (gRPC) on 127.0.0.1:9020 (Ctrl-C stops them all)"
+say "status pages: http://127.0.0.1:9000/status (orders), :9010/status (billing), :9030/status (inventory), :9090/status (gateway)"
 say "try: TOKEN=\$(go run ./examples/orders token ada); curl -s localhost:8090/api/orders/1 -H \"Authorization: Bearer \$TOKEN\""
 
 # A service that exits (a configuration error, a failed migration, or stopped
