@@ -15,6 +15,7 @@ import (
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/internal/redislog"
 	"github.com/jfastframework/jfast/readiness"
 )
 
@@ -138,6 +139,10 @@ func (p *Plugin) ResolveDefaults(r *framework.Resolution) {
 func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 	p.prefix = p.cfg.KeyPrefix
 	p.log = app.Logger().With(slog.String("plugin", pluginName))
+	// go-redis's own lines (pool and pub/sub messages) go through the
+	// service's logger; channels and the queue's redis backend share this
+	// plugin's client.
+	redislog.Use(p.log)
 	p.breaker = resilience.NewBreaker(p.cfg.BreakerConfig.Opts(breakerName, app.Clock(),
 		resilience.LogStateChanges(p.log, pluginName, p.cfg.BreakerCoolDown, nil)))
 	client, err := newClient(p.cfg)
