@@ -250,3 +250,28 @@ func sseData(body string) []string {
 	}
 	return out
 }
+
+// A client of the relay that goes away cancels the provider's request.
+func TestRelayClientGoneCancelsProvider(t *testing.T) {
+	t.Parallel()
+	p := newProvider(t)
+	p.script = []answer{p.streamAnswer(true, "first")}
+	svc := startService(t, p, nil, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, svc.URL+"/stream", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "data: ") || !strings.Contains(line, "first") {
+		t.Fatalf("first line %q, %v; want the first chunk", line, err)
+	}
+	cancel() // the client goes away
+	within(t, 10*time.Second, func() { <-p.canceled })
+}
