@@ -15,6 +15,7 @@ import (
 	"github.com/jfastframework/jfast/plugins/auth"
 	"github.com/jfastframework/jfast/plugins/cache"
 	"github.com/jfastframework/jfast/plugins/db"
+	jgrpc "github.com/jfastframework/jfast/plugins/grpc"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/plugins/llm"
 	"github.com/jfastframework/jfast/plugins/mail"
@@ -112,6 +113,13 @@ func secretCases(t *testing.T) []secretCase {
 		{name: "http base url password in the environment", errKey: "plugin.http.upstreams.billing.base_url", enabled: `"http"`, sentinel: "S3NTht4",
 			badEnv: []string{"JFAST_HTTP_UPSTREAMS__BILLING__BASE_URL=ftp://u:S3NTht4@billing"},
 			bad:    "[plugin.http.upstreams.billing]\nbase_url = \"http://billing\""},
+		{name: "grpc metadata of any key", errKey: "plugin.grpc.upstreams.inventory.headers", enabled: `"grpc"`, sentinel: "S3NTgr1",
+			good: "[plugin.grpc.upstreams.inventory]\ntarget = \"inventory:9000\"\nattempts = 1\n[plugin.grpc.upstreams.inventory.headers]\nx-partner-auth = \"S3NTgr1\"\nx-tenant = \"S3NTgr1-tenant\"",
+			env:  []string{"JFAST_GRPC_UPSTREAMS__INVENTORY__HEADERS__X-PARTNER-AUTH=S3NTgr1-env"},
+			bad:  "[plugin.grpc.upstreams.inventory]\ntarget = \"inventory:9000\"\nattempts = 1\nheaders = \"x-partner-auth: S3NTgr1\""},
+		{name: "grpc metadata of the wrong type", errKey: "plugin.grpc.upstreams.inventory.headers.authorization", enabled: `"grpc"`, sentinel: "S3NTgr2",
+			good: "[plugin.grpc.upstreams.inventory]\ntarget = \"inventory:9000\"\nattempts = 1\n[plugin.grpc.upstreams.inventory.headers]\nauthorization = \"Bearer S3NTgr2\"",
+			bad:  "[plugin.grpc.upstreams.inventory]\ntarget = \"inventory:9000\"\nattempts = 1\n[plugin.grpc.upstreams.inventory.headers]\nauthorization = [\"Bearer S3NTgr2\"]"},
 		{name: "llm api key", errKey: "plugin.llm.providers.openai.api_key", enabled: `"llm"`, sentinel: "S3NTllm1",
 			good: "[plugin.llm.providers.openai]\nbase_url = \"https://api.openai.com/v1\"\nmodel = \"gpt-4o-mini\"\napi_key = \"sk-S3NTllm1\"",
 			env:  []string{"JFAST_LLM_PROVIDERS__OPENAI__API_KEY=sk-S3NTllm1-env"},
@@ -126,7 +134,7 @@ func secretCases(t *testing.T) []secretCase {
 }
 
 func allPlugins() []framework.Plugin {
-	return []framework.Plugin{db.New(), cache.New(), auth.New(), storage.New(), queue.New(), mail.New(), jhttp.New(), telemetry.New(), llm.New()}
+	return []framework.Plugin{db.New(), cache.New(), auth.New(), storage.New(), queue.New(), mail.New(), jhttp.New(), telemetry.New(), llm.New(), jgrpc.New()}
 }
 
 // TestSecretsNeverPrint: for every plugin's secret-bearing keys, the config

@@ -87,6 +87,11 @@ func (p *Plugin) DeployKeys() []string {
 	}
 }
 
+// SecretKeys implements framework.SecretKeyer: every configured metadata
+// value is masked, whatever its key (a partner's x-partner-auth is as secret
+// as an authorization), as the http plugin's headers are.
+func (p *Plugin) SecretKeys() []string { return []string{"upstreams.*.headers.*"} }
+
 // Dependencies implements framework.Dependent: when the telemetry plugin is
 // enabled it starts first, so its tracer provider exists when the channels
 // and the server are built.
@@ -343,6 +348,7 @@ var (
 	_ framework.Configurable = (*Plugin)(nil)
 	_ framework.Validator    = (*Plugin)(nil)
 	_ framework.DeployKeyer  = (*Plugin)(nil)
+	_ framework.SecretKeyer  = (*Plugin)(nil)
 	_ framework.Dependent    = (*Plugin)(nil)
 	_ framework.Starter      = (*Plugin)(nil)
 	_ framework.Server       = (*Plugin)(nil)
