@@ -124,10 +124,19 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 	c.bulkhead = resilience.NewBulkhead(resilience.BulkheadOpts{
 		Name: u.Name, MaxConcurrent: u.MaxConcurrent, Wait: u.BulkheadWait, Clock: clock,
 	})
-	c.budget = resilience.NewRetryBudget(resilience.RetryBudgetOpts{
-		Name: u.Name, Ratio: u.RetryBudgetRatio, MinPerSecond: u.RetryBudgetMinPerSecond, Clock: clock,
-	})
+	c.budget = resilience.NewRetryBudget(budgetOpts(u, clock))
 	return c, nil
+}
+
+// budgetOpts returns the options of u's retry budget, of the kind
+// retry_budget names.
+func budgetOpts(u Upstream, clock resilience.Clock) resilience.RetryBudgetOpts {
+	if u.RetryBudget == BudgetBucket {
+		return resilience.RetryBudgetOpts{Name: u.Name, Clock: clock, TokenBucket: &resilience.TokenBucketOpts{
+			MaxTokens: u.RetryBudgetMaxTokens, TokensPerCall: u.RetryBudgetTokensPerCall,
+		}}
+	}
+	return resilience.RetryBudgetOpts{Name: u.Name, Ratio: u.RetryBudgetRatio, MinPerSecond: u.RetryBudgetMinPerSecond, Clock: clock}
 }
 
 // Upstream returns the client's settings, defaults filled in.

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"slices"
@@ -33,8 +34,22 @@ const (
 	DefaultBackoffMax              = 200 * time.Millisecond
 	DefaultRetryBudgetRatio        = 0.2
 	DefaultRetryBudgetMinPerSecond = 1.0
-	DefaultMaxConcurrent           = 50
-	DefaultBulkheadWait            = 500 * time.Millisecond
+	// DefaultRetryBudgetMaxTokens and DefaultRetryBudgetTokensPerCall are the
+	// token bucket's (retry_budget = "bucket"), the http client's values.
+	DefaultRetryBudgetMaxTokens     = 10.0
+	DefaultRetryBudgetTokensPerCall = 0.1
+	DefaultMaxConcurrent            = 50
+	DefaultBulkheadWait             = 500 * time.Millisecond
+)
+
+// The kinds of retry budget (retry_budget), the http client's two.
+const (
+	// BudgetWindow: retries stay below retry_budget_ratio of the calls of
+	// the last 10 s, plus retry_budget_min_per_second.
+	BudgetWindow = "window"
+	// BudgetBucket: a token bucket (retry_budget_max_tokens,
+	// retry_budget_tokens_per_call), one token per retry.
+	BudgetBucket = "bucket"
 )
 
 // DefaultRetryableCodes are the codes a retry may fix: UNAVAILABLE only.
@@ -110,7 +125,10 @@ type Upstream struct {
 	// delivers again from its first message: the caller sees duplicates.
 	// Defaults to none (a failed stream returns its error).
 	RestartStreams []string `koanf:"restart_streams"`
-	// RetryBudgetRatio lets a retry start while the retries of the last 10 s
+	// RetryBudget chooses the retry budget: "window" (the sliding ratio
+	// below) or "bucket" (a token bucket). Defaults to "window".
+	RetryBudget string `koanf:"retry_budget"`
+	// RetryBudgetRatio ("window") lets a retry start while the retries of the last 10 s
 	// stay below this share of the calls of the last 10 s. Must be in (0, 1].
 	// Defaults to 0.2.
 	RetryBudgetRatio float64 `koanf:"retry_budget_ratio"`
@@ -118,6 +136,12 @@ type Upstream struct {
 	// while fewer retries than this were made in the last second.
 	// Defaults to 1.
 	RetryBudgetMinPerSecond float64 `koanf:"retry_budget_min_per_second"`
+	// RetryBudgetMaxTokens ("bucket") is the bucket's size, and what it
+	// starts with; a retry takes one token. Defaults to 10.
+	RetryBudgetMaxTokens float64 `koanf:"retry_budget_max_tokens"`
+	// RetryBudgetTokensPerCall ("bucket") is what every call adds to the
+	// bucket. Defaults to 0.1.
+	RetryBudgetTokensPerCall float64 `koanf:"retry_budget_tokens_per_call"`
 
 	// BreakerConfig is the breaker_* keys of the upstream's breaker, which
 	// counts each call's final outcome.
@@ -153,28 +177,31 @@ type Upstream struct {
 func (u *Upstream) SetDefaults() {
 	keep := *u
 	*u = Upstream{
-		Name:                    keep.Name,
-		Target:                  keep.Target,
-		Insecure:                keep.Insecure,
-		CAFile:                  keep.CAFile,
-		ServerName:              keep.ServerName,
-		Compression:             keep.Compression,
-		Timeout:                 DefaultTimeout,
-		StreamTimeout:           DefaultStreamTimeout,
-		Attempts:                DefaultAttempts,
-		BackoffBase:             DefaultBackoffBase,
-		BackoffMax:              DefaultBackoffMax,
-		RetryableCodes:          slices.Clone(DefaultRetryableCodes),
-		IdempotentMethods:       keep.IdempotentMethods,
-		RestartStreams:          keep.RestartStreams,
-		RetryBudgetRatio:        DefaultRetryBudgetRatio,
-		RetryBudgetMinPerSecond: DefaultRetryBudgetMinPerSecond,
-		BreakerConfig:           resilience.DefaultBreakerConfig(),
-		MaxConcurrent:           DefaultMaxConcurrent,
-		BulkheadWait:            DefaultBulkheadWait,
-		ForwardAuthorization:    keep.ForwardAuthorization,
-		Headers:                 keep.Headers,
-		TLS:                     keep.TLS,
+		Name:                     keep.Name,
+		Target:                   keep.Target,
+		Insecure:                 keep.Insecure,
+		CAFile:                   keep.CAFile,
+		ServerName:               keep.ServerName,
+		Compression:              keep.Compression,
+		Timeout:                  DefaultTimeout,
+		StreamTimeout:            DefaultStreamTimeout,
+		Attempts:                 DefaultAttempts,
+		BackoffBase:              DefaultBackoffBase,
+		BackoffMax:               DefaultBackoffMax,
+		RetryableCodes:           slices.Clone(DefaultRetryableCodes),
+		IdempotentMethods:        keep.IdempotentMethods,
+		RestartStreams:           keep.RestartStreams,
+		RetryBudget:              BudgetWindow,
+		RetryBudgetRatio:         DefaultRetryBudgetRatio,
+		RetryBudgetMinPerSecond:  DefaultRetryBudgetMinPerSecond,
+		RetryBudgetMaxTokens:     DefaultRetryBudgetMaxTokens,
+		RetryBudgetTokensPerCall: DefaultRetryBudgetTokensPerCall,
+		BreakerConfig:            resilience.DefaultBreakerConfig(),
+		MaxConcurrent:            DefaultMaxConcurrent,
+		BulkheadWait:             DefaultBulkheadWait,
+		ForwardAuthorization:     keep.ForwardAuthorization,
+		Headers:                  keep.Headers,
+		TLS:                      keep.TLS,
 	}
 }
 
@@ -197,6 +224,15 @@ func (u Upstream) withDefaults() Upstream {
 	}
 	if u.RetryableCodes == nil {
 		u.RetryableCodes = d.RetryableCodes
+	}
+	if u.RetryBudget == "" {
+		u.RetryBudget = d.RetryBudget
+	}
+	if u.RetryBudgetMaxTokens == 0 {
+		u.RetryBudgetMaxTokens = d.RetryBudgetMaxTokens
+	}
+	if u.RetryBudgetTokensPerCall == 0 {
+		u.RetryBudgetTokensPerCall = d.RetryBudgetTokensPerCall
 	}
 	if u.RetryBudgetRatio == 0 {
 		u.RetryBudgetRatio = d.RetryBudgetRatio
@@ -340,6 +376,15 @@ func (u *Upstream) problems() []fieldError {
 	deadline("backoff_max", u.BackoffMax)
 	if u.BackoffBase > 0 && u.BackoffMax > 0 && u.BackoffMax < u.BackoffBase {
 		add("backoff_max", fmt.Sprintf("must not be below backoff_base (%s), got %s", u.BackoffBase, u.BackoffMax), "raise backoff_max or lower backoff_base")
+	}
+	if u.RetryBudget != BudgetWindow && u.RetryBudget != BudgetBucket {
+		add("retry_budget", fmt.Sprintf("must be %q or %q, got %q", BudgetWindow, BudgetBucket, u.RetryBudget), `set "window" (the default) or "bucket"`)
+	}
+	if !(u.RetryBudgetMaxTokens >= 1) || math.IsInf(u.RetryBudgetMaxTokens, 0) {
+		add("retry_budget_max_tokens", fmt.Sprintf("must be at least 1 (a retry takes one token), got %v", u.RetryBudgetMaxTokens), "set a size such as 10")
+	}
+	if !(u.RetryBudgetTokensPerCall > 0 && u.RetryBudgetTokensPerCall <= 1) {
+		add("retry_budget_tokens_per_call", fmt.Sprintf("must be in (0, 1], got %v", u.RetryBudgetTokensPerCall), "set a share of a token such as 0.1 (one retry earned per ten calls)")
 	}
 	if r := u.RetryBudgetRatio; !(r > 0 && r <= 1) {
 		add("retry_budget_ratio", fmt.Sprintf("must be in (0, 1], got %v", r), "set a fraction such as 0.2; it cannot be switched off")

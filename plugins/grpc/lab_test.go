@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/jfastframework/jfast/examples/inventory/shoppb"
+	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/jfasttest"
 	jgrpc "github.com/jfastframework/jfast/plugins/grpc"
 )
@@ -272,5 +273,44 @@ func TestSilentServerIsCutAtTimeout(t *testing.T) {
 	}
 	if s := c.Breaker().Snapshot(); s.Consecutive != 1 {
 		t.Fatalf("breaker consecutive failures = %d, want 1", s.Consecutive)
+	}
+}
+
+// TestRetryBudgetBucket: retry_budget = "bucket" against an inventory whose
+// GetStock always answers UNAVAILABLE, the breaker out of the way: 50
+// sequential calls of three attempts make 64 attempts (50 first attempts, 10
+// retries from the initial tokens, 4 earned by the calls), as the http
+// client's bucket does; the window kind with its lone-call allowance lifted
+// makes all 150.
+func TestRetryBudgetBucket(t *testing.T) {
+	t.Parallel()
+	noBreaker := resilience.BreakerConfig{BreakerFailures: 1000, BreakerMinimumCalls: 1000}
+	for _, tc := range []struct {
+		name     string
+		up       jgrpc.Upstream
+		attempts int32
+	}{
+		{"bucket", jgrpc.Upstream{RetryBudget: jgrpc.BudgetBucket, BreakerConfig: noBreaker}, 64},
+		{"window, no limit", jgrpc.Upstream{RetryBudgetRatio: 1, RetryBudgetMinPerSecond: 1000, BreakerConfig: noBreaker}, 150},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			inv := &inventory{}
+			inv.failGetStock.Store(1 << 20)
+			u := tc.up
+			u.Target, u.IdempotentMethods, u.BackoffBase = serveInventory(t, inv), []string{getStock}, time.Millisecond
+			clock := jfasttest.NewClock()
+			clock.SetAutoAdvance(true) // backoff waits pass at once
+			c := newClient(t, u, jgrpc.WithClock(clock))
+			stub := shoppb.NewInventoryClient(c)
+			for range 50 {
+				if _, err := stub.GetStock(ctxFor(t), &shoppb.GetStockRequest{Sku: "a"}); status.Code(err) != codes.Unavailable {
+					t.Fatalf("err = %v, want UNAVAILABLE", err)
+				}
+			}
+			if got := inv.getStocks.Load(); got != tc.attempts {
+				t.Fatalf("%d attempts for 50 calls, want %d", got, tc.attempts)
+			}
+		})
 	}
 }
