@@ -2,10 +2,10 @@ package gateway
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -135,11 +135,11 @@ func (c *Config) validate(v *framework.Validation) {
 				`write an address such as "10.0.0.7" or a network such as "10.0.0.0/8"`)
 		}
 	}
-	names := sortedNames(c.Routes)
+	names := slices.Sorted(maps.Keys(c.Routes))
 	for _, n := range names {
 		r := c.Routes[n]
 		key := "routes." + n
-		if !validName(n) {
+		if !framework.ValidName(n) {
 			v.Error(key, "is not a valid route name", "use lowercase letters, digits, - and _ (it labels the route's metrics)")
 		}
 		switch {
@@ -257,26 +257,4 @@ func parseTrusted(s string) (netip.Prefix, error) {
 	}
 	a = a.Unmap()
 	return netip.PrefixFrom(a, a.BitLen()), nil
-}
-
-func validName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	names := make([]string, 0, len(m))
-	for n := range m {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }

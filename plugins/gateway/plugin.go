@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 
@@ -85,7 +87,7 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 
 	var errs framework.ConfigErrors
 	var routes []*route
-	for _, n := range sortedNames(p.cfg.Routes) {
+	for _, n := range slices.Sorted(maps.Keys(p.cfg.Routes)) {
 		rc := p.cfg.Routes[n]
 		rt, err := p.newRoute(n, rc, h, m)
 		if err != nil {

@@ -3,6 +3,7 @@ package grpc
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -101,10 +102,10 @@ func (p *Plugin) Dependencies() []framework.Dependency {
 
 // Validate implements framework.Validator.
 func (p *Plugin) Validate(v *framework.Validation) {
-	for _, n := range slices.Sorted(mapKeys(p.cfg.Upstreams)) {
+	for _, n := range slices.Sorted(maps.Keys(p.cfg.Upstreams)) {
 		u := p.cfg.Upstreams[n]
 		sub := v.Sub("upstreams." + n)
-		if !validUpstreamName(n) {
+		if !framework.ValidName(n) {
 			sub.Error("", "is not a valid upstream name", "use lowercase letters, digits, - and _ (it names the upstream in metrics and in JFAST_GRPC_UPSTREAMS__<NAME>__TARGET)")
 		}
 		for _, e := range u.problems() {
@@ -114,29 +115,6 @@ func (p *Plugin) Validate(v *framework.Validation) {
 	if l := p.cfg.Server.Listen; l != "" {
 		if problem := checkListen(l); problem != "" {
 			v.Sub("server").Error("listen", problem, `set an address such as "127.0.0.1:9000", in the file or in JFAST_GRPC_SERVER__LISTEN, or remove it to serve no gRPC`)
-		}
-	}
-}
-
-func validUpstreamName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
 		}
 	}
 }
@@ -185,7 +163,7 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 	p.pool = NewPool(base...)
 	opts := []ClientOption{WithClock(app.Clock()), WithLogger(app.Logger()), withMetricSet(set), WithPool(p.pool)}
 	p.clients = make(map[string]*ServiceClient, len(p.cfg.Upstreams))
-	p.names = slices.Sorted(mapKeys(p.cfg.Upstreams))
+	p.names = slices.Sorted(maps.Keys(p.cfg.Upstreams))
 	for _, n := range p.names {
 		u := p.cfg.Upstreams[n]
 		u.Name = n

@@ -277,22 +277,6 @@ func checkBaseURL(s string) string {
 	return ""
 }
 
-// validName reports whether s can name a provider: lowercase letters,
-// digits, - and _ (it names the provider in metrics and in
-// JFAST_LLM_PROVIDERS__<NAME>__BASE_URL).
-func validName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
-
 // fallbackProblems checks every provider's fallback names a configured
 // provider and that following fallbacks never comes back to where it
 // started. It returns problems keyed "<name>.fallback".

@@ -199,8 +199,6 @@ func within(t *testing.T, d time.Duration, fn func()) time.Duration {
 	return time.Since(start)
 }
 
-func contains(s, sub string) bool { return strings.Contains(s, sub) }
-
 // waitFor polls cond until it holds, failing the test after 10 s.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()

@@ -3,6 +3,7 @@ package llm
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -70,10 +71,10 @@ func (p *Plugin) Dependencies() []framework.Dependency {
 
 // Validate implements framework.Validator.
 func (p *Plugin) Validate(v *framework.Validation) {
-	for _, n := range slices.Sorted(mapKeys(p.cfg.Providers)) {
+	for _, n := range slices.Sorted(maps.Keys(p.cfg.Providers)) {
 		pc := p.cfg.Providers[n]
 		sub := v.Sub("providers." + n)
-		if !validName(n) {
+		if !framework.ValidName(n) {
 			sub.Error("", "is not a valid provider name", "use lowercase letters, digits, - and _ (it names the provider in metrics and in JFAST_LLM_PROVIDERS__<NAME>__BASE_URL)")
 		}
 		for _, e := range pc.problems() {
@@ -83,16 +84,6 @@ func (p *Plugin) Validate(v *framework.Validation) {
 	sub := v.Sub("providers")
 	for _, e := range fallbackProblems(p.cfg.Providers) {
 		sub.Error(e.key, e.problem, e.fix)
-	}
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
 	}
 }
 
@@ -117,7 +108,7 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 			opts = append(opts, WithTracerProvider(tp))
 		}
 	}
-	p.names = slices.Sorted(mapKeys(p.cfg.Providers))
+	p.names = slices.Sorted(maps.Keys(p.cfg.Providers))
 	p.clients = make(map[string]*Client, len(p.names))
 	for _, n := range p.names {
 		pc := p.cfg.Providers[n]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -206,7 +207,7 @@ func TestRequestCarriesModelAndKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := p.Bodies()
-	if !contains(b[0], `"model":"default-model"`) || !contains(b[1], `"model":"asked-model"`) {
+	if !strings.Contains(b[0], `"model":"default-model"`) || !strings.Contains(b[1], `"model":"asked-model"`) {
 		t.Fatalf("bodies %q, want the default model then the asked one", b)
 	}
 	p.mu.Lock()

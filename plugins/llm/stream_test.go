@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ func TestStreamDeliversChunks(t *testing.T) {
 	if got := readAll(s); got != "abc" || s.Err() != nil || s.Provider() != "primary" || s.Attempts() != 1 {
 		t.Fatalf("read %q, err %v, provider %s, attempts %d; want abc from primary in 1 attempt", got, s.Err(), s.Provider(), s.Attempts())
 	}
-	if !contains(p.Bodies()[0], `"include_usage":true`) {
+	if !strings.Contains(p.Bodies()[0], `"include_usage":true`) {
 		t.Fatalf("request %s does not ask for usage", p.Bodies()[0])
 	}
 }
@@ -185,7 +186,7 @@ func TestOpenBreakerFallsBack(t *testing.T) {
 	if resp.Provider != "backup" || resp.Model != "backup-model" || resp.Text() != "from backup" || down.Requests() != 1 {
 		t.Fatalf("%+v (%d requests to primary), want backup's answer with its model and no new request", resp, down.Requests())
 	}
-	if !contains(up.Bodies()[0], `"model":"backup-model"`) {
+	if !strings.Contains(up.Bodies()[0], `"model":"backup-model"`) {
 		t.Fatalf("the fallback was asked %s, want its own model", up.Bodies()[0])
 	}
 	s, err := primary.ChatStream(context.Background(), params("hi"))
