@@ -5,13 +5,19 @@ GO ?= go
 # packages start real servers.
 TEST_FLAGS ?= -race -count=1 -p 2 -timeout 15m
 
-.PHONY: run test test-servers bench vet fmt lint fuzz docs-check
+.PHONY: run reset test test-servers bench vet fmt lint fuzz docs-check
 
 ## run: the examples on loopback: billing on 127.0.0.1:8010, orders on 127.0.0.1:8000,
 ## inventory (gRPC) on 127.0.0.1:9020 and the gateway on 127.0.0.1:8090, with the
 ## machine's PostgreSQL and Redis when present (Ctrl-C stops them all)
 run:
 	bash scripts/run-examples.sh
+
+## reset: the example pair's demo data as first made (empty databases, migrated
+## with their catalogue again by the next make run; no receipts; orders' Redis keys gone).
+## Stop make run first.
+reset:
+	bash scripts/reset-examples.sh
 
 ## test-servers: install the servers tests start themselves (S3, SMTP), once
 test-servers:

@@ -53,14 +53,16 @@ func Routes(app *framework.App, r chi.Router) error {
 	if err != nil {
 		return err
 	}
-	h := &handlers{db: pg}
+	h := &handlers{db: pg, auth: a}
 	r.Group(func(r chi.Router) {
 		r.Use(a.RequireAuth())
 		r.Method(http.MethodGet, "/invoices/{id}", framework.Handler(h.invoice))
-		// The caller's subject (the token's "sub"), not the token itself, goes
-		// into the fingerprint: a client that refreshes its token between two
-		// retries still gets its stored payment.
-		r.With(idem.Middleware(idempotency.Opts{RequireKey: true, Subject: subject})).
+		// Keys are kept per caller, the caller being the token's subject (not
+		// the token itself: a client that refreshes its token between two
+		// retries still gets its stored payment). So bob's "charge-7" is not
+		// ada's "charge-7": he can neither be replayed her payment nor take
+		// her key first to block it.
+		r.With(idem.Middleware(idempotency.Opts{RequireKey: true, Subject: subject, Scope: idempotency.ScopeCaller})).
 			Method(http.MethodPost, "/payments", framework.Handler(h.pay))
 	})
 	return nil

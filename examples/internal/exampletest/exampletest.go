@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +90,22 @@ func Token(t testing.TB, subject string) string {
 		Audience:  jwt.ClaimStrings{Audience},
 		IssuedAt:  jwt.NewNumericDate(now),
 		ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour)),
+	}).SignedString([]byte(Secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// OrderToken returns the token orders signs to vouch that order id, for
+// amountMinor in currency, is subject's (billing's Order-Token header).
+func OrderToken(t testing.TB, subject string, id, amountMinor int64, currency string) string {
+	t.Helper()
+	now := time.Now()
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+		"sub": subject, "iss": Issuer, "aud": Audience,
+		"iat": now.Unix(), "exp": now.Add(5 * time.Minute).Unix(),
+		"order_id": strconv.FormatInt(id, 10), "amount_minor": strconv.FormatInt(amountMinor, 10), "currency": currency,
 	}).SignedString([]byte(Secret))
 	if err != nil {
 		t.Fatal(err)

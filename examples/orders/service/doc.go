@@ -8,11 +8,14 @@
 //	                             Redis down: answered from both
 //	GET  /events                 server-sent events: order.paid, from any replica
 //	                             (a durable channel: Last-Event-ID resumes)
-//	POST /orders                 Bearer; inserts the order, enqueues its
-//	                             confirmation mail and reserves the items
-//	                             (inventory's Reserve) in one transaction, then
-//	                             charges billing's POST /payments, then
-//	                             publishes order.paid; 201 + Location
+//	POST /orders                 Bearer; inserts the order and reserves its
+//	                             items at the inventory (gRPC) in one
+//	                             transaction, charges billing's POST
+//	                             /payments (the order's random charge key, an
+//	                             order token saying it is the caller's), marks
+//	                             it paid and enqueues its confirmation mail in
+//	                             one transaction, then publishes order.paid;
+//	                             201 + Location
 //	GET  /orders/{id}            Bearer; the order plus its invoice from billing
 //	PUT  /orders/{id}/receipt    Bearer; stores the receipt on the "receipts" disk
 //	GET  /orders/{id}/receipt    Bearer; a temporary URL to the receipt

@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -21,10 +23,10 @@ import (
 	"github.com/jfastframework/jfast/problem"
 )
 
-const orderColumns = `id, sku, quantity, amount_minor, currency, email, status, created_at`
+const orderColumns = `id, sku, quantity, amount_minor, currency, email, status, created_at, customer, charge_key`
 
 func scanOrder(row pgx.Row, o *Order) error {
-	return row.Scan(&o.ID, &o.SKU, &o.Quantity, &o.AmountMinor, &o.Currency, &o.Email, &o.Status, &o.CreatedAt)
+	return row.Scan(&o.ID, &o.SKU, &o.Quantity, &o.AmountMinor, &o.Currency, &o.Email, &o.Status, &o.CreatedAt, &o.customer, &o.chargeKey)
 }
 
 func customer(r *http.Request) string {
@@ -32,17 +34,17 @@ func customer(r *http.Request) string {
 	return c.Subject
 }
 
-// createOrder inserts the order and enqueues its confirmation mail in one
-// transaction (both exist, or neither), then charges billing.
+// createOrder inserts the order and reserves its items in one transaction, then
+// charges billing; the confirmation mail is enqueued by the charge, in the
+// transaction that marks the order paid.
 //
 // With an Idempotency-Key the request can be retried safely, whatever failed:
 // the key is unique per customer in the orders table, so a retry finds the
-// order the first attempt committed (and enqueues no second mail), and the
-// charge carries the same key and the same body, so billing answers a charge
-// it already made with its stored result instead of charging again. Without
-// a key the charge is keyed by the new order's id, which makes the http
-// client's own retries of that one call safe; a client retry then places a
-// second order.
+// order the first attempt committed, and the charge carries the order's own
+// charge key and the same body, so billing answers a charge it already made
+// with its stored result instead of charging again. Without a key a client
+// retry places a second order (the http client's own retries of the charge
+// are still safe: they carry the charge key).
 func (s *service) createOrder(w http.ResponseWriter, r *http.Request) error {
 	key := r.Header.Get("Idempotency-Key")
 	if len(key) > 255 {
@@ -94,11 +96,8 @@ func (s *service) createOrder(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		created = true
-		if err := s.mail.SendTx(r.Context(), tx, confirmation(o)); err != nil {
-			return err
-		}
 		// Last, so that running out of stock (or the inventory being
-		// unreachable) rolls back the order and its mail.
+		// unreachable) rolls back the order.
 		return s.reserve(r.Context(), o)
 	})
 	if err != nil {
@@ -111,7 +110,7 @@ func (s *service) createOrder(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if o.Status != "paid" {
-		if err := s.charge(r.Context(), &o, key); err != nil {
+		if err := s.charge(r.Context(), &o); err != nil {
 			return err
 		}
 	}
@@ -140,14 +139,36 @@ func (s *service) reserve(ctx context.Context, o Order) error {
 	return err // no answer from the inventory: 503 naming inventory
 }
 
-// charge pays the order through billing's POST /payments.
-func (s *service) charge(ctx context.Context, o *Order, key string) error {
-	if key == "" {
-		key = "order-" + strconv.FormatInt(o.ID, 10) // one charge per order (docs/design.md, "Calling other services")
+// orderTokenTTL bounds an order token: long enough for the charge and its
+// retries (the billing upstream's total_timeout is 10 s), short enough that
+// one seen in a log is soon worthless.
+const orderTokenTTL = 5 * time.Minute
+
+// charge pays the order through billing's POST /payments, then marks it paid
+// and enqueues its confirmation mail in one transaction: a customer is never
+// thanked for an order billing did not take, and a paid order always gets its
+// mail.
+//
+// The call carries the caller's bearer token (forward_authorization), the
+// order's charge key as Idempotency-Key (random, so nobody can guess it, and
+// the same on every retry), and an order token: orders' signed word that this
+// order, at this amount, is the caller's. Billing pays nothing without it,
+// so a customer calling billing directly cannot pay someone else's order.
+func (s *service) charge(ctx context.Context, o *Order) error {
+	token, err := s.auth.Issue(ctx, auth.Claims{
+		RegisteredClaims: jwt.RegisteredClaims{Subject: o.customer, ExpiresAt: jwt.NewNumericDate(time.Now().Add(orderTokenTTL))},
+		Custom: map[string]any{
+			"order_id":     strconv.FormatInt(o.ID, 10),
+			"amount_minor": strconv.FormatInt(o.AmountMinor, 10),
+			"currency":     o.Currency,
+		},
+	})
+	if err != nil {
+		return err
 	}
 	resp, err := s.billing.Post(ctx, "/payments",
 		payment{OrderID: o.ID, AmountMinor: o.AmountMinor, Currency: o.Currency},
-		jhttp.IdempotencyKey(key))
+		jhttp.IdempotencyKey(o.chargeKey), jhttp.Header(orderTokenHeader, token))
 	if err != nil {
 		return err // no answer from billing: 503 naming billing; the order stays pending
 	}
@@ -157,11 +178,22 @@ func (s *service) charge(ctx context.Context, o *Order, key string) error {
 	if resp.StatusCode != http.StatusCreated {
 		return problem.BadGateway("billing", fmt.Sprintf("billing refused the payment of order %d with %d", o.ID, resp.StatusCode))
 	}
-	if _, err := s.db.Exec(ctx, `UPDATE orders SET status = 'paid' WHERE id = $1`, o.ID); err != nil {
-		return err
+	marked := false
+	err = s.db.Tx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE orders SET status = 'paid' WHERE id = $1 AND status = 'pending'`, o.ID)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err // already marked by a concurrent retry: its mail is on its way
+		}
+		marked = true
+		return s.mail.SendTx(ctx, tx, confirmation(*o))
+	})
+	if err != nil {
+		return err // billing has the payment; the retry (same charge key) finishes the job
 	}
 	o.Status = "paid"
-	s.paid(ctx, o)
+	if marked {
+		s.paid(ctx, o)
+	}
 	return nil
 }
 
@@ -226,8 +258,7 @@ func (s *service) loadOrder(r *http.Request) (Order, error) {
 	if err != nil || id <= 0 {
 		return o, problem.NotFound("no such order")
 	}
-	err = s.db.QueryRow(r.Context(), `SELECT `+orderColumns+` FROM orders WHERE id = $1 AND customer = $2`, id, customer(r)).
-		Scan(&o.ID, &o.SKU, &o.Quantity, &o.AmountMinor, &o.Currency, &o.Email, &o.Status, &o.CreatedAt)
+	err = scanOrder(s.db.QueryRow(r.Context(), `SELECT `+orderColumns+` FROM orders WHERE id = $1 AND customer = $2`, id, customer(r)), &o)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return o, problem.NotFound("no such order")
 	}

@@ -99,9 +99,10 @@ func TestOrderOneTransaction(t *testing.T) {
 }
 
 // TestOrderRetryChargesOnce: billing is unreachable for the first attempt,
-// which answers 503 naming billing with the order committed and pending; the
-// retry with the same Idempotency-Key finds that order, charges it once, and
-// sends no second mail. Further retries change nothing.
+// which answers 503 naming billing with the order committed, pending and no
+// mail enqueued (the mail goes with the payment); the retry with the same
+// Idempotency-Key finds that order, charges it once, and enqueues its one
+// mail. Further retries change nothing.
 func TestOrderRetryChargesOnce(t *testing.T) {
 	t.Parallel()
 	bill := startBilling(t)
@@ -125,6 +126,9 @@ func TestOrderRetryChargesOnce(t *testing.T) {
 	}
 	if n := b.count(t, `SELECT count(*) FROM orders WHERE sku = $1 AND status = 'pending'`, sku); n != 1 {
 		t.Fatalf("%d pending orders after the failed charge, want 1", n)
+	}
+	if n := b.mailJobs(t, sku); n != 0 {
+		t.Fatalf("%d confirmation mails for an order not paid, want 0", n)
 	}
 
 	if err := proxy.Pass(); err != nil {

@@ -78,10 +78,10 @@ func Routes(app *framework.App, r chi.Router) error {
 		return err
 	}
 	s.inventory = shoppb.NewInventoryClient(inventory)
-	a, err := auth.From(app)
-	if err != nil {
+	if s.auth, err = auth.From(app); err != nil {
 		return err
 	}
+	a := s.auth
 	s.log = app.Logger()
 
 	r.Method(http.MethodGet, "/stock/{sku}", framework.Handler(s.stock))

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jfastframework/jfast/examples/inventory/shoppb"
+	"github.com/jfastframework/jfast/plugins/auth"
 	"github.com/jfastframework/jfast/plugins/cache"
 	"github.com/jfastframework/jfast/plugins/channels"
 	"github.com/jfastframework/jfast/plugins/db"
@@ -24,6 +25,7 @@ type service struct {
 	// inventory is examples/inventory's generated client on the grpc
 	// plugin's "inventory" upstream.
 	inventory shoppb.InventoryClient
+	auth      *auth.Plugin
 	log       *slog.Logger
 }
 
@@ -52,6 +54,9 @@ type Order struct {
 	Email       string    `json:"email"`
 	Status      string    `json:"status"`
 	CreatedAt   time.Time `json:"created_at"`
+
+	customer  string // the token's subject
+	chargeKey string // the Idempotency-Key of its charge at billing
 }
 
 // Invoice is billing's invoice, as GET /orders/{id} shows it.
@@ -62,6 +67,10 @@ type Invoice struct {
 	Status      string    `json:"status"`
 	CreatedAt   time.Time `json:"created_at"`
 }
+
+// orderTokenHeader is where billing's POST /payments takes the order token
+// (billing's OrderTokenHeader; the services share a contract, not code).
+const orderTokenHeader = "Order-Token"
 
 // payment is the body of billing's POST /payments.
 type payment struct {

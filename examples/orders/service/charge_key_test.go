@@ -1,0 +1,103 @@
+package service
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"regexp"
+	"sync"
+	"testing"
+
+	"github.com/jfastframework/jfast/examples/internal/exampletest"
+)
+
+// TestChargeKeyNotGuessable: the Idempotency-Key orders sends with a charge
+// is a random UUID of the order's, not derived from its sequential id, and
+// two orders have two keys. Each charge carries an Order-Token.
+func TestChargeKeyNotGuessable(t *testing.T) {
+	t.Parallel()
+	bill := startBilling(t)
+	target, err := url.Parse(bill.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var keys, tokens []string
+	proxy := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.SetURL(target)
+		if pr.In.Method == http.MethodPost && pr.In.URL.Path == "/payments" {
+			mu.Lock()
+			keys = append(keys, pr.In.Header.Get("Idempotency-Key"))
+			tokens = append(tokens, pr.In.Header.Get(orderTokenHeader))
+			mu.Unlock()
+		}
+	}}
+	front := httptest.NewServer(proxy)
+	t.Cleanup(front.Close)
+
+	b := setup(t, setupOpts{billingURL: front.URL})
+	sku := b.newSKU(t, 5, 300)
+	var ids []int64
+	for range 2 {
+		r := b.svc.Do(t, http.MethodPost, "/orders", orderBody(sku, 1), exampletest.JSON(exampletest.Bearer(t, "ada")...)...)
+		if r.Status != http.StatusCreated {
+			t.Fatalf("POST /orders = %d %s", r.Status, r.Body)
+		}
+		ids = append(ids, decodeOrder(t, r.Body).ID)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	uuid := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	if len(keys) != 2 || keys[0] == keys[1] {
+		t.Fatalf("charge keys %q, want two different ones", keys)
+	}
+	for i, k := range keys {
+		if !uuid.MatchString(k) {
+			t.Errorf("order %d charged with key %q, want a random UUID", ids[i], k)
+		}
+		if tokens[i] == "" {
+			t.Errorf("order %d charged without an Order-Token", ids[i])
+		}
+	}
+}
+
+// TestAnotherCustomerCannotPay: bob, with a valid token of his own, calls
+// billing directly to pay ada's order and the next order id (to block
+// whoever places it): refused, no payment, and ada's next order is paid as
+// usual.
+func TestAnotherCustomerCannotPay(t *testing.T) {
+	t.Parallel()
+	bill := startBilling(t)
+	b := setup(t, setupOpts{billingURL: bill.URL})
+	sku := b.newSKU(t, 5, 400)
+	r := b.svc.Do(t, http.MethodPost, "/orders", orderBody(sku, 1), exampletest.JSON(exampletest.Bearer(t, "ada")...)...)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("POST /orders = %d %s", r.Status, r.Body)
+	}
+	id := decodeOrder(t, r.Body).ID
+	for _, target := range []int64{id, id + 1} {
+		body := `{"order_id":` + itoa(target) + `,"amount_minor":400,"currency":"EUR"}`
+		p := bill.Do(t, http.MethodPost, "/payments", body,
+			exampletest.JSON(append(exampletest.Bearer(t, "bob"), "Idempotency-Key", "order-"+itoa(target))...)...)
+		if p.Status != http.StatusForbidden {
+			t.Fatalf("bob paying order %d at billing = %d %s", target, p.Status, p.Body)
+		}
+		if n := billingPayments(t, target); target != id && n != 0 {
+			t.Fatalf("%d payments for order %d after bob's attempt", n, target)
+		}
+	}
+	if n := billingPayments(t, id); n != 1 {
+		t.Fatalf("%d payments for ada's order %d, want her 1", n, id)
+	}
+	if r := b.svc.Get(t, "/orders/"+itoa(id), exampletest.Bearer(t, "bob")...); r.Status != http.StatusNotFound {
+		t.Fatalf("bob's GET of ada's order = %d %s", r.Status, r.Body)
+	}
+	if inv := bill.Get(t, "/invoices/"+itoa(id), exampletest.Bearer(t, "bob")...); inv.Status != http.StatusNotFound {
+		t.Fatalf("bob's GET of ada's invoice at billing = %d %s", inv.Status, inv.Body)
+	}
+	r = b.svc.Do(t, http.MethodPost, "/orders", orderBody(sku, 1), exampletest.JSON(exampletest.Bearer(t, "ada")...)...)
+	if o := decodeOrder(t, r.Body); r.Status != http.StatusCreated || o.Status != "paid" {
+		t.Fatalf("ada's next order = %d %s", r.Status, r.Body)
+	}
+}
