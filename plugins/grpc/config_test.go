@@ -1,7 +1,6 @@
 package grpc_test
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,8 +63,7 @@ func TestConfigErrors(t *testing.T) {
 			if strings.HasPrefix(tc.toml, "idempotent_methods") {
 				table = strings.Replace(table, "idempotent_methods = [\"/shop.Inventory/GetStock\"]\n", "", 1)
 			}
-			_, err := jfasttest.New(t, jfasttest.Options{TOML: table + tc.toml + "\n", Plugins: []framework.Plugin{jgrpc.New()}})
-			assertOnlyKey(t, err, "plugin.grpc.upstreams.inventory."+tc.key)
+			jfasttest.ConfigErrors(t, jfasttest.Options{TOML: table + tc.toml + "\n", Plugins: []framework.Plugin{jgrpc.New()}}).Only(t, "plugin.grpc.upstreams.inventory."+tc.key)
 		})
 	}
 	targets := []struct{ name, target string }{
@@ -78,20 +76,17 @@ func TestConfigErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			toml := "[plugins]\nenabled = [\"grpc\"]\n[plugin.grpc.upstreams.inventory]\nattempts = 1\ninsecure = true\n" + tc.target + "\n"
-			_, err := jfasttest.New(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jgrpc.New()}})
-			assertOnlyKey(t, err, "plugin.grpc.upstreams.inventory.target")
+			jfasttest.ConfigErrors(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jgrpc.New()}}).Only(t, "plugin.grpc.upstreams.inventory.target")
 		})
 	}
 	t.Run("bad listen", func(t *testing.T) {
 		t.Parallel()
-		_, err := jfasttest.New(t, jfasttest.Options{TOML: "[plugins]\nenabled = [\"grpc\"]\n[plugin.grpc.server]\nlisten = \"9000\"\n", Plugins: []framework.Plugin{jgrpc.New()}})
-		assertOnlyKey(t, err, "plugin.grpc.server.listen")
+		jfasttest.ConfigErrors(t, jfasttest.Options{TOML: "[plugins]\nenabled = [\"grpc\"]\n[plugin.grpc.server]\nlisten = \"9000\"\n", Plugins: []framework.Plugin{jgrpc.New()}}).Only(t, "plugin.grpc.server.listen")
 	})
 	t.Run("unreadable ca_file", func(t *testing.T) {
 		t.Parallel()
 		toml := "[plugins]\nenabled = [\"grpc\"]\n[plugin.grpc.upstreams.inventory]\nattempts = 1\ntarget = \"inventory:9000\"\nca_file = \"" + filepath.Join(t.TempDir(), "none.pem") + "\"\n"
-		_, err := jfasttest.New(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jgrpc.New()}})
-		assertOnlyKey(t, err, "plugin.grpc.upstreams.inventory.ca_file")
+		jfasttest.ConfigErrors(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jgrpc.New()}}).Only(t, "plugin.grpc.upstreams.inventory.ca_file")
 	})
 	t.Run("ca_file without a certificate", func(t *testing.T) {
 		t.Parallel()
@@ -100,8 +95,7 @@ func TestConfigErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		toml := "[plugins]\nenabled = [\"grpc\"]\n[plugin.grpc.upstreams.inventory]\nattempts = 1\ntarget = \"inventory:9000\"\nca_file = \"" + path + "\"\n"
-		_, err := jfasttest.New(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jgrpc.New()}})
-		assertOnlyKey(t, err, "plugin.grpc.upstreams.inventory.ca_file")
+		jfasttest.ConfigErrors(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jgrpc.New()}}).Only(t, "plugin.grpc.upstreams.inventory.ca_file")
 	})
 }
 
@@ -111,32 +105,15 @@ func TestConfigErrors(t *testing.T) {
 func TestRetryingWithoutAnAllowListIsABootError(t *testing.T) {
 	t.Parallel()
 	toml := "[plugins]\nenabled = [\"grpc\"]\n[plugin.grpc.upstreams.inventory]\ntarget = \"inventory:9000\"\ninsecure = true\n"
-	_, err := jfasttest.New(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jgrpc.New()}})
-	assertOnlyKey(t, err, "plugin.grpc.upstreams.inventory.attempts")
-	var ces framework.ConfigErrors
-	errors.As(err, &ces)
-	if !strings.Contains(ces[0].Fix, "idempotent_methods") || !strings.Contains(ces[0].Fix, "attempts = 1") {
-		t.Fatalf("fix = %q, want it to name idempotent_methods and attempts = 1", ces[0].Fix)
+	e := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jgrpc.New()}}).Only(t, "plugin.grpc.upstreams.inventory.attempts")
+	if !strings.Contains(e.Fix, "idempotent_methods") || !strings.Contains(e.Fix, "attempts = 1") {
+		t.Fatalf("fix = %q, want it to name idempotent_methods and attempts = 1", e.Fix)
 	}
 	if _, err := jfasttest.New(t, jfasttest.Options{TOML: toml + "attempts = 1\n", Plugins: []framework.Plugin{jgrpc.New()}}); err != nil {
 		t.Fatalf("attempts = 1 with no list: %v", err)
 	}
 	if _, err := jgrpc.NewClient(jgrpc.Upstream{Target: "inventory:9000", Insecure: true}); err == nil || !strings.Contains(err.Error(), "attempts") {
 		t.Fatalf("NewClient with the default attempts and no list: err = %v, want the same refusal", err)
-	}
-}
-
-func assertOnlyKey(t *testing.T, err error, key string) {
-	t.Helper()
-	var ces framework.ConfigErrors
-	if !errors.As(err, &ces) {
-		t.Fatalf("err = %v, want ConfigErrors", err)
-	}
-	if len(ces) != 1 || ces[0].Key != key {
-		t.Fatalf("errors = %v, want one for %s", err, key)
-	}
-	if ces[0].Fix == "" {
-		t.Errorf("%s: no fix given", key)
 	}
 }
 
