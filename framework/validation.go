@@ -98,19 +98,53 @@ func (v *Validation) CompiledInError(key, problem, fix string) {
 // Deadline records an error unless d is a positive duration: jfast's deadlines
 // cannot be switched off, so zero and negative are refused.
 func (v *Validation) Deadline(key string, d time.Duration) {
-	if d > 0 {
-		return
+	if d <= 0 {
+		v.Error(key, deadlineProblem(d), deadlineFix)
 	}
-	v.Error(key, fmt.Sprintf("must be a positive duration, got %s", d),
-		`set a duration such as "5s" or a number of seconds; deadlines cannot be switched off`)
 }
 
 // Positive records an error unless n > 0.
 func (v *Validation) Positive(key string, n int) {
-	if n > 0 {
-		return
+	if n <= 0 {
+		v.Error(key, positiveProblem(n), positiveFix)
 	}
-	v.Error(key, fmt.Sprintf("must be greater than zero, got %d", n), "set a positive whole number")
+}
+
+const (
+	deadlineFix = `set a duration such as "5s" or a number of seconds; deadlines cannot be switched off`
+	positiveFix = "set a positive whole number"
+)
+
+func deadlineProblem(d time.Duration) string {
+	return fmt.Sprintf("must be a positive duration, got %s", d)
+}
+
+func positiveProblem(n int) string { return fmt.Sprintf("must be greater than zero, got %d", n) }
+
+// Problems collects configuration problems keyed relative to one table, in
+// the wording of [Validation]. It is the collector of a configuration type
+// that is also checked outside an App (an upstream given to a client built in
+// code); the plugin's Validate reports the same problems through
+// [Validation.Error]. It satisfies resilience.Validator.
+type Problems []ConfigError
+
+// Error records a problem with key and how to fix it.
+func (p *Problems) Error(key, problem, fix string) {
+	*p = append(*p, ConfigError{Key: key, Problem: problem, Fix: fix})
+}
+
+// Deadline records an error unless d is a positive duration.
+func (p *Problems) Deadline(key string, d time.Duration) {
+	if d <= 0 {
+		p.Error(key, deadlineProblem(d), deadlineFix)
+	}
+}
+
+// Positive records an error unless n > 0.
+func (p *Problems) Positive(key string, n int) {
+	if n <= 0 {
+		p.Error(key, positiveProblem(n), positiveFix)
+	}
 }
 
 // Sub returns a Validation for a nested table, e.g. v.Sub("upstreams.billing").

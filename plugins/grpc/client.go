@@ -65,7 +65,7 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 	if errs := u.problems(); len(errs) > 0 {
 		msgs := make([]string, len(errs))
 		for i, e := range errs {
-			msgs[i] = e.key + ": " + e.problem
+			msgs[i] = e.Key + ": " + e.Problem
 		}
 		return nil, fmt.Errorf("grpc: upstream '%s': %s", u.Name, strings.Join(msgs, "; "))
 	}

@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
 )
 
@@ -286,36 +287,9 @@ func codeName(c codes.Code) string {
 	return fmt.Sprintf("CODE_%d", uint32(c))
 }
 
-// fieldError is one problem with an upstream's settings, keyed relative to
-// the upstream's table.
-type fieldError struct {
-	key, problem, fix string
-}
-
-// problemList collects fieldErrors with the wording of framework.Validation
-// (it satisfies resilience.Validator).
-type problemList struct{ errs []fieldError }
-
-func (l *problemList) Error(key, problem, fix string) {
-	l.errs = append(l.errs, fieldError{key, problem, fix})
-}
-
-func (l *problemList) Deadline(key string, d time.Duration) {
-	if d <= 0 {
-		l.Error(key, fmt.Sprintf("must be a positive duration, got %s", d),
-			`set a duration such as "5s" or a number of seconds; deadlines cannot be switched off`)
-	}
-}
-
-func (l *problemList) Positive(key string, n int) {
-	if n <= 0 {
-		l.Error(key, fmt.Sprintf("must be greater than zero, got %d", n), "set a positive whole number")
-	}
-}
-
 // problems returns every problem with u's settings, in key order.
-func (u *Upstream) problems() []fieldError {
-	var l problemList
+func (u *Upstream) problems() []framework.ConfigError {
+	var l framework.Problems
 	add, deadline := l.Error, l.Deadline
 
 	if problem := checkTarget(u.Target); problem != "" {
@@ -408,7 +382,7 @@ func (u *Upstream) problems() []fieldError {
 			add("headers."+k, "holds a character metadata cannot carry (a control character or non-ASCII)", "use printable ASCII only")
 		}
 	}
-	return l.errs
+	return l
 }
 
 // checkTarget returns what is wrong with a gRPC target, or "". The message

@@ -109,7 +109,7 @@ func (p *Plugin) Validate(v *framework.Validation) {
 			sub.Error("", "is not a valid upstream name", "use lowercase letters, digits, - and _ (it names the upstream in metrics and in JFAST_GRPC_UPSTREAMS__<NAME>__TARGET)")
 		}
 		for _, e := range u.problems() {
-			sub.Error(e.key, e.problem, e.fix)
+			sub.Error(e.Key, e.Problem, e.Fix)
 		}
 	}
 	if l := p.cfg.Server.Listen; l != "" {

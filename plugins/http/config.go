@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
 )
 
@@ -302,46 +303,19 @@ func (u Upstream) withDefaults() Upstream {
 	return u
 }
 
-// fieldError is one problem with an upstream's settings, keyed relative to
-// the upstream's table.
-type fieldError struct {
-	key, problem, fix string
-}
-
-// problemList collects fieldErrors with the wording of framework.Validation
-// (it satisfies resilience.Validator).
-type problemList struct{ errs []fieldError }
-
-func (l *problemList) Error(key, problem, fix string) {
-	l.errs = append(l.errs, fieldError{key, problem, fix})
-}
-
-func (l *problemList) Deadline(key string, d time.Duration) {
-	if d <= 0 {
-		l.Error(key, fmt.Sprintf("must be a positive duration, got %s", d),
-			`set a duration such as "5s" or a number of seconds; deadlines cannot be switched off`)
-	}
-}
-
-func (l *problemList) Positive(key string, n int) {
-	if n <= 0 {
-		l.Error(key, fmt.Sprintf("must be greater than zero, got %d", n), "set a positive whole number")
-	}
-}
-
 // problems returns every problem with u's settings, in key order.
-func (u *Upstream) problems() []fieldError {
-	var l problemList
+func (u *Upstream) problems() []framework.ConfigError {
+	var l framework.Problems
 	if problem := checkBaseURL(u.BaseURL); problem != "" {
 		l.Error("base_url", problem, `set an absolute URL such as "http://billing:8010", in the file or in JFAST_HTTP_UPSTREAMS__<NAME>__BASE_URL`)
 	}
 	u.policyProblems(&l)
-	return l.errs
+	return l
 }
 
 // policyProblems reports every problem with the settings an upstream and a
 // shared client have in common (all but base_url).
-func (u *Upstream) policyProblems(l *problemList) {
+func (u *Upstream) policyProblems(l *framework.Problems) {
 	add, deadline, positive := l.Error, l.Deadline, l.Positive
 	share := func(key string, f float64) {
 		if !(f > 0 && f <= 1) {

@@ -53,11 +53,11 @@ type policy struct {
 // errs, u's problems, are none. dial, when not nil, replaces the transport's
 // dialer (the shared client's address guard); maxIdle is the transport's
 // idle pool, across hosts.
-func newCore(u Upstream, errs []fieldError, o clientOptions, dial dialFunc, maxIdle int) (*core, error) {
+func newCore(u Upstream, errs []framework.ConfigError, o clientOptions, dial dialFunc, maxIdle int) (*core, error) {
 	if len(errs) > 0 {
 		msgs := make([]string, len(errs))
 		for i, e := range errs {
-			msgs[i] = e.key + ": " + e.problem
+			msgs[i] = e.Key + ": " + e.Problem
 		}
 		return nil, fmt.Errorf("http: upstream '%s': %s", u.Name, strings.Join(msgs, "; "))
 	}

@@ -124,12 +124,12 @@ func (p *Plugin) Validate(v *framework.Validation) {
 	}
 }
 
-func validateTable(sub *framework.Validation, name string, problems []fieldError, headers map[string]string) {
+func validateTable(sub *framework.Validation, name string, problems []framework.ConfigError, headers map[string]string) {
 	if !framework.ValidName(name) {
 		sub.Error("", "is not a valid name", "use lowercase letters, digits, - and _ (it names the client in metrics and in JFAST_HTTP_* variables)")
 	}
 	for _, e := range problems {
-		sub.Error(e.key, e.problem, e.fix)
+		sub.Error(e.Key, e.Problem, e.Fix)
 	}
 	for _, h := range slices.Sorted(maps.Keys(headers)) {
 		if strings.Contains(h, "_") && validHeaderName(h) {

@@ -59,8 +59,8 @@ func (s SharedConfig) withDefaults() SharedConfig {
 }
 
 // problems returns every problem with s's settings, in key order.
-func (s *SharedConfig) problems() []fieldError {
-	var l problemList
+func (s *SharedConfig) problems() []framework.ConfigError {
+	var l framework.Problems
 	if s.BaseURL != "" {
 		l.Error("base_url", "is not a shared client's: its calls take absolute URLs",
 			"remove it, or make this an [plugin.http.upstreams.<name>] table to call one service by path")
@@ -77,7 +77,7 @@ func (s *SharedConfig) problems() []fieldError {
 				`write a bare host such as "hooks.internal", an address such as "10.1.2.3" or a network such as "10.1.0.0/16", without a scheme or a port`)
 		}
 	}
-	return l.errs
+	return l
 }
 
 func validAllowHost(h string) bool {

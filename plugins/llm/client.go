@@ -84,7 +84,7 @@ func newClient(cfg ProviderConfig, opts ...ClientOption) (*Client, error) {
 	if errs := cfg.problems(); len(errs) > 0 {
 		msgs := make([]string, len(errs))
 		for i, e := range errs {
-			msgs[i] = e.key + " " + e.problem
+			msgs[i] = e.Key + " " + e.Problem
 		}
 		return nil, fmt.Errorf("llm: provider '%s': %s", cfg.Name, strings.Join(msgs, "; "))
 	}

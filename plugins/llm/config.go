@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
 )
 
@@ -188,35 +189,10 @@ func (p ProviderConfig) withDefaults() ProviderConfig {
 	return p
 }
 
-// fieldError is one problem with a provider's settings, keyed relative to
-// its table.
-type fieldError struct{ key, problem, fix string }
-
-// problemList collects fieldErrors; it satisfies resilience.Validator, so
-// the breaker keys are validated with every plugin's wording.
-type problemList struct{ errs []fieldError }
-
-func (l *problemList) Error(key, problem, fix string) {
-	l.errs = append(l.errs, fieldError{key, problem, fix})
-}
-
-func (l *problemList) Deadline(key string, d time.Duration) {
-	if d <= 0 {
-		l.Error(key, fmt.Sprintf("must be a positive duration, got %s", d),
-			`set a duration such as "5s" or a number of seconds; deadlines cannot be switched off`)
-	}
-}
-
-func (l *problemList) Positive(key string, n int) {
-	if n <= 0 {
-		l.Error(key, fmt.Sprintf("must be greater than zero, got %d", n), "set a positive whole number")
-	}
-}
-
 // problems returns every problem with p's own settings (the fallback's name
 // is checked against the other providers by the plugin).
-func (p *ProviderConfig) problems() []fieldError {
-	var l problemList
+func (p *ProviderConfig) problems() []framework.ConfigError {
+	var l framework.Problems
 	if problem := checkBaseURL(p.BaseURL); problem != "" {
 		l.Error("base_url", problem, `set the API's base URL such as "https://api.openai.com/v1", in the file or in JFAST_LLM_PROVIDERS__<NAME>__BASE_URL`)
 	}
@@ -252,7 +228,7 @@ func (p *ProviderConfig) problems() []fieldError {
 	p.BreakerConfig.Validate(&l)
 	l.Positive("max_concurrent", p.MaxConcurrent)
 	l.Deadline("bulkhead_wait", p.BulkheadWait)
-	return l.errs
+	return l
 }
 
 // checkBaseURL returns what is wrong with a provider's base URL, or "". The
@@ -280,8 +256,8 @@ func checkBaseURL(s string) string {
 // fallbackProblems checks every provider's fallback names a configured
 // provider and that following fallbacks never comes back to where it
 // started. It returns problems keyed "<name>.fallback".
-func fallbackProblems(providers map[string]ProviderConfig) []fieldError {
-	var errs []fieldError
+func fallbackProblems(providers map[string]ProviderConfig) []framework.ConfigError {
+	var errs []framework.ConfigError
 	names := slices.Sorted(func(yield func(string) bool) {
 		for k := range providers {
 			if !yield(k) {
@@ -299,14 +275,15 @@ func fallbackProblems(providers map[string]ProviderConfig) []fieldError {
 			if len(names) > 0 {
 				fix += ": " + strings.Join(names, ", ")
 			}
-			errs = append(errs, fieldError{n + ".fallback", fmt.Sprintf("names %q, which is not a configured provider", fb), fix + "; or remove it"})
+			errs = append(errs, framework.ConfigError{Key: n + ".fallback", Problem: fmt.Sprintf("names %q, which is not a configured provider", fb), Fix: fix + "; or remove it"})
 			continue
 		}
 		seen := map[string]bool{n: true}
 		for cur := fb; cur != ""; cur = providers[cur].Fallback {
 			if seen[cur] {
-				errs = append(errs, fieldError{n + ".fallback", "leads back to a provider already on the way (" + n + " → " + fb + " → … → " + cur + ")",
-					"break the loop: the last provider of a chain has no fallback"})
+				errs = append(errs, framework.ConfigError{Key: n + ".fallback",
+					Problem: "leads back to a provider already on the way (" + n + " → " + fb + " → … → " + cur + ")",
+					Fix:     "break the loop: the last provider of a chain has no fallback"})
 				break
 			}
 			seen[cur] = true

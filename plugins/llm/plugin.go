@@ -78,12 +78,12 @@ func (p *Plugin) Validate(v *framework.Validation) {
 			sub.Error("", "is not a valid provider name", "use lowercase letters, digits, - and _ (it names the provider in metrics and in JFAST_LLM_PROVIDERS__<NAME>__BASE_URL)")
 		}
 		for _, e := range pc.problems() {
-			sub.Error(e.key, e.problem, e.fix)
+			sub.Error(e.Key, e.Problem, e.Fix)
 		}
 	}
 	sub := v.Sub("providers")
 	for _, e := range fallbackProblems(p.cfg.Providers) {
-		sub.Error(e.key, e.problem, e.fix)
+		sub.Error(e.Key, e.Problem, e.Fix)
 	}
 }
 
