@@ -33,18 +33,18 @@ var recipeList = []recipe{
 		Import: modulePath + "/plugins/http",
 		Ident:  "http",
 		Settings: map[string]string{
-			"plugin.http.upstreams.example.base_url": `"http://127.0.0.1:8010"`,
+			"plugin.http.upstreams.example.base_url": `"http://127.0.0.1:8199"`,
 		},
 		Route: "`GET /upstream`: calls the `example` upstream's /status through the http plugin's client",
-		Env:   []string{"JFAST_HTTP_UPSTREAMS__EXAMPLE__BASE_URL=http://example:8010"},
-		Note:  "The `example` upstream is http://127.0.0.1:8010 in jfast.toml; point it elsewhere with `JFAST_HTTP_UPSTREAMS__EXAMPLE__BASE_URL`.",
+		Env:   []string{"JFAST_HTTP_UPSTREAMS__EXAMPLE__BASE_URL=http://example:8199"},
+		Note:  "The `example` upstream is http://127.0.0.1:8199 in jfast.toml, a port nothing of jfast's listens on (until you start it, /upstream answers a 503 naming `example`); point it at your real upstream with `JFAST_HTTP_UPSTREAMS__EXAMPLE__BASE_URL`.",
 	},
 	{
 		Name:   "db",
 		Import: modulePath + "/plugins/db",
 		Ident:  "db",
 		Settings: map[string]string{
-			"plugin.db.url": `"postgres://app:app@127.0.0.1:5432/app?sslmode=disable"`,
+			"plugin.db.url": `"postgres://app:app@127.0.0.1:15432/app?sslmode=disable"`,
 		},
 		Route: "`GET /db/now`: asks PostgreSQL for its clock through the db plugin's pool",
 		Compose: `  postgres:
@@ -54,34 +54,34 @@ var recipeList = []recipe{
       POSTGRES_PASSWORD: app
       POSTGRES_DB: app
     ports:
-      - "127.0.0.1:5432:5432"
+      - "127.0.0.1:15432:5432"
     healthcheck:
       test: ["CMD", "pg_isready", "-U", "app"]
       interval: 2s
       retries: 15
 `,
 		Env:  []string{"JFAST_DB_URL=postgres://app:app@postgres:5432/app?sslmode=disable"},
-		Note: "PostgreSQL is `postgres://app:app@127.0.0.1:5432/app` in jfast.toml (the compose file's); set `JFAST_DB_URL` for another. Without a database the /db/now test accepts the 503 naming `db` that the route then answers.",
+		Note: "PostgreSQL is `postgres://app:app@127.0.0.1:15432/app` in jfast.toml: the compose file's, published on host port 15432 so that it never takes the 5432 of a PostgreSQL already on the machine; set `JFAST_DB_URL` for another. The tests make a private database of their own on the machine's PostgreSQL (`jfasttest.PostgresAdminURL`: `$JFAST_TEST_PG_ADMIN_URL`, else postgres@127.0.0.1:5432) and drop it afterwards; without one they are skipped, saying why.",
 	},
 	{
 		Name:   "cache",
 		Import: modulePath + "/plugins/cache",
 		Ident:  "cache",
 		Settings: map[string]string{
-			"plugin.cache.url": `"redis://127.0.0.1:6379/0"`,
+			"plugin.cache.url": `"redis://127.0.0.1:16379/0"`,
 		},
 		Route: "`GET /cache/greeting`: a value remembered in Redis for a minute (computed uncached while Redis is down)",
 		Compose: `  redis:
     image: redis:7-alpine
     ports:
-      - "127.0.0.1:6379:6379"
+      - "127.0.0.1:16379:6379"
     healthcheck:
       test: ["CMD", "redis-cli", "ping"]
       interval: 2s
       retries: 15
 `,
 		Env:  []string{"JFAST_CACHE_URL=redis://redis:6379/0"},
-		Note: "Redis is `redis://127.0.0.1:6379/0` in jfast.toml; set `JFAST_CACHE_URL` for another.",
+		Note: "Redis is `redis://127.0.0.1:16379/0` in jfast.toml: the compose file's, published on host port 16379 so that it never takes the 6379 of a Redis already on the machine; set `JFAST_CACHE_URL` for another. Its keys start with the service's name (`key_prefix` defaults to app.name + \":\"), so they never mix with another service's on a shared Redis.",
 	},
 	{
 		Name:   "auth",

@@ -114,10 +114,21 @@ type File struct {
 	Mode os.FileMode
 }
 
+// Listen is the address a new service listens on: 127.0.0.1:8100, next to the
+// examples' ports (8000 orders, 8010 billing, 8020 and 9020 inventory, 8090 the
+// gateway, 9000, 9010, 9030 and 9090 their admin listeners), so that `go run .`
+// works while the repository's `make run` is up.
+const Listen = "127.0.0.1:8100"
+
+// Port is Listen's port.
+const Port = "8100"
+
 // templateData is what the templates see.
 type templateData struct {
 	Name, Module, Framework string
 	GoVersion               string // "1.26"
+	Port                    string // Listen's port
+	DBPrefix                string // the name part of the tests' private databases
 	Recipes                 []recipe
 	Has                     map[string]bool
 	Enabled                 string // TOML list
@@ -149,6 +160,16 @@ func envName(key string) string {
 	return "JFAST_" + strings.ToUpper(plugin) + "_" + strings.ToUpper(strings.ReplaceAll(k, ".", "__"))
 }
 
+// dbPrefix is the service's name as the name part of a jfasttest private
+// database: dashes become underscores, at most 20 characters.
+func dbPrefix(name string) string {
+	p := strings.ReplaceAll(name, "-", "_")
+	if len(p) > 20 {
+		p = strings.TrimRight(p[:20], "_")
+	}
+	return p
+}
+
 // Files returns the files of the service, without writing anything.
 func Files(o Options) ([]File, error) {
 	if err := CheckName(o.Name); err != nil {
@@ -176,7 +197,7 @@ func Files(o Options) ([]File, error) {
 		return nil, fmt.Errorf("framework checkout %s: %w", o.Framework, err)
 	}
 
-	d := templateData{Name: o.Name, Module: o.Module, Framework: o.Framework, Recipes: chosen, Has: map[string]bool{}}
+	d := templateData{Name: o.Name, Module: o.Module, Framework: o.Framework, Recipes: chosen, Has: map[string]bool{}, Port: Port, DBPrefix: dbPrefix(o.Name)}
 	d.GoVersion = goVersion(gomod)
 	names := []string{`"observability"`}
 	for _, r := range chosen {
@@ -221,6 +242,15 @@ func Files(o Options) ([]File, error) {
 			return nil, err
 		}
 		add(t.path, b, 0o644)
+	}
+	if d.Has["auth"] {
+		for _, name := range []string{"token.go", "token_test.go"} {
+			b, err := render("templates/"+name+".tmpl", d)
+			if err != nil {
+				return nil, err
+			}
+			add(name, b, 0o644)
+		}
 	}
 	for _, r := range chosen {
 		for _, suffix := range []string{".go", "_test.go"} {
@@ -403,7 +433,8 @@ func goMod(module string, frameworkMod []byte, frameworkDir string) []byte {
 // Config() values and doc comments.
 func configFile(o Options, chosen []recipe) ([]byte, error) {
 	w := &configWriter{docs: newDocs(o.Framework), set: map[string]string{
-		"app.name": tomltext.String(o.Name),
+		"app.name":   tomltext.String(o.Name),
+		"app.listen": tomltext.String(Listen),
 	}}
 	for _, r := range chosen {
 		for k, v := range r.Settings {

@@ -1,6 +1,6 @@
 // Command shop is a jfast service. `go run .` serves it (see jfast.toml);
 // `go run . --help` lists its commands: serve, check, config, worker, migrate
-// and drill.
+// and drill, and token (a development bearer token).
 package main
 
 import (
@@ -19,9 +19,10 @@ import (
 )
 
 // main runs the service's command line; drills.Command adds the drill command
-// (remove it to leave the failure drills out of the binary).
+// (remove it to leave the failure drills out of the binary), tokenCommand
+// the token command (token.go).
 func main() {
-	cli.Main(Options(), drills.Command)
+	cli.Main(Options(), drills.Command, tokenCommand)
 }
 
 // Options is the service as main compiles it: the plugins it carries (jfast.toml's
