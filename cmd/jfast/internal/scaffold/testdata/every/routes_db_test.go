@@ -2,31 +2,44 @@ package main
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
 	"testing"
 	"time"
 )
 
-// TestDBNow passes with a database (200 and its clock) and without one (a 503
-// problem naming "db", answered within the deadlines): both are the route's
-// contract. JFAST_DB_URL=... go test ./... runs it against yours.
+// TestDBNow asks /db/now of a service on a private database (privateDB): 200
+// and PostgreSQL's clock.
 func TestDBNow(t *testing.T) {
 	t.Parallel()
-	svc := setup(t, nil)
+	svc := setup(t, privateDB(t))
 	resp := svc.Get(t, "/db/now")
-	switch resp.Status {
-	case http.StatusOK:
-		var got struct{ Now time.Time }
-		if err := json.Unmarshal(resp.Body, &got); err != nil || got.Now.IsZero() {
-			t.Fatalf("body %s: %v", resp, err)
-		}
-	case http.StatusServiceUnavailable:
-		var p struct{ Dependency string }
-		if err := json.Unmarshal(resp.Body, &p); err != nil || p.Dependency != "db" {
-			t.Fatalf("a 503 that does not name db: %s", resp)
-		}
-		t.Logf("no database reachable (set JFAST_DB_URL): %s", resp)
-	default:
+	if resp.Status != http.StatusOK {
 		t.Fatalf("status %d: %s", resp.Status, resp)
+	}
+	var got struct{ Now time.Time }
+	if err := json.Unmarshal(resp.Body, &got); err != nil {
+		t.Fatalf("body %s: %v", resp, err)
+	}
+	if d := time.Since(got.Now); d < -time.Hour || d > time.Hour {
+		t.Fatalf("the database's clock %v is not now (%v): %s", got.Now, time.Now(), resp)
+	}
+}
+
+// TestDBDown points the service at an address where nothing listens: /db/now
+// answers a 503 problem naming "db", within the deadlines.
+func TestDBDown(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	svc := setup(t, map[string]string{"JFAST_DB_URL": "postgres://app:app@" + addr + "/app?sslmode=disable"})
+	resp := svc.Get(t, "/db/now")
+	var p struct{ Dependency string }
+	if resp.Status != http.StatusServiceUnavailable || json.Unmarshal(resp.Body, &p) != nil || p.Dependency != "db" {
+		t.Fatalf("want a 503 naming db, got %d: %s", resp.Status, resp)
 	}
 }

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jfastframework/jfast/jfasttest"
 )
@@ -38,6 +43,34 @@ func setup(t *testing.T, env map[string]string) *jfasttest.Service {
 		vars[k] = v
 	}
 	return jfasttest.Start(t, jfasttest.Options{TOML: string(toml), Plugins: opts.Plugins, Routes: opts.Routes, Env: vars})
+}
+
+// privateDB makes a database of the test's own on the machine's PostgreSQL
+// (jfasttest.PostgresAdminURL: $JFAST_TEST_PG_ADMIN_URL, else postgres@127.0.0.1:5432
+// with trust auth) and drops it when the test ends: its tables and jobs are its
+// own, never a dev server's or another test's. It returns the JFAST_DB_URL that
+// points the service at it. Without a PostgreSQL to reach the test is skipped,
+// saying why; any other failure fails it.
+func privateDB(t *testing.T) map[string]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d, err := jfasttest.CreateDatabase(ctx, "shop")
+	var unreachable *pgconn.ConnectError
+	switch {
+	case errors.As(err, &unreachable):
+		t.Skipf("skipped: no PostgreSQL to make a private database on (set JFAST_TEST_PG_ADMIN_URL): %v", err)
+	case err != nil:
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := d.Drop(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return map[string]string{"JFAST_DB_URL": d.URL()}
 }
 
 func TestHello(t *testing.T) {
