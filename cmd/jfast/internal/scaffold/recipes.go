@@ -148,6 +148,20 @@ var recipeList = []recipe{
 		Note:  "The `example` provider is an OpenAI-compatible server at http://127.0.0.1:11434/v1 (Ollama's) with the model `llama3.2`; point it elsewhere with `JFAST_LLM_PROVIDERS__EXAMPLE__BASE_URL` and give a key with `JFAST_LLM_PROVIDERS__EXAMPLE__API_KEY`.",
 	},
 	{
+		Name:   "grpc",
+		Import: modulePath + "/plugins/grpc",
+		Ident:  "grpc",
+		Settings: map[string]string{
+			"plugin.grpc.server.listen":                        `"127.0.0.1:9100"`,
+			"plugin.grpc.upstreams.example.target":             `"127.0.0.1:9100"`,
+			"plugin.grpc.upstreams.example.insecure":           `true`,
+			"plugin.grpc.upstreams.example.idempotent_methods": `["/example.v1.Greeter/Greet"]`,
+		},
+		Route: "`GET /grpc/greet?name=`: calls Greet on the `example` upstream through the grpc plugin's client; the service serves `example.v1.Greeter/Greet` on its gRPC listener",
+		Env:   []string{"JFAST_GRPC_SERVER__LISTEN=0.0.0.0:9100"},
+		Note:  "The gRPC server listens on 127.0.0.1:9100 (`JFAST_GRPC_SERVER__LISTEN`), a port none of jfast's examples uses, and the `example` upstream is the service itself, so /grpc/greet works at once; point it at your real upstream with `JFAST_GRPC_UPSTREAMS__EXAMPLE__TARGET`. Greeter uses the well-known StringValue, so the example needs no .proto file; a real service generates its own code and registers it the same way. The tests make the server listen on a free port.",
+	},
+	{
 		// Keys are kept in PostgreSQL (the default store) or, when only the cache
 		// plugin is chosen, in Redis; see choose.
 		Name:       "idempotency",

@@ -18,6 +18,7 @@ import (
 	"github.com/jfastframework/jfast/plugins/auth"
 	"github.com/jfastframework/jfast/plugins/cache"
 	"github.com/jfastframework/jfast/plugins/db"
+	"github.com/jfastframework/jfast/plugins/grpc"
 	"github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/plugins/idempotency"
 	"github.com/jfastframework/jfast/plugins/llm"
@@ -50,6 +51,7 @@ var all = map[string]func() framework.Plugin{
 	"telemetry":   func() framework.Plugin { return telemetry.New() },
 	"mail":        func() framework.Plugin { return mail.New() },
 	"llm":         func() framework.Plugin { return llm.New() },
+	"grpc":        func() framework.Plugin { return grpc.New() },
 }
 
 // golden compares got with testdata/<name>, or rewrites it with -update.
@@ -137,14 +139,14 @@ func normalizeGoMod(t *testing.T, data []byte, root string) []byte {
 // comments come from the plugins' doc comments, which their authors may reword.
 func TestGoldenEveryPlugin(t *testing.T) {
 	t.Parallel()
-	got := files(t, Options{Name: "shop", Module: "github.com/acme/shop", Framework: frameworkRoot(t), Available: all, Plugins: []string{"storage", "auth", "cache", "db", "http", "idempotency", "queue", "telemetry", "mail"}})
+	got := files(t, Options{Name: "shop", Module: "github.com/acme/shop", Framework: frameworkRoot(t), Available: all, Plugins: []string{"storage", "auth", "cache", "db", "http", "idempotency", "queue", "telemetry", "mail", "grpc"}})
 	for name, data := range got {
 		if name == "go.mod" || name == "go.sum" || name == "jfast.toml" {
 			continue
 		}
 		golden(t, "every/"+name, data)
 	}
-	if !strings.Contains(string(got["jfast.toml"]), `enabled = ["observability", "http", "db", "cache", "auth", "storage", "queue", "mail", "telemetry", "idempotency"]`) {
+	if !strings.Contains(string(got["jfast.toml"]), `enabled = ["observability", "http", "db", "cache", "auth", "storage", "queue", "mail", "telemetry", "idempotency", "grpc"]`) {
 		t.Errorf("plugins not enabled in recipe order:\n%s", got["jfast.toml"])
 	}
 }

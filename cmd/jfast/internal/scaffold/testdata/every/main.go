@@ -10,6 +10,7 @@ import (
 	"github.com/jfastframework/jfast/plugins/auth"
 	"github.com/jfastframework/jfast/plugins/cache"
 	"github.com/jfastframework/jfast/plugins/db"
+	"github.com/jfastframework/jfast/plugins/grpc"
 	"github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/plugins/idempotency"
 	"github.com/jfastframework/jfast/plugins/mail"
@@ -39,6 +40,7 @@ func Options() framework.Options {
 			mail.New(),
 			telemetry.New(),
 			idempotency.New(),
+			grpc.New(),
 		},
 		Routes: Routes,
 	}

@@ -41,6 +41,9 @@ func Routes(app *framework.App, r chi.Router) error {
 	if err := idempotencyRoutes(app, r); err != nil {
 		return err
 	}
+	if err := grpcRoutes(app, r); err != nil {
+		return err
+	}
 	return nil
 }
 

@@ -39,6 +39,9 @@ func setup(t *testing.T, env map[string]string) *jfasttest.Service {
 			vars[k] = v
 		}
 	}
+	// The gRPC server listens on a free port, so that tests in parallel (and a
+	// running service) never compete for jfast.toml's.
+	vars["JFAST_GRPC_SERVER__LISTEN"] = "127.0.0.1:0"
 	for k, v := range env {
 		vars[k] = v
 	}
