@@ -72,7 +72,7 @@ func loadRaw(fileName string, text []byte, environ []string, isDeploy, quiet fun
 	if len(text) > 0 {
 		k := koanf.New(".")
 		if err := k.Load(rawBytes(text), toml.Parser()); err != nil {
-			raw.errs = append(raw.errs, tomlError(fileName, text, err))
+			raw.errs = append(raw.errs, tomlError(fileName, text, err, quiet))
 		} else {
 			fileValues = k.All()
 		}

@@ -13,7 +13,7 @@ import (
 // tomlError turns the parser's error into one that says where the mistake is:
 // the file, line and column as its key, the line itself in the problem (with
 // the value of a secret key masked), and a fix for the usual mistakes.
-func tomlError(fileName string, text []byte, err error) ConfigError {
+func tomlError(fileName string, text []byte, err error, quiet func(string) bool) ConfigError {
 	msg := strings.TrimPrefix(err.Error(), "toml: ")
 	row, col, first := 0, 0, 0
 	var de *gotoml.DecodeError
@@ -32,7 +32,7 @@ func tomlError(fileName string, text []byte, err error) ConfigError {
 		problem += fmt.Sprintf(" (first at line %d)", first)
 	}
 	if lines := strings.Split(string(text), "\n"); row <= len(lines) {
-		problem += fmt.Sprintf("; line %d reads `%s`", row, maskLine(strings.TrimSpace(lines[row-1])))
+		problem += fmt.Sprintf("; line %d reads `%s`", row, maskLine(lines[:row], quiet))
 	}
 	fix := fmt.Sprintf("correct the TOML at line %d, column %d", row, col)
 	switch {
@@ -93,11 +93,29 @@ func duplicateAt(text []byte) (row, col, first int) {
 	return 0, 0, 0
 }
 
-// maskLine hides the value of a `key = value` line whose key names a secret;
-// other lines go through [MaskSecrets].
-func maskLine(line string) string {
+// maskLine returns the last of lines (the file up to the line of a syntax
+// error), trimmed, with the value of a `key = value` line hidden when its key
+// holds a secret or a deploy value (quiet, given the full key: the table is
+// the last [header] above it) or names a secret ([IsSecretKey]); other lines
+// go through [MaskSecrets]. The file did not parse, so the table is found by
+// its header lines alone.
+func maskLine(lines []string, quiet func(string) bool) string {
+	line := strings.TrimSpace(lines[len(lines)-1])
 	k, _, ok := strings.Cut(line, "=")
-	if ok && IsSecretKey(strings.Trim(strings.TrimSpace(k), `"'`)) {
+	if !ok {
+		return MaskSecrets(line)
+	}
+	key := strings.Trim(strings.TrimSpace(k), `"'`)
+	full := key
+	for i := len(lines) - 2; i >= 0; i-- {
+		h := strings.TrimSpace(lines[i])
+		if strings.HasPrefix(h, "[") {
+			table, _, _ := strings.Cut(strings.Trim(h, "[] \t"), "]")
+			full = strings.Trim(strings.TrimSpace(table), `"'`) + "." + key
+			break
+		}
+	}
+	if IsSecretKey(key) || (quiet != nil && quiet(full)) {
 		return strings.TrimRight(k, " ") + " = ***"
 	}
 	return MaskSecrets(line)
