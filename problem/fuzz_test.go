@@ -80,8 +80,8 @@ func FuzzWrite(f *testing.F) {
 		if _, err := url.Parse(body.Instance); err != nil {
 			t.Fatalf("instance %q does not parse: %v", body.Instance, err)
 		}
-		if u.EscapedPath() != body.Instance {
-			t.Fatalf("instance %q, want the escaped path %q", body.Instance, u.EscapedPath())
+		if want := u.EscapedPath(); body.Instance != want && body.Instance != "/."+want {
+			t.Fatalf("instance %q, want the escaped path %q", body.Instance, want)
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/jfastframework/jfast/requestid"
 )
@@ -19,7 +20,7 @@ func Write(w http.ResponseWriter, r *http.Request, p *Problem) {
 	}
 	out := *p
 	if out.Instance == "" && r != nil && r.URL != nil {
-		out.Instance = r.URL.EscapedPath()
+		out.Instance = instance(r.URL.EscapedPath())
 	}
 	if out.RequestID == "" && r != nil {
 		out.RequestID = requestid.FromContext(r.Context())
@@ -57,4 +58,15 @@ func Write(w http.ResponseWriter, r *http.Request, p *Problem) {
 // WriteError sends the problem that answers err; see [From].
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	Write(w, r, From(err))
+}
+
+// instance is an escaped request path as a relative URI reference: a path
+// that starts with "//" would be read as an authority (a host), so it gets
+// the "/." prefix, which dot-segment removal takes off again (RFC 3986,
+// sections 3.3 and 5.2.4).
+func instance(path string) string {
+	if strings.HasPrefix(path, "//") {
+		return "/." + path
+	}
+	return path
 }
