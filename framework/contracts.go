@@ -58,6 +58,25 @@ func OutboundRoute(ctx context.Context) string {
 	return s
 }
 
+type openEndedKey struct{}
+
+// ContextWithOpenEndedResponse marks the outbound HTTP calls made under ctx
+// through the http plugin's RoundTripper as calls whose response may last as
+// long as it keeps coming (server-sent events, a long download through a
+// proxy): the upstream's total_timeout bounds such a call until its response
+// headers arrive; the body is then bounded by the read_timeout gap, the
+// caller's context and max_response_bytes. A gateway's stream route sets it;
+// the http plugin's http.WithOpenEndedResponse is the same function.
+func ContextWithOpenEndedResponse(ctx context.Context) context.Context {
+	return context.WithValue(ctx, openEndedKey{}, true)
+}
+
+// OpenEndedResponse reports whether ctx was marked by
+// ContextWithOpenEndedResponse.
+func OpenEndedResponse(ctx context.Context) bool {
+	return ctx.Value(openEndedKey{}) != nil
+}
+
 // HTTPTransports is the http plugin as other plugins see it (a reverse proxy,
 // a plugin driving a provider's SDK): the policies of a configured upstream
 // or shared client —

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jfastframework/jfast/framework"
 )
 
 // hundredMB is the size of the bodies streamed through the gateway.
@@ -132,12 +134,13 @@ func (zeros) Read(p []byte) (int, error) {
 }
 
 // sseService proxies /events (a stream route) to an upstream whose read gap
-// is 300ms, behind a request_timeout of 500ms that a stream outlives.
+// is 300ms and total_timeout 700ms, behind a request_timeout of 500ms: a
+// stream outlives both.
 func sseService(t *testing.T, h http.HandlerFunc) string {
 	t.Helper()
 	up := newUpstream(t, h)
 	svc := gatewayService(t, "[app]\nrequest_timeout = \"500ms\"\n"+upstreamTOML("events", up.URL,
-		`read_timeout = "300ms"`, `total_timeout = "60s"`, "retries = 0")+`
+		`read_timeout = "300ms"`, `total_timeout = "700ms"`, "retries = 0")+`
 [plugin.gateway.routes.events]
 prefix = "/events"
 upstream = "events"
@@ -147,8 +150,9 @@ stream = true
 }
 
 // A server-sent events stream that keeps sending is not cut, though it
-// lasts far longer than the read gap and app.request_timeout: each event
-// arrives as it is sent.
+// lasts far longer than the read gap, the upstream's total_timeout and
+// app.request_timeout: each event arrives as it is sent, and the upstream
+// is not told to stop (no Jfast-Timeout-Ms).
 func TestSSEKeepsFlowing(t *testing.T) {
 	t.Parallel()
 	const events = 15
@@ -158,7 +162,10 @@ func TestSSEKeepsFlowing(t *testing.T) {
 		for i := range events {
 			fmt.Fprintf(w, "data: %d\n\n", i)
 			_ = rc.Flush()
-			time.Sleep(100 * time.Millisecond) // 1.5 s in all: 5 read gaps, 3 request timeouts
+			time.Sleep(100 * time.Millisecond) // 1.5 s in all: 5 read gaps, 2 total_timeouts, 3 request timeouts
+		}
+		if h := r.Header.Get(framework.TimeoutHeader); h != "" {
+			t.Errorf("the stream's upstream was sent %s: %s", framework.TimeoutHeader, h)
 		}
 	})
 	resp, err := http.Get(url + "/events")
@@ -213,5 +220,43 @@ func TestSilentStreamIsCutAtTheReadGap(t *testing.T) {
 	case <-cancelled:
 	case <-time.After(20 * time.Second):
 		t.Fatal("the upstream request was not cancelled")
+	}
+}
+
+// total_timeout still bounds a stream route's wait for the response headers:
+// an upstream that reads the request and answers nothing for longer than
+// total_timeout (its read gap is longer still) gets the gateway's 503
+// problem, not an answer after it.
+func TestStreamRouteHeadersAreBoundedByTotalTimeout(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: late\n\n")
+	})
+	t.Cleanup(func() { close(release) })
+	svc := gatewayService(t, upstreamTOML("events", up.URL,
+		`read_timeout = "30s"`, `total_timeout = "300ms"`, "retries = 0")+`
+[plugin.gateway.routes.events]
+prefix = "/events"
+upstream = "events"
+stream = true
+`)
+	resp, err := http.Get(svc.URL + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("status %d, body %s: want the upstream's total_timeout to end the wait", resp.StatusCode, b)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("content type %q, body %s", ct, b)
 	}
 }

@@ -149,6 +149,7 @@ type exchange struct {
 	replay  bool          // a transport call whose body a retry gets from req.GetBody
 	retry   bool          // the method and idempotency rules allow a retry
 	stream  bool          // return the response with its body unread (the RoundTripper)
+	open    bool          // stream: total_timeout ends at the response headers (WithOpenEndedResponse)
 	sent    bool          // the first attempt was handed to the transport (which closes req.Body)
 	pol     *policy
 	br      *resilience.Breaker
@@ -182,7 +183,20 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 	// own is total_timeout on the clock of context deadlines: it tells a call
 	// cut by the caller's sooner deadline from one cut by ours.
 	own := time.Now().Add(c.up.TotalTimeout)
-	callCtx, cancel := context.WithDeadline(ctx, own)
+	var (
+		callCtx   context.Context
+		cancel    context.CancelFunc
+		stopTotal func() bool // open: ends total_timeout's hold once the headers are in
+	)
+	if x.open {
+		var cancelCause context.CancelCauseFunc
+		callCtx, cancelCause = context.WithCancelCause(ctx)
+		total := time.AfterFunc(c.up.TotalTimeout, func() { cancelCause(errTotalTimeout) })
+		stopTotal = total.Stop
+		cancel = func() { total.Stop(); cancelCause(context.Canceled) }
+	} else {
+		callCtx, cancel = context.WithDeadline(ctx, own)
+	}
 	permit, err := x.pol.bulkhead.Acquire(callCtx)
 	if err != nil {
 		defer cancel()
@@ -278,6 +292,9 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 		} else {
 			m.response.Inc()
 			m.latency.Observe(headersAt.Sub(start).Seconds())
+			if stopTotal != nil {
+				stopTotal() // an open-ended body is bounded by the read gap and the caller
+			}
 			last.Body = &streamBody{
 				rc: last.Body, c: c, ctx: ctx, callCtx: callCtx, own: own, ticket: ticket, permit: permit,
 				live: live, cancel: cancel, status: last.StatusCode, limit: c.up.MaxResponseBytes,
@@ -389,7 +406,7 @@ func (c *core) noResponse(ctx, callCtx context.Context, err error) error {
 		return newUnavailable(name, fmt.Errorf("the caller cancelled the call: %w", err))
 	case callCtx.Err() != nil || isTimeout(err):
 		c.metrics.timeout.Inc()
-		if errors.Is(callCtx.Err(), context.DeadlineExceeded) && !errors.Is(err, context.DeadlineExceeded) {
+		if errors.Is(context.Cause(callCtx), context.DeadlineExceeded) && !errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
 		}
 		return newTimeout(name, err)
@@ -398,6 +415,10 @@ func (c *core) noResponse(ctx, callCtx context.Context, err error) error {
 		return newUnavailable(name, err)
 	}
 }
+
+// errTotalTimeout ends an open-ended call (WithOpenEndedResponse) whose
+// response headers did not arrive within total_timeout.
+var errTotalTimeout = fmt.Errorf("total_timeout passed before the response headers: %w", context.DeadlineExceeded)
 
 func isTimeout(err error) bool {
 	var te interface{ Timeout() bool }

@@ -65,7 +65,7 @@ func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error)
 // roundTrip makes one call for an SDK's request through pol and br.
 func (c *core) roundTrip(req *http.Request, pol *policy, br *resilience.Breaker) (*http.Response, error) {
 	ctx := req.Context()
-	x := exchange{pol: pol, br: br, stream: true}
+	x := exchange{pol: pol, br: br, stream: true, open: framework.OpenEndedResponse(ctx)}
 	x.retry, x.replay = transportRetry(req)
 	for _, observe := range c.observe {
 		var done func(int, int, error)
@@ -92,6 +92,19 @@ func (c *core) roundTrip(req *http.Request, pol *policy, br *resilience.Breaker)
 		resp.Request = req
 	}
 	return resp, err
+}
+
+// WithOpenEndedResponse marks a request for the RoundTripper (HTTPClient,
+// Transport) as one whose response may last as long as it keeps coming: a
+// stream of server-sent events, a long download through a proxy. For such a
+// request total_timeout bounds the call until the response headers arrive
+// (attempts, retries and their waits); the body is then bounded by the
+// read_timeout gap, the caller's context and max_response_bytes only, and no
+// Jfast-Timeout-Ms is sent unless the caller's context has a deadline. The
+// call still holds its bulkhead place until the body ends. It is
+// framework.ContextWithOpenEndedResponse.
+func WithOpenEndedResponse(ctx context.Context) context.Context {
+	return framework.ContextWithOpenEndedResponse(ctx)
 }
 
 // transportRetry applies the retry rules to a request built by someone else:

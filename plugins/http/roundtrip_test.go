@@ -362,6 +362,55 @@ func TestTransportTotalTimeoutCoversTheBody(t *testing.T) {
 	}
 }
 
+// WithOpenEndedResponse: total_timeout bounds the wait for the headers only.
+// A body that keeps coming for several total_timeouts is read to its end,
+// without Jfast-Timeout-Ms sent; headers that do not come within
+// total_timeout end the call with an UpstreamTimeout, which the breaker
+// counts.
+func TestTransportOpenEndedResponse(t *testing.T) {
+	t.Parallel()
+	var sentTimeout atomic.Value
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		sentTimeout.Store(r.Header.Get("Jfast-Timeout-Ms"))
+		if r.URL.Path == "/late" {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(10 * time.Second):
+			}
+			return
+		}
+		for range 12 { // 12 × 50 ms: four total_timeouts
+			_, _ = w.Write([]byte("x"))
+			w.(http.Flusher).Flush()
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, TotalTimeout: 150 * time.Millisecond, ReadTimeout: 5 * time.Second, Retries: 0})
+	ctx := jhttp.WithOpenEndedResponse(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, up.URL+"/drip", nil)
+	resp, err := c.HTTPClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || string(b) != "xxxxxxxxxxxx" {
+		t.Fatalf("read %q, %v: want the whole body", b, err)
+	}
+	if v := sentTimeout.Load(); v != "" {
+		t.Fatalf("an open-ended call sent Jfast-Timeout-Ms: %v", v)
+	}
+
+	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, up.URL+"/late", nil)
+	_, err = c.HTTPClient().Do(req)
+	var to *jhttp.UpstreamTimeout
+	if !errors.As(err, &to) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want UpstreamTimeout wrapping context.DeadlineExceeded", err)
+	}
+	if s := c.Breaker().Snapshot(); s.Consecutive != 1 {
+		t.Fatalf("headers late past total_timeout: breaker %+v, want one failure", s)
+	}
+}
+
 // The telemetry seam sees every attempt, and the call's end once, when the
 // body ends.
 func TestTransportTelemetrySeam(t *testing.T) {
