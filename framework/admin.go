@@ -79,7 +79,7 @@ func (a *App) mountAdmin(r chi.Router) error {
 // statusPage is /status, the live status page (see docs/status.md): only on
 // the admin listener, since it shows what the full /ready shows and more.
 func (a *App) statusPage() http.Handler {
-	return statuspage.New(statuspage.Source{
+	a.status = statuspage.New(statuspage.Source{
 		Service:     a.cfg.Name,
 		Env:         a.cfg.Env,
 		Ready:       func(ctx context.Context) readiness.Result { return a.ready.Load().Run(ctx) },
@@ -89,6 +89,7 @@ func (a *App) statusPage() http.Handler {
 		Mask:        MaskSecrets,
 		DrillReport: a.cfg.DrillReport,
 	})
+	return a.status
 }
 
 // buildAdminRouter returns the admin listener's handler: /live, the full

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/framework/statuspage"
 	"github.com/jfastframework/jfast/readiness"
 )
 
@@ -86,6 +87,7 @@ type App struct {
 	logSources atomic.Pointer[[]LogSource]
 	registry   *prometheus.Registry
 	resil      *resilience.Registry
+	status     *statuspage.Handler    // /status, when the admin listener serves it
 	starting   atomic.Pointer[string] // the plugin whose Start is running
 
 	inflight inflight // the requests being served
@@ -441,6 +443,9 @@ func (a *App) shutdownServers(ctx context.Context) []error {
 }
 
 func (a *App) stopPlugins(ctx context.Context) []error {
+	if a.status != nil {
+		a.status.Close() // no more readings taken on the calls' path
+	}
 	var errs []error
 	for i := len(a.started) - 1; i >= 0; i-- {
 		p := a.started[i]
@@ -526,7 +531,9 @@ func (a *App) Clock() resilience.Clock {
 // plugins built on [App.Clock] during their Start: what the status page reads.
 func (a *App) Resilience() *resilience.Registry { return a.resil }
 
-// Metrics is the registry /metrics serves; plugins register their collectors in it.
+// Metrics is the registry /metrics serves; plugins register their collectors
+// in it. The observability plugin's Go runtime and process collectors are
+// kept apart, and /metrics serves them beside it.
 func (a *App) Metrics() *prometheus.Registry { return a.registry }
 
 // Enabled reports whether the named plugin runs.

@@ -37,6 +37,11 @@ type ObservabilityConfig struct {
 type Observability struct {
 	cfg      ObservabilityConfig
 	registry *prometheus.Registry
+	// runtime holds the Go runtime and process collectors, apart from the
+	// App's registry: /metrics serves both, while a reading of the App's
+	// registry (the status page's every 10 s) skips their cost, about 80 %
+	// of a Gather.
+	runtime  *prometheus.Registry
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	series   sync.Map // seriesKey → *series: label lookups once per route, not per request
@@ -80,14 +85,14 @@ func (o *Observability) Start(_ context.Context, app *App) error {
 		Help:    "Time to serve an HTTP request, by method, route template and status.",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	}, []string{"method", "route", "status"})
-	cs := []prometheus.Collector{o.requests, o.duration}
-	if o.cfg.RuntimeMetrics {
-		cs = append(cs, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	}
-	for _, c := range cs {
+	for _, c := range []prometheus.Collector{o.requests, o.duration} {
 		if err := o.registry.Register(c); err != nil {
 			return err
 		}
+	}
+	o.runtime = prometheus.NewRegistry()
+	if o.cfg.RuntimeMetrics {
+		o.runtime.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return nil
 }
@@ -95,7 +100,7 @@ func (o *Observability) Start(_ context.Context, app *App) error {
 // MountAdminRoutes implements AdminRouteMounter: /metrics is for operators,
 // on app.admin_listen when it is set.
 func (o *Observability) MountAdminRoutes(r chi.Router) {
-	r.Method(http.MethodGet, o.cfg.MetricsPath, promhttp.HandlerFor(o.registry, promhttp.HandlerOpts{}))
+	r.Method(http.MethodGet, o.cfg.MetricsPath, promhttp.HandlerFor(prometheus.Gatherers{o.registry, o.runtime}, promhttp.HandlerOpts{}))
 }
 
 // Middleware implements Middlewarer: it counts and times every request.

@@ -2,15 +2,23 @@ package framework_test
 
 import (
 	"context"
+	"io"
+	nethttp "net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-chi/chi/v5"
+
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/jfasttest"
+	httpplugin "github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/readiness"
 )
 
@@ -191,5 +199,112 @@ func TestStatusPageShowsTheLastDrill(t *testing.T) {
 	}
 	if strings.Contains(svc.AdminGet(t, "/status").String(), `id="drill"`) {
 		t.Error("a drill panel with no report file")
+	}
+}
+
+// orders calls billing, a real http upstream on its own socket, through the
+// http plugin; the App runs on the test clock.
+func ordersCallingBilling(t *testing.T) (*jfasttest.Service, *httptest.Server, *resilience.TestClock) {
+	t.Helper()
+	billing := httptest.NewServer(nethttp.HandlerFunc(func(w nethttp.ResponseWriter, _ *nethttp.Request) {
+		w.Write([]byte(`{"paid": true}`))
+	}))
+	t.Cleanup(billing.Close)
+	clock := jfasttest.NewClock()
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML: `[app]
+name = "orders"
+admin_listen = "127.0.0.1:0"
+[plugins]
+enabled = ["observability", "http"]
+[plugin.http.upstreams.billing]
+base_url = "` + billing.URL + `"
+retries = 0
+breaker_failures = 2
+breaker_cool_down = "30s"
+`,
+		Plugins: []framework.Plugin{httpplugin.New()},
+		Clock:   clock,
+		Routes: func(app *framework.App, r chi.Router) error {
+			c, err := httpplugin.Client(app, "billing")
+			if err != nil {
+				return err
+			}
+			r.Method(nethttp.MethodGet, "/orders/1", framework.Handler(func(w nethttp.ResponseWriter, r *nethttp.Request) error {
+				resp, err := c.Get(r.Context(), "/invoices/1")
+				if err != nil {
+					return err
+				}
+				defer resp.Body.Close()
+				_, err = io.Copy(w, resp.Body)
+				return err
+			}))
+			return nil
+		},
+	})
+	return svc, billing, clock
+}
+
+func callOrders(t *testing.T, svc *jfasttest.Service, n, status int) {
+	t.Helper()
+	for range n {
+		if r := svc.Get(t, "/orders/1"); r.Status != status {
+			t.Fatalf("GET /orders/1 = %d, want %d: %s", r.Status, status, r)
+		}
+	}
+}
+
+var callsCell = regexp.MustCompile(`calls / attempts \(([^)]*)\)</b>(\d+) / (\d+)`)
+
+// Nobody had the page open while orders called billing: the first look
+// still shows the calls of the last minutes, from the readings the calls
+// took every 10 s, not the totals since start.
+func TestStatusPageShowsTheLastMinutesAtFirstLook(t *testing.T) {
+	t.Parallel()
+	svc, _, clock := ordersCallingBilling(t)
+	callOrders(t, svc, 3, 200) // the first call takes the reading of t0
+	clock.Advance(2 * time.Minute)
+	callOrders(t, svc, 4, 200) // and one at t0+2m
+	clock.Advance(time.Minute)
+
+	page := svc.AdminGet(t, "/status").String()
+	m := callsCell.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no calls / attempts cell on billing's card:\n%s", page)
+	}
+	// The reading of t0 ran beside the first call: it holds 0 to 3 of the
+	// first three; the four after are in the window for sure.
+	calls, _ := strconv.Atoi(m[2])
+	if m[1] != "last 3m0s" || calls < 4 || calls > 7 || m[3] != m[2] {
+		t.Fatalf("billing at the first look: %q; want over the last 3m0s, 4 to 7 calls, as many attempts", m[0])
+	}
+	if !strings.Contains(page, "latency p50 / p99 (last 3m0s)") {
+		t.Fatalf("no latency over the last 3m0s on the page:\n%s", page)
+	}
+}
+
+// A breaker that opened, probed and closed before anyone opened the page:
+// the first look shows those transitions on its 15-minute timeline.
+func TestStatusPageShowsTransitionsFromBeforeItWasOpened(t *testing.T) {
+	t.Parallel()
+	svc, billing, clock := ordersCallingBilling(t)
+	callOrders(t, svc, 1, 200)
+	clock.Advance(time.Minute)
+	opened := clock.Now()
+	billing.Close() // billing dies: two refused connections open the breaker
+	callOrders(t, svc, 2, 503)
+	clock.Advance(5 * time.Minute)
+
+	live := svc.AdminGet(t, "/status?part=live").String()
+	for _, want := range []string{
+		// The cool-down has ended: the first look (its /ready check) finds
+		// the breaker half-open, ready to probe.
+		`data-breaker="half_open"`, "open → half_open",
+		opened.UTC().Format("15:04:05") + " closed → open",
+		`fill="#cf222e"`, // the red of the open stretch on the timeline
+	} {
+		if !strings.Contains(live, want) {
+			t.Errorf("the first look at the page lacks %q:\n%s", want, live)
+		}
 	}
 }

@@ -85,8 +85,37 @@ func BenchmarkBreakerAllowed(b *testing.B) {
 	})
 }
 
-func openForBench() *Breaker {
-	br := NewBreaker(BreakerOpts{Name: "bench", CoolDown: time.Hour})
+// The same call through a breaker of a Registry whose OnTick is set (a
+// service with a status page): what the call pays to find no tick due, and
+// once per 10 s a tick that does nothing here.
+func BenchmarkBreakerAllowedTicking(b *testing.B) {
+	reg := NewRegistry(nil)
+	reg.OnTick(10*time.Second, func(time.Time) {})
+	br := NewBreaker(BreakerOpts{Name: "bench", Clock: reg.Clock("bench")})
+	b.ReportAllocs()
+	loopCPU(b, func() {
+		tk, err := br.Allow()
+		if err != nil {
+			b.Fatal(err)
+		}
+		tk.Done(Success)
+	})
+}
+
+func BenchmarkRejectedOpenTicking(b *testing.B) {
+	reg := NewRegistry(nil)
+	reg.OnTick(10*time.Second, func(time.Time) {})
+	br := openForBench(reg.Clock("bench"))
+	b.ReportAllocs()
+	loopCPU(b, func() {
+		if _, err := br.Allow(); err == nil {
+			b.Fatal("allowed while open")
+		}
+	})
+}
+
+func openForBench(clock Clock) *Breaker {
+	br := NewBreaker(BreakerOpts{Name: "bench", CoolDown: time.Hour, Clock: clock})
 	for range 5 {
 		tk, _ := br.Allow()
 		tk.Done(Failure)
@@ -95,7 +124,7 @@ func openForBench() *Breaker {
 }
 
 func BenchmarkRejectedOpen(b *testing.B) {
-	br := openForBench()
+	br := openForBench(nil)
 	b.ReportAllocs()
 	loopCPU(b, func() {
 		if _, err := br.Allow(); err == nil {
@@ -105,7 +134,7 @@ func BenchmarkRejectedOpen(b *testing.B) {
 }
 
 func BenchmarkRejectedOpenParallel(b *testing.B) {
-	br := openForBench()
+	br := openForBench(nil)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

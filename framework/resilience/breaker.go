@@ -162,7 +162,9 @@ type Breaker struct {
 	clock    Clock
 	origin   time.Time // every time below is a duration since origin
 	hook     func(StateChange)
-	probeErr *OpenError // shared by every refusal while the probe is in flight
+	probeErr *OpenError    // shared by every refusal while the probe is in flight
+	reg      *Registry     // the registry it joined, for Registry.OnTick; nil if none
+	regOff   time.Duration // origin less the registry's origin
 
 	// Read without the lock by Allow's fast paths; written under mu.
 	sg      atomic.Uint64             // gen<<3 | probing<<2 | state
@@ -227,8 +229,18 @@ func NewBreaker(o BreakerOpts) *Breaker {
 		probeErr: &OpenError{Name: o.Name, clock: clock},
 		win:      newWindow(o.Window, breakerBuckets),
 	}
+	if reg != nil {
+		b.reg, b.regOff = reg, b.origin.Sub(reg.origin)
+	}
 	reg.addBreaker(owner, b)
 	return b
+}
+
+// tick lets the registry run its OnTick function when one is due at now.
+func (b *Breaker) tick(now time.Duration) {
+	if b.reg != nil {
+		b.reg.tickAt(now + b.regOff)
+	}
 }
 
 // Name returns the breaker's name.
@@ -280,8 +292,11 @@ func (b *Breaker) Allow() (Ticket, error) {
 	case State(v&sgStateMask) == StateClosed:
 		return Ticket{b: b, gen: v >> sgGenShift, answers: b.answers.Load()}, nil
 	case State(v&sgStateMask) == StateOpen:
-		if e := b.openErr.Load(); e != nil && b.now() < e.until {
-			return Ticket{}, e
+		if e := b.openErr.Load(); e != nil {
+			if now := b.now(); now < e.until {
+				b.tick(now)
+				return Ticket{}, e
+			}
 		}
 	case v&sgProbing != 0:
 		return Ticket{}, b.probeErr
@@ -355,6 +370,7 @@ func (t Ticket) Done(o Outcome) {
 			b.win.add(now, 1, 0)
 			b.consecutive = 0
 			b.mu.Unlock()
+			b.tick(now)
 			return
 		}
 		b.win.add(now, 1, 1)
@@ -363,28 +379,34 @@ func (t Ticket) Done(o Outcome) {
 			c := b.openLocked(now)
 			c.Hang = o == Hang
 			b.unlockAndNotify(&c)
+			b.tick(now)
 			return
 		}
 		if o == Hang && b.answers.Load() == t.answers {
 			c := b.transitionLocked(StateHalfOpen, now)
 			c.Hang = true
 			b.unlockAndNotify(&c)
+			b.tick(now)
 			return
 		}
 		b.mu.Unlock()
+		b.tick(now)
 	case StateHalfOpen:
 		if !t.probe {
 			b.mu.Unlock()
 			return
 		}
+		now := b.now()
 		switch o {
 		case Success:
-			c := b.transitionLocked(StateClosed, b.now())
+			c := b.transitionLocked(StateClosed, now)
 			b.unlockAndNotify(&c)
+			b.tick(now)
 		case Failure, Hang:
-			c := b.openLocked(b.now())
+			c := b.openLocked(now)
 			c.Hang = o == Hang
 			b.unlockAndNotify(&c)
+			b.tick(now)
 		default:
 			b.probing = false
 			b.gen++

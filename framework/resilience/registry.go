@@ -3,6 +3,7 @@ package resilience
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 	"weak"
 )
@@ -24,7 +25,10 @@ import (
 // recorded by the objects themselves as they worked (transitions, retry
 // decisions). A nil *Registry registers nothing.
 type Registry struct {
-	base Clock
+	base   Clock
+	origin time.Time // the registry's times below are durations since origin
+
+	tick atomic.Pointer[ticker] // see OnTick; nil while none is set
 
 	mu      sync.Mutex
 	entries []registryEntry
@@ -41,7 +45,57 @@ type registryEntry struct {
 // (the real clock when nil).
 func NewRegistry(base Clock) *Registry {
 	base, _, _ = unwrapClock(base)
-	return &Registry{base: base}
+	return &Registry{base: base, origin: base.Now()}
+}
+
+// ticker is what [Registry.OnTick] set.
+type ticker struct {
+	every int64        // nanoseconds
+	next  atomic.Int64 // when the next tick is due, since the registry's origin
+	f     func(now time.Time)
+}
+
+// OnTick makes f run at most once per every, on the path of the calls
+// themselves: the first call through one of the registry's breakers (allowed
+// and reported with [Ticket.Done], or refused while open) that finds a tick
+// due runs f on its own goroutine, with the time the breaker read for the
+// call. The first call after OnTick finds one due; then one is due at each
+// multiple of every on the registry's clock. While nothing calls, nothing
+// runs: there is no goroutine and no timer.
+//
+// It is for keeping a cheap record of the dependencies' recent traffic
+// (cumulative counters read every few seconds) so that an operator page
+// opened during an incident shows the last minutes at once. f must be quick:
+// it runs on a call's path (start a goroutine for slow work). A call that
+// finds no tick due pays two atomic loads and a comparison; with no OnTick
+// set, one atomic load. OnTick(0, nil) removes f; a call already running it
+// finishes.
+func (r *Registry) OnTick(every time.Duration, f func(now time.Time)) {
+	if f == nil || every <= 0 {
+		r.tick.Store(nil)
+		return
+	}
+	r.tick.Store(&ticker{every: int64(every), f: f})
+}
+
+// tickAt runs the OnTick function when a tick is due at at, a duration since
+// the registry's origin. One caller per tick runs it.
+func (r *Registry) tickAt(at time.Duration) {
+	if r == nil {
+		return
+	}
+	t := r.tick.Load()
+	if t == nil {
+		return
+	}
+	next := t.next.Load()
+	if int64(at) < next {
+		return
+	}
+	if !t.next.CompareAndSwap(next, (int64(at)/t.every+1)*t.every) {
+		return // another call took this tick
+	}
+	t.f(r.origin.Add(at).Round(0))
 }
 
 // Clock returns a Clock that tells the time of the registry's own and makes

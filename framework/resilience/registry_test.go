@@ -223,3 +223,66 @@ func TestRegistryTwoObjectsOfOneKindAndName(t *testing.T) {
 	runtime.KeepAlive(a)
 	runtime.KeepAlive(b)
 }
+
+// OnTick runs on the calls' own path: the first call after it is set, then
+// the first call at or after each multiple of the period, allowed or refused
+// by an open breaker; no call, no tick.
+func TestRegistryOnTickRunsOnTheCalls(t *testing.T) {
+	t.Parallel()
+	clock := NewTestClock(epoch)
+	reg := NewRegistry(clock)
+	clock.Advance(3 * time.Second) // the breaker's origin differs from the registry's
+	br := NewBreaker(BreakerOpts{Name: "billing", Failures: 2, CoolDown: time.Minute, Clock: reg.Clock("http")})
+	var ticks []time.Time
+	call := func(o Outcome) {
+		if tk, err := br.Allow(); err == nil {
+			tk.Done(o)
+		}
+	}
+	call(Success) // before OnTick: nothing to run
+	reg.OnTick(10*time.Second, func(now time.Time) { ticks = append(ticks, now) })
+	call(Success) // the first call finds a tick due
+	clock.Advance(2 * time.Second)
+	call(Success) // 5 s since the registry's origin: none due until 10 s
+	clock.Advance(30 * time.Second)
+	// No call for 30 s: nothing ran meanwhile.
+	if len(ticks) != 1 || !ticks[0].Equal(epoch.Add(3*time.Second)) {
+		t.Fatalf("ticks %v, want one at %v", ticks, epoch.Add(3*time.Second))
+	}
+	call(Failure) // at 35 s: due (the one of 30 s)
+	call(Failure) // opens the breaker; no tick due until 40 s
+	clock.Advance(10 * time.Second)
+	call(Success) // refused by the open breaker, at 45 s: due
+	clock.Advance(time.Second)
+	call(Success) // refused at 46 s: not due
+	want := []time.Time{epoch.Add(3 * time.Second), epoch.Add(35 * time.Second), epoch.Add(45 * time.Second)}
+	if len(ticks) != len(want) {
+		t.Fatalf("ticks %v, want %v", ticks, want)
+	}
+	for i := range want {
+		if !ticks[i].Equal(want[i]) {
+			t.Fatalf("tick %d at %v, want %v", i, ticks[i], want[i])
+		}
+	}
+	reg.OnTick(0, nil)
+	clock.Advance(time.Hour)
+	call(Success)
+	if len(ticks) != len(want) {
+		t.Fatalf("a tick after OnTick(0, nil): %v", ticks)
+	}
+}
+
+// A breaker on another clock never ticks a registry.
+func TestRegistryOnTickIgnoresOtherBreakers(t *testing.T) {
+	t.Parallel()
+	clock := NewTestClock(epoch)
+	reg := NewRegistry(clock)
+	ran := false
+	reg.OnTick(time.Second, func(time.Time) { ran = true })
+	br := NewBreaker(BreakerOpts{Clock: clock})
+	tk, _ := br.Allow()
+	tk.Done(Success)
+	if ran {
+		t.Fatal("a breaker built on a plain clock ran the registry's tick")
+	}
+}

@@ -8,7 +8,10 @@
 //
 // It reads what /ready and /metrics read: the readiness aggregator, the
 // [resilience.Registry] of the App's breakers, budgets and bulkheads, and the
-// Prometheus registry. It keeps nothing and runs nothing between requests.
+// Prometheus registry. Between requests it keeps one thing: a reading of the
+// dependencies' traffic metrics every 10 s for 5 minutes, taken on the calls'
+// own path ([resilience.Registry.OnTick]) whether or not anyone looks, so the
+// first look shows the last minutes; [Handler.Close] stops them.
 //
 // The page is an html/template with its assets embedded; charts are SVG
 // drawn on the server. It works with JavaScript off (a snapshot); with

@@ -2,6 +2,7 @@ package statuspage
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"embed"
 	"fmt"
@@ -36,8 +37,11 @@ type Source struct {
 	Ready func(ctx context.Context) readiness.Result
 	// Registry holds the breakers, budgets and bulkheads.
 	Registry *resilience.Registry
-	// Metrics is the registry /metrics serves: calls, attempts and latency
-	// of the http and grpc upstreams are read from it.
+	// Metrics is the registry /metrics serves: the dependencies' calls,
+	// attempts and latency are read from it. With a Registry too, the
+	// Handler keeps a reading every 10 s, taken on the calls' path through
+	// the Registry's OnTick, so the page shows the last minutes at once;
+	// call Close to stop.
 	Metrics prometheus.Gatherer
 	// Config writes the effective configuration with its secrets masked,
 	// served at /status/config. Nil serves no configuration.
@@ -56,7 +60,7 @@ type Source struct {
 type Handler struct {
 	src     Source
 	mux     *http.ServeMux
-	traffic traffic
+	traffic *traffic
 
 	mu      sync.Mutex
 	running *readyRun // the /ready run in progress, if any
@@ -83,7 +87,10 @@ func New(src Source) *Handler {
 	if src.Mask == nil {
 		src.Mask = func(s string) string { return s }
 	}
-	h := &Handler{src: src, mux: http.NewServeMux()}
+	h := &Handler{src: src, mux: http.NewServeMux(), traffic: newTraffic(src.Metrics)}
+	if src.Registry != nil && src.Metrics != nil {
+		src.Registry.OnTick(sampleEvery, h.traffic.tick)
+	}
 	sub, _ := fs.Sub(assets, "assets")
 	h.mux.Handle("GET /status/assets/", http.StripPrefix("/status/assets/", noTemplates(http.FileServerFS(sub))))
 	h.mux.HandleFunc("GET /status/config", h.serveConfig)
@@ -101,6 +108,15 @@ func noTemplates(next http.Handler) http.Handler {
 		w.Header().Set("Cache-Control", "no-cache")
 		next.ServeHTTP(w, r)
 	})
+}
+
+// Close stops the readings the calls take for the page and waits for the
+// one in progress, if any. The page still renders, from the metrics alone.
+func (h *Handler) Close() {
+	if h.src.Registry != nil && h.src.Metrics != nil {
+		h.src.Registry.OnTick(0, nil)
+	}
+	h.traffic.close()
 }
 
 // ServeHTTP implements http.Handler.
@@ -246,7 +262,8 @@ func (h *Handler) build(ctx context.Context) view {
 			p.Queue = q
 		}
 	}
-	traffic := h.traffic.read(h.src.Metrics, now)
+	traffic := h.traffic.read(now)
+	carded := map[trafficKey]bool{}
 	for _, d := range h.src.Registry.Snapshot() {
 		p := get(d.Owner)
 		dv := depView{ID: idOf(d.Owner + "-" + d.Name), Name: d.Name, Bulkhead: d.Bulkhead}
@@ -260,16 +277,44 @@ func (h *Handler) build(ctx context.Context) view {
 			}
 			dv.Budget = bv
 		}
-		if t, ok := traffic[trafficKey{d.Owner, d.Name}]; ok {
-			dv.Traffic = &t
-		}
+		k := trafficKey{d.Owner, d.Name}
+		carded[k] = true
+		dv.Traffic = trafficOf(traffic, k)
 		p.Deps = append(p.Deps, dv)
+	}
+	// Dependencies the metrics name and no resilience object does (a
+	// gateway route, a mail transport, a channel) get a card of their own
+	// in their plugin's section.
+	var rest []trafficKey
+	for k := range traffic {
+		if !carded[k] {
+			rest = append(rest, k)
+		}
+	}
+	slices.SortFunc(rest, func(a, b trafficKey) int { return strings.Compare(a.owner+"\x00"+a.name, b.owner+"\x00"+b.name) })
+	for _, k := range rest {
+		t := traffic[k]
+		p := get(k.owner)
+		p.Deps = append(p.Deps, depView{ID: idOf(k.owner + "-" + k.name), Name: cmp.Or(k.name, k.owner), Traffic: &t})
 	}
 	for _, name := range order {
 		v.Plugins = append(v.Plugins, *plugins[name])
 	}
 	v.Drill = readDrill(h.src.DrillReport)
 	return v
+}
+
+// trafficOf returns the traffic of dependency k: its metrics, or why it has
+// none. A per-route breaker of the http plugin ("billing /payments/{id}") is
+// counted with its upstream.
+func trafficOf(traffic map[trafficKey]trafficView, k trafficKey) *trafficView {
+	if t, ok := traffic[k]; ok {
+		return &t
+	}
+	if up, _, ok := strings.Cut(k.name, " "); ok && (k.owner == "http" || k.owner == "grpc") {
+		return &trafficView{Calls: "—", Attempts: "—", P50: "—", P99: "—", NotMeasured: "counted with its upstream, " + up + ": the metrics are kept per upstream, not per route"}
+	}
+	return noTraffic(k.owner)
 }
 
 // queueOf reads the queue plugin's depth and dead-letter count from its

@@ -10,24 +10,135 @@ import (
 	dto "github.com/prometheus/client_model/go"
 )
 
-// Calls, attempts and latency come from the metrics the http and grpc
-// plugins keep for /metrics (counters and a latency histogram per
-// upstream), read when the page is rendered: nothing is measured twice and
-// nothing is read while nobody looks. "Over the last minutes" is the
-// difference with an earlier reading the page kept: up to trafficSpan old,
-// one kept every sampleEvery. A page opened on a service nobody watched
-// shows the totals since start until it has one.
+// Calls, attempts and latency come from the metrics the plugins keep for
+// /metrics (counters and a latency histogram per dependency), nothing else:
+// nothing is measured twice. "Over the last minutes" is the difference
+// between the reading taken at render and an earlier one kept in a ring of
+// readings, one every sampleEvery, for trafficSpan.
+//
+// The ring is filled while nobody looks, on the calls' own path: the
+// resilience Registry's OnTick runs the page's sample when a call through
+// one of the service's breakers finds one due (every sampleEvery, only while
+// calls are made). The call starts a goroutine that gathers the registry and
+// keeps the traffic families; it does not wait for it. See docs/status.md,
+// "What it costs".
 
 const (
 	trafficSpan = 5 * time.Minute
 	sampleEvery = 10 * time.Second
+	// maxSamples is the ring's size: trafficSpan of readings and one more,
+	// so the oldest is at least trafficSpan old once the ring is full.
+	maxSamples = int(trafficSpan/sampleEvery) + 1
 )
 
-// trafficFamilies maps each owner to its metric names: calls, attempts,
-// call duration (a histogram). Every one has an "upstream" label.
-var trafficFamilies = map[string][3]string{
-	"http": {"jfast_http_client_calls_total", "jfast_http_client_attempts_total", "jfast_http_client_call_duration_seconds"},
-	"grpc": {"jfast_grpc_client_calls_total", "jfast_grpc_client_attempts_total", "jfast_grpc_client_call_duration_seconds"},
+// term is one counter family summed into calls or attempts, with a sign, and
+// optionally only the series whose label only has the value is.
+type term struct {
+	family   string
+	sign     float64
+	only, is string
+}
+
+// source is where one plugin keeps its calls, attempts and latency.
+type source struct {
+	owner string
+	// label names the dependency in every family; "" sums every series
+	// into the one dependency dep("") names.
+	label string
+	// dep maps the label's value to the dependency's name in the
+	// resilience Registry (its card); nil keeps it.
+	dep func(string) string
+	// calls and attempts are sums of counters; nil is not measured.
+	calls, attempts []term
+	// duration is the latency histogram; "" is not measured.
+	duration string
+	// notMeasured says why calls, attempts or latency are missing.
+	notMeasured string
+}
+
+func plus(family string) term  { return term{family: family, sign: 1} }
+func minus(family string) term { return term{family: family, sign: -1} }
+
+// sources is every built-in plugin that makes outbound calls.
+var sources = []source{
+	{
+		owner: "http", label: "upstream",
+		calls:    []term{plus("jfast_http_client_calls_total")},
+		attempts: []term{plus("jfast_http_client_attempts_total")},
+		duration: "jfast_http_client_call_duration_seconds",
+	},
+	{
+		owner: "grpc", label: "upstream",
+		calls:    []term{plus("jfast_grpc_client_calls_total")},
+		attempts: []term{plus("jfast_grpc_client_attempts_total")},
+		duration: "jfast_grpc_client_call_duration_seconds",
+	},
+	{
+		owner: "llm", label: "provider",
+		calls:    []term{plus("jfast_llm_calls_total")},
+		attempts: []term{plus("jfast_llm_attempts_total")},
+		duration: "jfast_llm_call_duration_seconds",
+	},
+	{
+		// A gateway route has no card of its own (its upstream's is the
+		// http plugin's): the page gives it one in the gateway's section.
+		owner: "gateway", label: "route",
+		calls: []term{plus("jfast_gateway_requests_total")},
+		// Each request proxied is one attempt and its retries more; one
+		// its upstream's open breaker refused made none.
+		attempts: []term{plus("jfast_gateway_requests_total"), minus("jfast_gateway_breaker_refusals_total"), plus("jfast_gateway_retries_total")},
+		duration: "jfast_gateway_upstream_duration_seconds",
+	},
+	{
+		owner: "storage", label: "disk",
+		dep:   func(disk string) string { return "storage." + disk },
+		calls: []term{plus("jfast_storage_operations_total")},
+		// An operation its open breaker refused sent nothing.
+		attempts:    []term{plus("jfast_storage_operations_total"), {family: "jfast_storage_operations_total", sign: -1, only: "outcome", is: "rejected"}},
+		duration:    "jfast_storage_operation_duration_seconds",
+		notMeasured: "attempts are operations sent; the retries the AWS SDK makes within one S3 operation are not counted",
+	},
+	{
+		owner: "auth", dep: func(string) string { return "jwks" },
+		calls:       []term{plus("jfast_auth_jwks_fetches_total")},
+		attempts:    []term{plus("jfast_auth_jwks_fetches_total"), {family: "jfast_auth_jwks_fetches_total", sign: -1, only: "result", is: "breaker_open"}},
+		notMeasured: "JWK Set fetches are counted (jfast_auth_jwks_fetches_total) but not timed",
+	},
+	{
+		owner: "queue", dep: func(string) string { return "queue" },
+		calls:       []term{plus("jfast_queue_enqueued_total")},
+		notMeasured: "enqueues are counted (jfast_queue_enqueued_total) but neither timed nor retried",
+	},
+	{
+		// Mail is delivered by the queue's jobs, each one delivery
+		// attempt; the plugin holds no breaker, so the page gives each
+		// transport a card.
+		owner: "mail", label: "transport",
+		attempts:    []term{plus("jfast_mail_deliveries_total")},
+		notMeasured: "deliveries are counted by attempt (jfast_mail_deliveries_total), not by message, and not timed",
+	},
+	{
+		owner: "channels", label: "channel",
+		calls:       []term{plus("jfast_channels_published_total")},
+		notMeasured: "publishes are counted (jfast_channels_published_total) but not timed",
+	},
+	{
+		owner:       "db",
+		notMeasured: "the db plugin keeps pool metrics (jfast_db_pool_*), not per-query ones: queries are neither counted nor timed",
+	},
+	{
+		owner:       "cache",
+		notMeasured: "the cache plugin keeps pool metrics (jfast_cache_pool_*), not per-command ones: Redis commands are neither counted nor timed",
+	},
+}
+
+func sourceOf(owner string) *source {
+	for i := range sources {
+		if sources[i].owner == owner {
+			return &sources[i]
+		}
+	}
+	return nil
 }
 
 type trafficKey struct{ owner, name string }
@@ -36,6 +147,7 @@ type trafficView struct {
 	Calls, Attempts string
 	P50, P99        string
 	Span            string
+	NotMeasured     string
 }
 
 // counts is one dependency's cumulative metrics at one moment. buckets are
@@ -54,50 +166,157 @@ type sample struct {
 
 // traffic keeps the earlier readings.
 type traffic struct {
-	mu      sync.Mutex
-	samples []sample // oldest first
+	g prometheus.Gatherer
+
+	mu       sync.Mutex
+	samples  []sample  // oldest first, at most maxSamples
+	sampling bool      // a sample is being taken
+	pending  time.Time // a tick that came while sampling, taken next
+	closed   bool
+	done     sync.Cond // signalled when the samples end
 }
 
-// read returns each dependency's calls, attempts and latency over the last
-// minutes, from g.
-func (t *traffic) read(g prometheus.Gatherer, now time.Time) map[trafficKey]trafficView {
-	if g == nil {
+func newTraffic(g prometheus.Gatherer) *traffic {
+	t := &traffic{g: g}
+	t.done.L = &t.mu
+	return t
+}
+
+// tick is the resilience Registry's OnTick: it runs on a call's path, so it
+// only starts a goroutine that takes the sample. A tick that comes while one
+// is being taken is left to that goroutine, which takes it next.
+func (t *traffic) tick(now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	if t.sampling {
+		t.pending = now
+		return
+	}
+	t.sampling = true
+	go t.sample(now)
+}
+
+func (t *traffic) sample(at time.Time) {
+	for {
+		cur := t.gather()
+		t.mu.Lock()
+		if cur != nil {
+			t.keepLocked(at, cur)
+		}
+		at, t.pending = t.pending, time.Time{}
+		if at.IsZero() || t.closed {
+			t.sampling = false
+			t.done.Broadcast()
+			t.mu.Unlock()
+			return
+		}
+		t.mu.Unlock()
+	}
+}
+
+// close stops the samples and waits for the one in progress.
+func (t *traffic) close() {
+	t.mu.Lock()
+	t.closed = true
+	for t.sampling {
+		t.done.Wait()
+	}
+	t.mu.Unlock()
+}
+
+// gather reads the traffic families of every source, or nil.
+func (t *traffic) gather() map[trafficKey]counts {
+	if t == nil || t.g == nil {
 		return nil
 	}
-	fams, err := g.Gather()
+	fams, err := t.g.Gather()
 	if err != nil && len(fams) == 0 {
 		return nil
 	}
-	cur := gatherCounts(fams)
-	if len(cur) == 0 {
+	return gatherCounts(fams)
+}
+
+// keepLocked adds a reading to the ring: one per sampleEvery at most, the
+// oldest dropped past maxSamples or trafficSpan and a sampleEvery.
+func (t *traffic) keepLocked(now time.Time, cur map[trafficKey]counts) {
+	if n := len(t.samples); n > 0 && now.Sub(t.samples[n-1].at) < sampleEvery {
+		return
+	}
+	t.samples = append(t.samples, sample{at: now, deps: cur})
+	if len(t.samples) > maxSamples {
+		t.samples = t.samples[len(t.samples)-maxSamples:]
+	}
+}
+
+// read returns each dependency's calls, attempts and latency over the last
+// minutes: the metrics now, less the oldest reading kept that is at most
+// trafficSpan and one sampleEvery old.
+func (t *traffic) read(now time.Time) map[trafficKey]trafficView {
+	cur := t.gather()
+	if cur == nil {
 		return nil
 	}
 	t.mu.Lock()
-	for len(t.samples) > 0 && now.Sub(t.samples[0].at) > trafficSpan {
+	for t.sampling {
+		t.done.Wait() // a sample in progress: a moment
+	}
+	for len(t.samples) > 0 && now.Sub(t.samples[0].at) > trafficSpan+sampleEvery {
 		t.samples = t.samples[1:]
 	}
 	var base *sample
 	if len(t.samples) > 0 && t.samples[0].at.Before(now) {
-		base = &t.samples[0]
+		b := t.samples[0]
+		base = &b
 	}
-	if n := len(t.samples); n == 0 || now.Sub(t.samples[n-1].at) >= sampleEvery {
-		t.samples = append(t.samples, sample{at: now, deps: cur})
-	}
+	t.keepLocked(now, cur)
 	t.mu.Unlock()
 
 	out := make(map[trafficKey]trafficView, len(cur))
 	for k, c := range cur {
+		src := sourceOf(k.owner)
 		span := "since start"
 		if base != nil {
 			c = c.minus(base.deps[k])
 			span = "last " + durationText(now.Sub(base.at))
 		}
-		out[k] = trafficView{
-			Calls: count(c.calls), Attempts: count(c.attempts),
-			P50: c.quantile(0.5), P99: c.quantile(0.99), Span: span,
+		v := trafficView{Calls: "—", Attempts: "—", P50: "—", P99: "—", Span: span, NotMeasured: src.notMeasured}
+		if src.calls != nil {
+			v.Calls = count(c.calls)
 		}
+		if src.attempts != nil {
+			v.Attempts = count(c.attempts)
+		}
+		if src.duration != "" {
+			v.P50, v.P99 = c.quantile(0.5), c.quantile(0.99)
+		}
+		out[k] = v
 	}
 	return out
+}
+
+// noTraffic is the traffic view of a dependency the metrics hold nothing
+// for: zero calls since start when its plugin counts them (no call made
+// yet), else why not; nil when the owner is not a known source.
+func noTraffic(owner string) *trafficView {
+	src := sourceOf(owner)
+	if src == nil {
+		return nil
+	}
+	v := &trafficView{Calls: "—", Attempts: "—", P50: "—", P99: "—", NotMeasured: src.notMeasured}
+	if src.calls == nil && src.attempts == nil && src.duration == "" {
+		return v
+	}
+	v.Span = "since start"
+	if src.calls != nil {
+		v.Calls = "0"
+	}
+	if src.attempts != nil {
+		v.Attempts = "0"
+	}
+	return v
 }
 
 func gatherCounts(fams []*dto.MetricFamily) map[trafficKey]counts {
@@ -106,23 +325,38 @@ func gatherCounts(fams []*dto.MetricFamily) map[trafficKey]counts {
 	for _, f := range fams {
 		byName[f.GetName()] = f
 	}
-	for owner, names := range trafficFamilies {
-		for i, name := range names {
-			f := byName[name]
-			if f == nil {
-				continue
+	for _, src := range sources {
+		keyOf := func(m *dto.Metric) trafficKey {
+			name := labelOf(m, src.label)
+			if src.dep != nil {
+				name = src.dep(name)
 			}
-			for _, m := range f.GetMetric() {
-				k := trafficKey{owner, upstreamOf(m)}
-				c := out[k]
-				switch i {
-				case 0:
-					c.calls += m.GetCounter().GetValue()
-				case 1:
-					c.attempts += m.GetCounter().GetValue()
-				case 2:
-					c.addHistogram(m.GetHistogram())
+			return trafficKey{src.owner, name}
+		}
+		add := func(ts []term, into func(*counts, float64)) {
+			for _, tm := range ts {
+				f := byName[tm.family]
+				if f == nil {
+					continue
 				}
+				for _, m := range f.GetMetric() {
+					if tm.only != "" && labelOf(m, tm.only) != tm.is {
+						continue
+					}
+					k := keyOf(m)
+					c := out[k]
+					into(&c, tm.sign*m.GetCounter().GetValue())
+					out[k] = c
+				}
+			}
+		}
+		add(src.calls, func(c *counts, v float64) { c.calls += v })
+		add(src.attempts, func(c *counts, v float64) { c.attempts += v })
+		if f := byName[src.duration]; src.duration != "" && f != nil {
+			for _, m := range f.GetMetric() {
+				k := keyOf(m)
+				c := out[k]
+				c.addHistogram(m.GetHistogram())
 				out[k] = c
 			}
 		}
@@ -130,16 +364,19 @@ func gatherCounts(fams []*dto.MetricFamily) map[trafficKey]counts {
 	return out
 }
 
-func upstreamOf(m *dto.Metric) string {
+func labelOf(m *dto.Metric, name string) string {
+	if name == "" {
+		return ""
+	}
 	for _, l := range m.GetLabel() {
-		if l.GetName() == "upstream" {
+		if l.GetName() == name {
 			return l.GetValue()
 		}
 	}
 	return ""
 }
 
-// addHistogram adds h's buckets (one series per method, for grpc) to c.
+// addHistogram adds h's buckets (one series per method or model) to c.
 func (c *counts) addHistogram(h *dto.Histogram) {
 	if h == nil {
 		return

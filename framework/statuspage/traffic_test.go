@@ -1,0 +1,173 @@
+package statuspage
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jfastframework/jfast/framework/resilience"
+)
+
+var epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// waitSample waits for the reading a call started, if one is running.
+func waitSample(tr *traffic) {
+	tr.mu.Lock()
+	for tr.sampling {
+		tr.done.Wait()
+	}
+	tr.mu.Unlock()
+}
+
+// trafficFixture is a service's metrics as the storage, gateway, mail and
+// db plugins register them, and their breakers on a registry.
+type trafficFixture struct {
+	clock            *resilience.TestClock
+	reg              *resilience.Registry
+	h                *Handler
+	ops              *prometheus.CounterVec
+	opDuration       *prometheus.HistogramVec
+	requests         *prometheus.CounterVec
+	retries, refused *prometheus.CounterVec
+	upstream         *prometheus.HistogramVec
+	deliveries       *prometheus.CounterVec
+	disk, db         *resilience.Breaker
+}
+
+func newTrafficFixture(t *testing.T) *trafficFixture {
+	t.Helper()
+	f := &trafficFixture{clock: resilience.NewTestClock(epoch)}
+	f.reg = resilience.NewRegistry(f.clock)
+	m := prometheus.NewRegistry()
+	f.ops = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jfast_storage_operations_total"}, []string{"disk", "operation", "outcome"})
+	f.opDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "jfast_storage_operation_duration_seconds", Buckets: []float64{.01, .1, 1}}, []string{"disk", "operation"})
+	f.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jfast_gateway_requests_total"}, []string{"route", "status"})
+	f.retries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jfast_gateway_retries_total"}, []string{"route"})
+	f.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jfast_gateway_breaker_refusals_total"}, []string{"route"})
+	f.upstream = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "jfast_gateway_upstream_duration_seconds", Buckets: []float64{.01, .1, 1}}, []string{"route"})
+	f.deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jfast_mail_deliveries_total"}, []string{"transport", "result"})
+	m.MustRegister(f.ops, f.opDuration, f.requests, f.retries, f.refused, f.upstream, f.deliveries)
+	f.disk = resilience.NewBreaker(resilience.BreakerOpts{Name: "storage.files", Clock: f.reg.Clock("storage")})
+	f.db = resilience.NewBreaker(resilience.BreakerOpts{Name: "db", Clock: f.reg.Clock("db")})
+	f.h = New(Source{Registry: f.reg, Metrics: m})
+	t.Cleanup(f.h.Close)
+	return f
+}
+
+// storageCalls makes n storage operations of 50 ms: the metrics the plugin
+// keeps, and a call through the disk's breaker, which takes a reading when
+// one is due.
+func (f *trafficFixture) storageCalls(n int) {
+	for range n {
+		f.ops.WithLabelValues("files", "get", "ok").Inc()
+		f.opDuration.WithLabelValues("files", "get").Observe(.05)
+		tk, err := f.disk.Allow()
+		if err == nil {
+			tk.Done(resilience.Success)
+		}
+	}
+	waitSample(f.h.traffic)
+}
+
+func (f *trafficFixture) dep(t *testing.T, owner, name string) depView {
+	t.Helper()
+	v := f.h.build(context.Background())
+	for _, p := range v.Plugins {
+		for _, d := range p.Deps {
+			if p.Name == owner && d.Name == name {
+				return d
+			}
+		}
+	}
+	t.Fatalf("no card for %s %q in %+v", owner, name, v.Plugins)
+	return depView{}
+}
+
+// The calls keep a reading every 10 s while they run, nobody looking: the
+// first render already shows the last minutes. Readings older than 5
+// minutes go; with no call, none is taken.
+func TestTrafficReadingsTakenByTheCalls(t *testing.T) {
+	t.Parallel()
+	f := newTrafficFixture(t)
+	f.storageCalls(3) // the first call takes the reading of t0: 3 operations, or fewer
+	f.clock.Advance(2 * time.Minute)
+	f.storageCalls(5) // the reading of t0+2m
+	f.clock.Advance(time.Minute)
+	f.ops.WithLabelValues("files", "get", "rejected").Add(2) // refused by the open breaker: no attempt
+
+	tr := f.dep(t, "storage", "storage.files").Traffic
+	if tr == nil || tr.Span != "last 3m0s" {
+		t.Fatalf("the first render: traffic %+v, want over the last 3m0s (since the first call's reading)", tr)
+	}
+	// The reading of t0 was taken on the first call: it counts 0 to 3 of
+	// the first three operations; the 7 after are all in the window.
+	calls, _ := strconv.Atoi(tr.Calls)
+	attempts, _ := strconv.Atoi(tr.Attempts)
+	if calls < 7 || calls > 10 || attempts != calls-2 || tr.P50 != "55 ms" {
+		t.Fatalf("over the last 3 minutes: %+v; want 7 to 10 calls, 2 fewer attempts, p50 55 ms (50 ms within the 10-100 ms bucket)", tr)
+	}
+
+	// Four minutes later, no call meanwhile: the reading of t0 is too old,
+	// the one of t0+2m is the base (the render at t0+3m took one too).
+	f.clock.Advance(3 * time.Minute)
+	tr = f.dep(t, "storage", "storage.files").Traffic
+	if tr.Span != "last 4m0s" || tr.Calls != "2" || tr.Attempts != "0" || tr.P50 != "—" {
+		t.Fatalf("at t0+6m: %+v; want over the last 4m0s: 2 calls (the refused), 0 attempts, no latency", tr)
+	}
+	if n := len(f.h.traffic.samples); n != 3 {
+		t.Fatalf("%d readings kept, want 3 (t0+2m, t0+3m, t0+6m)", n)
+	}
+}
+
+// Every plugin that calls out has its traffic on the page, or says what is
+// not measured and why.
+func TestTrafficOfEveryPlugin(t *testing.T) {
+	t.Parallel()
+	f := newTrafficFixture(t)
+	f.storageCalls(1)
+	f.requests.WithLabelValues("/orders/*", "200").Add(4)
+	f.requests.WithLabelValues("/orders/*", "503").Add(1)
+	f.refused.WithLabelValues("/orders/*").Add(1)
+	f.retries.WithLabelValues("/orders/*").Add(2)
+	f.upstream.WithLabelValues("/orders/*").Observe(.2)
+	f.deliveries.WithLabelValues("smtp", "sent").Add(3)
+	f.deliveries.WithLabelValues("smtp", "transient").Add(1)
+
+	// A gateway route has no resilience object: a card of its own, the
+	// breaker's refusal no attempt, its retries more.
+	route := f.dep(t, "gateway", "/orders/*").Traffic
+	if route == nil || route.Calls != "5" || route.Attempts != "6" || route.P50 != "550 ms" || route.NotMeasured != "" {
+		t.Fatalf("gateway route: %+v; want 5 calls, 6 attempts (5 - 1 refused + 2 retries), p50 550 ms", route)
+	}
+	mail := f.dep(t, "mail", "smtp").Traffic
+	if mail == nil || mail.Calls != "—" || mail.Attempts != "4" || !strings.Contains(mail.NotMeasured, "not timed") {
+		t.Fatalf("mail: %+v; want 4 delivery attempts, calls and latency not measured", mail)
+	}
+	db := f.dep(t, "db", "db").Traffic
+	if db == nil || db.Calls != "—" || db.P99 != "—" || !strings.Contains(db.NotMeasured, "neither counted nor timed") {
+		t.Fatalf("db: %+v; want not measured, saying why", db)
+	}
+	disk := f.dep(t, "storage", "storage.files").Traffic
+	if disk == nil || disk.Calls != "1" || disk.Attempts != "1" || !strings.Contains(disk.NotMeasured, "AWS SDK") {
+		t.Fatalf("storage: %+v; want 1 call, 1 attempt and the SDK's retries named as not counted", disk)
+	}
+}
+
+// A per-route breaker of the http plugin is counted with its upstream.
+func TestTrafficOfARouteBreaker(t *testing.T) {
+	t.Parallel()
+	tv := trafficOf(nil, trafficKey{"http", "billing /payments/{id}"})
+	if tv == nil || !strings.Contains(tv.NotMeasured, "counted with its upstream, billing") {
+		t.Fatalf("route breaker: %+v", tv)
+	}
+	if tv := trafficOf(nil, trafficKey{"http", "billing"}); tv == nil || tv.Calls != "0" || tv.Span != "since start" {
+		t.Fatalf("an upstream not called yet: %+v, want 0 calls since start", tv)
+	}
+	if tv := trafficOf(nil, trafficKey{"upstreamlike", "billing"}); tv != nil {
+		t.Fatalf("a plugin the page does not know: %+v, want no traffic cell", tv)
+	}
+}
