@@ -123,12 +123,15 @@ var sources = []source{
 		notMeasured: "publishes are counted (jfast_channels_published_total) but not timed",
 	},
 	{
-		owner:       "db",
-		notMeasured: "the db plugin keeps pool metrics (jfast_db_pool_*), not per-query ones: queries are neither counted nor timed",
+		// The db's breaker guards the pool's connections: a call is a
+		// connection acquired (a statement, or a transaction's).
+		owner: "db", dep: func(string) string { return "db" },
+		calls:       []term{plus("jfast_db_pool_acquires_total")},
+		notMeasured: "calls are connections acquired from the pool (jfast_db_pool_acquires_total); statements are neither counted nor timed: the db plugin puts no work on a statement's path unless a plugin observes dependencies (a pgx tracer costs an allocation per statement)",
 	},
 	{
 		owner:       "cache",
-		notMeasured: "the cache plugin keeps pool metrics (jfast_cache_pool_*), not per-command ones: Redis commands are neither counted nor timed",
+		notMeasured: "the cache plugin touches no metric on a successful command, so the hot path stays go-redis's: Redis commands are neither counted nor timed (the plugin turns go-redis's own retries off)",
 	},
 }
 

@@ -24,7 +24,8 @@ func waitSample(tr *traffic) {
 }
 
 // trafficFixture is a service's metrics as the storage, gateway, mail and
-// db plugins register them, and their breakers on a registry.
+// db plugins register them, and their breakers (and the cache's) on a
+// registry.
 type trafficFixture struct {
 	clock            *resilience.TestClock
 	reg              *resilience.Registry
@@ -35,7 +36,8 @@ type trafficFixture struct {
 	retries, refused *prometheus.CounterVec
 	upstream         *prometheus.HistogramVec
 	deliveries       *prometheus.CounterVec
-	disk, db         *resilience.Breaker
+	acquires         prometheus.Counter
+	disk, db, redis  *resilience.Breaker
 }
 
 func newTrafficFixture(t *testing.T) *trafficFixture {
@@ -50,9 +52,11 @@ func newTrafficFixture(t *testing.T) *trafficFixture {
 	f.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jfast_gateway_breaker_refusals_total"}, []string{"route"})
 	f.upstream = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "jfast_gateway_upstream_duration_seconds", Buckets: []float64{.01, .1, 1}}, []string{"route"})
 	f.deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jfast_mail_deliveries_total"}, []string{"transport", "result"})
-	m.MustRegister(f.ops, f.opDuration, f.requests, f.retries, f.refused, f.upstream, f.deliveries)
+	f.acquires = prometheus.NewCounter(prometheus.CounterOpts{Name: "jfast_db_pool_acquires_total"})
+	m.MustRegister(f.ops, f.opDuration, f.requests, f.retries, f.refused, f.upstream, f.deliveries, f.acquires)
 	f.disk = resilience.NewBreaker(resilience.BreakerOpts{Name: "storage.files", Clock: f.reg.Clock("storage")})
 	f.db = resilience.NewBreaker(resilience.BreakerOpts{Name: "db", Clock: f.reg.Clock("db")})
+	f.redis = resilience.NewBreaker(resilience.BreakerOpts{Name: "redis", Clock: f.reg.Clock("cache")})
 	f.h = New(Source{Registry: f.reg, Metrics: m})
 	t.Cleanup(f.h.Close)
 	return f
@@ -147,9 +151,14 @@ func TestTrafficOfEveryPlugin(t *testing.T) {
 	if mail == nil || mail.Calls != "—" || mail.Attempts != "4" || !strings.Contains(mail.NotMeasured, "not timed") {
 		t.Fatalf("mail: %+v; want 4 delivery attempts, calls and latency not measured", mail)
 	}
+	f.acquires.Add(12)
 	db := f.dep(t, "db", "db").Traffic
-	if db == nil || db.Calls != "—" || db.P99 != "—" || !strings.Contains(db.NotMeasured, "neither counted nor timed") {
-		t.Fatalf("db: %+v; want not measured, saying why", db)
+	if db == nil || db.Calls != "12" || db.Attempts != "—" || db.P99 != "—" || !strings.Contains(db.NotMeasured, "statements are neither counted nor timed") {
+		t.Fatalf("db: %+v; want 12 connections acquired, attempts and latency not measured, saying why", db)
+	}
+	redis := f.dep(t, "cache", "redis").Traffic
+	if redis == nil || redis.Calls != "—" || redis.Span != "" || !strings.Contains(redis.NotMeasured, "neither counted nor timed") {
+		t.Fatalf("cache: %+v; want not measured, saying why", redis)
 	}
 	disk := f.dep(t, "storage", "storage.files").Traffic
 	if disk == nil || disk.Calls != "1" || disk.Attempts != "1" || !strings.Contains(disk.NotMeasured, "AWS SDK") {
