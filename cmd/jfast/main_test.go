@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -86,6 +87,32 @@ func TestConfigExplainsSources(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "plugin.db.url: JFAST_DB_URL and testdata/valid.toml disagree; the environment wins") {
 		t.Errorf("no deploy-key warning in the logs: %s", stderr)
+	}
+}
+
+// TestConfigShowsPoolSizeFromTheURL: a pool size in a connection URL, with
+// the pool_size key unset, is the value config shows, with the URL as its
+// source.
+func TestConfigShowsPoolSizeFromTheURL(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "jfast.toml")
+	text := "[app]\nname = \"orders\"\n[plugins]\nenabled = [\"observability\", \"db\", \"cache\"]\n" +
+		"[plugin.db]\nurl = \"postgres://orders:hunter2@db:5432/orders?pool_max_conns=6\"\n" +
+		"[plugin.cache]\nurl = \"redis://127.0.0.1:6379/0?pool_size=7\"\n"
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := jfast(t, "config", "--config", file)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^pool_size += 6 +# url \(plugin\.db\.url pool_max_conns\)$`),
+		regexp.MustCompile(`(?m)^pool_size += 7 +# url \(plugin\.cache\.url pool_size\)$`),
+	} {
+		if !want.MatchString(stdout) {
+			t.Errorf("config output lacks %s:\n%s", want, stdout)
+		}
 	}
 }
 

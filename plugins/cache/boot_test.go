@@ -42,6 +42,8 @@ func TestBootRules(t *testing.T) {
 		{"zero command timeout", `command_timeout = 0`, "plugin.cache.command_timeout", "positive duration"},
 		{"negative command timeout", `command_timeout = "-1s"`, "plugin.cache.command_timeout", "positive duration"},
 		{"zero pool size", `pool_size = 0`, "plugin.cache.pool_size", "greater than zero"},
+		{"zero pool size in the url", `url = "redis://127.0.0.1:6379/0?pool_size=0"`, "plugin.cache.url", "pool_size=0: must be a whole number of at least 1"},
+		{"negative pool size in the url", `url = "redis://127.0.0.1:6379/0?pool_size=-2"`, "plugin.cache.url", "pool_size=-2: must be a whole number of at least 1"},
 		{"zero breaker failures", `breaker_failures = 0`, "plugin.cache.breaker_failures", "greater than zero"},
 		{"failure rate above one", `breaker_failure_rate = 1.5`, "plugin.cache.breaker_failure_rate", "(0, 1]"},
 		{"zero failure rate", `breaker_failure_rate = 0`, "plugin.cache.breaker_failure_rate", "(0, 1]"},

@@ -33,8 +33,10 @@ func newClient(cfg Config) (redis.UniversalClient, error) {
 //     and every addr parameter being seed nodes;
 //   - otherwise one server (redis.ParseURL).
 //
-// jfast's keys override what the URL's query says about timeouts, retries and
-// the pool size, so the deadlines cannot be switched off from the URL. Neither
+// jfast's keys override what the URL's query says about timeouts and retries,
+// so the deadlines cannot be switched off from the URL. The pool size is
+// pool_size's, which is the URL's pool_size when the key is not set (see
+// Plugin.ResolveDefaults). Neither
 // commands nor dials are retried (docs/cache.md): a command that failed is the
 // breaker's evidence, and a retry would only spend its deadline again.
 func buildOptions(raw string, u *url.URL, cfg Config) (func() redis.UniversalClient, error) {

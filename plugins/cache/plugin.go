@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/url"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -41,7 +43,10 @@ type Config struct {
 	CommandTimeout time.Duration `koanf:"command_timeout"`
 
 	// PoolSize is the most connections the client keeps per Redis node.
-	// Defaults to 10 per CPU (runtime.GOMAXPROCS), go-redis's own default.
+	// When neither the file nor the environment sets it, a pool_size query
+	// parameter of url is in force; both set and different is refused at
+	// boot. Defaults to 10 per CPU (runtime.GOMAXPROCS), go-redis's own
+	// default.
 	PoolSize int `koanf:"pool_size"`
 
 	// KeyPrefix is put in front of every key the cache API, the rate limiter
@@ -121,12 +126,25 @@ func (p *Plugin) Validate(v *framework.Validation) {
 	}
 	v.Deadline("command_timeout", p.cfg.CommandTimeout)
 	v.Positive("pool_size", p.cfg.PoolSize)
+	if n, ok := urlPoolSize(p.cfg.URL); ok && v.IsSet("pool_size") && n != p.cfg.PoolSize {
+		v.Error("pool_size", fmt.Sprintf("is %d, and %s sets %s=%d: two pool sizes, and neither may silently win", p.cfg.PoolSize, v.Key("url"), urlPoolParam, n),
+			fmt.Sprintf("keep one: remove %s from %s (or from JFAST_CACHE_URL), or remove %s (or JFAST_CACHE_POOL_SIZE)", urlPoolParam, v.Key("url"), v.Key("pool_size")))
+	}
 	p.cfg.BreakerConfig.Validate(v)
 }
 
 // ResolveDefaults implements framework.Resolver: key_prefix defaults to
-// app.name + ":".
+// app.name + ":", and a pool_size query parameter of url is pool_size when the
+// file and the environment leave the key unset.
 func (p *Plugin) ResolveDefaults(r *framework.Resolution) {
+	if n, ok := urlPoolSize(p.cfg.URL); ok && !r.IsSet("pool_size") {
+		p.cfg.PoolSize = n
+		where := "plugin." + pluginName + ".url"
+		if src := r.Source("url"); strings.HasPrefix(src, "env ") {
+			where = src
+		}
+		r.Computed("pool_size", fmt.Sprintf("url (%s %s)", where, urlPoolParam))
+	}
 	if !r.IsSet("key_prefix") {
 		p.cfg.KeyPrefix = r.App().Name + ":"
 		r.Computed("key_prefix", `default: app.name + ":"`)
@@ -256,6 +274,13 @@ func parseURL(raw string) (*url.URL, error) {
 	if _, err := buildOptions(raw, u, defaultConfig()); err != nil {
 		return nil, err
 	}
+	if s := u.Query().Get(urlPoolParam); s != "" {
+		if n, err := strconv.Atoi(s); err != nil || n < 1 {
+			// go-redis reads 0 (and less) as its own default: never what
+			// a URL that names a size means.
+			return nil, fmt.Errorf("has %s=%s: must be a whole number of at least 1", urlPoolParam, s)
+		}
+	}
 	return u, nil
 }
 
@@ -269,3 +294,20 @@ var (
 	_ framework.Checker            = (*Plugin)(nil)
 	_ framework.RevocationProvider = (*Plugin)(nil)
 )
+
+// urlPoolParam is the url's query parameter go-redis reads as the pool size.
+const urlPoolParam = "pool_size"
+
+// urlPoolSize returns the pool_size query parameter of raw, and whether it
+// has one that is a size (parseURL reports one that is not).
+func urlPoolSize(raw string) (int, bool) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(u.Query().Get(urlPoolParam))
+	if err != nil || n < 1 {
+		return 0, false
+	}
+	return n, true
+}

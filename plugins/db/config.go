@@ -3,10 +3,12 @@ package db
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	_ "time/tzdata" // session_timezone is checked against Go's own copy of the tz database, not the host's
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jfastframework/jfast/framework"
@@ -24,7 +26,9 @@ type Config struct {
 
 	// PoolSize is the most connections the pool opens. Zero is refused:
 	// some drivers read it as "no limit", which is never what a service
-	// wants in front of a server with max_connections. Defaults to 10.
+	// wants in front of a server with max_connections. When neither the
+	// file nor the environment sets it, a pool_max_conns in url is in
+	// force; both set and different is refused at boot. Defaults to 10.
 	PoolSize int `koanf:"pool_size"`
 
 	// MinIdle is how many idle connections the pool keeps open, made in the
@@ -83,7 +87,9 @@ type Config struct {
 	MaxTenantPools int `koanf:"max_tenant_pools"`
 
 	// TenantPoolSize is the pool_size of each tenant pool, kept small
-	// because max_tenant_pools of them may be open at once. Defaults to 4.
+	// because max_tenant_pools of them may be open at once. A
+	// pool_max_conns in tenant_url_template is in force when the key is not
+	// set, as for pool_size. Defaults to 4.
 	TenantPoolSize int `koanf:"tenant_pool_size"`
 
 	// MigrateOnStart runs the embedded migrations (see WithMigrations) up
@@ -129,6 +135,10 @@ func (c *Config) validate(v *framework.Validation, hasMigrations bool) {
 				`use the form "postgres://user:password@host:5432/dbname"`)
 		}
 	}
+	c.validateURLPoolSize(v, "url", c.URL, "pool_size", c.PoolSize)
+	if c.TenantURLTemplate != "" {
+		c.validateURLPoolSize(v, "tenant_url_template", tenantDSN(c.TenantURLTemplate), "tenant_pool_size", c.TenantPoolSize)
+	}
 	if c.PoolSize <= 0 {
 		v.Error("pool_size", fmt.Sprintf("must be at least 1, got %d: a pool without a limit is never meant, it lets one burst exhaust the server's max_connections", c.PoolSize),
 			"set pool_size = 10, below the server's max_connections divided by the number of processes")
@@ -158,7 +168,7 @@ func (c *Config) validate(v *framework.Validation, hasMigrations bool) {
 		if !strings.Contains(c.TenantURLTemplate, tenantPlaceholder) {
 			v.Error("tenant_url_template", "does not contain {tenant}: every tenant would share one database",
 				`put {tenant} where the tenant's name goes, e.g. "postgres://app@db:5432/tenant_{tenant}"`)
-		} else if _, err := pgxpool.ParseConfig(strings.ReplaceAll(c.TenantURLTemplate, tenantPlaceholder, "t")); err != nil {
+		} else if _, err := pgxpool.ParseConfig(tenantDSN(c.TenantURLTemplate)); err != nil {
 			v.Error("tenant_url_template", "is not a valid PostgreSQL connection string: "+redactError(err),
 				`use the form "postgres://user:password@host:5432/tenant_{tenant}"`)
 		}
@@ -175,4 +185,69 @@ func (c *Config) validate(v *framework.Validation, hasMigrations bool) {
 	if c.MigrateOnStart && c.URL == "" {
 		v.Error("migrate_on_start", "is true but url is not set", "set url (JFAST_DB_URL): migrations run on the main database")
 	}
+}
+
+// tenantDSN is template with a tenant's name in place of {tenant}, for the
+// checks made before any tenant is known.
+func tenantDSN(template string) string {
+	return strings.ReplaceAll(template, tenantPlaceholder, "t")
+}
+
+// urlPoolParam is the connection-string parameter pgxpool reads as the pool's
+// size.
+const urlPoolParam = "pool_max_conns"
+
+// urlPoolSize returns the pool_max_conns dsn carries (URL query or key=value
+// pair), and whether it carries one that parses. A malformed one is the url
+// rule's to report (pgxpool refuses it).
+func urlPoolSize(dsn string) (int, bool) {
+	if dsn == "" || !strings.Contains(dsn, urlPoolParam) {
+		return 0, false
+	}
+	pc, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return 0, false
+	}
+	s, ok := pc.RuntimeParams[urlPoolParam]
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 32)
+	if err != nil || n < 1 {
+		return 0, false
+	}
+	return int(n), true
+}
+
+// resolveURLPoolSize puts the pool size dsn carries into *size when the
+// sizeKey is set neither in the file nor in the environment, and records it
+// as the source config shows.
+func resolveURLPoolSize(r *framework.Resolution, prefix, urlKey, dsn, sizeKey string, size *int) {
+	if r.IsSet(sizeKey) {
+		return
+	}
+	n, ok := urlPoolSize(dsn)
+	if !ok {
+		return
+	}
+	*size = n
+	where := prefix + "." + urlKey
+	if src := r.Source(urlKey); strings.HasPrefix(src, "env ") {
+		where = src
+	}
+	r.Computed(sizeKey, fmt.Sprintf("url (%s %s)", where, urlPoolParam))
+}
+
+// envVar is the environment variable of a [plugin.db] key.
+func envVar(key string) string { return "JFAST_DB_" + strings.ToUpper(key) }
+
+// validateURLPoolSize refuses a pool size set both in the connection string
+// and by sizeKey, with different values: neither may silently win.
+func (c *Config) validateURLPoolSize(v *framework.Validation, urlKey, dsn, sizeKey string, size int) {
+	n, ok := urlPoolSize(dsn)
+	if !ok || !v.IsSet(sizeKey) || n == size {
+		return
+	}
+	v.Error(sizeKey, fmt.Sprintf("is %d, and %s sets %s=%d: two pool sizes, and neither may silently win", size, v.Key(urlKey), urlPoolParam, n),
+		fmt.Sprintf("keep one: remove %s from %s (or from %s), or remove %s (or %s)", urlPoolParam, v.Key(urlKey), envVar(urlKey), v.Key(sizeKey), envVar(sizeKey)))
 }

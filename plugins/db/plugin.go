@@ -69,6 +69,17 @@ func (p *Plugin) Validate(v *framework.Validation) {
 	p.cfg.validate(v, p.migrations != nil)
 }
 
+// ResolveDefaults implements framework.Resolver: a pool_max_conns in url is
+// pool_size when the file and the environment leave pool_size unset (and the
+// same for tenant_url_template and tenant_pool_size), so the pool has the size
+// the connection string asks for and config says where it came from.
+func (p *Plugin) ResolveDefaults(r *framework.Resolution) {
+	resolveURLPoolSize(r, "plugin."+dependencyName, "url", p.cfg.URL, "pool_size", &p.cfg.PoolSize)
+	if p.cfg.TenantURLTemplate != "" {
+		resolveURLPoolSize(r, "plugin."+dependencyName, "tenant_url_template", tenantDSN(p.cfg.TenantURLTemplate), "tenant_pool_size", &p.cfg.TenantPoolSize)
+	}
+}
+
 // DeployKeys implements framework.DeployKeyer: the environment
 // (JFAST_DB_URL, JFAST_DB_TENANT_URL_TEMPLATE) wins over the file.
 func (p *Plugin) DeployKeys() []string { return []string{"url", "tenant_url_template"} }
@@ -241,6 +252,7 @@ func Get(app *framework.App) (*DB, error) {
 var (
 	_ framework.Configurable = (*Plugin)(nil)
 	_ framework.Validator    = (*Plugin)(nil)
+	_ framework.Resolver     = (*Plugin)(nil)
 	_ framework.DeployKeyer  = (*Plugin)(nil)
 	_ framework.Starter      = (*Plugin)(nil)
 	_ framework.Stopper      = (*Plugin)(nil)

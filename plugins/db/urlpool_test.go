@@ -1,0 +1,178 @@
+package db
+
+import (
+	"context"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/jfasttest"
+)
+
+// effectiveConfig is what the service's config command prints for app.
+func effectiveConfig(t *testing.T, app *framework.App) string {
+	t.Helper()
+	var b strings.Builder
+	if err := app.WriteEffectiveConfig(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// configLine matches the line of key in config's output, with its value and
+// its source comment.
+func configLine(key, value, source string) *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + ` +\= ` + regexp.QuoteMeta(value) + ` +# ` + regexp.QuoteMeta(source) + `$`)
+}
+
+// A pool_max_conns in the URL, with pool_size set neither in the file nor in
+// the environment, is the size of the pool the plugin opens on the real
+// server, and config shows it with the URL as its source.
+func TestURLPoolMaxConnsIsThePoolSize(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, toml string
+		env        map[string]string
+		source     string
+	}{
+		{"url from the environment", "", map[string]string{"JFAST_DB_URL": testURL() + "&pool_max_conns=3"}, "url (env JFAST_DB_URL pool_max_conns)"},
+		{"url from the file", "[plugin.db]\nurl = \"" + testURL() + "&pool_max_conns=3\"\n", map[string]string{}, "url (plugin.db.url pool_max_conns)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var d *DB
+			svc := jfasttest.Start(t, jfasttest.Options{
+				TOML:    "[app]\nname = \"dbtest\"\n[plugins]\nenabled = [\"db\"]\n" + tc.toml,
+				Plugins: []framework.Plugin{New()},
+				Env:     tc.env,
+				Routes: func(app *framework.App, _ chi.Router) error {
+					var err error
+					d, err = Get(app)
+					return err
+				},
+			})
+			if got := d.Pool().Config().MaxConns; got != 3 {
+				t.Fatalf("pgxpool MaxConns = %d, want the URL's 3", got)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var n int
+			if err := d.QueryRow(ctx, "SELECT 1").Scan(&n); err != nil || n != 1 {
+				t.Fatalf("SELECT 1 through the pool: %d, %v", n, err)
+			}
+			if got := d.Stat().MaxConns(); got != 3 {
+				t.Fatalf("pool stat MaxConns = %d, want 3", got)
+			}
+			out := effectiveConfig(t, svc.App)
+			if !configLine("pool_size", "3", tc.source).MatchString(out) {
+				t.Fatalf("config does not show pool_size = 3 from %q:\n%s", tc.source, out)
+			}
+		})
+	}
+}
+
+// Without pool_max_conns in the URL, pool_size keeps its default, and an
+// explicit pool_size equal to the URL's is accepted and in force.
+func TestPoolSizeWithoutOrAgreeingWithTheURL(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, url, table string
+		want             int32
+		source           string
+	}{
+		{"no size in the url", testURL(), "", 10, "default"},
+		{"equal sizes", testURL() + "&pool_max_conns=4", "[plugin.db]\npool_size = 4\n", 4, "file"},
+		{"key=value form", "host=127.0.0.1 port=5432 user=postgres dbname=" + testDB + " sslmode=disable pool_max_conns=2", "", 2, "url (env JFAST_DB_URL pool_max_conns)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var d *DB
+			svc := jfasttest.Start(t, jfasttest.Options{
+				TOML:    "[app]\nname = \"dbtest\"\n[plugins]\nenabled = [\"db\"]\n" + tc.table,
+				Plugins: []framework.Plugin{New()},
+				Env:     map[string]string{"JFAST_DB_URL": tc.url},
+				Routes: func(app *framework.App, _ chi.Router) error {
+					var err error
+					d, err = Get(app)
+					return err
+				},
+			})
+			if got := d.Pool().Config().MaxConns; got != tc.want {
+				t.Fatalf("pgxpool MaxConns = %d, want %d", got, tc.want)
+			}
+			if out := effectiveConfig(t, svc.App); !configLine("pool_size", strconv.Itoa(int(tc.want)), tc.source).MatchString(out) {
+				t.Fatalf("config does not show pool_size = %d (%s):\n%s", tc.want, tc.source, out)
+			}
+		})
+	}
+}
+
+// A pool_max_conns in tenant_url_template sizes every tenant pool when
+// tenant_pool_size is not set.
+func TestTenantTemplatePoolMaxConnsIsTheTenantPoolSize(t *testing.T) {
+	t.Parallel()
+	template := strings.Replace(testURL(), "/"+testDB+"?", "/{tenant}?", 1) + "&pool_max_conns=2"
+	var tp *TenantPools
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML:    "[app]\nname = \"dbtest\"\n[plugins]\nenabled = [\"db\"]\n",
+		Plugins: []framework.Plugin{New()},
+		Env:     map[string]string{"JFAST_DB_TENANT_URL_TEMPLATE": template},
+		Routes: func(app *framework.App, _ chi.Router) error {
+			var err error
+			tp, err = Tenants(app)
+			return err
+		},
+	})
+	d, err := tp.Get(testDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Pool().Config().MaxConns; got != 2 {
+		t.Fatalf("tenant pool MaxConns = %d, want the template's 2", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var name string
+	if err := d.QueryRow(ctx, "SELECT current_database()").Scan(&name); err != nil || name != testDB {
+		t.Fatalf("tenant pool reached %q, %v; want %s", name, err, testDB)
+	}
+	if out := effectiveConfig(t, svc.App); !configLine("tenant_pool_size", "2", "url (env JFAST_DB_TENANT_URL_TEMPLATE pool_max_conns)").MatchString(out) {
+		t.Fatalf("config does not show tenant_pool_size = 2 from the template:\n%s", out)
+	}
+}
+
+// pool_size set explicitly (file or environment) and a different
+// pool_max_conns in the URL refuse the boot, naming both keys and the fix.
+func TestPoolSizeDisagreeingWithTheURLIsRefused(t *testing.T) {
+	t.Parallel()
+	url := testURL() + "&pool_max_conns=3"
+	for _, tc := range []struct {
+		name, table string
+		env         map[string]string
+		sizeKey     string
+	}{
+		{"pool_size in the file", "pool_size = 7\n", map[string]string{"JFAST_DB_URL": url}, "plugin.db.pool_size"},
+		{"pool_size in the environment", "", map[string]string{"JFAST_DB_URL": url, "JFAST_DB_POOL_SIZE": "7"}, "plugin.db.pool_size"},
+		{"tenant_pool_size", "tenant_url_template = \"postgres://app@db/t_{tenant}?pool_max_conns=3\"\ntenant_pool_size = 7\n", map[string]string{"JFAST_DB_URL": testURL()}, "plugin.db.tenant_pool_size"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := bootErrors(t, tc.table, tc.env).Only(t, tc.sizeKey)
+			if !strings.Contains(e.Problem, "is 7") || !strings.Contains(e.Problem, "pool_max_conns=3") {
+				t.Errorf("problem %q does not give both sizes", e.Problem)
+			}
+			urlKey := "plugin.db.url"
+			if tc.sizeKey == "plugin.db.tenant_pool_size" {
+				urlKey = "plugin.db.tenant_url_template"
+			}
+			if !strings.Contains(e.Problem, urlKey) || !strings.Contains(e.Fix, urlKey) || !strings.Contains(e.Fix, "remove "+tc.sizeKey) {
+				t.Errorf("%q does not name %s and %s in the fix", e.Error(), urlKey, tc.sizeKey)
+			}
+		})
+	}
+}
