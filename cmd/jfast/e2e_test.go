@@ -19,13 +19,16 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// TestEndToEnd runs jfast new for a service with no plugins and for one with every
-// plugin jfast new offers, then in each: go build ./..., go test ./..., builds the
+// TestEndToEnd runs jfast new for a service with no plugins, for one with every
+// plugin jfast new offers, and for one whose queue runs on Redis (cache, queue
+// and mail, no db), then in each: go build ./..., go test ./..., builds the
 // binary, runs its check, starts it and asks /live and /ready, and stops it with
 // SIGTERM. A private database on the machine's PostgreSQL (127.0.0.1:5432) and the
 // machine's Redis (127.0.0.1:6379, keys under the service's prefix) serve the db,
 // idempotency and cache routes' tests; the services pass without them too (the
-// routes then answer 503 or fail open). Skipped with -short.
+// routes then answer 503 or fail open). The Redis-queue service's job tests are
+// pointed at the machine's Redis and must run, not skip: each works a queue of
+// its own. Skipped with -short.
 func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds two services: skipped with -short")
@@ -35,9 +38,13 @@ func TestEndToEnd(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, plugins string
+		db            bool     // a private database, as JFAST_DB_URL
+		env           []string // more variables
+		mustRun       []string // tests that must pass, not skip
 	}{
-		{"plain", ""},
-		{"every-plugin", strings.Join(availableForNew(), ",")},
+		{"plain", "", false, nil, nil},
+		{"every-plugin", strings.Join(availableForNew(), ","), true, nil, nil},
+		{"redis-queue", "cache,queue,mail", false, []string{"JFAST_CACHE_URL=redis://127.0.0.1:6379/0"}, []string{"TestGreetingJob", "TestWelcomeMail"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), tc.name)
@@ -49,14 +56,19 @@ func TestEndToEnd(t *testing.T) {
 				t.Fatalf("jfast new: exit %d: %s", code, stderr)
 			}
 			dbURL := ""
-			if tc.plugins != "" {
+			if tc.db {
 				dbURL = privateDatabase(t)
 			}
-			env := serviceEnv(dbURL)
+			env := append(serviceEnv(dbURL), tc.env...)
 			// go build ./..., keeping the binary (one link instead of two).
 			bins := t.TempDir()
 			goCmd(t, dir, env, "build", "-o", bins+string(filepath.Separator), "./...")
-			goCmd(t, dir, env, "test", "-count=1", "./...")
+			out := goCmd(t, dir, env, "test", "-count=1", "-v", "./...")
+			for _, name := range tc.mustRun {
+				if !strings.Contains(out, "--- PASS: "+name+" ") {
+					t.Errorf("%s did not pass (skipped, or absent):\n%s", name, out)
+				}
+			}
 			bin := filepath.Join(bins, tc.name)
 
 			check := exec.Command(bin, "check")
@@ -87,7 +99,7 @@ func serviceEnv(dbURL string) []string {
 	return env
 }
 
-func goCmd(t *testing.T, dir string, env []string, args ...string) {
+func goCmd(t *testing.T, dir string, env []string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("go", args...)
 	cmd.Dir, cmd.Env = dir, env
@@ -97,6 +109,7 @@ func goCmd(t *testing.T, dir string, env []string, args ...string) {
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	t.Logf("go %s: %s", strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
+	return string(out)
 }
 
 // privateDatabase creates a database of its own on the machine's PostgreSQL for

@@ -129,6 +129,7 @@ type templateData struct {
 	GoVersion               string // "1.26"
 	Port                    string // Listen's port
 	DBPrefix                string // the name part of the tests' private databases
+	Queue                   string // the service's queue: its name
 	Recipes                 []recipe
 	Has                     map[string]bool
 	Enabled                 string // TOML list
@@ -170,6 +171,26 @@ func dbPrefix(name string) string {
 	return p
 }
 
+// queueName is the queue the service works and enqueues to: its own name, so
+// that services sharing a database, a Redis or a broker never take each
+// other's jobs. A service name (nameRule) is a valid queue name.
+func queueName(service string) string { return service }
+
+// settings are the keys jfast.toml sets for the chosen recipes: each recipe's
+// Settings, and the service's queue.
+func settings(service string, chosen []recipe) map[string]string {
+	set := map[string]string{}
+	for _, r := range chosen {
+		for k, v := range r.Settings {
+			set[k] = v
+		}
+		if r.Name == "queue" {
+			set["plugin.queue.queues."+queueName(service)+".concurrency"] = "10"
+		}
+	}
+	return set
+}
+
 // Files returns the files of the service, without writing anything.
 func Files(o Options) ([]File, error) {
 	if err := CheckName(o.Name); err != nil {
@@ -197,7 +218,7 @@ func Files(o Options) ([]File, error) {
 		return nil, fmt.Errorf("framework checkout %s: %w", o.Framework, err)
 	}
 
-	d := templateData{Name: o.Name, Module: o.Module, Framework: o.Framework, Recipes: chosen, Has: map[string]bool{}, Port: Port, DBPrefix: dbPrefix(o.Name)}
+	d := templateData{Name: o.Name, Module: o.Module, Framework: o.Framework, Recipes: chosen, Has: map[string]bool{}, Port: Port, DBPrefix: dbPrefix(o.Name), Queue: queueName(o.Name)}
 	d.GoVersion = goVersion(gomod)
 	names := []string{`"observability"`}
 	for _, r := range chosen {
@@ -436,10 +457,8 @@ func configFile(o Options, chosen []recipe) ([]byte, error) {
 		"app.name":   tomltext.String(o.Name),
 		"app.listen": tomltext.String(Listen),
 	}}
-	for _, r := range chosen {
-		for k, v := range r.Settings {
-			w.set[k] = v
-		}
+	for k, v := range settings(o.Name, chosen) {
+		w.set[k] = v
 	}
 	w.b.WriteString(`# jfast.toml: the configuration of ` + o.Name + `.
 #

@@ -3,6 +3,7 @@ package scaffold
 import (
 	"bytes"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -191,7 +192,8 @@ func TestConfigHasEveryKey(t *testing.T) {
 	flatten("", tree, got)
 
 	want := map[string]bool{}
-	walkKeys("app", reflect.TypeFor[framework.AppConfig](), want)
+	set := settings(o.Name, chosen)
+	walkKeys("app", reflect.TypeFor[framework.AppConfig](), set, want)
 	want["plugins.enabled"] = true
 	plugins := []framework.Plugin{&framework.Observability{}}
 	for _, r := range chosen {
@@ -199,7 +201,7 @@ func TestConfigHasEveryKey(t *testing.T) {
 	}
 	for _, p := range plugins {
 		want["plugin."+p.Name()+".critical"] = true
-		walkKeys("plugin."+p.Name(), reflect.TypeOf(p.(framework.Configurable).Config()).Elem(), want)
+		walkKeys("plugin."+p.Name(), reflect.TypeOf(p.(framework.Configurable).Config()).Elem(), set, want)
 	}
 	for k := range want {
 		if !got[k] {
@@ -220,29 +222,28 @@ func TestConfigHasEveryKey(t *testing.T) {
 }
 
 // walkKeys lists the keys of a config struct type; a map of tables is one entry
-// named NAME (the "<name>" placeholder), or the entries jfast new configures.
-func walkKeys(path string, t reflect.Type, out map[string]bool) {
+// named NAME (the "<name>" placeholder), or the entries jfast new configures
+// (set: the keys jfast.toml sets).
+func walkKeys(path string, t reflect.Type, set map[string]string, out map[string]bool) {
 	for _, tf := range tomltext.Fields(t) {
 		f := tf.Field
 		key := path + "." + tf.Name
 		switch {
 		case tomltext.IsTable(f.Type):
-			walkKeys(key, f.Type, out)
+			walkKeys(key, f.Type, set, out)
 		case tomltext.IsMapOfTables(f.Type):
 			entries := map[string]bool{}
-			for _, r := range recipes() {
-				for k := range r.Settings {
-					if rest, ok := strings.CutPrefix(k, key+"."); ok {
-						n, _, _ := strings.Cut(rest, ".")
-						entries[n] = true
-					}
+			for k := range set {
+				if rest, ok := strings.CutPrefix(k, key+"."); ok {
+					n, _, _ := strings.Cut(rest, ".")
+					entries[n] = true
 				}
 			}
 			if len(entries) == 0 {
 				entries["NAME"] = true
 			}
 			for n := range entries {
-				walkKeys(key+"."+n, f.Type.Elem(), out)
+				walkKeys(key+"."+n, f.Type.Elem(), set, out)
 			}
 		case f.Type.Kind() == reflect.Map:
 			out[key] = true // an empty table
@@ -317,6 +318,64 @@ func TestWriteRefusesANonEmptyDirectory(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(empty, "main.go")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestGoldenQueueOnRedis pins the tests of a service whose queue runs on Redis
+// (cache chosen, db not): like the PostgreSQL variant, its queue is named after
+// the service in jfast.toml and each test's service works one of its own, so a
+// dev server on the same Redis never takes a test's jobs.
+func TestGoldenQueueOnRedis(t *testing.T) {
+	t.Parallel()
+	got := files(t, Options{Name: "shop", Module: "github.com/acme/shop", Framework: frameworkRoot(t), Available: all, Plugins: []string{"cache", "queue", "mail"}})
+	for _, name := range []string{"routes_test.go", "routes_queue_test.go", "routes_mail_test.go"} {
+		golden(t, "redisqueue/"+name, got[name])
+	}
+	toml := string(got["jfast.toml"])
+	for _, want := range []string{"\nbackend = \"redis\"\n", "\n[plugin.queue.queues.shop]\n", "\nconcurrency = 10\n"} {
+		if !strings.Contains(toml, want) {
+			t.Errorf("jfast.toml lacks %q:\n%s", want, toml)
+		}
+	}
+}
+
+// TestGeneratedQueueIsTheServices: on each backend the generated jfast.toml
+// makes the service work one queue, named after it, and enqueue to it (the
+// only queue configured is the default one).
+func TestGeneratedQueueIsTheServices(t *testing.T) {
+	t.Parallel()
+	root := frameworkRoot(t)
+	for _, set := range [][]string{{"queue", "db"}, {"queue", "cache"}} {
+		o := Options{Name: "my-svc", Framework: root, Available: all, Plugins: set}
+		chosen, err := choose(set, all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, err := configFile(o, chosen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plugins []framework.Plugin
+		for _, r := range chosen {
+			plugins = append(plugins, all[r.Name]())
+		}
+		app, err := framework.New(framework.Options{Plugins: plugins, ConfigText: string(text), Environ: []string{}, LogOutput: io.Discard})
+		if err != nil {
+			t.Fatalf("%v: %v", set, err)
+		}
+		var b strings.Builder
+		if err := app.WriteEffectiveConfig(&b); err != nil {
+			t.Fatal(err)
+		}
+		var queues []string
+		for _, line := range strings.Split(b.String(), "\n") {
+			if q, ok := strings.CutPrefix(line, "[plugin.queue.queues."); ok {
+				queues = append(queues, strings.TrimSuffix(q, "]"))
+			}
+		}
+		if !slices.Equal(queues, []string{"my-svc"}) {
+			t.Errorf("%v: the service works queues %v, want only its own, my-svc:\n%s", set, queues, b.String())
+		}
 	}
 }
 

@@ -7,8 +7,8 @@ import (
 )
 
 // TestGreetingJob enqueues a greet job on a service with a private database
-// (privateDB), so that no running dev server can take the job: the service's own
-// workers run it.
+// (privateDB) and a queue of its own (setup), so that no running dev server can
+// take the job: the service's own workers run it.
 func TestGreetingJob(t *testing.T) {
 	t.Parallel()
 	svc := setup(t, privateDB(t))

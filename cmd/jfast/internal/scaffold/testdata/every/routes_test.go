@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"strings"
@@ -18,13 +20,14 @@ import (
 // setup starts the service as main does, with jfast.toml, on a free port, and
 // stops it when the test ends. The test's JFAST_<PLUGIN>_* variables for the
 // plugins the service compiles in reach it (JFAST_DB_URL=... go test points the
-// tests at a database), then env.
+// tests at a database), then env. Its queue is one of its own (ownQueue).
 func setup(t *testing.T, env map[string]string) *jfasttest.Service {
 	t.Helper()
 	toml, err := os.ReadFile("jfast.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
+	toml = ownQueue(t, toml)
 	opts := Options()
 	compiled := map[string]bool{}
 	for _, p := range opts.Plugins {
@@ -46,6 +49,24 @@ func setup(t *testing.T, env map[string]string) *jfasttest.Service {
 		vars[k] = v
 	}
 	return jfasttest.Start(t, jfasttest.Options{TOML: string(toml), Plugins: opts.Plugins, Routes: opts.Routes, Env: vars})
+}
+
+// serviceQueue is the header of the service's queue in jfast.toml.
+const serviceQueue = "[plugin.queue.queues.shop]"
+
+// ownQueue renames the service's queue in the jfast.toml text to one no other
+// process works: the service's jobs go to it and only this test's workers
+// fetch from it, so a dev server working the same database never takes
+// the test's jobs, nor the test's workers the dev server's. The queue is
+// shop-test-<random>.
+func ownQueue(t *testing.T, toml []byte) []byte {
+	t.Helper()
+	text := string(toml)
+	if !strings.Contains(text, serviceQueue) {
+		t.Fatalf("jfast.toml has no %s: the tests give that queue a name of their own; keep the table, or change serviceQueue in routes_test.go", serviceQueue)
+	}
+	own := fmt.Sprintf("[plugin.queue.queues.shop-test-%016x]", rand.Uint64())
+	return []byte(strings.Replace(text, serviceQueue, own, 1))
 }
 
 // privateDB makes a database of the test's own on the machine's PostgreSQL
