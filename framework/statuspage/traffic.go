@@ -100,14 +100,18 @@ var sources = []source{
 	},
 	{
 		owner: "auth", dep: func(string) string { return "jwks" },
-		calls:       []term{plus("jfast_auth_jwks_fetches_total")},
-		attempts:    []term{plus("jfast_auth_jwks_fetches_total"), {family: "jfast_auth_jwks_fetches_total", sign: -1, only: "result", is: "breaker_open"}},
-		notMeasured: "JWK Set fetches are counted (jfast_auth_jwks_fetches_total) but not timed",
+		calls:    []term{plus("jfast_auth_jwks_fetches_total")},
+		attempts: []term{plus("jfast_auth_jwks_fetches_total"), {family: "jfast_auth_jwks_fetches_total", sign: -1, only: "result", is: "breaker_open"}},
+		duration: "jfast_auth_jwks_fetch_duration_seconds",
 	},
 	{
+		// An enqueue is one call; "retried" counts its second attempt and
+		// "breaker_open" one refused with no I/O (by the queue's breaker or
+		// the db's or cache's).
 		owner: "queue", dep: func(string) string { return "queue" },
-		calls:       []term{plus("jfast_queue_enqueued_total")},
-		notMeasured: "enqueues are counted (jfast_queue_enqueued_total) but neither timed nor retried",
+		calls:    []term{plus("jfast_queue_enqueued_total"), {family: "jfast_queue_enqueued_total", sign: -1, only: "outcome", is: "retried"}},
+		attempts: []term{plus("jfast_queue_enqueued_total"), {family: "jfast_queue_enqueued_total", sign: -1, only: "outcome", is: "breaker_open"}},
+		duration: "jfast_queue_enqueue_duration_seconds",
 	},
 	{
 		// Mail is delivered by the queue's jobs, each one delivery

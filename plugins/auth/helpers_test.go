@@ -369,6 +369,21 @@ func counter(t testing.TB, s service, name, result string) float64 {
 	return 0
 }
 
+// histogramCount returns how many observations the histogram name holds.
+func histogramCount(t testing.TB, s service, name string) int64 {
+	t.Helper()
+	mfs, err := s.Metrics().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return int64(mf.GetMetric()[0].GetHistogram().GetSampleCount())
+		}
+	}
+	return 0
+}
+
 // jwkWith is one public JWK as JSON with the given metadata.
 func jwkWith(t testing.TB, kid string, k crypto.PublicKey, md jwkset.JWKMetadataOptions) string {
 	t.Helper()

@@ -57,6 +57,7 @@ type jwksCache struct {
 	store     *jwkset.MemoryJWKSet
 	keyfunc   keyfunc.Keyfunc
 	fetches   *prometheus.CounterVec
+	duration  prometheus.Histogram // of the fetches that made a request
 	keyCount  prometheus.Gauge
 
 	ctx    context.Context // ends at Stop; every fetch derives from it
@@ -121,11 +122,16 @@ func newJWKSCache(o jwksOpts) (*jwksCache, error) {
 		Name: "jfast_auth_jwks_fetches_total",
 		Help: "JWK Set fetches by result: ok, error, or breaker_open (refused without I/O).",
 	}, []string{"result"})
+	c.duration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "jfast_auth_jwks_fetch_duration_seconds",
+		Help:    "Time of a JWK Set fetch that made a request, to the key set parsed or the error (jwks_timeout bounds it).",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	})
 	c.keyCount = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "jfast_auth_jwks_keys",
 		Help: "Keys of the issuer's JWK Set cached in memory.",
 	})
-	for _, col := range []prometheus.Collector{c.fetches, c.keyCount} {
+	for _, col := range []prometheus.Collector{c.fetches, c.duration, c.keyCount} {
 		if err := o.registry.Register(col); err != nil {
 			return nil, fmt.Errorf("auth: register jwks metrics: %w", err)
 		}
@@ -249,7 +255,9 @@ func (c *jwksCache) startLocked(ticket resilience.Ticket) *fetch {
 func (c *jwksCache) run(f *fetch, ticket resilience.Ticket) {
 	defer c.wg.Done()
 	ctx, cancel := context.WithTimeout(c.ctx, c.timeout)
+	start := time.Now()
 	keys, err := c.download(ctx)
+	c.duration.Observe(time.Since(start).Seconds())
 	cancel()
 	switch {
 	case c.ctx.Err() != nil:

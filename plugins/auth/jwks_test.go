@@ -77,6 +77,11 @@ func TestJWKSVerifies(t *testing.T) {
 	if status != 200 || c["status"] != "pass" || meta["keys"] != float64(3) || meta["last_refresh"] == nil {
 		t.Fatalf("/ready: %d %v", status, c)
 	}
+	// Every fetch that made a request is timed: as many as the issuer saw.
+	fetched := counter(t, s, "jfast_auth_jwks_fetches_total", "ok") + counter(t, s, "jfast_auth_jwks_fetches_total", "error")
+	if timed := histogramCount(t, s, "jfast_auth_jwks_fetch_duration_seconds"); fetched == 0 || float64(timed) != fetched || timed != int64(is.hits.Load()) {
+		t.Fatalf("jfast_auth_jwks_fetch_duration_seconds counts %d fetches; %v were counted, the issuer saw %d", timed, fetched, is.hits.Load())
+	}
 }
 
 // TestJWKSKeyMetadata: a JWK's own "alg" and "use" restrict what it verifies.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jfastframework/jfast/framework/resilience"
@@ -109,6 +110,12 @@ func TestEnqueueBreakerOpensAfterFiveFailures(t *testing.T) {
 	var de *problem.DependencyError
 	if !errors.Is(err, resilience.ErrOpen) || !errors.As(err, &de) || de.RetryAfter != 15*time.Second || b.calls != 5 {
 		t.Fatalf("6th enqueue = %v (%+v), %d backend calls; want the open breaker, retry after 15s, no 6th call", err, de, b.calls)
+	}
+	// The five that reached the broker are timed; the one the breaker
+	// refused is not.
+	var timed dto.Metric
+	if err := p.metrics.enqDur.Write(&timed); err != nil || timed.GetHistogram().GetSampleCount() != 5 {
+		t.Fatalf("jfast_queue_enqueue_duration_seconds counts %d enqueues (%v), want 5", timed.GetHistogram().GetSampleCount(), err)
 	}
 	// A caller that gave up does not count against the broker.
 	q := guardPlugin(t, &scriptedBackend{errs: []error{context.Canceled, context.Canceled, context.Canceled, context.Canceled, context.Canceled, context.Canceled}})

@@ -10,9 +10,10 @@ import (
 )
 
 type metrics struct {
-	enq  *prometheus.CounterVec
-	jobs *prometheus.CounterVec
-	dur  *prometheus.HistogramVec
+	enq    *prometheus.CounterVec
+	enqDur prometheus.Histogram // one series: no label lookup per enqueue
+	jobs   *prometheus.CounterVec
+	dur    *prometheus.HistogramVec
 
 	// enqOK is enq's "ok" counter of each kind enqueued so far, so that a
 	// successful enqueue does not hash its labels and look them up in enq
@@ -28,6 +29,11 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Name: "jfast_queue_enqueued_total",
 			Help: "Enqueue calls by job kind and outcome (ok; error: not enqueued; unconfirmed: may have been enqueued; breaker_open; cancelled; retried: a second attempt made).",
 		}, []string{"kind", "outcome"}),
+		enqDur: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "jfast_queue_enqueue_duration_seconds",
+			Help:    "Time of an enqueue that reached the broker, its retry included, to the broker's answer or enqueue_timeout.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}),
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jfast_queue_attempts_total",
 			Help: "Job attempts by kind and outcome (done, failed, permanent, interrupted, unknown_kind).",
@@ -40,7 +46,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	}
 	m.enqOK.Store(&map[string]prometheus.Counter{})
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.enq, m.jobs, m.dur} {
+		for _, c := range []prometheus.Collector{m.enq, m.enqDur, m.jobs, m.dur} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -462,6 +462,7 @@ func (p *Plugin) guard(ctx context.Context, kind string, fn func(context.Context
 		p.metrics.enqueued(kind, "breaker_open")
 		return Result{}, &problem.DependencyError{Dependency: Name, Err: notEnqueued(err), RetryAfter: retryAfterOf(err)}
 	}
+	start := time.Now()
 	cctx, end := p.enqueueContext(ctx)
 	res, err := fn(cctx)
 	maybe := err != nil && mayBeEnqueued(err)
@@ -475,6 +476,7 @@ func (p *Plugin) guard(ctx context.Context, kind string, fn func(context.Context
 		maybe = maybe || (err != nil && mayBeEnqueued(err))
 	}
 	end.release()
+	p.metrics.enqDur.Observe(time.Since(start).Seconds())
 	if err == nil {
 		ticket.Done(resilience.Success)
 		p.metrics.enqueuedOK(kind)
