@@ -119,7 +119,8 @@ var sources = []source{
 		// transport a card.
 		owner: "mail", label: "transport",
 		attempts:    []term{plus("jfast_mail_deliveries_total")},
-		notMeasured: "deliveries are counted by attempt (jfast_mail_deliveries_total), not by message, and not timed",
+		duration:    "jfast_mail_delivery_duration_seconds",
+		notMeasured: "deliveries are counted by attempt (jfast_mail_deliveries_total), not by message",
 	},
 	{
 		owner: "channels", label: "channel",

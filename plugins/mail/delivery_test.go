@@ -49,8 +49,9 @@ func TestTransientRepliesAreRetriedThenDelivered(t *testing.T) {
 		return ok && last.Result == "sent"
 	})
 	metrics := b.svc.Get(t, "/metrics").String()
-	if !contains(metrics, `jfast_mail_deliveries_total{result="transient",transport="smtp"} 2`, `jfast_mail_deliveries_total{result="sent",transport="smtp"} 1`) {
-		t.Errorf("metrics lack the delivery counts:\n%s", metrics)
+	if !contains(metrics, `jfast_mail_deliveries_total{result="transient",transport="smtp"} 2`, `jfast_mail_deliveries_total{result="sent",transport="smtp"} 1`,
+		`jfast_mail_delivery_duration_seconds_count{transport="smtp"} 3`) {
+		t.Errorf("metrics lack the delivery counts and the three attempts timed:\n%s", metrics)
 	}
 	got := srv.messages()[0]
 	if got.from != "shop@example.com" || len(got.to) != 1 || got.to[0] != "ada@example.com" || !strings.Contains(got.data, "hello transient") {

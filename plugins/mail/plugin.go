@@ -39,6 +39,7 @@ type Plugin struct {
 	jobs   framework.Jobs
 	sender *smtpSender
 	sent   *prometheus.CounterVec
+	took   *prometheus.HistogramVec
 	roots  *x509.CertPool // tests only (export_test.go); nil is the system pool
 
 	mu   sync.Mutex
@@ -107,8 +108,15 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 		Name: "jfast_mail_deliveries_total",
 		Help: "Mail delivery attempts, by transport and result (sent, transient, permanent).",
 	}, []string{"transport", "result"})
-	if err := app.Metrics().Register(p.sent); err != nil {
-		return fmt.Errorf("mail: register metrics: %w", err)
+	p.took = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "jfast_mail_delivery_duration_seconds",
+		Help:    "Time of a mail delivery attempt, by transport: the SMTP session to the server's last reply, or the error.",
+		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+	}, []string{"transport"})
+	for _, c := range []prometheus.Collector{p.sent, p.took} {
+		if err := app.Metrics().Register(c); err != nil {
+			return fmt.Errorf("mail: register metrics: %w", err)
+		}
 	}
 	if err := jobs.RegisterJob(JobKind, p.deliver); err != nil {
 		return fmt.Errorf("mail: register the %s job: %w", JobKind, err)
@@ -231,6 +239,7 @@ func (p *Plugin) record(result string, err error, took time.Duration) {
 		d.Error = err.Error()
 	}
 	p.sent.WithLabelValues(p.cfg.Transport, result).Inc()
+	p.took.WithLabelValues(p.cfg.Transport).Observe(took.Seconds())
 	p.mu.Lock()
 	p.last = d
 	p.mu.Unlock()
