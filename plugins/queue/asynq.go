@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -437,9 +438,21 @@ func (b *asynqBackend) DeleteDead(ctx context.Context, id string) error {
 	return err
 }
 
+// Stats reads each configured queue's counts. asynq knows a queue only once a
+// job was enqueued to it, and GetQueueInfo's error for one it does not know
+// is not asynq.ErrQueueNotFound: the known queues are asked first, and a
+// queue not among them is empty, not a failure of /ready.
 func (b *asynqBackend) Stats(ctx context.Context) (Stats, error) {
 	st := Stats{Depth: map[string]int64{}}
+	known, err := call(ctx, b.inspector.Queues)
+	if err != nil {
+		return Stats{}, err
+	}
 	for _, name := range b.env.Queues {
+		if !slices.Contains(known, name) {
+			st.Depth[name] = 0
+			continue
+		}
 		info, err := call(ctx, func() (*asynq.QueueInfo, error) { return b.inspector.GetQueueInfo(name) })
 		if errors.Is(err, asynq.ErrQueueNotFound) {
 			st.Depth[name] = 0

@@ -103,6 +103,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("InterruptedJobRedelivered", func(t *testing.T) { t.Parallel(); interrupted(t, h) })
 	t.Run("EnqueueTx", func(t *testing.T) { t.Parallel(); enqueueTx(t, h) })
 	t.Run("Ready", func(t *testing.T) { t.Parallel(); ready(t, h) })
+	t.Run("ReadyBeforeAnyJob", func(t *testing.T) { t.Parallel(); readyBeforeAnyJob(t, h) })
 	t.Run("UnknownKindDeadLetter", func(t *testing.T) { t.Parallel(); unknownKind(t, h) })
 	t.Run("UndeclaredKindRefused", func(t *testing.T) { t.Parallel(); undeclaredKind(t, h) })
 }
@@ -599,6 +600,25 @@ func ready(t *testing.T, h Harness) {
 	for _, want := range []string{`"queue":{"healthy":true`, `"depth":{"` + name + `":3}`, `"dead":0`, `"state":"closed"`, `"breaker":{"consecutive_failures":0,`, `"backend":"` + h.Backend + `"`} {
 		if !strings.Contains(body, want) {
 			t.Fatalf("/ready = %s\nwant it to contain %s", body, want)
+		}
+	}
+}
+
+// readyBeforeAnyJob: a queue no job was ever enqueued to (a new service's,
+// on a fresh broker) is healthy with depth 0 in /ready, not a failure.
+func readyBeforeAnyJob(t *testing.T, h Harness) {
+	name := QueueName(t)
+	svc := h.Start(t, Config{Queue: QueueTOML(name, 1)}, func(q *queue.Plugin) {
+		must(t, queue.Handle(q, "noop", func(ctx context.Context, _ struct{}) error { return nil }))
+	})
+	Eventually(t, 10*time.Second, "workers running in /ready", func() bool {
+		return strings.Contains(svc.Get(t, "/ready").String(), `"workers":"running"`)
+	})
+	r := svc.Get(t, "/ready")
+	body := r.String()
+	for _, want := range []string{`"queue":{"healthy":true`, `"depth":{"` + name + `":0}`, `"dead":0`} {
+		if r.Status != 200 || !strings.Contains(body, want) {
+			t.Fatalf("/ready = %d %s\nwant it to contain %s", r.Status, body, want)
 		}
 	}
 }
