@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 
+	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
 )
 
@@ -68,30 +69,15 @@ func newMetricSet() *metricSet {
 // register registers every collector in reg; a collector already registered
 // there (by another client) is reused.
 func (m *metricSet) register(reg prometheus.Registerer) error {
-	var errs []error
-	reuse := func(c prometheus.Collector) prometheus.Collector {
-		err := reg.Register(c)
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			return are.ExistingCollector
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
-		return c
-	}
-	for _, v := range []**prometheus.CounterVec{&m.calls, &m.attempts, &m.retries, &m.refusals, &m.transitions} {
-		if c, ok := reuse(*v).(*prometheus.CounterVec); ok {
-			*v = c
-		}
-	}
-	if h, ok := reuse(m.duration).(*prometheus.HistogramVec); ok {
-		m.duration = h
-	}
-	if g, ok := reuse(m.state).(*prometheus.GaugeVec); ok {
-		m.state = g
-	}
-	return errors.Join(errs...)
+	return errors.Join(
+		framework.RegisterOrReuse(reg, &m.calls),
+		framework.RegisterOrReuse(reg, &m.attempts),
+		framework.RegisterOrReuse(reg, &m.retries),
+		framework.RegisterOrReuse(reg, &m.refusals),
+		framework.RegisterOrReuse(reg, &m.transitions),
+		framework.RegisterOrReuse(reg, &m.duration),
+		framework.RegisterOrReuse(reg, &m.state),
+	)
 }
 
 // upstreamMetrics are one upstream's series. The per-method series are made

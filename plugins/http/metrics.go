@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
 )
 
@@ -81,42 +82,17 @@ func newMetricSet() *metricSet {
 // register registers every collector in reg; a collector already registered
 // there (by another client) is reused.
 func (m *metricSet) register(reg prometheus.Registerer) error {
-	reuse := func(c prometheus.Collector) (prometheus.Collector, error) {
-		err := reg.Register(c)
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			return are.ExistingCollector, nil
-		}
-		return c, err
-	}
-	var errs []error
-	counter := func(v **prometheus.CounterVec) {
-		c, err := reuse(*v)
-		if err != nil {
-			errs = append(errs, err)
-		} else if cv, ok := c.(*prometheus.CounterVec); ok {
-			*v = cv
-		}
-	}
-	counter(&m.calls)
-	counter(&m.attempts)
-	counter(&m.retries)
-	counter(&m.refusals)
-	counter(&m.rejections)
-	counter(&m.transitions)
-	if c, err := reuse(m.state); err != nil {
-		errs = append(errs, err)
-	} else if g, ok := c.(*prometheus.GaugeVec); ok {
-		m.state = g
-	}
-	for _, h := range []**prometheus.HistogramVec{&m.latency, &m.bodyRead} {
-		if c, err := reuse(*h); err != nil {
-			errs = append(errs, err)
-		} else if hv, ok := c.(*prometheus.HistogramVec); ok {
-			*h = hv
-		}
-	}
-	return errors.Join(errs...)
+	return errors.Join(
+		framework.RegisterOrReuse(reg, &m.calls),
+		framework.RegisterOrReuse(reg, &m.attempts),
+		framework.RegisterOrReuse(reg, &m.retries),
+		framework.RegisterOrReuse(reg, &m.refusals),
+		framework.RegisterOrReuse(reg, &m.rejections),
+		framework.RegisterOrReuse(reg, &m.transitions),
+		framework.RegisterOrReuse(reg, &m.state),
+		framework.RegisterOrReuse(reg, &m.latency),
+		framework.RegisterOrReuse(reg, &m.bodyRead),
+	)
 }
 
 // upstreamMetrics are one upstream's series, looked up once.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
 )
 
@@ -78,32 +79,18 @@ func newMetricSet() *metricSet {
 // register registers every collector in reg; a collector already registered
 // there (by another client) is reused.
 func (m *metricSet) register(reg prometheus.Registerer) error {
-	var errs []error
-	reuse := func(c prometheus.Collector) prometheus.Collector {
-		err := reg.Register(c)
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			return are.ExistingCollector
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
-		return c
-	}
-	for _, v := range []**prometheus.CounterVec{&m.calls, &m.attempts, &m.tokens, &m.retries, &m.refusals, &m.fallbacks, &m.transitions} {
-		if c, ok := reuse(*v).(*prometheus.CounterVec); ok {
-			*v = c
-		}
-	}
-	for _, v := range []**prometheus.HistogramVec{&m.firstToken, &m.duration} {
-		if h, ok := reuse(*v).(*prometheus.HistogramVec); ok {
-			*v = h
-		}
-	}
-	if g, ok := reuse(m.state).(*prometheus.GaugeVec); ok {
-		m.state = g
-	}
-	return errors.Join(errs...)
+	return errors.Join(
+		framework.RegisterOrReuse(reg, &m.calls),
+		framework.RegisterOrReuse(reg, &m.attempts),
+		framework.RegisterOrReuse(reg, &m.tokens),
+		framework.RegisterOrReuse(reg, &m.retries),
+		framework.RegisterOrReuse(reg, &m.refusals),
+		framework.RegisterOrReuse(reg, &m.fallbacks),
+		framework.RegisterOrReuse(reg, &m.transitions),
+		framework.RegisterOrReuse(reg, &m.firstToken),
+		framework.RegisterOrReuse(reg, &m.duration),
+		framework.RegisterOrReuse(reg, &m.state),
+	)
 }
 
 // transition records a breaker change of provider.
