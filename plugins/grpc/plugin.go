@@ -32,9 +32,15 @@ type Plugin struct {
 	mu      sync.Mutex
 	started bool
 	pool    *Pool
-	clients map[string]*ServiceClient
-	names   []string // sorted
-	server  *server  // nil when listen is empty
+	clients framework.Named[*ServiceClient]
+	server  *server // nil when listen is empty
+}
+
+// upstreamsTable is [plugin.grpc.upstreams], in the words of its errors.
+var upstreamsTable = framework.NamedTable{
+	Plugin: name, Key: "upstreams", Noun: "upstream", Nouns: "upstreams",
+	Needs: "with its target", BadName: "is not a valid upstream name",
+	NameFix: "use lowercase letters, digits, - and _ (it names the upstream in metrics and in JFAST_GRPC_UPSTREAMS__<NAME>__TARGET)",
 }
 
 // New returns the grpc plugin with its defaults.
@@ -102,16 +108,7 @@ func (p *Plugin) Dependencies() []framework.Dependency {
 
 // Validate implements framework.Validator.
 func (p *Plugin) Validate(v *framework.Validation) {
-	for _, n := range slices.Sorted(maps.Keys(p.cfg.Upstreams)) {
-		u := p.cfg.Upstreams[n]
-		sub := v.Sub("upstreams." + n)
-		if !framework.ValidName(n) {
-			sub.Error("", "is not a valid upstream name", "use lowercase letters, digits, - and _ (it names the upstream in metrics and in JFAST_GRPC_UPSTREAMS__<NAME>__TARGET)")
-		}
-		for _, e := range u.problems() {
-			sub.Error(e.Key, e.Problem, e.Fix)
-		}
-	}
+	framework.ValidateNamed(v, upstreamsTable, p.cfg.Upstreams, func(u Upstream) []framework.ConfigError { return u.problems() })
 	if l := p.cfg.Server.Listen; l != "" {
 		if problem := checkListen(l); problem != "" {
 			v.Sub("server").Error("listen", problem, `set an address such as "127.0.0.1:9000", in the file or in JFAST_GRPC_SERVER__LISTEN, or remove it to serve no gRPC`)
@@ -162,9 +159,8 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 	}
 	p.pool = NewPool(base...)
 	opts := []ClientOption{WithClock(app.Clock()), WithLogger(app.Logger()), withMetricSet(set), WithPool(p.pool)}
-	p.clients = make(map[string]*ServiceClient, len(p.cfg.Upstreams))
-	p.names = slices.Sorted(maps.Keys(p.cfg.Upstreams))
-	for _, n := range p.names {
+	p.clients = framework.Named[*ServiceClient]{}
+	for _, n := range slices.Sorted(maps.Keys(p.cfg.Upstreams)) {
 		u := p.cfg.Upstreams[n]
 		u.Name = n
 		c, err := newClient(u, opts...)
@@ -172,7 +168,7 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 			_ = p.pool.Close()
 			return err
 		}
-		p.clients[n] = c
+		p.clients.Add(n, c)
 	}
 	if p.cfg.Server.Listen != "" {
 		s, err := newServer(app, p.cfg.Server, otel)
@@ -218,7 +214,7 @@ func (p *Plugin) Stop(context.Context) error {
 	if p.server != nil {
 		p.server.stop() // a server that never served (a later start failed)
 	}
-	for _, c := range p.clients {
+	for _, c := range p.clients.All() {
 		c.closed.Store(true)
 	}
 	if p.pool != nil {
@@ -231,17 +227,7 @@ func (p *Plugin) Stop(context.Context) error {
 func (p *Plugin) Client(upstream string) (*ServiceClient, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if c, ok := p.clients[upstream]; ok {
-		return c, nil
-	}
-	if !p.started {
-		return nil, fmt.Errorf("grpc: the grpc plugin has not started; ask for upstream '%s' when mounting routes", upstream)
-	}
-	fix := "add a [plugin.grpc.upstreams." + upstream + "] table with its target"
-	if len(p.names) > 0 {
-		fix += "; configured upstreams: " + strings.Join(p.names, ", ")
-	}
-	return nil, fmt.Errorf("grpc: no upstream '%s' is configured: %s", upstream, fix)
+	return p.clients.Lookup(upstreamsTable, upstream, p.started)
 }
 
 // Server returns what services are registered on; see the package function
@@ -288,13 +274,12 @@ func (p *Plugin) Channels() int {
 // half-open one impaired (the next call probes).
 func (p *Plugin) Check(context.Context) readiness.Report {
 	p.mu.Lock()
-	names, clients, srv := p.names, p.clients, p.server
+	clients, srv := p.clients, p.server
 	p.mu.Unlock()
-	upstreams := make(map[string]any, len(names))
+	upstreams := make(map[string]any, clients.Len())
 	var suspended []string
 	open := false
-	for _, n := range names {
-		c := clients[n]
+	for n, c := range clients.All() {
 		s := c.breaker.Snapshot()
 		upstreams[n] = map[string]any{
 			"breaker":   s.Meta(),
@@ -319,7 +304,7 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 	case len(suspended) > 0:
 		return readiness.Impaired(strings.Join(suspended, "; "), meta)
 	}
-	return readiness.Passed(fmt.Sprintf("%d upstreams, every breaker closed", len(names)), meta)
+	return readiness.Passed(fmt.Sprintf("%d upstreams, every breaker closed", clients.Len()), meta)
 }
 
 var (

@@ -25,13 +25,26 @@ type Plugin struct {
 
 	mu        sync.Mutex
 	started   bool
-	clients   map[string]*ServiceClient
-	names     []string // sorted
-	shared    map[string]*SharedClient
-	sharedNms []string // sorted
+	clients   framework.Named[*ServiceClient]
+	shared    framework.Named[*SharedClient]
 	wrappers  []TransportWrapper
 	observers []CallObserver
 }
+
+// nameFix is the fix for an upstream or shared client name ValidName refuses.
+const nameFix = "use lowercase letters, digits, - and _ (it names the client in metrics and in JFAST_HTTP_* variables)"
+
+// The tables of named clients, in the words of their errors.
+var (
+	upstreamsTable = framework.NamedTable{
+		Plugin: name, Key: "upstreams", Noun: "upstream", Nouns: "upstreams",
+		Needs: "with its base_url", BadName: "is not a valid name", NameFix: nameFix,
+	}
+	sharedTable = framework.NamedTable{
+		Plugin: name, Key: "shared", Noun: "shared client", Nouns: "shared clients",
+		BadName: "is not a valid name", NameFix: nameFix,
+	}
+)
 
 // New returns the http plugin with its defaults.
 func New() *Plugin { return &Plugin{} }
@@ -112,34 +125,28 @@ func (p *Plugin) Dependencies() []framework.Dependency {
 
 // Validate implements framework.Validator.
 func (p *Plugin) Validate(v *framework.Validation) {
-	for _, n := range slices.Sorted(maps.Keys(p.cfg.Upstreams)) {
-		u := p.cfg.Upstreams[n]
-		sub := v.Sub("upstreams." + n)
-		validateTable(sub, n, u.problems(), u.Headers)
-	}
-	for _, n := range slices.Sorted(maps.Keys(p.cfg.Shared)) {
-		s := p.cfg.Shared[n]
-		sub := v.Sub("shared." + n)
-		validateTable(sub, n, s.problems(), s.Headers)
-	}
+	framework.ValidateNamed(v, upstreamsTable, p.cfg.Upstreams, func(u Upstream) []framework.ConfigError {
+		return append(u.problems(), headerProblems(u.Headers)...)
+	})
+	framework.ValidateNamed(v, sharedTable, p.cfg.Shared, func(s SharedConfig) []framework.ConfigError {
+		return append(s.problems(), headerProblems(s.Headers)...)
+	})
 }
 
-func validateTable(sub *framework.Validation, name string, problems []framework.ConfigError, headers map[string]string) {
-	if !framework.ValidName(name) {
-		sub.Error("", "is not a valid name", "use lowercase letters, digits, - and _ (it names the client in metrics and in JFAST_HTTP_* variables)")
-	}
-	for _, e := range problems {
-		sub.Error(e.Key, e.Problem, e.Fix)
-	}
+// headerProblems are the problems of a client's configured headers that
+// its own checks do not see.
+func headerProblems(headers map[string]string) []framework.ConfigError {
+	var l framework.Problems
 	for _, h := range slices.Sorted(maps.Keys(headers)) {
 		if strings.Contains(h, "_") && validHeaderName(h) {
 			// JFAST_..._HEADERS__X_API_KEY names the entry x_api_key, not
 			// X-Api-Key: accepted, it would send a second header next to
 			// the file's X-Api-Key instead of replacing it.
-			sub.Error("headers."+h, `has "_" in its name; a JFAST_* variable keeps "_" as is, so JFAST_HTTP_UPSTREAMS__<NAME>__HEADERS__X_API_KEY names the header x_api_key, not X-Api-Key`,
+			l.Error("headers."+h, `has "_" in its name; a JFAST_* variable keeps "_" as is, so JFAST_HTTP_UPSTREAMS__<NAME>__HEADERS__X_API_KEY names the header x_api_key, not X-Api-Key`,
 				`write the header with "-" in the file (a name with "-" cannot come from the environment); a header whose name really has "_" can only be sent per call, with http.Header`)
 		}
 	}
+	return l
 }
 
 // AddTransportWrapper adds a [TransportWrapper] to every upstream's client. It
@@ -184,9 +191,8 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 	for _, f := range p.observers {
 		opts = append(opts, WithCallObserver(f))
 	}
-	p.clients = make(map[string]*ServiceClient, len(p.cfg.Upstreams))
-	p.names = slices.Sorted(maps.Keys(p.cfg.Upstreams))
-	for _, n := range p.names {
+	p.clients = framework.Named[*ServiceClient]{}
+	for _, n := range slices.Sorted(maps.Keys(p.cfg.Upstreams)) {
 		u := p.cfg.Upstreams[n]
 		u.Name = n
 		c, err := newClient(u, opts...)
@@ -194,11 +200,10 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 			p.closeAllLocked()
 			return err
 		}
-		p.clients[n] = c
+		p.clients.Add(n, c)
 	}
-	p.shared = make(map[string]*SharedClient, len(p.cfg.Shared))
-	p.sharedNms = slices.Sorted(maps.Keys(p.cfg.Shared))
-	for _, n := range p.sharedNms {
+	p.shared = framework.Named[*SharedClient]{}
+	for _, n := range slices.Sorted(maps.Keys(p.cfg.Shared)) {
 		s := p.cfg.Shared[n]
 		s.Name = n
 		c, err := newSharedClient(s, opts...)
@@ -206,17 +211,17 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 			p.closeAllLocked()
 			return err
 		}
-		p.shared[n] = c
+		p.shared.Add(n, c)
 	}
 	p.started = true
 	return nil
 }
 
 func (p *Plugin) closeAllLocked() {
-	for _, c := range p.clients {
+	for _, c := range p.clients.All() {
 		_ = c.Close()
 	}
-	for _, c := range p.shared {
+	for _, c := range p.shared.All() {
 		_ = c.Close()
 	}
 }
@@ -234,34 +239,14 @@ func (p *Plugin) Stop(context.Context) error {
 func (p *Plugin) Client(upstream string) (*ServiceClient, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if c, ok := p.clients[upstream]; ok {
-		return c, nil
-	}
-	if !p.started {
-		return nil, fmt.Errorf("http: the http plugin has not started; ask for upstream '%s' when mounting routes", upstream)
-	}
-	fix := "add a [plugin.http.upstreams." + upstream + "] table with its base_url"
-	if len(p.names) > 0 {
-		fix += "; configured upstreams: " + strings.Join(p.names, ", ")
-	}
-	return nil, fmt.Errorf("http: no upstream '%s' is configured: %s", upstream, fix)
+	return p.clients.Lookup(upstreamsTable, upstream, p.started)
 }
 
 // Shared returns a configured shared client.
 func (p *Plugin) Shared(name string) (*SharedClient, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if c, ok := p.shared[name]; ok {
-		return c, nil
-	}
-	if !p.started {
-		return nil, fmt.Errorf("http: the http plugin has not started; ask for shared client '%s' when mounting routes", name)
-	}
-	fix := "add a [plugin.http.shared." + name + "] table"
-	if len(p.sharedNms) > 0 {
-		fix += "; configured shared clients: " + strings.Join(p.sharedNms, ", ")
-	}
-	return nil, fmt.Errorf("http: no shared client '%s' is configured: %s", name, fix)
+	return p.shared.Lookup(sharedTable, name, p.started)
 }
 
 // SharedTransport implements framework.HTTPTransports: the RoundTripper of
@@ -317,10 +302,9 @@ func (p *Plugin) UpstreamBreaker(upstream string) (*resilience.Breaker, error) {
 // calls being down says nothing about this service.
 func (p *Plugin) Check(context.Context) readiness.Report {
 	p.mu.Lock()
-	names, clients := p.names, p.clients
-	sharedNames, shared := p.sharedNms, p.shared
+	clients, shared := p.clients, p.shared
 	p.mu.Unlock()
-	upstreams := make(map[string]any, len(names))
+	upstreams := make(map[string]any, clients.Len())
 	var suspended []string
 	open := false
 	suspend := func(what string, s resilience.BreakerSnapshot) {
@@ -332,8 +316,7 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 			suspended = append(suspended, fmt.Sprintf("calls to %s are suspended while a probe call is in flight", what))
 		}
 	}
-	for _, n := range names {
-		c := clients[n]
+	for n, c := range clients.All() {
 		s := c.pol.breaker.Snapshot()
 		entry := map[string]any{
 			"breaker":   s.Meta(),
@@ -353,10 +336,9 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 		upstreams[n] = entry
 	}
 	meta := map[string]any{"upstreams": upstreams}
-	if len(sharedNames) > 0 {
-		sm := make(map[string]any, len(sharedNames))
-		for _, n := range sharedNames {
-			c := shared[n]
+	if shared.Len() > 0 {
+		sm := make(map[string]any, shared.Len())
+		for n, c := range shared.All() {
 			held, open := c.notClosedOrigins()
 			origins := make(map[string]any, len(open))
 			for _, o := range slices.Sorted(maps.Keys(open)) {
@@ -372,7 +354,7 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 	case len(suspended) > 0:
 		return readiness.Impaired(strings.Join(suspended, "; "), meta)
 	}
-	return readiness.Passed(fmt.Sprintf("%d upstreams, every breaker closed", len(names)), meta)
+	return readiness.Passed(fmt.Sprintf("%d upstreams, every breaker closed", clients.Len()), meta)
 }
 
 // maxListed bounds the breakers /ready lists for one client.

@@ -25,8 +25,14 @@ type Plugin struct {
 
 	mu      sync.Mutex
 	started bool
-	clients map[string]*Client
-	names   []string // sorted
+	clients framework.Named[*Client]
+}
+
+// providersTable is [plugin.llm.providers], in the words of its errors.
+var providersTable = framework.NamedTable{
+	Plugin: name, Key: "providers", Noun: "provider", Nouns: "providers",
+	Needs: "with its base_url and model", BadName: "is not a valid provider name",
+	NameFix: "use lowercase letters, digits, - and _ (it names the provider in metrics and in JFAST_LLM_PROVIDERS__<NAME>__BASE_URL)",
 }
 
 // New returns the llm plugin with its defaults.
@@ -71,16 +77,7 @@ func (p *Plugin) Dependencies() []framework.Dependency {
 
 // Validate implements framework.Validator.
 func (p *Plugin) Validate(v *framework.Validation) {
-	for _, n := range slices.Sorted(maps.Keys(p.cfg.Providers)) {
-		pc := p.cfg.Providers[n]
-		sub := v.Sub("providers." + n)
-		if !framework.ValidName(n) {
-			sub.Error("", "is not a valid provider name", "use lowercase letters, digits, - and _ (it names the provider in metrics and in JFAST_LLM_PROVIDERS__<NAME>__BASE_URL)")
-		}
-		for _, e := range pc.problems() {
-			sub.Error(e.Key, e.Problem, e.Fix)
-		}
-	}
+	framework.ValidateNamed(v, providersTable, p.cfg.Providers, func(pc ProviderConfig) []framework.ConfigError { return pc.problems() })
 	sub := v.Sub("providers")
 	for _, e := range fallbackProblems(p.cfg.Providers) {
 		sub.Error(e.Key, e.Problem, e.Fix)
@@ -108,20 +105,19 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 			opts = append(opts, WithTracerProvider(tp))
 		}
 	}
-	p.names = slices.Sorted(maps.Keys(p.cfg.Providers))
-	p.clients = make(map[string]*Client, len(p.names))
-	for _, n := range p.names {
+	p.clients = framework.Named[*Client]{}
+	for _, n := range slices.Sorted(maps.Keys(p.cfg.Providers)) {
 		pc := p.cfg.Providers[n]
 		pc.Name = n
 		c, err := newClient(pc, opts...)
 		if err != nil {
 			return err
 		}
-		p.clients[n] = c
+		p.clients.Add(n, c)
 	}
-	for _, n := range p.names {
+	for n, c := range p.clients.All() {
 		if fb := p.cfg.Providers[n].Fallback; fb != "" {
-			p.clients[n].fallback = p.clients[fb]
+			c.fallback, _ = p.clients.Get(fb)
 		}
 	}
 	p.started = true
@@ -134,7 +130,7 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 func (p *Plugin) Stop(context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, c := range p.clients {
+	for _, c := range p.clients.All() {
 		_ = c.Close()
 	}
 	return nil
@@ -144,17 +140,7 @@ func (p *Plugin) Stop(context.Context) error {
 func (p *Plugin) Client(provider string) (*Client, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if c, ok := p.clients[provider]; ok {
-		return c, nil
-	}
-	if !p.started {
-		return nil, fmt.Errorf("llm: the llm plugin has not started; ask for provider '%s' when mounting routes", provider)
-	}
-	fix := "add a [plugin.llm.providers." + provider + "] table with its base_url and model"
-	if len(p.names) > 0 {
-		fix += "; configured providers: " + strings.Join(p.names, ", ")
-	}
-	return nil, fmt.Errorf("llm: no provider '%s' is configured: %s", provider, fix)
+	return p.clients.Lookup(providersTable, provider, p.started)
 }
 
 // Check implements framework.Checker. It sends nothing (a request to a
@@ -166,12 +152,11 @@ func (p *Plugin) Client(provider string) (*Client, error) {
 // an outage of the whole service.
 func (p *Plugin) Check(context.Context) readiness.Report {
 	p.mu.Lock()
-	names, clients := p.names, p.clients
+	clients := p.clients
 	p.mu.Unlock()
-	providers := make(map[string]any, len(names))
+	providers := make(map[string]any, clients.Len())
 	var suspended []string
-	for _, n := range names {
-		c := clients[n]
+	for n, c := range clients.All() {
 		s := c.breaker.Snapshot()
 		entry := map[string]any{
 			"breaker":   s.Meta(),
@@ -193,7 +178,7 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 	if len(suspended) > 0 {
 		return readiness.Impaired(strings.Join(suspended, "; "), meta)
 	}
-	return readiness.Passed(fmt.Sprintf("%d providers, every breaker closed", len(names)), meta)
+	return readiness.Passed(fmt.Sprintf("%d providers, every breaker closed", clients.Len()), meta)
 }
 
 var (

@@ -1,0 +1,109 @@
+package framework
+
+import (
+	"fmt"
+	"iter"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// NamedTable describes a table of named entries in a plugin's configuration,
+// [plugin.<Plugin>.<Key>.<name>] (the http plugin's upstreams, the llm
+// plugin's providers), in the words its errors use. [ValidateNamed] checks
+// the entries with it and a [Named] answers a lookup by name with it.
+type NamedTable struct {
+	Plugin string // the plugin's name: "http"
+	Key    string // the table's key under [plugin.<Plugin>]: "upstreams"
+	Noun   string // one entry, as errors name it: "upstream", "shared client"
+	Nouns  string // more than one: "upstreams", "shared clients"
+	// Needs is what a new entry must set, said after "add a [...] table":
+	// "with its base_url". Empty when the table needs nothing.
+	Needs string
+	// BadName and NameFix are the problem and fix reported for an entry
+	// whose name [ValidName] refuses.
+	BadName, NameFix string
+}
+
+// ValidateNamed checks every entry of a table of named entries, in name
+// order, each under its own key (<Key>.<name>): a name [ValidName] refuses
+// is reported with the table's BadName and NameFix, then every problem the
+// entry's problems function returns (keys relative to the entry).
+func ValidateNamed[C any](v *Validation, t NamedTable, entries map[string]C, problems func(C) []ConfigError) {
+	for _, n := range slices.Sorted(maps.Keys(entries)) {
+		sub := v.Sub(t.Key + "." + n)
+		if !ValidName(n) {
+			sub.Error("", t.BadName, t.NameFix)
+		}
+		for _, e := range problems(entries[n]) {
+			sub.Error(e.Key, e.Problem, e.Fix)
+		}
+	}
+}
+
+// Named holds what a plugin built from each entry of a [NamedTable] (a
+// client per upstream), by the entry's name, in name order. The zero value
+// is empty and ready. The plugin fills it when it starts and guards it with
+// its own lock; a copy taken under that lock may be read after it, since a
+// started plugin adds nothing.
+type Named[T any] struct {
+	byName map[string]T
+	names  []string // sorted
+}
+
+// Add sets the value of name.
+func (n *Named[T]) Add(name string, v T) {
+	if n.byName == nil {
+		n.byName = map[string]T{}
+	}
+	if _, ok := n.byName[name]; !ok {
+		i, _ := slices.BinarySearch(n.names, name)
+		n.names = slices.Insert(n.names, i, name)
+	}
+	n.byName[name] = v
+}
+
+// Get returns the value of name and whether there is one.
+func (n Named[T]) Get(name string) (T, bool) {
+	v, ok := n.byName[name]
+	return v, ok
+}
+
+// Len returns the number of names.
+func (n Named[T]) Len() int { return len(n.names) }
+
+// All yields every name and its value in name order.
+func (n Named[T]) All() iter.Seq2[string, T] {
+	return func(yield func(string, T) bool) {
+		for _, name := range n.names {
+			if !yield(name, n.byName[name]) {
+				return
+			}
+		}
+	}
+}
+
+// Lookup returns the value of name for the plugin's accessor (Client,
+// Provider); t is the table the values were built from. started is whether
+// the plugin has started: before, nothing is built yet, and the error says to
+// ask when mounting routes. After, an unknown name is an error naming the
+// table to add and the names there are:
+//
+//	http: no upstream 'billing' is configured: add a [plugin.http.upstreams.billing] table with its base_url; configured upstreams: orders, payments
+func (n Named[T]) Lookup(t NamedTable, name string, started bool) (T, error) {
+	if v, ok := n.byName[name]; ok {
+		return v, nil
+	}
+	var zero T
+	if !started {
+		return zero, fmt.Errorf("%s: the %s plugin has not started; ask for %s '%s' when mounting routes", t.Plugin, t.Plugin, t.Noun, name)
+	}
+	fix := "add a [plugin." + t.Plugin + "." + t.Key + "." + name + "] table"
+	if t.Needs != "" {
+		fix += " " + t.Needs
+	}
+	if len(n.names) > 0 {
+		fix += "; configured " + t.Nouns + ": " + strings.Join(n.names, ", ")
+	}
+	return zero, fmt.Errorf("%s: no %s '%s' is configured: %s", t.Plugin, t.Noun, name, fix)
+}

@@ -1,0 +1,111 @@
+package framework_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/jfasttest"
+)
+
+var petsTable = framework.NamedTable{
+	Plugin: "zoo", Key: "pets", Noun: "pet", Nouns: "pets",
+	Needs: "with its legs", BadName: "is not a valid pet name", NameFix: "use lowercase letters",
+}
+
+type pet struct {
+	Legs int `koanf:"legs"`
+}
+
+// zoo is a plugin with a table of named entries, [plugin.zoo.pets.<name>].
+type zoo struct {
+	cfg struct {
+		Pets map[string]pet `koanf:"pets"`
+	}
+}
+
+func (z *zoo) Name() string { return "zoo" }
+func (z *zoo) Config() any  { return &z.cfg }
+func (z *zoo) Validate(v *framework.Validation) {
+	framework.ValidateNamed(v, petsTable, z.cfg.Pets, func(p pet) []framework.ConfigError {
+		var l framework.Problems
+		l.Positive("legs", p.Legs)
+		return l
+	})
+}
+
+func TestValidateNamedChecksEveryEntryUnderItsKey(t *testing.T) {
+	t.Parallel()
+	errs := configErrors(t, jfasttest.Options{Plugins: []framework.Plugin{&zoo{}}, TOML: `
+[plugins]
+enabled = ["zoo"]
+[plugin.zoo.pets.cat]
+legs = 4
+[plugin.zoo.pets.Dog]
+legs = 4
+[plugin.zoo.pets.snake]
+legs = 0
+`})
+	if len(errs) != 2 {
+		t.Fatalf("errors = %v, want 2", errs)
+	}
+	if e := errs["plugin.zoo.pets.Dog"]; e.Problem != "is not a valid pet name" || e.Fix != "use lowercase letters" {
+		t.Errorf("bad name: %+v", e)
+	}
+	if e := errs["plugin.zoo.pets.snake.legs"]; e.Problem != "must be greater than zero, got 0" {
+		t.Errorf("entry problem: %+v", e)
+	}
+}
+
+func TestNamedLookup(t *testing.T) {
+	t.Parallel()
+	var n framework.Named[int]
+	_, err := n.Lookup(petsTable, "cat", false)
+	if want := "zoo: the zoo plugin has not started; ask for pet 'cat' when mounting routes"; err == nil || err.Error() != want {
+		t.Fatalf("before start: err = %v, want %q", err, want)
+	}
+	_, err = n.Lookup(petsTable, "cat", true)
+	if want := "zoo: no pet 'cat' is configured: add a [plugin.zoo.pets.cat] table with its legs"; err == nil || err.Error() != want {
+		t.Fatalf("none configured: err = %v, want %q", err, want)
+	}
+
+	n.Add("snake", 0)
+	n.Add("cat", 4)
+	n.Add("bird", 2)
+	n.Add("cat", 3) // replaces, keeps one name
+	if v, err := n.Lookup(petsTable, "cat", true); err != nil || v != 3 {
+		t.Fatalf("cat = %d, %v; want 3", v, err)
+	}
+	if v, err := n.Lookup(petsTable, "cat", false); err != nil || v != 3 {
+		t.Fatalf("an added name is found whatever started says: %d, %v", v, err)
+	}
+	_, err = n.Lookup(petsTable, "dog", true)
+	if want := "zoo: no pet 'dog' is configured: add a [plugin.zoo.pets.dog] table with its legs; configured pets: bird, cat, snake"; err == nil || err.Error() != want {
+		t.Fatalf("unknown: err = %v, want %q", err, want)
+	}
+	noNeeds := petsTable
+	noNeeds.Needs = ""
+	_, err = n.Lookup(noNeeds, "dog", true)
+	if want := "zoo: no pet 'dog' is configured: add a [plugin.zoo.pets.dog] table; configured pets: bird, cat, snake"; err == nil || err.Error() != want {
+		t.Fatalf("unknown, table needs nothing: err = %v, want %q", err, want)
+	}
+
+	if n.Len() != 3 {
+		t.Fatalf("Len = %d, want 3", n.Len())
+	}
+	var names []string
+	var legs []int
+	for name, v := range n.All() {
+		names = append(names, name)
+		legs = append(legs, v)
+	}
+	if !slices.Equal(names, []string{"bird", "cat", "snake"}) || !slices.Equal(legs, []int{2, 3, 0}) {
+		t.Fatalf("All = %v %v, want name order", names, legs)
+	}
+	if v, ok := n.Get("bird"); !ok || v != 2 {
+		t.Fatalf("Get(bird) = %d, %v", v, ok)
+	}
+	if _, ok := n.Get("dog"); ok {
+		t.Fatal("Get(dog) found a value")
+	}
+}
