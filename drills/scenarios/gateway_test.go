@@ -1,14 +1,9 @@
 package scenarios_test
 
 import (
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/go-chi/chi/v5"
 
 	"github.com/jfastframework/jfast/drills"
 	"github.com/jfastframework/jfast/framework"
@@ -24,54 +19,23 @@ import (
 // of the gateway's own.
 func gatewayService(t *testing.T) (*jfasttest.Service, *drills.Proxy) {
 	t.Helper()
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"paid":true}`)
-	}))
-	t.Cleanup(up.Close)
-	p, err := drills.StartProxy(strings.TrimPrefix(up.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	toml := `[app]
-name = "drill"
-[plugins]
-enabled = ["http", "gateway"]
-[plugin.http.upstreams.billing]
-base_url = "http://` + p.Addr() + `"
-connect_timeout = "300ms"
-read_timeout = "300ms"
-total_timeout = "1s"
-retries = 1
-breaker_failures = 3
-breaker_cool_down = "` + coolDown + `"
-[plugin.gateway.routes.billing]
+	return proxied{
+		plugins: []framework.Plugin{jhttp.New(), gateway.New()},
+		toml: func(addr string) string {
+			return billingTOML(addr) + `[plugin.gateway.routes.billing]
 prefix = "/api/billing"
 upstream = "billing"
 strip_prefix = true
 `
-	svc := jfasttest.Start(t, jfasttest.Options{
-		TOML:    toml,
-		Plugins: []framework.Plugin{jhttp.New(), gateway.New()},
-		Routes: func(_ *framework.App, r chi.Router) error {
-			r.Method(http.MethodGet, "/plain", framework.Handler(okRoute))
-			return nil
 		},
-	})
-	t.Cleanup(func() { p.Pass() })
-	return svc, p
+	}.start(t, httpUpstream(t, http.HandlerFunc(paid)))
 }
 
-func gatewayDrill(svc *jfasttest.Service, fault string, take, give func() error) *drills.Drill {
-	return &drills.Drill{
-		Dependency: "gateway", Fault: fault, BaseURL: svc.URL,
-		Route: "/api/billing/invoice", Other: "/plain", Want: http.StatusServiceUnavailable,
-		NameKey: "dependency", NameValue: "billing", Check: "gateway",
-		Deadline: time.Second + margin, // the upstream's total_timeout
-		Take:     take, Give: give,
-	}
-}
+var gatewayDrill = proxiedDrill{
+	dependency: "gateway", route: "/api/billing/invoice",
+	nameKey: "dependency", nameValue: "billing", check: "gateway",
+	deadline: time.Second + margin, // the upstream's total_timeout
+}.drill
 
 // TestDrillGatewayUpstreamBlackhole: the upstream behind the gateway keeps
 // its socket open and answers nothing; each proxied GET (and its retry) is

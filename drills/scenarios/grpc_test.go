@@ -47,27 +47,19 @@ func grpcService(t *testing.T) (*jfasttest.Service, *drills.Proxy) {
 		srv.Stop()
 		<-served
 	})
-	p, err := drills.StartProxy(ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	toml := `[app]
-name = "drill"
-[plugins]
-enabled = ["grpc"]
-[plugin.grpc.upstreams.inventory]
-target = "` + p.Addr() + `"
+	return proxied{
+		plugins: []framework.Plugin{jgrpc.New()},
+		toml: func(addr string) string {
+			return `[plugin.grpc.upstreams.inventory]
+target = "` + addr + `"
 insecure = true
 timeout = "500ms"
 idempotent_methods = ["/shop.Inventory/GetStock"]
 breaker_failures = 3
 breaker_cool_down = "` + coolDown + `"
 `
-	svc := jfasttest.Start(t, jfasttest.Options{
-		TOML:    toml,
-		Plugins: []framework.Plugin{jgrpc.New()},
-		Routes: func(app *framework.App, r chi.Router) error {
+		},
+		routes: func(app *framework.App, r chi.Router) error {
 			c, err := jgrpc.Client(app, "inventory")
 			if err != nil {
 				return err
@@ -80,23 +72,16 @@ breaker_cool_down = "` + coolDown + `"
 				}
 				return framework.JSON(w, http.StatusOK, st.GetAvailable())
 			}))
-			r.Method(http.MethodGet, "/plain", framework.Handler(okRoute))
 			return nil
 		},
-	})
-	t.Cleanup(func() { p.Pass() })
-	return svc, p
+	}.start(t, ln.Addr().String())
 }
 
-func grpcDrill(svc *jfasttest.Service, fault string, take, give func() error) *drills.Drill {
-	return &drills.Drill{
-		Dependency: "grpc", Fault: fault, BaseURL: svc.URL,
-		Route: "/stock", Other: "/plain", Want: http.StatusServiceUnavailable,
-		NameKey: "upstream", NameValue: "inventory", Check: "grpc",
-		Deadline: 500*time.Millisecond + margin, // timeout: every attempt and wait
-		Take:     take, Give: give,
-	}
-}
+var grpcDrill = proxiedDrill{
+	dependency: "grpc", route: "/stock",
+	nameKey: "upstream", nameValue: "inventory", check: "grpc",
+	deadline: 500*time.Millisecond + margin, // timeout: every attempt and wait
+}.drill
 
 // TestDrillGRPCUpstreamBlackhole: the gRPC upstream's socket stays open and
 // nothing answers; each call is cut at timeout (DEADLINE_EXCEEDED, a 503

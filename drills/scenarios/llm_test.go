@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,7 +24,6 @@ import (
 // modelProvider is a local OpenAI-compatible server: a chat completion for
 // every request, or a 429 with Retry-After: 60 while storm is set.
 type modelProvider struct {
-	srv      *httptest.Server
 	storm    atomic.Bool
 	requests atomic.Int64
 }
@@ -50,19 +47,11 @@ func (m *modelProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func llmService(t *testing.T) (*jfasttest.Service, *modelProvider, *drills.Proxy) {
 	t.Helper()
 	m := &modelProvider{}
-	m.srv = httptest.NewServer(m)
-	t.Cleanup(m.srv.Close)
-	p, err := drills.StartProxy(strings.TrimPrefix(m.srv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	toml := `[app]
-name = "drill"
-[plugins]
-enabled = ["llm"]
-[plugin.llm.providers.model]
-base_url = "http://` + p.Addr() + `/v1"
+	svc, p := proxied{
+		plugins: []framework.Plugin{llm.New()},
+		toml: func(addr string) string {
+			return `[plugin.llm.providers.model]
+base_url = "http://` + addr + `/v1"
 model = "m"
 connect_timeout = "300ms"
 read_gap = "500ms"
@@ -71,10 +60,8 @@ retries = 1
 breaker_failures = 3
 breaker_cool_down = "` + coolDown + `"
 `
-	svc := jfasttest.Start(t, jfasttest.Options{
-		TOML:    toml,
-		Plugins: []framework.Plugin{llm.New()},
-		Routes: func(app *framework.App, r chi.Router) error {
+		},
+		routes: func(app *framework.App, r chi.Router) error {
 			model, err := llm.Provider(app, "model")
 			if err != nil {
 				return err
@@ -88,13 +75,17 @@ breaker_cool_down = "` + coolDown + `"
 				}
 				return framework.JSON(w, http.StatusOK, map[string]string{"answer": resp.Text()})
 			}))
-			r.Method(http.MethodGet, "/plain", framework.Handler(okRoute))
 			return nil
 		},
-	})
-	t.Cleanup(func() { p.Pass() })
+	}.start(t, httpUpstream(t, m))
 	return svc, m, p
 }
+
+var llmDrill = proxiedDrill{
+	dependency: "llm", route: "/ask",
+	nameKey: "dependency", nameValue: "model", check: "llm",
+	deadline: time.Second + margin, // the provider's total_timeout
+}.drill
 
 // TestDrillLLMProviderBlackhole: the provider keeps its socket open and
 // answers nothing; a plain call is cut at total_timeout with a 503 problem
@@ -103,13 +94,7 @@ breaker_cool_down = "` + coolDown + `"
 // same App answers again.
 func TestDrillLLMProviderBlackhole(t *testing.T) {
 	svc, _, p := llmService(t)
-	run(t, &drills.Drill{
-		Dependency: "llm", Fault: "provider blackhole (proxy)", BaseURL: svc.URL,
-		Route: "/ask", Other: "/plain", Want: http.StatusServiceUnavailable,
-		NameKey: "dependency", NameValue: "model", Check: "llm",
-		Deadline: time.Second + margin, // the provider's total_timeout
-		Take:     p.Blackhole, Give: p.Pass,
-	})
+	run(t, llmDrill(svc, "provider blackhole (proxy)", p.Blackhole, p.Pass))
 }
 
 // TestDrillLLMProvider429Storm: the provider answers every request 429 with

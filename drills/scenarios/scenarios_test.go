@@ -8,11 +8,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/jfastframework/jfast/drills"
-	amqp "github.com/rabbitmq/amqp091-go"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -23,7 +20,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/go-chi/chi/v5"
 	"github.com/golang-jwt/jwt/v5"
+	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/jfastframework/jfast/drills"
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/jfasttest"
 	"github.com/jfastframework/jfast/plugins/auth"
@@ -350,33 +349,10 @@ func TestDrillRedisDockerPause(t *testing.T) {
 // "billing", a local server behind a fault proxy.
 func upstreamService(t *testing.T) (*jfasttest.Service, *drills.Proxy) {
 	t.Helper()
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"paid":true}`)
-	}))
-	t.Cleanup(up.Close)
-	p, err := drills.StartProxy(strings.TrimPrefix(up.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	toml := `[app]
-name = "drill"
-[plugins]
-enabled = ["http"]
-[plugin.http.upstreams.billing]
-base_url = "http://` + p.Addr() + `"
-connect_timeout = "300ms"
-read_timeout = "300ms"
-total_timeout = "1s"
-retries = 1
-breaker_failures = 3
-breaker_cool_down = "` + coolDown + `"
-`
-	svc := jfasttest.Start(t, jfasttest.Options{
-		TOML:    toml,
-		Plugins: []framework.Plugin{jhttp.New()},
-		Routes: func(app *framework.App, r chi.Router) error {
+	return proxied{
+		plugins: []framework.Plugin{jhttp.New()},
+		toml:    billingTOML,
+		routes: func(app *framework.App, r chi.Router) error {
 			c, err := jhttp.Client(app, "billing")
 			if err != nil {
 				return err
@@ -390,23 +366,35 @@ breaker_cool_down = "` + coolDown + `"
 				io.Copy(io.Discard, resp.Body)
 				return framework.JSON(w, http.StatusOK, resp.StatusCode)
 			}))
-			r.Method(http.MethodGet, "/plain", framework.Handler(okRoute))
 			return nil
 		},
-	})
-	t.Cleanup(func() { p.Pass() })
-	return svc, p
+	}.start(t, httpUpstream(t, http.HandlerFunc(paid)))
 }
 
-func upstreamDrill(svc *jfasttest.Service, fault string, take, give func() error) *drills.Drill {
-	return &drills.Drill{
-		Dependency: "http", Fault: fault, BaseURL: svc.URL,
-		Route: "/upstream", Other: "/plain", Want: http.StatusServiceUnavailable,
-		NameKey: "upstream", NameValue: "billing", Check: "http",
-		Deadline: time.Second + margin, // total_timeout
-		Take:     take, Give: give,
-	}
+// billingTOML configures the upstream "billing" at addr.
+func billingTOML(addr string) string {
+	return `[plugin.http.upstreams.billing]
+base_url = "http://` + addr + `"
+connect_timeout = "300ms"
+read_timeout = "300ms"
+total_timeout = "1s"
+retries = 1
+breaker_failures = 3
+breaker_cool_down = "` + coolDown + `"
+`
 }
+
+// paid is the billing upstream's answer to every request.
+func paid(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, `{"paid":true}`)
+}
+
+var upstreamDrill = proxiedDrill{
+	dependency: "http", route: "/upstream",
+	nameKey: "upstream", nameValue: "billing", check: "http",
+	deadline: time.Second + margin, // total_timeout
+}.drill
 
 func TestDrillUpstreamBlackhole(t *testing.T) {
 	svc, p := upstreamService(t)
@@ -466,38 +454,26 @@ func TestDrillJWKSIssuerBlackhole(t *testing.T) {
 	k2, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	is := &issuer{}
 	is.keys.Store([]map[string]string{ecJWK("k1", k1)})
-	up := httptest.NewServer(is)
-	t.Cleanup(up.Close)
-	p, err := drills.StartProxy(strings.TrimPrefix(up.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	toml := `[app]
-name = "drill"
-[plugins]
-enabled = ["auth"]
-[plugin.auth]
+	svc, p := proxied{
+		plugins: []framework.Plugin{auth.New()},
+		toml: func(addr string) string {
+			return `[plugin.auth]
 mode = "jwks"
-jwks_url = "http://` + p.Addr() + `/jwks.json"
+jwks_url = "http://` + addr + `/jwks.json"
 jwks_timeout = "300ms"
 breaker_cool_down = "` + coolDown + `"
 jwks_min_refresh_interval = "100ms"
 `
-	svc := jfasttest.Start(t, jfasttest.Options{
-		TOML:    toml,
-		Plugins: []framework.Plugin{auth.New()},
-		Routes: func(app *framework.App, r chi.Router) error {
+		},
+		routes: func(app *framework.App, r chi.Router) error {
 			a, err := auth.From(app)
 			if err != nil {
 				return err
 			}
 			r.With(a.RequireAuth()).Method(http.MethodGet, "/me", framework.Handler(okRoute))
-			r.Method(http.MethodGet, "/plain", framework.Handler(okRoute))
 			return nil
 		},
-	})
-	t.Cleanup(func() { p.Pass() })
+	}.start(t, httpUpstream(t, is))
 	old := []string{"Authorization", "Bearer " + token(t, "k1", k1)}
 	if r := svc.Get(t, "/me", old...); r.Status != http.StatusOK {
 		t.Fatalf("a token with a published key: %d %s", r.Status, r)
