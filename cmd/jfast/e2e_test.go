@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestEndToEnd runs jfast new for a service with no plugins, for one with every
@@ -54,6 +55,9 @@ func TestEndToEnd(t *testing.T) {
 			}
 			if code, _, stderr := jfast(t, args...); code != 0 {
 				t.Fatalf("jfast new: exit %d: %s", code, stderr)
+			}
+			if tc.env != nil {
+				t.Cleanup(func() { deleteAsynqQueues(t, tc.name) })
 			}
 			dbURL := ""
 			if tc.db {
@@ -110,6 +114,34 @@ func goCmd(t *testing.T, dir string, env []string, args ...string) string {
 	}
 	t.Logf("go %s: %s", strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
 	return string(out)
+}
+
+// deleteAsynqQueues removes from the machine's Redis the asynq queues a
+// generated service and its tests made: the service's (named after it) and
+// each test's (<service>-test-<hex>), keys and entries in asynq:queues.
+func deleteAsynqQueues(t *testing.T, service string) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	queues, err := c.SMembers(ctx, "asynq:queues").Result()
+	if err != nil {
+		t.Errorf("asynq queues: %v", err)
+		return
+	}
+	for _, q := range queues {
+		if q != service && !strings.HasPrefix(q, service+"-test-") {
+			continue
+		}
+		iter := c.Scan(ctx, 0, "asynq:{"+q+"}:*", 500).Iterator()
+		for iter.Next(ctx) {
+			c.Del(ctx, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			t.Errorf("delete queue %s: %v", q, err)
+		}
+		c.SRem(ctx, "asynq:queues", q)
+	}
 }
 
 // privateDatabase creates a database of its own on the machine's PostgreSQL for
