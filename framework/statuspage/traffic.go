@@ -123,9 +123,12 @@ var sources = []source{
 		notMeasured: "deliveries are counted by attempt (jfast_mail_deliveries_total), not by message",
 	},
 	{
+		// A publish is one Redis command, never retried; one too large
+		// sent nothing.
 		owner: "channels", label: "channel",
-		calls:       []term{plus("jfast_channels_published_total")},
-		notMeasured: "publishes are counted (jfast_channels_published_total) but not timed",
+		calls:    []term{plus("jfast_channels_published_total")},
+		attempts: []term{plus("jfast_channels_published_total"), {family: "jfast_channels_published_total", sign: -1, only: "outcome", is: "too_large"}},
+		duration: "jfast_channels_publish_duration_seconds",
 	},
 	{
 		// The db's breaker guards the pool's connections: a call is a

@@ -204,6 +204,7 @@ func TestHandlerPanicAndTimeout(t *testing.T) {
 		`jfast_channels_handled_total{channel="work",outcome="timeout"} 1`,
 		`jfast_channels_handled_total{channel="work",outcome="ok"} 1`,
 		`jfast_channels_published_total{channel="work",outcome="ok"} 3`,
+		`jfast_channels_publish_duration_seconds_count{channel="work"} 3`,
 	}
 	waitFor(t, 5*time.Second, "/metrics counts every outcome: "+strings.Join(wants, ", "), func() bool {
 		metrics := rep.svc.Get(t, "/metrics").String()

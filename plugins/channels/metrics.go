@@ -11,18 +11,21 @@ import (
 // a counter it already holds.
 type metrics struct {
 	published *prometheus.CounterVec
-	handledV  *prometheus.CounterVec
-	duration  *prometheus.HistogramVec
-	claimedV  *prometheus.CounterVec
-	deadV     *prometheus.CounterVec
-	sseOpen   *prometheus.GaugeVec
-	sseClose  *prometheus.CounterVec
-	p         *Plugin
+	// publishDur times each publish sent to Redis.
+	publishDur *prometheus.HistogramVec
+	handledV   *prometheus.CounterVec
+	duration   *prometheus.HistogramVec
+	claimedV   *prometheus.CounterVec
+	deadV      *prometheus.CounterVec
+	sseOpen    *prometheus.GaugeVec
+	sseClose   *prometheus.CounterVec
+	p          *Plugin
 }
 
 // publishCounters are one channel's publish outcomes.
 type publishCounters struct {
 	ok, failed, tooLarge prometheus.Counter
+	took                 prometheus.Observer // of a publish sent to Redis
 }
 
 func newMetrics(p *Plugin) (*metrics, error) {
@@ -32,6 +35,11 @@ func newMetrics(p *Plugin) (*metrics, error) {
 			Name: "jfast_channels_published_total",
 			Help: "Publish calls by channel and outcome (ok; unavailable: redis did not take it; too_large: over max_payload_bytes).",
 		}, []string{"channel", "outcome"}),
+		publishDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "jfast_channels_publish_duration_seconds",
+			Help:    "Time of a publish sent to Redis (ok or unavailable), by channel: one command on the cache plugin's client.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"channel"}),
 		handledV: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jfast_channels_handled_total",
 			Help: "Handler runs by channel and outcome (ok, error, permanent, timeout, panic; dropped: a broadcast message the handler's buffer had no room for).",
@@ -63,13 +71,14 @@ func newMetrics(p *Plugin) (*metrics, error) {
 			ok:       m.published.WithLabelValues(c.name, "ok"),
 			failed:   m.published.WithLabelValues(c.name, "unavailable"),
 			tooLarge: m.published.WithLabelValues(c.name, "too_large"),
+			took:     m.publishDur.WithLabelValues(c.name),
 		}
 	}
 	return m, nil
 }
 
 func (m *metrics) register(reg *prometheus.Registry) error {
-	for _, c := range []prometheus.Collector{m.published, m.handledV, m.duration, m.claimedV, m.deadV, m.sseOpen, m.sseClose} {
+	for _, c := range []prometheus.Collector{m.published, m.publishDur, m.handledV, m.duration, m.claimedV, m.deadV, m.sseOpen, m.sseClose} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

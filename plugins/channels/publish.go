@@ -45,9 +45,10 @@ func (p *Plugin) Publish(ctx context.Context, channel string, payload []byte) er
 		p.prop.InjectMessage(ctx, md)
 	}
 	var err error
+	start := time.Now()
 	if c.mode == modeBroadcast {
 		bp := framePool.Get().(*[]byte)
-		frame := appendFrame((*bp)[:0], rid, time.Now(), md, payload)
+		frame := appendFrame((*bp)[:0], rid, start, md, payload)
 		err = p.client.Publish(ctx, c.key, frame).Err()
 		if cap(frame) <= 64<<10 {
 			*bp = frame[:0]
@@ -61,6 +62,7 @@ func (p *Plugin) Publish(ctx context.Context, channel string, payload []byte) er
 			Values: streamValues(rid, md, payload),
 		}).Err()
 	}
+	c.pub.took.Observe(time.Since(start).Seconds())
 	if err != nil {
 		c.pub.failed.Inc()
 		return &UnavailableError{Channel: channel, Err: err, MaybePublished: maybeSent(err)}
