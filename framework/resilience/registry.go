@@ -68,8 +68,9 @@ type ticker struct {
 // opened during an incident shows the last minutes at once. f must be quick:
 // it runs on a call's path (start a goroutine for slow work). A call that
 // finds no tick due pays two atomic loads and a comparison; with no OnTick
-// set, one atomic load. OnTick(0, nil) removes f; a call already running it
-// finishes.
+// set, one atomic load. A Registry has one such function: OnTick replaces
+// the one set before, and OnTick(0, nil) removes it (a call already running
+// it finishes).
 func (r *Registry) OnTick(every time.Duration, f func(now time.Time)) {
 	if f == nil || every <= 0 {
 		r.tick.Store(nil)
