@@ -138,8 +138,14 @@ var sources = []source{
 		notMeasured: "calls are connections acquired from the pool (jfast_db_pool_acquires_total); statements are neither counted nor timed: the db plugin puts no work on a statement's path unless a plugin observes dependencies (a pgx tracer costs an allocation per statement)",
 	},
 	{
-		owner:       "cache",
-		notMeasured: "the cache plugin touches no metric on a successful command, so the hot path stays go-redis's: Redis commands are neither counted nor timed (the plugin turns go-redis's own retries off)",
+		// A command (or a pipeline) is one call and, go-redis's own
+		// retries being off, one attempt unless the open breaker refused
+		// it.
+		owner: "cache", dep: func(string) string { return "redis" },
+		calls:       []term{plus("jfast_cache_commands_total")},
+		attempts:    []term{plus("jfast_cache_commands_total"), {family: "jfast_cache_commands_total", sign: -1, only: "outcome", is: "refused"}},
+		duration:    "jfast_cache_command_duration_seconds",
+		notMeasured: "a pipeline or MULTI/EXEC is one call; pub/sub subscriptions are not commands and are not counted",
 	},
 }
 

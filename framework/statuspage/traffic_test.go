@@ -22,8 +22,8 @@ func waitSample(tr *traffic) {
 	tr.mu.Unlock()
 }
 
-// trafficFixture is a service's metrics as the storage, gateway, mail and
-// db plugins register them, and their breakers (and the cache's) on a
+// trafficFixture is a service's metrics as the storage, gateway, mail, db
+// and cache plugins register them, and their breakers (and the cache's) on a
 // registry.
 type trafficFixture struct {
 	clock            *resilience.TestClock
@@ -36,6 +36,8 @@ type trafficFixture struct {
 	upstream         *prometheus.HistogramVec
 	deliveries       *prometheus.CounterVec
 	acquires         prometheus.Counter
+	commands         *prometheus.CounterVec
+	commandDuration  prometheus.Histogram
 	disk, db, redis  *resilience.Breaker
 }
 
@@ -52,7 +54,9 @@ func newTrafficFixture(t *testing.T) *trafficFixture {
 	f.upstream = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "jfast_gateway_upstream_duration_seconds", Buckets: []float64{.01, .1, 1}}, []string{"route"})
 	f.deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jfast_mail_deliveries_total"}, []string{"transport", "result"})
 	f.acquires = prometheus.NewCounter(prometheus.CounterOpts{Name: "jfast_db_pool_acquires_total"})
-	m.MustRegister(f.ops, f.opDuration, f.requests, f.retries, f.refused, f.upstream, f.deliveries, f.acquires)
+	f.commands = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jfast_cache_commands_total"}, []string{"outcome"})
+	f.commandDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "jfast_cache_command_duration_seconds", Buckets: []float64{.0001, .001, .01}})
+	m.MustRegister(f.ops, f.opDuration, f.requests, f.retries, f.refused, f.upstream, f.deliveries, f.acquires, f.commands, f.commandDuration)
 	f.disk = resilience.NewBreaker(resilience.BreakerOpts{Name: "storage.files", Clock: f.reg.Clock("storage")})
 	f.db = resilience.NewBreaker(resilience.BreakerOpts{Name: "db", Clock: f.reg.Clock("db")})
 	f.redis = resilience.NewBreaker(resilience.BreakerOpts{Name: "redis", Clock: f.reg.Clock("cache")})
@@ -156,9 +160,20 @@ func TestTrafficOfEveryPlugin(t *testing.T) {
 	if db == nil || db.Calls != "12" || db.Attempts != "—" || db.P99 != "—" || !strings.Contains(db.NotMeasured, "statements are neither counted nor timed") {
 		t.Fatalf("db: %+v; want 12 connections acquired, attempts and latency not measured, saying why", db)
 	}
+	// Redis: 8 commands answered or not, 2 the open breaker refused (no
+	// attempt), the 8 sent timed: 6 at 0.5 ms, 2 at 5 ms.
+	f.commands.WithLabelValues("ok").Add(7)
+	f.commands.WithLabelValues("error").Add(1)
+	f.commands.WithLabelValues("refused").Add(2)
+	for range 6 {
+		f.commandDuration.Observe(.0005)
+	}
+	for range 2 {
+		f.commandDuration.Observe(.005)
+	}
 	redis := f.dep(t, "cache", "redis").Traffic
-	if redis == nil || redis.Calls != "—" || redis.Span != "" || !strings.Contains(redis.NotMeasured, "neither counted nor timed") {
-		t.Fatalf("cache: %+v; want not measured, saying why", redis)
+	if redis == nil || redis.Calls != "10" || redis.Attempts != "8" || redis.P50 != "0.7 ms" || redis.P99 != "9.6 ms" || redis.Span != "since start" || !strings.Contains(redis.NotMeasured, "pipeline") {
+		t.Fatalf("cache: %+v; want 10 calls, 8 attempts (10 - 2 refused), p50 0.7 ms (rank 4 of 8, in the 0.1-1 ms bucket), p99 9.6 ms since start, a pipeline named as one call", redis)
 	}
 	disk := f.dep(t, "storage", "storage.files").Traffic
 	if disk == nil || disk.Calls != "1" || disk.Attempts != "1" || !strings.Contains(disk.NotMeasured, "AWS SDK") {

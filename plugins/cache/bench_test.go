@@ -123,7 +123,8 @@ func median(ds []time.Duration) time.Duration {
 // BenchmarkHook is the plugin's own cost per command without the network: the
 // hook around a command that returns at once.
 func BenchmarkHook(b *testing.B) {
-	h := &hook{timeout: time.Second, breaker: New().testBreaker()}
+	m, _ := newCommandMetrics()
+	h := &hook{timeout: time.Second, breaker: New().testBreaker(), metrics: &m}
 	next := h.ProcessHook(func(context.Context, redis.Cmder) error { return nil })
 	ctx := context.Background()
 	cmd := redis.NewStringCmd(ctx, "get", "k")

@@ -32,9 +32,16 @@ import (
 // go-redis sets the socket read deadline of its typed blocking commands to the
 // wait plus 10 s; the hook's earlier deadline wins. Pub/sub does not go through
 // the hook: see docs/cache.md.
+//
+// Each command the hook sees (not a nested one) is counted once, by outcome,
+// in jfast_cache_commands_total, and one the breaker admitted is timed from
+// admission to its answer in jfast_cache_command_duration_seconds: one clock
+// read more than the deadline needs, a counter and an observation, no
+// allocation.
 type hook struct {
 	timeout time.Duration
 	breaker *resilience.Breaker
+	metrics *commandMetrics
 }
 
 // cmdContext is the context a command runs under: the caller's, with the
@@ -75,14 +82,14 @@ func (c *cmdContext) Value(key any) any {
 
 func nested(ctx context.Context) bool { return ctx.Value(cmdContextKey{}) != nil }
 
-// ownDeadline is the plugin's deadline for a command allowed limit from now,
-// on the clock of context deadlines; zero when only the caller's context
-// bounds it (a blocking command with a wait of 0).
-func ownDeadline(limit time.Duration, bounded bool) time.Time {
+// ownDeadline is the plugin's deadline for a command admitted at start and
+// allowed limit, on the clock of context deadlines; zero when only the
+// caller's context bounds it (a blocking command with a wait of 0).
+func ownDeadline(start time.Time, limit time.Duration, bounded bool) time.Time {
 	if !bounded {
 		return time.Time{}
 	}
-	return time.Now().Add(limit)
+	return start.Add(limit)
 }
 
 // bound returns ctx for a command whose own deadline is own (zero: only the
@@ -111,12 +118,14 @@ func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		ticket, err := h.breaker.Allow()
 		if err != nil {
+			h.metrics.refused.Inc()
 			return &UnavailableError{Err: err}
 		}
+		start := time.Now()
 		limit, bounded := h.limit(commandWait(cmd))
-		own := ownDeadline(limit, bounded)
+		own := ownDeadline(start, limit, bounded)
 		err = next(bound(ctx, own), cmd)
-		return h.done(ctx, ticket, err, limit, own)
+		return h.done(ctx, ticket, err, limit, own, start)
 	}
 }
 
@@ -130,8 +139,10 @@ func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 		}
 		ticket, err := h.breaker.Allow()
 		if err != nil {
+			h.metrics.refused.Inc()
 			return &UnavailableError{Err: err}
 		}
+		start := time.Now()
 		var wait time.Duration
 		bounded := true
 		for _, cmd := range cmds {
@@ -142,9 +153,9 @@ func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 			wait += w
 		}
 		limit := h.timeout + wait
-		own := ownDeadline(limit, bounded)
+		own := ownDeadline(start, limit, bounded)
 		err = next(bound(ctx, own), cmds)
-		return h.done(ctx, ticket, err, limit, own)
+		return h.done(ctx, ticket, err, limit, own, start)
 	}
 }
 
@@ -157,8 +168,9 @@ func (h *hook) limit(wait time.Duration, blocking bool) (time.Duration, bool) {
 	return h.timeout + wait, true
 }
 
-// done reports the command's outcome to the breaker and returns its error,
-// wrapped in an *UnavailableError when Redis did not answer.
+// done reports the command's outcome to the breaker and the metrics (its
+// time since start; ok when Redis answered, error otherwise) and returns its
+// error, wrapped in an *UnavailableError when Redis did not answer.
 //
 //   - nil and redis.Nil (a miss) are successes;
 //   - an error reply is a success (Redis answered), except those saying the
@@ -174,18 +186,22 @@ func (h *hook) limit(wait time.Duration, blocking bool) (time.Duration, bool) {
 //     with nothing answered meanwhile it opens the breaker at once);
 //   - anything else (refused or broken connections, pool timeouts) is a
 //     failure.
-func (h *hook) done(ctx context.Context, t resilience.Ticket, err error, limit time.Duration, own time.Time) error {
+func (h *hook) done(ctx context.Context, t resilience.Ticket, err error, limit time.Duration, own, start time.Time) error {
+	h.metrics.took.Observe(time.Since(start).Seconds())
 	if err == nil || err == redis.Nil {
 		t.Done(resilience.Success)
-		return err
-	}
-	if errors.Is(err, redis.ErrClosed) {
-		t.Done(resilience.Ignore)
+		h.metrics.ok.Inc()
 		return err
 	}
 	var reply redis.Error
 	if errors.As(err, &reply) && !unavailableReply(reply.Error()) {
 		t.Done(resilience.Success)
+		h.metrics.ok.Inc()
+		return err
+	}
+	h.metrics.failed.Inc()
+	if errors.Is(err, redis.ErrClosed) {
+		t.Done(resilience.Ignore)
 		return err
 	}
 	if resilience.CutByCaller(ctx, own) {

@@ -22,12 +22,42 @@ func (c component) String() string {
 	return "remember"
 }
 
-// metrics are the plugin's Prometheus collectors. None is touched on a
-// successful command: the hot path stays go-redis's.
+// metrics are the plugin's Prometheus collectors.
 type metrics struct {
+	commands   commandMetrics
 	failOpen   [numComponents]prometheus.Counter
 	limited    *prometheus.CounterVec
 	collectors []prometheus.Collector
+}
+
+// commandMetrics count and time the commands (and pipelines) the hook sees,
+// each series resolved once: a command touches a counter and a histogram
+// and allocates nothing for it.
+type commandMetrics struct {
+	ok, failed, refused prometheus.Counter
+	took                prometheus.Observer
+}
+
+// commandBuckets run from 100 µs (a GET on loopback is tens of µs) to
+// 5 s (command_timeout's default is 1 s; a blocking command may wait longer).
+var commandBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
+
+func newCommandMetrics() (commandMetrics, []prometheus.Collector) {
+	commands := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "jfast_cache_commands_total",
+		Help: "Redis commands (a pipeline or MULTI/EXEC counts once) by outcome: ok (Redis answered, a miss or an error reply included), error (no answer, or a reply saying it cannot serve now), refused (the open breaker refused it, nothing sent).",
+	}, []string{"outcome"})
+	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "jfast_cache_command_duration_seconds",
+		Help:    "Time of a Redis command (or pipeline) the breaker admitted, from admission to its answer or error.",
+		Buckets: commandBuckets,
+	}, nil)
+	return commandMetrics{
+		ok:      commands.WithLabelValues("ok"),
+		failed:  commands.WithLabelValues("error"),
+		refused: commands.WithLabelValues("refused"),
+		took:    duration.WithLabelValues(),
+	}, []prometheus.Collector{commands, duration}
 }
 
 func newMetrics(p *Plugin) *metrics {
@@ -40,6 +70,8 @@ func newMetrics(p *Plugin) *metrics {
 		Help: "Requests refused with 429 by a rate limiter, by limiter name.",
 	}, []string{"limiter"})
 	m := &metrics{limited: limited}
+	var commands []prometheus.Collector
+	m.commands, commands = newCommandMetrics()
 	for c := component(0); c < numComponents; c++ {
 		m.failOpen[c] = failOpen.WithLabelValues(c.String())
 	}
@@ -63,7 +95,7 @@ func newMetrics(p *Plugin) *metrics {
 		Name: "jfast_cache_pool_timeouts_total",
 		Help: "Times a command waited for a pooled connection longer than command_timeout.",
 	}, func() float64 { return float64(p.client.PoolStats().Timeouts) })
-	m.collectors = []prometheus.Collector{failOpen, limited, state, opens, conns, idle, timeouts}
+	m.collectors = append(commands, failOpen, limited, state, opens, conns, idle, timeouts)
 	return m
 }
 

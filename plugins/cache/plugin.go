@@ -168,9 +168,9 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 		return fmt.Errorf("cache: %w", err) // already refused by Validate; kept for safety
 	}
 	addTraceHook(app, client)
-	client.AddHook(&hook{timeout: p.cfg.CommandTimeout, breaker: p.breaker})
 	p.client = client
 	p.metrics = newMetrics(p)
+	client.AddHook(&hook{timeout: p.cfg.CommandTimeout, breaker: p.breaker, metrics: &p.metrics.commands})
 	if err := p.metrics.register(app.Metrics()); err != nil {
 		_ = client.Close()
 		return fmt.Errorf("cache: register metrics: %w", err)
