@@ -132,10 +132,12 @@ var sources = []source{
 	},
 	{
 		// The db's breaker guards the pool's connections: a call is a
-		// connection acquired (a statement, or a transaction's).
+		// connection acquired (a statement, or a transaction's), its
+		// latency how long it was held.
 		owner: "db", dep: func(string) string { return "db" },
 		calls:       []term{plus("jfast_db_pool_acquires_total")},
-		notMeasured: "calls are connections acquired from the pool (jfast_db_pool_acquires_total); statements are neither counted nor timed: the db plugin puts no work on a statement's path unless a plugin observes dependencies (a pgx tracer costs an allocation per statement)",
+		duration:    "jfast_db_acquisition_duration_seconds",
+		notMeasured: "calls are connections acquired from the pool (jfast_db_pool_acquires_total) and latency is how long one taken through the plugin was held, from asking for it to giving it back (a statement's or a whole transaction's time); statements are neither counted nor timed one by one",
 	},
 	{
 		// A command (or a pipeline) is one call and, go-redis's own

@@ -94,6 +94,9 @@ var errAttemptBound = errors.New("db: no connection within the bound of an attem
 // bounded ping (installed as the pool's PrepareConn hook) and the bound on
 // attempts that follow a failure.
 type gate struct {
+	// timed: connections carry the slot of their acquisition time (see
+	// heldTracer); set on the main pool before install.
+	timed          bool
 	breaker        *resilience.Breaker
 	pingTimeout    time.Duration
 	connectTimeout time.Duration // set by install from the pool's ConnConfig
@@ -202,6 +205,9 @@ func (g *gate) install(cfg *pgxpool.Config) {
 		if v := c.PgConn().ParameterStatus("server_version"); v != "" {
 			g.serverVersion.Store(&v)
 		}
+		if g.timed {
+			c.PgConn().CustomData()[heldKey] = new(atomic.Int64) // once per connection
+		}
 		if a := attemptFrom(ctx); a != nil {
 			a.mu.Lock()
 			a.fresh = c
@@ -307,16 +313,27 @@ func (g *gate) prepare(ctx context.Context, c *pgx.Conn) (bool, error) {
 //
 // Each attempt is one call of the breaker; attempts in flight when it opens
 // are cancelled and answer the breaker's error. All of it stays within ctx.
+//
+// On a timed pool the connection's slot gets the time it was asked for: its
+// release observes jfast_db_acquisition_duration_seconds (see heldTracer).
 func (g *gate) acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn, error) {
+	var asked int64
+	if g.timed {
+		asked = heldNow()
+	}
 	var bound time.Duration
 	if g.suspect.Load() {
 		bound = g.pingTimeout
 	}
 	c, retry, err := g.attempt(ctx, pool, bound)
-	if err == nil || !retry {
-		return c, err
+	if err != nil && retry {
+		c, _, err = g.attempt(ctx, pool, g.replaceBound())
 	}
-	c, _, err = g.attempt(ctx, pool, g.replaceBound())
+	if err == nil && asked != 0 {
+		if s := heldSlot(c.Conn()); s != nil {
+			s.Store(asked)
+		}
+	}
 	return c, err
 }
 

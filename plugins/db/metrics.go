@@ -4,9 +4,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// registerMetrics exposes the main pool's statistics and its breaker as
-// jfast_db_* series. Values are read at scrape time.
-func registerMetrics(reg *prometheus.Registry, d *DB) error {
+// registerMetrics exposes the main pool's statistics, its breaker and held
+// (its acquisition time, see heldTracer) as jfast_db_* series. The gauges
+// and counters are read at scrape time.
+func registerMetrics(reg *prometheus.Registry, d *DB, held prometheus.Histogram) error {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
@@ -24,6 +25,9 @@ func registerMetrics(reg *prometheus.Registry, d *DB) error {
 		counter("jfast_db_ping_terminations_total", "Idle connections terminated because the bounded ping failed or did not answer within ping_timeout.", func() float64 { return float64(d.gate.pingTerminations.Load()) }),
 		gauge("jfast_db_breaker_state", "Connection breaker state: 0 closed, 1 open, 2 half-open.", func() float64 { return float64(d.gate.breaker.Snapshot().State) }),
 		counter("jfast_db_breaker_opens_total", "Times the connection breaker opened.", func() float64 { return float64(d.gate.breaker.Snapshot().Opens) }),
+	}
+	if held != nil {
+		cs = append(cs, held)
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
@@ -38,7 +39,8 @@ type Plugin struct {
 	log     *slog.Logger
 	clock   resilience.Clock
 	appName string
-	tracer  pgx.QueryTracer // nil unless a plugin observes dependencies (telemetry)
+	tracer  pgx.QueryTracer      // nil unless a plugin observes dependencies (telemetry)
+	held    prometheus.Histogram // jfast_db_acquisition_duration_seconds, of the main pool
 
 	mu      sync.Mutex
 	db      *DB
@@ -101,6 +103,7 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 		p.log.Info("db: migrations", slog.Int("applied", len(r.Applied)), slog.Int("version", int(r.Current)))
 	}
 	if p.cfg.URL != "" {
+		p.held = newHeldHistogram()
 		d, err := p.open(p.cfg.URL, p.cfg.PoolSize, int32(p.cfg.MinIdle), "")
 		if err != nil {
 			return err
@@ -108,7 +111,7 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 		p.mu.Lock()
 		p.db = d
 		p.mu.Unlock()
-		if err := registerMetrics(app.Metrics(), d); err != nil {
+		if err := registerMetrics(app.Metrics(), d, p.held); err != nil {
 			d.pool.Close()
 			return err
 		}
@@ -132,6 +135,11 @@ func (p *Plugin) open(dsn string, size int, minIdle int32, tenant string) (*DB, 
 	opts := p.cfg.BreakerConfig.Opts(dependencyName, p.clock,
 		resilience.LogStateChanges(p.log.With(logAttrs...), dependencyName, p.cfg.BreakerCoolDown, nil))
 	g := newGate(&opts, p.cfg.PingTimeout)
+	if tenant == "" && p.held != nil {
+		// The main pool times its acquisitions (see heldTracer).
+		g.timed = true
+		pc.ConnConfig.Tracer = heldTracer{inner: p.tracer, held: p.held}
+	}
 	g.install(pc)
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {

@@ -13,7 +13,8 @@ import (
 // dependencies (the telemetry plugin): every statement is reported to the
 // App's framework.DependencyObserver as "db <OPERATION>" — the statement's
 // first keyword (SELECT, INSERT, WITH, ...), never its text or arguments.
-// Without an observer the pool gets no tracer and statements pay nothing.
+// Without an observer there is no query tracer: the main pool's tracer is
+// then heldTracer alone, whose query methods return at once.
 type queryTracer struct{ observe framework.DependencyObserver }
 
 type queryEndKey struct{}
