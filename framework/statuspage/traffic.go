@@ -132,12 +132,14 @@ var sources = []source{
 	},
 	{
 		// The db's breaker guards the pool's connections: a call is a
-		// connection acquired (a statement, or a transaction's), its
+		// connection asked for through the plugin (a statement, or a
+		// transaction's), its attempts those the breaker let through, its
 		// latency how long it was held.
 		owner: "db", dep: func(string) string { return "db" },
-		calls:       []term{plus("jfast_db_pool_acquires_total")},
+		calls:       []term{plus("jfast_db_acquisitions_total")},
+		attempts:    []term{plus("jfast_db_acquisition_attempts_total")},
 		duration:    "jfast_db_acquisition_duration_seconds",
-		notMeasured: "calls are connections acquired from the pool (jfast_db_pool_acquires_total) and latency is how long one taken through the plugin was held, from asking for it to giving it back (a statement's or a whole transaction's time); statements are neither counted nor timed one by one",
+		notMeasured: "a call is a connection asked for through the plugin and latency how long it was held, from asking for it to giving it back (a statement's or a whole transaction's time); statements are neither counted nor timed one by one, and connections taken from the pool directly (River) are not counted",
 	},
 	{
 		// A command (or a pipeline) is one call and, go-redis's own

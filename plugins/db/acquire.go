@@ -117,7 +117,11 @@ type gate struct {
 	cancel   context.CancelFunc
 
 	pingTerminations atomic.Uint64
-	serverVersion    atomic.Pointer[string]
+	// calls counts the connections asked for through the gate (refused
+	// ones too); attempts the attempts the breaker let through (the first,
+	// and the one replacing a connection whose ping got no answer).
+	calls, attempts atomic.Uint64
+	serverVersion   atomic.Pointer[string]
 
 	// broken holds the connections destroyed closed whose cleanup is still
 	// running: pgx drains a broken connection for up to 15 s before closing
@@ -317,6 +321,7 @@ func (g *gate) prepare(ctx context.Context, c *pgx.Conn) (bool, error) {
 // On a timed pool the connection's slot gets the time it was asked for: its
 // release observes jfast_db_acquisition_duration_seconds (see heldTracer).
 func (g *gate) acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn, error) {
+	g.calls.Add(1)
 	var asked int64
 	if g.timed {
 		asked = heldNow()
@@ -350,6 +355,7 @@ func (g *gate) attempt(ctx context.Context, pool *pgxpool.Pool, bound time.Durat
 	if err != nil {
 		return nil, false, g.unavailable(err)
 	}
+	g.attempts.Add(1)
 	a := &attempt{}
 	actx, cancel := context.WithCancelCause(context.WithValue(ctx, attemptKey{}, a))
 	defer cancel(nil)

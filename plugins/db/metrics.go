@@ -22,6 +22,8 @@ func registerMetrics(reg *prometheus.Registry, d *DB, held prometheus.Histogram)
 		counter("jfast_db_pool_acquires_total", "Successful connection acquisitions from the db pool.", func() float64 { return float64(d.pool.Stat().AcquireCount()) }),
 		counter("jfast_db_pool_empty_acquires_total", "Acquisitions that found no idle connection and waited for one.", func() float64 { return float64(d.pool.Stat().EmptyAcquireCount()) }),
 		counter("jfast_db_pool_new_connections_total", "Connections the db pool opened.", func() float64 { return float64(d.pool.Stat().NewConnsCount()) }),
+		counter("jfast_db_acquisitions_total", "Connections asked for through the plugin (a statement's, a transaction's, Acquire's), those the open breaker refused included.", func() float64 { return float64(d.gate.calls.Load()) }),
+		counter("jfast_db_acquisition_attempts_total", "Attempts to get a connection the breaker let through: the first, and one more when a pooled connection's ping got no answer.", func() float64 { return float64(d.gate.attempts.Load()) }),
 		counter("jfast_db_ping_terminations_total", "Idle connections terminated because the bounded ping failed or did not answer within ping_timeout.", func() float64 { return float64(d.gate.pingTerminations.Load()) }),
 		gauge("jfast_db_breaker_state", "Connection breaker state: 0 closed, 1 open, 2 half-open.", func() float64 { return float64(d.gate.breaker.Snapshot().State) }),
 		counter("jfast_db_breaker_opens_total", "Times the connection breaker opened.", func() float64 { return float64(d.gate.breaker.Snapshot().Opens) }),

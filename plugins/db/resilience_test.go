@@ -28,6 +28,7 @@ func TestPingTerminatesHungConnection(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var n int
+	calls, attempts := b.db.gate.calls.Load(), b.db.gate.attempts.Load()
 	took := timed(func() {
 		if err := b.db.QueryRow(ctx, "SELECT 1").Scan(&n); err != nil {
 			t.Fatalf("query after the hang: %v", err)
@@ -38,6 +39,10 @@ func TestPingTerminatesHungConnection(t *testing.T) {
 	}
 	if got := b.db.gate.pingTerminations.Load(); got != 1 {
 		t.Fatalf("%d connections terminated by the ping, want 1", got)
+	}
+	// One connection asked for, two attempts: the hung one's, its replacement.
+	if c, a := b.db.gate.calls.Load()-calls, b.db.gate.attempts.Load()-attempts; c != 1 || a != 2 {
+		t.Fatalf("jfast_db_acquisitions_total +%d, jfast_db_acquisition_attempts_total +%d; want +1 and +2", c, a)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for b.db.Stat().TotalConns() != 1 && time.Now().Before(deadline) {
@@ -372,6 +377,14 @@ func TestCallerDeadlineIsNoEvidence(t *testing.T) {
 		}
 		if snap := b.db.Breaker(); snap.State != resilience.StateOpen {
 			t.Fatalf("after a connect cut by connect_timeout and its probe: breaker %+v; want open", snap)
+		}
+		// A connection the open breaker refuses is a call and no attempt.
+		calls, attempts := b.db.gate.calls.Load(), b.db.gate.attempts.Load()
+		if _, err := b.db.Exec(context.Background(), "SELECT 1"); !errors.Is(err, resilience.ErrOpen) {
+			t.Fatalf("with the breaker open: %v; want its refusal", err)
+		}
+		if c, a := b.db.gate.calls.Load()-calls, b.db.gate.attempts.Load()-attempts; c != 1 || a != 0 {
+			t.Fatalf("refused by the open breaker: acquisitions +%d, attempts +%d; want +1 and +0", c, a)
 		}
 	})
 
