@@ -96,7 +96,7 @@ var sources = []source{
 		// An operation its open breaker refused sent nothing.
 		attempts:    []term{plus("jfast_storage_operations_total"), {family: "jfast_storage_operations_total", sign: -1, only: "outcome", is: "rejected"}},
 		duration:    "jfast_storage_operation_duration_seconds",
-		notMeasured: "attempts are operations sent; the retries the AWS SDK makes within one S3 operation are not counted",
+		notMeasured: "the retries the AWS SDK makes within one S3 operation: an attempt is an operation sent",
 	},
 	{
 		owner: "auth", dep: func(string) string { return "jwks" },
@@ -120,7 +120,7 @@ var sources = []source{
 		owner: "mail", label: "transport",
 		attempts:    []term{plus("jfast_mail_deliveries_total")},
 		duration:    "jfast_mail_delivery_duration_seconds",
-		notMeasured: "deliveries are counted by attempt (jfast_mail_deliveries_total), not by message",
+		notMeasured: "calls, that is messages: deliveries are counted by attempt (jfast_mail_deliveries_total), not by message",
 	},
 	{
 		// A publish is one Redis command, never retried; one too large
@@ -139,7 +139,7 @@ var sources = []source{
 		calls:       []term{plus("jfast_db_acquisitions_total")},
 		attempts:    []term{plus("jfast_db_acquisition_attempts_total")},
 		duration:    "jfast_db_acquisition_duration_seconds",
-		notMeasured: "a call is a connection asked for through the plugin and latency how long it was held, from asking for it to giving it back (a statement's or a whole transaction's time); statements are neither counted nor timed one by one, and connections taken from the pool directly (River) are not counted",
+		notMeasured: "statements one by one, and connections taken from the pool directly (River): a call is a connection asked for through the plugin, and its latency how long it was held, from asking for it to giving it back (a statement's or a whole transaction's time)",
 	},
 	{
 		// A command (or a pipeline) is one call and, go-redis's own
@@ -149,7 +149,7 @@ var sources = []source{
 		calls:       []term{plus("jfast_cache_commands_total")},
 		attempts:    []term{plus("jfast_cache_commands_total"), {family: "jfast_cache_commands_total", sign: -1, only: "outcome", is: "refused"}},
 		duration:    "jfast_cache_command_duration_seconds",
-		notMeasured: "a pipeline or MULTI/EXEC is one call; pub/sub subscriptions are not commands and are not counted",
+		notMeasured: "pub/sub subscriptions, which are not commands; a pipeline or MULTI/EXEC counts as one call",
 	},
 }
 

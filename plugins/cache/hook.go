@@ -122,10 +122,11 @@ func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return &UnavailableError{Err: err}
 		}
 		start := time.Now()
-		limit, bounded := h.limit(commandWait(cmd))
+		wait, blocking := commandWait(cmd)
+		limit, bounded := h.limit(wait, blocking)
 		own := ownDeadline(start, limit, bounded)
 		err = next(bound(ctx, own), cmd)
-		return h.done(ctx, ticket, err, limit, own, start)
+		return h.done(ctx, ticket, err, limit, own, start, !blocking)
 	}
 }
 
@@ -144,18 +145,19 @@ func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 		}
 		start := time.Now()
 		var wait time.Duration
-		bounded := true
+		bounded, blocks := true, false
 		for _, cmd := range cmds {
 			w, blocking := commandWait(cmd)
 			if blocking && w == 0 {
 				bounded = false
 			}
+			blocks = blocks || blocking
 			wait += w
 		}
 		limit := h.timeout + wait
 		own := ownDeadline(start, limit, bounded)
 		err = next(bound(ctx, own), cmds)
-		return h.done(ctx, ticket, err, limit, own, start)
+		return h.done(ctx, ticket, err, limit, own, start, !blocks)
 	}
 }
 
@@ -169,8 +171,10 @@ func (h *hook) limit(wait time.Duration, blocking bool) (time.Duration, bool) {
 }
 
 // done reports the command's outcome to the breaker and the metrics (its
-// time since start; ok when Redis answered, error otherwise) and returns its
-// error, wrapped in an *UnavailableError when Redis did not answer.
+// time since start when timed — a blocking command's time is its wait, not
+// Redis's answer, and is left out; ok when Redis answered, error otherwise)
+// and returns its error, wrapped in an *UnavailableError when Redis did not
+// answer.
 //
 //   - nil and redis.Nil (a miss) are successes;
 //   - an error reply is a success (Redis answered), except those saying the
@@ -186,8 +190,10 @@ func (h *hook) limit(wait time.Duration, blocking bool) (time.Duration, bool) {
 //     with nothing answered meanwhile it opens the breaker at once);
 //   - anything else (refused or broken connections, pool timeouts) is a
 //     failure.
-func (h *hook) done(ctx context.Context, t resilience.Ticket, err error, limit time.Duration, own, start time.Time) error {
-	h.metrics.took.Observe(time.Since(start).Seconds())
+func (h *hook) done(ctx context.Context, t resilience.Ticket, err error, limit time.Duration, own, start time.Time, timed bool) error {
+	if timed {
+		h.metrics.took.Observe(time.Since(start).Seconds())
+	}
 	if err == nil || err == redis.Nil {
 		t.Done(resilience.Success)
 		h.metrics.ok.Inc()

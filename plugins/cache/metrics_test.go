@@ -55,8 +55,9 @@ func commandDelta(before, after map[string]float64) map[string]float64 {
 }
 
 // Every command through the hook is counted once and timed: a miss and an
-// error reply are answers (ok), a pipeline is one command, and the
-// connection's handshake (HELLO, nested in the first command) is not counted.
+// error reply are answers (ok), a pipeline is one command, a blocking command
+// is counted but not timed, and the connection's handshake (HELLO, nested in
+// the first command) is not counted.
 func TestCommandMetricsAnswered(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
@@ -84,11 +85,15 @@ func TestCommandMetricsAnswered(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// A blocking command answered: counted, not timed (its time is its wait).
+	if err := raw.BRPop(ctx, 10*time.Millisecond, b.prefix+"empty").Err(); err != redis.Nil {
+		t.Fatalf("BRPOP of an empty list = %v, want redis.Nil after its wait", err)
+	}
 	d := commandDelta(before, commandCounts(t, b))
-	want := map[string]float64{commandSeries[0]: 5, commandSeries[1]: 0, commandSeries[2]: 0, commandSeries[3]: 5}
+	want := map[string]float64{commandSeries[0]: 6, commandSeries[1]: 0, commandSeries[2]: 0, commandSeries[3]: 5}
 	for s, w := range want {
 		if d[s] != w {
-			t.Errorf("%s went up by %v, want %v (SET, GET miss, LPUSH, WRONGTYPE, one pipeline)", s, d[s], w)
+			t.Errorf("%s went up by %v, want %v (SET, GET miss, LPUSH, WRONGTYPE, one pipeline, BRPOP; all but BRPOP timed)", s, d[s], w)
 		}
 	}
 }
