@@ -119,6 +119,11 @@ func (h *Handler) Close() {
 	h.traffic.close()
 }
 
+// Settle waits for the reading in progress, if any, and for the ticks that
+// came while it was taken: what the calls made so far have asked to be read
+// has been read when it returns.
+func (h *Handler) Settle() { h.traffic.settle() }
+
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 

@@ -238,6 +238,15 @@ func (t *traffic) sample(at time.Time) {
 	}
 }
 
+// settle waits until no sample is being taken.
+func (t *traffic) settle() {
+	t.mu.Lock()
+	for t.sampling {
+		t.done.Wait()
+	}
+	t.mu.Unlock()
+}
+
 // close stops the samples and waits for the one in progress.
 func (t *traffic) close() {
 	t.mu.Lock()

@@ -1,0 +1,9 @@
+package framework
+
+// SettleStatusReadings waits for the status page's reading in progress, if
+// any (tests only: the readings are taken beside the calls, on their own).
+func (a *App) SettleStatusReadings() {
+	if a.status != nil {
+		a.status.Settle()
+	}
+}
