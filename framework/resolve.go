@@ -1,5 +1,10 @@
 package framework
 
+import (
+	"fmt"
+	"strings"
+)
+
 // Resolver is a plugin with defaults that depend on other settings: the [app]
 // table (a key prefix from app.name, a lease from app.request_timeout) or the
 // process's environment (the OpenTelemetry variables). ResolveDefaults runs once,
@@ -45,3 +50,15 @@ func (r *Resolution) Source(key string) string {
 func (r *Resolution) Computed(key, how string) { r.notes[r.key(key)] = how }
 
 func (r *Resolution) key(key string) string { return r.prefix + "." + key }
+
+// FromURL records that key's value was read from the parameter param of the
+// connection string urlKey (a pool size in a database URL), for the source
+// column of the config command: "url (plugin.db.url pool_max_conns)", or the
+// variable's name when the environment set urlKey.
+func (r *Resolution) FromURL(key, urlKey, param string) {
+	where := r.key(urlKey)
+	if src := r.Source(urlKey); strings.HasPrefix(src, "env ") {
+		where = src
+	}
+	r.Computed(key, fmt.Sprintf("url (%s %s)", where, param))
+}

@@ -170,3 +170,15 @@ func ValidName(s string) bool {
 	}
 	return true
 }
+
+// AgreesWithURL refuses key set to value when the connection string urlKey
+// also sets it, as its parameter param, to another value (a pool size both
+// in a database URL and in pool_size): neither may silently win. Unset, key
+// takes the URL's value (see Resolution.FromURL).
+func (v *Validation) AgreesWithURL(key string, value int, urlKey, param string, urlValue int) {
+	if !v.IsSet(key) || value == urlValue {
+		return
+	}
+	v.Error(key, fmt.Sprintf("is %d, and %s sets %s=%d: two values, and neither may silently win", value, v.Key(urlKey), param, urlValue),
+		fmt.Sprintf("keep one: remove %s from %s (or from %s), or remove %s (or %s)", param, v.Key(urlKey), envName(v.Key(urlKey)), v.Key(key), envName(v.Key(key))))
+}

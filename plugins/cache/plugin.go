@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -126,9 +125,8 @@ func (p *Plugin) Validate(v *framework.Validation) {
 	}
 	v.Deadline("command_timeout", p.cfg.CommandTimeout)
 	v.Positive("pool_size", p.cfg.PoolSize)
-	if n, ok := urlPoolSize(p.cfg.URL); ok && v.IsSet("pool_size") && n != p.cfg.PoolSize {
-		v.Error("pool_size", fmt.Sprintf("is %d, and %s sets %s=%d: two pool sizes, and neither may silently win", p.cfg.PoolSize, v.Key("url"), urlPoolParam, n),
-			fmt.Sprintf("keep one: remove %s from %s (or from JFAST_CACHE_URL), or remove %s (or JFAST_CACHE_POOL_SIZE)", urlPoolParam, v.Key("url"), v.Key("pool_size")))
+	if n, ok := urlPoolSize(p.cfg.URL); ok {
+		v.AgreesWithURL("pool_size", p.cfg.PoolSize, "url", urlPoolParam, n)
 	}
 	p.cfg.BreakerConfig.Validate(v)
 }
@@ -139,11 +137,7 @@ func (p *Plugin) Validate(v *framework.Validation) {
 func (p *Plugin) ResolveDefaults(r *framework.Resolution) {
 	if n, ok := urlPoolSize(p.cfg.URL); ok && !r.IsSet("pool_size") {
 		p.cfg.PoolSize = n
-		where := "plugin." + pluginName + ".url"
-		if src := r.Source("url"); strings.HasPrefix(src, "env ") {
-			where = src
-		}
-		r.Computed("pool_size", fmt.Sprintf("url (%s %s)", where, urlPoolParam))
+		r.FromURL("pool_size", "url", urlPoolParam)
 	}
 	if !r.IsSet("key_prefix") {
 		p.cfg.KeyPrefix = r.App().Name + ":"

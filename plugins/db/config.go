@@ -222,32 +222,20 @@ func urlPoolSize(dsn string) (int, bool) {
 // resolveURLPoolSize puts the pool size dsn carries into *size when the
 // sizeKey is set neither in the file nor in the environment, and records it
 // as the source config shows.
-func resolveURLPoolSize(r *framework.Resolution, prefix, urlKey, dsn, sizeKey string, size *int) {
+func resolveURLPoolSize(r *framework.Resolution, urlKey, dsn, sizeKey string, size *int) {
 	if r.IsSet(sizeKey) {
 		return
 	}
-	n, ok := urlPoolSize(dsn)
-	if !ok {
-		return
+	if n, ok := urlPoolSize(dsn); ok {
+		*size = n
+		r.FromURL(sizeKey, urlKey, urlPoolParam)
 	}
-	*size = n
-	where := prefix + "." + urlKey
-	if src := r.Source(urlKey); strings.HasPrefix(src, "env ") {
-		where = src
-	}
-	r.Computed(sizeKey, fmt.Sprintf("url (%s %s)", where, urlPoolParam))
 }
 
-// envVar is the environment variable of a [plugin.db] key.
-func envVar(key string) string { return "JFAST_DB_" + strings.ToUpper(key) }
-
 // validateURLPoolSize refuses a pool size set both in the connection string
-// and by sizeKey, with different values: neither may silently win.
+// and by sizeKey, with different values.
 func (c *Config) validateURLPoolSize(v *framework.Validation, urlKey, dsn, sizeKey string, size int) {
-	n, ok := urlPoolSize(dsn)
-	if !ok || !v.IsSet(sizeKey) || n == size {
-		return
+	if n, ok := urlPoolSize(dsn); ok {
+		v.AgreesWithURL(sizeKey, size, urlKey, urlPoolParam, n)
 	}
-	v.Error(sizeKey, fmt.Sprintf("is %d, and %s sets %s=%d: two pool sizes, and neither may silently win", size, v.Key(urlKey), urlPoolParam, n),
-		fmt.Sprintf("keep one: remove %s from %s (or from %s), or remove %s (or %s)", urlPoolParam, v.Key(urlKey), envVar(urlKey), v.Key(sizeKey), envVar(sizeKey)))
 }

@@ -76,9 +76,9 @@ func (p *Plugin) Validate(v *framework.Validation) {
 // same for tenant_url_template and tenant_pool_size), so the pool has the size
 // the connection string asks for and config says where it came from.
 func (p *Plugin) ResolveDefaults(r *framework.Resolution) {
-	resolveURLPoolSize(r, "plugin."+dependencyName, "url", p.cfg.URL, "pool_size", &p.cfg.PoolSize)
+	resolveURLPoolSize(r, "url", p.cfg.URL, "pool_size", &p.cfg.PoolSize)
 	if p.cfg.TenantURLTemplate != "" {
-		resolveURLPoolSize(r, "plugin."+dependencyName, "tenant_url_template", tenantDSN(p.cfg.TenantURLTemplate), "tenant_pool_size", &p.cfg.TenantPoolSize)
+		resolveURLPoolSize(r, "tenant_url_template", tenantDSN(p.cfg.TenantURLTemplate), "tenant_pool_size", &p.cfg.TenantPoolSize)
 	}
 }
 
