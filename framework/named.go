@@ -48,17 +48,12 @@ func ValidateNamed[C any](v *Validation, t NamedTable, entries map[string]C, pro
 // started plugin adds nothing.
 type Named[T any] struct {
 	byName map[string]T
-	names  []string // sorted
 }
 
 // Add sets the value of name.
 func (n *Named[T]) Add(name string, v T) {
 	if n.byName == nil {
 		n.byName = map[string]T{}
-	}
-	if _, ok := n.byName[name]; !ok {
-		i, _ := slices.BinarySearch(n.names, name)
-		n.names = slices.Insert(n.names, i, name)
 	}
 	n.byName[name] = v
 }
@@ -70,12 +65,12 @@ func (n Named[T]) Get(name string) (T, bool) {
 }
 
 // Len returns the number of names.
-func (n Named[T]) Len() int { return len(n.names) }
+func (n Named[T]) Len() int { return len(n.byName) }
 
 // All yields every name and its value in name order.
 func (n Named[T]) All() iter.Seq2[string, T] {
 	return func(yield func(string, T) bool) {
-		for _, name := range n.names {
+		for _, name := range slices.Sorted(maps.Keys(n.byName)) {
 			if !yield(name, n.byName[name]) {
 				return
 			}
@@ -102,8 +97,8 @@ func (n Named[T]) Lookup(t NamedTable, name string, started bool) (T, error) {
 	if t.Needs != "" {
 		fix += " " + t.Needs
 	}
-	if len(n.names) > 0 {
-		fix += "; configured " + t.Nouns + ": " + strings.Join(n.names, ", ")
+	if len(n.byName) > 0 {
+		fix += "; configured " + t.Nouns + ": " + strings.Join(slices.Sorted(maps.Keys(n.byName)), ", ")
 	}
 	return zero, fmt.Errorf("%s: no %s '%s' is configured: %s", t.Plugin, t.Noun, name, fix)
 }
