@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -40,7 +41,7 @@ func BearerToken(ctx context.Context) string {
 	return s
 }
 
-type outboundRouteKey struct{}
+type outboundCallKey struct{}
 
 // ContextWithOutboundRoute names the route template ("/payments/{id}", never a
 // path with ids in it) of the outbound HTTP calls made under ctx: an http
@@ -49,13 +50,58 @@ type outboundRouteKey struct{}
 // breaker. A plugin that proxies (a gateway) sets it from its own route; the
 // http plugin's http.WithRoute is the same function.
 func ContextWithOutboundRoute(ctx context.Context, route string) context.Context {
-	return context.WithValue(ctx, outboundRouteKey{}, route)
+	return &OutboundCall{Context: ctx, Route: route}
 }
 
 // OutboundRoute returns the route template ctx names, or "".
 func OutboundRoute(ctx context.Context) string {
-	s, _ := ctx.Value(outboundRouteKey{}).(string)
-	return s
+	if c := OutboundCallOf(ctx); c != nil {
+		return c.Route
+	}
+	return ""
+}
+
+// OutboundCall is a context for one outbound HTTP call that jfast code hands
+// to the http plugin's RoundTripper (the gateway does, for each request it
+// proxies): it names the call's route, as ContextWithOutboundRoute does, may
+// give the request's headers to the RoundTripper, and counts the attempts the
+// http plugin makes for it (through its RoundTripper or its clients), so the
+// caller learns of retries without a trace hook of its own. Build one with its Context and fields set and make the request
+// with it; a proxy embeds it in its own per-request state, so the whole call
+// costs one allocation.
+type OutboundCall struct {
+	context.Context
+
+	// Route is the route template, as ContextWithOutboundRoute's.
+	Route string
+	// OwnedHeader says the request's Header belongs to this call alone (a
+	// reverse proxy's outgoing request, cloned from the inbound one): the
+	// RoundTripper adds what travels with every call (the request ID, the
+	// time left) to it in place instead of copying it first.
+	OwnedHeader bool
+
+	attempts atomic.Int32
+}
+
+// Value implements context.Context.
+func (c *OutboundCall) Value(key any) any {
+	if key == (outboundCallKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// CountAttempt records one attempt; the http plugin's RoundTripper calls it
+// as each attempt starts.
+func (c *OutboundCall) CountAttempt() { c.attempts.Add(1) }
+
+// Attempts returns the attempts counted so far.
+func (c *OutboundCall) Attempts() int { return int(c.attempts.Load()) }
+
+// OutboundCallOf returns the innermost OutboundCall of ctx, or nil.
+func OutboundCallOf(ctx context.Context) *OutboundCall {
+	c, _ := ctx.Value(outboundCallKey{}).(*OutboundCall)
+	return c
 }
 
 type openEndedKey struct{}

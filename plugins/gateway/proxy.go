@@ -9,13 +9,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jfastframework/jfast/framework"
@@ -84,13 +82,13 @@ func (p *Plugin) newRoute(name string, rc Route, h upstreams, m *metrics) (*rout
 }
 
 // call is one proxied request's state, carried in its context so the
-// ReverseProxy's hooks find it.
+// ReverseProxy's hooks find it. Its framework.OutboundCall names the route to
+// the upstream's RoundTripper, gives it the outgoing request's headers (the
+// ReverseProxy's own copy) and counts its attempts.
 type call struct {
-	context.Context
-	route    *route
-	start    time.Time
-	attempts atomic.Int32
-	trace    httptrace.ClientTrace
+	framework.OutboundCall
+	route *route
+	start time.Time
 }
 
 type callKey struct{}
@@ -99,17 +97,13 @@ func (c *call) Value(key any) any {
 	if key == (callKey{}) {
 		return c
 	}
-	return c.Context.Value(key)
+	return c.OutboundCall.Value(key)
 }
 
 func callOf(ctx context.Context) *call {
 	c, _ := ctx.Value(callKey{}).(*call)
 	return c
 }
-
-// gotConn counts attempts: the transport asks for a connection once per
-// attempt.
-func (c *call) getConn(string) { c.attempts.Add(1) }
 
 // ServeHTTP proxies one request.
 func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -137,17 +131,16 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w = &streamWriter{ResponseWriter: w, rc: rc, gap: rt.p.cfg.StreamWriteTimeout}
 		}
 	}
-	c := &call{Context: framework.ContextWithOutboundRoute(ctx, rt.template), route: rt, start: time.Now()}
-	c.trace.GetConn = c.getConn
-	ctx = httptrace.WithClientTrace(c, &c.trace)
+	c := &call{route: rt, start: time.Now()}
+	c.Context, c.Route, c.OwnedHeader = ctx, rt.template, true
 
 	if err := rt.bufferBody(r); err != nil {
 		problem.Write(w, r, problem.From(err))
 		rt.m.request(statusOf(w))
 		return
 	}
-	rt.rp.ServeHTTP(w, r.WithContext(ctx))
-	if n := c.attempts.Load(); n > 1 {
+	rt.rp.ServeHTTP(w, r.WithContext(c))
+	if n := c.Attempts(); n > 1 {
 		rt.m.retries.Add(float64(n - 1))
 	}
 	rt.m.request(statusOf(w))
@@ -240,13 +233,16 @@ func (rt *route) rewrite(pr *httputil.ProxyRequest) {
 
 // forwarded sets X-Forwarded-For, -Proto, -Host and Forwarded on h for in.
 // The inbound ones are kept, and extended, only when the peer is one of
-// trusted_proxies; otherwise the client could claim any address.
+// trusted_proxies; otherwise the client could claim any address. It runs on
+// every request: the four values share one slice, the client's address is
+// the inbound RemoteAddr's own text when that is already canonical, and
+// Forwarded is written in one buffer.
 func (p *Plugin) forwarded(in *http.Request, h http.Header) {
 	client := in.RemoteAddr
 	var addr netip.Addr
 	if ap, err := netip.ParseAddrPort(in.RemoteAddr); err == nil {
 		addr = ap.Addr().Unmap()
-		client = addr.String()
+		client = canonicalHost(in.RemoteAddr, addr)
 	} else if host, _, err := net.SplitHostPort(in.RemoteAddr); err == nil {
 		client = host
 	}
@@ -261,10 +257,10 @@ func (p *Plugin) forwarded(in *http.Request, h http.Header) {
 	if in.TLS != nil {
 		proto = "https"
 	}
-	xff, xproto, xhost, fwd := client, proto, in.Host, ""
+	xff, xproto, xhost, prior := client, proto, in.Host, ""
 	if trusted {
-		if prior := in.Header.Values("X-Forwarded-For"); len(prior) > 0 {
-			xff = strings.Join(prior, ", ") + ", " + client
+		if v := in.Header.Values("X-Forwarded-For"); len(v) > 0 {
+			xff = strings.Join(v, ", ") + ", " + client
 		}
 		if v := in.Header.Get("X-Forwarded-Proto"); v != "" {
 			xproto = v
@@ -272,44 +268,66 @@ func (p *Plugin) forwarded(in *http.Request, h http.Header) {
 		if v := in.Header.Get("X-Forwarded-Host"); v != "" {
 			xhost = v
 		}
-		if prior := in.Header.Values("Forwarded"); len(prior) > 0 {
-			fwd = strings.Join(prior, ", ") + ", "
+		if v := in.Header.Values("Forwarded"); len(v) > 0 {
+			prior = strings.Join(v, ", ") + ", "
 		}
+	}
+	var fwd strings.Builder
+	fwd.Grow(len(prior) + len(client) + len(in.Host) + 32)
+	fwd.WriteString(prior)
+	fwd.WriteString("for=")
+	if addr.Is6() {
+		// An IPv6 node is bracketed, and so always quoted.
+		fwd.WriteString(`"[`)
+		fwd.WriteString(client)
+		fwd.WriteString(`]"`)
+	} else {
+		writeForwardedValue(&fwd, client)
+	}
+	fwd.WriteString(";proto=")
+	fwd.WriteString(proto)
+	if in.Host != "" {
+		fwd.WriteString(";host=")
+		writeForwardedValue(&fwd, in.Host)
 	}
 	// The names are written as net/http keeps them, without canonicalising
 	// them again on every request.
-	h["X-Forwarded-For"] = []string{xff}
-	h["X-Forwarded-Proto"] = []string{xproto}
+	v := []string{xff, xproto, fwd.String(), xhost}
+	h["X-Forwarded-For"] = v[0:1:1]
+	h["X-Forwarded-Proto"] = v[1:2:2]
+	h["Forwarded"] = v[2:3:3]
 	if xhost != "" {
-		h["X-Forwarded-Host"] = []string{xhost}
+		h["X-Forwarded-Host"] = v[3:4:4]
 	}
-	node := client
-	if addr.Is6() {
-		node = "[" + client + "]"
-	}
-	fwd += "for=" + forwardedValue(node) + ";proto=" + proto
-	if in.Host != "" {
-		fwd += ";host=" + forwardedValue(in.Host)
-	}
-	h["Forwarded"] = []string{fwd}
 }
 
-// forwardedValue writes v as an RFC 7239 value: a token as is, anything else
-// (an IPv6 address, a host with a port) as a quoted string.
-func forwardedValue(v string) string {
-	for i := 0; i < len(v); i++ {
+// canonicalHost returns addr as text: the host part of remote (an
+// address:port it was parsed from) when that is the same text, which it is
+// for what net/http sets, else addr's own.
+func canonicalHost(remote string, addr netip.Addr) string {
+	host := remote
+	if i := strings.LastIndexByte(host, ':'); i >= 0 {
+		host = strings.TrimSuffix(strings.TrimPrefix(host[:i], "["), "]")
+	}
+	var buf [64]byte
+	if string(addr.AppendTo(buf[:0])) == host {
+		return host
+	}
+	return addr.String()
+}
+
+// writeForwardedValue writes v as an RFC 7239 value: a token as is, anything
+// else (a host with a port) as an RFC 9110 quoted-string.
+func writeForwardedValue(b *strings.Builder, v string) {
+	token := true
+	for i := 0; i < len(v) && token; i++ {
 		c := v[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return quote(v)
-		}
+		token = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 	}
-	return v
-}
-
-// quote writes v as an RFC 9110 quoted-string.
-func quote(v string) string {
-	var b strings.Builder
-	b.Grow(len(v) + 2)
+	if token {
+		b.WriteString(v)
+		return
+	}
 	b.WriteByte('"')
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; c == '"' || c == '\\' {
@@ -318,7 +336,6 @@ func quote(v string) string {
 		b.WriteByte(v[i])
 	}
 	b.WriteByte('"')
-	return b.String()
 }
 
 // response runs when the upstream's response headers arrive.

@@ -169,8 +169,9 @@ func (c *core) do(ctx context.Context, r resolver, method, target string, body a
 	}
 	retry := safeMethod(method)
 	route := c.setHeaders(ctx, req.Header, contentType, opts, &retry)
-	if route == "" {
-		route = framework.OutboundRoute(ctx)
+	out := framework.OutboundCallOf(ctx)
+	if route == "" && out != nil {
+		route = out.Route
 	}
 	pol, br, err := r.resolve(req.URL, route)
 	if err != nil {
@@ -189,7 +190,7 @@ func (c *core) do(ctx context.Context, r resolver, method, target string, body a
 			dones = append(dones, done)
 		}
 	}
-	x := exchange{req: req, header: req.Header, payload: payload, retry: retry, pol: pol, br: br}
+	x := exchange{req: req, header: req.Header, payload: payload, retry: retry, pol: pol, br: br, out: out}
 	resp, attempts, err := c.call(ctx, &x)
 	if len(dones) > 0 {
 		status := 0

@@ -154,6 +154,7 @@ type exchange struct {
 	pol     *policy
 	br      *resilience.Breaker
 	dones   []func(int, int, error) // stream: the observers' ends, called when the body ends
+	out     *framework.OutboundCall // the caller's, counting attempts; nil when none
 }
 
 // call runs the breaker, the bulkhead and the attempts of one call. In stream
@@ -222,6 +223,9 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 	for {
 		attempts++
 		m.attempts.Inc()
+		if x.out != nil {
+			x.out.CountAttempt()
+		}
 		aStart := c.clock.Now()
 		var (
 			resp *http.Response

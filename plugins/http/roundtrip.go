@@ -74,7 +74,12 @@ func (c *core) roundTrip(req *http.Request, pol *policy, br *resilience.Breaker)
 			x.dones = append(x.dones, done)
 		}
 	}
-	x.req, x.header = req, c.outboundHeader(ctx, req.Header)
+	x.out = framework.OutboundCallOf(ctx)
+	if x.out != nil && x.out.OwnedHeader {
+		x.req, x.header = req, c.addOutboundHeader(ctx, req.Header)
+	} else {
+		x.req, x.header = req, c.outboundHeader(ctx, req.Header)
+	}
 	resp, attempts, err := c.call(ctx, &x)
 	if !x.sent {
 		closeRequestBody(req) // a RoundTripper closes the body, even when it sends nothing
@@ -132,6 +137,13 @@ func (c *core) outboundHeader(ctx context.Context, in http.Header) http.Header {
 	for k, v := range in {
 		h[k] = v
 	}
+	return c.addOutboundHeader(ctx, h)
+}
+
+// addOutboundHeader adds to h, in place, what outboundHeader adds to its
+// copy, and returns h. It is for a header that belongs to the call alone
+// (framework.OutboundCall.OwnedHeader).
+func (c *core) addOutboundHeader(ctx context.Context, h http.Header) http.Header {
 	for k, v := range c.header {
 		if _, ok := h[k]; !ok {
 			h[k] = v

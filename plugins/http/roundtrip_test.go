@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/problem"
@@ -609,5 +610,56 @@ func TestTransportCallersClientTrace(t *testing.T) {
 	}
 	if n := gets.Load(); n != 2 {
 		t.Fatalf("the caller's trace saw %d connection requests, want 2 (its call's two attempts)", n)
+	}
+}
+
+// A caller's framework.OutboundCall learns how many attempts its call took,
+// through the RoundTripper and ServiceClient.Do alike; one with OwnedHeader
+// gets what travels with the call added to its request's Header in place,
+// and one without keeps its Header as it was.
+func TestTransportOutboundCall(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, func(w http.ResponseWriter, _ *http.Request, n int) {
+		if n%2 == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	c, _, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, Headers: map[string]string{"X-Team": "orders"}}))
+	for _, owned := range []bool{true, false} {
+		oc := &framework.OutboundCall{Context: requestid.NewContext(context.Background(), "req-7"), Route: "/x", OwnedHeader: owned}
+		req, _ := http.NewRequestWithContext(oc, http.MethodGet, up.URL+"/x", nil)
+		req.Header.Set("User-Agent", "proxy")
+		resp, err := c.Transport().RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != 200 || oc.Attempts() != 2 {
+			t.Fatalf("owned=%v: status %d after %d attempts, want 200 after 2", owned, resp.StatusCode, oc.Attempts())
+		}
+		want := 1
+		if owned {
+			want = 4 // User-Agent, X-Team, X-Request-Id, Jfast-Timeout-Ms
+			if req.Header.Get("X-Request-Id") != "req-7" || req.Header.Get("X-Team") != "orders" {
+				t.Errorf("owned header: %v, want the request ID and X-Team added", req.Header)
+			}
+		}
+		if len(req.Header) != want {
+			t.Errorf("owned=%v: the request's header has %d entries, want %d: %v", owned, len(req.Header), want, req.Header)
+		}
+	}
+	for i := range int(up.hits.Load()) {
+		if got := up.request(i).Header.Get("X-Request-Id"); got != "req-7" {
+			t.Errorf("attempt %d sent X-Request-Id %q", i+1, got)
+		}
+	}
+
+	oc := &framework.OutboundCall{Context: context.Background(), Route: "/x"}
+	if _, err := c.Get(oc, "/x"); err != nil {
+		t.Fatal(err)
+	}
+	if oc.Attempts() != 2 {
+		t.Fatalf("ServiceClient.Do counted %d attempts, want 2", oc.Attempts())
 	}
 }
