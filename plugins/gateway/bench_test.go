@@ -25,7 +25,7 @@ import (
 // proxy, 50 connections per host, 50 idle, 90 s idle timeout). It returns
 // the URLs to GET: direct, bare proxy, a bare proxy configured as
 // net/http/httputil's documentation shows (SetXForwarded) with a pool of
-// copy buffers, the first bare proxy as a route of a jfast App (the
+// copy buffers, that careful proxy as a route of a jfast App (the
 // framework's middleware, no plugin), gateway.
 func benchTargets(b *testing.B) (direct, bare, pooled, inApp, gw string) {
 	b.Helper()
@@ -49,15 +49,16 @@ func benchTargets(b *testing.B) (direct, bare, pooled, inApp, gw string) {
 	// The bare proxy as a careful author writes it: X-Forwarded-* set, and a
 	// pool of copy buffers, as the gateway has (without one a ReverseProxy
 	// allocates 32 KiB per response).
-	pooledSrv := httptest.NewServer(&httputil.ReverseProxy{
+	careful := &httputil.ReverseProxy{
 		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target); pr.SetXForwarded() },
 		Transport: tr, BufferPool: &benchBuffers{p: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}},
-	})
+	}
+	pooledSrv := httptest.NewServer(careful)
 	b.Cleanup(pooledSrv.Close)
 	app := jfasttest.Start(b, jfasttest.Options{
 		TOML: "[app]\nlog_level = \"warn\"\n",
 		Routes: func(_ *framework.App, r chi.Router) error {
-			r.Handle("/orders/*", rp)
+			r.Handle("/orders/*", careful)
 			return nil
 		},
 	})
@@ -100,12 +101,13 @@ func getOnce(b *testing.B, c *http.Client, u string) {
 
 // BenchmarkProxyInterleaved compares one GET through the gateway with the
 // same GET through a bare httputil.ReverseProxy (same transport settings, no
-// jfast), with that bare proxy mounted as a route of a jfast App, and with
-// the direct call. Like the http plugin's BenchmarkInterleaved it runs them in
-// rotating order, blocks of 50 calls each, and measures each block's wall
-// time and the process's CPU time (client, proxy and upstream goroutines and
+// jfast), through one written with care (X-Forwarded-* and a pool of copy
+// buffers, as the gateway has), with that careful proxy mounted as a route
+// of a jfast App, and with the direct call. Like the http plugin's
+// BenchmarkInterleaved it runs them in rotating order, blocks of 50 calls
+// each, and measures each block's wall time and the process's CPU time (client, proxy and upstream goroutines and
 // the garbage collector's work alike), so load from other processes falls on
-// all four alike and each pays for the garbage it makes. It reports CPU and
+// all five alike and each pays for the garbage it makes. It reports CPU and
 // wall time per call and their ratios, and the ratios of the medians of single
 // calls' wall times (which leave out most of the collector's work: it runs in
 // the background and stretches a few calls, not the median one);
@@ -115,7 +117,7 @@ func getOnce(b *testing.B, c *http.Client, u string) {
 func BenchmarkProxyInterleaved(b *testing.B) {
 	var urls [5]string
 	urls[0], urls[1], urls[2], urls[3], urls[4] = benchTargets(b)
-	names := [5]string{"direct", "bare", "bare-pooled", "bare-in-app", "gateway"}
+	names := [5]string{"direct", "bare", "bare-pooled", "pooled-in-app", "gateway"}
 	const gw = 4
 	c := benchClient(b)
 	for _, u := range urls {
@@ -167,7 +169,7 @@ func processCPU() time.Duration {
 // (the whole process: client, proxy and upstream).
 func BenchmarkProxy(b *testing.B) {
 	direct, bare, pooled, inApp, gw := benchTargets(b)
-	for _, t := range []struct{ name, url string }{{"direct", direct}, {"bare", bare}, {"bare-pooled", pooled}, {"bare-in-app", inApp}, {"gateway", gw}} {
+	for _, t := range []struct{ name, url string }{{"direct", direct}, {"bare", bare}, {"bare-pooled", pooled}, {"pooled-in-app", inApp}, {"gateway", gw}} {
 		b.Run(t.name, func(b *testing.B) {
 			c := benchClient(b)
 			getOnce(b, c, t.url)
