@@ -87,7 +87,6 @@ func (p *Plugin) newRoute(name string, rc Route, h upstreams, m *metrics) (*rout
 // ReverseProxy's own copy) and counts its attempts.
 type call struct {
 	framework.OutboundCall
-	route *route
 	start time.Time
 }
 
@@ -131,7 +130,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w = &streamWriter{ResponseWriter: w, rc: rc, gap: rt.p.cfg.StreamWriteTimeout}
 		}
 	}
-	c := &call{route: rt, start: time.Now()}
+	c := &call{start: time.Now()}
 	c.Context, c.Route, c.OwnedHeader = ctx, rt.template, true
 
 	if err := rt.bufferBody(r); err != nil {
