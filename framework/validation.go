@@ -174,11 +174,20 @@ func ValidName(s string) bool {
 // AgreesWithURL refuses key set to value when the connection string urlKey
 // also sets it, as its parameter param, to another value (a pool size both
 // in a database URL and in pool_size): neither may silently win. Unset, key
-// takes the URL's value (see Resolution.FromURL).
-func (v *Validation) AgreesWithURL(key string, value int, urlKey, param string, urlValue int) {
+// takes the URL's value (see Resolution.FromURL). value and urlValue are of
+// one type (an int, a time.Duration); durations are shown as TOML writes them.
+func (v *Validation) AgreesWithURL(key string, value any, urlKey, param string, urlValue any) {
 	if !v.IsSet(key) || value == urlValue {
 		return
 	}
-	v.Error(key, fmt.Sprintf("is %d, and %s sets %s=%d: two values, and neither may silently win", value, v.Key(urlKey), param, urlValue),
+	v.Error(key, fmt.Sprintf("is %s, and %s sets %s=%s: two values, and neither may silently win", shownValue(value), v.Key(urlKey), param, shownValue(urlValue)),
 		fmt.Sprintf("keep one: remove %s from %s (or from %s), or remove %s (or %s)", param, v.Key(urlKey), envName(v.Key(urlKey)), v.Key(key), envName(v.Key(key))))
+}
+
+// shownValue is x as a message shows a config value.
+func shownValue(x any) string {
+	if d, ok := x.(time.Duration); ok {
+		return FormatDuration(d)
+	}
+	return fmt.Sprint(x)
 }

@@ -32,7 +32,8 @@ type Config struct {
 	PoolSize int `koanf:"pool_size"`
 
 	// MinIdle is how many idle connections the pool keeps open, made in the
-	// background (a server that is down does not delay the boot).
+	// background (a server that is down does not delay the boot). Unset, a
+	// pool_min_idle_conns in url is in force (see urlSettings).
 	// Defaults to 0.
 	MinIdle int `koanf:"min_idle"`
 
@@ -55,11 +56,14 @@ type Config struct {
 	CommandTimeout time.Duration `koanf:"command_timeout"`
 
 	// MaxConnLifetime closes a connection this long after it was opened,
-	// so connections follow a failover or a PgBouncer restart.
+	// so connections follow a failover or a PgBouncer restart. Unset, a
+	// pool_max_conn_lifetime in url (or tenant_url_template) is in force.
 	// Defaults to 1h.
 	MaxConnLifetime time.Duration `koanf:"max_conn_lifetime"`
 
-	// MaxConnIdle closes a connection idle for this long. Defaults to 30m.
+	// MaxConnIdle closes a connection idle for this long. Unset, a
+	// pool_max_conn_idle_time in url (or tenant_url_template) is in force.
+	// Defaults to 30m.
 	MaxConnIdle time.Duration `koanf:"max_conn_idle"`
 
 	// SessionTimezone is the TimeZone of every session, an IANA name such
@@ -136,6 +140,7 @@ func (c *Config) validate(v *framework.Validation, hasMigrations bool) {
 		}
 	}
 	c.validateURLPoolSize(v, "url", c.URL, "pool_size", c.PoolSize)
+	c.validateURLSettings(v)
 	if c.TenantURLTemplate != "" {
 		c.validateURLPoolSize(v, "tenant_url_template", tenantDSN(c.TenantURLTemplate), "tenant_pool_size", c.TenantPoolSize)
 	}
@@ -238,4 +243,131 @@ func (c *Config) validateURLPoolSize(v *framework.Validation, urlKey, dsn, sizeK
 	if n, ok := urlPoolSize(dsn); ok {
 		v.AgreesWithURL(sizeKey, size, urlKey, urlPoolParam, n)
 	}
+}
+
+// A urlSetting is a connection-string parameter pgxpool reads
+// (pool_max_conn_lifetime=2h) that a [plugin.db] key also sets
+// (max_conn_lifetime). The rule is pool_size's: a key set neither in the file
+// nor in the environment takes the connection string's value, and config
+// shows where it came from; a value in two places (the key and url, the key
+// and tenant_url_template, url and the template) must be one value, or the
+// boot is refused. Parameters no key sets (pool_min_conns,
+// pool_health_check_period, pool_max_conn_lifetime_jitter) are pgxpool's to
+// apply as they are.
+type urlSetting struct {
+	key, param string
+	tenant     bool // the tenant pools use the key too, so tenant_url_template's value counts
+	parse      func(string) (any, bool)
+	field      func(*Config) any // a *int or *time.Duration
+}
+
+var urlSettings = []urlSetting{
+	{key: "min_idle", param: "pool_min_idle_conns", parse: parseURLCount, field: func(c *Config) any { return &c.MinIdle }},
+	{key: "max_conn_lifetime", param: "pool_max_conn_lifetime", tenant: true, parse: parseURLDuration, field: func(c *Config) any { return &c.MaxConnLifetime }},
+	{key: "max_conn_idle", param: "pool_max_conn_idle_time", tenant: true, parse: parseURLDuration, field: func(c *Config) any { return &c.MaxConnIdle }},
+}
+
+func parseURLCount(s string) (any, bool) {
+	n, err := strconv.ParseInt(s, 10, 32)
+	return int(n), err == nil && n >= 0
+}
+
+func parseURLDuration(s string) (any, bool) {
+	d, err := time.ParseDuration(s)
+	return d, err == nil && d > 0
+}
+
+// urlParam returns the value of param in dsn (URL query or key=value pair),
+// parsed, and whether dsn carries one that parses. A malformed one is the url
+// rule's to report (pgxpool refuses it).
+func (s urlSetting) urlParam(dsn string) (any, bool) {
+	if dsn == "" || !strings.Contains(dsn, s.param) {
+		return nil, false
+	}
+	pc, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return nil, false
+	}
+	text, ok := pc.RuntimeParams[s.param]
+	if !ok {
+		return nil, false
+	}
+	return s.parse(text)
+}
+
+func (s urlSetting) get(c *Config) any {
+	switch f := s.field(c).(type) {
+	case *int:
+		return *f
+	case *time.Duration:
+		return *f
+	}
+	return nil
+}
+
+func (s urlSetting) set(c *Config, v any) {
+	switch f := s.field(c).(type) {
+	case *int:
+		*f = v.(int)
+	case *time.Duration:
+		*f = v.(time.Duration)
+	}
+}
+
+// resolveURLSettings puts into each key set neither in the file nor in the
+// environment the value url carries, or else tenant_url_template's.
+func (c *Config) resolveURLSettings(r *framework.Resolution) {
+	for _, s := range urlSettings {
+		if r.IsSet(s.key) {
+			continue
+		}
+		if v, ok := s.urlParam(c.URL); ok {
+			s.set(c, v)
+			r.FromURL(s.key, "url", s.param)
+		} else if v, ok := s.urlParam(c.tenantDSN()); ok && s.tenant {
+			s.set(c, v)
+			r.FromURL(s.key, "tenant_url_template", s.param)
+		}
+	}
+}
+
+// validateURLSettings refuses a setting given two different values.
+func (c *Config) validateURLSettings(v *framework.Validation) {
+	for _, s := range urlSettings {
+		value := s.get(c)
+		inURL, okURL := s.urlParam(c.URL)
+		if okURL {
+			v.AgreesWithURL(s.key, value, "url", s.param, inURL)
+		}
+		if !s.tenant {
+			continue
+		}
+		inTpl, okTpl := s.urlParam(c.tenantDSN())
+		switch {
+		case !okTpl:
+		case okURL && inURL != inTpl:
+			v.Error("tenant_url_template", fmt.Sprintf("sets %s=%s, and %s sets %s=%s: two values of %s, and neither may silently win",
+				s.param, shown(inTpl), v.Key("url"), s.param, shown(inURL), v.Key(s.key)),
+				fmt.Sprintf("keep one: remove %s from one of them, or from both and set %s", s.param, v.Key(s.key)))
+		case !okURL:
+			v.AgreesWithURL(s.key, value, "tenant_url_template", s.param, inTpl)
+		}
+	}
+}
+
+// tenantDSN is tenant_url_template with a tenant in it, or "" when it is not
+// set.
+func (c *Config) tenantDSN() string {
+	if c.TenantURLTemplate == "" {
+		return ""
+	}
+	return tenantDSN(c.TenantURLTemplate)
+}
+
+// shown is a setting's value as a message shows it.
+func shown(x any) string {
+	if d, ok := x.(time.Duration); ok {
+		return framework.FormatDuration(d)
+	}
+	return fmt.Sprint(x)
 }

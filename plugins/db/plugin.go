@@ -74,12 +74,14 @@ func (p *Plugin) Validate(v *framework.Validation) {
 // ResolveDefaults implements framework.Resolver: a pool_max_conns in url is
 // pool_size when the file and the environment leave pool_size unset (and the
 // same for tenant_url_template and tenant_pool_size), so the pool has the size
-// the connection string asks for and config says where it came from.
+// the connection string asks for and config says where it came from; the same
+// for min_idle, max_conn_lifetime and max_conn_idle (urlSettings).
 func (p *Plugin) ResolveDefaults(r *framework.Resolution) {
 	resolveURLPoolSize(r, "url", p.cfg.URL, "pool_size", &p.cfg.PoolSize)
 	if p.cfg.TenantURLTemplate != "" {
 		resolveURLPoolSize(r, "tenant_url_template", tenantDSN(p.cfg.TenantURLTemplate), "tenant_pool_size", &p.cfg.TenantPoolSize)
 	}
+	p.cfg.resolveURLSettings(r)
 }
 
 // DeployKeys implements framework.DeployKeyer: the environment
@@ -149,14 +151,18 @@ func (p *Plugin) open(dsn string, size int, minIdle int32, tenant string) (*DB, 
 	return &DB{pool: pool, gate: g, commandTimeout: p.cfg.CommandTimeout}, nil
 }
 
-// poolConfig parses dsn and applies the plugin's settings.
+// poolConfig parses dsn and applies the plugin's settings. A negative
+// minIdle leaves dsn's pool_min_idle_conns (a tenant pool's: min_idle is the
+// main pool's).
 func (p *Plugin) poolConfig(dsn string, size int, minIdle int32) (*pgxpool.Config, error) {
 	pc, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("db: parse connection string: %s", redactError(err))
 	}
 	pc.MaxConns = int32(size)
-	pc.MinIdleConns = minIdle
+	if minIdle >= 0 {
+		pc.MinIdleConns = minIdle
+	}
 	pc.MaxConnLifetime = p.cfg.MaxConnLifetime
 	pc.MaxConnIdleTime = p.cfg.MaxConnIdle
 	p.applyConnConfig(pc.ConnConfig.Config.RuntimeParams)

@@ -176,3 +176,106 @@ func TestPoolSizeDisagreeingWithTheURLIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// The pool settings pgxpool reads from a connection string that a key also
+// sets (pool_min_idle_conns, pool_max_conn_lifetime, pool_max_conn_idle_time)
+// follow pool_size's rule: with the keys unset the URL's values are the
+// pool's, and config shows the URL as their source; a tenant pool takes
+// tenant_url_template's lifetimes, and its own pool_min_idle_conns, when url
+// has none.
+func TestURLPoolSettingsAreInForce(t *testing.T) {
+	t.Parallel()
+	url := testURL() + "&pool_min_idle_conns=1&pool_max_conn_lifetime=2h&pool_max_conn_idle_time=5m"
+	var d *DB
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML:    "[app]\nname = \"dbtest\"\n[plugins]\nenabled = [\"db\"]\n",
+		Plugins: []framework.Plugin{New()},
+		Env:     map[string]string{"JFAST_DB_URL": url},
+		Routes: func(app *framework.App, _ chi.Router) error {
+			var err error
+			d, err = Get(app)
+			return err
+		},
+	})
+	pc := d.Pool().Config()
+	if pc.MinIdleConns != 1 || pc.MaxConnLifetime != 2*time.Hour || pc.MaxConnIdleTime != 5*time.Minute {
+		t.Fatalf("pgxpool has min idle %d, lifetime %s, idle time %s; want the URL's 1, 2h, 5m", pc.MinIdleConns, pc.MaxConnLifetime, pc.MaxConnIdleTime)
+	}
+	out := effectiveConfig(t, svc.App)
+	for _, want := range []*regexp.Regexp{
+		configLine("min_idle", "1", "url (env JFAST_DB_URL pool_min_idle_conns)"),
+		configLine("max_conn_lifetime", `"2h"`, "url (env JFAST_DB_URL pool_max_conn_lifetime)"),
+		configLine("max_conn_idle", `"5m"`, "url (env JFAST_DB_URL pool_max_conn_idle_time)"),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("config does not match %s:\n%s", want, out)
+		}
+	}
+
+	template := strings.Replace(testURL(), "/"+testDB+"?", "/{tenant}?", 1) + "&pool_max_conn_lifetime=3h&pool_min_idle_conns=2"
+	var tp *TenantPools
+	svc = jfasttest.Start(t, jfasttest.Options{
+		TOML:    "[app]\nname = \"dbtest\"\n[plugins]\nenabled = [\"db\"]\n",
+		Plugins: []framework.Plugin{New()},
+		Env:     map[string]string{"JFAST_DB_TENANT_URL_TEMPLATE": template},
+		Routes: func(app *framework.App, _ chi.Router) error {
+			var err error
+			tp, err = Tenants(app)
+			return err
+		},
+	})
+	td, err := tp.Get(testDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc := td.Pool().Config(); tc.MaxConnLifetime != 3*time.Hour || tc.MinIdleConns != 2 || tc.MaxConnIdleTime != 30*time.Minute {
+		t.Fatalf("tenant pool has lifetime %s, min idle %d, idle time %s; want the template's 3h and 2, and the default 30m", tc.MaxConnLifetime, tc.MinIdleConns, tc.MaxConnIdleTime)
+	}
+	if out := effectiveConfig(t, svc.App); !configLine("max_conn_lifetime", `"3h"`, "url (env JFAST_DB_TENANT_URL_TEMPLATE pool_max_conn_lifetime)").MatchString(out) {
+		t.Fatalf("config does not show max_conn_lifetime from the template:\n%s", out)
+	}
+}
+
+// A setting given two different values is refused at boot, naming both
+// places and the way out: the key and url, the key and the tenant template,
+// url and the tenant template. Equal values are accepted.
+func TestURLPoolSettingsDisagreeingAreRefused(t *testing.T) {
+	t.Parallel()
+	tpl := "tenant_url_template = \"postgres://app@db/t_{tenant}?pool_max_conn_idle_time=10m\"\n"
+	for _, tc := range []struct {
+		name, table string
+		env         map[string]string
+		key, want   string
+	}{
+		{"max_conn_lifetime and url", "max_conn_lifetime = \"1h\"\n", map[string]string{"JFAST_DB_URL": testURL() + "&pool_max_conn_lifetime=2h"},
+			"plugin.db.max_conn_lifetime", "is 1h, and plugin.db.url sets pool_max_conn_lifetime=2h"},
+		{"min_idle in the environment and url", "", map[string]string{"JFAST_DB_URL": testURL() + "&pool_min_idle_conns=2", "JFAST_DB_MIN_IDLE": "1"},
+			"plugin.db.min_idle", "is 1, and plugin.db.url sets pool_min_idle_conns=2"},
+		{"max_conn_idle and the template", tpl + "max_conn_idle = \"5m\"\n", nil,
+			"plugin.db.max_conn_idle", "is 5m, and plugin.db.tenant_url_template sets pool_max_conn_idle_time=10m"},
+		{"url and the template", tpl, map[string]string{"JFAST_DB_URL": testURL() + "&pool_max_conn_idle_time=20m"},
+			"plugin.db.tenant_url_template", "sets pool_max_conn_idle_time=10m, and plugin.db.url sets pool_max_conn_idle_time=20m"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := bootErrors(t, tc.table, tc.env).Only(t, tc.key)
+			if !strings.Contains(e.Problem, tc.want) || !strings.Contains(e.Problem, "neither may silently win") || !strings.HasPrefix(e.Fix, "keep one") {
+				t.Errorf("got %q, want the problem to say %q and a fix", e.Error(), tc.want)
+			}
+		})
+	}
+	var d *DB
+	jfasttest.Start(t, jfasttest.Options{
+		TOML:    "[app]\nname = \"dbtest\"\n[plugins]\nenabled = [\"db\"]\n[plugin.db]\nmax_conn_lifetime = \"90m\"\n",
+		Plugins: []framework.Plugin{New()},
+		Env:     map[string]string{"JFAST_DB_URL": testURL() + "&pool_max_conn_lifetime=1h30m"},
+		Routes: func(app *framework.App, _ chi.Router) error {
+			var err error
+			d, err = Get(app)
+			return err
+		},
+	})
+	if got := d.Pool().Config().MaxConnLifetime; got != 90*time.Minute {
+		t.Fatalf("lifetime %s, want the agreeing 1h30m", got)
+	}
+}
