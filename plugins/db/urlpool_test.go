@@ -30,6 +30,53 @@ func configLine(key, value, source string) *regexp.Regexp {
 	return regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + ` +\= ` + regexp.QuoteMeta(value) + ` +# ` + regexp.QuoteMeta(source) + `$`)
 }
 
+// startWithDB starts an App with the db plugin, table in [plugin.db] when not
+// empty, and env; it returns the service and the plugin's DB.
+func startWithDB(t *testing.T, table string, env map[string]string) (*jfasttest.Service, *DB) {
+	t.Helper()
+	toml := "[app]\nname = \"dbtest\"\n[plugins]\nenabled = [\"db\"]\n"
+	if table != "" {
+		toml += "[plugin.db]\n" + table
+	}
+	var d *DB
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML:    toml,
+		Plugins: []framework.Plugin{New()},
+		Env:     env,
+		Routes: func(app *framework.App, _ chi.Router) error {
+			var err error
+			d, err = Get(app)
+			return err
+		},
+	})
+	return svc, d
+}
+
+// startWithTenant starts an App whose only database setting is
+// JFAST_DB_TENANT_URL_TEMPLATE, the private database's URL as a template with
+// params added, and returns the service and the pool of the tenant that is
+// the private database.
+func startWithTenant(t *testing.T, params string) (*jfasttest.Service, *DB) {
+	t.Helper()
+	template := strings.Replace(testURL(), "/"+testDB+"?", "/{tenant}?", 1) + params
+	var tp *TenantPools
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML:    "[app]\nname = \"dbtest\"\n[plugins]\nenabled = [\"db\"]\n",
+		Plugins: []framework.Plugin{New()},
+		Env:     map[string]string{"JFAST_DB_TENANT_URL_TEMPLATE": template},
+		Routes: func(app *framework.App, _ chi.Router) error {
+			var err error
+			tp, err = Tenants(app)
+			return err
+		},
+	})
+	d, err := tp.Get(testDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc, d
+}
+
 // A pool_max_conns in the URL, with pool_size set neither in the file nor in
 // the environment, is the size of the pool the plugin opens on the real
 // server, and config shows it with the URL as its source.
@@ -41,21 +88,11 @@ func TestURLPoolMaxConnsIsThePoolSize(t *testing.T) {
 		source     string
 	}{
 		{"url from the environment", "", map[string]string{"JFAST_DB_URL": testURL() + "&pool_max_conns=3"}, "url (env JFAST_DB_URL pool_max_conns)"},
-		{"url from the file", "[plugin.db]\nurl = \"" + testURL() + "&pool_max_conns=3\"\n", map[string]string{}, "url (plugin.db.url pool_max_conns)"},
+		{"url from the file", "url = \"" + testURL() + "&pool_max_conns=3\"\n", map[string]string{}, "url (plugin.db.url pool_max_conns)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var d *DB
-			svc := jfasttest.Start(t, jfasttest.Options{
-				TOML:    "[app]\nname = \"dbtest\"\n[plugins]\nenabled = [\"db\"]\n" + tc.toml,
-				Plugins: []framework.Plugin{New()},
-				Env:     tc.env,
-				Routes: func(app *framework.App, _ chi.Router) error {
-					var err error
-					d, err = Get(app)
-					return err
-				},
-			})
+			svc, d := startWithDB(t, tc.toml, tc.env)
 			if got := d.Pool().Config().MaxConns; got != 3 {
 				t.Fatalf("pgxpool MaxConns = %d, want the URL's 3", got)
 			}
@@ -86,22 +123,12 @@ func TestPoolSizeWithoutOrAgreeingWithTheURL(t *testing.T) {
 		source           string
 	}{
 		{"no size in the url", testURL(), "", 10, "default"},
-		{"equal sizes", testURL() + "&pool_max_conns=4", "[plugin.db]\npool_size = 4\n", 4, "file"},
+		{"equal sizes", testURL() + "&pool_max_conns=4", "pool_size = 4\n", 4, "file"},
 		{"key=value form", "host=127.0.0.1 port=5432 user=postgres dbname=" + testDB + " sslmode=disable pool_max_conns=2", "", 2, "url (env JFAST_DB_URL pool_max_conns)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var d *DB
-			svc := jfasttest.Start(t, jfasttest.Options{
-				TOML:    "[app]\nname = \"dbtest\"\n[plugins]\nenabled = [\"db\"]\n" + tc.table,
-				Plugins: []framework.Plugin{New()},
-				Env:     map[string]string{"JFAST_DB_URL": tc.url},
-				Routes: func(app *framework.App, _ chi.Router) error {
-					var err error
-					d, err = Get(app)
-					return err
-				},
-			})
+			svc, d := startWithDB(t, tc.table, map[string]string{"JFAST_DB_URL": tc.url})
 			if got := d.Pool().Config().MaxConns; got != tc.want {
 				t.Fatalf("pgxpool MaxConns = %d, want %d", got, tc.want)
 			}
@@ -116,22 +143,7 @@ func TestPoolSizeWithoutOrAgreeingWithTheURL(t *testing.T) {
 // tenant_pool_size is not set.
 func TestTenantTemplatePoolMaxConnsIsTheTenantPoolSize(t *testing.T) {
 	t.Parallel()
-	template := strings.Replace(testURL(), "/"+testDB+"?", "/{tenant}?", 1) + "&pool_max_conns=2"
-	var tp *TenantPools
-	svc := jfasttest.Start(t, jfasttest.Options{
-		TOML:    "[app]\nname = \"dbtest\"\n[plugins]\nenabled = [\"db\"]\n",
-		Plugins: []framework.Plugin{New()},
-		Env:     map[string]string{"JFAST_DB_TENANT_URL_TEMPLATE": template},
-		Routes: func(app *framework.App, _ chi.Router) error {
-			var err error
-			tp, err = Tenants(app)
-			return err
-		},
-	})
-	d, err := tp.Get(testDB)
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc, d := startWithTenant(t, "&pool_max_conns=2")
 	if got := d.Pool().Config().MaxConns; got != 2 {
 		t.Fatalf("tenant pool MaxConns = %d, want the template's 2", got)
 	}
@@ -185,18 +197,7 @@ func TestPoolSizeDisagreeingWithTheURLIsRefused(t *testing.T) {
 // has none.
 func TestURLPoolSettingsAreInForce(t *testing.T) {
 	t.Parallel()
-	url := testURL() + "&pool_min_idle_conns=1&pool_max_conn_lifetime=2h&pool_max_conn_idle_time=5m"
-	var d *DB
-	svc := jfasttest.Start(t, jfasttest.Options{
-		TOML:    "[app]\nname = \"dbtest\"\n[plugins]\nenabled = [\"db\"]\n",
-		Plugins: []framework.Plugin{New()},
-		Env:     map[string]string{"JFAST_DB_URL": url},
-		Routes: func(app *framework.App, _ chi.Router) error {
-			var err error
-			d, err = Get(app)
-			return err
-		},
-	})
+	svc, d := startWithDB(t, "", map[string]string{"JFAST_DB_URL": testURL() + "&pool_min_idle_conns=1&pool_max_conn_lifetime=2h&pool_max_conn_idle_time=5m"})
 	pc := d.Pool().Config()
 	if pc.MinIdleConns != 1 || pc.MaxConnLifetime != 2*time.Hour || pc.MaxConnIdleTime != 5*time.Minute {
 		t.Fatalf("pgxpool has min idle %d, lifetime %s, idle time %s; want the URL's 1, 2h, 5m", pc.MinIdleConns, pc.MaxConnLifetime, pc.MaxConnIdleTime)
@@ -212,22 +213,7 @@ func TestURLPoolSettingsAreInForce(t *testing.T) {
 		}
 	}
 
-	template := strings.Replace(testURL(), "/"+testDB+"?", "/{tenant}?", 1) + "&pool_max_conn_lifetime=3h&pool_min_idle_conns=2"
-	var tp *TenantPools
-	svc = jfasttest.Start(t, jfasttest.Options{
-		TOML:    "[app]\nname = \"dbtest\"\n[plugins]\nenabled = [\"db\"]\n",
-		Plugins: []framework.Plugin{New()},
-		Env:     map[string]string{"JFAST_DB_TENANT_URL_TEMPLATE": template},
-		Routes: func(app *framework.App, _ chi.Router) error {
-			var err error
-			tp, err = Tenants(app)
-			return err
-		},
-	})
-	td, err := tp.Get(testDB)
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc, td := startWithTenant(t, "&pool_max_conn_lifetime=3h&pool_min_idle_conns=2")
 	if tc := td.Pool().Config(); tc.MaxConnLifetime != 3*time.Hour || tc.MinIdleConns != 2 || tc.MaxConnIdleTime != 30*time.Minute {
 		t.Fatalf("tenant pool has lifetime %s, min idle %d, idle time %s; want the template's 3h and 2, and the default 30m", tc.MaxConnLifetime, tc.MinIdleConns, tc.MaxConnIdleTime)
 	}
@@ -264,17 +250,7 @@ func TestURLPoolSettingsDisagreeingAreRefused(t *testing.T) {
 			}
 		})
 	}
-	var d *DB
-	jfasttest.Start(t, jfasttest.Options{
-		TOML:    "[app]\nname = \"dbtest\"\n[plugins]\nenabled = [\"db\"]\n[plugin.db]\nmax_conn_lifetime = \"90m\"\n",
-		Plugins: []framework.Plugin{New()},
-		Env:     map[string]string{"JFAST_DB_URL": testURL() + "&pool_max_conn_lifetime=1h30m"},
-		Routes: func(app *framework.App, _ chi.Router) error {
-			var err error
-			d, err = Get(app)
-			return err
-		},
-	})
+	_, d := startWithDB(t, "max_conn_lifetime = \"90m\"\n", map[string]string{"JFAST_DB_URL": testURL() + "&pool_max_conn_lifetime=1h30m"})
 	if got := d.Pool().Config().MaxConnLifetime; got != 90*time.Minute {
 		t.Fatalf("lifetime %s, want the agreeing 1h30m", got)
 	}
