@@ -66,9 +66,9 @@ func OutboundRoute(ctx context.Context) string {
 // proxies): it names the call's route, as ContextWithOutboundRoute does, may
 // give the request's headers to the RoundTripper, and counts the attempts the
 // http plugin makes for it (through its RoundTripper or its clients), so the
-// caller learns of retries without a trace hook of its own. Build one with its Context and fields set and make the request
-// with it; a proxy embeds it in its own per-request state, so the whole call
-// costs one allocation.
+// caller learns of retries without a trace hook of its own. Build one with
+// its Context and fields set and make the request with it; a proxy embeds it
+// in its own per-request state, so the whole call costs one allocation.
 type OutboundCall struct {
 	context.Context
 
@@ -91,8 +91,8 @@ func (c *OutboundCall) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// CountAttempt records one attempt; the http plugin's RoundTripper calls it
-// as each attempt starts.
+// CountAttempt records one attempt; the http plugin calls it as each attempt
+// starts.
 func (c *OutboundCall) CountAttempt() { c.attempts.Add(1) }
 
 // Attempts returns the attempts counted so far.
