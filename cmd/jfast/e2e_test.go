@@ -73,6 +73,12 @@ func TestEndToEnd(t *testing.T) {
 					t.Errorf("%s did not pass (skipped, or absent):\n%s", name, out)
 				}
 			}
+			if tc.env != nil {
+				// The generated tests delete the queues of their own.
+				if left := asynqQueues(t, tc.name+"-test-"); len(left) > 0 {
+					t.Errorf("the generated tests left their queues in Redis: %v", left)
+				}
+			}
 			bin := filepath.Join(bins, tc.name)
 
 			check := exec.Command(bin, "check")
@@ -116,10 +122,9 @@ func goCmd(t *testing.T, dir string, env []string, args ...string) string {
 	return string(out)
 }
 
-// deleteAsynqQueues removes from the machine's Redis the asynq queues a
-// generated service and its tests made: the service's (named after it) and
-// each test's (<service>-test-<hex>), keys and entries in asynq:queues.
-func deleteAsynqQueues(t *testing.T, service string) {
+// asynqQueues lists the asynq queues in the machine's Redis whose names
+// start with prefix.
+func asynqQueues(t *testing.T, prefix string) []string {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -127,9 +132,27 @@ func deleteAsynqQueues(t *testing.T, service string) {
 	queues, err := c.SMembers(ctx, "asynq:queues").Result()
 	if err != nil {
 		t.Errorf("asynq queues: %v", err)
-		return
+		return nil
 	}
+	var out []string
 	for _, q := range queues {
+		if strings.HasPrefix(q, prefix) {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// deleteAsynqQueues removes from the machine's Redis the asynq queues a
+// generated service and its tests made: the service's (named after it) and
+// any test's left behind (<service>-test-<hex>), keys and entries in
+// asynq:queues.
+func deleteAsynqQueues(t *testing.T, service string) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, q := range asynqQueues(t, service) {
 		if q != service && !strings.HasPrefix(q, service+"-test-") {
 			continue
 		}

@@ -114,7 +114,7 @@ var recipeList = []recipe{
 		Ident:      "queue",
 		Settings:   map[string]string{},
 		Route:      "`POST /greetings`: enqueues a `greet` job, which the service's workers run",
-		Note:       "The queue's backend is PostgreSQL (the db plugin) unless only the cache plugin is chosen (Redis, `backend = \"redis\"`). The service works one queue named after itself (`[plugin.queue.queues.<name>]`), so services sharing a database or a Redis never take each other's jobs; the tests rename it to one of their own (`<name>-test-<random>`, in setup), so a running dev server never takes a test's jobs. `go run . worker` runs only the jobs; with `workers = true` (the default) `serve` runs them too. Without the backend the /greetings test is skipped, saying why.",
+		Note:       "The queue's backend is PostgreSQL (the db plugin) unless only the cache plugin is chosen (Redis, `backend = \"redis\"`). The service works one queue named after itself (`[plugin.queue.queues.<name>]`), so services sharing a database or a Redis never take each other's jobs; the tests rename it to one of their own (`<name>-test-<random>`, in setup), so a running dev server never takes a test's jobs; on Redis the test deletes its queue when it ends. `go run . worker` runs only the jobs; with `workers = true` (the default) `serve` runs them too. Without the backend the /greetings test is skipped, saying why.",
 		NeedsOneOf: []string{"db", "cache"},
 	},
 	{

@@ -27,7 +27,7 @@ func setup(t *testing.T, env map[string]string) *jfasttest.Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	toml = ownQueue(t, toml)
+	toml, _ = ownQueue(t, toml) // on PostgreSQL the queue goes with the test's database
 	opts := Options()
 	compiled := map[string]bool{}
 	for _, p := range opts.Plugins {
@@ -58,15 +58,15 @@ const serviceQueue = "[plugin.queue.queues.shop]"
 // process works: the service's jobs go to it and only this test's workers
 // fetch from it, so a dev server working the same database never takes
 // the test's jobs, nor the test's workers the dev server's. The queue is
-// shop-test-<random>.
-func ownQueue(t *testing.T, toml []byte) []byte {
+// shop-test-<random>, which it returns with the text.
+func ownQueue(t *testing.T, toml []byte) ([]byte, string) {
 	t.Helper()
 	text := string(toml)
 	if !strings.Contains(text, serviceQueue) {
 		t.Fatalf("jfast.toml has no %s: the tests give that queue a name of their own; keep the table, or change serviceQueue in routes_test.go", serviceQueue)
 	}
-	own := fmt.Sprintf("[plugin.queue.queues.shop-test-%016x]", rand.Uint64())
-	return []byte(strings.Replace(text, serviceQueue, own, 1))
+	own := fmt.Sprintf("shop-test-%016x", rand.Uint64())
+	return []byte(strings.Replace(text, serviceQueue, "[plugin.queue.queues."+own+"]", 1)), own
 }
 
 // privateDB makes a database of the test's own on the machine's PostgreSQL

@@ -6,10 +6,15 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/jfastframework/jfast/jfasttest"
+	"github.com/jfastframework/jfast/plugins/cache"
 )
 
 // setup starts the service as main does, with jfast.toml, on a free port, and
@@ -22,7 +27,7 @@ func setup(t *testing.T, env map[string]string) *jfasttest.Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	toml = ownQueue(t, toml)
+	toml, queue := ownQueue(t, toml)
 	opts := Options()
 	compiled := map[string]bool{}
 	for _, p := range opts.Plugins {
@@ -40,7 +45,18 @@ func setup(t *testing.T, env map[string]string) *jfasttest.Service {
 	for k, v := range env {
 		vars[k] = v
 	}
-	return jfasttest.Start(t, jfasttest.Options{TOML: string(toml), Plugins: opts.Plugins, Routes: opts.Routes, Env: vars})
+	// The test's queue is deleted from Redis, with any job left in it, once
+	// the service has stopped (a cleanup registered before Start runs after
+	// the one that stops it).
+	var redisAt *redis.Options
+	t.Cleanup(func() { deleteQueue(t, redisAt, queue) })
+	svc := jfasttest.Start(t, jfasttest.Options{TOML: string(toml), Plugins: opts.Plugins, Routes: opts.Routes, Env: vars})
+	if c, err := cache.From(svc.App); err == nil {
+		if rc, ok := c.Client().(*redis.Client); ok {
+			redisAt = rc.Options()
+		}
+	}
+	return svc
 }
 
 // serviceQueue is the header of the service's queue in jfast.toml.
@@ -50,15 +66,34 @@ const serviceQueue = "[plugin.queue.queues.shop]"
 // process works: the service's jobs go to it and only this test's workers
 // fetch from it, so a dev server working the same Redis never takes
 // the test's jobs, nor the test's workers the dev server's. The queue is
-// shop-test-<random>.
-func ownQueue(t *testing.T, toml []byte) []byte {
+// shop-test-<random>, which it returns with the text.
+func ownQueue(t *testing.T, toml []byte) ([]byte, string) {
 	t.Helper()
 	text := string(toml)
 	if !strings.Contains(text, serviceQueue) {
 		t.Fatalf("jfast.toml has no %s: the tests give that queue a name of their own; keep the table, or change serviceQueue in routes_test.go", serviceQueue)
 	}
-	own := fmt.Sprintf("[plugin.queue.queues.shop-test-%016x]", rand.Uint64())
-	return []byte(strings.Replace(text, serviceQueue, own, 1))
+	own := fmt.Sprintf("shop-test-%016x", rand.Uint64())
+	return []byte(strings.Replace(text, serviceQueue, "[plugin.queue.queues."+own+"]", 1)), own
+}
+
+// deleteQueue deletes the test's queue and its jobs from the Redis at o, so
+// runs of the tests leave no queues behind. A Redis it cannot reach (the
+// tests that need one were skipped) holds no queue of the test's; nor does
+// one it has no address for (a cluster or sentinel URL: o is nil).
+func deleteQueue(t *testing.T, o *redis.Options, queue string) {
+	if o == nil {
+		return
+	}
+	in := asynq.NewInspector(asynq.RedisClientOpt{Network: o.Network, Addr: o.Addr, Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLSConfig})
+	defer in.Close()
+	queues, err := in.Queues()
+	if err != nil || !slices.Contains(queues, queue) {
+		return
+	}
+	if err := in.DeleteQueue(queue, true); err != nil {
+		t.Errorf("deleting the test's queue %s from Redis: %v", queue, err)
+	}
 }
 
 func TestHello(t *testing.T) {
