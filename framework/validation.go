@@ -184,6 +184,19 @@ func (v *Validation) AgreesWithURL(key string, value any, urlKey, param string, 
 		fmt.Sprintf("keep one: remove %s from %s (or from %s), or remove %s (or %s)", param, v.Key(urlKey), envName(v.Key(urlKey)), v.Key(key), envName(v.Key(key))))
 }
 
+// URLsAgree refuses two connection strings, urlKey and otherKey, that set
+// their parameter param to different values (a pool lifetime in both a
+// database URL and a tenant template): neither may silently win. key is the
+// setting they both set, which may take the value once they carry one
+// between them. The error is urlKey's.
+func (v *Validation) URLsAgree(urlKey string, value any, otherKey, param string, otherValue any, key string) {
+	if value == otherValue {
+		return
+	}
+	v.Error(urlKey, fmt.Sprintf("sets %s=%s, and %s sets %s=%s: two values of %s, and neither may silently win", param, shownValue(value), v.Key(otherKey), param, shownValue(otherValue), v.Key(key)),
+		fmt.Sprintf("keep one: remove %s from one of them, or from both and set %s", param, v.Key(key)))
+}
+
 // shownValue is x as a message shows a config value.
 func shownValue(x any) string {
 	if d, ok := x.(time.Duration); ok {

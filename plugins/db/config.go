@@ -139,11 +139,7 @@ func (c *Config) validate(v *framework.Validation, hasMigrations bool) {
 				`use the form "postgres://user:password@host:5432/dbname"`)
 		}
 	}
-	c.validateURLPoolSize(v, "url", c.URL, "pool_size", c.PoolSize)
 	c.validateURLSettings(v)
-	if c.TenantURLTemplate != "" {
-		c.validateURLPoolSize(v, "tenant_url_template", tenantDSN(c.TenantURLTemplate), "tenant_pool_size", c.TenantPoolSize)
-	}
 	if c.PoolSize <= 0 {
 		v.Error("pool_size", fmt.Sprintf("must be at least 1, got %d: a pool without a limit is never meant, it lets one burst exhaust the server's max_connections", c.PoolSize),
 			"set pool_size = 10, below the server's max_connections divided by the number of processes")
@@ -198,73 +194,37 @@ func tenantDSN(template string) string {
 	return strings.ReplaceAll(template, tenantPlaceholder, "t")
 }
 
-// urlPoolParam is the connection-string parameter pgxpool reads as the pool's
-// size.
-const urlPoolParam = "pool_max_conns"
-
-// urlPoolSize returns the pool_max_conns dsn carries (URL query or key=value
-// pair), and whether it carries one that parses. A malformed one is the url
-// rule's to report (pgxpool refuses it).
-func urlPoolSize(dsn string) (int, bool) {
-	if dsn == "" || !strings.Contains(dsn, urlPoolParam) {
-		return 0, false
-	}
-	pc, err := pgconn.ParseConfig(dsn)
-	if err != nil {
-		return 0, false
-	}
-	s, ok := pc.RuntimeParams[urlPoolParam]
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(s, 10, 32)
-	if err != nil || n < 1 {
-		return 0, false
-	}
-	return int(n), true
-}
-
-// resolveURLPoolSize puts the pool size dsn carries into *size when the
-// sizeKey is set neither in the file nor in the environment, and records it
-// as the source config shows.
-func resolveURLPoolSize(r *framework.Resolution, urlKey, dsn, sizeKey string, size *int) {
-	if r.IsSet(sizeKey) {
-		return
-	}
-	if n, ok := urlPoolSize(dsn); ok {
-		*size = n
-		r.FromURL(sizeKey, urlKey, urlPoolParam)
-	}
-}
-
-// validateURLPoolSize refuses a pool size set both in the connection string
-// and by sizeKey, with different values.
-func (c *Config) validateURLPoolSize(v *framework.Validation, urlKey, dsn, sizeKey string, size int) {
-	if n, ok := urlPoolSize(dsn); ok {
-		v.AgreesWithURL(sizeKey, size, urlKey, urlPoolParam, n)
-	}
-}
-
 // A urlSetting is a connection-string parameter pgxpool reads
-// (pool_max_conn_lifetime=2h) that a [plugin.db] key also sets
-// (max_conn_lifetime). The rule is pool_size's: a key set neither in the file
-// nor in the environment takes the connection string's value, and config
-// shows where it came from; a value in two places (the key and url, the key
-// and tenant_url_template, url and the template) must be one value, or the
-// boot is refused. Parameters no key sets (pool_min_conns,
+// (pool_max_conns=20, pool_max_conn_lifetime=2h) that a [plugin.db] key also
+// sets (pool_size, max_conn_lifetime). A key set neither in the file nor in
+// the environment takes the connection string's value, and config shows
+// where it came from; a value in two places (the key and url, the key and
+// tenant_url_template, url and the template) must be one value, or the boot
+// is refused. Parameters no key sets (pool_min_conns,
 // pool_health_check_period, pool_max_conn_lifetime_jitter) are pgxpool's to
 // apply as they are.
 type urlSetting struct {
 	key, param string
-	tenant     bool // the tenant pools use the key too, so tenant_url_template's value counts
-	parse      func(string) (any, bool)
-	field      func(*Config) any // a *int or *time.Duration
+	// Which connection strings the key's pools are made from, so whose
+	// value counts: url (the main pool), tenant_url_template, or both.
+	inURL, inTemplate bool
+	parse             func(string) (any, bool)
+	field             func(*Config) any // a *int or *time.Duration
 }
 
 var urlSettings = []urlSetting{
-	{key: "min_idle", param: "pool_min_idle_conns", parse: parseURLCount, field: func(c *Config) any { return &c.MinIdle }},
-	{key: "max_conn_lifetime", param: "pool_max_conn_lifetime", tenant: true, parse: parseURLDuration, field: func(c *Config) any { return &c.MaxConnLifetime }},
-	{key: "max_conn_idle", param: "pool_max_conn_idle_time", tenant: true, parse: parseURLDuration, field: func(c *Config) any { return &c.MaxConnIdle }},
+	{key: "pool_size", param: "pool_max_conns", inURL: true, parse: parseURLSize, field: func(c *Config) any { return &c.PoolSize }},
+	{key: "tenant_pool_size", param: "pool_max_conns", inTemplate: true, parse: parseURLSize, field: func(c *Config) any { return &c.TenantPoolSize }},
+	{key: "min_idle", param: "pool_min_idle_conns", inURL: true, parse: parseURLCount, field: func(c *Config) any { return &c.MinIdle }},
+	{key: "max_conn_lifetime", param: "pool_max_conn_lifetime", inURL: true, inTemplate: true, parse: parseURLDuration, field: func(c *Config) any { return &c.MaxConnLifetime }},
+	{key: "max_conn_idle", param: "pool_max_conn_idle_time", inURL: true, inTemplate: true, parse: parseURLDuration, field: func(c *Config) any { return &c.MaxConnIdle }},
+}
+
+// parseURLSize reads a pool size: one or more (a malformed one is the url
+// rule's to report: pgxpool refuses it).
+func parseURLSize(s string) (any, bool) {
+	n, err := strconv.ParseInt(s, 10, 32)
+	return int(n), err == nil && n >= 1
 }
 
 func parseURLCount(s string) (any, bool) {
@@ -314,6 +274,18 @@ func (s urlSetting) set(c *Config, v any) {
 	}
 }
 
+// values returns the values of s that url and tenant_url_template carry, each
+// with whether it counts and is there.
+func (s urlSetting) values(c *Config) (inURL any, okURL bool, inTpl any, okTpl bool) {
+	if s.inURL {
+		inURL, okURL = s.urlParam(c.URL)
+	}
+	if s.inTemplate {
+		inTpl, okTpl = s.urlParam(c.tenantDSN())
+	}
+	return inURL, okURL, inTpl, okTpl
+}
+
 // resolveURLSettings puts into each key set neither in the file nor in the
 // environment the value url carries, or else tenant_url_template's.
 func (c *Config) resolveURLSettings(r *framework.Resolution) {
@@ -321,11 +293,13 @@ func (c *Config) resolveURLSettings(r *framework.Resolution) {
 		if r.IsSet(s.key) {
 			continue
 		}
-		if v, ok := s.urlParam(c.URL); ok {
-			s.set(c, v)
+		inURL, okURL, inTpl, okTpl := s.values(c)
+		switch {
+		case okURL:
+			s.set(c, inURL)
 			r.FromURL(s.key, "url", s.param)
-		} else if v, ok := s.urlParam(c.tenantDSN()); ok && s.tenant {
-			s.set(c, v)
+		case okTpl:
+			s.set(c, inTpl)
 			r.FromURL(s.key, "tenant_url_template", s.param)
 		}
 	}
@@ -335,21 +309,15 @@ func (c *Config) resolveURLSettings(r *framework.Resolution) {
 func (c *Config) validateURLSettings(v *framework.Validation) {
 	for _, s := range urlSettings {
 		value := s.get(c)
-		inURL, okURL := s.urlParam(c.URL)
+		inURL, okURL, inTpl, okTpl := s.values(c)
 		if okURL {
 			v.AgreesWithURL(s.key, value, "url", s.param, inURL)
 		}
-		if !s.tenant {
-			continue
-		}
-		inTpl, okTpl := s.urlParam(c.tenantDSN())
 		switch {
 		case !okTpl:
-		case okURL && inURL != inTpl:
-			v.Error("tenant_url_template", fmt.Sprintf("sets %s=%s, and %s sets %s=%s: two values of %s, and neither may silently win",
-				s.param, shown(inTpl), v.Key("url"), s.param, shown(inURL), v.Key(s.key)),
-				fmt.Sprintf("keep one: remove %s from one of them, or from both and set %s", s.param, v.Key(s.key)))
-		case !okURL:
+		case okURL:
+			v.URLsAgree("tenant_url_template", inTpl, "url", s.param, inURL, s.key)
+		default:
 			v.AgreesWithURL(s.key, value, "tenant_url_template", s.param, inTpl)
 		}
 	}
@@ -362,12 +330,4 @@ func (c *Config) tenantDSN() string {
 		return ""
 	}
 	return tenantDSN(c.TenantURLTemplate)
-}
-
-// shown is a setting's value as a message shows it.
-func shown(x any) string {
-	if d, ok := x.(time.Duration); ok {
-		return framework.FormatDuration(d)
-	}
-	return fmt.Sprint(x)
 }

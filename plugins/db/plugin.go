@@ -76,13 +76,7 @@ func (p *Plugin) Validate(v *framework.Validation) {
 // same for tenant_url_template and tenant_pool_size), so the pool has the size
 // the connection string asks for and config says where it came from; the same
 // for min_idle, max_conn_lifetime and max_conn_idle (urlSettings).
-func (p *Plugin) ResolveDefaults(r *framework.Resolution) {
-	resolveURLPoolSize(r, "url", p.cfg.URL, "pool_size", &p.cfg.PoolSize)
-	if p.cfg.TenantURLTemplate != "" {
-		resolveURLPoolSize(r, "tenant_url_template", tenantDSN(p.cfg.TenantURLTemplate), "tenant_pool_size", &p.cfg.TenantPoolSize)
-	}
-	p.cfg.resolveURLSettings(r)
-}
+func (p *Plugin) ResolveDefaults(r *framework.Resolution) { p.cfg.resolveURLSettings(r) }
 
 // DeployKeys implements framework.DeployKeyer: the environment
 // (JFAST_DB_URL, JFAST_DB_TENANT_URL_TEMPLATE) wins over the file.
