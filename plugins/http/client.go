@@ -170,8 +170,8 @@ func (c *core) do(ctx context.Context, r resolver, method, target string, body a
 	retry := safeMethod(method)
 	route := c.setHeaders(ctx, req.Header, contentType, opts, &retry)
 	out := framework.OutboundCallOf(ctx)
-	if route == "" && out != nil {
-		route = out.Route
+	if route == "" {
+		route = routeOf(out)
 	}
 	pol, br, err := r.resolve(req.URL, route)
 	if err != nil {

@@ -59,13 +59,23 @@ func (t *upstreamTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		closeRequestBody(req)
 		return nil, fmt.Errorf("http: upstream '%s' is %s: its transport refuses a request to %s (a shared client, [plugin.http.shared.<name>], takes any origin)", c.up.Name, c.pol.origin, originOf(req.URL))
 	}
-	return c.roundTrip(req, c.pol, c.breakerFor(c.pol, framework.OutboundRoute(req.Context())))
+	out := framework.OutboundCallOf(req.Context())
+	return c.roundTrip(req, out, c.pol, c.breakerFor(c.pol, routeOf(out)))
 }
 
-// roundTrip makes one call for an SDK's request through pol and br.
-func (c *core) roundTrip(req *http.Request, pol *policy, br *resilience.Breaker) (*http.Response, error) {
+// routeOf is the route out names, or "" (none, or no OutboundCall).
+func routeOf(out *framework.OutboundCall) string {
+	if out == nil {
+		return ""
+	}
+	return out.Route
+}
+
+// roundTrip makes one call for an SDK's request through pol and br; out is
+// the request's framework.OutboundCall, or nil.
+func (c *core) roundTrip(req *http.Request, out *framework.OutboundCall, pol *policy, br *resilience.Breaker) (*http.Response, error) {
 	ctx := req.Context()
-	x := exchange{pol: pol, br: br, stream: true, open: framework.OpenEndedResponse(ctx)}
+	x := exchange{pol: pol, br: br, stream: true, open: framework.OpenEndedResponse(ctx), out: out}
 	x.retry, x.replay = transportRetry(req)
 	for _, observe := range c.observe {
 		var done func(int, int, error)
@@ -74,8 +84,7 @@ func (c *core) roundTrip(req *http.Request, pol *policy, br *resilience.Breaker)
 			x.dones = append(x.dones, done)
 		}
 	}
-	x.out = framework.OutboundCallOf(ctx)
-	if x.out != nil && x.out.OwnedHeader {
+	if out != nil && out.OwnedHeader {
 		x.req, x.header = req, c.addOutboundHeader(ctx, req.Header)
 	} else {
 		x.req, x.header = req, c.outboundHeader(ctx, req.Header)

@@ -234,10 +234,11 @@ func (t *sharedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeRequestBody(req)
 		return nil, fmt.Errorf("http: shared client '%s': the request has no URL", t.c.up.Name)
 	}
-	pol, br, err := t.c.resolve(req.URL, framework.OutboundRoute(req.Context()))
+	out := framework.OutboundCallOf(req.Context())
+	pol, br, err := t.c.resolve(req.URL, routeOf(out))
 	if err != nil {
 		closeRequestBody(req)
 		return nil, err
 	}
-	return t.c.roundTrip(req, pol, br)
+	return t.c.roundTrip(req, out, pol, br)
 }
