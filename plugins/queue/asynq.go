@@ -454,10 +454,6 @@ func (b *asynqBackend) Stats(ctx context.Context) (Stats, error) {
 			continue
 		}
 		info, err := call(ctx, func() (*asynq.QueueInfo, error) { return b.inspector.GetQueueInfo(name) })
-		if errors.Is(err, asynq.ErrQueueNotFound) {
-			st.Depth[name] = 0
-			continue
-		}
 		if err != nil {
 			return Stats{}, err
 		}
