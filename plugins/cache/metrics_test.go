@@ -3,7 +3,6 @@ package cache
 import (
 	"context"
 	"errors"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -102,12 +101,7 @@ func TestCommandMetricsAnswered(t *testing.T) {
 // open they are refused, sent nowhere and not timed.
 func TestCommandMetricsErrorsAndRefused(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now
+	addr := refusedAddr(t)
 	b := setup(t, setupOpts{url: "redis://" + addr + "/0"})
 	ctx := context.Background()
 	before := commandCounts(t, b)

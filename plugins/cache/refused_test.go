@@ -3,7 +3,6 @@ package cache
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -20,12 +19,7 @@ import (
 // password in the URL appears in no error, log line or /ready body.
 func TestRefusedRedisAndNoSecrets(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now
+	addr := refusedAddr(t)
 	b := setup(t, setupOpts{url: "redis://app:hunter22@" + addr + "/0"})
 	ctx := context.Background()
 	for i := range 5 {
