@@ -38,6 +38,40 @@ type sseConn struct {
 	// set in the past), so an overflowed stream blocked on a full socket
 	// ends now rather than at sse_write_timeout.
 	cut func()
+
+	// A durable stream catching up (Last-Event-ID) reads the channel's
+	// Redis stream, which holds every message the hub hands it meanwhile:
+	// while it does, a full buffer loses nothing and is no overflow. The
+	// hub drops the message and says so (dropped), and the catch-up reads
+	// the stream again before it ends (caughtUp).
+	mu                  sync.Mutex
+	catchingUp, dropped bool
+}
+
+// dropDuringCatchUp reports whether sc is catching up, so that a message its
+// full buffer has no room for may be dropped: the catch-up reads it from the
+// stream.
+func (sc *sseConn) dropDuringCatchUp() bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.catchingUp {
+		sc.dropped = true
+	}
+	return sc.catchingUp
+}
+
+// caughtUp ends the catch-up, unless the hub dropped a message during it:
+// then it reports false, and the catch-up reads the stream again (the
+// dropped message may be later than its last read).
+func (sc *sseConn) caughtUp() bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.dropped {
+		sc.dropped = false
+		return false
+	}
+	sc.catchingUp = false
+	return true
 }
 
 func newHub(p *Plugin, c *channel) *hub {
@@ -82,12 +116,16 @@ func (h *hub) unregister(sc *sseConn) {
 func (h *hub) clients() int { return len(*h.conns.Load()) }
 
 // publish hands m to every stream without waiting: a stream whose buffer is
-// full is marked overflowed, and ends (the slow-client policy).
+// full is marked overflowed, and ends (the slow-client policy), unless it is
+// catching up from the durable stream, which holds m.
 func (h *hub) publish(m *Message) {
 	for _, sc := range *h.conns.Load() {
 		select {
 		case sc.ch <- m:
 		default:
+			if sc.dropDuringCatchUp() {
+				continue
+			}
 			sc.once.Do(func() {
 				close(sc.overflow)
 				if sc.cut != nil {

@@ -111,7 +111,7 @@ func (s *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rc := http.NewResponseController(w)
 	sc := &sseConn{ch: make(chan *Message, p.cfg.SSEBuffer), overflow: make(chan struct{}),
-		cut: func() { _ = rc.SetWriteDeadline(time.Unix(1, 0)) }}
+		cut: func() { _ = rc.SetWriteDeadline(time.Unix(1, 0)) }, catchingUp: last != ""}
 	if !s.h.register(sc) {
 		problem.Write(w, r, problem.ServiceUnavailable(pluginName, "the service is stopping", 0))
 		return
@@ -208,15 +208,26 @@ var errOverflow = errors.New("channels: the stream's buffer overflowed")
 // catchUpPage is how many entries one catch-up read returns.
 const catchUpPage = 100
 
-// catchUp sends the durable entries after last, page by page (XRANGE), while
-// new ones gather in the stream's buffer. Redis being down is waited out with
-// backoff, within the stream's life. It returns the last id sent, or why the
-// stream ended.
+// catchUp sends the durable entries after last, page by page (XRANGE), until
+// it has read to the stream's end. What the hub hands the stream meanwhile
+// is in the Redis stream before it is in the buffer, so each page first
+// empties the buffer (the read that follows gets those entries), and a full
+// buffer is no overflow while it runs (sseConn.dropDuringCatchUp). Redis
+// being down is waited out with backoff, within the stream's life. It returns
+// the last id sent, or why the stream ended.
 func (s *sseHandler) catchUp(ctx context.Context, r *http.Request, sc *sseConn, st *sseStream, last string) (string, string) {
 	p := s.p
 	backoff := resilience.Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second}
 	attempt := 0
 	for {
+	drained:
+		for {
+			select {
+			case <-sc.ch:
+			default:
+				break drained
+			}
+		}
 		msgs, err := p.client.XRangeN(ctx, s.c.key, "("+last, "+", catchUpPage).Result()
 		if err != nil {
 			attempt++
@@ -245,7 +256,7 @@ func (s *sseHandler) catchUp(ctx context.Context, r *http.Request, sc *sseConn, 
 				return last, closeWrite
 			}
 		}
-		if len(msgs) < catchUpPage {
+		if len(msgs) < catchUpPage && sc.caughtUp() {
 			return last, ""
 		}
 	}

@@ -327,3 +327,40 @@ func TestSSEStalledClientWriteDeadline(t *testing.T) {
 		t.Fatalf("%d streams open after the write deadline", n)
 	}
 }
+
+// A stream catching up from the durable stream is not overflowed by what the
+// hub hands it meanwhile (the catch-up reads it from Redis): the hub drops
+// it, and the catch-up reads once more before it ends. After the catch-up a
+// full buffer is the slow-client policy again.
+func TestHubDuringCatchUp(t *testing.T) {
+	h := &hub{closed: make(chan struct{})}
+	h.conns.Store(&[]*sseConn{})
+	cut := 0
+	sc := &sseConn{ch: make(chan *Message, 1), overflow: make(chan struct{}), cut: func() { cut++ }, catchingUp: true}
+	if !h.register(sc) {
+		t.Fatal("register refused")
+	}
+	for i := range 3 {
+		h.publish(&Message{ID: fmt.Sprintf("1-%d", i)})
+	}
+	select {
+	case <-sc.overflow:
+		t.Fatal("a stream catching up overflowed")
+	default:
+	}
+	if sc.caughtUp() {
+		t.Fatal("the catch-up ended though the hub dropped messages during it")
+	}
+	if !sc.caughtUp() {
+		t.Fatal("the catch-up did not end after reading again with nothing dropped")
+	}
+	h.publish(&Message{ID: "1-3"}) // the buffer still holds 1-0
+	select {
+	case <-sc.overflow:
+	default:
+		t.Fatal("a full buffer after the catch-up is no overflow")
+	}
+	if cut != 1 {
+		t.Fatalf("the overflowed stream's write was cut %d times, want 1", cut)
+	}
+}
