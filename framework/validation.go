@@ -49,6 +49,8 @@ type Validation struct {
 	// undecided collects the rules that depend on what main compiled in when
 	// the plugins are stand-ins (Options.StandIn); nil otherwise.
 	undecided *ConfigErrors
+	// critical is the plugin's [plugin.X] critical.
+	critical bool
 }
 
 // App returns the validated [app] table, for rules that depend on it (production).
@@ -63,6 +65,22 @@ func (v *Validation) Key(key string) string {
 		return v.prefix
 	}
 	return v.prefix + "." + key
+}
+
+// Critical reports whether the plugin is declared critical ([plugin.X]
+// critical = true).
+func (v *Validation) Critical() bool { return v.critical }
+
+// RefuseCritical refuses critical = true for a plugin whose check reports
+// other services (the breakers of its upstreams): a sibling's outage must
+// leave this replica in rotation, degraded. Declared critical, every replica
+// would see the same sibling down and leave rotation together, turning one
+// outage into two.
+func (v *Validation) RefuseCritical() {
+	if v.critical {
+		v.Error("critical", "cannot be true: this plugin's check reports other services' breakers, and a sibling's outage must not take this replica out of rotation (every replica sees the same sibling down, so all would leave together)",
+			"remove it: an open or half-open breaker leaves /ready degraded (200), and the calls to that upstream fail fast with a 503 naming it")
+	}
 }
 
 // IsSet reports whether the file or the environment set key (relative).

@@ -167,6 +167,12 @@ upstream = "orders"`, "plugin.gateway.routes.a.pattern", []string{"shadow", "/re
 pattern = "/api/{id}"
 upstream = "orders"
 rewrite_prefix = "/v1"`, "plugin.gateway.routes.a.pattern", []string{"rewrite_prefix"}},
+		{"critical", `
+[plugin.gateway]
+critical = true
+[plugin.gateway.routes.a]
+prefix = "/api"
+upstream = "orders"`, "plugin.gateway.critical", []string{"out of rotation", "degraded"}},
 		{"overlaps a prefix", `
 [plugin.gateway.routes.a]
 prefix = "/api"

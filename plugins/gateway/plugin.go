@@ -56,7 +56,10 @@ func (p *Plugin) Config() any { return &p.cfg }
 
 // Validate implements framework.Validator. That each route's upstream is
 // configured is checked at Start, where the http plugin can be asked.
-func (p *Plugin) Validate(v *framework.Validation) { p.cfg.validate(v) }
+func (p *Plugin) Validate(v *framework.Validation) {
+	v.RefuseCritical()
+	p.cfg.validate(v)
+}
 
 // Dependencies implements framework.Dependent: the http plugin builds the
 // upstreams' clients in its Start, so it starts first.

@@ -85,8 +85,6 @@ func TestOpenBreaker(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) })
 	clock := jfasttest.NewClock()
 	svc := gatewayService(t, upstreamTOML("orders", up.URL, "retries = 0", "breaker_failures = 2", `breaker_cool_down = "30s"`)+`
-[plugin.gateway]
-critical = true
 [plugin.gateway.routes.orders]
 prefix = "/orders"
 upstream = "orders"
@@ -131,6 +129,6 @@ upstream = "orders"
 		t.Fatalf("/ready: %d %s", ready.Status, ready.Body)
 	}
 	if gw.Status == "pass" || body.Status != "degraded" {
-		t.Errorf("/ready with an open breaker on a critical gateway: want the check failing and the whole degraded (200): %s", ready.Body)
+		t.Errorf("/ready with an open breaker: want the check failing and the whole degraded (200): %s", ready.Body)
 	}
 }

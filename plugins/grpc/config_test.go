@@ -79,6 +79,16 @@ func TestConfigErrors(t *testing.T) {
 			jfasttest.ConfigErrors(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jgrpc.New()}}).Only(t, "plugin.grpc.upstreams.inventory.target")
 		})
 	}
+	t.Run("critical refused", func(t *testing.T) {
+		t.Parallel()
+		e := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: "[plugins]\nenabled = [\"grpc\"]\n[plugin.grpc]\ncritical = true\n", Plugins: []framework.Plugin{jgrpc.New()}}).Only(t, "plugin.grpc.critical")
+		if !strings.Contains(e.Error(), "out of rotation") || !strings.Contains(e.Error(), "degraded") {
+			t.Errorf("the error does not give the reason: %v", e)
+		}
+		if _, err := jfasttest.New(t, jfasttest.Options{TOML: "[plugins]\nenabled = [\"grpc\"]\n[plugin.grpc]\ncritical = false\n", Plugins: []framework.Plugin{jgrpc.New()}}); err != nil {
+			t.Errorf("critical = false: %v", err)
+		}
+	})
 	t.Run("bad listen", func(t *testing.T) {
 		t.Parallel()
 		jfasttest.ConfigErrors(t, jfasttest.Options{TOML: "[plugins]\nenabled = [\"grpc\"]\n[plugin.grpc.server]\nlisten = \"9000\"\n", Plugins: []framework.Plugin{jgrpc.New()}}).Only(t, "plugin.grpc.server.listen")

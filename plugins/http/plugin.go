@@ -125,6 +125,7 @@ func (p *Plugin) Dependencies() []framework.Dependency {
 
 // Validate implements framework.Validator.
 func (p *Plugin) Validate(v *framework.Validation) {
+	v.RefuseCritical()
 	framework.ValidateNamed(v, upstreamsTable, p.cfg.Upstreams, func(u Upstream) []framework.ConfigError {
 		return append(u.problems(), headerProblems(u.Headers)...)
 	})

@@ -97,6 +97,8 @@ func TestConfigErrors(t *testing.T) {
 		{"zero max_origins", `max_origins = 0`, "max_origins"},
 		{"allow_hosts with a scheme", `allow_hosts = ["http://hooks.internal"]`, "allow_hosts"},
 		{"allow_hosts with a port", `allow_hosts = ["hooks.internal:8080"]`, "allow_hosts"},
+		{"propagate_to with a path", `propagate_to = ["https://hooks.example.com/x"]`, "propagate_to"},
+		{"propagate_to without a scheme", `propagate_to = ["hooks.example.com"]`, "propagate_to"},
 		{"shared policy key", `retries = -1`, "retries"},
 		{"shared misspelt key", `allow_privat = true`, "allow_privat"},
 	}
@@ -109,11 +111,19 @@ func TestConfigErrors(t *testing.T) {
 	}
 	t.Run("a shared client's keys", func(t *testing.T) {
 		t.Parallel()
-		toml := "[plugins]\nenabled = [\"http\"]\n[plugin.http.shared.webhooks]\nmax_origins = 10\nallow_private = false\n" +
+		toml := "[plugins]\nenabled = [\"http\"]\n[plugin.http.shared.webhooks]\nmax_origins = 10\nallow_private = false\nallow_own_addresses = true\n" +
+			"propagate_to = [\"https://hooks.example.com\", \"http://10.1.2.3:8080\"]\n" +
 			"allow_hosts = [\"hooks.internal\", \"10.1.2.3\", \"10.1.0.0/16\", \"::1\"]\nretry_budget = \"bucket\"\nbreaker_key = \"route\"\n" +
 			"headers = { \"User-Agent\" = \"orders-webhooks\" }\n"
 		if _, err := jfasttest.New(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jhttp.New()}}); err != nil {
 			t.Fatal(err)
+		}
+	})
+	t.Run("critical refused", func(t *testing.T) {
+		t.Parallel()
+		e := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: good + "[plugin.http]\ncritical = true\n", Plugins: []framework.Plugin{jhttp.New()}}).Only(t, "plugin.http.critical")
+		if !strings.Contains(e.Error(), "out of rotation") || !strings.Contains(e.Error(), "degraded") {
+			t.Errorf("the error does not give the reason: %v", e)
 		}
 	})
 	t.Run("bad upstream name", func(t *testing.T) {

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strings"
 
 	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/egress"
 	"github.com/jfastframework/jfast/framework/resilience"
 )
 
@@ -29,15 +29,28 @@ type SharedConfig struct {
 	// breaker, budget and bulkhead are made afresh if it is called again).
 	// Defaults to 1000.
 	MaxOrigins int `koanf:"max_origins"`
-	// AllowPrivate lets the client connect to loopback, private, link-local
-	// and unspecified addresses, which it refuses by default (a URL from
-	// outside, such as a webhook's, must not reach the service's own
-	// network). Defaults to false.
+	// AllowPrivate turns the address guard off: the client may connect to
+	// any address, including loopback, private, link-local and this host's
+	// own, which it refuses by default (a URL from outside, such as a
+	// webhook's, must not reach the service's own network; docs/security.md
+	// lists the ranges). Defaults to false.
 	AllowPrivate bool `koanf:"allow_private"`
+	// AllowOwnAddresses lets the client connect to this host's own
+	// addresses (its network interfaces', read once at start) when they are
+	// globally reachable: a public address of this host reaches its own
+	// listeners, admin included. Defaults to false.
+	AllowOwnAddresses bool `koanf:"allow_own_addresses"`
 	// AllowHosts are host names (matched exactly, ignoring case), IP
 	// addresses and networks ("10.1.0.0/16") the client may connect to even
 	// when they are, or resolve to, such addresses. Defaults to none.
 	AllowHosts []string `koanf:"allow_hosts"`
+	// PropagateTo are the origins ("https://hooks.example.com", with a
+	// port when not the scheme's default) that receive the calling
+	// request's X-Request-ID and the time it has left (Jfast-Timeout-Ms).
+	// Every other origin gets neither, even when the caller set them: a
+	// third party learns nothing of this service's requests unless asked.
+	// Defaults to none.
+	PropagateTo []string `koanf:"propagate_to"`
 }
 
 // SetDefaults implements framework.Defaulter.
@@ -72,25 +85,18 @@ func (s *SharedConfig) problems() []framework.ConfigError {
 	s.Upstream.policyProblems(&l)
 	l.Positive("max_origins", s.MaxOrigins)
 	for _, h := range s.AllowHosts {
-		if !validAllowHost(h) {
+		if !egress.ValidAllowHost(h) {
 			l.Error("allow_hosts", fmt.Sprintf("%q is not a host name, an IP address or a network", h),
 				`write a bare host such as "hooks.internal", an address such as "10.1.2.3" or a network such as "10.1.0.0/16", without a scheme or a port`)
 		}
 	}
+	for _, o := range s.PropagateTo {
+		if !validOrigin(o) {
+			l.Error("propagate_to", fmt.Sprintf("%q is not an origin", o),
+				`write a scheme and a host, with a port when not the scheme's default, such as "https://hooks.example.com" or "http://10.1.2.3:8080"`)
+		}
+	}
 	return l
-}
-
-func validAllowHost(h string) bool {
-	if _, err := netip.ParsePrefix(h); err == nil {
-		return true
-	}
-	if _, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil {
-		return true
-	}
-	if h == "" || strings.ContainsAny(h, ":/@ ") {
-		return false
-	}
-	return validHeaderName(h) // letters, digits, ., -, and nothing that needs quoting
 }
 
 // SharedClient calls any origin by absolute URL, with the policies of its
@@ -121,8 +127,8 @@ func newSharedClient(s SharedConfig, opts ...ClientOption) (*SharedClient, error
 	for _, opt := range opts {
 		opt(&o)
 	}
-	guard := newAddressGuard(s)
-	core, err := newCore(s.Upstream, s.problems(), o, guard.dial(s.ConnectTimeout), sharedIdleConns)
+	o.wrappers = append(o.wrappers, propagation(s.PropagateTo))
+	core, err := newCore(s.Upstream, s.problems(), o, sharedDial(s), sharedIdleConns)
 	if err != nil {
 		return nil, err
 	}
@@ -241,4 +247,46 @@ func (t *sharedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	return t.c.roundTrip(req, out, pol, br)
+}
+
+// propagation returns the innermost wrapper of a shared client's transport:
+// it removes X-Request-ID and Jfast-Timeout-Ms from a request to an origin
+// not in propagateTo, on a copy of the header (the call's own header may be
+// reused by a retry).
+func propagation(propagateTo []string) TransportWrapper {
+	to := make(map[string]bool, len(propagateTo))
+	for _, o := range propagateTo {
+		if u, err := url.Parse(o); err == nil {
+			to[originOf(u)] = true
+		}
+	}
+	return func(_ string, rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			_, id := req.Header["X-Request-Id"]
+			_, left := req.Header[framework.TimeoutHeader]
+			if (!id && !left) || to[originOf(req.URL)] {
+				return rt.RoundTrip(req)
+			}
+			r := *req
+			r.Header = req.Header.Clone()
+			delete(r.Header, "X-Request-Id")
+			delete(r.Header, framework.TimeoutHeader)
+			return rt.RoundTrip(&r)
+		})
+	}
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// validOrigin reports whether o is an origin as propagate_to takes it:
+// http or https, a host, an optional port, and nothing else.
+func validOrigin(o string) bool {
+	u, err := url.Parse(o)
+	if err != nil || u.Hostname() == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || (u.Path != "" && u.Path != "/") {
+		return false
+	}
+	s := strings.ToLower(u.Scheme)
+	return s == "http" || s == "https"
 }

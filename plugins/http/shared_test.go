@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,6 +18,7 @@ import (
 	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/jfasttest"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
+	"github.com/jfastframework/jfast/requestid"
 )
 
 // newShared returns a shared client on an auto-advancing test clock that may
@@ -268,5 +270,54 @@ retries = 0
 	if r.Status != "ok" || !check.Healthy || webhooks["origins_held"] != float64(1) ||
 		suspended["http://"+u.Host].(map[string]any)["state"] != "open" {
 		t.Errorf("ready = %s %+v, want ok listing the open origin", r.Status, check)
+	}
+}
+
+// A shared client sends the request ID and the time left only to the origins
+// propagate_to names; another origin gets neither, even when the caller set
+// the request ID itself. Both the client's calls and its RoundTripper.
+func TestSharedPropagateTo(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, status(200))
+	ctx, cancel := context.WithTimeout(requestid.NewContext(context.Background(), "req-7"), time.Minute)
+	defer cancel()
+	last := func() http.Header {
+		up.mu.Lock()
+		defer up.mu.Unlock()
+		return up.requests[len(up.requests)-1].Header
+	}
+	for name, tc := range map[string]struct {
+		to   []string
+		want bool
+	}{
+		"no propagate_to":          {nil, false},
+		"another origin":           {[]string{"https://hooks.example.com"}, false},
+		"the origin":               {[]string{up.URL}, true},
+		"the origin, with a slash": {[]string{up.URL + "/"}, true},
+	} {
+		c, _, _ := newShared(t, jhttp.SharedConfig{PropagateTo: tc.to})
+		if _, err := c.Get(ctx, up.URL+"/hook"); err != nil {
+			t.Fatal(err)
+		}
+		h := last()
+		if got := h.Get("X-Request-ID") != "" && h.Get(framework.TimeoutHeader) != ""; got != tc.want {
+			t.Errorf("%s, Get: X-Request-ID %q, Jfast-Timeout-Ms %q; want both sent = %v", name, h.Get("X-Request-ID"), h.Get(framework.TimeoutHeader), tc.want)
+		}
+		if !tc.want && (h.Get("X-Request-ID") != "" || h.Get(framework.TimeoutHeader) != "") {
+			t.Errorf("%s: sent X-Request-ID %q, Jfast-Timeout-Ms %q", name, h.Get("X-Request-ID"), h.Get(framework.TimeoutHeader))
+		}
+		req, _ := http.NewRequestWithContext(ctx, "GET", up.URL+"/sdk", nil)
+		req.Header.Set("X-Request-ID", "set-by-caller")
+		resp, err := c.HTTPClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if got := last().Get("X-Request-ID") != ""; got != tc.want {
+			t.Errorf("%s, RoundTripper: X-Request-ID %q sent, want sent = %v", name, last().Get("X-Request-ID"), tc.want)
+		}
+		if req.Header.Get("X-Request-ID") != "set-by-caller" {
+			t.Errorf("%s: the caller's request was changed", name)
+		}
 	}
 }

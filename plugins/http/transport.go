@@ -8,6 +8,8 @@ import (
 	"net/http/httptrace"
 	"sync"
 	"time"
+
+	"github.com/jfastframework/jfast/framework/egress"
 )
 
 // The read timeout is a gap, not a whole-response timeout: a response that
@@ -103,7 +105,8 @@ func gapConnOf(c net.Conn) *gapConn {
 // dialFunc dials a connection, as http.Transport.DialContext does.
 type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
-// newTransport returns the transport of one upstream: HTTP/1.1, no proxy, a
+// newTransport returns the transport of one upstream, built as every jfast
+// client's (egress.NewTransport: no proxy from the environment): HTTP/1.1, a
 // pool of max_concurrent connections per host, connect_timeout on dial and
 // TLS handshake, and gap deadlines on every connection. dial, when not nil,
 // replaces the dialer (it must apply connect_timeout itself). maxIdle bounds
@@ -113,33 +116,20 @@ func newTransport(u Upstream, dial dialFunc, maxIdle int) *http.Transport {
 	if maxIdle == 0 {
 		maxIdle = u.MaxConcurrent
 	}
-	if dial == nil {
-		dialer := &net.Dialer{Timeout: u.ConnectTimeout, KeepAlive: 30 * time.Second}
-		dial = dialer.DialContext
-	}
 	readGap, writeGap := u.ReadTimeout, u.WriteTimeout
-	return &http.Transport{
-		// No proxy from the environment: siblings are called directly, and a
-		// proxy would receive the forwarded bearer token.
-		Proxy: nil,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := dial(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return &gapConn{Conn: c, readGap: readGap, writeGap: writeGap}, nil
+	return egress.NewTransport(egress.TransportOpts{
+		ConnectTimeout: u.ConnectTimeout,
+		Dial:           dial,
+		WrapConn: func(c net.Conn) net.Conn {
+			return &gapConn{Conn: c, readGap: readGap, writeGap: writeGap}
 		},
-		TLSClientConfig:     u.TLS,
-		TLSHandshakeTimeout: u.ConnectTimeout,
+		TLS:                 u.TLS,
 		MaxConnsPerHost:     u.MaxConcurrent,
 		MaxIdleConns:        maxIdle,
 		MaxIdleConnsPerHost: u.MaxConcurrent,
-		IdleConnTimeout:     90 * time.Second,
-		// The gap deadline covers the wait for the headers.
-		ResponseHeaderTimeout: 0,
-		ExpectContinueTimeout: time.Second,
-		ForceAttemptHTTP2:     false,
-	}
+		// The gap deadline covers the wait for the headers, so no
+		// ResponseHeaderTimeout.
+	})
 }
 
 // errPoolTimeout is the cause of an attempt that waited pool_timeout for a
