@@ -19,9 +19,14 @@ run:
 reset:
 	bash scripts/reset-examples.sh
 
-## test-servers: install the servers tests start themselves (S3, SMTP), once
+## test-servers: install the servers and tools tests start themselves (S3, SMTP,
+## protoc, chromium), once. A script whose tests skip without it prints a SKIP line
+## when it cannot install; one whose tests would fail stops here, named.
 test-servers:
-	@for s in scripts/install-*.sh; do [ -e "$$s" ] || continue; bash "$$s" || exit 1; done
+	@for s in scripts/install-*.sh; do \
+		[ -e "$$s" ] || continue; \
+		bash "$$s" || { echo "make test-servers: $$s failed (exit status $$?); run it alone to see why" >&2; exit 1; }; \
+	done
 
 ## test: every package with the race detector, then the bench module's tests,
 ## then the drill table (with a SKIP row for each drill that could not run, and why)
