@@ -3,6 +3,8 @@ package resilience
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"time"
 )
 
@@ -63,4 +65,258 @@ func Call[T any](ctx context.Context, br *Breaker, bh *Bulkhead, classify func(T
 	}
 	ticket.Done(o)
 	return v, err
+}
+
+// ErrTimeout is the cause of an open-ended call's context ([RunOpts]) that
+// its policy's timeout ended.
+var ErrTimeout = fmt.Errorf("resilience: the call's timeout passed: %w", context.DeadlineExceeded)
+
+// Verdict is what one attempt says, as the plugin's classifier reads it.
+type Verdict struct {
+	// Err is the attempt's error: nil when the dependency answered, even
+	// with an error of its own (a status, a code).
+	Err error
+	// Outcome is what the attempt says about the dependency; the breaker
+	// counts the call's last attempt's. A [Failure] or [Hang] of an attempt
+	// that failed (Err != nil) because its caller's context ended first
+	// ([CutByCaller]) is counted as [Ignore].
+	Outcome Outcome
+	// Retry says another attempt could succeed; the loop still checks the
+	// attempts, the deadline and the budget.
+	Retry bool
+	// Wait is the wait the dependency asked for before the next attempt
+	// (Retry-After) when Asked is true; otherwise the backoff decides.
+	Wait  time.Duration
+	Asked bool
+}
+
+// Stop is why the loop made no further attempt after one.
+type Stop uint8
+
+const (
+	// StopNone: another attempt follows, after [AttemptRecord].Wait.
+	StopNone Stop = iota
+	// StopFinal: the attempt's verdict asked for no retry (it succeeded, or
+	// another attempt would fail the same way).
+	StopFinal
+	// StopAttempts: the call made all the attempts it may.
+	StopAttempts
+	// StopEnded: the call's context ended (its timeout, the caller's
+	// deadline or cancellation).
+	StopEnded
+	// StopDeadline: the wait and another attempt as long as this one would
+	// not end before the call's deadline.
+	StopDeadline
+	// StopBudget: the retry budget refused the retry.
+	StopBudget
+	// StopWaitCut: the call's context ended during the wait before the
+	// retry (reported by [Run.Stopped], after the attempt's record).
+	StopWaitCut
+)
+
+// String returns the reason in the words of metrics and logs.
+func (s Stop) String() string {
+	switch s {
+	case StopNone:
+		return "retry"
+	case StopFinal:
+		return "final"
+	case StopAttempts:
+		return "attempts"
+	case StopEnded:
+		return "ended"
+	case StopDeadline:
+		return "deadline"
+	case StopBudget:
+		return "budget"
+	case StopWaitCut:
+		return "wait_cut"
+	}
+	return fmt.Sprintf("Stop(%d)", uint8(s))
+}
+
+// AttemptRecord is one attempt as the loop reports it to [Attempter.Report],
+// after it decided what follows and before any wait.
+type AttemptRecord struct {
+	// N is the attempt's number, from 1.
+	N int
+	// Took is the attempt's duration on the policy's clock.
+	Took time.Duration
+	// Verdict is the classifier's, its Outcome after the CutByCaller rule.
+	Verdict Verdict
+	// Stop is why no attempt follows, or StopNone.
+	Stop Stop
+	// Wait is the wait before the next attempt (StopNone).
+	Wait time.Duration
+}
+
+// Attempter is what a plugin gives the loop ([Run.Attempts]): one attempt,
+// read by the plugin's own classifier, and a report of each attempt once
+// the loop has decided what follows it. The attempt's result (a response, a
+// reply) stays with the plugin.
+type Attempter interface {
+	// Attempt makes attempt n (from 1) under ctx, the call's context, and
+	// returns its verdict.
+	Attempt(ctx context.Context, n int) Verdict
+	// Report hears of attempt rec.N after the loop decided what follows
+	// (rec.Stop), before the wait of a retry: the place for per-attempt
+	// metrics, and for letting go of a response a retry replaces.
+	Report(rec AttemptRecord)
+}
+
+// Run is one call admitted by a [Policy] ([Policy.Begin]): it holds the
+// breaker ticket and the bulkhead place, and the call's context under the
+// policy's timeout, until [Run.End]. A Run is used by one goroutine.
+type Run struct {
+	p         *Policy
+	caller    context.Context // the caller's
+	ctx       context.Context // the call's, under the timeout
+	cancel    context.CancelFunc
+	stopTimer func() bool // open-ended: stops the timeout
+	breaker   *Breaker
+	ticket    Ticket
+	permit    Permit
+	start     time.Time // on the policy's clock
+	end       time.Time // start + timeout on the policy's clock; zero: no timeout
+	own       time.Time // the same instant on the time package's clock
+	max       int
+	made      int
+	outcome   Outcome
+	stop      Stop
+	ended     bool
+}
+
+// Attempts runs the call's attempts, the one loop of jfast's outbound
+// calls: attempt, read the verdict (an attempt cut by the caller is no
+// evidence), then stop or retry by one rule, in this order: the verdict
+// asks for no retry; the call made its attempts; the call's context ended;
+// the wait (the dependency's, or the full-jitter backoff) plus another
+// attempt as long as this one would not end before the deadline (the
+// policy's timeout or the caller's sooner one); the retry budget refuses.
+// A retry waits on the policy's clock. Every attempt is reported to a.
+// It returns the last attempt's verdict; [Run.Outcome] is what the breaker
+// will count at [Run.End].
+//
+// Extension points: an admission step that may refuse locally (a client
+// throttle) belongs before each attempt, a choice among a dependency's
+// instances in the attempt's context, and overlapping attempts (hedging)
+// beside the wait; none is implemented yet.
+func (r *Run) Attempts(a Attempter) Verdict {
+	clock := r.p.clock
+	for {
+		r.made++
+		n := r.made
+		began := clock.Now()
+		v := a.Attempt(r.ctx, n)
+		if v.Err != nil && (v.Outcome == Failure || v.Outcome == Hang) && CutByCaller(r.caller, r.own) {
+			// Decided now, not after a wait the caller may cut: a refused
+			// connection stays evidence if the caller's deadline ends the
+			// wait.
+			v.Outcome = Ignore
+		}
+		r.outcome = v.Outcome
+		rec := AttemptRecord{N: n, Took: clock.Now().Sub(began), Verdict: v}
+		rec.Stop, rec.Wait = r.next(v, rec.Took)
+		r.stop = rec.Stop
+		a.Report(rec)
+		if rec.Stop != StopNone {
+			return v
+		}
+		if clock.Sleep(r.ctx, rec.Wait) != nil {
+			r.stop = StopWaitCut
+			return v
+		}
+	}
+}
+
+// next decides what follows attempt r.made, which took took: StopNone and
+// the wait before a retry, or why there is none.
+func (r *Run) next(v Verdict, took time.Duration) (Stop, time.Duration) {
+	switch {
+	case !v.Retry:
+		return StopFinal, 0
+	case r.made >= r.max:
+		return StopAttempts, 0
+	case r.ctx.Err() != nil:
+		return StopEnded, 0
+	}
+	wait := v.Wait
+	if !v.Asked {
+		wait = r.p.backoff.Delay(r.made)
+	}
+	if r.left() <= wait+took {
+		return StopDeadline, 0
+	}
+	if !r.p.budget.TryRetry() {
+		return StopBudget, 0
+	}
+	return StopNone, wait
+}
+
+// left returns what the call has left: until the policy's timeout on its
+// clock, or the caller's sooner deadline.
+func (r *Run) left() time.Duration {
+	left := time.Duration(math.MaxInt64)
+	if !r.end.IsZero() {
+		left = r.end.Sub(r.p.clock.Now())
+	}
+	if d, ok := r.caller.Deadline(); ok {
+		left = min(left, time.Until(d))
+	}
+	return left
+}
+
+// Context returns the call's context: the caller's, under the policy's
+// timeout. It is cancelled by [Run.End].
+func (r *Run) Context() context.Context { return r.ctx }
+
+// Cancel cancels the call's context (an attempt that must end the call, such
+// as one whose connection pool wait timed out).
+func (r *Run) Cancel() { r.cancel() }
+
+// EndTimeout ends an open-ended call's timeout ([RunOpts].OpenEnded): what
+// follows is bounded by the caller's context only.
+func (r *Run) EndTimeout() {
+	if r.stopTimer != nil {
+		r.stopTimer()
+	}
+}
+
+// Caller returns the caller's context.
+func (r *Run) Caller() context.Context { return r.caller }
+
+// Start returns when the call began, on the policy's clock.
+func (r *Run) Start() time.Time { return r.start }
+
+// Deadline returns the policy's deadline of the call on the policy's clock,
+// and false when the policy has no timeout.
+func (r *Run) Deadline() (time.Time, bool) { return r.end, !r.end.IsZero() }
+
+// Own returns the policy's deadline of the call on the time package's clock
+// (zero: none), for [CutByCaller].
+func (r *Run) Own() time.Time { return r.own }
+
+// Probe reports whether the call is its breaker's half-open probe.
+func (r *Run) Probe() bool { return r.ticket.Probe() }
+
+// Made returns how many attempts the call made.
+func (r *Run) Made() int { return r.made }
+
+// Outcome returns the last attempt's outcome, what [Run.End] is usually
+// given.
+func (r *Run) Outcome() Outcome { return r.outcome }
+
+// Stopped returns why the loop stopped.
+func (r *Run) Stopped() Stop { return r.stop }
+
+// End ends the call: the breaker counts o, the bulkhead place is freed and
+// the call's context cancelled. Later calls do nothing.
+func (r *Run) End(o Outcome) {
+	if r.ended {
+		return
+	}
+	r.ended = true
+	r.ticket.Done(o)
+	r.permit.Release()
+	r.cancel()
 }

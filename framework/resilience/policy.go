@@ -1,0 +1,158 @@
+package resilience
+
+import (
+	"context"
+	"time"
+)
+
+// PolicyOpts configures a [Policy].
+type PolicyOpts struct {
+	// Name names the dependency in errors, logs and metrics, and names its
+	// breaker, budget and bulkhead. Defaults to "dependency".
+	Name string
+	// Config is the policy keys, every default filled.
+	Config PolicyConfig
+	// Attempts is how many attempts one call may make, the first included.
+	// Defaults to 1.
+	Attempts int
+	// Timeout bounds a whole call: every attempt and every wait between
+	// attempts. The caller's sooner deadline wins. Defaults to 0: no bound
+	// of the policy's own (the caller's context only).
+	Timeout time.Duration
+	// Clock is the time source of the breaker, budget, bulkhead, waits and
+	// deadline checks. Defaults to RealClock().
+	Clock Clock
+	// OnStateChange hears the breaker's transitions ([LogStateChanges]).
+	// Defaults to nil.
+	OnStateChange func(StateChange)
+}
+
+// Policy is the outbound policy of one dependency: its breaker, retry
+// budget, bulkhead, backoff, attempts and deadline, and the one attempt
+// loop every plugin that calls out runs its calls through ([Policy.Begin],
+// [Run.Attempts]). It is safe for concurrent use; make one per dependency
+// and per process, at boot.
+type Policy struct {
+	name     string
+	clock    Clock
+	breaker  *Breaker
+	budget   *RetryBudget
+	bulkhead *Bulkhead
+	backoff  Backoff
+	attempts int
+	timeout  time.Duration
+}
+
+// NewPolicy returns the policy o describes. It panics, as [NewBreaker] does,
+// on a config [PolicyConfig.Validate] refuses.
+func NewPolicy(o PolicyOpts) *Policy {
+	if o.Name == "" {
+		o.Name = "dependency"
+	}
+	clock, _, _ := unwrapClock(o.Clock)
+	return &Policy{
+		name:     o.Name,
+		clock:    clock,
+		breaker:  NewBreaker(o.Config.Opts(o.Name, o.Clock, o.OnStateChange)),
+		budget:   NewRetryBudget(o.Config.BudgetOpts(o.Name, o.Clock)),
+		bulkhead: NewBulkhead(o.Config.BulkheadOpts(o.Name, o.Clock)),
+		backoff:  o.Config.Backoff(),
+		attempts: max(o.Attempts, 1),
+		timeout:  o.Timeout,
+	}
+}
+
+// Name returns the dependency's name.
+func (p *Policy) Name() string { return p.name }
+
+// Breaker returns the policy's breaker, for /ready and tests.
+func (p *Policy) Breaker() *Breaker { return p.breaker }
+
+// Budget returns the policy's retry budget.
+func (p *Policy) Budget() *RetryBudget { return p.budget }
+
+// Bulkhead returns the policy's bulkhead.
+func (p *Policy) Bulkhead() *Bulkhead { return p.bulkhead }
+
+// Clock returns the policy's clock.
+func (p *Policy) Clock() Clock { return p.clock }
+
+// Timeout returns the bound of a whole call (0: none of the policy's own).
+func (p *Policy) Timeout() time.Duration { return p.timeout }
+
+// RunOpts are one call's departures from its policy. The zero RunOpts takes
+// the policy as it is.
+type RunOpts struct {
+	// Breaker, when not nil, counts this call instead of the policy's own
+	// breaker (a breaker per route of one upstream).
+	Breaker *Breaker
+	// Attempts, when positive and below the policy's, caps this call's
+	// attempts: 1 for a call that is not safe to repeat.
+	Attempts int
+	// OpenEnded bounds the call by the policy's timeout only until
+	// [Run.EndTimeout] is called (a streamed response, once its headers are
+	// in): the call's context then has no deadline of the policy's. The
+	// deadline checks between attempts are the same.
+	OpenEnded bool
+	// TimeoutCause is the cause an open-ended call's context is cancelled
+	// with when the timeout passes first. Defaults to [ErrTimeout].
+	TimeoutCause error
+}
+
+// Begin admits one call: the breaker first (an open breaker refuses at once,
+// without waiting for a bulkhead place), then the bulkhead, under the
+// call's deadline. The error is the breaker's *[OpenError], the bulkhead's
+// *[BulkheadFullError], or the context error that ended the wait for a
+// place; then nothing is held. Otherwise the returned [Run] holds the
+// breaker ticket and the bulkhead place until [Run.End].
+func (p *Policy) Begin(ctx context.Context, o RunOpts) (*Run, error) {
+	r := &Run{p: p, caller: ctx, breaker: p.breaker, max: p.attempts, start: p.clock.Now()}
+	if o.Breaker != nil {
+		r.breaker = o.Breaker
+	}
+	if o.Attempts > 0 && o.Attempts < r.max {
+		r.max = o.Attempts
+	}
+	ticket, err := r.breaker.Allow()
+	if err != nil {
+		return nil, err
+	}
+	r.ticket = ticket
+	r.deadline(o)
+	permit, err := p.bulkhead.Acquire(r.ctx)
+	if err != nil {
+		r.cancel()
+		ticket.Done(Ignore)
+		return nil, err
+	}
+	r.permit = permit
+	p.budget.RecordCall()
+	return r, nil
+}
+
+// deadline puts the policy's timeout on the call's context.
+func (r *Run) deadline(o RunOpts) {
+	t := r.p.timeout
+	if t <= 0 {
+		r.ctx, r.cancel = context.WithCancel(r.caller)
+		return
+	}
+	r.end = r.start.Add(t)
+	// own is the timeout on the clock of context deadlines: it tells a call
+	// cut by the caller's sooner deadline from one cut by the policy's
+	// (CutByCaller). end is the same instant on the policy's clock, which
+	// decides what a retry has left (a test clock moves it without waiting).
+	r.own = time.Now().Add(t)
+	if !o.OpenEnded {
+		r.ctx, r.cancel = context.WithDeadline(r.caller, r.own)
+		return
+	}
+	ctx, cancel := context.WithCancelCause(r.caller)
+	cause := o.TimeoutCause
+	if cause == nil {
+		cause = ErrTimeout
+	}
+	timer := time.AfterFunc(t, func() { cancel(cause) })
+	r.ctx, r.stopTimer = ctx, timer.Stop
+	r.cancel = func() { timer.Stop(); cancel(context.Canceled) }
+}

@@ -1,0 +1,198 @@
+package resilience
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Policy defaults every plugin that calls out shares (docs/resilience.md,
+// "The policy keys"). A plugin whose dependency answers on another scale
+// (a model provider, a gRPC lookup) changes the backoff in its own
+// [PolicyConfig] defaults, with its reason beside it.
+// The first wait's ceiling is DefaultBackoffBase (100 ms, doubling).
+const (
+	// DefaultPolicyBackoffMax caps one wait at a fifth of a 10 s deadline: a
+	// longer wait would rarely leave the retry time to finish. (A bare
+	// [Backoff] caps at DefaultBackoffMax.)
+	DefaultPolicyBackoffMax = 2 * time.Second
+)
+
+// The choices of the string-valued policy keys.
+const (
+	// BudgetWindow is retry_budget = "window": retries stay below
+	// retry_budget_ratio of the calls of the last 10 s, plus
+	// retry_budget_min_per_second.
+	BudgetWindow = "window"
+	// BudgetBucket is retry_budget = "bucket": a token bucket
+	// (retry_budget_max_tokens, retry_budget_tokens_per_call), one token per
+	// retry.
+	BudgetBucket = "bucket"
+	// JitterNameFull is backoff_jitter = "full": each wait uniform in
+	// [0, backoff_base × 2^(n−1)].
+	JitterNameFull = "full"
+	// JitterNameProportional is backoff_jitter = "proportional": each wait
+	// within ±20 % of backoff_base × 2^(n−1).
+	JitterNameProportional = "proportional"
+)
+
+// PolicyConfig is the keys of the outbound policy every plugin that calls
+// out offers: backoff, retry budget, bulkhead and breaker, with one set of
+// defaults, one validation and one wording. A plugin embeds it with
+// `koanf:",squash"`, so the keys sit in the plugin's own table (an
+// upstream, a provider):
+//
+//	type Upstream struct {
+//		BaseURL string `koanf:"base_url"`
+//		resilience.PolicyConfig `koanf:",squash"`
+//	}
+//
+// [NewPolicy] turns it into the [Policy] the plugin's calls go through.
+type PolicyConfig struct {
+	// BackoffBase is the ceiling of the first full-jitter wait; the n-th wait
+	// is uniform in [0, backoff_base × 2^(n−1)], capped at backoff_max.
+	// Defaults to 100ms.
+	BackoffBase time.Duration `koanf:"backoff_base"`
+	// BackoffMax caps every backoff ceiling. Defaults to 2s.
+	BackoffMax time.Duration `koanf:"backoff_max"`
+	// BackoffJitter spreads the waits: "full" draws each uniformly in
+	// [0, backoff_base × 2^(n−1)], "proportional" within ±20 % of it.
+	// Defaults to "full".
+	BackoffJitter string `koanf:"backoff_jitter"`
+	// RetryBudget chooses the retry budget: "window" (the sliding ratio
+	// below) or "bucket" (a token bucket). Defaults to "window".
+	RetryBudget string `koanf:"retry_budget"`
+	// RetryBudgetRatio ("window") lets a retry start while the retries of the
+	// last 10 s stay below this share of the calls of the last 10 s. Must be
+	// in (0, 1]. Defaults to 0.2.
+	RetryBudgetRatio float64 `koanf:"retry_budget_ratio"`
+	// RetryBudgetMinPerSecond ("window") lets a retry start, whatever the
+	// ratio says, while fewer retries than this were made in the last second,
+	// so a quiet client can still retry. Defaults to 1.
+	RetryBudgetMinPerSecond float64 `koanf:"retry_budget_min_per_second"`
+	// RetryBudgetMaxTokens ("bucket") is the bucket's size, and what a new
+	// bucket starts with; a retry takes one token. Defaults to 10.
+	RetryBudgetMaxTokens float64 `koanf:"retry_budget_max_tokens"`
+	// RetryBudgetTokensPerCall ("bucket") is what every call adds to the
+	// bucket. Defaults to 0.1.
+	RetryBudgetTokensPerCall float64 `koanf:"retry_budget_tokens_per_call"`
+	// MaxConcurrent is how many calls to the dependency may be in flight
+	// from this process. Defaults to 50.
+	MaxConcurrent int `koanf:"max_concurrent"`
+	// BulkheadWait is the longest a call waits for a place among
+	// max_concurrent before it is refused. Defaults to 500ms.
+	BulkheadWait time.Duration `koanf:"bulkhead_wait"`
+
+	// BreakerConfig is the breaker_* keys of the dependency's breaker,
+	// which counts each call's final outcome.
+	BreakerConfig `koanf:",squash"`
+}
+
+// DefaultPolicyConfig returns the policy keys at their defaults.
+func DefaultPolicyConfig() PolicyConfig {
+	return PolicyConfig{
+		BackoffBase:              DefaultBackoffBase,
+		BackoffMax:               DefaultPolicyBackoffMax,
+		BackoffJitter:            JitterNameFull,
+		RetryBudget:              BudgetWindow,
+		RetryBudgetRatio:         DefaultBudgetRatio,
+		RetryBudgetMinPerSecond:  DefaultBudgetMinPerSecond,
+		RetryBudgetMaxTokens:     DefaultTokenBucketMaxTokens,
+		RetryBudgetTokensPerCall: DefaultTokenBucketTokensPerCall,
+		MaxConcurrent:            DefaultBulkheadMaxConcurrent,
+		BulkheadWait:             DefaultBulkheadWait,
+		BreakerConfig:            DefaultBreakerConfig(),
+	}
+}
+
+// FillZero sets every zero field to the matching field of d: a client made
+// in code (NewClient) or a table of many entries fills what it left unset
+// from the plugin's defaults.
+func (c *PolicyConfig) FillZero(d PolicyConfig) {
+	fill(&c.BackoffBase, d.BackoffBase)
+	fill(&c.BackoffMax, d.BackoffMax)
+	fill(&c.BackoffJitter, d.BackoffJitter)
+	fill(&c.RetryBudget, d.RetryBudget)
+	fill(&c.RetryBudgetRatio, d.RetryBudgetRatio)
+	fill(&c.RetryBudgetMinPerSecond, d.RetryBudgetMinPerSecond)
+	fill(&c.RetryBudgetMaxTokens, d.RetryBudgetMaxTokens)
+	fill(&c.RetryBudgetTokensPerCall, d.RetryBudgetTokensPerCall)
+	fill(&c.MaxConcurrent, d.MaxConcurrent)
+	fill(&c.BulkheadWait, d.BulkheadWait)
+	c.BreakerConfig.FillZero(d.BreakerConfig)
+}
+
+func fill[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
+}
+
+// Validate reports every policy key out of range, with the same wording in
+// every plugin; v's keys are relative to the table that embeds the config.
+func (c PolicyConfig) Validate(v Validator) {
+	oneOf := func(key, got string, choices ...string) {
+		if slices.Contains(choices, got) {
+			return
+		}
+		q := make([]string, len(choices))
+		for i, s := range choices {
+			q[i] = strconv.Quote(s)
+		}
+		v.Error(key, fmt.Sprintf("must be %s, got %q", strings.Join(q, " or "), got),
+			fmt.Sprintf("set %q (the default) or %q", choices[0], choices[1]))
+	}
+	v.Deadline("backoff_base", c.BackoffBase)
+	v.Deadline("backoff_max", c.BackoffMax)
+	if c.BackoffBase > 0 && c.BackoffMax > 0 && c.BackoffMax < c.BackoffBase {
+		v.Error("backoff_max", fmt.Sprintf("must not be below backoff_base (%s), got %s", c.BackoffBase, c.BackoffMax),
+			"raise backoff_max or lower backoff_base")
+	}
+	oneOf("backoff_jitter", c.BackoffJitter, JitterNameFull, JitterNameProportional)
+	oneOf("retry_budget", c.RetryBudget, BudgetWindow, BudgetBucket)
+	if r := c.RetryBudgetRatio; !(r > 0 && r <= 1) {
+		v.Error("retry_budget_ratio", fmt.Sprintf("must be in (0, 1], got %v", r), "set a fraction such as 0.2; it cannot be switched off")
+	}
+	if r := c.RetryBudgetMinPerSecond; !(r > 0) || math.IsInf(r, 0) {
+		v.Error("retry_budget_min_per_second", fmt.Sprintf("must be greater than zero, got %v", r), "set a rate such as 1")
+	}
+	if n := c.RetryBudgetMaxTokens; !(n >= 1) || math.IsInf(n, 0) {
+		v.Error("retry_budget_max_tokens", fmt.Sprintf("must be at least 1 (a retry takes one token), got %v", n), "set a size such as 10")
+	}
+	if n := c.RetryBudgetTokensPerCall; !(n > 0 && n <= 1) {
+		v.Error("retry_budget_tokens_per_call", fmt.Sprintf("must be in (0, 1], got %v", n),
+			"set a share of a token such as 0.1 (one retry earned per ten calls)")
+	}
+	v.Positive("max_concurrent", c.MaxConcurrent)
+	v.Deadline("bulkhead_wait", c.BulkheadWait)
+	c.BreakerConfig.Validate(v)
+}
+
+// Backoff returns the backoff these keys describe.
+func (c PolicyConfig) Backoff() Backoff {
+	j := JitterFull
+	if c.BackoffJitter == JitterNameProportional {
+		j = JitterProportional
+	}
+	return Backoff{Base: c.BackoffBase, Max: c.BackoffMax, Jitter: j}
+}
+
+// BudgetOpts returns the options of a retry budget named name, of the kind
+// retry_budget chooses.
+func (c PolicyConfig) BudgetOpts(name string, clock Clock) RetryBudgetOpts {
+	if c.RetryBudget == BudgetBucket {
+		return RetryBudgetOpts{Name: name, Clock: clock, TokenBucket: &TokenBucketOpts{
+			MaxTokens: c.RetryBudgetMaxTokens, TokensPerCall: c.RetryBudgetTokensPerCall,
+		}}
+	}
+	return RetryBudgetOpts{Name: name, Ratio: c.RetryBudgetRatio, MinPerSecond: c.RetryBudgetMinPerSecond, Clock: clock}
+}
+
+// BulkheadOpts returns the options of a bulkhead named name.
+func (c PolicyConfig) BulkheadOpts(name string, clock Clock) BulkheadOpts {
+	return BulkheadOpts{Name: name, MaxConcurrent: c.MaxConcurrent, Wait: c.BulkheadWait, Clock: clock}
+}

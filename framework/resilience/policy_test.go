@@ -1,0 +1,306 @@
+package resilience
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// script is an Attempter that plays a list of verdicts, moving the test clock
+// by took during each attempt, and keeps the records the loop reports.
+type script struct {
+	clock    *TestClock
+	took     time.Duration
+	verdicts []Verdict
+	records  []AttemptRecord
+}
+
+func (s *script) Attempt(_ context.Context, n int) Verdict {
+	s.clock.Advance(s.took)
+	return s.verdicts[min(n, len(s.verdicts))-1]
+}
+
+func (s *script) Report(rec AttemptRecord) { s.records = append(s.records, rec) }
+
+func (s *script) stops() []Stop {
+	var out []Stop
+	for _, r := range s.records {
+		out = append(out, r.Stop)
+	}
+	return out
+}
+
+type policyBundle struct {
+	clock *TestClock
+	p     *Policy
+}
+
+// setupPolicy returns a policy on an auto-advancing test clock: waits move
+// the clock and return at once.
+func setupPolicy(t *testing.T, attempts int, timeout time.Duration, edit func(*PolicyConfig)) policyBundle {
+	t.Helper()
+	clock := NewTestClock(epoch)
+	clock.SetAutoAdvance(true)
+	cfg := DefaultPolicyConfig()
+	if edit != nil {
+		edit(&cfg)
+	}
+	return policyBundle{clock: clock, p: NewPolicy(PolicyOpts{Name: "billing", Config: cfg, Attempts: attempts, Timeout: timeout, Clock: clock})}
+}
+
+// withBucket gives a call its retries: a full token bucket of 10.
+func withBucket(c *PolicyConfig) { c.RetryBudget = BudgetBucket }
+
+var (
+	errRefused = errors.New("connection refused")
+	failed     = Verdict{Err: errRefused, Outcome: Failure, Retry: true}
+	answered   = Verdict{Outcome: Success}
+)
+
+func TestRunRetriesUntilAnswer(t *testing.T) {
+	t.Parallel()
+	s := setupPolicy(t, 3, 10*time.Second, withBucket)
+	r, err := s.p.Begin(t.Context(), RunOpts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &script{clock: s.clock, verdicts: []Verdict{failed, failed, answered}}
+	if v := r.Attempts(a); v.Err != nil || r.Made() != 3 || r.Outcome() != Success {
+		t.Fatalf("verdict %+v after %d attempts, outcome %s; want the third attempt's answer", v, r.Made(), r.Outcome())
+	}
+	r.End(r.Outcome())
+	if got, want := a.stops(), []Stop{StopNone, StopNone, StopFinal}; !slices.Equal(got, want) {
+		t.Fatalf("stops = %v, want %v", got, want)
+	}
+	// Full jitter: wait n is at most the backoff ceiling of n.
+	sleeps := s.clock.Sleeps()
+	if len(sleeps) != 2 {
+		t.Fatalf("sleeps = %v, want 2", sleeps)
+	}
+	for i, d := range sleeps {
+		if c := s.p.backoff.Ceiling(i + 1); d < 0 || d > c || d != a.records[i].Wait {
+			t.Fatalf("wait %d = %s (reported %s), want within [0, %s]", i+1, d, a.records[i].Wait, c)
+		}
+	}
+	// One ticket per call: the breaker saw one call, a success.
+	if snap := s.p.Breaker().Snapshot(); snap.WindowCalls != 1 || snap.WindowFailures != 0 {
+		t.Fatalf("breaker = %+v, want 1 call, 0 failures", snap)
+	}
+	if b := s.p.Budget().Snapshot(); b.Calls != 1 || b.Retries != 2 {
+		t.Fatalf("budget = %+v, want 1 call and 2 retries", b)
+	}
+	if s.p.Bulkhead().InFlight() != 0 {
+		t.Fatal("the bulkhead place was not freed")
+	}
+}
+
+func TestRunStops(t *testing.T) {
+	t.Parallel()
+	notRetried := Verdict{Err: errRefused, Outcome: Failure}
+	for _, tc := range []struct {
+		name     string
+		attempts int
+		timeout  time.Duration
+		took     time.Duration
+		edit     func(*PolicyConfig)
+		verdicts []Verdict
+		opts     RunOpts
+		want     []Stop
+	}{
+		{name: "attempts", attempts: 3, timeout: time.Minute, edit: withBucket, verdicts: []Verdict{failed}, want: []Stop{StopNone, StopNone, StopAttempts}},
+		{name: "one attempt for a call not safe to repeat", attempts: 3, timeout: time.Minute, verdicts: []Verdict{failed}, opts: RunOpts{Attempts: 1}, want: []Stop{StopAttempts}},
+		{name: "final", attempts: 3, timeout: time.Minute, verdicts: []Verdict{notRetried}, want: []Stop{StopFinal}},
+		// The attempt took 600 ms of a 1 s timeout: the wait and another
+		// 600 ms cannot fit in the 400 ms left.
+		{name: "deadline", attempts: 3, timeout: time.Second, took: 600 * time.Millisecond, verdicts: []Verdict{failed}, want: []Stop{StopDeadline}},
+		{
+			name: "asked wait past the deadline", attempts: 3, timeout: time.Second,
+			verdicts: []Verdict{{Err: errRefused, Outcome: Failure, Retry: true, Wait: time.Second, Asked: true}}, want: []Stop{StopDeadline},
+		},
+		{
+			name: "budget", attempts: 3, timeout: time.Minute, verdicts: []Verdict{failed}, want: []Stop{StopNone, StopBudget},
+			edit: func(c *PolicyConfig) { c.RetryBudget, c.RetryBudgetMaxTokens = BudgetBucket, 1 },
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := setupPolicy(t, tc.attempts, tc.timeout, tc.edit)
+			r, err := s.p.Begin(t.Context(), tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := &script{clock: s.clock, took: tc.took, verdicts: tc.verdicts}
+			r.Attempts(a)
+			r.End(r.Outcome())
+			if got := a.stops(); !slices.Equal(got, tc.want) {
+				t.Fatalf("stops = %v, want %v", got, tc.want)
+			}
+			if r.Stopped() != tc.want[len(tc.want)-1] {
+				t.Fatalf("Stopped = %s", r.Stopped())
+			}
+		})
+	}
+}
+
+func TestRunAskedWaitIsExact(t *testing.T) {
+	t.Parallel()
+	s := setupPolicy(t, 2, time.Minute, nil)
+	r, err := s.p.Begin(t.Context(), RunOpts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := Verdict{Err: errRefused, Outcome: Failure, Retry: true, Wait: 3 * time.Second, Asked: true}
+	r.Attempts(&script{clock: s.clock, verdicts: []Verdict{asked, answered}})
+	r.End(r.Outcome())
+	if got := s.clock.Sleeps(); !slices.Equal(got, []time.Duration{3 * time.Second}) {
+		t.Fatalf("sleeps = %v, want the asked 3s", got)
+	}
+}
+
+func TestRunCutByCallerIsNoEvidence(t *testing.T) {
+	t.Parallel()
+	s := setupPolicy(t, 3, time.Minute, func(c *PolicyConfig) { c.BreakerFailures = 1 })
+	ctx, cancel := context.WithCancel(t.Context())
+	r, err := s.p.Begin(ctx, RunOpts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel() // the caller gives up during the attempt
+	a := &script{clock: s.clock, verdicts: []Verdict{failed}}
+	r.Attempts(a)
+	r.End(r.Outcome())
+	if r.Outcome() != Ignore || a.records[0].Stop != StopEnded {
+		t.Fatalf("outcome %s, stop %s; want ignore, ended", r.Outcome(), a.records[0].Stop)
+	}
+	if st := s.p.Breaker().Snapshot().State; st != StateClosed {
+		t.Fatalf("breaker %s after a call its caller cut, want closed", st)
+	}
+}
+
+func TestRunWaitCutByContext(t *testing.T) {
+	t.Parallel()
+	clock := NewTestClock(epoch) // not auto-advancing: the wait blocks
+	p := NewPolicy(PolicyOpts{Config: DefaultPolicyConfig(), Attempts: 2, Timeout: time.Minute, Clock: clock})
+	ctx, cancel := context.WithCancel(t.Context())
+	r, err := p.Begin(ctx, RunOpts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &script{clock: clock, verdicts: []Verdict{{Err: errRefused, Outcome: Failure, Retry: true, Wait: time.Second, Asked: true}}}
+	go func() {
+		clock.BlockUntil(1)
+		cancel()
+	}()
+	r.Attempts(a)
+	r.End(r.Outcome())
+	if r.Stopped() != StopWaitCut || r.Made() != 1 || r.Outcome() != Failure {
+		t.Fatalf("stopped %s after %d attempts, outcome %s; want wait_cut after 1, a failure (decided before the wait)", r.Stopped(), r.Made(), r.Outcome())
+	}
+}
+
+func TestPolicyBeginRefuses(t *testing.T) {
+	t.Parallel()
+	clock := NewTestClock(epoch)
+	cfg := DefaultPolicyConfig()
+	cfg.BreakerFailures, cfg.MaxConcurrent = 1, 1
+	p := NewPolicy(PolicyOpts{Config: cfg, Timeout: time.Minute, Clock: clock})
+	s := policyBundle{clock: clock, p: p}
+	r, err := s.p.Begin(t.Context(), RunOpts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := make(chan error)
+	go func() {
+		_, err := s.p.Begin(t.Context(), RunOpts{})
+		refused <- err
+	}()
+	clock.BlockUntil(1) // the second call waits for the place
+	clock.Advance(cfg.BulkheadWait)
+	if err := <-refused; !errors.Is(err, ErrBulkheadFull) {
+		t.Fatalf("second call with the only place held = %v, want ErrBulkheadFull", err)
+	}
+	r.Attempts(&script{clock: s.clock, verdicts: []Verdict{failed}})
+	r.End(r.Outcome())
+	if _, err := s.p.Begin(t.Context(), RunOpts{}); !errors.Is(err, ErrOpen) {
+		t.Fatalf("call after a failure of a 1-failure breaker = %v, want ErrOpen", err)
+	}
+	if s.p.Bulkhead().InFlight() != 0 {
+		t.Fatal("a refused call holds a bulkhead place")
+	}
+}
+
+func TestRunOpenEndedTimeout(t *testing.T) {
+	t.Parallel()
+	cause := errors.New("headers too late")
+	p := NewPolicy(PolicyOpts{Config: DefaultPolicyConfig(), Timeout: time.Millisecond})
+	r, err := p.Begin(t.Context(), RunOpts{OpenEnded: true, TimeoutCause: cause})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.End(Ignore)
+	if _, ok := r.Context().Deadline(); ok {
+		t.Fatal("an open-ended call's context has a deadline")
+	}
+	<-r.Context().Done()
+	if !errors.Is(context.Cause(r.Context()), cause) {
+		t.Fatalf("cause = %v, want the timeout's", context.Cause(r.Context()))
+	}
+}
+
+type problems []string
+
+func (p *problems) Error(key, problem, _ string) { *p = append(*p, key+": "+problem) }
+func (p *problems) Positive(key string, n int)   { checkPositive(p, key, n) }
+func (p *problems) Deadline(key string, d time.Duration) {
+	if d <= 0 {
+		p.Error(key, "must be positive", "")
+	}
+}
+
+func checkPositive(p *problems, key string, n int) {
+	if n <= 0 {
+		p.Error(key, "must be positive", "")
+	}
+}
+
+func TestPolicyConfigValidate(t *testing.T) {
+	t.Parallel()
+	var ok problems
+	DefaultPolicyConfig().Validate(&ok)
+	if len(ok) != 0 {
+		t.Fatalf("the defaults are refused: %v", ok)
+	}
+	c := DefaultPolicyConfig()
+	c.BackoffMax = c.BackoffBase / 2
+	c.BackoffJitter = "some"
+	c.RetryBudget = "bank"
+	c.RetryBudgetRatio = 0
+	c.RetryBudgetMaxTokens = 0.5
+	c.MaxConcurrent = 0
+	c.BreakerCoolDown = 0
+	var got problems
+	c.Validate(&got)
+	want := []string{"backoff_max", "backoff_jitter", "retry_budget:", "retry_budget_ratio", "retry_budget_max_tokens", "max_concurrent", "breaker_cool_down"}
+	if len(got) != len(want) {
+		t.Fatalf("problems = %q, want one per key of %q", got, want)
+	}
+	for i, k := range want {
+		if !strings.HasPrefix(got[i], k) {
+			t.Fatalf("problem %d = %q, want key %s", i, got[i], k)
+		}
+	}
+}
+
+func TestPolicyConfigFillZero(t *testing.T) {
+	t.Parallel()
+	c := PolicyConfig{MaxConcurrent: 7}
+	c.FillZero(DefaultPolicyConfig())
+	d := DefaultPolicyConfig()
+	d.MaxConcurrent = 7
+	if c != d {
+		t.Fatalf("filled = %+v, want the defaults but max_concurrent", c)
+	}
+}
