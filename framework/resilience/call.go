@@ -270,9 +270,9 @@ func (r *Run) left() time.Duration {
 // timeout. It is cancelled by [Run.End].
 func (r *Run) Context() context.Context { return r.ctx }
 
-// Cancel cancels the call's context (an attempt that must end the call, such
-// as one whose connection pool wait timed out).
-func (r *Run) Cancel() { r.cancel() }
+// CancelFunc returns what cancels the call's context, for an attempt that
+// must end the call (one whose connection pool wait timed out).
+func (r *Run) CancelFunc() context.CancelFunc { return r.cancel }
 
 // EndTimeout ends an open-ended call's timeout ([RunOpts].OpenEnded): what
 // follows is bounded by the caller's context only.

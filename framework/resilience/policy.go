@@ -99,14 +99,16 @@ type RunOpts struct {
 	TimeoutCause error
 }
 
-// Begin admits one call: the breaker first (an open breaker refuses at once,
-// without waiting for a bulkhead place), then the bulkhead, under the
-// call's deadline. The error is the breaker's *[OpenError], the bulkhead's
-// *[BulkheadFullError], or the context error that ended the wait for a
-// place; then nothing is held. Otherwise the returned [Run] holds the
-// breaker ticket and the bulkhead place until [Run.End].
-func (p *Policy) Begin(ctx context.Context, o RunOpts) (*Run, error) {
-	r := &Run{p: p, caller: ctx, breaker: p.breaker, max: p.attempts, start: p.clock.Now()}
+// Begin admits one call into r (a zero Run, often a field of the plugin's
+// own per-call struct, which saves an allocation per call): the breaker
+// first (an open breaker refuses at once, without waiting for a bulkhead
+// place), then the bulkhead, under the call's deadline. The error is the
+// breaker's *[OpenError], the bulkhead's *[BulkheadFullError], or the
+// context error that ended the wait for a place; then nothing is held.
+// Otherwise r holds the breaker ticket and the bulkhead place until
+// [Run.End].
+func (p *Policy) Begin(ctx context.Context, r *Run, o RunOpts) error {
+	*r = Run{p: p, caller: ctx, breaker: p.breaker, max: p.attempts, start: p.clock.Now()}
 	if o.Breaker != nil {
 		r.breaker = o.Breaker
 	}
@@ -115,19 +117,21 @@ func (p *Policy) Begin(ctx context.Context, o RunOpts) (*Run, error) {
 	}
 	ticket, err := r.breaker.Allow()
 	if err != nil {
-		return nil, err
+		r.ended = true
+		return err
 	}
 	r.ticket = ticket
 	r.deadline(o)
 	permit, err := p.bulkhead.Acquire(r.ctx)
 	if err != nil {
+		r.ended = true
 		r.cancel()
 		ticket.Done(Ignore)
-		return nil, err
+		return err
 	}
 	r.permit = permit
 	p.budget.RecordCall()
-	return r, nil
+	return nil
 }
 
 // deadline puts the policy's timeout on the call's context.

@@ -63,7 +63,8 @@ var (
 func TestRunRetriesUntilAnswer(t *testing.T) {
 	t.Parallel()
 	s := setupPolicy(t, 3, 10*time.Second, withBucket)
-	r, err := s.p.Begin(t.Context(), RunOpts{})
+	r := new(Run)
+	err := s.p.Begin(t.Context(), r, RunOpts{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +129,8 @@ func TestRunStops(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := setupPolicy(t, tc.attempts, tc.timeout, tc.edit)
-			r, err := s.p.Begin(t.Context(), tc.opts)
+			r := new(Run)
+			err := s.p.Begin(t.Context(), r, tc.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -148,7 +150,8 @@ func TestRunStops(t *testing.T) {
 func TestRunAskedWaitIsExact(t *testing.T) {
 	t.Parallel()
 	s := setupPolicy(t, 2, time.Minute, nil)
-	r, err := s.p.Begin(t.Context(), RunOpts{})
+	r := new(Run)
+	err := s.p.Begin(t.Context(), r, RunOpts{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +167,8 @@ func TestRunCutByCallerIsNoEvidence(t *testing.T) {
 	t.Parallel()
 	s := setupPolicy(t, 3, time.Minute, func(c *PolicyConfig) { c.BreakerFailures = 1 })
 	ctx, cancel := context.WithCancel(t.Context())
-	r, err := s.p.Begin(ctx, RunOpts{})
+	r := new(Run)
+	err := s.p.Begin(ctx, r, RunOpts{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +189,8 @@ func TestRunWaitCutByContext(t *testing.T) {
 	clock := NewTestClock(epoch) // not auto-advancing: the wait blocks
 	p := NewPolicy(PolicyOpts{Config: DefaultPolicyConfig(), Attempts: 2, Timeout: time.Minute, Clock: clock})
 	ctx, cancel := context.WithCancel(t.Context())
-	r, err := p.Begin(ctx, RunOpts{})
+	r := new(Run)
+	err := p.Begin(ctx, r, RunOpts{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,14 +213,14 @@ func TestPolicyBeginRefuses(t *testing.T) {
 	cfg.BreakerFailures, cfg.MaxConcurrent = 1, 1
 	p := NewPolicy(PolicyOpts{Config: cfg, Timeout: time.Minute, Clock: clock})
 	s := policyBundle{clock: clock, p: p}
-	r, err := s.p.Begin(t.Context(), RunOpts{})
+	r := new(Run)
+	err := s.p.Begin(t.Context(), r, RunOpts{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	refused := make(chan error)
 	go func() {
-		_, err := s.p.Begin(t.Context(), RunOpts{})
-		refused <- err
+		refused <- s.p.Begin(t.Context(), new(Run), RunOpts{})
 	}()
 	clock.BlockUntil(1) // the second call waits for the place
 	clock.Advance(cfg.BulkheadWait)
@@ -224,7 +229,7 @@ func TestPolicyBeginRefuses(t *testing.T) {
 	}
 	r.Attempts(&script{clock: s.clock, verdicts: []Verdict{failed}})
 	r.End(r.Outcome())
-	if _, err := s.p.Begin(t.Context(), RunOpts{}); !errors.Is(err, ErrOpen) {
+	if err := s.p.Begin(t.Context(), new(Run), RunOpts{}); !errors.Is(err, ErrOpen) {
 		t.Fatalf("call after a failure of a 1-failure breaker = %v, want ErrOpen", err)
 	}
 	if s.p.Bulkhead().InFlight() != 0 {
@@ -236,7 +241,8 @@ func TestRunOpenEndedTimeout(t *testing.T) {
 	t.Parallel()
 	cause := errors.New("headers too late")
 	p := NewPolicy(PolicyOpts{Config: DefaultPolicyConfig(), Timeout: time.Millisecond})
-	r, err := p.Begin(t.Context(), RunOpts{OpenEnded: true, TimeoutCause: cause})
+	r := new(Run)
+	err := p.Begin(t.Context(), r, RunOpts{OpenEnded: true, TimeoutCause: cause})
 	if err != nil {
 		t.Fatal(err)
 	}

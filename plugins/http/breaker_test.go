@@ -138,7 +138,7 @@ func TestBreakerTransitions(t *testing.T) {
 func TestBreakerCancelledProbe(t *testing.T) {
 	t.Parallel()
 	s := newSwitchable(503)
-	c, clk, up := newBreakerClient(t, s, jhttp.Upstream{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}})
+	c, clk, up := newBreakerClient(t, s, jhttp.Upstream{PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}})
 	if _, err := c.Get(context.Background(), "/x"); err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestBreakerCancelledProbe(t *testing.T) {
 func TestBreakerFailureRate(t *testing.T) {
 	t.Parallel()
 	s := newSwitchable(200)
-	c, _, _ := newBreakerClient(t, s, jhttp.Upstream{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1000}})
+	c, _, _ := newBreakerClient(t, s, jhttp.Upstream{PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1000}}})
 	for i := range 20 {
 		if got := c.Breaker().Snapshot().State; got != resilience.StateClosed {
 			t.Fatalf("before call %d: %s", i+1, got)
@@ -195,7 +195,7 @@ func TestBreakerClassification(t *testing.T) {
 	t.Parallel()
 	for _, code := range []int{500, 429, 404, 400} {
 		s := newSwitchable(503)
-		c, _, _ := newBreakerClient(t, s, jhttp.Upstream{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2}})
+		c, _, _ := newBreakerClient(t, s, jhttp.Upstream{PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2}}})
 		for range 5 { // 503, answer, 503, answer...: never two failures in a row
 			s.status.Store(503)
 			_, _ = c.Get(context.Background(), "/x")
@@ -210,7 +210,7 @@ func TestBreakerClassification(t *testing.T) {
 	}
 	for _, code := range []int{502, 503, 504} {
 		s := newSwitchable(code)
-		c, _, _ := newBreakerClient(t, s, jhttp.Upstream{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2}})
+		c, _, _ := newBreakerClient(t, s, jhttp.Upstream{PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2}}})
 		for range 2 {
 			_, _ = c.Get(context.Background(), "/x")
 		}
@@ -239,7 +239,7 @@ func TestBreakerClassification(t *testing.T) {
 func TestBulkhead(t *testing.T) {
 	t.Parallel()
 	s := newSwitchable(200)
-	c, clk, up := newBreakerClient(t, s, jhttp.Upstream{MaxConcurrent: 2, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}})
+	c, clk, up := newBreakerClient(t, s, jhttp.Upstream{PolicyConfig: resilience.PolicyConfig{MaxConcurrent: 2, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}})
 	release := s.hold()
 	done := make(chan error, 2)
 	for range 2 {
@@ -289,10 +289,10 @@ func TestBulkhead(t *testing.T) {
 func TestBreakerCallerDeadlineIsNoEvidence(t *testing.T) {
 	t.Parallel()
 	c, _, _ := newClient(t, jhttp.Upstream{
-		BaseURL:       silentUpstream(t),
-		TotalTimeout:  300 * time.Millisecond,
-		Retries:       jhttp.NoRetries,
-		BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2},
+		BaseURL:      silentUpstream(t),
+		TotalTimeout: 300 * time.Millisecond,
+		Retries:      jhttp.NoRetries,
+		PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2}},
 	})
 	timeout := func(ctx context.Context) {
 		t.Helper()

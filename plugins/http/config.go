@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"maps"
-	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -34,21 +33,14 @@ const (
 	DefaultRetries      = 2
 	// NoRetries, as Upstream.Retries in NewClient, turns retries off (there a
 	// zero Retries takes the default). In the file, retries = 0 does.
-	NoRetries = -1
-	// DefaultBackoffBase is the first pause of docs/design.md's rule for calling other
-	// services (100 ms, doubling).
-	DefaultBackoffBase = 100 * time.Millisecond
-	// DefaultBackoffMax caps one wait at a fifth of total_timeout: a longer wait
-	// would rarely leave the retry time to finish.
-	DefaultBackoffMax              = 2 * time.Second
-	DefaultMaxRetryAfter           = 30 * time.Second
-	DefaultRetryBudgetRatio        = 0.2
-	DefaultRetryBudgetMinPerSecond = 1.0
-	// DefaultRetryBudgetMaxTokens and DefaultRetryBudgetTokensPerCall are the
-	// bucket budget's: a new origin starts with 10 tokens, holds at most 10,
-	// and every call adds 0.1 (docs/design.md's worked cases, gRPC's retry throttling).
-	DefaultRetryBudgetMaxTokens     = 10.0
-	DefaultRetryBudgetTokensPerCall = 0.1
+	NoRetries            = -1
+	DefaultMaxRetryAfter = 30 * time.Second
+	// The backoff, retry budget and bulkhead defaults are the policy's
+	// (resilience.DefaultPolicyConfig), the same in every plugin; these
+	// names stay for code that reads them.
+	DefaultBackoffBase  = resilience.DefaultBackoffBase
+	DefaultBackoffMax   = resilience.DefaultPolicyBackoffMax
+	DefaultBulkheadWait = resilience.DefaultBulkheadWait
 	// DefaultMaxRoutes bounds the route breakers of breaker_key = "route":
 	// far more route templates than one service calls on one upstream, while
 	// a mistake (an id in the route) cannot grow them without end.
@@ -56,9 +48,7 @@ const (
 	// DefaultMaxOrigins bounds the origins a shared client holds a breaker,
 	// budget and bulkhead for (about 2 KB each): a webhook sender to a
 	// hundred thousand hosts holds the thousand it used last.
-	DefaultMaxOrigins    = 1000
-	DefaultMaxConcurrent = 50
-	DefaultBulkheadWait  = 500 * time.Millisecond
+	DefaultMaxOrigins = 1000
 	// DefaultMaxResponseBytes (10 MiB) is far above what a JSON call between
 	// services returns (kilobytes; gRPC's default receive limit for such calls
 	// is 4 MiB) while bounding what one upstream can make this process hold:
@@ -69,20 +59,12 @@ const (
 
 // The choices of the string-valued keys.
 const (
-	// BudgetWindow is retry_budget = "window": retries stay below
-	// retry_budget_ratio of the calls of the last 10 s, plus
-	// retry_budget_min_per_second.
-	BudgetWindow = "window"
-	// BudgetBucket is retry_budget = "bucket": a token bucket per origin
-	// (retry_budget_max_tokens, retry_budget_tokens_per_call), one token per
-	// retry.
-	BudgetBucket = "bucket"
-	// JitterFull is backoff_jitter = "full": each wait uniform in
-	// [0, backoff_base × 2^(n−1)].
-	JitterFull = "full"
-	// JitterProportional is backoff_jitter = "proportional": each wait within
-	// ±20 % of backoff_base × 2^(n−1).
-	JitterProportional = "proportional"
+	// BudgetWindow, BudgetBucket, JitterFull and JitterProportional are
+	// the choices of the policy's retry_budget and backoff_jitter.
+	BudgetWindow       = resilience.BudgetWindow
+	BudgetBucket       = resilience.BudgetBucket
+	JitterFull         = resilience.JitterNameFull
+	JitterProportional = resilience.JitterNameProportional
 	// KeyOrigin is breaker_key = "origin": one breaker per origin.
 	KeyOrigin = "origin"
 	// KeyRoute is breaker_key = "route": one breaker per origin and route
@@ -136,40 +118,14 @@ type Upstream struct {
 	// never retries; in NewClient 0 takes the default and [NoRetries] never
 	// retries. Defaults to 2.
 	Retries int `koanf:"retries"`
-	// BackoffBase is the ceiling of the first full-jitter wait; the n-th wait
-	// is uniform in [0, backoff_base × 2^(n−1)], capped at backoff_max.
-	// Defaults to 100ms.
-	BackoffBase time.Duration `koanf:"backoff_base"`
-	// BackoffMax caps every backoff ceiling. Defaults to 2s.
-	BackoffMax time.Duration `koanf:"backoff_max"`
-	// BackoffJitter spreads the waits: "full" draws each uniformly in
-	// [0, backoff_base × 2^(n−1)], "proportional" within ±20 % of it.
-	// Defaults to "full".
-	BackoffJitter string `koanf:"backoff_jitter"`
 	// MaxRetryAfter is the longest Retry-After the client waits; a response
 	// asking for more goes back to the caller. Defaults to 30s.
 	MaxRetryAfter time.Duration `koanf:"max_retry_after"`
-	// RetryBudget chooses the retry budget: "window" (the sliding ratio
-	// below) or "bucket" (a token bucket). Defaults to "window".
-	RetryBudget string `koanf:"retry_budget"`
-	// RetryBudgetRatio ("window") lets a retry start while the retries of the
-	// last 10 s stay below this share of the calls of the last 10 s. Must be
-	// in (0, 1]. Defaults to 0.2.
-	RetryBudgetRatio float64 `koanf:"retry_budget_ratio"`
-	// RetryBudgetMinPerSecond ("window") lets a retry start, whatever the
-	// ratio says, while fewer retries than this were made in the last second,
-	// so a quiet client can still retry. Defaults to 1.
-	RetryBudgetMinPerSecond float64 `koanf:"retry_budget_min_per_second"`
-	// RetryBudgetMaxTokens ("bucket") is the bucket's size, and what a new
-	// origin starts with; a retry takes one token. Defaults to 10.
-	RetryBudgetMaxTokens float64 `koanf:"retry_budget_max_tokens"`
-	// RetryBudgetTokensPerCall ("bucket") is what every call adds to the
-	// bucket. Defaults to 0.1.
-	RetryBudgetTokensPerCall float64 `koanf:"retry_budget_tokens_per_call"`
-
-	// BreakerConfig is the breaker_* keys of the upstream's breaker,
-	// which counts each call's final outcome.
-	resilience.BreakerConfig `koanf:",squash"`
+	// PolicyConfig is the backoff, retry budget, bulkhead and breaker keys
+	// every plugin that calls out shares (docs/resilience.md, "The policy
+	// keys"). Here max_concurrent is also the connection pool's size, and
+	// the breaker counts each call's final outcome.
+	resilience.PolicyConfig `koanf:",squash"`
 	// BreakerKey is what a breaker is kept for: "origin" (one per origin) or
 	// "route" (one per origin and route template, named per call with
 	// [Route] or [WithRoute]; a call without one uses the origin's).
@@ -178,13 +134,6 @@ type Upstream struct {
 	// MaxRoutes bounds the route breakers of breaker_key = "route"; past it,
 	// the least recently used route's breaker is dropped. Defaults to 100.
 	MaxRoutes int `koanf:"max_routes"`
-
-	// MaxConcurrent is how many calls to this upstream may be in flight from
-	// this process; it is also the connection pool's size. Defaults to 50.
-	MaxConcurrent int `koanf:"max_concurrent"`
-	// BulkheadWait is the longest a call waits for a place among
-	// max_concurrent before failing with BulkheadFull. Defaults to 500ms.
-	BulkheadWait time.Duration `koanf:"bulkhead_wait"`
 
 	// MaxResponseBytes is the largest response body, in bytes, a call
 	// accepts. The client reads at most one byte more; a larger body (or a
@@ -220,31 +169,21 @@ type Upstream struct {
 func (u *Upstream) SetDefaults() {
 	name, base, headers, tlsConf := u.Name, u.BaseURL, u.Headers, u.TLS
 	*u = Upstream{
-		Name:                     name,
-		BaseURL:                  base,
-		ConnectTimeout:           DefaultConnectTimeout,
-		ReadTimeout:              DefaultReadTimeout,
-		WriteTimeout:             DefaultWriteTimeout,
-		PoolTimeout:              DefaultPoolTimeout,
-		TotalTimeout:             DefaultTotalTimeout,
-		Retries:                  DefaultRetries,
-		BackoffBase:              DefaultBackoffBase,
-		BackoffMax:               DefaultBackoffMax,
-		BackoffJitter:            JitterFull,
-		MaxRetryAfter:            DefaultMaxRetryAfter,
-		RetryBudget:              BudgetWindow,
-		RetryBudgetRatio:         DefaultRetryBudgetRatio,
-		RetryBudgetMinPerSecond:  DefaultRetryBudgetMinPerSecond,
-		RetryBudgetMaxTokens:     DefaultRetryBudgetMaxTokens,
-		RetryBudgetTokensPerCall: DefaultRetryBudgetTokensPerCall,
-		BreakerConfig:            resilience.DefaultBreakerConfig(),
-		BreakerKey:               KeyOrigin,
-		MaxRoutes:                DefaultMaxRoutes,
-		MaxConcurrent:            DefaultMaxConcurrent,
-		BulkheadWait:             DefaultBulkheadWait,
-		MaxResponseBytes:         DefaultMaxResponseBytes,
-		Headers:                  headers,
-		TLS:                      tlsConf,
+		Name:             name,
+		BaseURL:          base,
+		ConnectTimeout:   DefaultConnectTimeout,
+		ReadTimeout:      DefaultReadTimeout,
+		WriteTimeout:     DefaultWriteTimeout,
+		PoolTimeout:      DefaultPoolTimeout,
+		TotalTimeout:     DefaultTotalTimeout,
+		Retries:          DefaultRetries,
+		MaxRetryAfter:    DefaultMaxRetryAfter,
+		PolicyConfig:     resilience.DefaultPolicyConfig(),
+		BreakerKey:       KeyOrigin,
+		MaxRoutes:        DefaultMaxRoutes,
+		MaxResponseBytes: DefaultMaxResponseBytes,
+		Headers:          headers,
+		TLS:              tlsConf,
 	}
 }
 
@@ -262,31 +201,11 @@ func (u Upstream) withDefaults() Upstream {
 	fill(&u.WriteTimeout, d.WriteTimeout)
 	fill(&u.PoolTimeout, d.PoolTimeout)
 	fill(&u.TotalTimeout, d.TotalTimeout)
-	fill(&u.BackoffBase, d.BackoffBase)
-	fill(&u.BackoffMax, d.BackoffMax)
 	fill(&u.MaxRetryAfter, d.MaxRetryAfter)
-	fill(&u.BulkheadWait, d.BulkheadWait)
-	if u.RetryBudgetRatio == 0 {
-		u.RetryBudgetRatio = d.RetryBudgetRatio
-	}
-	if u.RetryBudgetMinPerSecond == 0 {
-		u.RetryBudgetMinPerSecond = d.RetryBudgetMinPerSecond
-	}
-	if u.RetryBudgetMaxTokens == 0 {
-		u.RetryBudgetMaxTokens = d.RetryBudgetMaxTokens
-	}
-	if u.RetryBudgetTokensPerCall == 0 {
-		u.RetryBudgetTokensPerCall = d.RetryBudgetTokensPerCall
-	}
-	u.RetryBudget = cmp.Or(u.RetryBudget, d.RetryBudget)
-	u.BackoffJitter = cmp.Or(u.BackoffJitter, d.BackoffJitter)
+	u.PolicyConfig.FillZero(d.PolicyConfig)
 	u.BreakerKey = cmp.Or(u.BreakerKey, d.BreakerKey)
 	if u.MaxRoutes == 0 {
 		u.MaxRoutes = d.MaxRoutes
-	}
-	u.BreakerConfig.FillZero(d.BreakerConfig)
-	if u.MaxConcurrent == 0 {
-		u.MaxConcurrent = d.MaxConcurrent
 	}
 	if u.MaxResponseBytes == 0 {
 		u.MaxResponseBytes = d.MaxResponseBytes
@@ -317,11 +236,6 @@ func (u *Upstream) problems() []framework.ConfigError {
 // shared client have in common (all but base_url).
 func (u *Upstream) policyProblems(l *framework.Problems) {
 	add, deadline, positive := l.Error, l.Deadline, l.Positive
-	share := func(key string, f float64) {
-		if !(f > 0 && f <= 1) {
-			add(key, fmt.Sprintf("must be in (0, 1], got %v", f), "set a fraction such as 0.2; it cannot be switched off")
-		}
-	}
 	oneOf := func(key, v string, choices ...string) {
 		if !slices.Contains(choices, v) {
 			add(key, fmt.Sprintf("must be %s, got %q", quoteChoices(choices), v), fmt.Sprintf("set %q (the default) or %q", choices[0], choices[1]))
@@ -336,29 +250,10 @@ func (u *Upstream) policyProblems(l *framework.Problems) {
 	if u.Retries < 0 {
 		add("retries", fmt.Sprintf("must be zero or more, got %d", u.Retries), "set 0 to never retry, or a small number such as 2")
 	}
-	deadline("backoff_base", u.BackoffBase)
-	deadline("backoff_max", u.BackoffMax)
-	if u.BackoffBase > 0 && u.BackoffMax > 0 && u.BackoffMax < u.BackoffBase {
-		add("backoff_max", fmt.Sprintf("must not be below backoff_base (%s), got %s", u.BackoffBase, u.BackoffMax), "raise backoff_max or lower backoff_base")
-	}
-	oneOf("backoff_jitter", u.BackoffJitter, JitterFull, JitterProportional)
 	deadline("max_retry_after", u.MaxRetryAfter)
-	oneOf("retry_budget", u.RetryBudget, BudgetWindow, BudgetBucket)
-	share("retry_budget_ratio", u.RetryBudgetRatio)
-	if !(u.RetryBudgetMinPerSecond > 0) {
-		add("retry_budget_min_per_second", fmt.Sprintf("must be greater than zero, got %v", u.RetryBudgetMinPerSecond), "set a rate such as 1")
-	}
-	if !(u.RetryBudgetMaxTokens >= 1) || math.IsInf(u.RetryBudgetMaxTokens, 0) {
-		add("retry_budget_max_tokens", fmt.Sprintf("must be at least 1 (a retry takes one token), got %v", u.RetryBudgetMaxTokens), "set a size such as 10")
-	}
-	if !(u.RetryBudgetTokensPerCall > 0 && u.RetryBudgetTokensPerCall <= 1) {
-		add("retry_budget_tokens_per_call", fmt.Sprintf("must be in (0, 1], got %v", u.RetryBudgetTokensPerCall), "set a share of a token such as 0.1 (one retry earned per ten calls)")
-	}
-	u.BreakerConfig.Validate(l)
+	u.PolicyConfig.Validate(l)
 	oneOf("breaker_key", u.BreakerKey, KeyOrigin, KeyRoute)
 	positive("max_routes", u.MaxRoutes)
-	positive("max_concurrent", u.MaxConcurrent)
-	deadline("bulkhead_wait", u.BulkheadWait)
 	if u.MaxResponseBytes <= 0 {
 		add("max_response_bytes", fmt.Sprintf("must be greater than zero, got %d", u.MaxResponseBytes),
 			"set a size in bytes such as 10485760 (10 MiB); the cap cannot be switched off")

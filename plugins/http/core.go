@@ -31,7 +31,6 @@ type core struct {
 	header  http.Header // configured headers, canonical
 	rt      http.RoundTripper
 	raw     *http.Transport
-	backoff resilience.Backoff
 	clock   resilience.Clock
 	logger  *slog.Logger
 	metrics *upstreamMetrics
@@ -40,10 +39,12 @@ type core struct {
 	closed  atomic.Bool
 }
 
-// policy is the breaker, retry budget and bulkhead the calls to one origin go
-// through: one per upstream, one per origin of a shared client.
+// policy is the outbound policy the calls to one origin go through: one per
+// upstream, one per origin of a shared client. breaker, budget and bulkhead
+// are p's.
 type policy struct {
 	origin   string
+	p        *resilience.Policy
 	breaker  *resilience.Breaker
 	budget   *resilience.RetryBudget
 	bulkhead *resilience.Bulkhead
@@ -84,7 +85,6 @@ func newCore(u Upstream, errs []framework.ConfigError, o clientOptions, dial dia
 		clock:   clock,
 		logger:  logger.With("upstream", u.Name),
 		metrics: set.forUpstream(u.Name),
-		backoff: resilience.Backoff{Base: u.BackoffBase, Max: u.BackoffMax, Jitter: jitterOf(u.BackoffJitter)},
 		observe: o.observers,
 	}
 	if u.BreakerKey == KeyRoute {
@@ -101,37 +101,16 @@ func newCore(u Upstream, errs []framework.ConfigError, o clientOptions, dial dia
 	return c, nil
 }
 
-// newPolicy returns a breaker, budget and bulkhead for origin. name names
-// them in errors and logs; onChange is the breaker's metrics hook.
+// newPolicy returns the policy of the calls to origin. name names its
+// breaker, budget and bulkhead in errors and logs; onChange is the breaker's
+// metrics hook.
 func (c *core) newPolicy(name, origin string, onChange func(resilience.StateChange)) *policy {
 	u := c.up
-	return &policy{
-		origin: origin,
-		breaker: resilience.NewBreaker(u.BreakerConfig.Opts(name, c.clock,
-			resilience.LogStateChanges(c.logger, "http", u.BreakerCoolDown, onChange))),
-		bulkhead: resilience.NewBulkhead(resilience.BulkheadOpts{
-			Name: name, MaxConcurrent: u.MaxConcurrent, Wait: u.BulkheadWait, Clock: c.clock,
-		}),
-		budget: resilience.NewRetryBudget(budgetOpts(name, u, c.clock)),
-	}
-}
-
-// budgetOpts returns the options of u's retry budget named name (as the
-// breaker and bulkhead it goes with).
-func budgetOpts(name string, u Upstream, clock resilience.Clock) resilience.RetryBudgetOpts {
-	if u.RetryBudget == BudgetBucket {
-		return resilience.RetryBudgetOpts{Name: name, Clock: clock, TokenBucket: &resilience.TokenBucketOpts{
-			MaxTokens: u.RetryBudgetMaxTokens, TokensPerCall: u.RetryBudgetTokensPerCall,
-		}}
-	}
-	return resilience.RetryBudgetOpts{Name: name, Ratio: u.RetryBudgetRatio, MinPerSecond: u.RetryBudgetMinPerSecond, Clock: clock}
-}
-
-func jitterOf(s string) resilience.Jitter {
-	if s == JitterProportional {
-		return resilience.JitterProportional
-	}
-	return resilience.JitterFull
+	p := resilience.NewPolicy(resilience.PolicyOpts{
+		Name: name, Config: u.PolicyConfig, Attempts: u.Retries + 1, Timeout: u.TotalTimeout, Clock: c.clock,
+		OnStateChange: resilience.LogStateChanges(c.logger, "http", u.BreakerCoolDown, onChange),
+	})
+	return &policy{origin: origin, p: p, breaker: p.Breaker(), budget: p.Budget(), bulkhead: p.Bulkhead()}
 }
 
 // close makes later calls fail with UpstreamUnavailable and closes the idle
@@ -155,11 +134,23 @@ type exchange struct {
 	br      *resilience.Breaker
 	dones   []func(int, int, error) // stream: the observers' ends, called when the body ends
 	out     *framework.OutboundCall // the caller's, counting attempts; nil when none
+
+	// What the attempts leave, for the call's result.
+	c         *core
+	run       resilience.Run
+	last      *http.Response // the last response, of this attempt or an earlier one
+	lastErr   error          // the last attempt's error
+	headersAt time.Time
+	bodyRead  time.Duration
+	live      liveAttempt   // stream: the attempt whose response body is unread
+	tooLarge  *bodyTooLarge // the last attempt's body was over max_response_bytes
 }
 
-// call runs the breaker, the bulkhead and the attempts of one call. In stream
-// mode the response returned still holds the call's bulkhead place, deadline
-// and breaker ticket; its body (a *streamBody) gives them back when it ends.
+// call runs one call through its policy: the breaker, the bulkhead and the
+// attempts (resilience.Run.Attempts, with x as the attempt and classifier).
+// In stream mode the response returned still holds the call's bulkhead
+// place, deadline and breaker ticket; its body (a *streamBody) gives them
+// back when it ends.
 func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, error) {
 	m := c.metrics
 	name := c.up.Name
@@ -167,157 +158,124 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 		m.unavailable.Inc()
 		return nil, 0, newUnavailable(name, errClosed)
 	}
-	start := c.clock.Now()
-	deadline := start.Add(c.up.TotalTimeout)
-	callerDeadline, hasCallerDeadline := ctx.Deadline()
-
-	ticket, err := x.br.Allow()
-	if err != nil {
-		m.open.Inc()
-		var oe *resilience.OpenError
-		ra := time.Duration(0)
-		if errors.As(err, &oe) {
-			ra = oe.RetryAfter()
-		}
-		return nil, 0, newCircuitOpen(name, err, ra)
+	opts := resilience.RunOpts{Breaker: x.br, OpenEnded: x.open, TimeoutCause: errTotalTimeout}
+	if !x.retry {
+		opts.Attempts = 1
 	}
-	// own is total_timeout on the clock of context deadlines: it tells a call
-	// cut by the caller's sooner deadline from one cut by ours.
-	own := time.Now().Add(c.up.TotalTimeout)
-	var (
-		callCtx   context.Context
-		cancel    context.CancelFunc
-		stopTotal func() bool // open: ends total_timeout's hold once the headers are in
-	)
-	if x.open {
-		var cancelCause context.CancelCauseFunc
-		callCtx, cancelCause = context.WithCancelCause(ctx)
-		total := time.AfterFunc(c.up.TotalTimeout, func() { cancelCause(errTotalTimeout) })
-		stopTotal = total.Stop
-		cancel = func() { total.Stop(); cancelCause(context.Canceled) }
-	} else {
-		callCtx, cancel = context.WithDeadline(ctx, own)
+	run := &x.run
+	if err := x.pol.p.Begin(ctx, run, opts); err != nil {
+		return nil, 0, c.refused(ctx, err)
 	}
-	permit, err := x.pol.bulkhead.Acquire(callCtx)
-	if err != nil {
-		defer cancel()
-		ticket.Done(resilience.Ignore)
-		if errors.Is(err, resilience.ErrBulkheadFull) {
-			m.rejections.Inc()
-			m.bulkhead.Inc()
-			return nil, 0, newBulkheadFull(name, err)
-		}
-		return nil, 0, c.noResponse(ctx, callCtx, err)
+	x.c = c
+	run.Attempts(x)
+	attempts := run.Made()
+	if x.tooLarge != nil {
+		// The upstream answered: the breaker counts the answer its status
+		// says. It wins over an earlier attempt's response, which the
+		// upstream has since replaced with this one.
+		run.End(run.Outcome())
+		m.tooLarge.Inc()
+		return nil, attempts, newResponseTooLarge(name, c.up.MaxResponseBytes, x.tooLarge)
 	}
-
-	x.pol.budget.RecordCall()
-	var (
-		last      *http.Response
-		lastErr   error
-		headersAt time.Time
-		bodyRead  time.Duration
-		attempts  int
-		cut       bool        // the last attempt failed because the caller's context ended
-		live      liveAttempt // stream: the attempt whose response body is unread
-	)
-	for {
-		attempts++
-		m.attempts.Inc()
-		if x.out != nil {
-			x.out.CountAttempt()
-		}
-		aStart := c.clock.Now()
-		var (
-			resp *http.Response
-			hAt  time.Time
-			read time.Duration
-			next liveAttempt
-			err  error
-		)
-		if x.stream {
-			resp, hAt, next, err = c.open(callCtx, cancel, x, attempts)
-		} else {
-			resp, hAt, read, err = c.send(callCtx, cancel, x, attempts)
-		}
-		if err == nil {
-			last, headersAt, bodyRead, live = resp, hAt, read, next
-		}
-		lastErr = err
-		if tooLarge := asTooLarge(err); tooLarge != nil {
-			// The upstream answered: the breaker counts the answer its
-			// status says, and the same request gets the same body, so no
-			// retry. It wins over an earlier attempt's response, which the
-			// upstream has since replaced with this one.
-			ticket.Done(resilience.HTTPOutcome(tooLarge.status, nil))
-			permit.Release()
-			cancel()
-			m.tooLarge.Inc()
-			return nil, attempts, newResponseTooLarge(name, c.up.MaxResponseBytes, tooLarge)
-		}
-		// Decided now, not after a backoff the caller may cut: a refused
-		// connection stays evidence if the caller's deadline ends the wait.
-		cut = err != nil && resilience.CutByCaller(ctx, own)
-		if !x.retry || attempts > c.up.Retries || !c.retryable(callCtx, resp, err) {
-			break
-		}
-		wait, ok := c.waitBefore(resp, attempts)
-		if !ok {
-			break // Retry-After asks for more than max_retry_after
-		}
-		now := c.clock.Now()
-		left := deadline.Sub(now)
-		if hasCallerDeadline {
-			left = min(left, time.Until(callerDeadline))
-		}
-		if wait+now.Sub(aStart) >= left {
-			break // the retry could not finish before the deadline
-		}
-		if !x.pol.budget.TryRetry() {
-			m.refusals.Inc()
-			break
-		}
-		if live.a != nil {
-			// A streamed response is not held open through the wait: it is
-			// kept only if its body is small enough to hold in memory.
-			last, live = live.retain(last), liveAttempt{}
-		}
-		m.retries.Inc()
-		if c.clock.Sleep(callCtx, wait) != nil {
-			break
-		}
-	}
-
-	outcome := outcome(finalResponse(last, lastErr), lastErr, cut)
-	if last != nil && lastErr == nil && live.a != nil {
+	last := x.last
+	if last != nil && x.lastErr == nil && x.live.a != nil {
 		if last.StatusCode == http.StatusSwitchingProtocols {
 			// The connection now belongs to the caller (an upgrade, such as
 			// a WebSocket): the call is over.
-			live.end()
+			x.live.end()
 		} else {
 			m.response.Inc()
-			m.latency.Observe(headersAt.Sub(start).Seconds())
-			if stopTotal != nil {
-				stopTotal() // an open-ended body is bounded by the read gap and the caller
-			}
+			m.latency.Observe(x.headersAt.Sub(run.Start()).Seconds())
+			run.EndTimeout() // an open-ended body is bounded by the read gap and the caller
 			last.Body = &streamBody{
-				rc: last.Body, c: c, ctx: ctx, callCtx: callCtx, own: own, ticket: ticket, permit: permit,
-				live: live, cancel: cancel, status: last.StatusCode, limit: c.up.MaxResponseBytes,
+				rc: last.Body, c: c, run: run, live: x.live, status: last.StatusCode, limit: c.up.MaxResponseBytes,
 				headersAt: c.clock.Now(), attempts: attempts, dones: x.dones,
 			}
 			x.dones = nil // called when the body ends
 			return last, attempts, nil
 		}
 	}
-	ticket.Done(outcome)
-	permit.Release()
-	defer cancel() // after noResponse, which asks whether the call's deadline passed
+	var err error
+	if last == nil {
+		err = c.noResponse(ctx, run.Context(), x.lastErr) // before End, which cancels the call's context
+	}
+	run.End(run.Outcome())
 	if last != nil {
 		m.response.Inc()
-		m.latency.Observe(headersAt.Sub(start).Seconds())
-		m.bodyRead.Observe(bodyRead.Seconds())
+		m.latency.Observe(x.headersAt.Sub(run.Start()).Seconds())
+		m.bodyRead.Observe(x.bodyRead.Seconds())
 		return last, attempts, nil
 	}
-	return nil, attempts, c.noResponse(ctx, callCtx, lastErr)
+	return nil, attempts, err
+}
+
+// refused returns the error of a call its policy did not admit: the breaker
+// open, the bulkhead full, or the caller's context ended while it waited
+// for a place.
+func (c *core) refused(ctx context.Context, err error) error {
+	m, name := c.metrics, c.up.Name
+	var oe *resilience.OpenError
+	switch {
+	case errors.As(err, &oe):
+		m.open.Inc()
+		return newCircuitOpen(name, err, oe.RetryAfter())
+	case errors.Is(err, resilience.ErrBulkheadFull):
+		m.rejections.Inc()
+		m.bulkhead.Inc()
+		return newBulkheadFull(name, err)
+	}
+	return c.noResponse(ctx, ctx, err)
+}
+
+// Attempt makes attempt n of the call and classifies it: the loop's attempt
+// and classifier (resilience.Attempter).
+func (x *exchange) Attempt(callCtx context.Context, n int) resilience.Verdict {
+	c := x.c
+	c.metrics.attempts.Inc()
+	if x.out != nil {
+		x.out.CountAttempt()
+	}
+	var (
+		resp *http.Response
+		hAt  time.Time
+		read time.Duration
+		next liveAttempt
+		err  error
+	)
+	if x.stream {
+		resp, hAt, next, err = c.open(callCtx, x.run.CancelFunc(), x, n)
+	} else {
+		resp, hAt, read, err = c.send(callCtx, x.run.CancelFunc(), x, n)
+	}
+	if err == nil {
+		x.last, x.headersAt, x.bodyRead, x.live = resp, hAt, read, next
+	}
+	x.lastErr = err
+	if big := asTooLarge(err); big != nil {
+		// An answer, and the same request gets the same body: no retry.
+		x.tooLarge = big
+		return resilience.Verdict{Outcome: resilience.HTTPOutcome(big.status, nil)}
+	}
+	v := resilience.Verdict{Err: err, Outcome: outcome(finalResponse(resp, err), err)}
+	if c.retryable(callCtx, resp, err) {
+		v.Wait, v.Asked, v.Retry = c.retryAfter(resp)
+	}
+	return v
+}
+
+// Report hears of each attempt once the loop decided what follows it.
+func (x *exchange) Report(rec resilience.AttemptRecord) {
+	switch rec.Stop {
+	case resilience.StopNone:
+		if x.live.a != nil {
+			// A streamed response is not held open through the wait: it is
+			// kept only if its body is small enough to hold in memory.
+			x.last, x.live = x.live.retain(x.last), liveAttempt{}
+		}
+		x.c.metrics.retries.Inc()
+	case resilience.StopBudget:
+		x.c.metrics.refusals.Inc()
+	}
 }
 
 // asTooLarge returns the *bodyTooLarge err is, or nil.
@@ -342,14 +300,14 @@ func finalResponse(last *http.Response, lastErr error) *http.Response {
 	return last
 }
 
-// outcome classifies the final attempt for the breaker with jfast's shared
-// HTTP rule (resilience.HTTPOutcome). An attempt that failed because its
+// outcome classifies an attempt for the breaker with jfast's shared HTTP
+// rule (resilience.HTTPOutcome). An attempt that failed because its
 // caller's context ended first (cancelled, or its deadline sooner than
-// total_timeout: resilience.CutByCaller) is no evidence; one cut by
-// total_timeout, read_timeout or connect_timeout is a failure.
-func outcome(resp *http.Response, err error, cutByCaller bool) resilience.Outcome {
-	if err != nil && (cutByCaller || errors.Is(err, ErrAddressNotAllowed)) {
-		return resilience.Ignore // the caller's doing, or this client's own refusal
+// total_timeout) is no evidence: the loop applies resilience.CutByCaller.
+// One cut by total_timeout, read_timeout or connect_timeout is a failure.
+func outcome(resp *http.Response, err error) resilience.Outcome {
+	if err != nil && errors.Is(err, ErrAddressNotAllowed) {
+		return resilience.Ignore // this client's own refusal
 	}
 	status := 0
 	if resp != nil {
@@ -383,22 +341,23 @@ func (c *core) retryable(callCtx context.Context, resp *http.Response, err error
 	return false
 }
 
-// waitBefore returns the wait before retry n (1-based): the response's
-// Retry-After exactly, when it has a valid one, else the backoff. ok is false
-// when Retry-After asks for more than max_retry_after.
-func (c *core) waitBefore(resp *http.Response, n int) (time.Duration, bool) {
+// retryAfter reads the wait a retryable response asks for: its Retry-After
+// exactly, when it has a valid one (asked); otherwise the loop's backoff
+// decides. retry is false when Retry-After asks for more than
+// max_retry_after.
+func (c *core) retryAfter(resp *http.Response) (wait time.Duration, asked, retry bool) {
 	if resp != nil {
 		if v := resp.Header.Get("Retry-After"); v != "" {
 			d, valid, tooLong := resilience.ParseRetryAfter(v, c.clock.Now(), c.up.MaxRetryAfter)
 			if tooLong {
-				return d, false
+				return 0, false, false
 			}
 			if valid {
-				return d, true
+				return d, true, true
 			}
 		}
 	}
-	return c.backoff.Delay(n), true
+	return 0, false, true
 }
 
 // noResponse turns the error of a call that got no response into its kind.

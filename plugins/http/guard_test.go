@@ -24,7 +24,7 @@ func TestSharedAddressGuard(t *testing.T) {
 	byIP := up.URL + "/hook"
 
 	guarded, _, reg := newShared(t, jhttp.SharedConfig{AllowHosts: []string{},
-		Upstream: noBudget(jhttp.Upstream{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}})})
+		Upstream: noBudget(jhttp.Upstream{PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}})})
 	for _, target := range []string{byName, byIP, "http://[::1]:" + port + "/hook", "http://0.0.0.0:" + port + "/hook"} {
 		start := time.Now()
 		_, err := guarded.Get(context.Background(), target)

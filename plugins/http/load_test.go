@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jfastframework/jfast/framework/resilience"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
 )
 
@@ -38,7 +39,7 @@ func TestPoolUnderLoad(t *testing.T) { // not parallel: it loads both cores
 		time.Sleep(2 * time.Millisecond)
 		_, _ = w.Write([]byte("ok"))
 	})
-	c, _, reg := newClient(t, jhttp.Upstream{BaseURL: up.URL, MaxConcurrent: 50})
+	c, _, reg := newClient(t, jhttp.Upstream{BaseURL: up.URL, PolicyConfig: resilience.PolicyConfig{MaxConcurrent: 50}})
 	const calls = 1000
 	var wg sync.WaitGroup
 	var failed atomic.Int64
@@ -91,7 +92,7 @@ func TestBulkheadNumbersExact(t *testing.T) { // not parallel: it loads both cor
 		case <-r.Context().Done():
 		}
 	})
-	c, clk, reg := newClient(t, jhttp.Upstream{BaseURL: up.URL, MaxConcurrent: 50, TotalTimeout: time.Minute})
+	c, clk, reg := newClient(t, jhttp.Upstream{BaseURL: up.URL, TotalTimeout: time.Minute, PolicyConfig: resilience.PolicyConfig{MaxConcurrent: 50}})
 	clk.SetAutoAdvance(false)
 	const calls = 1000
 	var wg sync.WaitGroup

@@ -153,11 +153,14 @@ func TestDefaults(t *testing.T) {
 	want := jhttp.Upstream{
 		ConnectTimeout: 2 * time.Second, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
 		PoolTimeout: 5 * time.Second, TotalTimeout: 10 * time.Second, Retries: 2,
-		BackoffBase: 100 * time.Millisecond, BackoffMax: 2 * time.Second, MaxRetryAfter: 30 * time.Second,
-		RetryBudgetRatio: 0.2, RetryBudgetMinPerSecond: 1,
-		BreakerConfig: resilience.BreakerConfig{BreakerFailures: 5, BreakerFailureRate: 0.5, BreakerWindow: 30 * time.Second,
-			BreakerMinimumCalls: 20, BreakerCoolDown: 15 * time.Second},
-		MaxConcurrent: 50, BulkheadWait: 500 * time.Millisecond, MaxResponseBytes: 10 << 20,
+		MaxRetryAfter: 30 * time.Second, MaxResponseBytes: 10 << 20,
+		PolicyConfig: resilience.PolicyConfig{
+			BackoffBase: 100 * time.Millisecond, BackoffMax: 2 * time.Second,
+			RetryBudgetRatio: 0.2, RetryBudgetMinPerSecond: 1,
+			BreakerConfig: resilience.BreakerConfig{BreakerFailures: 5, BreakerFailureRate: 0.5, BreakerWindow: 30 * time.Second,
+				BreakerMinimumCalls: 20, BreakerCoolDown: 15 * time.Second},
+			MaxConcurrent: 50, BulkheadWait: 500 * time.Millisecond,
+		},
 	}
 	if u.ConnectTimeout != want.ConnectTimeout || u.ReadTimeout != want.ReadTimeout || u.WriteTimeout != want.WriteTimeout ||
 		u.PoolTimeout != want.PoolTimeout || u.TotalTimeout != want.TotalTimeout || u.Retries != want.Retries ||

@@ -28,8 +28,8 @@ func TestRetryBudgetTable(t *testing.T) {
 		up       jhttp.Upstream
 		requests int64
 	}{
-		{"no budget", noBudget(jhttp.Upstream{BreakerConfig: noBreaker}), 150},
-		{"bucket", jhttp.Upstream{RetryBudget: jhttp.BudgetBucket, BreakerConfig: noBreaker}, 64},
+		{"no budget", noBudget(jhttp.Upstream{PolicyConfig: resilience.PolicyConfig{BreakerConfig: noBreaker}}), 150},
+		{"bucket", jhttp.Upstream{PolicyConfig: resilience.PolicyConfig{RetryBudget: jhttp.BudgetBucket, BreakerConfig: noBreaker}}, 64},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -62,8 +62,7 @@ func TestRetryBudgetTable(t *testing.T) {
 func TestProportionalJitterThroughTheClient(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t, status(503))
-	c, clk, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, BackoffJitter: jhttp.JitterProportional,
-		BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1000, BreakerMinimumCalls: 1000}}))
+	c, clk, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, PolicyConfig: resilience.PolicyConfig{BackoffJitter: jhttp.JitterProportional, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1000, BreakerMinimumCalls: 1000}}}))
 	const calls = 200
 	for range calls {
 		_, _ = c.Get(context.Background(), "/x")
@@ -97,8 +96,7 @@ func TestRouteBreakers(t *testing.T) {
 			w.WriteHeader(503) // the payments service behind the gateway is down
 		}
 	})
-	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: gw.URL, Retries: jhttp.NoRetries, BreakerKey: jhttp.KeyRoute, MaxRoutes: 2,
-		BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2}})
+	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: gw.URL, Retries: jhttp.NoRetries, BreakerKey: jhttp.KeyRoute, MaxRoutes: 2, PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2}}})
 	for range 2 {
 		_, _ = c.Get(context.Background(), "/payments/7", jhttp.Route("/payments/{id}"))
 	}

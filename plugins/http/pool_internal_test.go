@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/jfastframework/jfast/framework/resilience"
 )
 
 // pool_timeout: with the only connection held by a request that bypasses the
@@ -24,7 +26,7 @@ func TestPoolTimeout(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	c, err := NewClient(Upstream{Name: "billing", BaseURL: srv.URL, MaxConcurrent: 1, PoolTimeout: 100 * time.Millisecond, Retries: NoRetries})
+	c, err := NewClient(Upstream{Name: "billing", BaseURL: srv.URL, PoolTimeout: 100 * time.Millisecond, Retries: NoRetries, PolicyConfig: resilience.PolicyConfig{MaxConcurrent: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -185,7 +185,7 @@ func TestFullJitterBounds(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t, status(503))
 	base, maxD := 100*time.Millisecond, 400*time.Millisecond
-	c, clk, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, Retries: 5, BackoffBase: base, BackoffMax: maxD, TotalTimeout: time.Hour, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1000, BreakerMinimumCalls: 1000}}))
+	c, clk, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, Retries: 5, TotalTimeout: time.Hour, PolicyConfig: resilience.PolicyConfig{BackoffBase: base, BackoffMax: maxD, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1000, BreakerMinimumCalls: 1000}}}))
 	const calls = 40
 	for range calls {
 		if _, err := c.Get(context.Background(), "/x"); err != nil {
@@ -350,7 +350,7 @@ func TestRetryBudgetDuringOutage(t *testing.T) {
 		}
 		return up.hits.Load(), metric(t, reg, "jfast_http_client_retry_budget_refusals_total", "upstream", "billing")
 	}
-	withBudget, refusals := run(t, jhttp.Upstream{RetryBudgetRatio: 0.1, RetryBudgetMinPerSecond: 1})
+	withBudget, refusals := run(t, jhttp.Upstream{PolicyConfig: resilience.PolicyConfig{RetryBudgetRatio: 0.1, RetryBudgetMinPerSecond: 1}})
 	if withBudget < 20 || withBudget > 23 {
 		t.Errorf("with a budget of 0.1: %d requests, want 20..23", withBudget)
 	}

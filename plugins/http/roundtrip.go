@@ -285,13 +285,8 @@ func (l liveAttempt) retain(resp *http.Response) *http.Response {
 type streamBody struct {
 	rc        io.ReadCloser
 	c         *core
-	ctx       context.Context // the caller's
-	callCtx   context.Context // under total_timeout
-	own       time.Time
-	ticket    resilience.Ticket
-	permit    resilience.Permit
+	run       *resilience.Run // the call, ended by finish
 	live      liveAttempt
-	cancel    context.CancelFunc
 	status    int
 	limit     int64
 	n         int64
@@ -327,7 +322,7 @@ func (b *streamBody) Read(p []byte) (int, error) {
 	case err != nil:
 		err = b.readError(err)
 		o := resilience.Failure
-		if resilience.CutByCaller(b.ctx, b.own) {
+		if resilience.CutByCaller(b.run.Caller(), b.run.Own()) {
 			o = resilience.Ignore
 		}
 		b.finish(o, err)
@@ -348,10 +343,10 @@ func (b *streamBody) readError(err error) error {
 	name := b.c.up.Name
 	err = fmt.Errorf("reading the response body: %w", err)
 	switch {
-	case errors.Is(b.ctx.Err(), context.Canceled):
+	case errors.Is(b.run.Caller().Err(), context.Canceled):
 		return newUnavailable(name, fmt.Errorf("the caller cancelled the call: %w", err))
-	case b.callCtx.Err() != nil || isTimeout(err):
-		if b.callCtx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) {
+	case b.run.Context().Err() != nil || isTimeout(err):
+		if b.run.Context().Err() != nil && !errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
 		}
 		return newTimeout(name, err)
@@ -365,9 +360,7 @@ func (b *streamBody) finish(o resilience.Outcome, err error) {
 		return
 	}
 	b.live.end()
-	b.cancel()
-	b.permit.Release()
-	b.ticket.Done(o)
+	b.run.End(o)
 	b.c.metrics.bodyRead.Observe(b.c.clock.Now().Sub(b.headersAt).Seconds())
 	status := b.status
 	if err != nil {

@@ -150,7 +150,7 @@ func TestTransportCloseEndsTheCall(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 		_, _ = w.Write(bytes.Repeat([]byte("x"), 1<<20))
 	})
-	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, MaxConcurrent: 1, BulkheadWait: time.Millisecond})
+	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, PolicyConfig: resilience.PolicyConfig{MaxConcurrent: 1, BulkheadWait: time.Millisecond}})
 	for range 3 { // with one place, a leaked place would refuse the second call
 		resp, err := c.HTTPClient().Get(up.URL + "/big")
 		if err != nil {
@@ -277,7 +277,7 @@ func TestTransportReadGapWhileStreaming(t *testing.T) {
 		case <-r.Context().Done():
 		}
 	})
-	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, ReadTimeout: 100 * time.Millisecond, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}})
+	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, ReadTimeout: 100 * time.Millisecond, PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}})
 	resp, err := c.HTTPClient().Get(up.URL + "/x")
 	if err != nil {
 		t.Fatal(err)
@@ -466,7 +466,7 @@ func TestTransportBehindReverseProxy(t *testing.T) {
 		}
 		_, _ = w.Write([]byte("hello " + r.URL.Path))
 	})
-	c, _, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, Retries: 1, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}))
+	c, _, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, Retries: 1, PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}}))
 	target, _ := url.Parse(up.URL)
 	proxy := &httputil.ReverseProxy{
 		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target) },

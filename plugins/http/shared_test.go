@@ -50,7 +50,7 @@ func TestSharedBreakerPerOrigin(t *testing.T) {
 	a := newUpstream(t, status(503))
 	b := newUpstream(t, status(200))
 	c, _, _ := newShared(t, jhttp.SharedConfig{Upstream: noBudget(jhttp.Upstream{
-		BreakerConfig: resilience.BreakerConfig{BreakerFailures: 3},
+		PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 3}},
 	})})
 	for range 3 {
 		resp, err := c.Get(context.Background(), a.URL+"/pay")
@@ -164,8 +164,7 @@ func TestSharedBudgetPerOrigin(t *testing.T) {
 	a := newUpstream(t, status(503))
 	b := newUpstream(t, status(503))
 	c, _, _ := newShared(t, jhttp.SharedConfig{Upstream: jhttp.Upstream{
-		RetryBudget:   jhttp.BudgetBucket,
-		BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1000, BreakerMinimumCalls: 1000},
+		PolicyConfig: resilience.PolicyConfig{RetryBudget: jhttp.BudgetBucket, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1000, BreakerMinimumCalls: 1000}},
 	}})
 	for range 50 {
 		_, _ = c.Get(context.Background(), a.URL+"/")
@@ -203,8 +202,9 @@ func TestSharedRouteBreakers(t *testing.T) {
 		}
 	})
 	c, _, _ := newShared(t, jhttp.SharedConfig{Upstream: jhttp.Upstream{
-		Retries: jhttp.NoRetries, BreakerKey: jhttp.KeyRoute,
-		BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2},
+		Retries:      jhttp.NoRetries,
+		BreakerKey:   jhttp.KeyRoute,
+		PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2}},
 	}})
 	for _, id := range []string{"1", "2"} {
 		_, _ = c.Get(context.Background(), up.URL+"/payments/"+id, jhttp.Route("/payments/{id}"))

@@ -196,7 +196,7 @@ func TestResponseTooLargeIsAnAnswer(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		sized(int(size.Load()), false, 200)(w, r, n)
 	})
-	c, _, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, MaxResponseBytes: 1024, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2}, Retries: 3}))
+	c, _, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, MaxResponseBytes: 1024, Retries: 3, PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2}}}))
 	const calls = 20
 	for range calls {
 		_, err := c.Get(context.Background(), "/report")
