@@ -39,7 +39,8 @@ type ServiceClient struct {
 	restart    map[string]bool
 	retryable  [codes.Unauthenticated + 1]bool
 	md         metadata.MD // configured headers
-	breaker    *resilience.Breaker
+	policy     *resilience.Policy
+	breaker    *resilience.Breaker // policy's, as are bulkhead, budget and backoff
 	bulkhead   *resilience.Bulkhead
 	budget     *resilience.RetryBudget
 	backoff    resilience.Backoff
@@ -92,7 +93,7 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 		restart:    make(map[string]bool, len(u.RestartStreams)),
 		clock:      clock,
 		metrics:    set.forUpstream(u.Name),
-		backoff:    resilience.Backoff{Base: u.BackoffBase, Max: u.BackoffMax},
+		backoff:    u.Backoff(),
 	}
 	for _, m := range u.IdempotentMethods {
 		c.idempotent[m] = true
@@ -119,24 +120,12 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 		return nil, err
 	}
 	c.conn = conn
-	c.breaker = resilience.NewBreaker(u.BreakerConfig.Opts(u.Name, clock,
-		resilience.LogStateChanges(logger.With("upstream", u.Name), "grpc", u.BreakerCoolDown, c.metrics.transition)))
-	c.bulkhead = resilience.NewBulkhead(resilience.BulkheadOpts{
-		Name: u.Name, MaxConcurrent: u.MaxConcurrent, Wait: u.BulkheadWait, Clock: clock,
+	c.policy = resilience.NewPolicy(resilience.PolicyOpts{
+		Name: u.Name, Config: u.PolicyConfig, Attempts: u.Attempts, Timeout: u.Timeout, Clock: clock,
+		OnStateChange: resilience.LogStateChanges(logger.With("upstream", u.Name), "grpc", u.BreakerCoolDown, c.metrics.transition),
 	})
-	c.budget = resilience.NewRetryBudget(budgetOpts(u, clock))
+	c.breaker, c.bulkhead, c.budget = c.policy.Breaker(), c.policy.Bulkhead(), c.policy.Budget()
 	return c, nil
-}
-
-// budgetOpts returns the options of u's retry budget, of the kind
-// retry_budget names.
-func budgetOpts(u Upstream, clock resilience.Clock) resilience.RetryBudgetOpts {
-	if u.RetryBudget == BudgetBucket {
-		return resilience.RetryBudgetOpts{Name: u.Name, Clock: clock, TokenBucket: &resilience.TokenBucketOpts{
-			MaxTokens: u.RetryBudgetMaxTokens, TokensPerCall: u.RetryBudgetTokensPerCall,
-		}}
-	}
-	return resilience.RetryBudgetOpts{Name: u.Name, Ratio: u.RetryBudgetRatio, MinPerSecond: u.RetryBudgetMinPerSecond, Clock: clock}
 }
 
 // Upstream returns the client's settings, defaults filled in.
@@ -162,71 +151,85 @@ func (c *ServiceClient) Close() error {
 }
 
 // Invoke makes a unary call: it implements grpc.ClientConnInterface for the
-// generated stubs. The call passes the breaker (once per call), the bulkhead,
-// then makes up to attempts attempts, all within timeout (or the caller's
-// sooner deadline). Only a method listed in idempotent_methods is retried,
-// only after a code in retryable_codes, only while the retry budget allows
-// and the backoff wait ends before the deadline. Every failure is an *[Error].
+// generated stubs. The call goes through the upstream's policy
+// (resilience.Policy): the breaker (once per call), the bulkhead, then up
+// to attempts attempts, all within timeout (or the caller's sooner
+// deadline). Only a method listed in idempotent_methods is retried, only
+// after a code in retryable_codes, only while the retry budget allows and
+// the wait and another attempt end before the deadline. Every failure is an
+// *[Error].
 func (c *ServiceClient) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
 	mm := c.metrics.method(method)
 	if c.closed.Load() {
 		return &Error{Upstream: c.up.Name, Method: method, Code: codes.Unavailable, Kind: KindClosed, Err: errClosed}
 	}
-	start := c.clock.Now()
-	ticket, err := c.breaker.Allow()
-	if err != nil {
-		c.metrics.refused(method, labelCircuitOpen)
-		return circuitOpen(c.up.Name, method, err)
+	u := unary{c: c, mm: mm, method: method, args: args, reply: reply, opts: opts}
+	var ro resilience.RunOpts
+	if !c.idempotent[method] {
+		ro.Attempts = 1
 	}
-	// own is the timeout on the clock of context deadlines: it tells a call
-	// cut by the caller's sooner deadline from one cut by ours. end is the
-	// same instant on the client's clock, which decides what a retry has
-	// left (the same thing with the real clock; a test clock moves it
-	// without waiting).
-	own := time.Now().Add(c.up.Timeout)
-	end := start.Add(c.up.Timeout)
-	callCtx, cancel := context.WithDeadline(ctx, own)
-	defer cancel()
-	permit, err := c.bulkhead.Acquire(callCtx)
-	if err != nil {
-		ticket.Done(resilience.Ignore)
+	run := &u.run
+	if err := c.policy.Begin(ctx, run, ro); err != nil {
+		var oe *resilience.OpenError
+		if errors.As(err, &oe) {
+			c.metrics.refused(method, labelCircuitOpen)
+			return circuitOpen(c.up.Name, method, err)
+		}
 		return c.refusedByBulkhead(ctx, method, err)
 	}
-	defer permit.Release()
-	callCtx = c.outgoing(callCtx)
-	if ticket.Probe() {
-		opts = probeOptions(c.conn, opts)
+	u.ctx = c.outgoing(run.Context())
+	if run.Probe() {
+		u.opts = probeOptions(c.conn, opts)
 	}
-
-	c.budget.RecordCall()
-	retry := c.idempotent[method]
-	attempts, cut := 0, false
-	for {
-		attempts++
-		err = c.attempt(callCtx, end, attempts, method, args, reply, opts)
-		code := status.Code(err)
-		c.metrics.attempt(mm, method, code)
-		if err == nil {
-			break
-		}
-		// Decided now, not after a wait the caller may cut: an UNAVAILABLE
-		// stays evidence if the caller's deadline ends the backoff.
-		cut = resilience.CutByCaller(ctx, own)
-		if !retry || attempts >= c.up.Attempts || !c.retryableCode(code) || callCtx.Err() != nil {
-			break
-		}
-		if !c.waitToRetry(callCtx, end, attempts) {
-			break
-		}
-	}
+	err := run.Attempts(&u).Err
+	run.End(run.Outcome())
 	code := status.Code(err)
-	ticket.Done(outcome(code, cut))
 	c.metrics.call(mm, method, code)
-	mm.duration.Observe(c.clock.Now().Sub(start).Seconds())
+	mm.duration.Observe(c.clock.Now().Sub(run.Start()).Seconds())
 	if err == nil {
 		return nil
 	}
-	return c.failure(method, attempts, err)
+	return c.failure(method, run.Made(), err)
+}
+
+// unary is one unary call: its attempt and classifier for the policy's
+// loop (resilience.Attempter).
+type unary struct {
+	c           *ServiceClient
+	run         resilience.Run
+	ctx         context.Context // the call's, with the outgoing metadata
+	mm          *methodMetrics
+	method      string
+	args, reply any
+	opts        []grpc.CallOption
+}
+
+// Attempt makes attempt n (1-based). A retry gets only what is left until
+// the timeout on the client's clock (or the caller's sooner deadline, which
+// the call's context carries): gRPC sends that as its grpc-timeout.
+func (u *unary) Attempt(_ context.Context, n int) resilience.Verdict {
+	c := u.c
+	var err error
+	if end, ok := u.run.Deadline(); n > 1 && ok {
+		ctx, cancel := context.WithTimeout(u.ctx, end.Sub(c.clock.Now()))
+		err = c.conn.Invoke(ctx, u.method, u.args, u.reply, u.opts...)
+		cancel()
+	} else {
+		err = c.conn.Invoke(u.ctx, u.method, u.args, u.reply, u.opts...)
+	}
+	code := status.Code(err)
+	c.metrics.attempt(u.mm, u.method, code)
+	return resilience.Verdict{Err: err, Outcome: outcome(code), Retry: err != nil && c.retryableCode(code)}
+}
+
+// Report counts the retries and the budget's refusals.
+func (u *unary) Report(rec resilience.AttemptRecord) {
+	switch rec.Stop {
+	case resilience.StopNone:
+		u.c.metrics.retries.Inc()
+	case resilience.StopBudget:
+		u.c.metrics.refusals.Inc()
+	}
 }
 
 // probeOptions prepares the breaker's probe call: a channel that failed
@@ -245,23 +248,10 @@ func (c *ServiceClient) retryableCode(code codes.Code) bool {
 	return int(code) < len(c.retryable) && c.retryable[code]
 }
 
-// attempt makes attempt n (1-based) of a unary call whose timeout ends at
-// end on the client's clock. A retry gets only what is left until end (or
-// the caller's sooner deadline, which callCtx carries): gRPC sends that as
-// its grpc-timeout.
-func (c *ServiceClient) attempt(callCtx context.Context, end time.Time, n int, method string, args, reply any, opts []grpc.CallOption) error {
-	if n == 1 {
-		return c.conn.Invoke(callCtx, method, args, reply, opts...)
-	}
-	ctx, cancel := context.WithTimeout(callCtx, end.Sub(c.clock.Now()))
-	defer cancel()
-	return c.conn.Invoke(ctx, method, args, reply, opts...)
-}
-
-// waitToRetry waits before retry n (1-based) and reports whether the retry
-// may start: its backoff ends before the call's deadline (end on the
-// client's clock, or the caller's sooner one), the budget grants it, and the
-// wait was not cut.
+// waitToRetry waits before a stream's reopening n (1-based) and reports
+// whether it may start: its backoff ends before the stream's deadline (end
+// on the client's clock, or the caller's sooner one), the budget grants it,
+// and the wait was not cut. (Unary calls retry in the policy's loop.)
 func (c *ServiceClient) waitToRetry(callCtx context.Context, end time.Time, n int) bool {
 	wait := c.backoff.Delay(n)
 	if wait >= end.Sub(c.clock.Now()) {
@@ -329,22 +319,21 @@ func (c *ServiceClient) outgoing(ctx context.Context) context.Context {
 // outcome classifies a call's final code for the breaker. UNAVAILABLE is a
 // failure: the upstream is not there; a DEADLINE_EXCEEDED of the client's own
 // timeout is a hang (resilience.Hang: with nothing answered meanwhile the
-// breaker goes half-open at once, docs/resilience.md). A call its caller cancelled, or cut by the caller's sooner
-// deadline, says nothing about the upstream. RESOURCE_EXHAUSTED asks for calm
+// breaker goes half-open at once, docs/resilience.md). A call its caller
+// cancelled says nothing about the upstream, nor does one cut by the
+// caller's sooner deadline (resilience.CutByCaller, which the policy's loop
+// and a stream's end apply). RESOURCE_EXHAUSTED asks for calm
 // (an open breaker would turn it into an outage) and INTERNAL, UNKNOWN and
 // DATA_LOSS prove a server that answers, with a bug the same call meets
 // again: no evidence either way, like the http client's 429 and 500. Every
 // other code is an answer: the upstream is there.
-func outcome(code codes.Code, cutByCaller bool) resilience.Outcome {
+func outcome(code codes.Code) resilience.Outcome {
 	switch code {
 	case codes.OK:
 		return resilience.Success
 	case codes.Canceled:
 		return resilience.Ignore
 	case codes.DeadlineExceeded:
-		if cutByCaller {
-			return resilience.Ignore
-		}
 		return resilience.Hang // the client's own timeout expired with no answer
 	case codes.Unavailable:
 		return resilience.Failure

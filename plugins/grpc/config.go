@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"slices"
@@ -32,25 +31,13 @@ const (
 	DefaultBackoffBase = 50 * time.Millisecond
 	// DefaultBackoffMax caps one wait at a fifth of the timeout, as the http
 	// client does: a longer wait would rarely leave the retry time to finish.
-	DefaultBackoffMax              = 200 * time.Millisecond
-	DefaultRetryBudgetRatio        = 0.2
-	DefaultRetryBudgetMinPerSecond = 1.0
-	// DefaultRetryBudgetMaxTokens and DefaultRetryBudgetTokensPerCall are the
-	// token bucket's (retry_budget = "bucket"), the http client's values.
-	DefaultRetryBudgetMaxTokens     = 10.0
-	DefaultRetryBudgetTokensPerCall = 0.1
-	DefaultMaxConcurrent            = 50
-	DefaultBulkheadWait             = 500 * time.Millisecond
+	DefaultBackoffMax = 200 * time.Millisecond
 )
 
-// The kinds of retry budget (retry_budget), the http client's two.
+// The kinds of retry budget (retry_budget), every plugin's two.
 const (
-	// BudgetWindow: retries stay below retry_budget_ratio of the calls of
-	// the last 10 s, plus retry_budget_min_per_second.
-	BudgetWindow = "window"
-	// BudgetBucket: a token bucket (retry_budget_max_tokens,
-	// retry_budget_tokens_per_call), one token per retry.
-	BudgetBucket = "bucket"
+	BudgetWindow = resilience.BudgetWindow
+	BudgetBucket = resilience.BudgetBucket
 )
 
 // DefaultRetryableCodes are the codes a retry may fix: UNAVAILABLE only.
@@ -109,12 +96,6 @@ type Upstream struct {
 	// restart_streams) are ever retried; attempts > 1 with both lists empty
 	// is refused at boot. Defaults to 3.
 	Attempts int `koanf:"attempts"`
-	// BackoffBase is the ceiling of the first full-jitter wait; the n-th
-	// wait is uniform in [0, backoff_base × 2^(n−1)], capped at backoff_max.
-	// Defaults to 50ms.
-	BackoffBase time.Duration `koanf:"backoff_base"`
-	// BackoffMax caps every backoff ceiling. Defaults to 200ms.
-	BackoffMax time.Duration `koanf:"backoff_max"`
 	// RetryableCodes are the status codes another attempt may fix, by their
 	// names ("UNAVAILABLE"). Defaults to ["UNAVAILABLE"].
 	RetryableCodes []string `koanf:"retryable_codes"`
@@ -126,34 +107,12 @@ type Upstream struct {
 	// delivers again from its first message: the caller sees duplicates.
 	// Defaults to none (a failed stream returns its error).
 	RestartStreams []string `koanf:"restart_streams"`
-	// RetryBudget chooses the retry budget: "window" (the sliding ratio
-	// below) or "bucket" (a token bucket). Defaults to "window".
-	RetryBudget string `koanf:"retry_budget"`
-	// RetryBudgetRatio ("window") lets a retry start while the retries of the last 10 s
-	// stay below this share of the calls of the last 10 s. Must be in (0, 1].
-	// Defaults to 0.2.
-	RetryBudgetRatio float64 `koanf:"retry_budget_ratio"`
-	// RetryBudgetMinPerSecond lets a retry start, whatever the ratio says,
-	// while fewer retries than this were made in the last second.
-	// Defaults to 1.
-	RetryBudgetMinPerSecond float64 `koanf:"retry_budget_min_per_second"`
-	// RetryBudgetMaxTokens ("bucket") is the bucket's size, and what it
-	// starts with; a retry takes one token. Defaults to 10.
-	RetryBudgetMaxTokens float64 `koanf:"retry_budget_max_tokens"`
-	// RetryBudgetTokensPerCall ("bucket") is what every call adds to the
-	// bucket. Defaults to 0.1.
-	RetryBudgetTokensPerCall float64 `koanf:"retry_budget_tokens_per_call"`
-
-	// BreakerConfig is the breaker_* keys of the upstream's breaker, which
-	// counts each call's final outcome.
-	resilience.BreakerConfig `koanf:",squash"`
-
-	// MaxConcurrent is how many calls (and open streams) to this upstream
-	// may be in flight from this process. Defaults to 50.
-	MaxConcurrent int `koanf:"max_concurrent"`
-	// BulkheadWait is the longest a call waits for a place among
-	// max_concurrent before failing. Defaults to 500ms.
-	BulkheadWait time.Duration `koanf:"bulkhead_wait"`
+	// PolicyConfig is the backoff, retry budget, bulkhead and breaker keys
+	// every plugin that calls out shares (docs/resilience.md, "The policy
+	// keys"), with a shorter backoff here: backoff_base defaults to 50ms and
+	// backoff_max to 200ms, a fifth of the 1 s timeout. max_concurrent
+	// counts open streams too.
+	resilience.PolicyConfig `koanf:",squash"`
 
 	// ForwardAuthorization sends the caller's bearer token (see
 	// framework.BearerToken) to this upstream as "authorization" metadata.
@@ -178,32 +137,31 @@ type Upstream struct {
 func (u *Upstream) SetDefaults() {
 	keep := *u
 	*u = Upstream{
-		Name:                     keep.Name,
-		Target:                   keep.Target,
-		Insecure:                 keep.Insecure,
-		CAFile:                   keep.CAFile,
-		ServerName:               keep.ServerName,
-		Compression:              keep.Compression,
-		Timeout:                  DefaultTimeout,
-		StreamTimeout:            DefaultStreamTimeout,
-		Attempts:                 DefaultAttempts,
-		BackoffBase:              DefaultBackoffBase,
-		BackoffMax:               DefaultBackoffMax,
-		RetryableCodes:           slices.Clone(DefaultRetryableCodes),
-		IdempotentMethods:        keep.IdempotentMethods,
-		RestartStreams:           keep.RestartStreams,
-		RetryBudget:              BudgetWindow,
-		RetryBudgetRatio:         DefaultRetryBudgetRatio,
-		RetryBudgetMinPerSecond:  DefaultRetryBudgetMinPerSecond,
-		RetryBudgetMaxTokens:     DefaultRetryBudgetMaxTokens,
-		RetryBudgetTokensPerCall: DefaultRetryBudgetTokensPerCall,
-		BreakerConfig:            resilience.DefaultBreakerConfig(),
-		MaxConcurrent:            DefaultMaxConcurrent,
-		BulkheadWait:             DefaultBulkheadWait,
-		ForwardAuthorization:     keep.ForwardAuthorization,
-		Headers:                  keep.Headers,
-		TLS:                      keep.TLS,
+		Name:                 keep.Name,
+		Target:               keep.Target,
+		Insecure:             keep.Insecure,
+		CAFile:               keep.CAFile,
+		ServerName:           keep.ServerName,
+		Compression:          keep.Compression,
+		Timeout:              DefaultTimeout,
+		StreamTimeout:        DefaultStreamTimeout,
+		Attempts:             DefaultAttempts,
+		PolicyConfig:         defaultPolicy(),
+		RetryableCodes:       slices.Clone(DefaultRetryableCodes),
+		IdempotentMethods:    keep.IdempotentMethods,
+		RestartStreams:       keep.RestartStreams,
+		ForwardAuthorization: keep.ForwardAuthorization,
+		Headers:              keep.Headers,
+		TLS:                  keep.TLS,
 	}
+}
+
+// defaultPolicy returns the policy keys' defaults, with this plugin's
+// backoff.
+func defaultPolicy() resilience.PolicyConfig {
+	p := resilience.DefaultPolicyConfig()
+	p.BackoffBase, p.BackoffMax = DefaultBackoffBase, DefaultBackoffMax
+	return p
 }
 
 // withDefaults fills the zero fields of u, for NewClient.
@@ -217,33 +175,12 @@ func (u Upstream) withDefaults() Upstream {
 	}
 	fill(&u.Timeout, d.Timeout)
 	fill(&u.StreamTimeout, d.StreamTimeout)
-	fill(&u.BackoffBase, d.BackoffBase)
-	fill(&u.BackoffMax, d.BackoffMax)
-	fill(&u.BulkheadWait, d.BulkheadWait)
+	u.PolicyConfig.FillZero(d.PolicyConfig)
 	if u.Attempts == 0 {
 		u.Attempts = d.Attempts
 	}
 	if u.RetryableCodes == nil {
 		u.RetryableCodes = d.RetryableCodes
-	}
-	if u.RetryBudget == "" {
-		u.RetryBudget = d.RetryBudget
-	}
-	if u.RetryBudgetMaxTokens == 0 {
-		u.RetryBudgetMaxTokens = d.RetryBudgetMaxTokens
-	}
-	if u.RetryBudgetTokensPerCall == 0 {
-		u.RetryBudgetTokensPerCall = d.RetryBudgetTokensPerCall
-	}
-	if u.RetryBudgetRatio == 0 {
-		u.RetryBudgetRatio = d.RetryBudgetRatio
-	}
-	if u.RetryBudgetMinPerSecond == 0 {
-		u.RetryBudgetMinPerSecond = d.RetryBudgetMinPerSecond
-	}
-	u.BreakerConfig.FillZero(d.BreakerConfig)
-	if u.MaxConcurrent == 0 {
-		u.MaxConcurrent = d.MaxConcurrent
 	}
 	if u.Name == "" {
 		u.Name = "upstream"
@@ -346,29 +283,7 @@ func (u *Upstream) problems() []framework.ConfigError {
 			add("retryable_codes", fmt.Sprintf("lists %s, which a retry cannot fix (the call succeeded, was cancelled by its caller, or has no time left)", n), "remove it")
 		}
 	}
-	deadline("backoff_base", u.BackoffBase)
-	deadline("backoff_max", u.BackoffMax)
-	if u.BackoffBase > 0 && u.BackoffMax > 0 && u.BackoffMax < u.BackoffBase {
-		add("backoff_max", fmt.Sprintf("must not be below backoff_base (%s), got %s", u.BackoffBase, u.BackoffMax), "raise backoff_max or lower backoff_base")
-	}
-	if u.RetryBudget != BudgetWindow && u.RetryBudget != BudgetBucket {
-		add("retry_budget", fmt.Sprintf("must be %q or %q, got %q", BudgetWindow, BudgetBucket, u.RetryBudget), `set "window" (the default) or "bucket"`)
-	}
-	if !(u.RetryBudgetMaxTokens >= 1) || math.IsInf(u.RetryBudgetMaxTokens, 0) {
-		add("retry_budget_max_tokens", fmt.Sprintf("must be at least 1 (a retry takes one token), got %v", u.RetryBudgetMaxTokens), "set a size such as 10")
-	}
-	if !(u.RetryBudgetTokensPerCall > 0 && u.RetryBudgetTokensPerCall <= 1) {
-		add("retry_budget_tokens_per_call", fmt.Sprintf("must be in (0, 1], got %v", u.RetryBudgetTokensPerCall), "set a share of a token such as 0.1 (one retry earned per ten calls)")
-	}
-	if r := u.RetryBudgetRatio; !(r > 0 && r <= 1) {
-		add("retry_budget_ratio", fmt.Sprintf("must be in (0, 1], got %v", r), "set a fraction such as 0.2; it cannot be switched off")
-	}
-	if !(u.RetryBudgetMinPerSecond > 0) {
-		add("retry_budget_min_per_second", fmt.Sprintf("must be greater than zero, got %v", u.RetryBudgetMinPerSecond), "set a rate such as 1")
-	}
-	u.BreakerConfig.Validate(&l)
-	l.Positive("max_concurrent", u.MaxConcurrent)
-	deadline("bulkhead_wait", u.BulkheadWait)
+	u.PolicyConfig.Validate(&l)
 
 	keys := make([]string, 0, len(u.Headers))
 	for k := range u.Headers {

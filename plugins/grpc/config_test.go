@@ -133,12 +133,14 @@ func TestDefaults(t *testing.T) {
 	u.SetDefaults()
 	want := jgrpc.Upstream{
 		Timeout: time.Second, StreamTimeout: 30 * time.Second, Attempts: 3,
-		BackoffBase: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
-		RetryableCodes:   []string{"UNAVAILABLE"},
-		RetryBudgetRatio: 0.2, RetryBudgetMinPerSecond: 1,
-		BreakerConfig: resilience.BreakerConfig{BreakerFailures: 5, BreakerFailureRate: 0.5, BreakerWindow: 30 * time.Second,
-			BreakerMinimumCalls: 20, BreakerCoolDown: 15 * time.Second},
-		MaxConcurrent: 50, BulkheadWait: 500 * time.Millisecond,
+		RetryableCodes: []string{"UNAVAILABLE"},
+		PolicyConfig: resilience.PolicyConfig{
+			BackoffBase: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
+			RetryBudgetRatio: 0.2, RetryBudgetMinPerSecond: 1,
+			BreakerConfig: resilience.BreakerConfig{BreakerFailures: 5, BreakerFailureRate: 0.5, BreakerWindow: 30 * time.Second,
+				BreakerMinimumCalls: 20, BreakerCoolDown: 15 * time.Second},
+			MaxConcurrent: 50, BulkheadWait: 500 * time.Millisecond,
+		},
 	}
 	if !equalUpstreams(u, want) {
 		t.Fatalf("defaults = %+v\nwant %+v", u, want)

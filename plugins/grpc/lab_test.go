@@ -43,8 +43,7 @@ func TestReserveIsRepeatedOnlyWhenListedAsIdempotent(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			inv := &inventory{reserveFails: true}
-			c := newClient(t, jgrpc.Upstream{Target: serveInventory(t, inv), IdempotentMethods: tc.idempotent, BackoffBase: time.Millisecond,
-				RetryBudgetMinPerSecond: lab})
+			c := newClient(t, jgrpc.Upstream{Target: serveInventory(t, inv), IdempotentMethods: tc.idempotent, PolicyConfig: resilience.PolicyConfig{BackoffBase: time.Millisecond, RetryBudgetMinPerSecond: lab}})
 			_, err := shoppb.NewInventoryClient(c).Reserve(ctxFor(t), &shoppb.ReserveRequest{Sku: "sku-42", Quantity: 1})
 			var e *jgrpc.Error
 			if !errors.As(err, &e) || e.Code != codes.Unavailable {
@@ -66,7 +65,7 @@ func TestGetStockIsRetriedAfterUnavailable(t *testing.T) {
 	t.Parallel()
 	inv := &inventory{}
 	inv.failGetStock.Store(1)
-	c := newClient(t, jgrpc.Upstream{Target: serveInventory(t, inv), IdempotentMethods: []string{getStock}, BackoffBase: time.Millisecond})
+	c := newClient(t, jgrpc.Upstream{Target: serveInventory(t, inv), IdempotentMethods: []string{getStock}, PolicyConfig: resilience.PolicyConfig{BackoffBase: time.Millisecond}})
 	stock, err := shoppb.NewInventoryClient(c).GetStock(ctxFor(t), &shoppb.GetStockRequest{Sku: "sku-42"})
 	if err != nil {
 		t.Fatal(err)
@@ -77,25 +76,26 @@ func TestGetStockIsRetriedAfterUnavailable(t *testing.T) {
 }
 
 // TestRetryGetsOnlyWhatIsLeftOfTheTimeout: with timeout = 3s, a first
-// attempt that fails after 2 s (of the client's test clock) leaves the retry
-// at most 1 s, which is the deadline the server sees, and the retry, as slow,
-// ends with DEADLINE_EXCEEDED after 2 attempts. The time spent is on the
-// test clock: how loaded the machine is changes nothing; only the retry's
-// last second is real (gRPC sends what is left as grpc-timeout).
+// attempt that fails after 1.4 s (of the client's test clock) leaves the
+// retry at most 1.6 s, which is the deadline the server sees (the retry may
+// start: its wait and another 1.4 s fit in what is left), and the retry,
+// slower, ends with DEADLINE_EXCEEDED after 2 attempts. The time spent is on
+// the test clock: how loaded the machine is changes nothing; only the
+// retry's last 1.6 s are real (gRPC sends what is left as grpc-timeout).
 func TestRetryGetsOnlyWhatIsLeftOfTheTimeout(t *testing.T) {
 	t.Parallel()
 	clock := jfasttest.NewClock()
 	clock.SetAutoAdvance(true) // backoff waits pass at once
+	const first, left = 1400 * time.Millisecond, 1600 * time.Millisecond
 	inv := &inventory{getStockHook: func(ctx context.Context, n int) error {
-		clock.Advance(2 * time.Second) // every attempt takes 2 s
 		if n == 0 {
+			clock.Advance(first)
 			return status.Error(codes.Unavailable, "slow and failing")
 		}
 		<-ctx.Done() // what the retry was left of timeout, in real time
 		return status.FromContextError(ctx.Err()).Err()
 	}}
-	c := newClient(t, jgrpc.Upstream{Target: serveInventory(t, inv), Timeout: 3 * time.Second,
-		IdempotentMethods: []string{getStock}, BackoffBase: time.Millisecond}, jgrpc.WithClock(clock))
+	c := newClient(t, jgrpc.Upstream{Target: serveInventory(t, inv), Timeout: 3 * time.Second, IdempotentMethods: []string{getStock}, PolicyConfig: resilience.PolicyConfig{BackoffBase: time.Millisecond}}, jgrpc.WithClock(clock))
 	_, err := shoppb.NewInventoryClient(c).GetStock(ctxFor(t), &shoppb.GetStockRequest{Sku: "sku-42"})
 	var e *jgrpc.Error
 	if !errors.As(err, &e) || e.Code != codes.DeadlineExceeded || e.Kind != jgrpc.KindTimeout || e.Attempts != 2 {
@@ -105,14 +105,37 @@ func TestRetryGetsOnlyWhatIsLeftOfTheTimeout(t *testing.T) {
 	if len(d) != 2 {
 		t.Fatalf("the server saw %d attempts, want 2", len(d))
 	}
-	if d[0] <= 0 || d[0] > 3*time.Second || d[1] <= 0 || d[1] > time.Second {
-		t.Fatalf("deadlines on arrival = %v, want at most 3s then at most what was left (1s)", d)
+	if d[0] <= 0 || d[0] > 3*time.Second || d[1] <= 0 || d[1] > left {
+		t.Fatalf("deadlines on arrival = %v, want at most 3s then at most what was left (%s)", d, left)
 	}
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("status.Code(err) = %s, want DeadlineExceeded", status.Code(err))
 	}
 	if s := c.Breaker().Snapshot(); s.WindowCalls != 1 {
 		t.Fatalf("the breaker counted %d calls, want 1", s.WindowCalls)
+	}
+}
+
+// TestNoRetryThatCannotFinish: the one deadline rule of every jfast client
+// (docs/resilience.md): a retry starts only if its wait and another attempt
+// as long as the last fit in what is left. A first attempt that fails after
+// 2 s of a 3 s timeout leaves 1 s: no retry, the call returns UNAVAILABLE.
+func TestNoRetryThatCannotFinish(t *testing.T) {
+	t.Parallel()
+	clock := jfasttest.NewClock()
+	clock.SetAutoAdvance(true)
+	inv := &inventory{getStockHook: func(context.Context, int) error {
+		clock.Advance(2 * time.Second)
+		return status.Error(codes.Unavailable, "slow and failing")
+	}}
+	c := newClient(t, jgrpc.Upstream{Target: serveInventory(t, inv), Timeout: 3 * time.Second, IdempotentMethods: []string{getStock}, PolicyConfig: resilience.PolicyConfig{BackoffBase: time.Millisecond}}, jgrpc.WithClock(clock))
+	_, err := shoppb.NewInventoryClient(c).GetStock(ctxFor(t), &shoppb.GetStockRequest{Sku: "sku-42"})
+	var e *jgrpc.Error
+	if !errors.As(err, &e) || e.Code != codes.Unavailable || e.Attempts != 1 {
+		t.Fatalf("err = %#v, want UNAVAILABLE after 1 attempt", err)
+	}
+	if n := inv.getStocks.Load(); n != 1 {
+		t.Fatalf("the server saw %d attempts, want 1", n)
 	}
 }
 
@@ -127,8 +150,7 @@ func TestAuditClientSharesTheChannelAndMakesOneAttempt(t *testing.T) {
 	target := serveInventory(t, inv)
 	pool := jgrpc.NewPool()
 	t.Cleanup(func() { _ = pool.Close() })
-	orders := newClient(t, jgrpc.Upstream{Name: "orders", Target: target, IdempotentMethods: []string{getStock}, BackoffBase: time.Millisecond,
-		RetryBudgetMinPerSecond: lab}, jgrpc.WithPool(pool))
+	orders := newClient(t, jgrpc.Upstream{Name: "orders", Target: target, IdempotentMethods: []string{getStock}, PolicyConfig: resilience.PolicyConfig{BackoffBase: time.Millisecond, RetryBudgetMinPerSecond: lab}}, jgrpc.WithPool(pool))
 	audit := newClient(t, jgrpc.Upstream{Name: "audit", Target: target, Attempts: 1}, jgrpc.WithPool(pool))
 	if pool.Len() != 1 {
 		t.Fatalf("channels = %d, want 1 shared", pool.Len())
@@ -218,7 +240,7 @@ func TestStreamRestartDuplicatesWhatWasDelivered(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			inv := &inventory{failExportOnce: true}
-			u := jgrpc.Upstream{Target: serveInventory(t, inv), Attempts: 1, BackoffBase: time.Millisecond, RetryBudgetMinPerSecond: lab}
+			u := jgrpc.Upstream{Target: serveInventory(t, inv), Attempts: 1, PolicyConfig: resilience.PolicyConfig{BackoffBase: time.Millisecond, RetryBudgetMinPerSecond: lab}}
 			if tc.restart != nil {
 				u.Attempts, u.RestartStreams = 3, tc.restart
 			}
@@ -290,8 +312,8 @@ func TestRetryBudgetBucket(t *testing.T) {
 		up       jgrpc.Upstream
 		attempts int32
 	}{
-		{"bucket", jgrpc.Upstream{RetryBudget: jgrpc.BudgetBucket, BreakerConfig: noBreaker}, 64},
-		{"window, no limit", jgrpc.Upstream{RetryBudgetRatio: 1, RetryBudgetMinPerSecond: 1000, BreakerConfig: noBreaker}, 150},
+		{"bucket", jgrpc.Upstream{PolicyConfig: resilience.PolicyConfig{RetryBudget: jgrpc.BudgetBucket, BreakerConfig: noBreaker}}, 64},
+		{"window, no limit", jgrpc.Upstream{PolicyConfig: resilience.PolicyConfig{RetryBudgetRatio: 1, RetryBudgetMinPerSecond: 1000, BreakerConfig: noBreaker}}, 150},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -186,8 +186,11 @@ func (s *clientStream) finish(err error) error {
 			s.stop()
 		}
 		code := status.Code(err)
-		cut := err != nil && resilience.CutByCaller(s.ctx, s.own)
-		s.ticket.Done(outcome(code, cut))
+		o := outcome(code)
+		if o == resilience.Hang && resilience.CutByCaller(s.ctx, s.own) {
+			o = resilience.Ignore // the caller's sooner deadline, not the upstream
+		}
+		s.ticket.Done(o)
 		s.permit.Release()
 		s.cancel()
 		s.c.metrics.call(s.mm, s.method, code)
