@@ -124,7 +124,7 @@ func BenchmarkSSEFanOut(b *testing.B) {
 }
 
 func fanOut(b *testing.B, channel string, clients int) {
-	cl := newCluster(b, "", "broadcast = [\"news\"]\ndurable = [\"orders\"]\nsse_buffer = 64")
+	cl := newCluster(b, "", "broadcast = [\"news\"]\ndurable = [\"orders\"]\nsse_max_streams_per_client = 10000")
 	pub := cl.start(nil)
 	srv := cl.start(sseRoutes(SSEOpts{}, channel))
 	measureFanOut(b, srv.svc.URL+"/events/"+channel, clients, func() {

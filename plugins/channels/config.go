@@ -82,11 +82,26 @@ type Config struct {
 	// Defaults to 10s.
 	SSEWriteTimeout time.Duration `koanf:"sse_write_timeout"`
 
-	// SSEBuffer is how many events may wait for one server-sent events
-	// client. When a client falls this far behind, its stream is closed
-	// (the browser reconnects, and on a durable channel resumes from its
-	// Last-Event-ID). Defaults to 64.
-	SSEBuffer int `koanf:"sse_buffer"`
+	// SSEMaxPendingBytes bounds the bytes of events waiting for one
+	// server-sent events client. Events are encoded once and shared by
+	// every stream, so this is what one stream may hold on to, not a copy:
+	// a channel's events waiting in a process take at most about this much
+	// memory, however many streams there are. An event that would take a
+	// stream past it disconnects the stream as a slow client (the browser
+	// reconnects, and on a durable channel resumes from its
+	// Last-Event-ID); one event alone is always queued. Defaults to 8388608
+	// (8 MiB).
+	SSEMaxPendingBytes int `koanf:"sse_max_pending_bytes"`
+
+	// SSEMaxStreams is how many server-sent events streams the process
+	// serves at once, over every channel; past it a request gets 503.
+	// Defaults to 10000.
+	SSEMaxStreams int `koanf:"sse_max_streams"`
+
+	// SSEMaxStreamsPerClient is how many of them one client may hold (by
+	// the address that connected, or SSEOpts.ClientKey); past it a request
+	// gets 503. Defaults to 64.
+	SSEMaxStreamsPerClient int `koanf:"sse_max_streams_per_client"`
 
 	// SSERetry is the reconnection delay sent to browsers ("retry:").
 	// Defaults to 2s.
@@ -95,32 +110,36 @@ type Config struct {
 
 // Defaults of the keys (docs/channels.md gives the reasons).
 const (
-	DefaultMaxPayloadBytes     = 64 << 10
-	DefaultHandlerTimeout      = 10 * time.Second
-	DefaultVisibilityTimeout   = 30 * time.Second
-	DefaultMaxDeliveries       = 5
-	DefaultMaxLen              = 10000
-	DefaultHealthCheckInterval = 2 * time.Second
-	DefaultBroadcastBuffer     = 1024
-	DefaultSSEHeartbeat        = 15 * time.Second
-	DefaultSSEWriteTimeout     = 10 * time.Second
-	DefaultSSEBuffer           = 64
-	DefaultSSERetry            = 2 * time.Second
+	DefaultMaxPayloadBytes        = 64 << 10
+	DefaultHandlerTimeout         = 10 * time.Second
+	DefaultVisibilityTimeout      = 30 * time.Second
+	DefaultMaxDeliveries          = 5
+	DefaultMaxLen                 = 10000
+	DefaultHealthCheckInterval    = 2 * time.Second
+	DefaultBroadcastBuffer        = 1024
+	DefaultSSEHeartbeat           = 15 * time.Second
+	DefaultSSEWriteTimeout        = 10 * time.Second
+	DefaultSSEMaxPendingBytes     = 8 << 20
+	DefaultSSEMaxStreams          = 10000
+	DefaultSSEMaxStreamsPerClient = 64
+	DefaultSSERetry               = 2 * time.Second
 )
 
 func defaultConfig() Config {
 	return Config{
-		MaxPayloadBytes:     DefaultMaxPayloadBytes,
-		HandlerTimeout:      DefaultHandlerTimeout,
-		VisibilityTimeout:   DefaultVisibilityTimeout,
-		MaxDeliveries:       DefaultMaxDeliveries,
-		MaxLen:              DefaultMaxLen,
-		HealthCheckInterval: DefaultHealthCheckInterval,
-		BroadcastBuffer:     DefaultBroadcastBuffer,
-		SSEHeartbeat:        DefaultSSEHeartbeat,
-		SSEWriteTimeout:     DefaultSSEWriteTimeout,
-		SSEBuffer:           DefaultSSEBuffer,
-		SSERetry:            DefaultSSERetry,
+		MaxPayloadBytes:        DefaultMaxPayloadBytes,
+		HandlerTimeout:         DefaultHandlerTimeout,
+		VisibilityTimeout:      DefaultVisibilityTimeout,
+		MaxDeliveries:          DefaultMaxDeliveries,
+		MaxLen:                 DefaultMaxLen,
+		HealthCheckInterval:    DefaultHealthCheckInterval,
+		BroadcastBuffer:        DefaultBroadcastBuffer,
+		SSEHeartbeat:           DefaultSSEHeartbeat,
+		SSEWriteTimeout:        DefaultSSEWriteTimeout,
+		SSEMaxPendingBytes:     DefaultSSEMaxPendingBytes,
+		SSEMaxStreams:          DefaultSSEMaxStreams,
+		SSEMaxStreamsPerClient: DefaultSSEMaxStreamsPerClient,
+		SSERetry:               DefaultSSERetry,
 	}
 }
 
@@ -176,7 +195,13 @@ func (p *Plugin) Validate(v *framework.Validation) {
 	v.Positive("broadcast_buffer", c.BroadcastBuffer)
 	v.Deadline("sse_heartbeat", c.SSEHeartbeat)
 	v.Deadline("sse_write_timeout", c.SSEWriteTimeout)
-	v.Positive("sse_buffer", c.SSEBuffer)
+	v.Positive("sse_max_pending_bytes", c.SSEMaxPendingBytes)
+	v.Positive("sse_max_streams", c.SSEMaxStreams)
+	v.Positive("sse_max_streams_per_client", c.SSEMaxStreamsPerClient)
+	if c.SSEMaxStreamsPerClient > c.SSEMaxStreams && c.SSEMaxStreams > 0 {
+		v.Error("sse_max_streams_per_client", fmt.Sprintf("must not be more than sse_max_streams (%d), got %d", c.SSEMaxStreams, c.SSEMaxStreamsPerClient),
+			"lower sse_max_streams_per_client, or raise sse_max_streams")
+	}
 	v.Deadline("sse_retry", c.SSERetry)
 }
 

@@ -22,7 +22,11 @@ func TestConfigRefused(t *testing.T) {
 		{"zero timeout", `handler_timeout = "0s"`, "plugin.channels.handler_timeout: must be a positive duration"},
 		{"payload", `max_payload_bytes = 0`, "plugin.channels.max_payload_bytes: must be greater than zero"},
 		{"deliveries", `max_deliveries = -1`, "plugin.channels.max_deliveries: must be greater than zero"},
-		{"sse buffer", `sse_buffer = 0`, "plugin.channels.sse_buffer: must be greater than zero"},
+		{"sse pending", `sse_max_pending_bytes = 0`, "plugin.channels.sse_max_pending_bytes: must be greater than zero"},
+		{"sse streams", `sse_max_streams = 0`, "plugin.channels.sse_max_streams: must be greater than zero"},
+		{"sse per client", `sse_max_streams_per_client = -1`, "plugin.channels.sse_max_streams_per_client: must be greater than zero"},
+		{"sse per client over", "sse_max_streams = 10\nsse_max_streams_per_client = 11", "plugin.channels.sse_max_streams_per_client: must not be more than sse_max_streams (10), got 11; fix: lower"},
+		{"sse buffer gone", `sse_buffer = 64`, "sse_buffer"},
 		{"empty group", `group = ""`, "plugin.channels.group: must not be empty"},
 		{"unknown key", `durabel = ["x"]`, "durabel"},
 	}
@@ -69,7 +73,7 @@ func TestDefaults(t *testing.T) {
 	if got.KeyPrefix != want.KeyPrefix || got.Group != want.Group || got.MaxPayloadBytes != 65536 ||
 		got.HandlerTimeout != want.HandlerTimeout || got.VisibilityTimeout != want.VisibilityTimeout ||
 		got.MaxDeliveries != 5 || got.MaxLen != 10000 || got.HealthCheckInterval != want.HealthCheckInterval ||
-		got.BroadcastBuffer != 1024 || got.SSEBuffer != 64 || got.SSEHeartbeat != want.SSEHeartbeat ||
+		got.BroadcastBuffer != 1024 || got.SSEMaxPendingBytes != 8<<20 || got.SSEMaxStreams != 10000 || got.SSEMaxStreamsPerClient != 64 || got.SSEHeartbeat != want.SSEHeartbeat ||
 		got.SSEWriteTimeout != want.SSEWriteTimeout || got.SSERetry != want.SSERetry {
 		t.Fatalf("config = %+v", got)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,48 +15,133 @@ import (
 // hub fans one channel's messages out to the server-sent events streams of
 // this process: however many browsers are connected, the process reads the
 // channel once (the broadcaster's pub/sub connection, or for a durable
-// channel one stream tail), and each stream has its own bounded buffer.
+// channel one stream tail), encodes each message once, and hands every
+// stream the same bytes. Each stream queues references to them, bounded by
+// sse_max_pending_bytes.
 type hub struct {
 	p *Plugin
 	c *channel
 	// tail is the durable channel's stream reader's state; nil for broadcast.
 	tail *loop
 
-	mu     sync.Mutex
-	conns  atomic.Pointer[[]*sseConn] // copied on write; publish reads it without the lock
+	// mu guards conns: register and unregister take it to write, publish to
+	// read, so a stream joining or leaving costs one map operation whatever
+	// the number of streams.
+	mu     sync.RWMutex
+	conns  map[*sseConn]struct{}
 	closed chan struct{}
 	once   sync.Once
 }
 
-// sseConn is one stream's end of the hub.
+// sseEvent is one message encoded once as a server-sent event, shared by
+// every stream it is queued for: its id line and data lines (the event name,
+// which each SSE route chooses, is written before it by each stream).
+type sseEvent struct {
+	m    *Message
+	data []byte
+}
+
+func newSSEEvent(m *Message) *sseEvent {
+	return &sseEvent{m: m, data: appendEvent(make([]byte, 0, eventSize(m)), "", m)}
+}
+
+// sseConn is one stream's end of the hub: a queue of shared events whose
+// bytes are bounded by limit (sse_max_pending_bytes).
 type sseConn struct {
-	ch       chan *Message
-	overflow chan struct{} // closed when the buffer was full
+	limit int
+	// wake has room for one signal: the stream's goroutine takes the whole
+	// queue at each.
+	wake     chan struct{}
+	overflow chan struct{} // closed when the queue went past limit
 	once     sync.Once
 	// cut ends a write in progress at once (its connection's write deadline
 	// set in the past), so an overflowed stream blocked on a full socket
 	// ends now rather than at sse_write_timeout.
 	cut func()
 
+	mu sync.Mutex
+	// queue is what waits for the stream's goroutine; it is taken whole
+	// (and a new one grows from nothing), so no stream keeps a queue the
+	// size of its largest burst.
+	queue []*sseEvent
+	// pending is the bytes of queue plus those of the batch being written:
+	// what the stream holds on to.
+	pending int
+	over    bool
 	// A durable stream catching up (Last-Event-ID) reads the channel's
 	// Redis stream, which holds every message the hub hands it meanwhile:
-	// while it does, a full buffer loses nothing and is no overflow. The
+	// while it does, a full queue loses nothing and is no overflow. The
 	// hub drops the message and says so (dropped), and the catch-up reads
 	// the stream again before it ends (caughtUp).
-	mu                  sync.Mutex
 	catchingUp, dropped bool
 }
 
-// dropDuringCatchUp reports whether sc is catching up, so that a message its
-// full buffer has no room for may be dropped: the catch-up reads it from the
-// stream.
-func (sc *sseConn) dropDuringCatchUp() bool {
+func newSSEConn(limit int, cut func(), catchingUp bool) *sseConn {
+	return &sseConn{limit: limit, wake: make(chan struct{}, 1), overflow: make(chan struct{}), cut: cut, catchingUp: catchingUp}
+}
+
+// push queues ev unless that would take the stream's pending bytes past its
+// limit: then the stream has fallen behind and is cut (the slow-client
+// policy), unless it is catching up, when ev is dropped (the catch-up reads
+// it from the stream). An event alone is always taken, however large.
+func (sc *sseConn) push(ev *sseEvent) {
+	sc.mu.Lock()
+	if sc.over {
+		sc.mu.Unlock()
+		return
+	}
+	if sc.pending > 0 && sc.pending+len(ev.data) > sc.limit {
+		if sc.catchingUp {
+			sc.dropped = true
+			sc.mu.Unlock()
+			return
+		}
+		sc.over = true
+		sc.queue = nil
+		sc.mu.Unlock()
+		sc.once.Do(func() {
+			close(sc.overflow)
+			if sc.cut != nil {
+				sc.cut()
+			}
+		})
+		return
+	}
+	sc.queue = append(sc.queue, ev)
+	sc.pending += len(ev.data)
+	sc.mu.Unlock()
+	select {
+	case sc.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take returns everything queued and its bytes, which stay pending until
+// the stream calls written with them.
+func (sc *sseConn) take() ([]*sseEvent, int) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	if sc.catchingUp {
-		sc.dropped = true
+	q := sc.queue
+	sc.queue = nil
+	n := 0
+	for _, ev := range q {
+		n += len(ev.data)
 	}
-	return sc.catchingUp
+	return q, n
+}
+
+// written releases bytes taken with take.
+func (sc *sseConn) written(n int) {
+	sc.mu.Lock()
+	sc.pending -= n
+	sc.mu.Unlock()
+}
+
+// discard empties the queue (a catch-up reads those entries from Redis).
+func (sc *sseConn) discard() {
+	q, n := sc.take()
+	_ = q
+	sc.written(n)
 }
 
 // caughtUp ends the catch-up, unless the hub dropped a message during it:
@@ -75,8 +159,7 @@ func (sc *sseConn) caughtUp() bool {
 }
 
 func newHub(p *Plugin, c *channel) *hub {
-	h := &hub{p: p, c: c, closed: make(chan struct{})}
-	h.conns.Store(&[]*sseConn{})
+	h := &hub{p: p, c: c, conns: make(map[*sseConn]struct{}), closed: make(chan struct{})}
 	if c.mode == modeDurable {
 		h.tail = newLoop("sse tail " + c.name)
 	}
@@ -92,47 +175,32 @@ func (h *hub) register(sc *sseConn) bool {
 		return false
 	default:
 	}
-	old := *h.conns.Load()
-	next := make([]*sseConn, len(old), len(old)+1)
-	copy(next, old)
-	next = append(next, sc)
-	h.conns.Store(&next)
+	h.conns[sc] = struct{}{}
 	return true
 }
 
 func (h *hub) unregister(sc *sseConn) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	old := *h.conns.Load()
-	next := make([]*sseConn, 0, len(old))
-	for _, c := range old {
-		if c != sc {
-			next = append(next, c)
-		}
-	}
-	h.conns.Store(&next)
+	delete(h.conns, sc)
+	h.mu.Unlock()
 }
 
-func (h *hub) clients() int { return len(*h.conns.Load()) }
+func (h *hub) clients() int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return len(h.conns)
+}
 
-// publish hands m to every stream without waiting: a stream whose buffer is
-// full is marked overflowed, and ends (the slow-client policy), unless it is
-// catching up from the durable stream, which holds m.
+// publish encodes m once and queues it for every stream without waiting.
 func (h *hub) publish(m *Message) {
-	for _, sc := range *h.conns.Load() {
-		select {
-		case sc.ch <- m:
-		default:
-			if sc.dropDuringCatchUp() {
-				continue
-			}
-			sc.once.Do(func() {
-				close(sc.overflow)
-				if sc.cut != nil {
-					sc.cut()
-				}
-			})
-		}
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if len(h.conns) == 0 {
+		return
+	}
+	ev := newSSEEvent(m)
+	for sc := range h.conns {
+		sc.push(ev)
 	}
 }
 

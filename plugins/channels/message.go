@@ -246,3 +246,10 @@ func appendEvent(b []byte, event string, m *Message) []byte {
 	}
 	return append(b, '\n')
 }
+
+// eventSize is about the length appendEvent gives m without an event name,
+// so its buffer is allocated once.
+func eventSize(m *Message) int {
+	lines := bytes.Count(m.Payload, []byte("\n")) + 1
+	return len("id: \n") + len(m.ID) + lines*len("data: \n") + len(m.Payload) + 1
+}

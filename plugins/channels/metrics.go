@@ -19,6 +19,7 @@ type metrics struct {
 	deadV      *prometheus.CounterVec
 	sseOpen    *prometheus.GaugeVec
 	sseClose   *prometheus.CounterVec
+	sseRefuse  *prometheus.CounterVec
 	p          *Plugin
 }
 
@@ -63,7 +64,11 @@ func newMetrics(p *Plugin) (*metrics, error) {
 		}, []string{"channel"}),
 		sseClose: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jfast_channels_sse_closed_total",
-			Help: "Server-sent events streams ended, by channel and reason (client_gone, slow_client, write_failed, shutdown).",
+			Help: "Server-sent events streams ended, by channel and reason (client_gone, slow_client, write_failed, shutdown, catch_up_failed).",
+		}, []string{"channel", "reason"}),
+		sseRefuse: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jfast_channels_sse_refused_total",
+			Help: "Server-sent events requests answered 503, by channel and reason (process_limit: sse_max_streams; client_limit: sse_max_streams_per_client).",
 		}, []string{"channel", "reason"}),
 	}
 	for _, c := range p.chans {
@@ -78,7 +83,7 @@ func newMetrics(p *Plugin) (*metrics, error) {
 }
 
 func (m *metrics) register(reg *prometheus.Registry) error {
-	for _, c := range []prometheus.Collector{m.published, m.publishDur, m.handledV, m.duration, m.claimedV, m.deadV, m.sseOpen, m.sseClose} {
+	for _, c := range []prometheus.Collector{m.published, m.publishDur, m.handledV, m.duration, m.claimedV, m.deadV, m.sseOpen, m.sseClose, m.sseRefuse} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -101,6 +106,10 @@ func (m *metrics) sseOpened(c *channel) { m.sseOpen.WithLabelValues(c.name).Inc(
 func (m *metrics) sseClosed(c *channel, reason string) {
 	m.sseOpen.WithLabelValues(c.name).Dec()
 	m.sseClose.WithLabelValues(c.name, reason).Inc()
+}
+
+func (m *metrics) sseRefused(c *channel, reason string) {
+	m.sseRefuse.WithLabelValues(c.name, reason).Inc()
 }
 
 // sseClientsNow is the number of open streams, for /ready.

@@ -45,6 +45,7 @@ type Plugin struct {
 	log        *slog.Logger
 	prop       framework.MessagePropagator
 	metrics    *metrics
+	streams    *streamLimits // sse_max_streams, sse_max_streams_per_client
 	consumer   string
 	draining   <-chan struct{}
 
@@ -158,6 +159,7 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 		return fmt.Errorf("channels: register metrics: %w", err)
 	}
 	p.metrics = m
+	p.streams = newStreamLimits(p.cfg.SSEMaxStreams, p.cfg.SSEMaxStreamsPerClient)
 
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.handlerCtx, p.cancelHandler = context.WithCancel(context.Background())

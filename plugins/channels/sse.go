@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
@@ -23,6 +27,11 @@ type SSEOpts struct {
 	// messages it returns true for are sent (a user's own orders). It runs
 	// on the stream's goroutine; it must be quick and must not block.
 	Filter func(r *http.Request, m Message) bool
+	// ClientKey returns what sse_max_streams_per_client counts a request
+	// under. Defaults to the address that connected. Behind a proxy, every
+	// stream comes from the proxy's address: pass the caller's identity
+	// (the token's subject) or the address your proxy forwards.
+	ClientKey func(r *http.Request) string
 }
 
 // The reasons a stream ends, for the metric.
@@ -31,19 +40,26 @@ const (
 	closeSlow     = "slow_client"
 	closeWrite    = "write_failed"
 	closeShutdown = "shutdown"
+	closeCatchUp  = "catch_up_failed"
 )
 
 // SSE returns a handler that streams channel to a browser as server-sent
 // events (text/event-stream). Call it at boot, in Routes; it fails when the
 // channel is not declared.
 //
-//   - Every process reads the channel once for all its streams; each stream
-//     has a buffer of sse_buffer events. A client that falls that far behind
-//     is disconnected (the slow-client policy): the browser reconnects after
-//     sse_retry and, on a durable channel, resumes from its Last-Event-ID.
+//   - Every process reads the channel once for all its streams and encodes
+//     each event once; every stream queues the same bytes. A stream whose
+//     queued bytes would pass sse_max_pending_bytes is disconnected (the
+//     slow-client policy): the browser reconnects after sse_retry and, on a
+//     durable channel, resumes from its Last-Event-ID.
+//   - At most sse_max_streams streams per process and
+//     sse_max_streams_per_client per client (SSEOpts.ClientKey) are open;
+//     past either a request gets 503 with Retry-After sse_retry.
 //   - Durable channels send each entry's stream ID as the event id, and a
 //     reconnecting browser's Last-Event-ID resumes right after it (up to
-//     max_len entries back), with nothing missed or repeated.
+//     max_len entries back), with nothing missed or repeated. One that is
+//     not an entry ID is refused with 400; one past the stream's newest
+//     entry resumes from the newest.
 //   - Broadcast channels send no ids: what was published while a browser was
 //     away is gone, as for a replica.
 //   - A comment line every sse_heartbeat keeps proxies from closing an idle
@@ -109,9 +125,16 @@ func (s *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, r, problem.BadRequest("Last-Event-ID must be an event id this stream sent, such as 1733000000000-0"))
 		return
 	}
+	client := s.clientKey(r)
+	release, refused := p.streams.admit(client)
+	if refused != "" {
+		p.metrics.sseRefused(s.c, refused)
+		problem.Write(w, r, problem.ServiceUnavailable(pluginName, p.streams.detail(refused), p.cfg.SSERetry))
+		return
+	}
+	defer release()
 	rc := http.NewResponseController(w)
-	sc := &sseConn{ch: make(chan *Message, p.cfg.SSEBuffer), overflow: make(chan struct{}),
-		cut: func() { _ = rc.SetWriteDeadline(time.Unix(1, 0)) }, catchingUp: last != ""}
+	sc := newSSEConn(p.cfg.SSEMaxPendingBytes, func() { _ = rc.SetWriteDeadline(time.Unix(1, 0)) }, last != "")
 	if !s.h.register(sc) {
 		problem.Write(w, r, problem.ServiceUnavailable(pluginName, "the service is stopping", 0))
 		return
@@ -120,14 +143,14 @@ func (s *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.metrics.sseOpened(s.c)
 
 	st := &sseStream{w: w, rc: rc, timeout: p.cfg.SSEWriteTimeout, overflow: sc.overflow}
+	if s.opts.Event != "" {
+		st.eventLine = []byte("event: " + s.opts.Event + "\n")
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
-	st.buf = append(st.buf, "retry: "...)
-	st.buf = strconv.AppendInt(st.buf, p.cfg.SSERetry.Milliseconds(), 10)
-	st.buf = append(st.buf, "\n\n"...)
 	reason := s.stream(framework.StreamContext(r), r, sc, st, last)
 	select {
 	case <-sc.overflow:
@@ -140,9 +163,31 @@ func (s *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.metrics.sseClosed(s.c, reason)
 }
 
+// clientKey is what the per-client stream limit counts r under.
+func (s *sseHandler) clientKey(r *http.Request) string {
+	if s.opts.ClientKey != nil {
+		return s.opts.ClientKey(r)
+	}
+	return peerAddr(r)
+}
+
+// peerAddr is the address that connected (not a forwarded-for header, which
+// a client can write).
+func peerAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
 // stream writes events until the stream ends, and returns why.
 func (s *sseHandler) stream(ctx context.Context, r *http.Request, sc *sseConn, st *sseStream, last string) string {
 	p := s.p
+	retry := strconv.AppendInt([]byte("retry: "), p.cfg.SSERetry.Milliseconds(), 10)
+	if err := st.write(append(retry, "\n\n"...)); err != nil {
+		return closeWrite
+	}
 	if err := st.flush(); err != nil {
 		return closeWrite
 	}
@@ -166,21 +211,19 @@ func (s *sseHandler) stream(ctx context.Context, r *http.Request, sc *sseConn, s
 		case <-sc.overflow:
 			return closeSlow
 		case <-heartbeat.C:
-			st.buf = append(st.buf, ": ping\n\n"...)
-		case m := <-sc.ch:
-			last = s.add(r, st, m, last)
-			// Write what else is waiting in the same flush.
-		more:
-			for range cap(sc.ch) {
-				select {
-				case m := <-sc.ch:
-					last = s.add(r, st, m, last)
-				default:
-					break more
-				}
+			if err := st.write(ping); err != nil {
+				return closeWrite
+			}
+		case <-sc.wake:
+			batch, n := sc.take()
+			var err error
+			last, err = s.writeEvents(r, st, batch, last)
+			sc.written(n)
+			if err != nil {
+				return closeWrite
 			}
 		}
-		if len(st.buf) > 0 {
+		if st.unflushed {
 			if err := st.flush(); err != nil {
 				return closeWrite
 			}
@@ -188,48 +231,75 @@ func (s *sseHandler) stream(ctx context.Context, r *http.Request, sc *sseConn, s
 	}
 }
 
-// add appends m to the stream's pending bytes unless the filter refuses it or
-// the stream sent it already (during a catch-up); it returns the last id.
-func (s *sseHandler) add(r *http.Request, st *sseStream, m *Message, last string) string {
-	if m.ID != "" && last != "" && compareIDs(m.ID, last) <= 0 {
-		return last
+var ping = []byte(": ping\n\n")
+
+// writeEvents writes the events the filter lets through and the stream has
+// not sent already (during a catch-up); it returns the last id.
+func (s *sseHandler) writeEvents(r *http.Request, st *sseStream, evs []*sseEvent, last string) (string, error) {
+	for _, ev := range evs {
+		m := ev.m
+		if m.ID != "" && last != "" && compareIDs(m.ID, last) <= 0 {
+			continue
+		}
+		if m.ID != "" {
+			last = m.ID
+		}
+		if s.opts.Filter != nil && !s.opts.Filter(r, *m) {
+			continue
+		}
+		if err := st.event(ev.data); err != nil {
+			return last, err
+		}
 	}
-	if s.opts.Filter == nil || s.opts.Filter(r, *m) {
-		st.buf = appendEvent(st.buf, s.opts.Event, m)
-	}
-	if m.ID != "" {
-		return m.ID
-	}
-	return last
+	return last, nil
 }
 
-var errOverflow = errors.New("channels: the stream's buffer overflowed")
+var errOverflow = errors.New("channels: the stream's pending bytes went past sse_max_pending_bytes")
 
 // catchUpPage is how many entries one catch-up read returns.
 const catchUpPage = 100
 
+// maxID is the largest stream entry ID: nothing can follow it.
+const maxID = "18446744073709551615-18446744073709551615"
+
 // catchUp sends the durable entries after last, page by page (XRANGE), until
 // it has read to the stream's end. What the hub hands the stream meanwhile
-// is in the Redis stream before it is in the buffer, so each page first
-// empties the buffer (the read that follows gets those entries), and a full
-// buffer is no overflow while it runs (sseConn.dropDuringCatchUp). Redis
-// being down is waited out with backoff, within the stream's life. It returns
-// the last id sent, or why the stream ended.
+// is in the Redis stream before it is in the queue, so each page first
+// empties the queue (the read that follows gets those entries), and a full
+// queue is no overflow while it runs (sseConn.push). A Last-Event-ID past
+// the stream's newest entry (a stream that was deleted and began again, an
+// id made up) resumes from that newest entry: the client gets what comes
+// next. Redis being down is waited out with backoff, within the stream's
+// life; an error Redis answers (not a lost connection) ends the stream. It
+// returns the last id sent, or why the stream ended.
 func (s *sseHandler) catchUp(ctx context.Context, r *http.Request, sc *sseConn, st *sseStream, last string) (string, string) {
 	p := s.p
 	backoff := resilience.Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second}
 	attempt := 0
+	checked := false
 	for {
-	drained:
-		for {
-			select {
-			case <-sc.ch:
-			default:
-				break drained
+		sc.discard()
+		var msgs []redis.XMessage
+		var err error
+		if !checked {
+			var newest string
+			if newest, err = lastID(ctx, p.client, s.c.key); err == nil {
+				checked = true
+				if compareIDs(last, newest) > 0 {
+					last = newest
+				}
 			}
 		}
-		msgs, err := p.client.XRangeN(ctx, s.c.key, "("+last, "+", catchUpPage).Result()
+		if err == nil && last != maxID {
+			msgs, err = p.client.XRangeN(ctx, s.c.key, "("+last, "+", catchUpPage).Result()
+		}
 		if err != nil {
+			var reply redis.Error
+			if errors.As(err, &reply) && ctx.Err() == nil {
+				p.log.WarnContext(ctx, "channels: SSE catch-up refused by Redis; the stream ends", slog.String("channel", s.c.name),
+					slog.String("last_event_id", last), slog.String("error", err.Error()))
+				return last, closeCatchUp
+			}
 			attempt++
 			t := time.NewTimer(backoff.Delay(attempt))
 			select {
@@ -249,9 +319,11 @@ func (s *sseHandler) catchUp(ctx context.Context, r *http.Request, sc *sseConn, 
 		attempt = 0
 		for i := range msgs {
 			m := entryMessage(s.c.name, msgs[i].ID, msgs[i].Values)
-			last = s.add(r, st, &m, last)
+			if last, err = s.writeEvents(r, st, []*sseEvent{newSSEEvent(&m)}, last); err != nil {
+				return last, closeWrite
+			}
 		}
-		if len(st.buf) > 0 {
+		if st.unflushed {
 			if err := st.flush(); err != nil {
 				return last, closeWrite
 			}
@@ -262,31 +334,50 @@ func (s *sseHandler) catchUp(ctx context.Context, r *http.Request, sc *sseConn, 
 	}
 }
 
-// sseStream is the writing end of one stream: bytes gather in buf and go out
-// in one write and flush, each under the write deadline.
+// sseStream is the writing end of one stream. Events go to the response
+// writer as they are (the shared bytes; net/http copies nothing large into
+// buffers of its own) and one flush sends them, under the write deadline
+// set at the first write after a flush.
 type sseStream struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	timeout time.Duration
-	buf     []byte
+	w         http.ResponseWriter
+	rc        *http.ResponseController
+	timeout   time.Duration
+	eventLine []byte // "event: <name>\n", or nil
+	unflushed bool
 	// overflow is the stream's overflow signal: once it is closed, no
 	// write deadline is set again (the hub cut the connection's).
 	overflow <-chan struct{}
 }
 
-func (st *sseStream) flush() error {
-	select {
-	case <-st.overflow:
-		return errOverflow
-	default:
+// write writes b, setting the write deadline when it is the first write
+// since the last flush.
+func (st *sseStream) write(b []byte) error {
+	if !st.unflushed {
+		select {
+		case <-st.overflow:
+			return errOverflow
+		default:
+		}
+		if err := st.rc.SetWriteDeadline(time.Now().Add(st.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return err
+		}
+		st.unflushed = true
 	}
-	if err := st.rc.SetWriteDeadline(time.Now().Add(st.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return err
-	}
-	_, err := st.w.Write(st.buf)
-	if err == nil {
-		err = st.rc.Flush()
-	}
-	st.buf = st.buf[:0]
+	_, err := st.w.Write(b)
 	return err
+}
+
+// event writes one encoded event, with the route's event name.
+func (st *sseStream) event(data []byte) error {
+	if st.eventLine != nil {
+		if err := st.write(st.eventLine); err != nil {
+			return err
+		}
+	}
+	return st.write(data)
+}
+
+func (st *sseStream) flush() error {
+	st.unflushed = false
+	return st.rc.Flush()
 }

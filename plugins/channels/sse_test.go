@@ -14,15 +14,15 @@ import (
 	"github.com/go-chi/chi/v5"
 )
 
-// sseEvent is one event as a client parses it.
-type sseEvent struct {
+// gotEvent is one event as a client parses it.
+type gotEvent struct {
 	id, event, data string
 }
 
 // sseClient reads a text/event-stream response.
 type sseClient struct {
 	resp   *http.Response
-	events chan sseEvent
+	events chan gotEvent
 	lines  chan string // every line, comments included
 	done   chan struct{}
 }
@@ -45,12 +45,12 @@ func openSSE(t testing.TB, url string, headers ...string) *sseClient {
 		resp.Body.Close()
 		t.Fatalf("GET %s = %d %s", url, resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	c := &sseClient{resp: resp, events: make(chan sseEvent, 1024), lines: make(chan string, 4096), done: make(chan struct{})}
+	c := &sseClient{resp: resp, events: make(chan gotEvent, 1024), lines: make(chan string, 4096), done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
 		sc := bufio.NewScanner(resp.Body)
 		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-		var ev sseEvent
+		var ev gotEvent
 		var data []string
 		for sc.Scan() {
 			line := sc.Text()
@@ -64,7 +64,7 @@ func openSSE(t testing.TB, url string, headers ...string) *sseClient {
 					ev.data = strings.Join(data, "\n")
 					c.events <- ev
 				}
-				ev, data = sseEvent{}, nil
+				ev, data = gotEvent{}, nil
 			case strings.HasPrefix(line, "id: "):
 				ev.id = line[4:]
 			case strings.HasPrefix(line, "event: "):
@@ -84,7 +84,7 @@ func (c *sseClient) close() {
 }
 
 // next returns the next event.
-func (c *sseClient) next(t testing.TB, within time.Duration) sseEvent {
+func (c *sseClient) next(t testing.TB, within time.Duration) gotEvent {
 	t.Helper()
 	select {
 	case ev := <-c.events:
@@ -94,7 +94,7 @@ func (c *sseClient) next(t testing.TB, within time.Duration) sseEvent {
 	case <-time.After(within):
 		t.Fatalf("no event within %s", within)
 	}
-	return sseEvent{}
+	return gotEvent{}
 }
 
 // ended reports whether the server ended the stream within d.
@@ -265,13 +265,13 @@ func metricValue(t testing.TB, rep *replica, series string) string {
 	return ""
 }
 
-// The slow-client policy: a client that does not keep up falls sse_buffer
-// events behind and is disconnected at once (not at sse_write_timeout, even
+// The slow-client policy: a client that does not keep up falls
+// sse_max_pending_bytes behind and is disconnected at once (not at sse_write_timeout, even
 // with its socket full); a client that keeps up on the same channel gets
 // every event.
 func TestSSESlowClientDisconnected(t *testing.T) {
 	t.Parallel()
-	cl := newCluster(t, "", "broadcast = [\"news\"]\nsse_buffer = 32\nsse_write_timeout = \"60s\"\nmax_payload_bytes = 262144")
+	cl := newCluster(t, "", "broadcast = [\"news\"]\nsse_max_pending_bytes = 2097152\nsse_write_timeout = \"60s\"\nmax_payload_bytes = 262144")
 	rep := cl.start(sseRoutes(SSEOpts{}, "news"))
 	fast := openSSE(t, rep.svc.URL+"/events/news")
 	stalledClient(t, rep.svc.URL, "/events/news")
@@ -309,13 +309,13 @@ func TestSSESlowClientDisconnected(t *testing.T) {
 // while its buffer has room: its goroutine does not wait forever.
 func TestSSEStalledClientWriteDeadline(t *testing.T) {
 	t.Parallel()
-	cl := newCluster(t, "", "broadcast = [\"news\"]\nsse_buffer = 1000\nsse_write_timeout = \"300ms\"\nmax_payload_bytes = 262144")
+	cl := newCluster(t, "", "broadcast = [\"news\"]\nsse_max_pending_bytes = 67108864\nsse_write_timeout = \"300ms\"\nmax_payload_bytes = 262144")
 	rep := cl.start(sseRoutes(SSEOpts{}, "news"))
 	stalledClient(t, rep.svc.URL, "/events/news")
 	subscribed(t, rep.ch)
 	waitFor(t, 5*time.Second, "the stream open", func() bool { return rep.ch.metrics.sseClientsNow() == 1 })
 	payload := []byte(strings.Repeat("x", 64<<10))
-	for range 150 { // 9.6 MB, within the buffer's 1000 events
+	for range 150 { // 9.6 MB, within sse_max_pending_bytes
 		if err := rep.ch.Publish(context.Background(), "news", payload); err != nil {
 			t.Fatal(err)
 		}
@@ -331,17 +331,18 @@ func TestSSEStalledClientWriteDeadline(t *testing.T) {
 // A stream catching up from the durable stream is not overflowed by what the
 // hub hands it meanwhile (the catch-up reads it from Redis): the hub drops
 // it, and the catch-up reads once more before it ends. After the catch-up a
-// full buffer is the slow-client policy again.
+// queue past its bytes is the slow-client policy again.
 func TestHubDuringCatchUp(t *testing.T) {
-	h := &hub{closed: make(chan struct{})}
-	h.conns.Store(&[]*sseConn{})
+	h := &hub{conns: map[*sseConn]struct{}{}, closed: make(chan struct{})}
 	cut := 0
-	sc := &sseConn{ch: make(chan *Message, 1), overflow: make(chan struct{}), cut: func() { cut++ }, catchingUp: true}
+	ev := func(id string) *Message { return &Message{ID: id, Payload: []byte("0123456789")} }
+	limit := len(newSSEEvent(ev("1-0")).data) // room for one event
+	sc := newSSEConn(limit, func() { cut++ }, true)
 	if !h.register(sc) {
 		t.Fatal("register refused")
 	}
 	for i := range 3 {
-		h.publish(&Message{ID: fmt.Sprintf("1-%d", i)})
+		h.publish(ev(fmt.Sprintf("1-%d", i)))
 	}
 	select {
 	case <-sc.overflow:
@@ -354,13 +355,53 @@ func TestHubDuringCatchUp(t *testing.T) {
 	if !sc.caughtUp() {
 		t.Fatal("the catch-up did not end after reading again with nothing dropped")
 	}
-	h.publish(&Message{ID: "1-3"}) // the buffer still holds 1-0
+	h.publish(ev("1-3")) // the queue still holds 1-0
 	select {
 	case <-sc.overflow:
 	default:
-		t.Fatal("a full buffer after the catch-up is no overflow")
+		t.Fatal("a full queue after the catch-up is no overflow")
 	}
 	if cut != 1 {
 		t.Fatalf("the overflowed stream's write was cut %d times, want 1", cut)
+	}
+}
+
+// The queue is bounded by bytes, not events: events that fit are queued
+// whatever their number, the one that would pass the bound cuts the stream,
+// bytes being written still count, and one event larger than the bound is
+// queued on an empty queue. A taken queue is not kept.
+func TestSSEConnPendingBytes(t *testing.T) {
+	small := newSSEEvent(&Message{Payload: []byte("x")})
+	big := newSSEEvent(&Message{Payload: make([]byte, 1000)})
+	sc := newSSEConn(100*len(small.data), nil, false)
+	for range 100 {
+		sc.push(small)
+	}
+	q, n := sc.take()
+	if len(q) != 100 || n != 100*len(small.data) {
+		t.Fatalf("took %d events, %d bytes; want 100, %d", len(q), n, 100*len(small.data))
+	}
+	if sc.queue != nil {
+		t.Fatal("the queue is kept after it was taken")
+	}
+	sc.push(small) // the 100 taken are still being written
+	select {
+	case <-sc.overflow:
+	default:
+		t.Fatal("bytes being written do not count against sse_max_pending_bytes")
+	}
+
+	sc = newSSEConn(100, nil, false)
+	sc.push(big)
+	if q, _ := sc.take(); len(q) != 1 {
+		t.Fatal("an event larger than the bound is not queued on an empty queue")
+	}
+	sc.written(len(big.data))
+	sc.push(small)
+	sc.push(small)
+	select {
+	case <-sc.overflow:
+		t.Fatal("cut with room left")
+	default:
 	}
 }
