@@ -2,9 +2,15 @@ package framework
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -95,14 +101,70 @@ func (a *App) statusPage() http.Handler {
 // buildAdminRouter returns the admin listener's handler: /live, the full
 // /ready and the admin routes, behind the framework's middleware.
 func (a *App) buildAdminRouter() (http.Handler, error) {
+	var err error
 	r := chi.NewRouter()
 	setProblemHandlers(r)
 	r.Method(http.MethodGet, "/live", readiness.LiveHandler())
-	r.Method(http.MethodGet, "/ready", a.ready.Load().Handler())
-	if err := a.mountAdmin(r); err != nil {
+	r.Group(func(r chi.Router) {
+		if a.cfg.AdminToken != "" {
+			r.Use(adminAuth(a.cfg.AdminToken))
+		}
+		r.Method(http.MethodGet, "/ready", a.ready.Load().Handler())
+		err = a.mountAdmin(r)
+	})
+	if err != nil {
 		return nil, err
 	}
 	return a.serveRequest(r), nil
+}
+
+// adminAuth lets a request through when it carries token: as a bearer token
+// (scrapers, curl), or as the password of Basic auth (a browser asks for it
+// once, for the status page). Anything else gets 401 with both challenges.
+func adminAuth(token string) func(http.Handler) http.Handler {
+	want := sha256.Sum256([]byte(token))
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok {
+				_, got, ok = r.BasicAuth()
+			}
+			sum := sha256.Sum256([]byte(got))
+			if ok && subtle.ConstantTimeCompare(sum[:], want[:]) == 1 {
+				next.ServeHTTP(w, r)
+				return
+			}
+			w.Header().Add("WWW-Authenticate", `Bearer realm="jfast admin"`)
+			w.Header().Add("WWW-Authenticate", `Basic realm="jfast admin", charset="UTF-8"`)
+			problem.Write(w, r, problem.New(http.StatusUnauthorized, "the admin listener needs app.admin_token: Authorization: Bearer <token>"))
+		})
+	}
+}
+
+// warnAdminExposure logs a warning when the admin listener listens beyond the
+// host (every interface, or an address other than loopback): what it serves
+// names hosts, users and databases, and its routes may do more.
+func (a *App) warnAdminExposure(addr string) {
+	host, _, _ := net.SplitHostPort(addr)
+	if loopbackHost(host) {
+		return
+	}
+	guard := "nothing guards it: set app.admin_token (JFAST_APP_ADMIN_TOKEN) to require a bearer token"
+	if a.cfg.AdminToken != "" {
+		guard = "app.admin_token guards it"
+	}
+	a.log.Warn("the admin listener is reachable beyond this host: /metrics, the full /ready, /status and the admin routes answer whoever reaches "+addr+"; "+guard+
+		", or set admin_listen = \"127.0.0.1:<port>\" and reach it through the host",
+		slog.String("admin_listen", addr), slog.Bool("admin_token", a.cfg.AdminToken != ""))
+}
+
+// loopbackHost reports whether a listen address's host is loopback only.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // setProblemHandlers answers an unknown route and a wrong method with problems.
@@ -117,8 +179,48 @@ func setProblemHandlers(r *chi.Mux) {
 	})
 }
 
-// validateAdminListen checks app.admin_listen against app.listen.
+// minAdminToken is the shortest admin_token production takes: 32 bytes, as
+// for every secret jfast checks.
+const minAdminToken = 32
+
+// validatePublicAdmin refuses, in production, admin routes on the public
+// listener unless app.public_admin_routes says it is on purpose.
+func (a *App) validatePublicAdmin(errs *ConfigErrors, enabled map[string]bool) {
+	c := a.cfg
+	if !c.Production() || c.AdminListen != "" || c.PublicAdminRoutes {
+		return
+	}
+	var routes []string
+	for name := range enabled {
+		if _, ok := a.compiled[name].(AdminRouteMounter); ok {
+			routes = append(routes, name)
+		}
+	}
+	if a.opts.AdminRoutes != nil {
+		routes = append(routes, "the service's AdminRoutes")
+	}
+	if len(routes) == 0 {
+		return
+	}
+	slices.Sort(routes)
+	*errs = append(*errs, ConfigError{Key: "app.admin_listen",
+		Problem: fmt.Sprintf("is not set in production, so the admin routes (of %s: /metrics and the like) would be served on the public listener", strings.Join(routes, ", ")),
+		Fix:     `set admin_listen = "127.0.0.1:9000" (a listener the public network cannot reach), or public_admin_routes = true to serve them publicly on purpose`})
+}
+
+// validateAdminListen checks app.admin_listen against app.listen, and
+// app.admin_token.
 func (c AppConfig) validateAdminListen(v *Validation) {
+	if c.AdminToken != "" {
+		switch {
+		case c.AdminListen == "":
+			v.Error("admin_token", "guards the admin listener, and app.admin_listen is not set",
+				`set admin_listen = "127.0.0.1:9000" as well, or remove admin_token`)
+		case c.Production() && len(c.AdminToken) < minAdminToken:
+			v.Error("admin_token", fmt.Sprintf("must be at least %d bytes in production", minAdminToken),
+				"set JFAST_APP_ADMIN_TOKEN to a random value, such as the output of `openssl rand -hex 32`")
+		}
+	}
 	if c.AdminListen == "" {
 		return
 	}

@@ -2,9 +2,11 @@ package framework_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -138,10 +140,10 @@ func TestAdminListenerServesWhatOperatorsNeed(t *testing.T) {
 }
 
 // Without an admin listener, production redacts the public /ready; /metrics
-// and the admin routes stay where they were.
+// and the admin routes stay where they were when public_admin_routes says so.
 func TestProductionWithoutAdminListenerRedactsReady(t *testing.T) {
 	t.Parallel()
-	svc := adminService(t, "[app]\nenv = \"production\"")
+	svc := adminService(t, "[app]\nenv = \"production\"\npublic_admin_routes = true")
 	if svc.AdminURL != "" || svc.AdminAddr() != "" || svc.AdminRouter() != nil {
 		t.Fatalf("an admin listener without admin_listen: %q", svc.AdminURL)
 	}
@@ -217,5 +219,143 @@ func TestAdminListenerLifecycle(t *testing.T) {
 	if c, err := net.Dial("tcp", addr); err == nil {
 		c.Close()
 		t.Errorf("the admin listener %s still accepts after Stop", addr)
+	}
+}
+
+// In production, admin routes on the public listener refuse to boot, naming
+// both fixes: an admin listener, or public_admin_routes on purpose. Without
+// any admin route (observability not enabled, no AdminRoutes) nothing is
+// refused; development is unchanged.
+func TestProductionPublicAdminRoutesRefused(t *testing.T) {
+	t.Parallel()
+	errs := configErrors(t, jfasttest.Options{TOML: "[app]\nenv = \"production\""})
+	e, ok := errs["app.admin_listen"]
+	if !ok || !strings.Contains(e.Problem, "observability") || !strings.Contains(e.Fix, `admin_listen = "127.0.0.1:9000"`) || !strings.Contains(e.Fix, "public_admin_routes = true") {
+		t.Fatalf("errors = %v", errs)
+	}
+	admin := func(*framework.App, chi.Router) error { return nil }
+	errs = configErrors(t, jfasttest.Options{TOML: "[app]\nenv = \"production\"\n[plugins]\nenabled = []", AdminRoutes: admin})
+	if e, ok := errs["app.admin_listen"]; !ok || !strings.Contains(e.Problem, "AdminRoutes") {
+		t.Fatalf("the service's admin routes: errors = %v", errs)
+	}
+	for _, toml := range []string{
+		"[app]\nenv = \"production\"\nadmin_listen = \"127.0.0.1:9000\"",
+		"[app]\nenv = \"production\"\npublic_admin_routes = true",
+		"[app]\nenv = \"production\"\n[plugins]\nenabled = []",
+		"[app]\nenv = \"development\"",
+	} {
+		if _, err := jfasttest.New(t, jfasttest.Options{TOML: toml}); err != nil {
+			t.Errorf("%s: %v", toml, err)
+		}
+	}
+	// The opt-in serves /metrics publicly, as asked.
+	svc := jfasttest.Start(t, jfasttest.Options{TOML: "[app]\nenv = \"production\"\npublic_admin_routes = true"})
+	if r := svc.Get(t, "/metrics"); r.Status != 200 {
+		t.Fatalf("/metrics with public_admin_routes = %d", r.Status)
+	}
+}
+
+// With admin_token every admin route but /live needs the token, as a bearer
+// token or as Basic auth's password; without it (or with another) the answer
+// is 401 problem+json with both challenges. The public listener is not
+// guarded by it, and the token is never logged.
+func TestAdminToken(t *testing.T) {
+	t.Parallel()
+	const token = "admin-token-0123456789-0123456789-abcdef"
+	svc := adminService(t, "[app]\nadmin_listen = \"127.0.0.1:0\"\nadmin_token = \""+token+"\"")
+	if r := svc.AdminGet(t, "/live"); r.Status != 200 {
+		t.Errorf("admin /live without the token = %d, want 200 (probes)", r.Status)
+	}
+	for _, path := range []string{"/ready", "/metrics", "/debug/vars", "/dblike/pool", "/status/"} {
+		for _, auth := range []string{"", "Bearer wrong", "Bearer " + token[:len(token)-1], "Basic " + base64.StdEncoding.EncodeToString([]byte("ops:wrong"))} {
+			r := svc.AdminGet(t, path, "Authorization", auth)
+			if r.Status != 401 || r.Header.Get("Content-Type") != "application/problem+json" ||
+				!slices.Contains(r.Header.Values("WWW-Authenticate"), `Bearer realm="jfast admin"`) {
+				t.Errorf("admin %s with %q = %d %s %v", path, auth, r.Status, r.Header.Get("Content-Type"), r.Header.Values("WWW-Authenticate"))
+			}
+		}
+		if r := svc.AdminGet(t, path, "Authorization", "Bearer "+token); r.Status == 401 {
+			t.Errorf("admin %s with the bearer token = 401", path)
+		}
+		if r := svc.AdminGet(t, path, "Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("ops:"+token))); r.Status == 401 {
+			t.Errorf("admin %s with the token as Basic auth's password = 401", path)
+		}
+	}
+	if r := svc.Get(t, "/orders"); r.Status != 200 {
+		t.Errorf("public /orders = %d: admin_token guards only the admin listener", r.Status)
+	}
+	if strings.Contains(svc.Logs(), token) {
+		t.Errorf("the admin token is in the logs:\n%s", svc.Logs())
+	}
+}
+
+func TestAdminTokenValidation(t *testing.T) {
+	t.Parallel()
+	for toml, want := range map[string]string{
+		"[app]\nadmin_token = \"x\"": "app.admin_listen is not set",
+		"[app]\nenv = \"production\"\nadmin_listen = \"127.0.0.1:9000\"\nadmin_token = \"short\"": "at least 32 bytes in production",
+	} {
+		errs := configErrors(t, jfasttest.Options{TOML: toml})
+		if e, ok := errs["app.admin_token"]; !ok || !strings.Contains(e.Problem, want) || strings.Contains(e.Error(), "short") {
+			t.Errorf("%s: errors = %v, want %q", toml, errs, want)
+		}
+	}
+	// A deploy key: the environment's token wins, and is never printed.
+	logs := &jfasttest.Logs{}
+	app, err := framework.New(framework.Options{
+		ConfigText: "[app]\nadmin_listen = \"127.0.0.1:9000\"\nadmin_token = \"file-token\"",
+		Environ:    []string{"JFAST_APP_ADMIN_TOKEN=env-token"},
+		LogOutput:  logs,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := app.Config().AdminToken; got != "env-token" || strings.Contains(logs.String(), "env-token") || strings.Contains(logs.String(), "file-token") {
+		t.Errorf("admin_token = %q, logs:\n%s", got, logs)
+	}
+	if !app.IsSecret("app.admin_token") {
+		t.Error("app.admin_token is not a secret")
+	}
+}
+
+// An admin listener that listens beyond loopback (every interface, a
+// private or public address, a host name) is warned about at boot, saying
+// whether admin_token guards it and never what the token is; loopback draws
+// no warning. The addresses are a table: nothing listens on them.
+func TestAdminListenExposureWarning(t *testing.T) {
+	t.Parallel()
+	const token = "admin-token-0123456789-0123456789-abcdef"
+	for addr, warn := range map[string]bool{
+		":9000": true, "0.0.0.0:9000": true, "[::]:9000": true, "10.0.0.7:9000": true,
+		"203.0.113.5:9000": true, "admin.internal:9000": true,
+		"127.0.0.1:9000": false, "127.0.0.2:9000": false, "[::1]:9000": false, "localhost:9000": false,
+	} {
+		for _, withToken := range []bool{false, true} {
+			logs := &jfasttest.Logs{}
+			toml := "[app]\nadmin_listen = \"" + addr + "\""
+			if withToken {
+				toml += "\nadmin_token = \"" + token + "\""
+			}
+			app, err := framework.New(framework.Options{ConfigText: toml, LogOutput: logs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			app.WarnAdminExposure()
+			got := logs.String()
+			if warned := strings.Contains(got, "level=WARN") && strings.Contains(got, "reachable beyond this host"); warned != warn {
+				t.Errorf("admin_listen %s: warned %v, want %v:\n%s", addr, warned, warn, got)
+			}
+			if warn && withToken != strings.Contains(got, "app.admin_token guards it") {
+				t.Errorf("admin_listen %s, token %v: the warning does not say whether the token guards it:\n%s", addr, withToken, got)
+			}
+			if strings.Contains(got, token) {
+				t.Errorf("the token is logged:\n%s", got)
+			}
+		}
+	}
+	// The real boot warns too: loopback here, so nothing.
+	svc := adminService(t, "[app]\nadmin_listen = \"127.0.0.1:0\"")
+	if strings.Contains(svc.Logs(), "reachable beyond this host") {
+		t.Errorf("a loopback admin listener was warned about:\n%s", svc.Logs())
 	}
 }

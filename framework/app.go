@@ -271,6 +271,9 @@ func (a *App) Start(ctx context.Context) error {
 		attrs = append(attrs, slog.String("admin_addr", adminLn.Addr().String()))
 	}
 	a.log.Info("listening", attrs...)
+	if adminLn != nil {
+		a.warnAdminExposure(a.cfg.AdminListen)
+	}
 	return nil
 }
 

@@ -485,7 +485,7 @@ func TestRoutingContext(t *testing.T) {
 
 func TestProductionLogsAreJSONWithTheRequestID(t *testing.T) {
 	t.Parallel()
-	svc := jfasttest.Start(t, jfasttest.Options{TOML: "[app]\nname = \"orders\"\nenv = \"production\""})
+	svc := jfasttest.Start(t, jfasttest.Options{TOML: "[app]\nname = \"orders\"\nenv = \"production\"\nadmin_listen = \"127.0.0.1:0\""})
 	svc.Get(t, "/live", requestid.Header, "json-log-1")
 	var found bool
 	for _, line := range strings.Split(strings.TrimSpace(svc.Logs()), "\n") {

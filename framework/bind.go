@@ -342,7 +342,7 @@ func reflectValue(ptr any) reflect.Value {
 
 // isDeploy reports whether a flat key is a deploy key.
 func (a *App) isDeploy(key string) bool {
-	if key == "app.listen" || key == "app.admin_listen" {
+	if key == "app.listen" || key == "app.admin_listen" || key == "app.admin_token" {
 		return true
 	}
 	for name, p := range a.compiled {
@@ -469,6 +469,7 @@ func (a *App) bind(errs *ConfigErrors) {
 		}
 	}
 	a.enabled = plugins.Enabled
+	a.validatePublicAdmin(errs, enabled)
 	order, err := startOrder(plugins.Enabled, a.compiled, enabled)
 	if err != nil {
 		*errs = append(*errs, err...)

@@ -33,6 +33,20 @@ type AppConfig struct {
 	// there in production).
 	AdminListen string `koanf:"admin_listen"`
 
+	// AdminToken, when set, is the bearer token every request to the admin
+	// listener but /live must carry (Authorization: Bearer <token>, or
+	// Basic auth with it as the password, so a browser can open /status).
+	// A secret and a deploy key (JFAST_APP_ADMIN_TOKEN); it needs
+	// admin_listen, and 32 bytes or more in production. Defaults to ""
+	// (the admin listener is open to whoever reaches it).
+	AdminToken string `koanf:"admin_token"`
+
+	// PublicAdminRoutes, in production without admin_listen, serves the
+	// admin routes (/metrics, plugins' and the service's) on the public
+	// listener on purpose. Without it such a configuration refuses to boot.
+	// Defaults to false.
+	PublicAdminRoutes bool `koanf:"public_admin_routes"`
+
 	// RequestTimeout is the deadline of every request: its context's, and the
 	// connection's for reading the request body and (1s later) for writing the
 	// response, so a slow client cannot hold a handler past it. Defaults to 30s.

@@ -7,3 +7,6 @@ func (a *App) SettleStatusReadings() {
 		a.status.Settle()
 	}
 }
+
+// WarnAdminExposure logs what the boot logs about app.admin_listen's reach.
+func (a *App) WarnAdminExposure() { a.warnAdminExposure(a.Config().AdminListen) }

@@ -195,7 +195,7 @@ func TestLogsAreMasked(t *testing.T) {
 		t.Run(env, func(t *testing.T) {
 			t.Parallel()
 			var out bytes.Buffer
-			app, err := framework.New(framework.Options{LogOutput: &out, ConfigText: "[app]\nenv = \"" + env + "\"\n"})
+			app, err := framework.New(framework.Options{LogOutput: &out, ConfigText: "[app]\nenv = \"" + env + "\"\nadmin_listen = \"127.0.0.1:0\"\n"})
 			if err != nil {
 				t.Fatal(err)
 			}

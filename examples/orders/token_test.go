@@ -48,7 +48,7 @@ func TestTokenRefusedInProduction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	production := strings.Replace(string(b), `env = "development"`, `env = "production"`, 1)
+	production := strings.Replace(string(b), `env = "development"`, `env = "production"`+"\nadmin_listen = \"127.0.0.1:9000\"", 1)
 	out, errOut, code := runToken(t, production)
 	if code == 0 || out != "" || !strings.Contains(errOut, "refusing to issue a development token") {
 		t.Fatalf("token in production: exit %d, out %q, err %q", code, out, errOut)
