@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -31,10 +30,7 @@ type Client struct {
 	chat     openai.ChatCompletionService
 	pool     *http.Transport
 	clock    resilience.Clock
-	breaker  *resilience.Breaker
-	budget   *resilience.RetryBudget
-	bulkhead *resilience.Bulkhead
-	backoff  resilience.Backoff
+	policy   *resilience.Policy
 	fallback *Client
 	metrics  *metricSet
 	tracer   trace.Tracer
@@ -105,18 +101,15 @@ func newClient(cfg ProviderConfig, opts ...ClientOption) (*Client, error) {
 		fallback: o.fallback,
 		metrics:  o.metrics,
 		tracer:   noop.NewTracerProvider().Tracer(instrumentationName),
-		backoff:  resilience.Backoff{Base: cfg.BackoffBase, Max: cfg.BackoffMax, Jitter: resilience.JitterFull},
 	}
 	if o.tracer != nil {
 		c.tracer = o.tracer.Tracer(instrumentationName)
 	}
 	name := cfg.Name
-	c.breaker = resilience.NewBreaker(cfg.BreakerConfig.Opts(name, o.clock,
-		resilience.LogStateChanges(o.logger, "llm", cfg.BreakerCoolDown, func(sc resilience.StateChange) { c.metrics.transition(name, sc) })))
-	c.budget = resilience.NewRetryBudget(resilience.RetryBudgetOpts{
-		Ratio: cfg.RetryBudgetRatio, MinPerSecond: cfg.RetryBudgetMinPerSecond, Clock: o.clock,
+	c.policy = resilience.NewPolicy(resilience.PolicyOpts{
+		Name: name, Config: cfg.PolicyConfig, Attempts: cfg.Retries + 1, Timeout: cfg.TotalTimeout, Clock: o.clock,
+		OnStateChange: resilience.LogStateChanges(o.logger, "llm", cfg.BreakerCoolDown, func(sc resilience.StateChange) { c.metrics.transition(name, sc) }),
 	})
-	c.bulkhead = resilience.NewBulkhead(resilience.BulkheadOpts{Name: name, MaxConcurrent: cfg.MaxConcurrent, Wait: cfg.BulkheadWait, Clock: o.clock})
 	sdkOpts := []option.RequestOption{
 		option.WithBaseURL(cfg.BaseURL),
 		// No redirect is followed: the key must not go to another host.
@@ -143,10 +136,10 @@ func (c *Client) Config() ProviderConfig { return c.cfg }
 func (c *Client) Name() string { return c.cfg.Name }
 
 // Breaker returns the provider's breaker, for tests and health pages.
-func (c *Client) Breaker() *resilience.Breaker { return c.breaker }
+func (c *Client) Breaker() *resilience.Breaker { return c.policy.Breaker() }
 
 // Bulkhead returns the provider's bulkhead.
-func (c *Client) Bulkhead() *resilience.Bulkhead { return c.bulkhead }
+func (c *Client) Bulkhead() *resilience.Bulkhead { return c.policy.Bulkhead() }
 
 // Close closes the idle connections; calls made after Close fail with a
 // [KindClosed] error. Calls in flight finish.
@@ -207,19 +200,20 @@ func (c *Client) ChatStream(ctx context.Context, params openai.ChatCompletionNew
 	return k.stream, nil
 }
 
-// call is one call to one provider, from its bulkhead place to its end.
+// call is one call to one provider, from its bulkhead place to its end: the
+// attempt and classifier of the policy's loop (resilience.Attempter).
 type call struct {
 	c        *Client
-	ctx      context.Context // the caller's
-	callCtx  context.Context // under total_timeout
-	cancel   context.CancelFunc
-	own      time.Time // total_timeout's deadline, on the time package's clock
-	permit   resilience.Permit
-	start    time.Time // on the client's clock
+	run      resilience.Run  // its Context is under total_timeout
+	ctx      context.Context // the caller's, with the call's span
+	params   openai.ChatCompletionNewParams
 	model    string
 	stream   bool
 	span     trace.Span
 	attempts int
+	res      *callResult // the attempt that succeeded
+	comp     *openai.ChatCompletion
+	fail     *Error // the last failed attempt's error
 }
 
 // begin runs a call on c, or on its fallback when c refuses it at once.
@@ -259,23 +253,15 @@ func (c *Client) begin(ctx context.Context, params openai.ChatCompletionNewParam
 		c.metrics.fallbacks.WithLabelValues(c.cfg.Name, c.fallback.cfg.Name).Inc()
 		return c.fallback.begin(parent, params, stream, true)
 	}
-	ticket, err := c.breaker.Allow()
-	if err != nil {
-		return fallBack(err)
-	}
-	permit, err := c.bulkhead.Acquire(ctx)
-	if err != nil {
-		ticket.Done(resilience.Ignore)
-		if ctx.Err() != nil {
-			return refuse(c.ctxError(ctx, ctx, err, 0))
+	k := &call{c: c, ctx: ctx, params: params, model: model, stream: stream, span: span}
+	if err := c.policy.Begin(ctx, &k.run, resilience.RunOpts{}); err != nil {
+		var oe *resilience.OpenError
+		if !errors.As(err, &oe) && !errors.Is(err, resilience.ErrBulkheadFull) {
+			return refuse(c.ctxError(ctx, err, 0)) // the wait for a place was cut
 		}
 		return fallBack(err)
 	}
-	k := &call{c: c, ctx: ctx, permit: permit, start: c.clock.Now(), model: model, stream: stream, span: span}
-	k.callCtx, k.cancel = context.WithTimeout(ctx, c.cfg.TotalTimeout)
-	k.own = time.Now().Add(c.cfg.TotalTimeout)
-	c.budget.RecordCall()
-	return k.run(params, ticket)
+	return k.do()
 }
 
 // callResult is what a successful begin hands back.
@@ -284,56 +270,56 @@ type callResult struct {
 	stream *Stream
 }
 
-// run makes the attempts of k, the first under ticket.
-func (k *call) run(params openai.ChatCompletionNewParams, ticket resilience.Ticket) (*callResult, error) {
+// do makes the attempts of k through the provider's policy.
+func (k *call) do() (*callResult, error) {
+	k.run.Attempts(k)
+	switch {
+	case k.res != nil && k.stream:
+		return k.res, nil // the stream ends the call when it ends
+	case k.res != nil:
+		u := k.comp.Usage
+		_ = k.end(nil, u.PromptTokens, u.CompletionTokens)
+		return k.res, nil
+	case k.run.Stopped() == resilience.StopWaitCut:
+		return nil, k.end(k.c.ctxError(k.ctx, k.run.Context().Err(), k.attempts), 0, 0)
+	}
+	return nil, k.end(k.fail, 0, 0)
+}
+
+// Attempt makes attempt n under callCtx and classifies it.
+func (k *call) Attempt(callCtx context.Context, n int) resilience.Verdict {
 	c := k.c
-	for n := 1; ; n++ {
-		if n > 1 {
-			var err error
-			if ticket, err = c.breaker.Allow(); err != nil {
-				e := refused(c.cfg.Name, err)
-				e.Attempts = k.attempts
-				return nil, k.end(e, 0, 0)
-			}
+	k.attempts = n
+	var f failure
+	var o resilience.Outcome
+	if k.stream {
+		k.res, f, o = k.streamAttempt(callCtx)
+	} else {
+		k.res, f, o = k.plainAttempt(callCtx)
+	}
+	if k.res != nil {
+		return resilience.Verdict{Outcome: resilience.Success}
+	}
+	e := f.err
+	e.Attempts = n
+	k.fail = e
+	v := resilience.Verdict{Err: e.Err, Outcome: o, Retry: f.retryable}
+	if v.Retry && e.Kind == KindRateLimited {
+		if d, ok := rateLimitWait(f.header, c.clock.Now()); ok {
+			e.RetryAfter = d
+			v.Wait, v.Asked, v.Retry = d, true, d <= c.cfg.MaxRetryAfter
 		}
-		k.attempts = n
-		began := c.clock.Now()
-		var res *callResult
-		var f failure
-		if k.stream {
-			res, f = k.streamAttempt(params, ticket)
-		} else {
-			res, f = k.plainAttempt(params, ticket)
-		}
-		if res != nil {
-			return res, nil
-		}
-		took := c.clock.Now().Sub(began)
-		e := f.err
-		e.Attempts = n
-		if !f.retryable || n > c.cfg.Retries || k.callCtx.Err() != nil {
-			return nil, k.end(e, 0, 0)
-		}
-		wait := c.backoff.Delay(n)
-		if e.Kind == KindRateLimited {
-			if d, ok := rateLimitWait(f.header, c.clock.Now()); ok {
-				wait, e.RetryAfter = d, d
-				if d > c.cfg.MaxRetryAfter {
-					return nil, k.end(e, 0, 0)
-				}
-			}
-		}
-		if deadline, ok := k.callCtx.Deadline(); ok && time.Until(deadline) <= wait+took {
-			return nil, k.end(e, 0, 0) // the retry could not finish in time
-		}
-		if !c.budget.TryRetry() {
-			c.metrics.refusals.WithLabelValues(c.cfg.Name).Inc()
-			return nil, k.end(e, 0, 0)
-		}
-		c.metrics.retries.WithLabelValues(c.cfg.Name).Inc()
-		if err := c.clock.Sleep(k.callCtx, wait); err != nil {
-			return nil, k.end(c.ctxError(k.ctx, k.callCtx, err, n), 0, 0)
-		}
+	}
+	return v
+}
+
+// Report counts the retries and the budget's refusals.
+func (k *call) Report(rec resilience.AttemptRecord) {
+	switch rec.Stop {
+	case resilience.StopNone:
+		k.c.metrics.retries.WithLabelValues(k.c.cfg.Name).Inc()
+	case resilience.StopBudget:
+		k.c.metrics.refusals.WithLabelValues(k.c.cfg.Name).Inc()
 	}
 }
 
@@ -347,46 +333,43 @@ type failure struct {
 }
 
 // plainAttempt makes one attempt of a plain call.
-func (k *call) plainAttempt(params openai.ChatCompletionNewParams, ticket resilience.Ticket) (*callResult, failure) {
+func (k *call) plainAttempt(callCtx context.Context) (*callResult, failure, resilience.Outcome) {
 	c := k.c
-	comp, err := c.chat.New(k.callCtx, params)
+	comp, err := c.chat.New(callCtx, k.params)
 	if err == nil {
-		ticket.Done(resilience.Success)
 		c.metrics.attempts.WithLabelValues(c.cfg.Name, "200").Inc()
+		k.comp = comp
 		resp := &Response{Completion: comp, Provider: c.cfg.Name, Model: k.model, Attempts: k.attempts}
-		_ = k.end(nil, comp.Usage.PromptTokens, comp.Usage.CompletionTokens)
-		return &callResult{resp: resp}, failure{}
+		return &callResult{resp: resp}, failure{}, resilience.Success
 	}
-	f, o := k.classify(err, k.callCtx, 0)
-	ticket.Done(o)
-	return nil, f
+	f, o := k.classify(err, callCtx, 0)
+	return nil, f, o
 }
 
 // streamAttempt makes one attempt of a streamed call: it succeeds when the
 // first chunk arrives (or the stream ends without any).
-func (k *call) streamAttempt(params openai.ChatCompletionNewParams, ticket resilience.Ticket) (*callResult, failure) {
+func (k *call) streamAttempt(callCtx context.Context) (*callResult, failure, resilience.Outcome) {
 	c := k.c
-	actx, acancel := context.WithCancelCause(k.callCtx)
+	actx, acancel := context.WithCancelCause(callCtx)
 	w := startWatch(c.clock, c.cfg.ReadGap, acancel)
-	sdk := c.chat.NewStreaming(context.WithValue(actx, watchKey{}, w), params)
+	sdk := c.chat.NewStreaming(context.WithValue(actx, watchKey{}, w), k.params)
 	if first := sdk.Next(); first || sdk.Err() == nil {
 		// The first chunk, or a stream that ended ([DONE]) before any: the
 		// attempt succeeded, and the stream is the caller's from now on.
 		c.metrics.attempts.WithLabelValues(c.cfg.Name, "200").Inc()
-		s := &Stream{k: k, sdk: sdk, w: w, actx: actx, acancel: acancel, ticket: ticket}
+		s := &Stream{k: k, sdk: sdk, w: w, actx: actx, acancel: acancel}
 		if first {
 			s.cur, s.pending = sdk.Current(), true
-			c.metrics.firstToken.WithLabelValues(c.cfg.Name, k.model).Observe(c.clock.Now().Sub(k.start).Seconds())
+			c.metrics.firstToken.WithLabelValues(c.cfg.Name, k.model).Observe(c.clock.Now().Sub(k.run.Start()).Seconds())
 		}
-		return &callResult{stream: s}, failure{}
+		return &callResult{stream: s}, failure{}, resilience.Success
 	}
 	err := sdk.Err()
 	_ = sdk.Close()
 	w.end()
 	f, o := k.classify(err, actx, 0)
 	acancel(nil)
-	ticket.Done(o)
-	return nil, f
+	return nil, f, o
 }
 
 // classify turns an attempt's error into the call's error, the breaker's
@@ -424,14 +407,14 @@ func (k *call) classify(err error, actx context.Context, chunks int) (failure, r
 		f.retryable = chunks == 0
 	case errors.Is(k.ctx.Err(), context.Canceled):
 		e.Kind, o = KindCancelled, resilience.Ignore
-	case k.callCtx.Err() != nil || resilience.IsTimeout(err):
+	case k.run.Context().Err() != nil || resilience.IsTimeout(err):
 		e.Kind, o = KindTimeout, resilience.Hang
-		if resilience.CutByCaller(k.ctx, k.own) {
+		if resilience.CutByCaller(k.ctx, k.run.Own()) {
 			o = resilience.Ignore
 		}
 		// A connect timeout leaves time for another attempt; the call's
 		// own deadline does not.
-		f.retryable = k.callCtx.Err() == nil && chunks == 0
+		f.retryable = k.run.Context().Err() == nil && chunks == 0
 	default:
 		e.Kind, o, f.retryable = KindUnavailable, resilience.Failure, chunks == 0
 	}
@@ -443,7 +426,7 @@ func (k *call) classify(err error, actx context.Context, chunks int) (failure, r
 
 // ctxError is the error of a call whose wait (for a bulkhead place, between
 // attempts) ended with its context.
-func (c *Client) ctxError(caller, callCtx context.Context, err error, attempts int) *Error {
+func (c *Client) ctxError(caller context.Context, err error, attempts int) *Error {
 	e := &Error{Provider: c.cfg.Name, Kind: KindTimeout, Attempts: attempts, Err: err}
 	if errors.Is(caller.Err(), context.Canceled) {
 		e.Kind = KindCancelled
@@ -455,8 +438,7 @@ func (c *Client) ctxError(caller, callCtx context.Context, err error, attempts i
 // span. It returns err (nil when e is nil) so callers can return it.
 func (k *call) end(e *Error, in, out int64) error {
 	c := k.c
-	k.permit.Release()
-	k.cancel()
+	k.run.End(k.run.Outcome()) // a stream ended it already, with its own outcome
 	outcome := "ok"
 	if e != nil {
 		outcome = e.Kind.String()
@@ -465,7 +447,7 @@ func (k *call) end(e *Error, in, out int64) error {
 		}
 	}
 	c.metrics.calls.WithLabelValues(c.cfg.Name, k.model, outcome).Inc()
-	c.metrics.duration.WithLabelValues(c.cfg.Name, k.model).Observe(c.clock.Now().Sub(k.start).Seconds())
+	c.metrics.duration.WithLabelValues(c.cfg.Name, k.model).Observe(c.clock.Now().Sub(k.run.Start()).Seconds())
 	if in > 0 {
 		c.metrics.tokens.WithLabelValues(c.cfg.Name, k.model, "in").Add(float64(in))
 	}

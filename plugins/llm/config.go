@@ -36,18 +36,12 @@ const (
 	DefaultBackoffMax  = 8 * time.Second
 	// DefaultMaxRetryAfter is the longest rate-limit wait taken inside a
 	// call, as the http client's max_retry_after.
-	DefaultMaxRetryAfter    = 30 * time.Second
-	DefaultRetryBudgetRatio = 0.2
-	// DefaultRetryBudgetMinPerSecond is two, where the http client has one:
+	DefaultMaxRetryAfter = 30 * time.Second
+	// DefaultRetryBudgetMinPerSecond is two, where the other clients have one:
 	// model calls are few, and a lone call's two retries (its waits of at
 	// most 0.5 s and 1 s) fall within one second, so with one the second
 	// retry of a quiet service would always be refused.
 	DefaultRetryBudgetMinPerSecond = 2.0
-	// DefaultMaxConcurrent bounds the calls in flight to one provider from
-	// one process: a call holds its place for seconds to minutes, so the
-	// http client's 50 is kept but fills far sooner.
-	DefaultMaxConcurrent = 50
-	DefaultBulkheadWait  = 500 * time.Millisecond
 )
 
 // Config is the [plugin.llm] table.
@@ -98,36 +92,19 @@ type ProviderConfig struct {
 	// chunk reached the caller. In the file 0 never retries; in NewClient 0
 	// takes the default and [NoRetries] never retries. Defaults to 2.
 	Retries int `koanf:"retries"`
-	// BackoffBase is the ceiling of the first full-jitter wait; the n-th is
-	// uniform in [0, backoff_base × 2^(n−1)], capped at backoff_max.
-	// Defaults to 500ms.
-	BackoffBase time.Duration `koanf:"backoff_base"`
-	// BackoffMax caps every backoff ceiling. Defaults to 8s.
-	BackoffMax time.Duration `koanf:"backoff_max"`
 	// MaxRetryAfter is the longest rate-limit wait (Retry-After or the
 	// x-ratelimit-reset-* headers of a 429) a call takes before it tries
 	// again; a longer one, or one the deadline cannot afford, goes back to
 	// the caller at once. Defaults to 30s.
 	MaxRetryAfter time.Duration `koanf:"max_retry_after"`
-	// RetryBudgetRatio lets a retry start while the retries of the last 10 s
-	// stay below this share of the calls of the last 10 s. Must be in
-	// (0, 1]. Defaults to 0.2.
-	RetryBudgetRatio float64 `koanf:"retry_budget_ratio"`
-	// RetryBudgetMinPerSecond lets a retry start, whatever the ratio says,
-	// while fewer retries than this were made in the last second.
-	// Defaults to 2.
-	RetryBudgetMinPerSecond float64 `koanf:"retry_budget_min_per_second"`
-
-	// BreakerConfig is the breaker_* keys of the provider's breaker, which
-	// counts every attempt.
-	resilience.BreakerConfig `koanf:",squash"`
-
-	// MaxConcurrent is how many calls to this provider may be in flight from
-	// this process. Defaults to 50.
-	MaxConcurrent int `koanf:"max_concurrent"`
-	// BulkheadWait is the longest a call waits for a place among
-	// max_concurrent. Defaults to 500ms.
-	BulkheadWait time.Duration `koanf:"bulkhead_wait"`
+	// PolicyConfig is the backoff, retry budget, bulkhead and breaker keys
+	// every plugin that calls out shares (docs/resilience.md, "The policy
+	// keys"), with a provider's own defaults: backoff_base 500ms and
+	// backoff_max 8s (the official OpenAI SDKs' waits: a provider's overload
+	// lasts longer than a service's hiccup) and retry_budget_min_per_second
+	// 2. A call holds its bulkhead place for seconds to minutes, so
+	// max_concurrent (50) fills far sooner than an http upstream's.
+	resilience.PolicyConfig `koanf:",squash"`
 
 	// Fallback names another provider that answers a call this one refuses
 	// at once: its breaker is open or its bulkhead full. The fallback uses
@@ -144,24 +121,27 @@ const NoRetries = -1
 // the environment apply.
 func (p *ProviderConfig) SetDefaults() {
 	*p = ProviderConfig{
-		Name:                    p.Name,
-		BaseURL:                 p.BaseURL,
-		APIKey:                  p.APIKey,
-		Model:                   p.Model,
-		Fallback:                p.Fallback,
-		ConnectTimeout:          DefaultConnectTimeout,
-		ReadGap:                 DefaultReadGap,
-		TotalTimeout:            DefaultTotalTimeout,
-		Retries:                 DefaultRetries,
-		BackoffBase:             DefaultBackoffBase,
-		BackoffMax:              DefaultBackoffMax,
-		MaxRetryAfter:           DefaultMaxRetryAfter,
-		RetryBudgetRatio:        DefaultRetryBudgetRatio,
-		RetryBudgetMinPerSecond: DefaultRetryBudgetMinPerSecond,
-		BreakerConfig:           resilience.DefaultBreakerConfig(),
-		MaxConcurrent:           DefaultMaxConcurrent,
-		BulkheadWait:            DefaultBulkheadWait,
+		Name:           p.Name,
+		BaseURL:        p.BaseURL,
+		APIKey:         p.APIKey,
+		Model:          p.Model,
+		Fallback:       p.Fallback,
+		ConnectTimeout: DefaultConnectTimeout,
+		ReadGap:        DefaultReadGap,
+		TotalTimeout:   DefaultTotalTimeout,
+		Retries:        DefaultRetries,
+		MaxRetryAfter:  DefaultMaxRetryAfter,
+		PolicyConfig:   defaultPolicy(),
 	}
+}
+
+// defaultPolicy returns the policy keys' defaults, with a provider's
+// backoff and retry_budget_min_per_second.
+func defaultPolicy() resilience.PolicyConfig {
+	d := resilience.DefaultPolicyConfig()
+	d.BackoffBase, d.BackoffMax = DefaultBackoffBase, DefaultBackoffMax
+	d.RetryBudgetMinPerSecond = DefaultRetryBudgetMinPerSecond
+	return d
 }
 
 // withDefaults fills the zero fields of p, for NewClient.
@@ -172,14 +152,8 @@ func (p ProviderConfig) withDefaults() ProviderConfig {
 	p.ConnectTimeout = cmp.Or(p.ConnectTimeout, d.ConnectTimeout)
 	p.ReadGap = cmp.Or(p.ReadGap, d.ReadGap)
 	p.TotalTimeout = cmp.Or(p.TotalTimeout, d.TotalTimeout)
-	p.BackoffBase = cmp.Or(p.BackoffBase, d.BackoffBase)
-	p.BackoffMax = cmp.Or(p.BackoffMax, d.BackoffMax)
 	p.MaxRetryAfter = cmp.Or(p.MaxRetryAfter, d.MaxRetryAfter)
-	p.RetryBudgetRatio = cmp.Or(p.RetryBudgetRatio, d.RetryBudgetRatio)
-	p.RetryBudgetMinPerSecond = cmp.Or(p.RetryBudgetMinPerSecond, d.RetryBudgetMinPerSecond)
-	p.BreakerConfig.FillZero(d.BreakerConfig)
-	p.MaxConcurrent = cmp.Or(p.MaxConcurrent, d.MaxConcurrent)
-	p.BulkheadWait = cmp.Or(p.BulkheadWait, d.BulkheadWait)
+	p.PolicyConfig.FillZero(d.PolicyConfig)
 	switch p.Retries {
 	case 0:
 		p.Retries = d.Retries
@@ -213,21 +187,8 @@ func (p *ProviderConfig) problems() []framework.ConfigError {
 	if p.Retries < 0 {
 		l.Error("retries", fmt.Sprintf("must be zero or more, got %d", p.Retries), "set 0 to never retry, or a small number such as 2")
 	}
-	l.Deadline("backoff_base", p.BackoffBase)
-	l.Deadline("backoff_max", p.BackoffMax)
-	if p.BackoffBase > 0 && p.BackoffMax > 0 && p.BackoffMax < p.BackoffBase {
-		l.Error("backoff_max", fmt.Sprintf("must not be below backoff_base (%s), got %s", p.BackoffBase, p.BackoffMax), "raise backoff_max or lower backoff_base")
-	}
 	l.Deadline("max_retry_after", p.MaxRetryAfter)
-	if r := p.RetryBudgetRatio; !(r > 0 && r <= 1) {
-		l.Error("retry_budget_ratio", fmt.Sprintf("must be in (0, 1], got %v", r), "set a fraction such as 0.2; it cannot be switched off")
-	}
-	if !(p.RetryBudgetMinPerSecond > 0) {
-		l.Error("retry_budget_min_per_second", fmt.Sprintf("must be greater than zero, got %v", p.RetryBudgetMinPerSecond), "set a rate such as 1")
-	}
-	p.BreakerConfig.Validate(&l)
-	l.Positive("max_concurrent", p.MaxConcurrent)
-	l.Deadline("bulkhead_wait", p.BulkheadWait)
+	p.PolicyConfig.Validate(&l)
 	return l
 }
 

@@ -157,11 +157,11 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 	providers := make(map[string]any, clients.Len())
 	var suspended []string
 	for n, c := range clients.All() {
-		s := c.breaker.Snapshot()
+		s := c.Breaker().Snapshot()
 		entry := map[string]any{
 			"breaker":   s.Meta(),
 			"model":     c.cfg.Model,
-			"in_flight": c.bulkhead.InFlight(),
+			"in_flight": c.Bulkhead().InFlight(),
 		}
 		if c.fallback != nil {
 			entry["fallback"] = c.fallback.cfg.Name

@@ -102,7 +102,7 @@ func TestRateLimitLongerThanMaxRetryAfter(t *testing.T) {
 func TestRateLimitNeverOpensBreaker(t *testing.T) {
 	t.Parallel()
 	p := newProvider(t, status(429))
-	c := client(t, p, llm.ProviderConfig{Retries: llm.NoRetries, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}, autoClock())
+	c := client(t, p, llm.ProviderConfig{Retries: llm.NoRetries, PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}}, autoClock())
 	for range 5 {
 		if _, err := c.Chat(context.Background(), params("hi")); llmError(t, err).Kind != llm.KindRateLimited {
 			t.Fatalf("want rate_limited, got %v", err)
@@ -133,12 +133,13 @@ func TestServerErrorsAreRetried(t *testing.T) {
 }
 
 // Every 5xx that outlives its retries is a 503 naming the provider, and
-// they count toward the breaker, which then refuses without a request.
+// the call counts toward the breaker (once, whatever its attempts), which
+// then refuses without a request.
 func TestServerErrorsOpenBreaker(t *testing.T) {
 	t.Parallel()
 	for _, code := range []int{500, 502, 503, 504} {
 		p := newProvider(t, status(code))
-		c := client(t, p, llm.ProviderConfig{Retries: 1, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2}}, autoClock())
+		c := client(t, p, llm.ProviderConfig{Retries: 1, PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}}, autoClock())
 		_, err := c.Chat(context.Background(), params("hi"))
 		e := llmError(t, err)
 		if e.Kind != llm.KindStatus || e.StatusCode != code || e.Attempts != 2 {
@@ -160,7 +161,7 @@ func TestClientErrorsAreNotRetried(t *testing.T) {
 	t.Parallel()
 	for _, code := range []int{400, 401, 403, 404, 422} {
 		p := newProvider(t, status(code), complete("hello"))
-		c := client(t, p, llm.ProviderConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}, autoClock())
+		c := client(t, p, llm.ProviderConfig{PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}}, autoClock())
 		_, err := c.Chat(context.Background(), params("hi"))
 		e := llmError(t, err)
 		if e.Kind != llm.KindStatus || e.StatusCode != code || p.Requests() != 1 {
@@ -181,8 +182,7 @@ func TestClientErrorsAreNotRetried(t *testing.T) {
 func TestRetryBudgetBoundsRetries(t *testing.T) {
 	t.Parallel()
 	p := newProvider(t, status(503))
-	c := client(t, p, llm.ProviderConfig{RetryBudgetRatio: 0.1, BackoffBase: time.Nanosecond, BackoffMax: time.Nanosecond,
-		BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1000, BreakerMinimumCalls: 1000}}, autoClock())
+	c := client(t, p, llm.ProviderConfig{PolicyConfig: resilience.PolicyConfig{RetryBudgetRatio: 0.1, BackoffBase: time.Nanosecond, BackoffMax: time.Nanosecond, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1000, BreakerMinimumCalls: 1000}}}, autoClock())
 	for range 20 {
 		_, _ = c.Chat(context.Background(), params("hi"))
 	}
@@ -214,5 +214,35 @@ func TestRequestCarriesModelAndKey(t *testing.T) {
 	defer p.mu.Unlock()
 	if p.auths[0] != "Bearer sk-test-key" {
 		t.Fatalf("Authorization %q, want the key", p.auths[0])
+	}
+}
+
+// The breaker counts a call once, whatever its attempts: a call whose three
+// attempts all fail leaves a 2-failure breaker closed, and the next such
+// call opens it. Its deadline check runs on the client's clock: an attempt
+// that took 70 s of a 120 s total_timeout (on the test clock) leaves no room
+// for another, so the second call makes one request only.
+func TestOneBreakerTicketPerCall(t *testing.T) {
+	t.Parallel()
+	clk := autoClock()
+	slow := func(w http.ResponseWriter, r *http.Request) {
+		clk.Advance(70 * time.Second)
+		status(503)(w, r)
+	}
+	p := newProvider(t, status(503), status(503), status(503), slow)
+	c := client(t, p, llm.ProviderConfig{PolicyConfig: resilience.PolicyConfig{
+		RetryBudgetRatio: 1, RetryBudgetMinPerSecond: 100,
+		BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2},
+	}}, clk)
+	_, err := c.Chat(context.Background(), params("hi"))
+	if e := llmError(t, err); e.Attempts != 3 || c.Breaker().Snapshot().State != resilience.StateClosed {
+		t.Fatalf("first call %+v, breaker %s; want 3 attempts and a closed breaker", e, c.Breaker().Snapshot().State)
+	}
+	_, err = c.Chat(context.Background(), params("hi"))
+	if e := llmError(t, err); e.Attempts != 1 || p.Requests() != 4 {
+		t.Fatalf("second call %+v after %d requests, want 1 attempt (no time left for another), 4 requests", e, p.Requests())
+	}
+	if st := c.Breaker().Snapshot().State; st != resilience.StateOpen {
+		t.Fatalf("breaker %s after two failed calls, want open", st)
 	}
 }

@@ -33,7 +33,6 @@ type Stream struct {
 	w       *watch
 	actx    context.Context
 	acancel context.CancelCauseFunc
-	ticket  resilience.Ticket
 	cur     openai.ChatCompletionChunk
 	pending bool // cur is the first chunk, not yet yielded
 	chunks  int
@@ -117,7 +116,7 @@ func (s *Stream) finish(err error, closed bool) {
 		e = f.err
 	}
 	s.acancel(nil)
-	s.ticket.Done(o)
+	s.k.run.End(o) // the breaker counts the stream's end, once per call
 	if e != nil {
 		s.err = s.k.end(e, s.in, s.out)
 		return

@@ -172,7 +172,7 @@ func TestOpenBreakerFallsBack(t *testing.T) {
 	up.script = []answer{complete("from backup"), up.streamAnswer(false, "streamed", " backup")}
 	clk := autoClock()
 	backup := client(t, up, llm.ProviderConfig{Name: "backup", Model: "backup-model"}, clk)
-	primary := client(t, down, llm.ProviderConfig{Retries: llm.NoRetries, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}, clk, llm.WithFallback(backup))
+	primary := client(t, down, llm.ProviderConfig{Retries: llm.NoRetries, PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}}, clk, llm.WithFallback(backup))
 	if _, err := primary.Chat(context.Background(), params("hi")); llmError(t, err).StatusCode != 503 {
 		t.Fatalf("first call: %v, want the provider's 503", err)
 	}
@@ -197,7 +197,7 @@ func TestOpenBreakerFallsBack(t *testing.T) {
 		t.Fatalf("stream %q from %s, want backup's", got, s.Provider())
 	}
 	// Without a fallback the open breaker is a 503 with its Retry-After.
-	alone := client(t, down, llm.ProviderConfig{Retries: llm.NoRetries, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}, clk)
+	alone := client(t, down, llm.ProviderConfig{Retries: llm.NoRetries, PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}}, clk)
 	_, _ = alone.Chat(context.Background(), params("hi"))
 	_, err = alone.Chat(context.Background(), params("hi"))
 	e := llmError(t, err)
@@ -215,7 +215,7 @@ func TestFullBulkheadFallsBack(t *testing.T) {
 	up := newProvider(t, complete("from backup"))
 	clk := resilience.RealClock() // the bulkhead's wait is real time here
 	backup := client(t, up, llm.ProviderConfig{Name: "backup"}, clk)
-	primary := client(t, busy, llm.ProviderConfig{MaxConcurrent: 1, BulkheadWait: 10 * time.Millisecond}, clk, llm.WithFallback(backup))
+	primary := client(t, busy, llm.ProviderConfig{PolicyConfig: resilience.PolicyConfig{MaxConcurrent: 1, BulkheadWait: 10 * time.Millisecond}}, clk, llm.WithFallback(backup))
 	held, err := primary.ChatStream(context.Background(), params("hi"))
 	if err != nil {
 		t.Fatal(err)
