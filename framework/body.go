@@ -143,6 +143,12 @@ func MaxBodyBytes(n int64) func(http.Handler) http.Handler {
 	}
 }
 
+// BodyLimit returns the largest request body r may have: the route's
+// MaxBodyBytes, or app.max_body_bytes. A handler that passes the body on
+// (a proxy) compares a declared Content-Length with it before sending
+// anything.
+func BodyLimit(r *http.Request) int64 { return bodyLimit(r) }
+
 // bodyLimit is the limit r's body is read under.
 func bodyLimit(r *http.Request) int64 {
 	if b, ok := r.Body.(*requestBody); ok {

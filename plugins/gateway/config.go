@@ -44,15 +44,20 @@ type Config struct {
 	// upstream and never retried. Defaults to 65536 (64 KiB).
 	MaxRetryBodyBytes int64 `koanf:"max_retry_body_bytes"`
 
-	// StreamWriteTimeout bounds each write to the client of a stream route
-	// or a WebSocket connection: a client that stops reading is let go
+	// StreamWriteTimeout bounds each write to the client of a stream route:
+	// a client that stops reading is let go
 	// after this instead of holding the upstream call. Defaults to 10s.
 	StreamWriteTimeout time.Duration `koanf:"stream_write_timeout"`
+
+	// TunnelIdleTimeout closes a WebSocket (upgraded) connection after this
+	// long without a byte either way, giving its place among the upstream's
+	// max_concurrent back. Defaults to 60s.
+	TunnelIdleTimeout time.Duration `koanf:"tunnel_idle_timeout"`
 }
 
 // defaultConfig returns the table's defaults.
 func defaultConfig() Config {
-	return Config{MaxRetryBodyBytes: DefaultMaxRetryBodyBytes, StreamWriteTimeout: DefaultStreamWriteTimeout}
+	return Config{MaxRetryBodyBytes: DefaultMaxRetryBodyBytes, StreamWriteTimeout: DefaultStreamWriteTimeout, TunnelIdleTimeout: DefaultTunnelIdleTimeout}
 }
 
 // Route is one [plugin.gateway.routes.<name>] table.
@@ -102,7 +107,8 @@ type Route struct {
 	// response that goes silent, its total_timeout still bounds the whole
 	// call (give such a route an upstream of its own with a long
 	// total_timeout), and each write to the client must finish within
-	// stream_write_timeout. WebSocket upgrades are treated so on every route.
+	// stream_write_timeout. A WebSocket upgrade becomes a tunnel on every
+	// route once the upstream answers 101 (tunnel_idle_timeout bounds it).
 	// Defaults to false.
 	Stream bool `koanf:"stream"`
 
@@ -125,6 +131,7 @@ var validMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, ht
 // the http plugin.
 func (c *Config) validate(v *framework.Validation) {
 	v.Deadline("stream_write_timeout", c.StreamWriteTimeout)
+	v.Deadline("tunnel_idle_timeout", c.TunnelIdleTimeout)
 	if c.MaxRetryBodyBytes <= 0 {
 		v.Error("max_retry_body_bytes", fmt.Sprintf("must be greater than zero, got %d", c.MaxRetryBodyBytes),
 			"set a size in bytes such as 65536 (64 KiB); a request with a longer body is never retried")

@@ -14,6 +14,9 @@ type metrics struct {
 	latency  *prometheus.HistogramVec
 	retries  *prometheus.CounterVec
 	refusals *prometheus.CounterVec
+	gone     *prometheus.CounterVec
+	tunnels  *prometheus.GaugeVec
+	idle     *prometheus.CounterVec
 }
 
 var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
@@ -37,9 +40,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "jfast_gateway_breaker_refusals_total",
 			Help: "Requests a route answered with 503 at once because its upstream's breaker was open.",
 		}, []string{"route"}),
+		gone: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jfast_gateway_client_gone_total",
+			Help: "Proxied requests ended by their client going away (or the service draining) before the response was complete: no upstream failure.",
+		}, []string{"route"}),
+		tunnels: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "jfast_gateway_tunnels",
+			Help: "WebSocket (upgraded) connections open through a route; each holds a place in its upstream's max_concurrent.",
+		}, []string{"route"}),
+		idle: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jfast_gateway_tunnels_idle_closed_total",
+			Help: "Tunnels closed after tunnel_idle_timeout without a byte either way.",
+		}, []string{"route"}),
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.retries, m.refusals} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.retries, m.refusals, m.gone, m.tunnels, m.idle} {
 		errs = append(errs, reg.Register(c))
 	}
 	return m, errors.Join(errs...)
@@ -47,21 +62,27 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 // routeMetrics are one route's series, looked up once.
 type routeMetrics struct {
-	requests *prometheus.CounterVec
-	name     string
-	byStatus [600]atomic.Pointer[prometheus.Counter] // looked up on first use of each status
-	latency  prometheus.Observer
-	retries  prometheus.Counter
-	refusals prometheus.Counter
+	requests    *prometheus.CounterVec
+	name        string
+	byStatus    [600]atomic.Pointer[prometheus.Counter] // looked up on first use of each status
+	latency     prometheus.Observer
+	retries     prometheus.Counter
+	refusals    prometheus.Counter
+	clientGone  prometheus.Counter
+	tunnels     prometheus.Gauge
+	tunnelsIdle prometheus.Counter
 }
 
 func (m *metrics) forRoute(name string) *routeMetrics {
 	return &routeMetrics{
-		requests: m.requests,
-		name:     name,
-		latency:  m.latency.WithLabelValues(name),
-		retries:  m.retries.WithLabelValues(name),
-		refusals: m.refusals.WithLabelValues(name),
+		requests:    m.requests,
+		name:        name,
+		latency:     m.latency.WithLabelValues(name),
+		retries:     m.retries.WithLabelValues(name),
+		refusals:    m.refusals.WithLabelValues(name),
+		clientGone:  m.gone.WithLabelValues(name),
+		tunnels:     m.tunnels.WithLabelValues(name),
+		tunnelsIdle: m.idle.WithLabelValues(name),
 	}
 }
 

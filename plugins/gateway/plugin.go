@@ -29,6 +29,7 @@ type upstreams interface {
 	framework.HTTPTransports
 	UpstreamBaseURL(name string) (string, error)
 	UpstreamBreaker(name string) (*resilience.Breaker, error)
+	UpstreamBulkhead(name string) (*resilience.Bulkhead, error)
 }
 
 // Plugin proxies the routes of [plugin.gateway.routes] to the http plugin's
@@ -40,6 +41,7 @@ type Plugin struct {
 	routes  []*route // by name
 	trusted []netip.Prefix
 	log     *slog.Logger
+	clock   resilience.Clock
 	drain   context.Context // ends when the App starts draining or the plugin stops
 	stop    context.CancelFunc
 	done    chan struct{}
@@ -87,6 +89,7 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 	}
 	p.trusted = trusted
 	p.log = app.Logger().With("plugin", Name)
+	p.clock = app.Clock()
 
 	var errs framework.ConfigErrors
 	var routes []*route

@@ -34,6 +34,7 @@ type route struct {
 	target   string   // what replaces the prefix: the prefix, "", or rewrite_prefix
 	template string   // the route as a breaker_key = "route" breaker names it: the prefix or the pattern
 	breaker  *resilience.Breaker
+	bulkhead *resilience.Bulkhead // the upstream's: tunnels hold a place in it
 	m        *routeMetrics
 	rp       *httputil.ReverseProxy
 }
@@ -55,8 +56,12 @@ func (p *Plugin) newRoute(name string, rc Route, h upstreams, m *metrics) (*rout
 	if err != nil {
 		return nil, err
 	}
+	bh, err := h.UpstreamBulkhead(rc.Upstream)
+	if err != nil {
+		return nil, err
+	}
 	r := &route{
-		name: name, cfg: rc, p: p, base: base, breaker: br, m: m.forRoute(name),
+		name: name, cfg: rc, p: p, base: base, breaker: br, bulkhead: bh, m: m.forRoute(name),
 		basePath: strings.TrimSuffix(base.EscapedPath(), "/"),
 		target:   rc.Prefix,
 		template: rc.Prefix,
@@ -72,7 +77,7 @@ func (p *Plugin) newRoute(name string, rc Route, h upstreams, m *metrics) (*rout
 	}
 	r.rp = &httputil.ReverseProxy{
 		Rewrite:        r.rewrite,
-		Transport:      rt,
+		Transport:      handshakeTransport{rt},
 		BufferPool:     bufferPool{},
 		ModifyResponse: r.response,
 		ErrorHandler:   r.fail,
@@ -88,6 +93,15 @@ func (p *Plugin) newRoute(name string, rc Route, h upstreams, m *metrics) (*rout
 type call struct {
 	framework.OutboundCall
 	start time.Time
+	in    *http.Request // the client's request: its path is a problem's instance
+	// upgrade is a request asking to switch protocols; handshake, when not
+	// zero, is the request deadline its upstream call is held to until the
+	// upstream answers 101 (a route that is not a stream).
+	upgrade   bool
+	handshake time.Time
+	rc        *http.ResponseController // set for streams and upgrades
+	tun       *tunnel                  // the tunnel opened on a 101
+	body      clientBody               // the response body's wrapper, allocated with the call
 }
 
 type callKey struct{}
@@ -106,11 +120,22 @@ func callOf(ctx context.Context) *call {
 
 // ServeHTTP proxies one request.
 func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p := refuse(r); p != nil {
+		if p.Status == http.StatusRequestEntityTooLarge {
+			// The body is not read: the connection cannot carry another request.
+			w.Header().Set("Connection", "close")
+		}
+		problem.Write(w, r, p)
+		rt.m.request(statusOf(w))
+		return
+	}
 	ctx := r.Context()
-	upgrade := isUpgrade(r)
-	if rt.cfg.Stream || upgrade {
-		// A stream outlives app.request_timeout: it ends when the client
-		// goes away, the upstream's deadlines cut it, or the App drains.
+	c := &call{start: time.Now(), in: r, upgrade: isUpgrade(r)}
+	if rt.cfg.Stream || c.upgrade {
+		// A stream, or a tunnel once the upstream switched protocols,
+		// outlives app.request_timeout: it ends when the client goes away,
+		// the upstream's deadlines (or tunnel_idle_timeout) cut it, or the
+		// App drains.
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(framework.StreamContext(r))
 		defer cancel()
@@ -119,18 +144,16 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx = framework.ContextWithOpenEndedResponse(ctx)
 		stop := context.AfterFunc(rt.p.drain, cancel)
 		defer stop()
-		rc := http.NewResponseController(w)
-		if upgrade {
-			// The connection is handed over after the upgrade: each side
-			// is bounded by the copy's own writes, not the request's
-			// deadline, which the framework set on the connection.
-			_ = rc.SetWriteDeadline(time.Time{})
-			_ = rc.SetReadDeadline(time.Time{})
-		} else {
-			w = &streamWriter{ResponseWriter: w, rc: rc, gap: rt.p.cfg.StreamWriteTimeout}
+		c.rc = http.NewResponseController(w)
+		if rt.cfg.Stream {
+			w = &streamWriter{ResponseWriter: w, rc: c.rc, gap: rt.p.cfg.StreamWriteTimeout}
+		} else if d, ok := r.Context().Deadline(); ok {
+			// An upgrade on a route that is not a stream is an ordinary
+			// request until the upstream answers 101: its call and any
+			// other answer are held to the request's deadline.
+			c.handshake = d
 		}
 	}
-	c := &call{start: time.Now()}
 	c.Context, c.Route, c.OwnedHeader = ctx, rt.template, true
 
 	if err := rt.bufferBody(r); err != nil {
@@ -139,10 +162,49 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rt.rp.ServeHTTP(w, r.WithContext(c))
+	c.tun.close()
 	if n := c.Attempts(); n > 1 {
 		rt.m.retries.Add(float64(n - 1))
 	}
 	rt.m.request(statusOf(w))
+}
+
+// refuse returns the problem a request is answered with before anything is
+// sent upstream, or nil: a path holding a dot segment, which an upstream
+// that normalises paths would resolve outside the route's prefix; and a
+// declared Content-Length over the body limit.
+func refuse(r *http.Request) *problem.Problem {
+	if hasDotSegment(r.URL.EscapedPath()) {
+		return problem.New(http.StatusBadRequest, `the path holds a "." or ".." segment (or its percent-encoded form): send the path it resolves to`)
+	}
+	if limit := framework.BodyLimit(r); r.ContentLength > limit {
+		return problem.From(&http.MaxBytesError{Limit: limit})
+	}
+	return nil
+}
+
+// hasDotSegment reports whether the escaped path p has a "." or ".."
+// segment, raw or percent-encoded ("%2E%2E", ".%2e"), counting "/" and "\"
+// inside a segment (encoded or not) as separators, as some servers do.
+func hasDotSegment(p string) bool {
+	if !strings.Contains(p, ".") && !strings.Contains(p, "%") {
+		return false // the common path: nothing to decode
+	}
+	for seg := range strings.SplitSeq(p, "/") {
+		if !strings.ContainsAny(seg, ".%") {
+			continue
+		}
+		dec, err := url.PathUnescape(seg)
+		if err != nil {
+			return true // a malformed escape: not a path anyone means
+		}
+		for part := range strings.FieldsFuncSeq(dec, func(r rune) bool { return r == '/' || r == '\\' }) {
+			if part == "." || part == ".." {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // bufferBody makes a request that may be retried replayable: the upstream's
@@ -227,7 +289,33 @@ func (rt *route) rewrite(pr *httputil.ProxyRequest) {
 	if !rt.cfg.ForwardAuthorization {
 		h.Del("Authorization")
 	}
+	// The client's own time budget never reaches the upstream as it came:
+	// the RoundTripper sends what is left of the call's, and a stream route
+	// sends none.
+	delete(h, framework.TimeoutHeader)
+	// A method override would turn a route's allowed method into another
+	// on an upstream that honours one.
+	for _, k := range methodOverrides {
+		delete(h, k)
+	}
+	dropProxyHeaders(h)
 	rt.p.forwarded(in, h)
+}
+
+// methodOverrides are the headers frameworks read to replace a request's
+// method (Rails, Symfony, Express's method-override, Spring).
+var methodOverrides = []string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
+
+// dropProxyHeaders removes every Proxy-* header: the ReverseProxy removes
+// the hop-by-hop ones it knows (Proxy-Authorization, Proxy-Connection,
+// Proxy-Authenticate); the rest are for a proxy, and the gateway is that
+// proxy.
+func dropProxyHeaders(h http.Header) {
+	for k := range h {
+		if len(k) > 6 && strings.EqualFold(k[:6], "Proxy-") {
+			delete(h, k)
+		}
+	}
 }
 
 // forwarded sets X-Forwarded-For, -Proto, -Host and Forwarded on h for in.
@@ -257,6 +345,10 @@ func (p *Plugin) forwarded(in *http.Request, h http.Header) {
 		proto = "https"
 	}
 	xff, xproto, xhost, prior := client, proto, in.Host, ""
+	if !trusted {
+		// Only a trusted proxy may say who the client is.
+		delete(h, "X-Real-Ip")
+	}
 	if trusted {
 		if v := in.Header.Values("X-Forwarded-For"); len(v) > 0 {
 			xff = strings.Join(v, ", ") + ", " + client
@@ -339,33 +431,89 @@ func writeForwardedValue(b *strings.Builder, v string) {
 
 // response runs when the upstream's response headers arrive.
 func (rt *route) response(resp *http.Response) error {
-	if c := callOf(resp.Request.Context()); c != nil {
+	c := callOf(resp.Request.Context())
+	if c != nil {
 		rt.m.latency.Observe(time.Since(c.start).Seconds())
 	}
 	// The gateway's response already carries the request ID it sent on.
 	resp.Header.Del(requestid.Header)
+	dropProxyHeaders(resp.Header)
+	if c == nil {
+		return nil
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols && c.upgrade {
+		return rt.openTunnel(c, resp)
+	}
+	c.body = clientBody{ReadCloser: resp.Body, c: c, rt: rt}
+	resp.Body = &c.body
 	return nil
+}
+
+// clientBody is a response body on its way to the client. When the client
+// goes away (or the App drains) the upstream read fails with the call's
+// context: that is no failure of the upstream, so the body ends (io.EOF)
+// instead of the ReverseProxy logging a read error, and the end is counted
+// in jfast_gateway_client_gone_total with a debug line.
+type clientBody struct {
+	io.ReadCloser
+	c    *call
+	rt   *route
+	gone bool
+}
+
+func (b *clientBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && errors.Is(b.c.Err(), context.Canceled) {
+		if !b.gone {
+			b.gone = true
+			b.rt.clientGone(b.c.in, "while the response body was sent", err)
+		}
+		return n, io.EOF
+	}
+	return n, err
+}
+
+// clientGone counts and logs, at debug, a request its client ended.
+func (rt *route) clientGone(r *http.Request, when string, err error) {
+	rt.m.clientGone.Inc()
+	reason := "the client went away"
+	if rt.p.drain.Err() != nil {
+		reason = "the service is draining"
+	}
+	rt.p.log.LogAttrs(r.Context(), slog.LevelDebug, "gateway: "+reason+" "+when,
+		slog.String("route", rt.name), slog.String("upstream", rt.cfg.Upstream),
+		slog.String("error", framework.MaskSecrets(err.Error())))
 }
 
 // fail answers a request that got no usable response from the upstream. It
 // is never a bare 502: a problem+json naming the route and the upstream.
 func (rt *route) fail(w http.ResponseWriter, r *http.Request, err error) {
-	if c := callOf(r.Context()); c != nil {
+	c := callOf(r.Context())
+	if c != nil {
 		rt.m.latency.Observe(time.Since(c.start).Seconds())
+	}
+	// r is the request sent upstream; a problem's instance is the path the
+	// client asked for, never the upstream's.
+	client := r
+	if c != nil {
+		client = c.in
 	}
 	var tooLarge *http.MaxBytesError
 	var bodyErr *framework.BodyReadError
 	switch {
 	case errors.As(err, &tooLarge):
-		problem.Write(w, r, problem.From(tooLarge))
+		problem.Write(w, client, problem.From(tooLarge))
 		return
 	case errors.As(err, &bodyErr):
-		problem.Write(w, r, problem.From(bodyErr))
+		problem.Write(w, client, problem.From(bodyErr))
 		return
 	case errors.Is(r.Context().Err(), context.Canceled) && !errors.Is(err, resilience.ErrOpen):
 		// The client went away: nobody reads an answer. 499 ("client
 		// closed request", as nginx logs it) tells the access log and the
-		// metrics what happened.
+		// metrics what happened; it is no upstream failure.
+		if c := callOf(r.Context()); c != nil {
+			rt.clientGone(c.in, "before the response headers", err)
+		}
 		w.WriteHeader(499)
 		return
 	}
@@ -390,7 +538,7 @@ func (rt *route) fail(w http.ResponseWriter, r *http.Request, err error) {
 	rt.p.log.LogAttrs(r.Context(), slog.LevelWarn, "gateway: no response from upstream",
 		slog.String("route", rt.name), slog.String("upstream", rt.cfg.Upstream),
 		slog.Int("status", out.Status), slog.String("error", framework.MaskSecrets(err.Error())))
-	problem.Write(w, r, &out)
+	problem.Write(w, client, &out)
 }
 
 // isUpgrade reports whether r asks to switch protocols (a WebSocket).

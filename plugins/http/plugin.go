@@ -292,6 +292,18 @@ func (p *Plugin) UpstreamBreaker(upstream string) (*resilience.Breaker, error) {
 	return c.Breaker(), nil
 }
 
+// UpstreamBulkhead returns the bulkhead of [plugin.http.upstreams.<upstream>]
+// (max_concurrent, bulkhead_wait), for a plugin that holds a place in it
+// beyond a call: the gateway's WebSocket tunnels, whose call ends at the
+// upstream's 101. An unknown name is the error of [Plugin.Client].
+func (p *Plugin) UpstreamBulkhead(upstream string) (*resilience.Bulkhead, error) {
+	c, err := p.Client(upstream)
+	if err != nil {
+		return nil, err
+	}
+	return c.pol.bulkhead, nil
+}
+
 // Check implements framework.Checker. It sends nothing: it lists every
 // upstream's breaker in meta (and, with breaker_key = "route", the route
 // breakers that are not closed). An open breaker reports the upstream
