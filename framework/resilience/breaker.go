@@ -148,6 +148,9 @@ type BreakerSnapshot struct {
 	WindowFailures int
 	// Opens counts every transition to open since the breaker was made.
 	Opens uint64
+	// Probing is set while a half-open breaker's probe call is in flight;
+	// a half-open breaker without it lets the next call probe.
+	Probing bool
 }
 
 // Breaker is a circuit breaker for one dependency in one process: closed,
@@ -187,6 +190,7 @@ type Breaker struct {
 	opens       uint64
 	pending     []StateChange // changes not yet delivered to the hook
 	history     []transition  // the last transitions, oldest first (see Transitions)
+	trip        trip          // the last change out of closed state (see BreakerView.Tripped)
 }
 
 // NewBreaker returns a closed Breaker. It panics if an option is out of
@@ -520,6 +524,7 @@ func (b *Breaker) Snapshot() BreakerSnapshot {
 	s := BreakerSnapshot{
 		Name: b.name, State: b.state, Consecutive: b.consecutive,
 		WindowCalls: int(b.win.a), WindowFailures: int(b.win.b), Opens: b.opens,
+		Probing: b.probing,
 	}
 	if b.state == StateOpen {
 		s.RetryAfter = b.until - now

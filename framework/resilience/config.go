@@ -149,6 +149,25 @@ func LogStateChanges(logger *slog.Logger, plugin string, coolDown time.Duration,
 	}
 }
 
+// Suspension says what the breaker does to calls to dep (a dependency as a
+// check's detail names it: "'billing'", "model provider 'gpt'"), for a
+// check's detail: "calls to 'billing' are suspended for 3.2s" while open,
+// "calls to 'billing' are suspended while a probe call is in flight" while
+// half-open with its probe taken, "the breaker of calls to 'billing' is
+// half-open, waiting for the next call to probe" while half-open with none,
+// and "" while closed.
+func (s BreakerSnapshot) Suspension(dep string) string {
+	switch {
+	case s.State == StateOpen:
+		return fmt.Sprintf("calls to %s are suspended for %.1fs", dep, s.RetryAfter.Seconds())
+	case s.State == StateHalfOpen && s.Probing:
+		return "calls to " + dep + " are suspended while a probe call is in flight"
+	case s.State == StateHalfOpen:
+		return "the breaker of calls to " + dep + " is half-open, waiting for the next call to probe"
+	}
+	return ""
+}
+
 // Meta is a breaker's state in the shape every plugin's /ready uses under
 // "breaker": state, retry_after (seconds left of the cool-down, to 0.1 s; 0
 // unless open), consecutive_failures, window_calls, window_failures and opens.

@@ -31,8 +31,25 @@ type transition struct {
 	hang     bool
 }
 
-// recordLocked appends c to the history, dropping the oldest entry when full.
+// trip is the last change out of closed state as the breaker keeps it, with
+// the counts that made it: 24 bytes, in the breaker itself.
+type trip struct {
+	at                       time.Duration // since the breaker's origin
+	to                       State         // closed: the breaker never left closed
+	hang                     bool
+	consecutive              int32
+	windowCalls, windowFails int32
+}
+
+// recordLocked appends c to the history, dropping the oldest entry when full,
+// and keeps the counts of a change out of closed state.
 func (b *Breaker) recordLocked(c StateChange) {
+	if c.From == StateClosed {
+		b.trip = trip{
+			at: c.At.Sub(b.origin), to: c.To, hang: c.Hang,
+			consecutive: int32(c.Consecutive), windowCalls: int32(c.WindowCalls), windowFails: int32(c.WindowFailures),
+		}
+	}
 	if len(b.history) == historyMax {
 		b.history = append(b.history[:0], b.history[1:]...)
 	}

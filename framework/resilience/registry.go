@@ -177,6 +177,12 @@ type BreakerView struct {
 	Window       time.Duration
 	MinimumCalls int
 	CoolDown     time.Duration
+	// Tripped is the last change out of closed state, to open or (by the
+	// silence rule of a [Hang]) to half-open, with the counts that made it:
+	// the failures that opened the breaker, which the open breaker's own
+	// counts no longer hold (opening resets them). Nil when the breaker
+	// never left closed.
+	Tripped *StateChange
 }
 
 // WindowFailureRate is the share of the window's calls that failed, 0 when
@@ -264,9 +270,16 @@ func (b *Breaker) view() BreakerView {
 	if n := len(b.history); n > 0 {
 		since = b.origin.Add(b.history[n-1].at)
 	}
-	return BreakerView{
+	v := BreakerView{
 		BreakerSnapshot: s, Created: b.origin.Round(0), Since: since.Round(0), Initial: initial, Transitions: ts,
 		Failures: b.failures, FailureRate: b.rate, Window: b.win.width * time.Duration(len(b.win.buckets)),
 		MinimumCalls: b.minCalls, CoolDown: b.coolDown,
 	}
+	if t := b.trip; t.to != StateClosed {
+		v.Tripped = &StateChange{
+			Name: b.name, From: StateClosed, To: t.to, At: b.origin.Add(t.at).Round(0), Hang: t.hang,
+			Consecutive: int(t.consecutive), WindowCalls: int(t.windowCalls), WindowFailures: int(t.windowFails),
+		}
+	}
+	return v
 }

@@ -286,3 +286,73 @@ func TestRegistryOnTickIgnoresOtherBreakers(t *testing.T) {
 		t.Fatal("a breaker built on a plain clock ran the registry's tick")
 	}
 }
+
+// An open breaker's own counts restart at the opening; its view keeps the
+// counts that opened it, and which rule did.
+func TestBreakerViewKeepsWhatTrippedIt(t *testing.T) {
+	t.Parallel()
+	s := setupBreaker(t, BreakerOpts{Failures: 3, CoolDown: 10 * time.Second})
+	if v := s.br.view(); v.Tripped != nil {
+		t.Fatalf("a breaker that never left closed: Tripped = %+v, want nil", v.Tripped)
+	}
+	s.call(t, Success)
+	s.clock.Advance(time.Second)
+	for range 3 {
+		s.call(t, Failure)
+	}
+	v := s.br.view()
+	if v.State != StateOpen || v.Consecutive != 0 || v.WindowCalls != 0 {
+		t.Fatalf("open: state %s, consecutive %d, window calls %d; want open, 0, 0", v.State, v.Consecutive, v.WindowCalls)
+	}
+	tr := v.Tripped
+	if tr == nil || tr.From != StateClosed || tr.To != StateOpen || !tr.At.Equal(epoch.Add(time.Second)) ||
+		tr.Consecutive != 3 || tr.WindowCalls != 4 || tr.WindowFailures != 3 || tr.Hang {
+		t.Fatalf("Tripped = %+v, want closed → open at 1s by 3 consecutive failures of 4 calls", tr)
+	}
+	// A failed probe reopens it: what tripped it is still the first opening.
+	s.clock.Advance(10 * time.Second)
+	s.call(t, Failure)
+	if v := s.br.view(); v.Opens != 2 || v.Tripped == nil || v.Tripped.Consecutive != 3 || !v.Tripped.At.Equal(epoch.Add(time.Second)) {
+		t.Fatalf("reopened by the probe: opens %d, Tripped %+v; want 2 and the first opening", v.Opens, v.Tripped)
+	}
+	// Closed again, then the silence rule of a hang makes it half-open.
+	s.clock.Advance(10 * time.Second)
+	s.call(t, Success)
+	s.clock.Advance(time.Second)
+	s.call(t, Hang)
+	if v := s.br.view(); v.State != StateHalfOpen || v.Tripped == nil || v.Tripped.To != StateHalfOpen || !v.Tripped.Hang || v.Tripped.Consecutive != 1 {
+		t.Fatalf("after a hang: state %s, Tripped %+v; want half_open by one hang", v.State, v.Tripped)
+	}
+}
+
+// A half-open breaker says whether its probe is in flight; its detail says
+// what a call meets.
+func TestBreakerSnapshotProbingAndSuspension(t *testing.T) {
+	t.Parallel()
+	s := setupBreaker(t, BreakerOpts{Failures: 1, CoolDown: 10 * time.Second})
+	if d := s.br.Snapshot().Suspension("'billing'"); d != "" {
+		t.Fatalf("closed: %q, want none", d)
+	}
+	s.call(t, Failure)
+	s.clock.Advance(4 * time.Second)
+	if d, want := s.br.Snapshot().Suspension("'billing'"), "calls to 'billing' are suspended for 6.0s"; d != want {
+		t.Fatalf("open: %q, want %q", d, want)
+	}
+	s.clock.Advance(6 * time.Second)
+	snap := s.br.Snapshot()
+	if want := "the breaker of calls to 'billing' is half-open, waiting for the next call to probe"; snap.State != StateHalfOpen || snap.Probing || snap.Suspension("'billing'") != want {
+		t.Fatalf("cool-down over, no call: %+v %q, want half_open, not probing, %q", snap, snap.Suspension("'billing'"), want)
+	}
+	probe, err := s.br.Allow()
+	if err != nil || !probe.Probe() {
+		t.Fatalf("the next call: %v, probe %v; want the probe", err, probe.Probe())
+	}
+	snap = s.br.Snapshot()
+	if want := "calls to 'billing' are suspended while a probe call is in flight"; !snap.Probing || snap.Suspension("'billing'") != want {
+		t.Fatalf("probe in flight: %+v %q, want probing, %q", snap, snap.Suspension("'billing'"), want)
+	}
+	probe.Done(Ignore) // the caller gave up: the slot is free again
+	if snap = s.br.Snapshot(); snap.State != StateHalfOpen || snap.Probing {
+		t.Fatalf("after an ignored probe: %+v, want half_open, not probing", snap)
+	}
+}

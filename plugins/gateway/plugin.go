@@ -190,11 +190,8 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 			"upstream": rt.cfg.Upstream,
 			"breaker":  s.Meta(),
 		}
-		switch s.State {
-		case resilience.StateOpen:
-			suspended = append(suspended, fmt.Sprintf("route '%s': calls to upstream '%s' are suspended for %.1fs", rt.name, rt.cfg.Upstream, s.RetryAfter.Seconds()))
-		case resilience.StateHalfOpen:
-			suspended = append(suspended, fmt.Sprintf("route '%s': calls to upstream '%s' are suspended while a probe call is in flight", rt.name, rt.cfg.Upstream))
+		if d := s.Suspension("upstream '" + rt.cfg.Upstream + "'"); d != "" {
+			suspended = append(suspended, "route '"+rt.name+"': "+d)
 		}
 	}
 	m := map[string]any{"routes": meta}

@@ -287,12 +287,9 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 			"channel":   strings.ToLower(c.State().String()),
 			"in_flight": c.bulkhead.InFlight(),
 		}
-		switch s.State {
-		case resilience.StateOpen:
-			open = true
-			suspended = append(suspended, fmt.Sprintf("calls to '%s' are suspended for %.1fs", n, s.RetryAfter.Seconds()))
-		case resilience.StateHalfOpen:
-			suspended = append(suspended, fmt.Sprintf("calls to '%s' are suspended while a probe call is in flight", n))
+		open = open || s.State == resilience.StateOpen
+		if d := s.Suspension("'" + n + "'"); d != "" {
+			suspended = append(suspended, d)
 		}
 	}
 	meta := map[string]any{"upstreams": upstreams}

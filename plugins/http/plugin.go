@@ -321,12 +321,9 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 	var suspended []string
 	open := false
 	suspend := func(what string, s resilience.BreakerSnapshot) {
-		switch s.State {
-		case resilience.StateOpen:
-			open = true
-			suspended = append(suspended, fmt.Sprintf("calls to %s are suspended for %.1fs", what, s.RetryAfter.Seconds()))
-		case resilience.StateHalfOpen:
-			suspended = append(suspended, fmt.Sprintf("calls to %s are suspended while a probe call is in flight", what))
+		open = open || s.State == resilience.StateOpen
+		if d := s.Suspension(what); d != "" {
+			suspended = append(suspended, d)
 		}
 	}
 	for n, c := range clients.All() {

@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jfastframework/jfast/framework"
-	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/readiness"
 )
 
@@ -167,11 +166,8 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 			entry["fallback"] = c.fallback.cfg.Name
 		}
 		providers[n] = entry
-		switch s.State {
-		case resilience.StateOpen:
-			suspended = append(suspended, fmt.Sprintf("calls to model provider '%s' are suspended for %.1fs", n, s.RetryAfter.Seconds()))
-		case resilience.StateHalfOpen:
-			suspended = append(suspended, fmt.Sprintf("calls to model provider '%s' are suspended while a probe call is in flight", n))
+		if d := s.Suspension("model provider '" + n + "'"); d != "" {
+			suspended = append(suspended, d)
 		}
 	}
 	meta := map[string]any{"providers": providers}
