@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -94,6 +95,9 @@ func (a *App) statusPage() http.Handler {
 		Config:      a.WriteEffectiveConfig,
 		Mask:        MaskSecrets,
 		DrillReport: a.cfg.DrillReport,
+		// A poll must outlast the /ready checks it runs, or a slow check
+		// would read as a lost service.
+		PollTimeout: max(statuspage.DefaultPollTimeout, a.cfg.ReadinessTimeout+time.Second),
 	})
 	return a.status
 }

@@ -110,6 +110,11 @@ func TestStatusPageShowsEveryResilienceObject(t *testing.T) {
 		`data-breaker="open"`, "breaker open", "since " + clock.Now().Add(-3*time.Second).UTC().Format("15:04:05") + " (3s ago)", "probe in 12s",
 		"closed → open", `fill="#cf222e"`, "1 retries allowed, 1 refused since start",
 		`<span class="verdict v-degraded" id="verdict">degraded</span>`,
+		// What fails is named beside the verdict, and what opened the
+		// breaker stands above its counts, which the opening reset.
+		`<span id="failing">failing: <a href="#plugin-upstreamlike">upstreamlike</a>: <a href="#dep-upstreamlike-billing">billing</a> (breaker open)</span>`,
+		"<b>opened at " + clock.Now().Add(-3*time.Second).UTC().Format("15:04:05") + " by</b> 2 consecutive failures (opens at 2)",
+		`<div class="cell counter paused"><b>consecutive failures</b>0 of 2</div>`,
 	} {
 		if !strings.Contains(live, want) {
 			t.Errorf("the live part, breaker open, lacks %q:\n%s", want, live)
@@ -305,7 +310,7 @@ func TestStatusPageShowsTransitionsFromBeforeItWasOpened(t *testing.T) {
 	for _, want := range []string{
 		// The cool-down has ended: the first look (its /ready check) finds
 		// the breaker half-open, ready to probe.
-		`data-breaker="half_open"`, "open → half_open",
+		`data-breaker="half_open"`, "open → half-open",
 		opened.UTC().Format("15:04:05") + " closed → open",
 		`fill="#cf222e"`, // the red of the open stretch on the timeline
 	} {

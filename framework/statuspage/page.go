@@ -54,7 +54,21 @@ type Source struct {
 	// Now is the time source of the page. Defaults to the Registry's
 	// clock, else time.Now.
 	Now func() time.Time
+	// PollTimeout is how long the page's live poll waits for an answer
+	// before it shows "Lost contact". Defaults to [DefaultPollTimeout]; it
+	// must exceed the time the /ready checks may take (the aggregator's
+	// timeout), or a slow check reads as a lost service.
+	PollTimeout time.Duration
 }
+
+// The live poll: the page fetches its live part every PollEvery after the
+// previous poll ended, and gives a poll up after the Source's PollTimeout.
+// A service that stops answering (frozen, or its host cut off) shows "Lost
+// contact" at most PollEvery + PollTimeout after it stopped: 4 s by default.
+const (
+	PollEvery          = time.Second
+	DefaultPollTimeout = 3 * time.Second
+)
 
 // Handler serves the page; mount it at /status.
 type Handler struct {
@@ -86,6 +100,9 @@ func New(src Source) *Handler {
 	}
 	if src.Mask == nil {
 		src.Mask = func(s string) string { return s }
+	}
+	if src.PollTimeout <= 0 {
+		src.PollTimeout = DefaultPollTimeout
 	}
 	h := &Handler{src: src, mux: http.NewServeMux(), traffic: newTraffic(src.Metrics)}
 	if src.Registry != nil && src.Metrics != nil {
@@ -197,16 +214,31 @@ func (h *Handler) runReady(ctx context.Context) readiness.Result {
 type view struct {
 	Service, Env, Base string
 	At                 string
-	Verdict            readiness.Overall
-	Plugins            []pluginView
-	Drill              *drillView
+	// PollEvery and PollTimeout are the live poll's, in milliseconds.
+	PollEvery, PollTimeout int64
+	Verdict                readiness.Overall
+	// Failing names what is failing, in the order of the sections below.
+	Failing []failingView
+	Plugins []pluginView
+	Drill   *drillView
 }
+
+// failingView is one failing plugin in the verdict: its check's status
+// when the check fails, and its dependencies whose breaker is not closed.
+type failingView struct {
+	Name   string
+	Status string // the check's, when it fails: "check failed", "check timed out"
+	Deps   []failingDep
+}
+
+type failingDep struct{ ID, Name, State string }
 
 type pluginView struct {
 	Name   string
 	Report *readiness.Report
 	Queue  *queueView
 	Deps   []depView
+	rank   int // see rankPlugin
 }
 
 type queueView struct{ Depth, Dead string }
@@ -220,8 +252,13 @@ type depView struct {
 }
 
 type breakerView struct {
-	State                     string
+	// State is the breaker's state as /ready names it (closed, open,
+	// half_open); StateText as the page writes it.
+	State, StateText          string
 	Since, RetryAfter         string
+	Probe                     string // half-open: whether the probe is in flight
+	OpenedLabel, OpenedBy     string // not closed: what made it leave closed
+	Paused                    string // not closed: why the counts below stand still
 	Consecutive, Failures     int
 	Window, Rate, Threshold   string
 	WindowCalls, MinimumCalls int
@@ -239,7 +276,10 @@ type budgetView struct {
 func (h *Handler) build(ctx context.Context) view {
 	now := h.src.Now()
 	res := h.runReady(ctx)
-	v := view{Service: h.src.Service, Env: h.src.Env, Base: "/status", At: now.UTC().Format("15:04:05 UTC"), Verdict: res.Status}
+	v := view{
+		Service: h.src.Service, Env: h.src.Env, Base: "/status", At: now.UTC().Format("15:04:05 UTC"), Verdict: res.Status,
+		PollEvery: PollEvery.Milliseconds(), PollTimeout: h.src.PollTimeout.Milliseconds(),
+	}
 	if v.Service == "" {
 		v.Service = "service"
 	}
@@ -303,10 +343,68 @@ func (h *Handler) build(ctx context.Context) view {
 		p.Deps = append(p.Deps, depView{ID: idOf(k.owner + "-" + k.name), Name: cmp.Or(k.name, k.owner), Traffic: &t})
 	}
 	for _, name := range order {
-		v.Plugins = append(v.Plugins, *plugins[name])
+		p := plugins[name]
+		slices.SortStableFunc(p.Deps, func(a, b depView) int { return cmp.Compare(rankDep(a), rankDep(b)) })
+		p.rank = rankPlugin(p)
+		v.Plugins = append(v.Plugins, *p)
+	}
+	// What is failing comes first: the verdict names it, and its sections
+	// and cards lead the page.
+	slices.SortStableFunc(v.Plugins, func(a, b pluginView) int { return cmp.Compare(a.rank, b.rank) })
+	for _, p := range v.Plugins {
+		if f, ok := failingOf(p); ok {
+			v.Failing = append(v.Failing, f)
+		}
 	}
 	v.Drill = readDrill(h.src.DrillReport)
 	return v
+}
+
+// rankDep orders a plugin's cards: breakers open, then half-open, then the
+// rest in the registry's order.
+func rankDep(d depView) int {
+	if d.Breaker == nil {
+		return 2
+	}
+	switch d.Breaker.State {
+	case resilience.StateOpen.String():
+		return 0
+	case resilience.StateHalfOpen.String():
+		return 1
+	}
+	return 2
+}
+
+// rankPlugin orders the sections: a failing check declared critical, a
+// failing check, a passing one with a breaker not closed (a shared client's
+// host, which never fails the check), then the rest.
+func rankPlugin(p *pluginView) int {
+	switch {
+	case p.Report != nil && p.Report.Status != readiness.Pass && p.Report.Critical:
+		return 0
+	case p.Report != nil && p.Report.Status != readiness.Pass:
+		return 1
+	case len(p.Deps) > 0 && rankDep(p.Deps[0]) < 2:
+		return 2
+	}
+	return 3
+}
+
+// failingOf names what fails in p for the verdict, reporting false when
+// nothing does.
+func failingOf(p pluginView) (failingView, bool) {
+	f := failingView{Name: p.Name}
+	if p.Report != nil && p.Report.Status == readiness.Timeout {
+		f.Status = "check timed out"
+	} else if p.Report != nil && p.Report.Status != readiness.Pass {
+		f.Status = "check failed"
+	}
+	for _, d := range p.Deps {
+		if rankDep(d) < 2 {
+			f.Deps = append(f.Deps, failingDep{ID: d.ID, Name: d.Name, State: "breaker " + d.Breaker.StateText})
+		}
+	}
+	return f, f.Status != "" || len(f.Deps) > 0
 }
 
 // trafficOf returns the traffic of dependency k: its metrics, or why it has
@@ -367,7 +465,7 @@ func namedCounts[V any](m map[string]V) string {
 
 func breakerOf(b *resilience.BreakerView, now time.Time) *breakerView {
 	bv := &breakerView{
-		State: b.State.String(), Since: ago(now, b.Since),
+		State: b.State.String(), StateText: stateText(b.State), Since: ago(now, b.Since),
 		Consecutive: b.Consecutive, Failures: b.Failures,
 		Window: durationText(b.Window),
 		Rate:   percent(b.WindowFailureRate()), Threshold: percent(b.FailureRate),
@@ -377,15 +475,72 @@ func breakerOf(b *resilience.BreakerView, now time.Time) *breakerView {
 	if b.RetryAfter > 0 {
 		bv.RetryAfter = durationText(b.RetryAfter)
 	}
+	switch b.State {
+	case resilience.StateOpen:
+		bv.Paused = "these counts restarted when it opened and stand still while it is open"
+	case resilience.StateHalfOpen:
+		bv.Paused = "these counts stand still while it is half-open: the probe call decides"
+		bv.Probe = "waiting for the next call to probe"
+		if b.Probing {
+			bv.Probe = "a probe call is in flight"
+		}
+	}
+	if b.State != resilience.StateClosed && b.Tripped != nil {
+		bv.OpenedLabel, bv.OpenedBy = trippedBy(b)
+	}
 	for i := len(b.Transitions) - 1; i >= 0; i-- {
 		t := b.Transitions[i]
-		s := t.At.UTC().Format("15:04:05") + " " + t.From.String() + " → " + t.To.String()
+		s := t.At.UTC().Format("15:04:05") + " " + stateText(t.From) + " → " + stateText(t.To)
 		if t.Hang {
 			s += " (no answer within its deadline)"
 		}
 		bv.Transitions = append(bv.Transitions, s)
 	}
 	return bv
+}
+
+// stateText is a breaker's state as the page writes it.
+func stateText(s resilience.State) string {
+	if s == resilience.StateHalfOpen {
+		return "half-open"
+	}
+	return s.String()
+}
+
+// trippedBy says what made a breaker that is not closed leave closed: the
+// failures that opened it (which its own counts, reset by the opening, no
+// longer hold), and a probe that failed since.
+func trippedBy(b *resilience.BreakerView) (label, text string) {
+	t := b.Tripped
+	at := t.At.UTC().Format("15:04:05")
+	if t.To == resilience.StateHalfOpen {
+		return "half-open since " + at + " by", "a call that got no answer within its deadline while nothing else answered"
+	}
+	label, text = "opened at "+at+" by", rateText(t, b)
+	if t.Consecutive >= b.Failures {
+		text = fmt.Sprintf("%d consecutive failures (opens at %d)", t.Consecutive, b.Failures)
+	}
+	if t.Hang {
+		text += ", the last with no answer within its deadline"
+	}
+	if b.State == resilience.StateOpen && b.Since.After(t.At) {
+		probe := "the probe call failed"
+		if n := len(b.Transitions); n > 0 && b.Transitions[n-1].To == resilience.StateOpen && b.Transitions[n-1].Hang {
+			probe = "the probe call got no answer within its deadline"
+		}
+		label, text = "reopened at "+b.Since.UTC().Format("15:04:05")+":", probe+"; first "+label+" "+text
+	}
+	return label, text
+}
+
+// rateText is the failure-rate rule's reading when t opened the breaker.
+func rateText(t *resilience.StateChange, b *resilience.BreakerView) string {
+	rate := 0.0
+	if t.WindowCalls > 0 {
+		rate = float64(t.WindowFailures) / float64(t.WindowCalls)
+	}
+	return fmt.Sprintf("%d failures in %d calls within %s, %s (opens at %s of ≥ %d)",
+		t.WindowFailures, t.WindowCalls, durationText(b.Window), percent(rate), percent(b.FailureRate), b.MinimumCalls)
 }
 
 // ago renders t as a wall time and how long before now it was.

@@ -87,3 +87,37 @@ func TestTimelineSegments(t *testing.T) {
 		}
 	}
 }
+
+// An open breaker's card says what opened it: its own counts restarted at
+// the opening.
+func TestTrippedBy(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 1, 1, 12, 0, 3, 0, time.UTC)
+	rules := resilience.BreakerView{Failures: 5, FailureRate: 0.5, Window: 30 * time.Second, MinimumCalls: 20}
+	for _, c := range []struct {
+		name         string
+		state        resilience.State
+		since        time.Time
+		tripped      resilience.StateChange
+		last         []resilience.Transition
+		label, wants string
+	}{
+		{"consecutive", resilience.StateOpen, at, resilience.StateChange{To: resilience.StateOpen, At: at, Consecutive: 5, WindowCalls: 7, WindowFailures: 5}, nil,
+			"opened at 12:00:03 by", "5 consecutive failures (opens at 5)"},
+		{"rate", resilience.StateOpen, at, resilience.StateChange{To: resilience.StateOpen, At: at, Consecutive: 2, WindowCalls: 24, WindowFailures: 13}, nil,
+			"opened at 12:00:03 by", "13 failures in 24 calls within 30s, 54.2 % (opens at 50 % of ≥ 20)"},
+		{"consecutive, the last a hang", resilience.StateHalfOpen, at.Add(15 * time.Second), resilience.StateChange{To: resilience.StateOpen, At: at, Consecutive: 5, Hang: true}, nil,
+			"opened at 12:00:03 by", "5 consecutive failures (opens at 5), the last with no answer within its deadline"},
+		{"reopened by a probe that hung", resilience.StateOpen, at.Add(15 * time.Second), resilience.StateChange{To: resilience.StateOpen, At: at, Consecutive: 5},
+			[]resilience.Transition{{At: at.Add(15 * time.Second), From: resilience.StateHalfOpen, To: resilience.StateOpen, Hang: true}},
+			"reopened at 12:00:18:", "the probe call got no answer within its deadline; first opened at 12:00:03 by 5 consecutive failures (opens at 5)"},
+		{"half-open by the silence rule", resilience.StateHalfOpen, at, resilience.StateChange{To: resilience.StateHalfOpen, At: at, Consecutive: 1, Hang: true}, nil,
+			"half-open since 12:00:03 by", "a call that got no answer within its deadline while nothing else answered"},
+	} {
+		v := rules
+		v.State, v.Since, v.Tripped, v.Transitions = c.state, c.since, &c.tripped, c.last
+		if label, text := trippedBy(&v); label != c.label || text != c.wants {
+			t.Errorf("%s: %q %q, want %q %q", c.name, label, text, c.label, c.wants)
+		}
+	}
+}
