@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/egress"
 	"github.com/jfastframework/jfast/framework/resilience"
 )
 
@@ -73,6 +74,25 @@ type ProviderConfig struct {
 	// Model is the model a call uses when it names none, and the only one a
 	// call that falls back to this provider uses. Required.
 	Model string `koanf:"model"`
+
+	// Proxy is the URL of the proxy every request to the provider goes
+	// through ("http://proxy.internal:3128", https or socks5 too). The
+	// environment's HTTP_PROXY and HTTPS_PROXY are never used: a proxy sees
+	// every request with its API key, so only one named here does. It is a
+	// deploy key and a secret (it may carry credentials). Defaults to none.
+	Proxy string `koanf:"proxy"`
+	// AddressGuard refuses connections to addresses that are not globally
+	// reachable (loopback, private, link-local, shared address space, ...)
+	// and to this host's own, after DNS resolution: for a third-party
+	// provider, a DNS answer pointing its name into this network cannot
+	// send the API key there. Off, a model server on this network (vLLM,
+	// Ollama on 127.0.0.1 or 10.x) is called as configured. Cannot be set
+	// with proxy (the proxy resolves the provider's name). Defaults to
+	// false.
+	AddressGuard bool `koanf:"address_guard"`
+	// AllowHosts are host names, addresses and networks ("10.1.0.0/16") the
+	// address guard lets through. Defaults to none.
+	AllowHosts []string `koanf:"allow_hosts"`
 
 	// ConnectTimeout bounds the TCP connect, and separately the TLS
 	// handshake. Defaults to 5s.
@@ -177,6 +197,19 @@ func (p *ProviderConfig) problems() []framework.ConfigError {
 		// The key itself is never quoted: it is a secret.
 		l.Error("api_key", "holds a line break", "remove it (a key read from a file often ends with one)")
 	}
+	if problem := checkProxy(p.Proxy); problem != "" {
+		l.Error("proxy", problem, `set the proxy's URL such as "http://proxy.internal:3128", or remove it to connect directly`)
+	}
+	if p.AddressGuard && p.Proxy != "" {
+		l.Error("address_guard", "cannot be set with proxy: the proxy resolves and connects to the provider's name, so the guard would only see the proxy's address",
+			"remove one: restrict the proxy's own destinations, or connect directly with the guard")
+	}
+	for _, h := range p.AllowHosts {
+		if !egress.ValidAllowHost(h) {
+			l.Error("allow_hosts", fmt.Sprintf("%q is not a host name, an IP address or a network", h),
+				`write a bare host such as "models.internal", an address such as "10.1.2.3" or a network such as "10.1.0.0/16", without a scheme or a port`)
+		}
+	}
 	l.Deadline("connect_timeout", p.ConnectTimeout)
 	l.Deadline("read_gap", p.ReadGap)
 	l.Deadline("total_timeout", p.TotalTimeout)
@@ -210,6 +243,26 @@ func checkBaseURL(s string) string {
 		return "must not carry credentials: set api_key instead"
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
 		return "must not have a query or a fragment"
+	}
+	return ""
+}
+
+// checkProxy returns what is wrong with a proxy URL, or "". The message
+// never repeats the URL: it may carry credentials.
+func checkProxy(s string) string {
+	if s == "" {
+		return ""
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return "is not a valid URL"
+	case u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "socks5" && u.Scheme != "socks5h":
+		return "must be an http, https or socks5 URL"
+	case u.Hostname() == "":
+		return "must name a host"
+	case (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
+		return "must not have a path, a query or a fragment"
 	}
 	return ""
 }

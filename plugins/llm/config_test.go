@@ -39,6 +39,11 @@ func TestConfigErrors(t *testing.T) {
 		{"unknown fallback", `fallback = "backup"`, "fallback"},
 		{"fallback to itself", `fallback = "primary"`, "fallback"},
 		{"api key with a line break", `api_key = "sk-1\n"`, "api_key"},
+		{"proxy with an ftp scheme", `proxy = "ftp://proxy:21"`, "proxy"},
+		{"proxy without a host", `proxy = "http://"`, "proxy"},
+		{"proxy with a path", `proxy = "http://proxy:3128/x"`, "proxy"},
+		{"address_guard with a proxy", "address_guard = true\nproxy = \"http://proxy:3128\"", "address_guard"},
+		{"allow_hosts with a scheme", `allow_hosts = ["https://models.internal"]`, "allow_hosts"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

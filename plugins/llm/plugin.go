@@ -60,12 +60,13 @@ func (p *Plugin) Config() any { return &p.cfg }
 // DeployKeys implements framework.DeployKeyer: where a provider is and the
 // key it takes depend on where the service runs.
 func (p *Plugin) DeployKeys() []string {
-	return []string{"providers.*.base_url", "providers.*.api_key"}
+	return []string{"providers.*.base_url", "providers.*.api_key", "providers.*.proxy"}
 }
 
-// SecretKeys implements framework.SecretKeyer: a provider's API key is
-// masked in `jfast config`, in boot errors and in every log line.
-func (p *Plugin) SecretKeys() []string { return []string{"providers.*.api_key"} }
+// SecretKeys implements framework.SecretKeyer: a provider's API key, and its
+// proxy's URL (which may carry credentials), are masked in `jfast config`,
+// in boot errors and in every log line.
+func (p *Plugin) SecretKeys() []string { return []string{"providers.*.api_key", "providers.*.proxy"} }
 
 // Dependencies implements framework.Dependent: when the telemetry plugin is
 // enabled it starts first, so its tracer provider exists when the clients

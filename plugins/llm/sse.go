@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -20,7 +21,10 @@ const relayWriteTimeout = 10 * time.Second
 // Relay writes s to w as server-sent events in the chat-completions format,
 // so a browser or any OpenAI-compatible client reads it as it would the
 // provider's own stream: one "data: <chunk JSON>" event per chunk, flushed as
-// it arrives, then "data: [DONE]". The response names the provider that
+// it arrives, then "data: [DONE]". A chunk whose JSON spans lines (a
+// provider may send one event as several data lines) is written as one
+// "data:" line per line, so nothing a provider sends can end an event early
+// or add an event, id or retry field to the client's stream. The response names the provider that
 // answered in the X-LLM-Provider header. A stream cut after it started ends
 // with an "error" event whose data is the problem+json body (a 503 naming
 // the provider) instead of [DONE], and Relay returns the stream's error (the
@@ -47,9 +51,8 @@ func Relay(w http.ResponseWriter, r *http.Request, s *Stream) error {
 			buf = append(buf, event...)
 			buf = append(buf, '\n')
 		}
-		buf = append(buf, "data: "...)
-		buf = append(buf, data...)
-		buf = append(buf, "\n\n"...)
+		buf = appendData(buf, data)
+		buf = append(buf, '\n')
 		if err := rc.SetWriteDeadline(time.Now().Add(relayWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 			return err
 		}
@@ -79,4 +82,28 @@ func Relay(w http.ResponseWriter, r *http.Request, s *Stream) error {
 		return err
 	}
 	return send("", []byte("[DONE]"))
+}
+
+// appendData appends data to buf as the data lines of one server-sent event:
+// each line of data (ended by CRLF, LF or CR, as an event-stream parser
+// reads them) its own "data: " line. A trailing line end adds no empty line.
+func appendData(buf, data []byte) []byte {
+	for {
+		i := bytes.IndexAny(data, "\r\n")
+		if i < 0 {
+			buf = append(buf, "data: "...)
+			buf = append(buf, data...)
+			return append(buf, '\n')
+		}
+		buf = append(buf, "data: "...)
+		buf = append(buf, data[:i]...)
+		buf = append(buf, '\n')
+		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
+			i++
+		}
+		data = data[i+1:]
+		if len(data) == 0 {
+			return buf
+		}
+	}
 }

@@ -3,31 +3,43 @@ package llm
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/jfastframework/jfast/framework/egress"
 	"github.com/jfastframework/jfast/framework/resilience"
 )
 
-// newTransport returns the connection pool of one provider: connect_timeout
-// bounds the dial and, separately, the TLS handshake; nothing bounds the wait
-// for the response's headers here, since a plain call's answer comes whole
-// when the model has finished (total_timeout bounds it, and read_gap a
-// stream's silences, through the attempt's context).
+// newTransport returns the connection pool of one provider, built as every
+// jfast client's (egress.NewTransport): no proxy from the environment (it
+// would receive the API key), the proxy key's instead when set, and the
+// address guard with address_guard = true. connect_timeout bounds the dial
+// and, separately, the TLS handshake; nothing bounds the wait for the
+// response's headers here, since a plain call's answer comes whole when the
+// model has finished (total_timeout bounds it, and read_gap a stream's
+// silences, through the attempt's context). The proxy URL was checked by
+// the config's problems.
 func newTransport(cfg ProviderConfig) *http.Transport {
-	d := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
-	return &http.Transport{
-		Proxy:               http.ProxyFromEnvironment,
-		DialContext:         d.DialContext,
-		TLSHandshakeTimeout: cfg.ConnectTimeout,
-		ForceAttemptHTTP2:   true,
+	o := egress.TransportOpts{
+		ConnectTimeout:      cfg.ConnectTimeout,
 		MaxIdleConns:        cfg.MaxConcurrent,
 		MaxIdleConnsPerHost: cfg.MaxConcurrent,
-		IdleConnTimeout:     90 * time.Second,
+		HTTP2:               true,
 	}
+	if cfg.Proxy != "" {
+		o.Proxy, _ = url.Parse(cfg.Proxy)
+	}
+	if cfg.AddressGuard {
+		g := egress.NewGuard(egress.GuardOpts{
+			Client: cfg.Name, Kind: "provider", AllowHosts: cfg.AllowHosts,
+			Fix: "name the host in allow_hosts, or set address_guard = false for a model server on this network",
+		})
+		o.Dial = g.Dial(cfg.ConnectTimeout)
+	}
+	return egress.NewTransport(o)
 }
 
 // gapTransport watches the bytes of a streamed attempt's response: every
