@@ -199,6 +199,15 @@ func (p *Plugin) Validate(v *framework.Validation) {
 				"set private_key (JFAST_AUTH_PRIVATE_KEY) to the PEM private key, or set issue = false")
 		}
 	}
+	if p.needsIssue != "" && !c.Issue {
+		if c.Mode == ModeJWKS {
+			v.Error("issue", "is false, and this service signs tokens of its own ("+p.needsIssue+"), which jwks mode cannot: the issuer's private keys are not here",
+				`use mode = "hmac" (secret) or mode = "public_key" with private_key, and issue = true`)
+		} else {
+			v.Error("issue", "is false, and this service signs tokens of its own ("+p.needsIssue+")",
+				`set issue = true (with private_key in public_key mode)`)
+		}
+	}
 	if c.Mode != ModeJWKS && c.JWKSURL != "" && c.Mode != "" {
 		v.Error("jwks_url", "is only used in jwks mode", `remove jwks_url, or set mode = "jwks"`)
 	}

@@ -31,11 +31,29 @@ type Plugin struct {
 	revocation    framework.RevocationStore
 	revocationBy  string
 	verifications *prometheus.CounterVec
+	// needsIssue, when set, is why the service signs tokens (NeedsIssue):
+	// issue = false then refuses the boot.
+	needsIssue string
 }
 
+// Option configures the plugin in code, for what the service's code decides
+// rather than its deployment.
+type Option func(*Plugin)
+
+// NeedsIssue declares that the service signs tokens itself (why says what
+// for, such as "order tokens billing verifies"): a configuration that cannot
+// issue (issue = false, so also jwks mode) refuses to boot naming
+// plugin.auth.issue, rather than booting into an Issue that fails at run
+// time.
+func NeedsIssue(why string) Option { return func(p *Plugin) { p.needsIssue = why } }
+
 // New returns the auth plugin with its defaults.
-func New() *Plugin {
-	return &Plugin{cfg: defaultConfig()}
+func New(opts ...Option) *Plugin {
+	p := &Plugin{cfg: defaultConfig()}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
 }
 
 // From returns the enabled auth plugin of app; call it in Routes, at boot.
