@@ -47,7 +47,7 @@ func TestExampleRoutes(t *testing.T) {
 	for path, want := range map[string]string{
 		"/api/orders/1":           "orders /orders/1 Bearer t",
 		"/api/orders":             "orders /orders Bearer t",
-		"/api/events":             "orders /events", // no forward_authorization: the token stays at the edge
+		"/api/events":             "orders /events Bearer t", // orders filters the stream to the caller
 		"/api/billing/invoices/1": "billing /invoices/1 Bearer t",
 	} {
 		req, _ := http.NewRequest(http.MethodGet, "http://"+app.Addr()+path, nil)
@@ -61,5 +61,67 @@ func TestExampleRoutes(t *testing.T) {
 		if resp.StatusCode != 200 || strings.TrimSpace(string(b)) != want {
 			t.Errorf("GET %s: %d %q, want %q", path, resp.StatusCode, b, want)
 		}
+	}
+}
+
+// Open event streams hold places of orders_events' max_concurrent, not of the
+// orders upstream's: more idle streams than the default 50 stay open, and a
+// further stream and the orders route still answer.
+func TestIdleStreamsDoNotLockOut(t *testing.T) {
+	const streams = 60 // above the http plugin's default max_concurrent (50)
+	release := make(chan struct{})
+	orders := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/events" {
+			_, _ = io.WriteString(w, "orders "+r.URL.Path)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		_, _ = io.WriteString(w, "retry: 2000\n\n")
+		http.NewResponseController(w).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(orders.Close)
+	t.Cleanup(func() { close(release) })
+	opts := options()
+	opts.ConfigText = config
+	opts.Environ = []string{
+		"JFAST_APP_LISTEN=127.0.0.1:0",
+		"JFAST_HTTP_UPSTREAMS__ORDERS__BASE_URL=" + orders.URL,
+		"JFAST_HTTP_UPSTREAMS__ORDERS_EVENTS__BASE_URL=" + orders.URL,
+		"JFAST_HTTP_UPSTREAMS__BILLING__BASE_URL=" + orders.URL,
+	}
+	opts.LogOutput = io.Discard
+	app, err := framework.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = app.Stop(context.Background()) })
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 0, DisableKeepAlives: true}}
+	for i := range streams + 1 {
+		resp, err := client.Get("http://" + app.Addr() + "/api/events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		if resp.StatusCode != 200 {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("event stream %d = %d %s", i+1, resp.StatusCode, b)
+		}
+	}
+	resp, err := client.Get("http://" + app.Addr() + "/api/orders/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "orders /orders/1" {
+		t.Fatalf("GET /api/orders/1 beside %d streams = %d %s", streams+1, resp.StatusCode, b)
 	}
 }

@@ -6,8 +6,9 @@
 //	GET  /stock/{sku}            price (PostgreSQL) and availability (inventory's
 //	                             GetStock), cached 30 s in Redis (Remember);
 //	                             Redis down: answered from both
-//	GET  /events                 server-sent events: order.paid, from any replica
-//	                             (a durable channel: Last-Event-ID resumes)
+//	GET  /events                 Bearer; server-sent events: order.paid for the
+//	                             caller's own orders, from any replica (a
+//	                             durable channel: Last-Event-ID resumes)
 //	POST /orders                 Bearer; inserts the order and reserves its
 //	                             items at the inventory (gRPC) in one
 //	                             transaction, charges billing's POST

@@ -39,10 +39,10 @@ type setupOpts struct {
 
 // startBilling runs examples/billing from its own jfast.toml on the private
 // billing database.
-func startBilling(t *testing.T) *jfasttest.Service {
+func startBilling(t *testing.T, replace ...string) *jfasttest.Service {
 	t.Helper()
 	return jfasttest.Start(t, jfasttest.Options{
-		TOML:    exampletest.Config(t, "../../billing/jfast.toml"),
+		TOML:    exampletest.Config(t, "../../billing/jfast.toml", replace...),
 		Plugins: billing.Options().Plugins,
 		Routes:  billing.Routes,
 		Env:     map[string]string{"JFAST_DB_URL": billingURL},

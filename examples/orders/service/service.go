@@ -39,7 +39,10 @@ func Options() framework.Options {
 			db.New(db.WithMigrations(Migrations())),
 			cache.New(),
 			jhttp.New(),
-			auth.New(),
+			// orders signs order tokens, which billing verifies with the key it
+			// verifies bearer tokens with: a configuration that cannot sign
+			// (jwks mode) refuses to boot, naming plugin.auth.issue.
+			auth.New(auth.NeedsIssue("order tokens billing verifies")),
 			queue.New(),
 			mail.New(),
 			storage.New(),
@@ -85,11 +88,13 @@ func Routes(app *framework.App, r chi.Router) error {
 	s.log = app.Logger()
 
 	r.Method(http.MethodGet, "/stock/{sku}", framework.Handler(s.stock))
-	if err := s.mountEvents(r); err != nil {
+	events, err := s.eventsHandler()
+	if err != nil {
 		return err
 	}
 	r.Group(func(r chi.Router) {
 		r.Use(a.RequireAuth())
+		r.Method(http.MethodGet, "/events", events)
 		r.Method(http.MethodPost, "/orders", framework.Handler(s.createOrder))
 		r.Method(http.MethodGet, "/orders/{id}", framework.Handler(s.getOrder))
 		r.With(framework.MaxBodyBytes(maxReceipt)).Method(http.MethodPut, "/orders/{id}/receipt", framework.Handler(s.putReceipt))
