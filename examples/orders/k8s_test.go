@@ -20,6 +20,7 @@ import (
 
 	"github.com/jfastframework/jfast/examples/orders/service"
 	"github.com/jfastframework/jfast/framework"
+	jhttp "github.com/jfastframework/jfast/plugins/http"
 )
 
 // readyOverHTTP is what /ready may take beyond readiness_timeout over a real
@@ -27,11 +28,15 @@ import (
 // docs/readiness.md: within timeout + 100 ms).
 const readyOverHTTP = 100 * time.Millisecond
 
+// coreDNSTTL is how long CoreDNS serves a headless Service's records from
+// its cache: its kubernetes plugin's default TTL.
+const coreDNSTTL = 5 * time.Second
+
 // callerLag is how long a replica keeps getting new calls after its pod
-// starts terminating: CoreDNS's cache of a headless Service's records (5 s,
-// the kubernetes plugin's default TTL) plus the gateway's re-resolution
-// interval (5 s). The preStop sleep must cover it.
-const callerLag = 10 * time.Second
+// starts terminating: CoreDNS's cache plus the interval at which a
+// discovering http upstream (the gateway's) resolves the name again. The
+// preStop sleep must cover it.
+const callerLag = coreDNSTTL + jhttp.DefaultResolveEvery
 
 // manifests are examples/orders/k8s/*.yaml, each decoded into its k8s.io/api
 // type by kind.

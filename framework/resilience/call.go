@@ -198,9 +198,12 @@ type Run struct {
 // will count at [Run.End].
 //
 // Extension points: an admission step that may refuse locally (a client
-// throttle) belongs before each attempt, a choice among a dependency's
-// instances in the attempt's context, and overlapping attempts (hedging)
-// beside the wait; none is implemented yet.
+// throttle) belongs before each attempt, and overlapping attempts (hedging)
+// beside the wait; neither is implemented yet. A choice among a
+// dependency's instances is the attempt's own: [Attempter.Attempt] picks
+// the instance and takes its breaker's ticket, [Attempter.Report] gives the
+// ticket the attempt's outcome (after the rule above), and the call is
+// admitted with [RunOpts].NoBreaker (the http plugin's upstream instances).
 func (r *Run) Attempts(a Attempter) Verdict {
 	clock := r.p.clock
 	for {

@@ -86,6 +86,12 @@ type RunOpts struct {
 	// Breaker, when not nil, counts this call instead of the policy's own
 	// breaker (a breaker per route of one upstream).
 	Breaker *Breaker
+	// NoBreaker admits the call without a breaker of the call's: the
+	// attempts take tickets of breakers of their own (one per instance of
+	// the dependency, in [Attempter.Attempt], reported in
+	// [Attempter.Report]), so the dependency is refused only when every
+	// instance is. It wins over Breaker.
+	NoBreaker bool
 	// Attempts, when positive and below the policy's, caps this call's
 	// attempts: 1 for a call that is not safe to repeat.
 	Attempts int
@@ -111,6 +117,9 @@ func (p *Policy) Begin(ctx context.Context, r *Run, o RunOpts) error {
 	*r = Run{p: p, caller: ctx, breaker: p.breaker, max: p.attempts, start: p.clock.Now()}
 	if o.Breaker != nil {
 		r.breaker = o.Breaker
+	}
+	if o.NoBreaker {
+		r.breaker = nil // a nil *Breaker lets every call through and counts nothing
 	}
 	if o.Attempts > 0 && o.Attempts < r.max {
 		r.max = o.Attempts

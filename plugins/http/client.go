@@ -65,6 +65,12 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 		c.port = defaultPort(base.Scheme)
 	}
 	c.pol = core.newPolicy(u.Name, core.origin, core.metrics.transition)
+	if c.pol.instances, err = newInstances(u, core, o.lookup); err != nil {
+		return nil, err
+	}
+	if c.pol.instances != nil {
+		c.pol.instances.Start()
+	}
 	c.transport = &upstreamTransport{c: c}
 	return c, nil
 }
@@ -83,8 +89,15 @@ func (c *ServiceClient) InFlight() int { return c.pol.bulkhead.InFlight() }
 // [UpstreamUnavailable]. Calls in flight finish.
 func (c *ServiceClient) Close() error {
 	c.close()
+	if c.pol.instances != nil {
+		c.pol.instances.Stop()
+	}
 	return nil
 }
+
+// Instances returns the upstream's instances, or nil when base_url's host
+// is its one instance.
+func (c *ServiceClient) Instances() *Instances { return c.pol.instances }
 
 // Get calls GET path. See [ServiceClient.Do].
 func (c *ServiceClient) Get(ctx context.Context, path string, opts ...CallOption) (*http.Response, error) {

@@ -95,6 +95,22 @@ type Upstream struct {
 	// JFAST_HTTP_UPSTREAMS__<NAME>__BASE_URL wins over the file. Required.
 	BaseURL string `koanf:"base_url"`
 
+	// Instances lists the upstream's instances, each an origin such as
+	// "http://10.0.0.7:8010" (no path): each call's attempts are spread over
+	// them, each instance has a breaker of its own, and a retry goes to
+	// another instance. base_url still gives the path calls start from and
+	// the Host header they carry. Not with discover. A deploy key
+	// (JFAST_HTTP_UPSTREAMS__<NAME>__INSTANCES, comma-separated). Defaults
+	// to none: base_url's host is the one instance.
+	Instances []string `koanf:"instances"`
+	// Discover makes every address base_url's host resolves to (each A and
+	// AAAA record) an instance, resolved again every resolve_every: a
+	// Kubernetes headless Service. Not with instances. Defaults to false.
+	Discover bool `koanf:"discover"`
+	// ResolveEvery is the time between two resolutions of a discovered
+	// upstream's host. Defaults to 5s.
+	ResolveEvery time.Duration `koanf:"resolve_every"`
+
 	// ConnectTimeout bounds the TCP connect, and separately the TLS handshake.
 	// Defaults to 2s.
 	ConnectTimeout time.Duration `koanf:"connect_timeout"`
@@ -167,10 +183,12 @@ type Upstream struct {
 // SetDefaults implements framework.Defaulter: each [plugin.http.upstreams.<name>]
 // starts from the defaults before the file and the environment apply.
 func (u *Upstream) SetDefaults() {
-	name, base, headers, tlsConf := u.Name, u.BaseURL, u.Headers, u.TLS
+	name, base, instances, headers, tlsConf := u.Name, u.BaseURL, u.Instances, u.Headers, u.TLS
 	*u = Upstream{
 		Name:             name,
 		BaseURL:          base,
+		Instances:        instances,
+		ResolveEvery:     DefaultResolveEvery,
 		ConnectTimeout:   DefaultConnectTimeout,
 		ReadTimeout:      DefaultReadTimeout,
 		WriteTimeout:     DefaultWriteTimeout,
@@ -202,6 +220,7 @@ func (u Upstream) withDefaults() Upstream {
 	fill(&u.PoolTimeout, d.PoolTimeout)
 	fill(&u.TotalTimeout, d.TotalTimeout)
 	fill(&u.MaxRetryAfter, d.MaxRetryAfter)
+	fill(&u.ResolveEvery, d.ResolveEvery)
 	u.PolicyConfig.FillZero(d.PolicyConfig)
 	u.BreakerKey = cmp.Or(u.BreakerKey, d.BreakerKey)
 	if u.MaxRoutes == 0 {
@@ -228,6 +247,7 @@ func (u *Upstream) problems() []framework.ConfigError {
 	if problem := checkBaseURL(u.BaseURL); problem != "" {
 		l.Error("base_url", problem, `set an absolute URL such as "http://billing:8010", in the file or in JFAST_HTTP_UPSTREAMS__<NAME>__BASE_URL`)
 	}
+	u.instanceProblems(&l)
 	u.policyProblems(&l)
 	return l
 }

@@ -43,11 +43,12 @@ type core struct {
 // upstream, one per origin of a shared client. breaker, budget and bulkhead
 // are p's.
 type policy struct {
-	origin   string
-	p        *resilience.Policy
-	breaker  *resilience.Breaker
-	budget   *resilience.RetryBudget
-	bulkhead *resilience.Bulkhead
+	origin    string
+	instances *Instances // an upstream's instances; nil when base_url's host is the one
+	p         *resilience.Policy
+	breaker   *resilience.Breaker
+	budget    *resilience.RetryBudget
+	bulkhead  *resilience.Bulkhead
 }
 
 // newCore builds what the clients of u (every default filled) share, after
@@ -134,6 +135,7 @@ type exchange struct {
 	br      *resilience.Breaker
 	dones   []func(int, int, error) // stream: the observers' ends, called when the body ends
 	out     *framework.OutboundCall // the caller's, counting attempts; nil when none
+	ia      instanceAttempt         // the instances of the attempts (pol.instances)
 
 	// What the attempts leave, for the call's result.
 	c         *core
@@ -158,7 +160,7 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 		m.unavailable.Inc()
 		return nil, 0, newUnavailable(name, errClosed)
 	}
-	opts := resilience.RunOpts{Breaker: x.br, OpenEnded: x.open, TimeoutCause: errTotalTimeout}
+	opts := resilience.RunOpts{Breaker: x.br, OpenEnded: x.open, TimeoutCause: errTotalTimeout, NoBreaker: x.pol.instances != nil}
 	if !x.retry {
 		opts.Attempts = 1
 	}
@@ -183,20 +185,30 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 			// The connection now belongs to the caller (an upgrade, such as
 			// a WebSocket): the call is over.
 			x.live.end()
+			if in := x.ia.takeLive(); in != nil {
+				in.Done()
+			}
 		} else {
 			m.response.Inc()
 			m.latency.Observe(x.headersAt.Sub(run.Start()).Seconds())
 			run.EndTimeout() // an open-ended body is bounded by the read gap and the caller
 			last.Body = &streamBody{
 				rc: last.Body, c: c, run: run, live: x.live, status: last.StatusCode, limit: c.up.MaxResponseBytes,
-				headersAt: c.clock.Now(), attempts: attempts, dones: x.dones,
+				headersAt: c.clock.Now(), attempts: attempts, dones: x.dones, inst: x.ia.takeLive(),
 			}
 			x.dones = nil // called when the body ends
 			return last, attempts, nil
 		}
 	}
 	var err error
-	if last == nil {
+	var oe *resilience.OpenError
+	switch {
+	case last != nil:
+	case x.pol.instances != nil && errors.As(x.lastErr, &oe):
+		// Every instance's breaker refused the last attempt.
+		m.open.Inc()
+		err = newCircuitOpen(name, x.lastErr, oe.RetryAfter())
+	default:
 		err = c.noResponse(ctx, run.Context(), x.lastErr) // before End, which cancels the call's context
 	}
 	run.End(run.Outcome())
@@ -231,6 +243,12 @@ func (c *core) refused(ctx context.Context, err error) error {
 // and classifier (resilience.Attempter).
 func (x *exchange) Attempt(callCtx context.Context, n int) resilience.Verdict {
 	c := x.c
+	if set := x.pol.instances; set != nil {
+		if v, ok := x.ia.choose(c, set); !ok {
+			x.lastErr = v.Err
+			return v
+		}
+	}
 	c.metrics.attempts.Inc()
 	if x.out != nil {
 		x.out.CountAttempt()
@@ -265,6 +283,7 @@ func (x *exchange) Attempt(callCtx context.Context, n int) resilience.Verdict {
 
 // Report hears of each attempt once the loop decided what follows it.
 func (x *exchange) Report(rec resilience.AttemptRecord) {
+	x.ia.report(rec, x.live.a != nil)
 	switch rec.Stop {
 	case resilience.StopNone:
 		if x.live.a != nil {
@@ -397,6 +416,9 @@ func isTimeout(err error) bool {
 func (c *core) request(actx context.Context, x *exchange, n int) (*http.Request, error) {
 	r := x.req.WithContext(actx)
 	r.Header = x.header
+	if x.ia.inst != nil {
+		x.ia.target(r, x.req.URL)
+	}
 	if deadline, ok := actx.Deadline(); ok {
 		left := []string{strconv.FormatInt(max(time.Until(deadline).Milliseconds(), 0), 10)}
 		if n == 1 {

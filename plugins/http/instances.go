@@ -38,6 +38,7 @@ type Instance struct {
 	base        *url.URL
 	addr        string
 	outstanding atomic.Int64
+	breaker     atomic.Pointer[resilience.Breaker] // the http client's, made at the first attempt
 }
 
 // Base returns the instance's base URL: the upstream's, with the instance's
@@ -250,9 +251,10 @@ func addrsOf(list []*Instance) []string {
 	return out
 }
 
-// Start resolves a discovered set's name at once and then every
-// ResolveEvery, until Stop; a failed resolution is tried again at the next
-// tick. It returns at once; on a static set it does nothing.
+// Start resolves a discovered set's name at once, before it returns (within
+// ResolveTimeout, so the first calls find the set), and then every
+// ResolveEvery until Stop; a failed resolution is tried again at the next
+// tick. On a static set it does nothing.
 func (s *Instances) Start() {
 	if s.template == nil {
 		return
@@ -265,10 +267,10 @@ func (s *Instances) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel, s.done = cancel, make(chan struct{})
 	s.mu.Unlock()
+	_ = s.Resolve(ctx)
 	go func() {
 		defer close(s.done)
 		for {
-			_ = s.Resolve(ctx)
 			t := s.opts.Clock.NewTimer(s.opts.ResolveEvery)
 			select {
 			case <-t.C():
@@ -276,6 +278,7 @@ func (s *Instances) Start() {
 				t.Stop()
 				return
 			}
+			_ = s.Resolve(ctx)
 		}
 	}()
 }

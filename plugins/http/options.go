@@ -1,8 +1,10 @@
 package http
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -83,6 +85,7 @@ type clientOptions struct {
 	logger    *slog.Logger
 	wrappers  []TransportWrapper
 	observers []CallObserver
+	lookup    func(context.Context, string) ([]netip.Addr, error)
 }
 
 // WithClock sets the clock of the breaker, budget, bulkhead, backoff and
@@ -110,6 +113,13 @@ func WithTransportWrapper(w TransportWrapper) ClientOption {
 // added, each with the context the previous one returned.
 func WithCallObserver(f CallObserver) ClientOption {
 	return func(o *clientOptions) { o.observers = append(o.observers, f) }
+}
+
+// WithLookup sets how a discovered upstream's host (discover = true) is
+// resolved to its instances' addresses: a resolver of the caller's own, or
+// a table in a test. Defaults to the system's resolver (A and AAAA records).
+func WithLookup(lookup func(ctx context.Context, host string) ([]netip.Addr, error)) ClientOption {
+	return func(o *clientOptions) { o.lookup = lookup }
 }
 
 func withMetricSet(m *metricSet) ClientOption { return func(o *clientOptions) { o.metrics = m } }

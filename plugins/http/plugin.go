@@ -106,7 +106,7 @@ func (p *Plugin) Config() any { return &p.cfg }
 // credential that does (Authorization, X-Api-Key), so the environment wins for
 // base_url and for every headers entry.
 func (p *Plugin) DeployKeys() []string {
-	return []string{"upstreams.*.base_url", "upstreams.*.headers.*", "shared.*.headers.*"}
+	return []string{"upstreams.*.base_url", "upstreams.*.instances", "upstreams.*.headers.*", "shared.*.headers.*"}
 }
 
 // SecretKeys implements framework.SecretKeyer: every configured header value
@@ -326,7 +326,24 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 			suspended = append(suspended, d)
 		}
 	}
+	var ejected []string // instances ejected while others serve: said, not a failure
 	for n, c := range clients.All() {
+		if set := c.pol.instances; set != nil {
+			entry, openN, all := instancesMeta(set)
+			entry["in_flight"] = c.pol.bulkhead.InFlight()
+			switch {
+			case all == 0:
+				open = true
+				suspended = append(suspended, fmt.Sprintf("upstream '%s': %v", n, noInstance(set)))
+			case openN == all:
+				open = true
+				suspended = append(suspended, "every instance of '"+n+"' is ejected: "+ejectedDetail(set))
+			case openN > 0:
+				ejected = append(ejected, "instances of '"+n+"' ejected: "+ejectedDetail(set))
+			}
+			upstreams[n] = entry
+			continue
+		}
 		s := c.pol.breaker.Snapshot()
 		entry := map[string]any{
 			"breaker":   s.Meta(),
@@ -360,9 +377,11 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 	}
 	switch {
 	case open:
-		return readiness.Unreachable(strings.Join(suspended, "; "), meta)
+		return readiness.Unreachable(strings.Join(append(suspended, ejected...), "; "), meta)
 	case len(suspended) > 0:
-		return readiness.Impaired(strings.Join(suspended, "; "), meta)
+		return readiness.Impaired(strings.Join(append(suspended, ejected...), "; "), meta)
+	case len(ejected) > 0:
+		return readiness.Passed(fmt.Sprintf("%d upstreams, every one available; %s", clients.Len(), strings.Join(ejected, "; ")), meta)
 	}
 	return readiness.Passed(fmt.Sprintf("%d upstreams, every breaker closed", clients.Len()), meta)
 }

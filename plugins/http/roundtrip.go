@@ -293,6 +293,7 @@ type streamBody struct {
 	headersAt time.Time
 	attempts  int
 	dones     []func(int, int, error)
+	inst      *Instance // the instance the body comes from (an upstream's instances)
 	done      atomic.Bool
 }
 
@@ -360,6 +361,9 @@ func (b *streamBody) finish(o resilience.Outcome, err error) {
 		return
 	}
 	b.live.end()
+	if b.inst != nil {
+		b.inst.Done()
+	}
 	b.run.End(o)
 	b.c.metrics.bodyRead.Observe(b.c.clock.Now().Sub(b.headersAt).Seconds())
 	status := b.status

@@ -83,6 +83,7 @@ func (s *SharedConfig) problems() []framework.ConfigError {
 			"remove it; forward the token only to an upstream of its audience")
 	}
 	s.Upstream.policyProblems(&l)
+	s.instanceKeyProblems(&l)
 	l.Positive("max_origins", s.MaxOrigins)
 	for _, h := range s.AllowHosts {
 		if !egress.ValidAllowHost(h) {

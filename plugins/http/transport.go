@@ -123,7 +123,7 @@ func newTransport(u Upstream, dial dialFunc, maxIdle int) *http.Transport {
 		WrapConn: func(c net.Conn) net.Conn {
 			return &gapConn{Conn: c, readGap: readGap, writeGap: writeGap}
 		},
-		TLS:                 u.TLS,
+		TLS:                 instanceTLS(u),
 		MaxConnsPerHost:     u.MaxConcurrent,
 		MaxIdleConns:        maxIdle,
 		MaxIdleConnsPerHost: u.MaxConcurrent,

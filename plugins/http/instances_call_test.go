@@ -1,0 +1,353 @@
+package http_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/jfasttest"
+	jhttp "github.com/jfastframework/jfast/plugins/http"
+)
+
+// replicas starts n scripted upstreams and returns them with an upstream
+// whose instances they are; base_url names a host no attempt dials.
+func replicas(n int, t *testing.T, handles ...func(http.ResponseWriter, *http.Request, int)) ([]*upstream, jhttp.Upstream) {
+	t.Helper()
+	ups := make([]*upstream, n)
+	u := jhttp.Upstream{BaseURL: "http://orders.internal:8000/api"}
+	for i := range ups {
+		h := status(200)
+		if i < len(handles) {
+			h = handles[i]
+		}
+		ups[i] = newUpstream(t, h)
+		u.Instances = append(u.Instances, ups[i].URL)
+	}
+	return ups, u
+}
+
+// Calls are spread over every instance, each asked for the upstream's host
+// on base_url's path.
+func TestInstancesSpreadCalls(t *testing.T) {
+	t.Parallel()
+	ups, u := replicas(3, t)
+	c, _, _ := newClient(t, u)
+	for range 300 {
+		resp, err := c.Get(t.Context(), "/orders/7")
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%v %v", resp, err)
+		}
+	}
+	for i, up := range ups {
+		// Each of 300 uniform draws misses one of three with probability
+		// (2/3)^300: no instance goes without.
+		if up.hits.Load() == 0 {
+			t.Errorf("instance %d got no call", i)
+		}
+		if r := up.request(0); r.Host != "orders.internal:8000" || r.URL.Path != "/api/orders/7" {
+			t.Errorf("instance %d was asked for %s%s", i, r.Host, r.URL.Path)
+		}
+	}
+	for _, in := range c.Instances().List() {
+		if in.Outstanding() != 0 {
+			t.Errorf("%s still has %d outstanding attempts", in.Addr(), in.Outstanding())
+		}
+	}
+}
+
+// An instance that fails opens its own breaker and is skipped (ejected);
+// the calls it failed were retried on another instance, so every call
+// succeeds; the upstream stays available.
+func TestInstanceEjected(t *testing.T) {
+	t.Parallel()
+	ups, u := replicas(3, t, status(503))
+	u.BreakerFailures = 2
+	u = noBudget(u)
+	c, _, _ := newClient(t, u)
+	for i := range 100 {
+		resp, err := c.Get(t.Context(), "/orders/7")
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("call %d: %v %v", i, resp, err)
+		}
+	}
+	if got := ups[0].hits.Load(); got != 2 {
+		t.Fatalf("the failing instance got %d requests, want breaker_failures (2)", got)
+	}
+	var failing *jhttp.Instance
+	for _, in := range c.Instances().List() {
+		if in.Addr() == strings.TrimPrefix(ups[0].URL, "http://") {
+			failing = in
+		}
+	}
+	if failing == nil || c.Breaker().Snapshot().State != resilience.StateClosed {
+		t.Fatal("no failing instance, or the upstream's breaker was fed")
+	}
+}
+
+// A retry goes to another instance: an instance that always answers 503
+// (its breaker never opening here) never answers a call twice.
+func TestRetryGoesToAnotherInstance(t *testing.T) {
+	t.Parallel()
+	ups, u := replicas(2, t, status(503))
+	u.BreakerFailures = 1000
+	u.Retries = 1
+	u = noBudget(u)
+	c, _, _ := newClient(t, u)
+	for i := range 50 {
+		resp, err := c.Get(t.Context(), "/x")
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("call %d: %v %v (a retry went back to the failing instance)", i, resp, err)
+		}
+	}
+	// Every call ends on the healthy instance exactly once; the failing one
+	// was the first choice of some (each call draws it with probability ½).
+	if ups[1].hits.Load() != 50 || ups[0].hits.Load() == 0 {
+		t.Fatalf("hits %d and %d", ups[0].hits.Load(), ups[1].hits.Load())
+	}
+}
+
+// With every instance's breaker open the call fails at once with
+// CircuitOpen and nothing is sent; after the cool-down a probe goes
+// through.
+func TestEveryInstanceEjected(t *testing.T) {
+	t.Parallel()
+	a, b := newSwitchable(503), newSwitchable(503)
+	ups, u := replicas(2, t, a.handle, b.handle)
+	u.BreakerFailures = 1
+	u.Retries = jhttp.NoRetries
+	c, clk, reg := newClient(t, u)
+	for range 2 {
+		if resp, err := c.Get(t.Context(), "/x"); err != nil || resp.StatusCode != 503 {
+			t.Fatalf("%v %v", resp, err)
+		}
+	}
+	_, err := c.Get(t.Context(), "/x")
+	var open *jhttp.CircuitOpen
+	if !errors.As(err, &open) || ups[0].hits.Load()+ups[1].hits.Load() != 2 {
+		t.Fatalf("err %v after %d requests, want CircuitOpen after 2", err, ups[0].hits.Load()+ups[1].hits.Load())
+	}
+	if got := metric(t, reg, "jfast_http_client_calls_total", "result", "circuit_open"); got != 1 {
+		t.Fatalf("circuit_open calls %v", got)
+	}
+	a.status.Store(200)
+	b.status.Store(200)
+	clk.Advance(resilience.DefaultBreakerCoolDown)
+	if resp, err := c.Get(t.Context(), "/x"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("after the cool-down: %v %v", resp, err)
+	}
+}
+
+// listenOn starts a scripted upstream on addr ("127.0.0.2:8000").
+func listenOn(t *testing.T, addr string) *upstream {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &upstream{}
+	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := int(u.hits.Add(1))
+		u.mu.Lock()
+		u.requests = append(u.requests, r.Clone(context.Background()))
+		u.mu.Unlock()
+		status(200)(w, r, n)
+	}))
+	_ = u.Server.Listener.Close()
+	u.Server.Listener = ln
+	u.Start()
+	t.Cleanup(u.Close)
+	return u
+}
+
+// discover = true: every address the name resolves to is an instance, at
+// base_url's port; a resolution that drops one takes it out of the calls.
+func TestDiscoveredInstances(t *testing.T) {
+	t.Parallel()
+	one := newUpstream(t, status(200))
+	_, port, _ := net.SplitHostPort(one.Listener.Addr().String())
+	two := listenOn(t, "127.0.0.2:"+port)
+	table := &dnsTable{answers: map[string][]string{"orders-instances": {"127.0.0.1", "127.0.0.2"}}}
+	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: "http://orders-instances:" + port, Discover: true},
+		jhttp.WithLookup(table.lookup))
+	for range 100 {
+		if resp, err := c.Get(t.Context(), "/x"); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%v %v", resp, err)
+		}
+	}
+	if one.hits.Load() == 0 || two.hits.Load() == 0 || two.request(0).Host != "orders-instances:"+port {
+		t.Fatalf("hits %d and %d", one.hits.Load(), two.hits.Load())
+	}
+	table.set("orders-instances", "127.0.0.2")
+	if err := c.Instances().Resolve(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	before := one.hits.Load()
+	for range 20 {
+		if resp, err := c.Get(t.Context(), "/x"); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%v %v", resp, err)
+		}
+	}
+	if one.hits.Load() != before {
+		t.Fatal("an instance no longer resolved was called")
+	}
+}
+
+// The RoundTripper (a gateway's) spreads its requests too, and a streamed
+// response keeps its instance outstanding until the body is closed.
+func TestInstancesThroughTheRoundTripper(t *testing.T) {
+	t.Parallel()
+	ups, u := replicas(2, t)
+	c, _, _ := newClient(t, u)
+	hc := c.HTTPClient()
+	for range 100 {
+		resp, err := hc.Get("http://orders.internal:8000/api/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if outstanding(c) != 1 {
+			t.Fatalf("a streamed response's instance is not outstanding (%d)", outstanding(c))
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}
+	if outstanding(c) != 0 || ups[0].hits.Load() == 0 || ups[1].hits.Load() == 0 {
+		t.Fatalf("outstanding %d, hits %d and %d", outstanding(c), ups[0].hits.Load(), ups[1].hits.Load())
+	}
+}
+
+func outstanding(c *jhttp.ServiceClient) (n int64) {
+	for _, in := range c.Instances().List() {
+		n += in.Outstanding()
+	}
+	return n
+}
+
+// In a service: /ready lists the instances with their breakers; one
+// ejected leaves the check passing (the upstream is available), all ejected
+// makes it fail (degraded, never unavailable).
+func TestInstancesInReady(t *testing.T) {
+	t.Parallel()
+	a, b := newSwitchable(200), newSwitchable(200)
+	ups, _ := replicas(2, t, a.handle, b.handle)
+	toml := `[plugins]
+enabled = ["observability", "http"]
+[plugin.http.upstreams.orders]
+base_url = "http://orders.internal:8000"
+instances = ["` + ups[0].URL + `", "` + ups[1].URL + `"]
+breaker_failures = 1
+retries = 0
+`
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML: toml, Plugins: []framework.Plugin{jhttp.New()}, Clock: jfasttest.NewClock(),
+		Routes: func(app *framework.App, r chi.Router) error {
+			orders, err := jhttp.Client(app, "orders")
+			if err != nil {
+				return err
+			}
+			r.Method(http.MethodGet, "/x", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+				resp, err := orders.Get(r.Context(), "/x")
+				if err != nil {
+					return err
+				}
+				w.WriteHeader(resp.StatusCode)
+				return nil
+			}))
+			return nil
+		},
+	})
+	entry := func() (map[string]any, string, bool) {
+		ready := readyBody(t, svc)
+		check := ready.Checks["http"]
+		up, _ := check.Meta["upstreams"].(map[string]any)["orders"].(map[string]any)
+		inst, _ := up["instances"].(map[string]any)
+		return inst, check.Detail, check.Healthy
+	}
+	inst, _, healthy := entry()
+	if len(inst) != 2 || !healthy {
+		t.Fatalf("/ready instances %v, healthy %v", inst, healthy)
+	}
+	a.status.Store(503)
+	for range 10 {
+		svc.Get(t, "/x") // until a's breaker opens; b answers the rest
+	}
+	addrA := strings.TrimPrefix(ups[0].URL, "http://")
+	inst, detail, healthy := entry()
+	st, _ := inst[addrA].(map[string]any)["breaker"].(map[string]any)
+	if st["state"] != "open" || !healthy || !strings.Contains(detail, "instances of 'orders' ejected: "+addrA) {
+		t.Fatalf("one ejected: %v, healthy %v, detail %q", inst, healthy, detail)
+	}
+	b.status.Store(503)
+	for range 10 {
+		svc.Get(t, "/x")
+	}
+	if _, detail, healthy := entry(); healthy || !strings.Contains(detail, "every instance of 'orders' is ejected") {
+		t.Fatalf("all ejected: healthy %v, detail %q", healthy, detail)
+	}
+	if res := svc.Get(t, "/x"); res.Status != 503 || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("all ejected: %d %q", res.Status, res.Header.Get("Retry-After"))
+	}
+}
+
+func TestInstanceConfigErrors(t *testing.T) {
+	t.Parallel()
+	const good = "[plugins]\nenabled = [\"http\"]\n[plugin.http.upstreams.orders]\nbase_url = \"http://orders:8000\"\n"
+	for _, tc := range []struct{ name, toml, key, problem string }{
+		{"instances and discover", "instances = [\"http://10.0.0.1:8000\"]\ndiscover = true", "discover", "cannot be set together with instances"},
+		{"an instance with a path", `instances = ["http://10.0.0.1:8000", "http://10.0.0.2:8000/api"]`, "instances[1]", "without a path"},
+		{"an instance twice", `instances = ["http://10.0.0.1:8000", "http://10.0.0.1:8000/"]`, "instances[1]", "same host and port again"},
+		{"an instance not a URL", `instances = ["10.0.0.1:8000"]`, "instances[0]", "is not a valid URL"},
+		{"route breakers with instances", "discover = true\nbreaker_key = \"route\"", "breaker_key", "each instance has a breaker of its own"},
+		{"zero resolve_every", `resolve_every = 0`, "resolve_every", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: good + tc.toml + "\n", Plugins: []framework.Plugin{jhttp.New()}}).Only(t, "plugin.http.upstreams.orders."+tc.key)
+			if !strings.Contains(e.Problem, tc.problem) {
+				t.Fatalf("problem %q, want %q", e.Problem, tc.problem)
+			}
+		})
+	}
+}
+
+// A shared client has no instances: its calls name their host.
+func TestSharedClientRefusesInstanceKeys(t *testing.T) {
+	t.Parallel()
+	const good = "[plugins]\nenabled = [\"http\"]\n[plugin.http.shared.webhooks]\n"
+	for _, tc := range []struct{ toml, key string }{
+		{`instances = ["http://10.0.0.1:8000"]`, "instances"},
+		{`discover = true`, "discover"},
+		{`resolve_every = "1s"`, "resolve_every"},
+	} {
+		jfasttest.ConfigErrors(t, jfasttest.Options{TOML: good + tc.toml + "\n", Plugins: []framework.Plugin{jhttp.New()}}).Only(t, "plugin.http.shared.webhooks."+tc.key)
+	}
+}
+
+// instances is a deploy key: a comma-separated list in the environment wins
+// over the file.
+func TestInstancesFromEnvironment(t *testing.T) {
+	t.Parallel()
+	ups, _ := replicas(2, t)
+	toml := "[plugins]\nenabled = [\"http\"]\n[plugin.http.upstreams.orders]\nbase_url = \"http://orders:8000\"\ninstances = [\"http://127.0.0.1:1\"]\n"
+	var client *jhttp.ServiceClient
+	jfasttest.Start(t, jfasttest.Options{
+		TOML: toml, Plugins: []framework.Plugin{jhttp.New()},
+		Env: map[string]string{"JFAST_HTTP_UPSTREAMS__ORDERS__INSTANCES": ups[0].URL + "," + ups[1].URL},
+		Routes: func(app *framework.App, _ chi.Router) error {
+			var err error
+			client, err = jhttp.Client(app, "orders")
+			return err
+		},
+	})
+	if got := client.Instances().State().Instances; len(got) != 2 || got[0] == "127.0.0.1:1" {
+		t.Fatalf("instances %v, want the environment's two", got)
+	}
+}

@@ -1,0 +1,262 @@
+package http
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
+)
+
+// An upstream with instances (instances, or discover = true) spreads each
+// call's attempts over them: every attempt picks one (Instances.Pick), takes
+// a ticket of that instance's own breaker and gives it the attempt's outcome
+// when the loop reports it. The call is admitted without the upstream's
+// breaker (resilience.RunOpts.NoBreaker): the upstream is refused only when
+// every instance's breaker is open.
+
+// instanceProblems reports the problems of the instance keys.
+func (u *Upstream) instanceProblems(l *framework.Problems) {
+	if len(u.Instances) > 0 && u.Discover {
+		l.Error("discover", "cannot be set together with instances",
+			"keep instances (a fixed list of origins) or discover = true (base_url's host resolved again and again), not both")
+	}
+	seen := map[string]bool{}
+	for n, raw := range u.Instances {
+		key := fmt.Sprintf("instances[%d]", n)
+		problem := checkBaseURL(raw)
+		if problem == "" {
+			v, _ := url.Parse(raw)
+			switch {
+			case v.Path != "" && v.Path != "/":
+				problem = "must be an origin (scheme, host and port) without a path: the path comes from base_url"
+			case seen[v.Host]:
+				problem = "lists the same host and port again"
+			}
+			seen[v.Host] = true
+		}
+		if problem != "" {
+			l.Error(key, problem, `list origins such as "http://10.0.0.7:8010", in the file or comma-separated in JFAST_HTTP_UPSTREAMS__<NAME>__INSTANCES`)
+		}
+	}
+	if (len(u.Instances) > 0 || u.Discover) && u.BreakerKey == KeyRoute {
+		l.Error("breaker_key", `"route" cannot be used with instances or discover: each instance has a breaker of its own`,
+			`remove breaker_key (the default, "origin"), or the instances`)
+	}
+	l.Deadline("resolve_every", u.ResolveEvery)
+}
+
+// instanceTLS returns u's TLS configuration. With instances over https it
+// verifies base_url's host name, which every instance serves (its
+// certificate's), not the address an attempt dials.
+func instanceTLS(u Upstream) *tls.Config {
+	base, err := url.Parse(u.BaseURL)
+	if err != nil || base.Scheme != "https" || (len(u.Instances) == 0 && !u.Discover) || (u.TLS != nil && u.TLS.ServerName != "") {
+		return u.TLS
+	}
+	conf := &tls.Config{}
+	if u.TLS != nil {
+		conf = u.TLS.Clone()
+	}
+	conf.ServerName = base.Hostname()
+	return conf
+}
+
+// instanceKeyProblems refuses the instance keys on a shared client, whose
+// calls name their host in their URL.
+func (s *SharedConfig) instanceKeyProblems(l *framework.Problems) {
+	fix := "remove it; an [plugin.http.upstreams.<name>] table calls the instances of one service"
+	if len(s.Instances) > 0 {
+		l.Error("instances", "is not a shared client's: its calls take absolute URLs", fix)
+	}
+	if s.Discover {
+		l.Error("discover", "is not a shared client's: its calls take absolute URLs", fix)
+	}
+	if s.ResolveEvery != DefaultResolveEvery {
+		l.Error("resolve_every", "is not a shared client's: it discovers no instances", fix)
+	}
+}
+
+// newInstances returns the instance set of u, or nil when u has one
+// instance (base_url's host, as resolved by the dialer).
+func newInstances(u Upstream, c *core, lookup func(context.Context, string) ([]netip.Addr, error)) (*Instances, error) {
+	o := InstancesOpts{Name: u.Name, ResolveEvery: u.ResolveEvery, Lookup: lookup, Clock: c.clock, Log: c.logger}
+	switch {
+	case u.Discover:
+		o.Discover = u.BaseURL
+	case len(u.Instances) > 0:
+		o.Static = u.Instances
+	default:
+		return nil, nil
+	}
+	return NewInstances(o)
+}
+
+// instanceBreaker returns in's breaker, made at its first attempt with the
+// upstream's breaker keys and named "<upstream> <address>".
+func (c *core) instanceBreaker(in *Instance) *resilience.Breaker {
+	if br := in.breaker.Load(); br != nil {
+		return br
+	}
+	br := resilience.NewBreaker(c.up.BreakerConfig.Opts(c.up.Name+" "+in.addr, c.clock,
+		resilience.LogStateChanges(c.logger, "http", c.up.BreakerCoolDown, nil)))
+	if in.breaker.CompareAndSwap(nil, br) {
+		return br
+	}
+	return in.breaker.Load()
+}
+
+// maxTried is how many instances one call remembers having tried without
+// allocating: more than its attempts (retries + 1, 3 by default).
+const maxTried = 4
+
+// instanceAttempt is what one call keeps of its instances: the attempt in
+// flight's, those tried, those whose breaker refused the attempt being
+// chosen.
+type instanceAttempt struct {
+	inst     *Instance // the attempt in flight's
+	ticket   resilience.Ticket
+	live     *Instance // the streamed response's, until its body ends
+	open     *resilience.OpenError
+	tried    []*Instance
+	refused  []*Instance
+	usable   func(*Instance) bool
+	triedBuf [maxTried]*Instance
+}
+
+// choose picks the instance of the next attempt and takes its breaker's
+// ticket. An instance whose breaker refuses is skipped for this attempt.
+// With none left it returns the attempt's verdict: no answer, no evidence,
+// no retry; the error is the soonest-ending *resilience.OpenError when
+// breakers refused, or errNoInstance.
+func (ia *instanceAttempt) choose(c *core, set *Instances) (resilience.Verdict, bool) {
+	if ia.usable == nil {
+		ia.tried = ia.triedBuf[:0]
+		ia.usable = func(in *Instance) bool { return !wasTried(ia.refused, in) }
+	}
+	ia.refused, ia.open = ia.refused[:0], nil
+	for {
+		in := set.Pick(ia.tried, ia.usable)
+		if in == nil {
+			break
+		}
+		ticket, err := c.instanceBreaker(in).Allow()
+		if err == nil {
+			ia.inst, ia.ticket = in, ticket
+			return resilience.Verdict{}, true
+		}
+		in.Done()
+		ia.refused = append(ia.refused, in)
+		var oe *resilience.OpenError
+		if errors.As(err, &oe) && (ia.open == nil || oe.RetryAfter() < ia.open.RetryAfter()) {
+			ia.open = oe
+		}
+	}
+	if ia.open != nil {
+		return resilience.Verdict{Err: ia.open, Outcome: resilience.Ignore}, false
+	}
+	return resilience.Verdict{Err: noInstance(set), Outcome: resilience.Ignore}, false
+}
+
+// noInstance is the error of an attempt that found the set empty: a
+// discovered name not resolved yet, or resolved to nothing usable.
+func noInstance(set *Instances) error {
+	st := set.State()
+	if st.Error != "" {
+		return fmt.Errorf("no instance to call: %s", st.Error)
+	}
+	return fmt.Errorf("no instance to call: %s resolved to none yet", st.Discover)
+}
+
+// report gives the attempt's instance its outcome (the loop's, after its
+// cut-by-caller rule). keepLive keeps the instance outstanding when the
+// attempt's streamed response is returned: its body is still read from it.
+func (ia *instanceAttempt) report(rec resilience.AttemptRecord, keepLive bool) {
+	in := ia.inst
+	if in == nil {
+		return
+	}
+	ia.inst = nil
+	ia.ticket.Done(rec.Verdict.Outcome)
+	ia.tried = append(ia.tried, in)
+	if keepLive && rec.Stop != resilience.StopNone {
+		ia.live = in
+		return
+	}
+	in.Done()
+}
+
+// takeLive returns the streamed response's instance, now the body's to end.
+func (ia *instanceAttempt) takeLive() *Instance {
+	in := ia.live
+	ia.live = nil
+	return in
+}
+
+// target returns the attempt's URL: the call's, on the chosen instance.
+func (ia *instanceAttempt) target(r *http.Request, call *url.URL) {
+	base := ia.inst.base
+	u := *call
+	u.Scheme, u.Host = base.Scheme, base.Host
+	if r.Host == "" {
+		r.Host = call.Host // every instance is asked for the upstream's host
+	}
+	r.URL = &u
+}
+
+// instancesMeta is the upstream's instances in /ready: the set's state and
+// each instance's breaker and outstanding attempts. It says how many
+// instances' breakers are open, and whether all are.
+func instancesMeta(set *Instances) (meta map[string]any, open, all int) {
+	st := set.State()
+	list := set.List()
+	each := make(map[string]any, len(list))
+	for _, in := range list {
+		e := map[string]any{"outstanding": in.Outstanding()}
+		if br := in.breaker.Load(); br != nil {
+			s := br.Snapshot()
+			e["breaker"] = s.Meta()
+			if s.State == resilience.StateOpen {
+				open++
+			}
+		} else {
+			e["breaker"] = map[string]any{"state": resilience.StateClosed.String()}
+		}
+		each[in.addr] = e
+	}
+	meta = map[string]any{"instances": each}
+	if st.Discover != "" {
+		meta["discover"] = st.Discover
+		if !st.Resolved.IsZero() {
+			meta["resolved"] = st.Resolved
+		}
+		if st.Error != "" {
+			meta["resolve_error"] = st.Error
+		}
+		if len(st.Refused) > 0 {
+			meta["refused"] = st.Refused
+		}
+	}
+	return meta, open, len(list)
+}
+
+// ejectedDetail says which instances' breakers are open, and for how long.
+func ejectedDetail(set *Instances) string {
+	var out []string
+	for _, in := range set.List() {
+		if br := in.breaker.Load(); br != nil {
+			if s := br.Snapshot(); s.State == resilience.StateOpen {
+				out = append(out, fmt.Sprintf("%s for %.1fs", in.addr, s.RetryAfter.Seconds()))
+			}
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
+}
