@@ -15,6 +15,30 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// startGateway starts the example's own configuration with orders (and its
+// events) at ordersURL and billing at billingURL.
+func startGateway(t *testing.T, ordersURL, billingURL string) *framework.App {
+	t.Helper()
+	opts := options()
+	opts.ConfigText = config
+	opts.Environ = []string{
+		"JFAST_APP_LISTEN=127.0.0.1:0",
+		"JFAST_HTTP_UPSTREAMS__ORDERS__BASE_URL=" + ordersURL,
+		"JFAST_HTTP_UPSTREAMS__ORDERS_EVENTS__BASE_URL=" + ordersURL,
+		"JFAST_HTTP_UPSTREAMS__BILLING__BASE_URL=" + billingURL,
+	}
+	opts.LogOutput = io.Discard
+	app, err := framework.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = app.Stop(context.Background()) })
+	return app
+}
+
 // The example's own configuration boots, and sends each path to the right
 // service with the right path: stand-ins for orders and billing answer
 // with the path they got.
@@ -27,23 +51,7 @@ func TestExampleRoutes(t *testing.T) {
 		return s
 	}
 	orders, billing := echo("orders"), echo("billing")
-	opts := options()
-	opts.ConfigText = config
-	opts.Environ = []string{
-		"JFAST_APP_LISTEN=127.0.0.1:0",
-		"JFAST_HTTP_UPSTREAMS__ORDERS__BASE_URL=" + orders.URL,
-		"JFAST_HTTP_UPSTREAMS__ORDERS_EVENTS__BASE_URL=" + orders.URL,
-		"JFAST_HTTP_UPSTREAMS__BILLING__BASE_URL=" + billing.URL,
-	}
-	opts.LogOutput = io.Discard
-	app, err := framework.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = app.Stop(context.Background()) })
+	app := startGateway(t, orders.URL, billing.URL)
 	for path, want := range map[string]string{
 		"/api/orders/1":           "orders /orders/1 Bearer t",
 		"/api/orders":             "orders /orders Bearer t",
@@ -86,23 +94,7 @@ func TestIdleStreamsDoNotLockOut(t *testing.T) {
 	}))
 	t.Cleanup(orders.Close)
 	t.Cleanup(func() { close(release) })
-	opts := options()
-	opts.ConfigText = config
-	opts.Environ = []string{
-		"JFAST_APP_LISTEN=127.0.0.1:0",
-		"JFAST_HTTP_UPSTREAMS__ORDERS__BASE_URL=" + orders.URL,
-		"JFAST_HTTP_UPSTREAMS__ORDERS_EVENTS__BASE_URL=" + orders.URL,
-		"JFAST_HTTP_UPSTREAMS__BILLING__BASE_URL=" + orders.URL,
-	}
-	opts.LogOutput = io.Discard
-	app, err := framework.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = app.Stop(context.Background()) })
+	app := startGateway(t, orders.URL, orders.URL)
 	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 0, DisableKeepAlives: true}}
 	for i := range streams + 1 {
 		resp, err := client.Get("http://" + app.Addr() + "/api/events")

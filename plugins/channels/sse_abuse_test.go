@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -119,21 +118,11 @@ func snapshotConns(h *hub) map[*sseConn]struct{} {
 	return out
 }
 
-// stalledClients opens n streams that never read, over connections with a
-// small receive buffer, and waits until the hub has them all.
+// stalledClients opens n streams that never read (stalledClient).
 func stalledClients(t *testing.T, rep *replica, path string, n int) {
 	t.Helper()
-	addr := strings.TrimPrefix(rep.svc.URL, "http://")
 	for range n {
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		_ = conn.(*net.TCPConn).SetReadBuffer(4096)
-		if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path); err != nil {
-			t.Fatal(err)
-		}
+		stalledClient(t, rep.svc.URL, path)
 	}
 }
 
