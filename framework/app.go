@@ -282,15 +282,17 @@ func (a *App) Start(ctx context.Context) error {
 // base, which a shutdown cancels for the requests it cuts.
 func (a *App) serve(ln net.Listener, h http.Handler, base context.Context) (*http.Server, chan error) {
 	srv := &http.Server{
-		Handler:           h,
+		// A request framed two ways is refused (framing.go).
+		Handler:           refuseAmbiguousFraming(h),
 		ReadHeaderTimeout: a.cfg.ReadHeaderTimeout,
 		IdleTimeout:       a.cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return base },
+		ConnContext:       framingContext,
 	}
 	served := make(chan error, 1)
 	go func() {
-		err := srv.Serve(ln)
+		err := srv.Serve(framingListener{ln})
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}

@@ -1,0 +1,267 @@
+package framework
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/jfastframework/jfast/problem"
+)
+
+// A request with both Content-Length and Transfer-Encoding is framed two
+// ways: net/http reads it by Transfer-Encoding (RFC 9112 §6.3) and drops the
+// Content-Length, but keeps the connection open, where the RFC requires it
+// to be closed after the response — a proxy in front that read the same
+// bytes by Content-Length would take the rest of the body for the next
+// request (request smuggling). net/http leaves no trace of the dropped
+// header in the request, so the framework follows the framing of every
+// request on the connection itself: framingConn reads the bytes the server
+// reads, request head by request head, skipping bodies by their length or
+// their chunks, and marks the first head that carried both headers. The
+// outermost handler answers that request 400 and closes the connection.
+
+// framingListener wraps every accepted connection in a framingConn.
+type framingListener struct{ net.Listener }
+
+func (l framingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &framingConn{Conn: c}, nil
+}
+
+type framingKey struct{}
+
+// framingContext is the server's ConnContext: the connection's requests find
+// it in their context.
+func framingContext(ctx context.Context, c net.Conn) context.Context {
+	if fc, ok := c.(*framingConn); ok {
+		return context.WithValue(ctx, framingKey{}, fc)
+	}
+	return ctx
+}
+
+// refuseAmbiguousFraming answers 400, closing the connection, the request
+// whose head carried both Content-Length and Transfer-Encoding; the requests
+// before it on the connection are served.
+func refuseAmbiguousFraming(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if fc, ok := r.Context().Value(framingKey{}).(*framingConn); ok {
+			n := fc.served.Add(1)
+			if at := fc.ambiguousAt.Load(); at != 0 && n >= at {
+				w.Header().Set("Connection", "close")
+				problem.Write(w, r, problem.New(http.StatusBadRequest,
+					"the request has both Content-Length and Transfer-Encoding: send one of them"))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// framingConn follows the HTTP/1.1 framing of the requests read from it.
+type framingConn struct {
+	net.Conn
+	served      atomic.Int64 // requests the handler was given
+	ambiguousAt atomic.Int64 // the 1-based number of the first ambiguous head; 0 for none
+
+	state   framingState
+	heads   int64
+	left    int64 // body or chunk bytes still to skip
+	line    [48]byte
+	lineLen int // bytes of the current line held (at most len(line))
+	lineAll int // bytes of the current line seen
+	tail    [10]byte // the current line's last bytes, for a long request line's version
+	// the head being read
+	headLine     int
+	http10       bool
+	sawCL, sawTE bool
+	length       int64
+}
+
+type framingState uint8
+
+const (
+	stateHead      framingState = iota // reading a request line or a header line
+	stateBody                          // skipping left bytes of a body
+	stateChunkSize                     // reading a chunk-size line
+	stateChunkData                     // skipping left bytes of chunk data and its CRLF
+	stateTrailer                       // reading trailer lines
+	stateLost                          // not following any more (a malformed or refused request)
+)
+
+// Read reads from the connection and follows what it read. It runs on the
+// server's reading goroutine only.
+func (c *framingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && c.state != stateLost {
+		c.follow(p[:n])
+	}
+	return n, err
+}
+
+func (c *framingConn) follow(b []byte) {
+	for len(b) > 0 && c.state != stateLost {
+		switch c.state {
+		case stateBody, stateChunkData:
+			skip := min(int64(len(b)), c.left)
+			b, c.left = b[skip:], c.left-skip
+			if c.left == 0 {
+				if c.state == stateBody {
+					c.state = stateHead
+				} else {
+					c.state = stateChunkSize
+				}
+			}
+		default:
+			i := bytes.IndexByte(b, '\n')
+			part := b
+			if i >= 0 {
+				part = b[:i]
+			}
+			k := copy(c.line[c.lineLen:], part)
+			c.lineLen += k
+			c.lineAll += len(part)
+			if len(part) >= len(c.tail) {
+				copy(c.tail[:], part[len(part)-len(c.tail):])
+			} else {
+				copy(c.tail[:], c.tail[len(part):])
+				copy(c.tail[len(c.tail)-len(part):], part)
+			}
+			if i < 0 {
+				return
+			}
+			b = b[i+1:]
+			line := bytes.TrimSuffix(c.line[:c.lineLen], []byte("\r"))
+			all := c.lineAll
+			c.lineLen, c.lineAll = 0, 0
+			if all > 0 && c.line[min(all, len(c.line))-1] == '\r' && all <= len(c.line) {
+				all--
+			}
+			c.endLine(line, all)
+		}
+	}
+}
+
+// endLine handles one line of a head, a chunk size or a trailer: line is
+// its first bytes (without the CR), all its whole length.
+func (c *framingConn) endLine(line []byte, all int) {
+	switch c.state {
+	case stateChunkSize:
+		size, ok := chunkSize(line)
+		switch {
+		case !ok:
+			c.state = stateLost
+		case size == 0:
+			c.state = stateTrailer
+		default:
+			c.state, c.left = stateChunkData, size+2 // the data's CRLF
+		}
+	case stateTrailer:
+		if all == 0 {
+			c.state = stateHead
+		}
+	case stateHead:
+		c.headerLine(line, all)
+	}
+}
+
+func (c *framingConn) headerLine(line []byte, all int) {
+	if c.headLine == 0 {
+		if all == 0 {
+			return // an empty line before a request line is ignored
+		}
+		c.headLine, c.sawCL, c.sawTE, c.length = 1, false, false, 0
+		c.http10 = bytes.HasSuffix(bytes.TrimSuffix(c.tail[:], []byte("\r")), []byte(" HTTP/1.0"))
+		return
+	}
+	if all > 0 {
+		c.headLine++
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			return
+		}
+		switch {
+		case asciiEqualFold(name, "content-length"):
+			c.sawCL = true
+			n, ok := contentLength(bytes.TrimSpace(value))
+			if !ok || all > len(c.line) {
+				c.state = stateLost // the server refuses it, or it is too long to be a length
+				return
+			}
+			c.length = n
+		case asciiEqualFold(name, "transfer-encoding"):
+			c.sawTE = true
+		}
+		return
+	}
+	// The head ends.
+	c.heads++
+	c.headLine = 0
+	switch {
+	case c.sawCL && c.sawTE:
+		c.ambiguousAt.CompareAndSwap(0, c.heads)
+		c.state = stateLost // the connection closes after this request
+	case c.sawTE && !c.http10:
+		c.state = stateChunkSize
+	case c.length > 0:
+		c.state, c.left = stateBody, c.length
+	}
+}
+
+// chunkSize parses a chunk-size line (hex digits, then extensions).
+func chunkSize(line []byte) (int64, bool) {
+	var n int64
+	digits := 0
+	for _, ch := range line {
+		var d byte
+		switch {
+		case ch >= '0' && ch <= '9':
+			d = ch - '0'
+		case ch >= 'a' && ch <= 'f':
+			d = ch - 'a' + 10
+		case ch >= 'A' && ch <= 'F':
+			d = ch - 'A' + 10
+		default:
+			return n, digits > 0
+		}
+		if digits++; digits > 15 {
+			return 0, false
+		}
+		n = n<<4 | int64(d)
+	}
+	return n, digits > 0
+}
+
+func contentLength(v []byte) (int64, bool) {
+	if len(v) == 0 || len(v) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, ch := range v {
+		if ch < '0' || ch > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(ch-'0')
+	}
+	return n, true
+}
+
+func asciiEqualFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range b {
+		ch := b[i]
+		if ch >= 'A' && ch <= 'Z' {
+			ch += 'a' - 'A'
+		}
+		if ch != s[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,102 @@
+package framework_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/jfasttest"
+)
+
+// echoService answers every POST with the body it read, every GET with "ok".
+func echoService(t *testing.T) *jfasttest.Service {
+	t.Helper()
+	return jfasttest.Start(t, jfasttest.Options{Routes: func(_ *framework.App, r chi.Router) error {
+		r.Post("/echo", func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			_, _ = w.Write(b)
+		})
+		r.Get("/ok", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+		return nil
+	}})
+}
+
+// send writes raw to a new connection to svc and reads n responses.
+func send(t *testing.T, svc *jfasttest.Service, raw string, n int) ([]*http.Response, []string, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(svc.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(conn, raw); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	var resps []*http.Response
+	var bodies []string
+	for i := range n {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("response %d: %v", i+1, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resps, bodies = append(resps, resp), append(bodies, string(b))
+	}
+	return resps, bodies, br
+}
+
+// net/http reads a request with both Content-Length and Transfer-Encoding
+// by its chunks and keeps the connection open; RFC 9112 §6.3 requires it
+// closed. The framework answers such a request 400 problem+json and closes
+// the connection; the request before it on the connection is served, and
+// the bytes after it are never read as a request.
+func TestAmbiguousFramingRefused(t *testing.T) {
+	t.Parallel()
+	svc := echoService(t)
+	smuggled := "GET /ok HTTP/1.1\r\nHost: x\r\n\r\n"
+	raw := "GET /ok HTTP/1.1\r\nHost: x\r\n\r\n" +
+		"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n" +
+		smuggled
+	resps, bodies, br := send(t, svc, raw, 2)
+	if resps[0].StatusCode != 200 || bodies[0] != "ok" {
+		t.Errorf("the request before: %d %q", resps[0].StatusCode, bodies[0])
+	}
+	if r := resps[1]; r.StatusCode != 400 || r.Header.Get("Content-Type") != "application/problem+json" || !r.Close ||
+		!strings.Contains(bodies[1], "Content-Length and Transfer-Encoding") {
+		t.Errorf("both headers: %d %s close=%v %s, want a 400 problem closing the connection", r.StatusCode, r.Header.Get("Content-Type"), r.Close, bodies[1])
+	}
+	if b, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("after the 400 the connection gave %q, %v: want it closed", b, err)
+	}
+}
+
+// The framing is followed across bodies: requests with a Content-Length
+// body, a chunked body (with an extension and a trailer) and none, one
+// after another on one connection, are all served — including bodies whose
+// bytes look like the headers refused.
+func TestFramingFollowedAcrossBodies(t *testing.T) {
+	t.Parallel()
+	svc := echoService(t)
+	looksAmbiguous := "X\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
+	chunked := fmt.Sprintf("%x;ext=1\r\n%s\r\n0\r\nX-Trailer: 1\r\n\r\n", len(looksAmbiguous), looksAmbiguous)
+	raw := fmt.Sprintf("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(looksAmbiguous), looksAmbiguous) +
+		"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked +
+		"\r\nGET /ok HTTP/1.1\r\nHost: x\r\n\r\n" +
+		"GET /ok HTTP/1.0\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+	resps, bodies, _ := send(t, svc, raw, 4)
+	for i, want := range []string{looksAmbiguous, looksAmbiguous, "ok", "ok"} {
+		if resps[i].StatusCode != 200 || bodies[i] != want {
+			t.Errorf("request %d: %d %q, want 200 %q", i+1, resps[i].StatusCode, bodies[i], want)
+		}
+	}
+}
