@@ -72,8 +72,8 @@ type framingConn struct {
 	heads   int64
 	left    int64 // body or chunk bytes still to skip
 	line    [48]byte
-	lineLen int // bytes of the current line held (at most len(line))
-	lineAll int // bytes of the current line seen
+	lineLen int      // bytes of the current line held (at most len(line))
+	lineAll int      // bytes of the current line seen
 	tail    [10]byte // the current line's last bytes, for a long request line's version
 	// the head being read
 	headLine     int
