@@ -131,7 +131,8 @@ type StateChange struct {
 	WindowFailures int
 	// Hang is set on a change made by a [Hang]: closed to half-open by the
 	// silence rule (no answer from the dependency since the hung call was
-	// admitted), or half-open to open by a probe that hung.
+	// admitted), or half-open to open by a probe that hung; and on one made
+	// by [Ticket.TripOnSilence] or [Breaker.Trip].
 	Hang bool
 }
 
@@ -420,6 +421,57 @@ func (t Ticket) Done(o Outcome) {
 	default:
 		b.mu.Unlock()
 	}
+}
+
+// TripOnSilence reports a [Hang] that opens the breaker outright when the
+// dependency answered no call since this one was admitted: where Done(Hang)
+// makes the breaker half-open, so that the next call probes and may pay the
+// same deadline again, TripOnSilence opens it for a full cool-down. It suits
+// a dependency whose calls in one request follow each other (a cache's
+// commands): the second call of the request is then refused at once instead
+// of being the probe. When something answered meanwhile it is Done(Hang);
+// a probe's TripOnSilence opens the breaker as Done(Hang) does.
+func (t Ticket) TripOnSilence() {
+	b := t.b
+	if b == nil || t.probe {
+		t.Done(Hang)
+		return
+	}
+	b.mu.Lock()
+	if t.gen != b.gen || b.state != StateClosed || b.answers.Load() != t.answers {
+		b.mu.Unlock()
+		t.Done(Hang)
+		return
+	}
+	now := b.now()
+	b.win.add(now, 1, 1)
+	b.consecutive++
+	c := b.openLocked(now)
+	c.Hang = true
+	b.unlockAndNotify(&c)
+	b.tick(now)
+}
+
+// Trip opens the breaker now for a full cool-down, whatever its state, on
+// evidence gathered outside any call: a liveness check of the dependency
+// that got no answer (the db plugin's watchdog). A probe in flight is
+// forgotten (its outcome is stale). It reports whether the breaker changed
+// state: an open breaker stays open with its cool-down unchanged.
+func (b *Breaker) Trip() bool {
+	if b == nil {
+		return false
+	}
+	b.mu.Lock()
+	now := b.now()
+	if b.state == StateOpen && now < b.until {
+		b.mu.Unlock()
+		return false
+	}
+	c := b.openLocked(now)
+	c.Hang = true
+	b.unlockAndNotify(&c)
+	b.tick(now)
+	return true
 }
 
 // rateTrippedLocked reports whether the failure-rate rule holds.

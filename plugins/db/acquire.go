@@ -94,9 +94,6 @@ var errAttemptBound = errors.New("db: no connection within the bound of an attem
 // bounded ping (installed as the pool's PrepareConn hook) and the bound on
 // attempts that follow a failure.
 type gate struct {
-	// timed: connections carry the slot of their acquisition time (see
-	// heldTracer); set on the main pool before install.
-	timed          bool
 	breaker        *resilience.Breaker
 	pingTimeout    time.Duration
 	connectTimeout time.Duration // set by install from the pool's ConnConfig
@@ -129,10 +126,13 @@ type gate struct {
 	// and pgxpool's Close waits for it. close ends their sockets at once.
 	brokenMu sync.Mutex
 	broken   map[*pgconn.PgConn]struct{}
+
+	watch watchdog
 }
 
 func newGate(br *resilience.BreakerOpts, pingTimeout time.Duration) *gate {
 	g := &gate{pingTimeout: pingTimeout}
+	g.watch.init(br.Clock)
 	g.opened, g.cancel = context.WithCancel(context.Background())
 	hook := br.OnStateChange
 	br.OnStateChange = func(c resilience.StateChange) {
@@ -157,6 +157,7 @@ func (g *gate) openedCtx() context.Context {
 }
 
 func (g *gate) close() {
+	g.stopWatching()
 	g.openedMu.Lock()
 	g.cancel()
 	g.openedMu.Unlock()
@@ -209,9 +210,7 @@ func (g *gate) install(cfg *pgxpool.Config) {
 		if v := c.PgConn().ParameterStatus("server_version"); v != "" {
 			g.serverVersion.Store(&v)
 		}
-		if g.timed {
-			c.PgConn().CustomData()[heldKey] = new(atomic.Int64) // once per connection
-		}
+		g.addSlot(c) // once per connection
 		if a := attemptFrom(ctx); a != nil {
 			a.mu.Lock()
 			a.fresh = c
@@ -237,6 +236,7 @@ func (g *gate) install(cfg *pgxpool.Config) {
 	// every user of the pool, those on connections taken with Plugin.Acquire
 	// or DB.Pool (the queue, idempotency, River) included.
 	cfg.BeforeClose = func(c *pgx.Conn) {
+		g.removeSlot(c)
 		if c.IsClosed() {
 			g.stale.Store(true)
 			g.destroyedBroken(c.PgConn())
@@ -318,14 +318,12 @@ func (g *gate) prepare(ctx context.Context, c *pgx.Conn) (bool, error) {
 // Each attempt is one call of the breaker; attempts in flight when it opens
 // are cancelled and answer the breaker's error. All of it stays within ctx.
 //
-// On a timed pool the connection's slot gets the time it was asked for: its
-// release observes jfast_db_acquisition_duration_seconds (see heldTracer).
+// The connection's slot gets the time it was asked for: the watchdog reads
+// it while the connection is in use, and the main pool's release observes
+// jfast_db_acquisition_duration_seconds (see heldTracer).
 func (g *gate) acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn, error) {
 	g.calls.Add(1)
-	var asked int64
-	if g.timed {
-		asked = heldNow()
-	}
+	asked := heldNow()
 	var bound time.Duration
 	if g.suspect.Load() {
 		bound = g.pingTimeout
@@ -334,9 +332,9 @@ func (g *gate) acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn, 
 	if err != nil && retry {
 		c, _, err = g.attempt(ctx, pool, g.replaceBound())
 	}
-	if err == nil && asked != 0 {
+	if err == nil {
 		if s := heldSlot(c.Conn()); s != nil {
-			s.Store(asked)
+			s.asked.Store(asked)
 		}
 	}
 	return c, err

@@ -134,7 +134,7 @@ func (d *DB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandT
 	ctx, cancel := d.statementCtx(ctx)
 	defer cancel()
 	tag, err := c.Exec(ctx, sql, args...)
-	return tag, d.connErr(c.Conn().IsClosed(), err)
+	return tag, d.connErr(endOf(c.Conn()), err)
 }
 
 // Query runs sql. The connection goes back to the pool when the rows are
@@ -147,12 +147,12 @@ func (d *DB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, erro
 	ctx, cancel := d.statementCtx(ctx)
 	rows, err := c.Query(ctx, sql, args...)
 	if err != nil {
-		err = d.connErr(c.Conn().IsClosed(), err)
+		err = d.connErr(endOf(c.Conn()), err)
 		c.Release()
 		cancel()
 		return nil, err
 	}
-	return &releasingRows{Rows: rows, db: d, broken: c.Conn().IsClosed, release: func() { c.Release(); cancel() }}, nil
+	return &releasingRows{Rows: rows, db: d, conn: c.Conn(), release: func() { c.Release(); cancel() }}, nil
 }
 
 // QueryRow runs sql; its error, if any, is returned by Scan.
@@ -175,9 +175,9 @@ func (d *DB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	br := c.SendBatch(ctx, b)
 	if tx := br.Tx(); tx != nil {
 		// The batch began a transaction: it owns the connection until it ends.
-		return &releasingBatch{BatchResults: br, tx: &poolTx{Tx: tx, conn: c, db: d}, db: d, broken: c.Conn().IsClosed, release: cancel}
+		return &releasingBatch{BatchResults: br, tx: &poolTx{Tx: tx, conn: c, db: d}, db: d, conn: c.Conn(), release: cancel}
 	}
-	return &releasingBatch{BatchResults: br, db: d, broken: c.Conn().IsClosed, release: func() { c.Release(); cancel() }}
+	return &releasingBatch{BatchResults: br, db: d, conn: c.Conn(), release: func() { c.Release(); cancel() }}
 }
 
 // CopyFrom copies rows into tableName with the COPY protocol.
@@ -190,7 +190,7 @@ func (d *DB) CopyFrom(ctx context.Context, tableName pgx.Identifier, columnNames
 	ctx, cancel := d.statementCtx(ctx)
 	defer cancel()
 	n, err := c.CopyFrom(ctx, tableName, columnNames, rowSrc)
-	return n, d.connErr(c.Conn().IsClosed(), err)
+	return n, d.connErr(endOf(c.Conn()), err)
 }
 
 // Begin starts a transaction. Commit or Rollback it; either returns the
@@ -209,7 +209,7 @@ func (d *DB) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
 	tx, err := c.BeginTx(sctx, opts)
 	cancel()
 	if err != nil {
-		err = d.connErr(c.Conn().IsClosed(), err)
+		err = d.connErr(endOf(c.Conn()), err)
 		c.Release()
 		return nil, err
 	}
@@ -280,9 +280,15 @@ func isTxClosed(err error) bool { return errors.Is(err, pgx.ErrTxClosed) }
 // their idle time, and a server that stopped answering opens the breaker on
 // that ping's hang instead of holding more statements. The cut itself is not
 // counted: a query may be slow, a SELECT 1 may not.
-func (d *DB) connErr(broken bool, err error) error {
-	if err == nil || !broken {
+//
+// A statement the watchdog cut (the server answered no liveness check while
+// it ran) gets the breaker's error: a 503 naming db with Retry-After.
+func (d *DB) connErr(e connEnd, err error) error {
+	if err == nil || !e.broken {
 		return err
+	}
+	if e.cut {
+		return d.gate.hungErr(err)
 	}
 	if resilience.IsTimeout(err) {
 		d.gate.stale.Store(true)
@@ -298,10 +304,10 @@ func (d *DB) connErr(broken bool, err error) error {
 // that broke the connection as the db dependency error.
 type releasingRows struct {
 	pgx.Rows
-	db       *DB
-	broken   func() bool // whether the connection is closed; asked before it is released
-	isBroken bool
-	release  func()
+	db      *DB
+	conn    *pgx.Conn // asked how it ended before it is released
+	end     connEnd
+	release func()
 }
 
 // Close closes the rows and releases the connection, once: a second Close (Next
@@ -312,8 +318,8 @@ func (r *releasingRows) Close() {
 	if r.release == nil {
 		return
 	}
-	if r.broken != nil {
-		r.isBroken = r.broken()
+	if r.conn != nil {
+		r.end = endOf(r.conn)
 	}
 	r.release()
 	r.release = nil
@@ -323,7 +329,7 @@ func (r *releasingRows) Err() error {
 	if r.db == nil {
 		return r.Rows.Err()
 	}
-	return r.db.connErr(r.isBroken, r.Rows.Err())
+	return r.db.connErr(r.end, r.Rows.Err())
 }
 
 func (r *releasingRows) Next() bool {
@@ -360,7 +366,7 @@ type releasingBatch struct {
 	pgx.BatchResults
 	tx      *poolTx
 	db      *DB
-	broken  func() bool
+	conn    *pgx.Conn
 	release func()
 }
 
@@ -373,8 +379,8 @@ func (b *releasingBatch) Tx() pgx.Tx {
 
 func (b *releasingBatch) Close() error {
 	err := b.BatchResults.Close()
-	if b.broken != nil && b.release != nil {
-		err = b.db.connErr(b.broken(), err)
+	if b.conn != nil && b.release != nil {
+		err = b.db.connErr(endOf(b.conn), err)
 	}
 	if b.release != nil {
 		b.release()
@@ -401,13 +407,13 @@ func (t *poolTx) releaseConn() {
 func (t *poolTx) Commit(ctx context.Context) error {
 	err := t.Tx.Commit(ctx)
 	if t.conn != nil {
-		err = t.db.connErr(t.conn.Conn().IsClosed(), err)
+		err = t.db.connErr(endOf(t.conn.Conn()), err)
 	}
 	t.releaseConn()
 	return err
 }
 
-func (t *poolTx) broken() bool { return t.Tx.Conn().IsClosed() }
+func (t *poolTx) end() connEnd { return endOf(t.Tx.Conn()) }
 
 func (t *poolTx) Rollback(ctx context.Context) error {
 	err := t.Tx.Rollback(ctx)
@@ -419,7 +425,7 @@ func (t *poolTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 	ctx, cancel := t.db.statementCtx(ctx)
 	defer cancel()
 	tag, err := t.Tx.Exec(ctx, sql, args...)
-	return tag, t.db.connErr(t.broken(), err)
+	return tag, t.db.connErr(t.end(), err)
 }
 
 func (t *poolTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
@@ -427,9 +433,9 @@ func (t *poolTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 	rows, err := t.Tx.Query(ctx, sql, args...)
 	if err != nil {
 		cancel()
-		return nil, t.db.connErr(t.broken(), err)
+		return nil, t.db.connErr(t.end(), err)
 	}
-	return &releasingRows{Rows: rows, db: t.db, broken: t.broken, release: cancel}, nil
+	return &releasingRows{Rows: rows, db: t.db, conn: t.Tx.Conn(), release: cancel}, nil
 }
 
 func (t *poolTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
@@ -444,7 +450,7 @@ func (t *poolTx) CopyFrom(ctx context.Context, tableName pgx.Identifier, columnN
 	ctx, cancel := t.db.statementCtx(ctx)
 	defer cancel()
 	n, err := t.Tx.CopyFrom(ctx, tableName, columnNames, rowSrc)
-	return n, t.db.connErr(t.broken(), err)
+	return n, t.db.connErr(t.end(), err)
 }
 
 func (t *poolTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {

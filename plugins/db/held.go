@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"net"
 	"sync/atomic"
 	"time"
 
@@ -13,13 +14,15 @@ import (
 // Acquisition time: how long a connection taken through the gate is held,
 // from asking the gate for it to giving it back to the pool (a statement's
 // whole time, its rows read; or a transaction's, or that of a connection
-// taken with Acquire). It is the db's latency on the status page.
+// taken with Acquire). It is the db's latency on the status page, and what
+// the watchdog reads to find a statement in flight for too long (see
+// watchdog.go).
 //
 // It costs no allocation per acquisition: each connection carries one slot
 // (made when it opens) where the gate writes when it was asked for it, and
 // the pool's release tracer reads and clears it when it comes back. A
 // connection taken from the pool directly (DB.Pool: River, the queue's
-// helpers) has a clear slot and is not timed.
+// helpers) has a clear slot: it is neither timed nor watched.
 
 // heldKey names the slot in the connection's pgconn CustomData.
 const heldKey = "jfast.db.asked"
@@ -30,18 +33,36 @@ var heldBase = time.Now()
 // heldNow is the time since heldBase, on the monotonic clock; never 0.
 func heldNow() int64 { return int64(time.Since(heldBase)) | 1 }
 
-// heldSlot is c's slot, or nil when the pool does not time its connections.
-func heldSlot(c *pgx.Conn) *atomic.Int64 {
-	s, _ := c.PgConn().CustomData()[heldKey].(*atomic.Int64)
+// connSlot is what the plugin keeps on each connection of its pools.
+type connSlot struct {
+	// asked is when the connection was asked for through the gate (gate.now),
+	// 0 while it is in the pool or was taken from the pool directly.
+	asked atomic.Int64
+	// cut is set by the watchdog before it closes the socket of a
+	// connection in use on a server that answered no liveness ping: the
+	// statement's error is then the breaker's (see DB.connErr).
+	cut  atomic.Bool
+	conn net.Conn // the socket, closed by the watchdog's cut
+
+	// Owned by the watchdog: asked as it saw it at its last tick, and for
+	// how many ticks in a row it has seen that value.
+	seen  int64
+	ticks int
+}
+
+// heldSlot is c's slot, or nil for a connection the plugin did not open.
+func heldSlot(c *pgx.Conn) *connSlot {
+	s, _ := c.PgConn().CustomData()[heldKey].(*connSlot)
 	return s
 }
 
-// heldTracer is the main pool's tracer: the release tracer that observes the
-// acquisition time, around the query tracer of a plugin that observes
-// dependencies (nil: statements pay an interface call that returns at once).
+// heldTracer is every pool's tracer: the release tracer that clears the
+// slot (and, on the main pool, observes the acquisition time), around the
+// query tracer of a plugin that observes dependencies (nil: statements pay
+// an interface call that returns at once).
 type heldTracer struct {
 	inner pgx.QueryTracer
-	held  prometheus.Observer
+	held  prometheus.Observer // nil on tenant pools
 }
 
 // TraceQueryStart implements pgx.QueryTracer.
@@ -66,7 +87,7 @@ func (t heldTracer) TraceRelease(_ *pgxpool.Pool, data pgxpool.TraceReleaseData)
 	if s == nil {
 		return
 	}
-	if asked := s.Swap(0); asked != 0 {
+	if asked := s.asked.Swap(0); asked != 0 && t.held != nil {
 		t.held.Observe(float64(heldNow()-asked) / float64(time.Second))
 	}
 }

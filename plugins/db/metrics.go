@@ -25,6 +25,8 @@ func registerMetrics(reg *prometheus.Registry, d *DB, held prometheus.Histogram)
 		counter("jfast_db_acquisitions_total", "Connections asked for through the plugin (a statement's, a transaction's, Acquire's), those the open breaker refused included.", func() float64 { return float64(d.gate.calls.Load()) }),
 		counter("jfast_db_acquisition_attempts_total", "Attempts to get a connection the breaker let through: the first, and one more when a pooled connection's ping got no answer.", func() float64 { return float64(d.gate.attempts.Load()) }),
 		counter("jfast_db_ping_terminations_total", "Idle connections terminated because the bounded ping failed or did not answer within ping_timeout.", func() float64 { return float64(d.gate.pingTerminations.Load()) }),
+		counter("jfast_db_liveness_checks_total", "Liveness checks (SELECT 1 on the watchdog's own connection) made because a connection was in use for ping_timeout / 2 or more.", func() float64 { return float64(d.gate.watch.checks.Load()) }),
+		counter("jfast_db_liveness_trips_total", "Liveness checks that got no answer within ping_timeout: the breaker opened and the statements in flight were cut.", func() float64 { return float64(d.gate.watch.trips.Load()) }),
 		gauge("jfast_db_breaker_state", "Connection breaker state: 0 closed, 1 open, 2 half-open.", func() float64 { return float64(d.gate.breaker.Snapshot().State) }),
 		counter("jfast_db_breaker_opens_total", "Times the connection breaker opened.", func() float64 { return float64(d.gate.breaker.Snapshot().Opens) }),
 	}

@@ -131,17 +131,19 @@ func (p *Plugin) open(dsn string, size int, minIdle int32, tenant string) (*DB, 
 	opts := p.cfg.BreakerConfig.Opts(dependencyName, p.clock,
 		resilience.LogStateChanges(p.log.With(logAttrs...), dependencyName, p.cfg.BreakerCoolDown, nil))
 	g := newGate(&opts, p.cfg.PingTimeout)
+	tracer := heldTracer{inner: p.tracer}
 	if tenant == "" && p.held != nil {
-		// The main pool times its acquisitions (see heldTracer).
-		g.timed = true
-		pc.ConnConfig.Tracer = heldTracer{inner: p.tracer, held: p.held}
+		tracer.held = p.held // the main pool times its acquisitions
 	}
+	pc.ConnConfig.Tracer = tracer // clears the slots the watchdog reads
 	g.install(pc)
+	live := pc.ConnConfig.Config.Copy() // the watchdog's liveness connection
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		g.close()
 		return nil, fmt.Errorf("db: make pool: %s", redactError(err))
 	}
+	g.startWatching(pool, live)
 	return &DB{pool: pool, gate: g, commandTimeout: p.cfg.CommandTimeout}, nil
 }
 

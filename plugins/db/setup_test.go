@@ -34,6 +34,9 @@ type setupOpts struct {
 	proxy  bool
 	plugin *Plugin
 	routes func(app *framework.App, r chi.Router) error // more routes
+	// realClock runs the App on the real clock (bundle.clock is nil): the
+	// watchdog ticks by itself, as in production.
+	realClock bool
 }
 
 // setup starts an App with the db plugin on the private database, with a
@@ -44,7 +47,12 @@ type setupOpts struct {
 //	GET /div    division by zero (another SQL error)
 func setup(t *testing.T, o setupOpts) *bundle {
 	t.Helper()
-	b := &bundle{clock: jfasttest.NewClock()}
+	b := &bundle{}
+	var clock resilience.Clock
+	if !o.realClock {
+		b.clock = jfasttest.NewClock()
+		clock = b.clock
+	}
 	url := o.url
 	if o.proxy {
 		p, err := drills.StartProxy("127.0.0.1:5432")
@@ -70,7 +78,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		TOML:    toml,
 		Plugins: []framework.Plugin{pl},
 		Env:     map[string]string{"JFAST_DB_URL": url},
-		Clock:   b.clock,
+		Clock:   clock,
 		Routes: func(app *framework.App, r chi.Router) error {
 			d, err := Get(app)
 			if err != nil {

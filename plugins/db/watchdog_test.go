@@ -1,0 +1,194 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/problem"
+)
+
+// watchUntil advances the test clock one watchdog tick at a time, each once
+// the watchdog waits on the clock again (a check in progress runs on real
+// time), until done is closed. It returns how many ticks it took.
+func watchUntil(t *testing.T, b *bundle, done <-chan struct{}) int {
+	t.Helper()
+	tick := b.db.gate.watchTick()
+	for n := 0; ; n++ {
+		select {
+		case <-done:
+			return n
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err := b.clock.BlockUntilContext(ctx, 1)
+		cancel()
+		if err != nil {
+			t.Fatalf("the watchdog did not wait on the clock again: %v", err)
+		}
+		b.clock.Advance(tick)
+	}
+}
+
+// begin starts a transaction and runs a statement in it, so its connection
+// is in use with no ping ahead of the next statement.
+func begin(t *testing.T, d *DB) pgx.Tx {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tx, err := d.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+// A server that stops answering while statements run: the watchdog finds
+// the connections in use past ping_timeout / 2, its liveness check gets no
+// answer within ping_timeout, and every statement in flight ends at once
+// with the breaker's 503 naming db (Retry-After, errors.Is ErrOpen), an
+// acquisition waiting for a new connection too, well before their own
+// deadlines (30 s here, and connect_timeout 10 s). Then the half-open probe
+// opens a new connection while the server is suspect: bounded by
+// ping_timeout, not connect_timeout. After the resume the same pool serves.
+func TestWatchdogCutsStatementsOnAHungServer(t *testing.T) {
+	t.Parallel()
+	const pingTimeout, connectTimeout = 300 * time.Millisecond, 10 * time.Second
+	b := setup(t, setupOpts{proxy: true, toml: "ping_timeout = \"300ms\"\nconnect_timeout = \"10s\"\npool_size = 3"})
+	tx1, tx2 := begin(t, b.db), begin(t, b.db)
+	b.proxy.Hold()
+
+	errs := make(chan error, 3)
+	start := time.Now()
+	run := func(f func(context.Context) error) {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			errs <- f(ctx)
+		}()
+	}
+	for _, tx := range []pgx.Tx{tx1, tx2} {
+		run(func(ctx context.Context) error {
+			_, err := tx.Exec(ctx, "SELECT 1")
+			_ = tx.Rollback(context.Background())
+			return err
+		})
+	}
+	// A third statement needs a new connection (the pool's two are in
+	// use), which the held server never completes.
+	run(func(ctx context.Context) error { _, err := b.db.Exec(ctx, "SELECT 1"); return err })
+
+	done := make(chan struct{})
+	var got []error
+	go func() {
+		for range 3 {
+			got = append(got, <-errs)
+		}
+		close(done)
+	}()
+	watchUntil(t, b, done)
+	took := time.Since(start)
+	for i, err := range got {
+		var de *problem.DependencyError
+		if !errors.As(err, &de) || de.Dependency != "db" || !errors.Is(err, resilience.ErrOpen) || de.RetryAfter <= 0 {
+			t.Fatalf("statement %d: %v; want the breaker's db dependency error with Retry-After", i, err)
+		}
+	}
+	if took >= connectTimeout {
+		t.Fatalf("the statements ended after %s; want the watchdog's check (ping_timeout %s), not a deadline", took, pingTimeout)
+	}
+	if snap := b.db.Breaker(); snap.State != resilience.StateOpen || snap.Opens != 1 {
+		t.Fatalf("breaker %+v; want open once", snap)
+	}
+	if n := b.db.gate.watch.trips.Load(); n != 1 {
+		t.Fatalf("%d trips; want 1", n)
+	}
+
+	// The probe after the cool-down: the pool was reset, so it opens a new
+	// connection, bounded by ping_timeout since the server is suspect.
+	b.clock.Advance(resilience.DefaultBreakerCoolDown)
+	var probeErr error
+	probe := timed(func() { _, probeErr = b.db.Exec(context.Background(), "SELECT 1") })
+	if probeErr == nil || probe >= connectTimeout/2 {
+		t.Fatalf("the probe on a held server: %v after %s; want a failure within ping_timeout (%s)", probeErr, probe, pingTimeout)
+	}
+	if snap := b.db.Breaker(); snap.State != resilience.StateOpen || snap.Opens != 2 {
+		t.Fatalf("breaker after the probe %+v; want open again", snap)
+	}
+
+	_ = b.proxy.Pass()
+	b.clock.Advance(resilience.DefaultBreakerCoolDown)
+	if r := b.svc.Get(t, "/one"); r.Status != 200 {
+		t.Fatalf("after the resume and the cool-down: %d %s", r.Status, r.Body)
+	}
+}
+
+// A statement that is merely slow on a server that answers is left alone:
+// the watchdog asks the server (it answers) and cuts nothing; the breaker
+// counts nothing.
+func TestWatchdogLeavesSlowStatementsAlone(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{toml: `ping_timeout = "300ms"`})
+	const ticks = 8 // enough for the first check and the next ones (every 2 ticks)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lock, err := b.db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", t.Name()); err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan error, 1)
+	inUse := make(chan struct{})
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		tx, err := b.db.Begin(ctx)
+		if err != nil {
+			close(inUse)
+			res <- err
+			return
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		close(inUse)
+		// Slow until the test has made its ticks (an advisory lock the
+		// test holds), then one more statement on the same connection.
+		_, err = tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", t.Name())
+		if err == nil {
+			_, err = tx.Exec(ctx, "SELECT 1")
+		}
+		res <- err
+	}()
+	<-inUse
+	tick := b.db.gate.watchTick()
+	for range ticks {
+		if err := b.clock.BlockUntilContext(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(tick)
+	}
+	if err := b.clock.BlockUntilContext(ctx, 1); err != nil { // the last tick's check is over
+		t.Fatal(err)
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-res; err != nil {
+		t.Fatalf("the slow statement: %v; want it to finish", err)
+	}
+	checks, trips := b.db.gate.watch.checks.Load(), b.db.gate.watch.trips.Load()
+	if checks < 2 || trips != 0 {
+		t.Fatalf("%d checks, %d trips; want at least 2 answered checks and no trip", checks, trips)
+	}
+	if snap := b.db.Breaker(); snap.State != resilience.StateClosed || snap.Consecutive != 0 || snap.Opens != 0 {
+		t.Fatalf("breaker %+v; want closed with nothing counted", snap)
+	}
+}
