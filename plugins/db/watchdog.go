@@ -158,8 +158,10 @@ func (g *gate) inspect(ctx context.Context) {
 	g.watch.slotsMu.Lock()
 	for s := range g.watch.slots {
 		asked := s.asked.Load()
-		if asked == 0 || asked != s.seen {
-			s.seen, s.ticks = asked, 0 // in the pool, or taken again since
+		if asked == 0 || asked != s.seen || s.cut.Load() {
+			// In the pool, taken again since the last tick, or cut
+			// already (on its way back to the pool, to be destroyed).
+			s.seen, s.ticks = asked, 0
 			continue
 		}
 		s.ticks++
