@@ -16,8 +16,8 @@ import (
 // command_timeout (300 ms) fail with the usual UnavailableError, a 503 naming
 // the cache, but the breaker counts none of them, however many; commands cut by
 // command_timeout with the caller still waiting count as a hang: the first one
-// makes it half-open (nothing answered meanwhile), the probe's opens it,
-// whatever breaker_failures says.
+// opens it (nothing answered meanwhile), whatever breaker_failures says, and
+// the next command is refused at once.
 func TestCallerDeadlineIsNoEvidence(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
@@ -55,13 +55,10 @@ func TestCallerDeadlineIsNoEvidence(t *testing.T) {
 	if err := get(time.Minute); !errors.As(err, &ue) || ue.Timeout != commandTimeout {
 		t.Fatalf("cut by command_timeout: %v; want it to say command_timeout", err)
 	}
-	if s := c.Breaker().Snapshot(); s.State != resilience.StateHalfOpen {
-		t.Fatalf("after a command cut by command_timeout with nothing answered meanwhile: %+v, want half_open", s)
+	if s := c.Breaker().Snapshot(); s.State != resilience.StateOpen || s.Opens != 1 {
+		t.Fatalf("after a command cut by command_timeout with nothing answered meanwhile: %+v, want open", s)
 	}
-	if err := get(time.Minute); !errors.As(err, &ue) || ue.Timeout != commandTimeout {
-		t.Fatalf("the probe, cut by command_timeout: %v", err)
-	}
-	if s := c.Breaker().Snapshot(); s.State != resilience.StateOpen {
-		t.Fatalf("after the probe hung: %+v, want open", s)
+	if err := get(time.Minute); !errors.Is(err, resilience.ErrOpen) {
+		t.Fatalf("the next command: %v; want the open breaker's refusal", err)
 	}
 }

@@ -186,8 +186,10 @@ func (h *hook) limit(wait time.Duration, blocking bool) (time.Duration, bool) {
 //     either way. A cancelled caller gets go-redis's error back as is; one
 //     whose deadline passed gets the usual *UnavailableError, with no
 //     command_timeout in it and matching context.DeadlineExceeded;
-//   - command_timeout expired with no answer is a hang (resilience.Hang:
-//     with nothing answered meanwhile it opens the breaker at once);
+//   - command_timeout expired with no answer is a hang: with nothing
+//     answered since the command was admitted it opens the breaker at once
+//     (resilience.Ticket.TripOnSilence), so the request's next command is
+//     refused instead of being a probe that waits command_timeout again;
 //   - anything else (refused or broken connections, pool timeouts) is a
 //     failure.
 func (h *hook) done(ctx context.Context, t resilience.Ticket, err error, limit time.Duration, own, start time.Time, timed bool) error {
@@ -224,7 +226,7 @@ func (h *hook) done(ctx context.Context, t resilience.Ticket, err error, limit t
 	if isTimeout(err) && !errors.Is(err, redis.ErrPoolTimeout) {
 		// command_timeout expired with no answer: a hang, which opens the
 		// breaker at once when Redis answered nothing meanwhile.
-		t.Done(resilience.Hang)
+		t.TripOnSilence()
 		ue.Timeout = limit
 	} else {
 		t.Done(resilience.Failure)
