@@ -115,16 +115,18 @@ func TestEnqueueOutcomeRedis(t *testing.T) {
 	t.Cleanup(resumed)
 	_, err = q.Enqueue(ctx, "order", queuetest.Receipt{Order: 300}, queue.UniqueKey("300"))
 	assertOutcome(t, "enqueue 300 to the paused server", err, true)
+	// That hang opened the redis breaker (nothing answered since it was
+	// sent): the next enqueue is refused at once, certainly not enqueued.
 	resp := svc.Do(t, http.MethodPost, "/orders", "")
-	if resp.Status != http.StatusServiceUnavailable || !strings.Contains(resp.String(), "may have been enqueued") || !strings.Contains(resp.String(), `"dependency":"queue"`) {
-		t.Fatalf("POST /orders to the paused server = %d %s, want 503 naming queue and saying the job may have been enqueued", resp.Status, resp.String())
+	if resp.Status != http.StatusServiceUnavailable || strings.Contains(resp.String(), "may have been enqueued") || !strings.Contains(resp.String(), `"dependency":"queue"`) || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("POST /orders after the hang = %d %s, want the open breaker's 503 naming queue with Retry-After, not \"may have been enqueued\"", resp.Status, resp.String())
 	}
 	resumed()
 	queuetest.Eventually(t, 10*time.Second, "the job whose enqueue failed exists once Redis ran its buffered command", func() bool {
 		return taskExists("300")
 	})
-	// The paused enqueue hung (the breakers went half-open) and POST /orders
-	// was the probe and hung too: past the cool-down, the next one probes.
+	// The paused enqueue hung and opened the breaker: past the cool-down,
+	// the next one probes.
 	clk.Advance(16 * time.Second)
 	res, err := q.Enqueue(ctx, "order", queuetest.Receipt{Order: 300}, queue.UniqueKey("300"))
 	if err != nil || !res.Duplicate || res.ID != name+"/u:order:300" {
