@@ -175,6 +175,15 @@ func TestEnqueueOutcomeRabbitMQ(t *testing.T) {
 	}
 	_, err := q.Enqueue(ctx, "order", queuetest.Receipt{Order: 2})
 	assertOutcome(t, "enqueue 2 to the held broker", err, true)
+	// That hang opened the queue's breaker (the broker answered nothing
+	// since the publish): a request's next enqueue is refused at once
+	// instead of waiting enqueue_timeout again.
+	began := time.Now()
+	_, err = q.Enqueue(ctx, "order", queuetest.Receipt{Order: 5})
+	if took := time.Since(began); !errors.Is(err, resilience.ErrOpen) || took >= 500*time.Millisecond {
+		t.Fatalf("enqueue right after the hang = %v after %s; want the open breaker's refusal at once", err, took)
+	}
+	assertOutcome(t, "enqueue 5 refused by the open breaker", err, false)
 	if err := proxy.Pass(); err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +209,9 @@ func TestEnqueueOutcomeRabbitMQ(t *testing.T) {
 	queuetest.Eventually(t, 15*time.Second, "job 4 handled", func() bool { return count(4) })
 	mu.Lock()
 	defer mu.Unlock()
-	if handled[3] != 0 {
-		t.Fatal("job 3, refused as not enqueued, was handled")
+	for _, o := range []int{3, 5} {
+		if handled[o] != 0 {
+			t.Fatalf("job %d, refused as not enqueued, was handled", o)
+		}
 	}
 }

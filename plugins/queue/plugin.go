@@ -499,8 +499,10 @@ func (p *Plugin) guard(ctx context.Context, kind string, fn func(context.Context
 	}
 	if resilience.IsTimeout(err) {
 		// No answer within enqueue_timeout: a hang, which opens the breaker
-		// at once when the broker answered nothing meanwhile.
-		ticket.Done(resilience.Hang)
+		// at once when the broker answered nothing since this enqueue began
+		// (not half-open: a request's next enqueue is refused at once
+		// instead of being a probe that waits enqueue_timeout again).
+		ticket.TripOnSilence()
 	} else {
 		ticket.Done(resilience.Failure)
 	}
