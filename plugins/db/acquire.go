@@ -30,8 +30,15 @@ const pingSQL = "SELECT 1"
 type attemptKey struct{}
 
 // attempt records one connection attempt: a pgxpool.Acquire that may ping
-// idle connections and may open a new one.
+// idle connections and may open a new one. It is also the context the
+// attempt's own is made from: the caller's, with itself as the value of
+// attemptKey (one allocation for both).
 type attempt struct {
+	context.Context // the caller's
+
+	cancel context.CancelCauseFunc // of the attempt's context
+	slot   int                     // its place in gate.inflight; -1: none
+
 	mu           sync.Mutex
 	fresh        *pgx.Conn // opened for this attempt: no ping needed
 	ping         *pgx.Conn // idle past pingIdle (or the pool is suspect): ping before handing it out
@@ -51,6 +58,14 @@ func (a *attempt) limit(d time.Duration) {
 		a.own = at
 	}
 	a.mu.Unlock()
+}
+
+// Value implements context.Context: the attempt under attemptKey.
+func (a *attempt) Value(key any) any {
+	if key == (attemptKey{}) {
+		return a
+	}
+	return a.Context.Value(key)
 }
 
 func attemptFrom(ctx context.Context) *attempt {
@@ -109,9 +124,13 @@ type gate struct {
 	// statements waiting out their callers' deadlines.
 	stale atomic.Bool
 
-	openedMu sync.Mutex
-	opened   context.Context // cancelled when the breaker opens
-	cancel   context.CancelFunc
+	// inflight holds the attempts in progress, so that the breaker's
+	// opening ends them at once (cancelInflight): a fixed array of atomic
+	// slots, two atomic operations per attempt rather than a context.
+	inflight     [inflightSlots]atomic.Pointer[attempt]
+	inflightNext atomic.Uint32
+	overflowMu   sync.Mutex
+	overflow     map[*attempt]struct{} // attempts beyond the slots
 
 	pingTerminations atomic.Uint64
 	// calls counts the connections asked for through the gate (refused
@@ -133,14 +152,10 @@ type gate struct {
 func newGate(br *resilience.BreakerOpts, pingTimeout time.Duration) *gate {
 	g := &gate{pingTimeout: pingTimeout}
 	g.watch.init(br.Clock)
-	g.opened, g.cancel = context.WithCancel(context.Background())
 	hook := br.OnStateChange
 	br.OnStateChange = func(c resilience.StateChange) {
 		if c.To == resilience.StateOpen {
-			g.openedMu.Lock()
-			g.cancel()
-			g.opened, g.cancel = context.WithCancel(context.Background())
-			g.openedMu.Unlock()
+			g.cancelInflight()
 		}
 		if hook != nil {
 			hook(c)
@@ -150,17 +165,58 @@ func newGate(br *resilience.BreakerOpts, pingTimeout time.Duration) *gate {
 	return g
 }
 
-func (g *gate) openedCtx() context.Context {
-	g.openedMu.Lock()
-	defer g.openedMu.Unlock()
-	return g.opened
+// inflightSlots is how many attempts in progress gate.inflight holds; more
+// at once (pool_size is 10 by default) go to a map under a mutex.
+const inflightSlots = 64
+
+// track registers a for cancelInflight.
+func (g *gate) track(a *attempt) {
+	start := g.inflightNext.Add(1)
+	for i := range uint32(inflightSlots) {
+		n := int((start + i) % inflightSlots)
+		if g.inflight[n].CompareAndSwap(nil, a) {
+			a.slot = n
+			return
+		}
+	}
+	a.slot = -1
+	g.overflowMu.Lock()
+	if g.overflow == nil {
+		g.overflow = make(map[*attempt]struct{})
+	}
+	g.overflow[a] = struct{}{}
+	g.overflowMu.Unlock()
+}
+
+// untrack forgets a, once its attempt is over.
+func (g *gate) untrack(a *attempt) {
+	if a.slot >= 0 {
+		g.inflight[a.slot].CompareAndSwap(a, nil)
+		return
+	}
+	g.overflowMu.Lock()
+	delete(g.overflow, a)
+	g.overflowMu.Unlock()
+}
+
+// cancelInflight ends every attempt in progress with errBreakerOpened: the
+// evidence is in, they need not wait out their own deadlines.
+func (g *gate) cancelInflight() {
+	for i := range g.inflight {
+		if a := g.inflight[i].Load(); a != nil {
+			a.cancel(errBreakerOpened)
+		}
+	}
+	g.overflowMu.Lock()
+	for a := range g.overflow {
+		a.cancel(errBreakerOpened)
+	}
+	g.overflowMu.Unlock()
 }
 
 func (g *gate) close() {
 	g.stopWatching()
-	g.openedMu.Lock()
-	g.cancel()
-	g.openedMu.Unlock()
+	g.cancelInflight()
 	g.brokenMu.Lock()
 	defer g.brokenMu.Unlock()
 	for pc := range g.broken {
@@ -354,11 +410,12 @@ func (g *gate) attempt(ctx context.Context, pool *pgxpool.Pool, bound time.Durat
 		return nil, false, g.unavailable(err)
 	}
 	g.attempts.Add(1)
-	a := &attempt{}
-	actx, cancel := context.WithCancelCause(context.WithValue(ctx, attemptKey{}, a))
+	a := &attempt{Context: ctx}
+	actx, cancel := context.WithCancelCause(a)
+	a.cancel = cancel
 	defer cancel(nil)
-	stop := context.AfterFunc(g.openedCtx(), func() { cancel(errBreakerOpened) })
-	defer stop()
+	g.track(a)
+	defer g.untrack(a)
 	if bound > 0 {
 		a.limit(bound)
 		var cancelBound context.CancelFunc

@@ -140,6 +140,14 @@ func (d *DB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandT
 // Query runs sql. The connection goes back to the pool when the rows are
 // closed (pgx.CollectRows and ForEachRow close them; otherwise call Close).
 func (d *DB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	rows, err := d.query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+func (d *DB) query(ctx context.Context, sql string, args ...any) (*releasingRows, error) {
 	c, err := d.Acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -152,16 +160,16 @@ func (d *DB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, erro
 		cancel()
 		return nil, err
 	}
-	return &releasingRows{Rows: rows, db: d, conn: c.Conn(), release: func() { c.Release(); cancel() }}, nil
+	return &releasingRows{Rows: rows, db: d, conn: c.Conn(), pooled: c, cancel: cancel}, nil
 }
 
 // QueryRow runs sql; its error, if any, is returned by Scan.
 func (d *DB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	rows, err := d.Query(ctx, sql, args...)
+	rows, err := d.query(ctx, sql, args...)
 	if err != nil {
 		return errRow{err}
 	}
-	return rowOf{rows}
+	return (*rowOf)(rows)
 }
 
 // SendBatch sends every query of b in one round trip. The connection goes
@@ -304,10 +312,12 @@ func (d *DB) connErr(e connEnd, err error) error {
 // that broke the connection as the db dependency error.
 type releasingRows struct {
 	pgx.Rows
-	db      *DB
-	conn    *pgx.Conn // asked how it ended before it is released
-	end     connEnd
-	release func()
+	db       *DB
+	conn     *pgx.Conn          // asked how it ended before it is released
+	pooled   *pgxpool.Conn      // released on Close; nil in a transaction
+	cancel   context.CancelFunc // of the statement's context
+	end      connEnd
+	released bool
 }
 
 // Close closes the rows and releases the connection, once: a second Close (Next
@@ -315,14 +325,15 @@ type releasingRows struct {
 // is back in the pool and may be serving another request.
 func (r *releasingRows) Close() {
 	r.Rows.Close()
-	if r.release == nil {
+	if r.released {
 		return
 	}
-	if r.conn != nil {
-		r.end = endOf(r.conn)
+	r.released = true
+	r.end = endOf(r.conn)
+	if r.pooled != nil {
+		r.pooled.Release()
 	}
-	r.release()
-	r.release = nil
+	r.cancel()
 }
 
 func (r *releasingRows) Err() error {
@@ -340,22 +351,25 @@ func (r *releasingRows) Next() bool {
 	return false
 }
 
-// rowOf is QueryRow's Row: Scan reads the first row and closes.
-type rowOf struct{ rows pgx.Rows }
+// rowOf is QueryRow's Row: Scan reads the first row and closes. A pointer
+// to the rows themselves, so that returning it as a pgx.Row allocates
+// nothing more.
+type rowOf releasingRows
 
-func (r rowOf) Scan(dest ...any) error {
-	defer r.rows.Close()
-	if !r.rows.Next() {
-		if err := r.rows.Err(); err != nil {
+func (ro *rowOf) Scan(dest ...any) error {
+	r := (*releasingRows)(ro)
+	defer r.Close()
+	if !r.Next() {
+		if err := r.Err(); err != nil {
 			return err
 		}
 		return pgx.ErrNoRows
 	}
-	if err := r.rows.Scan(dest...); err != nil {
+	if err := r.Rows.Scan(dest...); err != nil {
 		return err
 	}
-	r.rows.Close()
-	return r.rows.Err()
+	r.Close()
+	return r.Err()
 }
 
 type errRow struct{ err error }
@@ -429,21 +443,29 @@ func (t *poolTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 }
 
 func (t *poolTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	rows, err := t.query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+func (t *poolTx) query(ctx context.Context, sql string, args ...any) (*releasingRows, error) {
 	ctx, cancel := t.db.statementCtx(ctx)
 	rows, err := t.Tx.Query(ctx, sql, args...)
 	if err != nil {
 		cancel()
 		return nil, t.db.connErr(t.end(), err)
 	}
-	return &releasingRows{Rows: rows, db: t.db, conn: t.Tx.Conn(), release: cancel}, nil
+	return &releasingRows{Rows: rows, db: t.db, conn: t.Tx.Conn(), cancel: cancel}, nil
 }
 
 func (t *poolTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	rows, err := t.Query(ctx, sql, args...)
+	rows, err := t.query(ctx, sql, args...)
 	if err != nil {
 		return errRow{err}
 	}
-	return rowOf{rows}
+	return (*rowOf)(rows)
 }
 
 func (t *poolTx) CopyFrom(ctx context.Context, tableName pgx.Identifier, columnNames []string, rowSrc pgx.CopyFromSource) (int64, error) {
