@@ -9,12 +9,14 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -167,6 +169,9 @@ type rpc struct {
 	id     string
 	start  time.Time
 	cancel context.CancelFunc
+	// callerDeadline is the caller's grpc-timeout as a time (zero without
+	// one).
+	callerDeadline time.Time
 }
 
 // begin gives the RPC its request ID (the caller's x-request-id when sane,
@@ -184,15 +189,42 @@ func (s *server) begin(ctx context.Context, method string, setHeader func(metada
 	}
 	ctx = requestid.NewContext(ctx, r.id)
 	_ = setHeader(metadata.Pairs("x-request-id", r.id))
+	r.callerDeadline, _ = ctx.Deadline()
 	ctx, r.cancel = context.WithTimeout(ctx, s.timeout)
 	return ctx, r
 }
 
+// cutByDeadline reports whether the call's own context ended at its
+// deadline: app.request_timeout, or the caller's grpc-timeout. On the wire a
+// grpc-timeout ends as the caller's RST_STREAM, the same frame as a cancel,
+// and it usually arrives just before this server's own timer (the caller
+// started counting before the call got here). So a cancel that comes when
+// less than a quarter of the caller's timeout, or less than
+// deadlineMargin, was left is the deadline too.
+func (r *rpc) cutByDeadline(ctx context.Context) bool {
+	switch ctx.Err() {
+	case context.DeadlineExceeded:
+		return true
+	case context.Canceled:
+		if r.callerDeadline.IsZero() {
+			return false
+		}
+		margin := max(r.callerDeadline.Sub(r.start)/4, deadlineMargin)
+		return time.Until(r.callerDeadline) < margin
+	}
+	return false
+}
+
+// deadlineMargin is the least time before the caller's deadline within
+// which its cancel counts as the deadline (see rpc.cutByDeadline).
+const deadlineMargin = 100 * time.Millisecond
+
 // end turns the handler's error into the RPC's status, logs the RPC and
 // counts it.
 func (s *server) end(ctx context.Context, r *rpc, err error, setTrailer func(metadata.MD)) error {
+	cut := err != nil && r.cutByDeadline(ctx)
 	r.cancel()
-	st, retryAfter := s.toStatus(ctx, r, err)
+	st, retryAfter := s.toStatus(ctx, r, err, cut)
 	if retryAfter > 0 {
 		setTrailer(metadata.Pairs("retry-after", strconv.FormatInt(int64((retryAfter+time.Second-1)/time.Second), 10)))
 	}
@@ -213,10 +245,21 @@ func (s *server) end(ctx context.Context, r *rpc, err error, setTrailer func(met
 // or an open breaker is UNAVAILABLE with the dependency named in the
 // message; a status error as itself; a deadline as DEADLINE_EXCEEDED; a
 // cancel as CANCELLED; anything else INTERNAL with no detail (the error goes
-// to the log).
-func (s *server) toStatus(ctx context.Context, r *rpc, err error) (*status.Status, time.Duration) {
+// to the log). When the call's own deadline cut it (cut), a cancel or an
+// outage (a dependency call the deadline cut) is DEADLINE_EXCEEDED.
+func (s *server) toStatus(ctx context.Context, r *rpc, err error, cut bool) (*status.Status, time.Duration) {
 	if err == nil {
 		return status.New(codes.OK, ""), 0
+	}
+	if cut {
+		switch code := status.Code(err); {
+		case code == codes.Canceled, code == codes.Unavailable, code == codes.DeadlineExceeded,
+			errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+			return status.New(codes.DeadlineExceeded, deadlineMessage), 0
+		}
+		if p, ok := problem.As(err); ok && codeForHTTP(p.Status) == codes.Unavailable {
+			return status.New(codes.DeadlineExceeded, deadlineMessage), 0
+		}
 	}
 	if p, ok := problem.As(err); ok {
 		code := codeForHTTP(p.Status)
@@ -226,6 +269,9 @@ func (s *server) toStatus(ctx context.Context, r *rpc, err error) (*status.Statu
 		}
 		if code == codes.Internal || code == codes.Unknown || code == codes.Unavailable {
 			s.logFailure(ctx, r, code, err)
+		}
+		if dep, _ := p.Extensions["dependency"].(string); dep != "" {
+			return dependencyStatus(code, msg, dep, p), p.RetryAfter
 		}
 		return status.New(code, msg), p.RetryAfter
 	}
@@ -237,13 +283,63 @@ func (s *server) toStatus(ctx context.Context, r *rpc, err error) (*status.Statu
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		return status.New(codes.DeadlineExceeded, "the call did not finish within its deadline"), 0
+		return status.New(codes.DeadlineExceeded, deadlineMessage), 0
 	case errors.Is(err, context.Canceled):
 		return status.New(codes.Canceled, "the call was cancelled"), 0
 	}
 	s.logFailure(ctx, r, codes.Internal, err)
 	return status.New(codes.Internal, "internal error"), 0
 }
+
+// dependencyStatus is the status of a problem naming the dependency that
+// failed (every plugin's 503): the message names it, even when the
+// problem's detail does not ("dependency 'db': the order could not be
+// saved"), and an ErrorInfo detail carries it, as the HTTP 503's
+// "dependency" member does, with the "upstream" and "route" members when the
+// problem has them, for a caller that reads details rather than messages.
+func dependencyStatus(code codes.Code, msg, dep string, p *problem.Problem) *status.Status {
+	if !namesWord(msg, dep) {
+		msg = fmt.Sprintf("dependency '%s': %s", dep, msg)
+	}
+	st := status.New(code, msg)
+	info := &errdetails.ErrorInfo{
+		Reason:   "DEPENDENCY_FAILED",
+		Domain:   "jfast",
+		Metadata: map[string]string{"dependency": dep},
+	}
+	for _, k := range []string{"upstream", "route"} {
+		if v, _ := p.Extensions[k].(string); v != "" {
+			info.Metadata[k] = v
+		}
+	}
+	if withInfo, err := st.WithDetails(info); err == nil {
+		return withInfo
+	}
+	return st
+}
+
+// namesWord reports whether s holds word with no letter, digit, '-' or '_'
+// on either side ("db" is in "db is unavailable", not in "feedback").
+func namesWord(s, word string) bool {
+	inName := func(b byte) bool {
+		return b == '-' || b == '_' || '0' <= b && b <= '9' || 'a' <= b|0x20 && b|0x20 <= 'z'
+	}
+	for i := 0; ; {
+		j := strings.Index(s[i:], word)
+		if j < 0 {
+			return false
+		}
+		j += i
+		end := j + len(word)
+		if (j == 0 || !inName(s[j-1])) && (end == len(s) || !inName(s[end])) {
+			return true
+		}
+		i = j + 1
+	}
+}
+
+// deadlineMessage is the message of a call its deadline ended.
+const deadlineMessage = "the call did not finish within its deadline"
 
 func (s *server) logFailure(ctx context.Context, r *rpc, code codes.Code, err error) {
 	s.log.LogAttrs(ctx, slog.LevelError, "rpc failed",

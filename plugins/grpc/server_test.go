@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -58,6 +60,8 @@ func (s *servedInventory) GetStock(ctx context.Context, req *shoppb.GetStockRequ
 	case "upstream-down":
 		_, err := s.billing.GetStock(ctx, req)
 		return nil, err
+	case "db-down":
+		return nil, &problem.DependencyError{Dependency: "db", Detail: "the stock could not be read", Err: errors.New("dial tcp: connection refused")}
 	case "bug":
 		return nil, errors.New("index out of range in the secret algorithm")
 	case "missing":
@@ -65,6 +69,9 @@ func (s *servedInventory) GetStock(ctx context.Context, req *shoppb.GetStockRequ
 	case "slow":
 		close(s.started)
 		<-s.release
+	case "until-cut":
+		<-ctx.Done()
+		return nil, ctx.Err()
 	}
 	return &shoppb.Stock{Sku: req.GetSku(), Available: 7}, nil
 }
@@ -176,18 +183,29 @@ func TestServedErrorsBecomeStatuses(t *testing.T) {
 	for _, tc := range []struct {
 		sku     string
 		code    codes.Code
-		message string // a part of the message
+		message string            // how the message begins
+		info    map[string]string // the ErrorInfo's metadata, nil for none
 	}{
-		{"panic", codes.Internal, "internal error"},
-		{"bug", codes.Internal, "internal error"},
-		{"redis-down", codes.Unavailable, "redis"},
-		{"upstream-down", codes.Unavailable, "upstream 'billing'"},
-		{"missing", codes.NotFound, "no such sku"},
+		{"panic", codes.Internal, "internal error", nil},
+		{"bug", codes.Internal, "internal error", nil},
+		{"redis-down", codes.Unavailable, "redis is unavailable", map[string]string{"dependency": "redis"}},
+		{"db-down", codes.Unavailable, "dependency 'db': the stock could not be read", map[string]string{"dependency": "db"}},
+		{"upstream-down", codes.Unavailable, "upstream 'billing'", map[string]string{"dependency": "billing", "upstream": "billing"}},
+		{"missing", codes.NotFound, "no such sku", nil},
 	} {
 		_, err := stub.GetStock(ctxFor(t), &shoppb.GetStockRequest{Sku: tc.sku})
 		st := status.Convert(err)
-		if st.Code() != tc.code || !strings.Contains(st.Message(), tc.message) {
-			t.Errorf("%s: %s %q, want %s with %q", tc.sku, st.Code(), st.Message(), tc.code, tc.message)
+		if st.Code() != tc.code || !strings.HasPrefix(st.Message(), tc.message) {
+			t.Errorf("%s: %s %q, want %s beginning %q", tc.sku, st.Code(), st.Message(), tc.code, tc.message)
+		}
+		var info map[string]string
+		for _, d := range st.Details() {
+			if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetDomain() == "jfast" {
+				info = ei.GetMetadata()
+			}
+		}
+		if !maps.Equal(info, tc.info) {
+			t.Errorf("%s: ErrorInfo metadata %v, want %v", tc.sku, info, tc.info)
 		}
 		if strings.Contains(st.Message(), "secret algorithm") || strings.Contains(st.Message(), "shelf") || strings.Contains(st.Message(), "refused") {
 			t.Errorf("%s: internals reached the caller: %q", tc.sku, st.Message())
@@ -202,6 +220,43 @@ func TestServedErrorsBecomeStatuses(t *testing.T) {
 	metrics := svc.Get(t, "/metrics").String()
 	if !strings.Contains(metrics, `jfast_grpc_server_handled_total{code="INTERNAL",method="/shop.Inventory/GetStock"} 2`) {
 		t.Errorf("/metrics lacks the served calls:\n%s", grepLines(metrics, "jfast_grpc_server"))
+	}
+}
+
+// TestCallCutByItsDeadline: a served call that runs past the caller's
+// grpc-timeout is DEADLINE_EXCEEDED in the access log and in
+// jfast_grpc_server_handled_total, although what ends it on the server is
+// often the caller's RST_STREAM (a cancel) arriving just before the
+// server's own timer.
+func TestCallCutByItsDeadline(t *testing.T) {
+	t.Parallel()
+	svc, conn := grpcService(t, "", "", &servedInventory{})
+	stub := shoppb.NewInventoryClient(conn)
+	const calls = 10
+	for range calls {
+		ctx, cancel := context.WithTimeout(ctxFor(t), 300*time.Millisecond)
+		_, err := stub.GetStock(ctx, &shoppb.GetStockRequest{Sku: "until-cut"})
+		cancel()
+		if status.Code(err) != codes.DeadlineExceeded {
+			t.Fatalf("the caller got %v, want DEADLINE_EXCEEDED", err)
+		}
+	}
+	// The caller stops waiting before the server ends the call: wait for
+	// the server's access log lines.
+	ctx := ctxFor(t)
+	for strings.Count(svc.Logs(), "method=/shop.Inventory/GetStock code=") < calls {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the access log has fewer than %d lines:\n%s", calls, svc.Logs())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if n := strings.Count(svc.Logs(), "method=/shop.Inventory/GetStock code=DEADLINE_EXCEEDED"); n != calls {
+		t.Errorf("the access log has %d DEADLINE_EXCEEDED lines of %d:\n%s", n, calls, grepLines(svc.Logs(), "msg=rpc"))
+	}
+	want := fmt.Sprintf(`jfast_grpc_server_handled_total{code="DEADLINE_EXCEEDED",method="/shop.Inventory/GetStock"} %d`, calls)
+	if metrics := svc.Get(t, "/metrics").String(); !strings.Contains(metrics, want) {
+		t.Errorf("/metrics lacks %s:\n%s", want, grepLines(metrics, "jfast_grpc_server_handled"))
 	}
 }
 
