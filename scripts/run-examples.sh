@@ -88,9 +88,11 @@ stop() {
 }
 trap 'stop; exit 0' INT TERM
 
-# A JFAST_* variable for a plugin a service does not compile in is a boot
-# error there (a misspelt variable must not pass silently): give each service
-# only the variables of its own plugins.
+# A JFAST_<PLUGIN>_* variable for a plugin the service does not compile in is
+# not an error: the boot ignores it with a WARNING naming it (environments are
+# shared between services, and a sibling's variables are not this service's
+# mistake). Each service gets only the variables of its own plugins, so its
+# log holds no such warning.
 without() { # PLUGIN... -> env -u arguments for their JFAST_<PLUGIN>_* variables
   local v p
   for v in $(compgen -e); do

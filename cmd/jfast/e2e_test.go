@@ -91,10 +91,10 @@ func TestEndToEnd(t *testing.T) {
 	}
 }
 
-// serviceEnv is the test's environment without JFAST_* variables, with dbURL for
-// the db plugin when given (a variable for a plugin the service does not compile
-// in is a boot error), and without a go.work that could change how the generated
-// module resolves.
+// serviceEnv is the test's environment without JFAST_* variables (a variable
+// for a plugin the service does not compile in would put a WARNING in its log),
+// with dbURL for the db plugin when given, and without a go.work that could
+// change how the generated module resolves.
 func serviceEnv(dbURL string) []string {
 	var env []string
 	for _, kv := range os.Environ() {

@@ -122,6 +122,22 @@ func TestVersion(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(stdout, "jfast ") || !strings.Contains(stdout, "plugins: observability, http, db, cache, auth, storage") {
 		t.Fatalf("exit %d, stdout %q", code, stdout)
 	}
+	// docs/cli.md's sample lists the plugins this jfast prints.
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "cli.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample := regexp.MustCompile("(?s)### jfast version\n\n```\n(.*?)```").FindSubmatch(doc)
+	if sample == nil {
+		t.Fatal("docs/cli.md has no jfast version sample")
+	}
+	plugins := func(s string) string {
+		_, after, _ := strings.Cut(s, "\nplugins: ")
+		return strings.TrimSpace(after)
+	}
+	if got, want := plugins(string(sample[1])), plugins(stdout); got != want {
+		t.Errorf("docs/cli.md's jfast version sample lists plugins %q; jfast version prints %q", got, want)
+	}
 }
 
 func TestNewUsageMistakes(t *testing.T) {
