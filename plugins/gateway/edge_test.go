@@ -95,7 +95,7 @@ upstream = "big"
 	})
 }
 
-// wsEcho is a WebSocket echo handler.
+// wsEcho is a WebSocket echo handler: each message comes back after "echo: ".
 func wsEcho(w http.ResponseWriter, r *http.Request) {
 	c, err := websocket.Accept(w, r, nil)
 	if err != nil {
@@ -107,7 +107,7 @@ func wsEcho(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
-		if err := c.Write(r.Context(), typ, msg); err != nil {
+		if err := c.Write(r.Context(), typ, append([]byte("echo: "), msg...)); err != nil {
 			return
 		}
 	}
@@ -158,7 +158,7 @@ upstream = "chat"
 	if err := c.Write(ctx, websocket.MessageText, []byte("hi")); err != nil {
 		t.Fatal(err)
 	}
-	if _, msg, err := c.Read(ctx); err != nil || string(msg) != "hi" {
+	if _, msg, err := c.Read(ctx); err != nil || string(msg) != "echo: hi" {
 		t.Fatalf("echo: %q %v", msg, err)
 	}
 }
@@ -186,14 +186,14 @@ upstream = "chat"
 	if err := c.Write(ctx, websocket.MessageText, []byte("hi")); err != nil {
 		t.Fatal(err)
 	}
-	if _, msg, err := c.Read(ctx); err != nil || string(msg) != "hi" {
+	if _, msg, err := c.Read(ctx); err != nil || string(msg) != "echo: hi" {
 		t.Fatalf("echo: %q %v", msg, err)
 	}
 	clock.Advance(2*time.Minute - time.Second)
 	if err := c.Write(ctx, websocket.MessageText, []byte("still here")); err != nil {
 		t.Fatal(err)
 	}
-	if _, msg, err := c.Read(ctx); err != nil || string(msg) != "still here" {
+	if _, msg, err := c.Read(ctx); err != nil || string(msg) != "echo: still here" {
 		t.Fatalf("a tunnel used within tunnel_idle_timeout was cut: %q %v", msg, err)
 	}
 	clock.Advance(2 * time.Minute)

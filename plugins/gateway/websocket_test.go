@@ -14,22 +14,7 @@ import (
 // connection outlives app.request_timeout and the upstream's read gap.
 func TestWebSocketPassesThrough(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		c, err := websocket.Accept(w, r, nil)
-		if err != nil {
-			return
-		}
-		defer c.CloseNow()
-		for {
-			typ, msg, err := c.Read(r.Context())
-			if err != nil {
-				return
-			}
-			if err := c.Write(r.Context(), typ, append([]byte("echo: "), msg...)); err != nil {
-				return
-			}
-		}
-	})
+	up := newUpstream(t, wsEcho)
 	svc := gatewayService(t, "[app]\nrequest_timeout = \"300ms\"\n"+upstreamTOML("chat", up.URL, `read_timeout = "300ms"`)+`
 [plugin.gateway.routes.chat]
 prefix = "/chat"
