@@ -30,6 +30,7 @@ type ServiceClient struct {
 	host      string
 	port      string
 	pol       *policy
+	health    *healthChecker // the instances' health checks; nil without health_path
 	transport *upstreamTransport
 }
 
@@ -70,6 +71,7 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 	}
 	if c.pol.instances != nil {
 		c.pol.instances.Start()
+		c.health = startHealth(c)
 	}
 	c.transport = &upstreamTransport{c: c}
 	return c, nil
@@ -90,6 +92,7 @@ func (c *ServiceClient) InFlight() int { return c.pol.bulkhead.InFlight() }
 func (c *ServiceClient) Close() error {
 	c.close()
 	if c.pol.instances != nil {
+		c.health.stop()
 		c.pol.instances.Stop()
 	}
 	return nil

@@ -110,6 +110,18 @@ type Upstream struct {
 	// ResolveEvery is the time between two resolutions of a discovered
 	// upstream's host. Defaults to 5s.
 	ResolveEvery time.Duration `koanf:"resolve_every"`
+	// HealthPath, when set, is asked of every instance every health_every
+	// (GET, such as "/ready"): an instance that does not answer 2xx within
+	// health_timeout is skipped until it does, before any call pays for it.
+	// Needs instances or discover. Defaults to "" (no health checks).
+	HealthPath string `koanf:"health_path"`
+	// HealthEvery is the time between two health checks of the instances.
+	// Defaults to 5s.
+	HealthEvery time.Duration `koanf:"health_every"`
+	// HealthTimeout bounds one health check: a jfast instance's /ready
+	// answers within its readiness_timeout (800ms) and the round trip.
+	// Defaults to 1s.
+	HealthTimeout time.Duration `koanf:"health_timeout"`
 
 	// ConnectTimeout bounds the TCP connect, and separately the TLS handshake.
 	// Defaults to 2s.
@@ -189,6 +201,8 @@ func (u *Upstream) SetDefaults() {
 		BaseURL:          base,
 		Instances:        instances,
 		ResolveEvery:     DefaultResolveEvery,
+		HealthEvery:      DefaultHealthEvery,
+		HealthTimeout:    DefaultHealthTimeout,
 		ConnectTimeout:   DefaultConnectTimeout,
 		ReadTimeout:      DefaultReadTimeout,
 		WriteTimeout:     DefaultWriteTimeout,
@@ -221,6 +235,8 @@ func (u Upstream) withDefaults() Upstream {
 	fill(&u.TotalTimeout, d.TotalTimeout)
 	fill(&u.MaxRetryAfter, d.MaxRetryAfter)
 	fill(&u.ResolveEvery, d.ResolveEvery)
+	fill(&u.HealthEvery, d.HealthEvery)
+	fill(&u.HealthTimeout, d.HealthTimeout)
 	u.PolicyConfig.FillZero(d.PolicyConfig)
 	u.BreakerKey = cmp.Or(u.BreakerKey, d.BreakerKey)
 	if u.MaxRoutes == 0 {

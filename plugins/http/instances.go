@@ -39,6 +39,13 @@ type Instance struct {
 	addr        string
 	outstanding atomic.Int64
 	breaker     atomic.Pointer[resilience.Breaker] // the http client's, made at the first attempt
+	health      atomic.Pointer[string]             // the last health check's problem ("" healthy); nil: none yet
+}
+
+// healthy reports whether the instance's last health check, if any, passed.
+func (i *Instance) healthy() bool {
+	p := i.health.Load()
+	return p == nil || *p == ""
 }
 
 // Base returns the instance's base URL: the upstream's, with the instance's

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/go-chi/chi/v5"
@@ -231,8 +232,9 @@ func outstanding(c *jhttp.ServiceClient) (n int64) {
 	return n
 }
 
-// In a service: /ready lists the instances with their breakers; one
-// ejected leaves the check passing (the upstream is available), all ejected
+// In a service: /ready lists the instances with their breakers (and the
+// status page's registry holds each instance's breaker); one ejected leaves
+// the check passing (the upstream is available), all ejected
 // makes it fail (degraded, never unavailable).
 func TestInstancesInReady(t *testing.T) {
 	t.Parallel()
@@ -285,6 +287,17 @@ retries = 0
 	if st["state"] != "open" || !healthy || !strings.Contains(detail, "instances of 'orders' ejected: "+addrA) {
 		t.Fatalf("one ejected: %v, healthy %v, detail %q", inst, healthy, detail)
 	}
+	// The status page reads the App's registry: the instance's breaker is a
+	// dependency of its own there.
+	var onStatusPage bool
+	for _, d := range svc.Resilience().Snapshot() {
+		if d.Owner == "http" && d.Name == "orders "+addrA && d.Breaker != nil && d.Breaker.State == resilience.StateOpen {
+			onStatusPage = true
+		}
+	}
+	if !onStatusPage {
+		t.Fatalf("the ejected instance's breaker is not in the App's registry: %+v", svc.Resilience().Snapshot())
+	}
 	b.status.Store(503)
 	for range 10 {
 		svc.Get(t, "/x")
@@ -307,6 +320,10 @@ func TestInstanceConfigErrors(t *testing.T) {
 		{"an instance not a URL", `instances = ["10.0.0.1:8000"]`, "instances[0]", "is not a valid URL"},
 		{"route breakers with instances", "discover = true\nbreaker_key = \"route\"", "breaker_key", "each instance has a breaker of its own"},
 		{"zero resolve_every", `resolve_every = 0`, "resolve_every", ""},
+		{"health_path with one instance", `health_path = "/ready"`, "health_path", "needs instances or discover"},
+		{"health_path not a path", "discover = true\nhealth_path = \"ready\"", "health_path", "starting with /"},
+		{"zero health_every", `health_every = 0`, "health_every", ""},
+		{"zero health_timeout", `health_timeout = 0`, "health_timeout", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -326,6 +343,7 @@ func TestSharedClientRefusesInstanceKeys(t *testing.T) {
 		{`instances = ["http://10.0.0.1:8000"]`, "instances"},
 		{`discover = true`, "discover"},
 		{`resolve_every = "1s"`, "resolve_every"},
+		{`health_path = "/ready"`, "health_path"},
 	} {
 		jfasttest.ConfigErrors(t, jfasttest.Options{TOML: good + tc.toml + "\n", Plugins: []framework.Plugin{jhttp.New()}}).Only(t, "plugin.http.shared.webhooks."+tc.key)
 	}
@@ -349,5 +367,65 @@ func TestInstancesFromEnvironment(t *testing.T) {
 	})
 	if got := client.Instances().State().Instances; len(got) != 2 || got[0] == "127.0.0.1:1" {
 		t.Fatalf("instances %v, want the environment's two", got)
+	}
+}
+
+// replica is an instance whose /ready answers ready's status (200 or 503)
+// and whose other paths answer 200, counting those calls.
+type replica struct {
+	ready atomic.Int64
+	calls atomic.Int64
+}
+
+func (r *replica) handle(w http.ResponseWriter, req *http.Request, _ int) {
+	if req.URL.Path == "/ready" {
+		w.WriteHeader(int(r.ready.Load()))
+		return
+	}
+	r.calls.Add(1)
+}
+
+// With health_path, an instance whose /ready says 503 is skipped before any
+// call pays for it, and called again once it answers 200; when every
+// instance fails its check the checks are ignored, not the upstream.
+func TestHealthChecksEject(t *testing.T) {
+	t.Parallel()
+	a, b := &replica{}, &replica{}
+	a.ready.Store(200)
+	b.ready.Store(503)
+	_, u := replicas(2, t, a.handle, b.handle)
+	u.HealthPath = "/ready"
+	c, clk, _ := newClient(t, u)
+	get := func(n int) {
+		t.Helper()
+		for range n {
+			if resp, err := c.Get(t.Context(), "/x"); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("%v %v", resp, err)
+			}
+		}
+	}
+	get(50) // the first round of checks ran before the client was returned
+	if b.calls.Load() != 0 || a.calls.Load() != 50 {
+		t.Fatalf("calls %d and %d: the unhealthy instance was called", a.calls.Load(), b.calls.Load())
+	}
+	next := func() { // one more round of checks, on the test clock
+		t.Helper()
+		clk.BlockUntil(1)
+		clk.Advance(jhttp.DefaultHealthEvery)
+		clk.BlockUntil(1) // the round is over: the next one waits
+	}
+	b.ready.Store(200)
+	next()
+	get(100)
+	if b.calls.Load() == 0 {
+		t.Fatal("the instance was not called again after its check passed")
+	}
+	a.ready.Store(503)
+	b.ready.Store(503)
+	next()
+	before := a.calls.Load() + b.calls.Load()
+	get(20)
+	if a.calls.Load()+b.calls.Load() != before+20 {
+		t.Fatal("every instance failing its check refused the calls")
 	}
 }

@@ -329,7 +329,7 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 	var ejected []string // instances ejected while others serve: said, not a failure
 	for n, c := range clients.All() {
 		if set := c.pol.instances; set != nil {
-			entry, openN, all := instancesMeta(set)
+			entry, openN, skipped, all := instancesMeta(set)
 			entry["in_flight"] = c.pol.bulkhead.InFlight()
 			switch {
 			case all == 0:
@@ -338,7 +338,7 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 			case openN == all:
 				open = true
 				suspended = append(suspended, "every instance of '"+n+"' is ejected: "+ejectedDetail(set))
-			case openN > 0:
+			case skipped > 0:
 				ejected = append(ejected, "instances of '"+n+"' ejected: "+ejectedDetail(set))
 			}
 			upstreams[n] = entry

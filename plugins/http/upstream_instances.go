@@ -1,6 +1,7 @@
 package http
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -51,6 +52,16 @@ func (u *Upstream) instanceProblems(l *framework.Problems) {
 			`remove breaker_key (the default, "origin"), or the instances`)
 	}
 	l.Deadline("resolve_every", u.ResolveEvery)
+	switch {
+	case u.HealthPath == "":
+	case !strings.HasPrefix(u.HealthPath, "/"):
+		l.Error("health_path", "must be a path starting with /", `set a path such as "/ready"`)
+	case len(u.Instances) == 0 && !u.Discover:
+		l.Error("health_path", "needs instances or discover = true: with one instance there is none to call instead",
+			"list the instances, set discover = true, or remove health_path")
+	}
+	l.Deadline("health_every", u.HealthEvery)
+	l.Deadline("health_timeout", u.HealthTimeout)
 }
 
 // instanceTLS returns u's TLS configuration. With instances over https it
@@ -81,6 +92,9 @@ func (s *SharedConfig) instanceKeyProblems(l *framework.Problems) {
 	}
 	if s.ResolveEvery != DefaultResolveEvery {
 		l.Error("resolve_every", "is not a shared client's: it discovers no instances", fix)
+	}
+	if s.HealthPath != "" || s.HealthEvery != DefaultHealthEvery || s.HealthTimeout != DefaultHealthTimeout {
+		l.Error("health_path", "is not a shared client's, nor are health_every and health_timeout: it has no instances to check", fix)
 	}
 }
 
@@ -121,14 +135,15 @@ const maxTried = 4
 // flight's, those tried, those whose breaker refused the attempt being
 // chosen.
 type instanceAttempt struct {
-	inst     *Instance // the attempt in flight's
-	ticket   resilience.Ticket
-	live     *Instance // the streamed response's, until its body ends
-	open     *resilience.OpenError
-	tried    []*Instance
-	refused  []*Instance
-	usable   func(*Instance) bool
-	triedBuf [maxTried]*Instance
+	anyHealth bool      // every usable instance failed its health check: pick among them all
+	inst      *Instance // the attempt in flight's
+	ticket    resilience.Ticket
+	live      *Instance // the streamed response's, until its body ends
+	open      *resilience.OpenError
+	tried     []*Instance
+	refused   []*Instance
+	usable    func(*Instance) bool
+	triedBuf  [maxTried]*Instance
 }
 
 // choose picks the instance of the next attempt and takes its breaker's
@@ -139,11 +154,19 @@ type instanceAttempt struct {
 func (ia *instanceAttempt) choose(c *core, set *Instances) (resilience.Verdict, bool) {
 	if ia.usable == nil {
 		ia.tried = ia.triedBuf[:0]
-		ia.usable = func(in *Instance) bool { return !wasTried(ia.refused, in) }
+		ia.usable = func(in *Instance) bool { return (ia.anyHealth || in.healthy()) && !wasTried(ia.refused, in) }
 	}
-	ia.refused, ia.open = ia.refused[:0], nil
+	ia.refused, ia.open, ia.anyHealth = ia.refused[:0], nil, false
 	for {
 		in := set.Pick(ia.tried, ia.usable)
+		if in == nil && !ia.anyHealth {
+			// Every instance a breaker lets through failed its health
+			// check: the checks are ignored rather than the upstream
+			// refused (a check path that fails everywhere is more likely
+			// wrong than every instance down).
+			ia.anyHealth = true
+			continue
+		}
 		if in == nil {
 			break
 		}
@@ -212,19 +235,29 @@ func (ia *instanceAttempt) target(r *http.Request, call *url.URL) {
 }
 
 // instancesMeta is the upstream's instances in /ready: the set's state and
-// each instance's breaker and outstanding attempts. It says how many
-// instances' breakers are open, and whether all are.
-func instancesMeta(set *Instances) (meta map[string]any, open, all int) {
+// each instance's breaker, outstanding attempts and health. It counts the
+// instances whose breaker is open, those skipped (open or unhealthy), and
+// all.
+func instancesMeta(set *Instances) (meta map[string]any, open, ejected, all int) {
 	st := set.State()
 	list := set.List()
 	each := make(map[string]any, len(list))
 	for _, in := range list {
 		e := map[string]any{"outstanding": in.Outstanding()}
+		if p := in.health.Load(); p != nil {
+			e["health"] = cmp.Or(*p, "pass")
+		}
+		if !in.healthy() {
+			ejected++
+		}
 		if br := in.breaker.Load(); br != nil {
 			s := br.Snapshot()
 			e["breaker"] = s.Meta()
 			if s.State == resilience.StateOpen {
 				open++
+				if in.healthy() {
+					ejected++
+				}
 			}
 		} else {
 			e["breaker"] = map[string]any{"state": resilience.StateClosed.String()}
@@ -244,17 +277,22 @@ func instancesMeta(set *Instances) (meta map[string]any, open, all int) {
 			meta["refused"] = st.Refused
 		}
 	}
-	return meta, open, len(list)
+	return meta, open, ejected, len(list)
 }
 
-// ejectedDetail says which instances' breakers are open, and for how long.
+// ejectedDetail says which instances are skipped: their breaker open (and
+// for how long) or their health check failed (and why).
 func ejectedDetail(set *Instances) string {
 	var out []string
 	for _, in := range set.List() {
 		if br := in.breaker.Load(); br != nil {
 			if s := br.Snapshot(); s.State == resilience.StateOpen {
 				out = append(out, fmt.Sprintf("%s for %.1fs", in.addr, s.RetryAfter.Seconds()))
+				continue
 			}
+		}
+		if p := in.health.Load(); p != nil && *p != "" {
+			out = append(out, fmt.Sprintf("%s (%s)", in.addr, *p))
 		}
 	}
 	slices.Sort(out)

@@ -1,0 +1,134 @@
+package http
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/jfastframework/jfast/framework/resilience"
+)
+
+// DefaultHealthEvery is the time between two active health checks of an
+// upstream's instances: a Kubernetes readiness probe's usual period.
+const DefaultHealthEvery = 5 * time.Second
+
+// DefaultHealthTimeout bounds one health check. A jfast instance's /ready
+// answers within its readiness_timeout (800 ms by default) plus the round
+// trip, so 1 s, a Kubernetes probe's default, hears it.
+const DefaultHealthTimeout = time.Second
+
+// healthChecker asks every instance of an upstream for health_path every
+// health_every, and marks the instances that do not answer 2xx unhealthy:
+// Pick skips them before any call pays for finding out.
+type healthChecker struct {
+	set     *Instances
+	client  *http.Client
+	host    string // base_url's host: the Host header every instance is asked for
+	path    string
+	every   time.Duration
+	clock   resilience.Clock
+	log     *slog.Logger
+	name    string
+	cancel  context.CancelFunc
+	done    chan struct{}
+	timeout time.Duration
+}
+
+// startHealth starts the health checks of c's instances when health_path
+// is set; it returns nil otherwise.
+func startHealth(c *ServiceClient) *healthChecker {
+	u := c.up
+	if u.HealthPath == "" || c.pol.instances == nil {
+		return nil
+	}
+	base, _ := url.Parse(u.BaseURL) // checked by newClient
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &healthChecker{
+		set:     c.pol.instances,
+		client:  &http.Client{Transport: c.raw, CheckRedirect: noRedirects},
+		host:    base.Host,
+		path:    u.HealthPath,
+		every:   u.HealthEvery,
+		timeout: u.HealthTimeout,
+		clock:   c.clock,
+		log:     c.logger,
+		name:    u.Name,
+		cancel:  cancel,
+		done:    make(chan struct{}),
+	}
+	h.round(ctx) // before the first call
+	go h.run(ctx)
+	return h
+}
+
+func (h *healthChecker) run(ctx context.Context) {
+	defer close(h.done)
+	for {
+		t := h.clock.NewTimer(h.every)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+		h.round(ctx)
+	}
+}
+
+// stop ends the checks and waits for the round in progress.
+func (h *healthChecker) stop() {
+	if h != nil {
+		h.cancel()
+		<-h.done
+	}
+}
+
+// round checks every current instance at once.
+func (h *healthChecker) round(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, in := range h.set.List() {
+		wg.Go(func() { h.check(ctx, in) })
+	}
+	wg.Wait()
+}
+
+// check asks one instance; a change of its health is logged.
+func (h *healthChecker) check(ctx context.Context, in *Instance) {
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+	problem := ""
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, in.base.Scheme+"://"+in.addr+h.path, nil)
+	if err == nil {
+		req.Host = h.host
+		var resp *http.Response
+		if resp, err = h.client.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			_ = resp.Body.Close()
+			if resp.StatusCode < 200 || resp.StatusCode > 299 {
+				problem = fmt.Sprintf("%s answered %d", h.path, resp.StatusCode)
+			}
+		}
+	}
+	if err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return // stopping
+		}
+		problem = fmt.Sprintf("%s: %v", h.path, err)
+	}
+	if old := in.health.Swap(&problem); old == nil || *old != problem {
+		level, msg := slog.LevelInfo, "upstream instance healthy"
+		if problem != "" {
+			level, msg = slog.LevelWarn, "upstream instance unhealthy: skipped until it answers"
+		}
+		if old != nil || problem != "" {
+			h.log.Log(context.Background(), level, msg, slog.String("upstream", h.name),
+				slog.String("instance", in.addr), slog.String("problem", problem))
+		}
+	}
+}
