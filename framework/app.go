@@ -91,6 +91,7 @@ type App struct {
 	starting   atomic.Pointer[string] // the plugin whose Start is running
 
 	inflight inflight // the requests being served
+	limiter  *Limiter // the front door's ([app.overload]), nil when disabled
 
 	mu       sync.Mutex
 	started  []Plugin
@@ -175,6 +176,10 @@ func New(opts Options) (*App, error) {
 		return nil, errs
 	}
 	a.registry = prometheus.NewRegistry()
+	if a.cfg.Overload.Enabled {
+		a.limiter = NewLimiter(a.cfg.Overload, opts.Clock)
+		a.registry.MustRegister(newLimiterCollector(a.limiter))
+	}
 	return a, nil
 }
 
@@ -328,9 +333,16 @@ func (a *App) buildRouter() (http.Handler, error) {
 			m.MountRoutes(r)
 		}
 	}
+	exempt := []string{"/live", "/ready"}
 	if !a.adminListening() {
+		before := routeSet(r)
 		if err := a.mountAdmin(r); err != nil {
 			return nil, err
+		}
+		for route := range routeSet(r) {
+			if !before[route] {
+				exempt = append(exempt, route)
+			}
 		}
 	}
 	if a.opts.Routes != nil {
@@ -338,7 +350,25 @@ func (a *App) buildRouter() (http.Handler, error) {
 			return nil, fmt.Errorf("mount routes: %w", err)
 		}
 	}
-	return a.serveRequest(r), nil
+	s := a.serveRequest(r)
+	if a.limiter != nil {
+		front, err := newFrontDoor(a.limiter, r, a.cfg.Overload, exempt, a.log)
+		if err != nil {
+			return nil, err
+		}
+		s.front = front
+	}
+	return s, nil
+}
+
+// routeSet is every "METHOD /pattern" r routes.
+func routeSet(r *chi.Mux) map[string]bool {
+	set := map[string]bool{}
+	_ = chi.Walk(r, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		set[method+" "+route] = true
+		return nil
+	})
+	return set
 }
 
 // serveRequest wraps a router in the framework's middleware.

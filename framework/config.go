@@ -94,6 +94,10 @@ type AppConfig struct {
 	// status page on the admin listener shows its table when the file
 	// exists. Defaults to "" (no drill panel).
 	DrillReport string `koanf:"drill_report"`
+
+	// Overload is the [app.overload] table: the adaptive concurrency limit
+	// at the front door (docs/overload.md).
+	Overload OverloadConfig `koanf:"overload"`
 }
 
 // Production reports whether the production rules apply.
@@ -114,6 +118,7 @@ func DefaultAppConfig() AppConfig {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		LogLevel:          "info",
+		Overload:          DefaultOverloadConfig(),
 	}
 }
 
@@ -140,6 +145,7 @@ func (c AppConfig) validate(v *Validation) {
 	v.Deadline("start_timeout", c.StartTimeout)
 	v.Deadline("read_header_timeout", c.ReadHeaderTimeout)
 	v.Deadline("idle_timeout", c.IdleTimeout)
+	c.Overload.validate(v)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

@@ -2,6 +2,7 @@ package framework_test
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ func TestDefaultsWithoutAnyFile(t *testing.T) {
 	cfg := app.Config()
 	want := framework.DefaultAppConfig()
 	want.Listen = "127.0.0.1:0" // jfasttest's JFAST_APP_LISTEN
-	if cfg != want {
+	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("config = %+v, want %+v", cfg, want)
 	}
 	if !app.Enabled("observability") {

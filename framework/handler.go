@@ -2,6 +2,7 @@ package framework
 
 import (
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 
@@ -30,8 +31,20 @@ func Handler(f func(w http.ResponseWriter, r *http.Request) error) http.Handler 
 // WriteError renders err as problem+json. When the response has already started it
 // can only be logged.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
-	p := problem.From(err)
 	log := loggerFrom(w)
+	var body *BodyReadError
+	if clientLeft(r) && !errors.As(err, &body) {
+		// Whatever failed, it failed because the client went away (its
+		// context was cancelled): not the service's error, and nobody reads
+		// the answer. A body that could not be read is answered as itself:
+		// net/http cancels the context on any read error, a read deadline
+		// included.
+		log.LogAttrs(r.Context(), slog.LevelDebug, "client closed the request",
+			slog.String("route", routePattern(r)), slog.String("error", err.Error()))
+		clientGone(w, r)
+		return
+	}
+	p := problem.From(err)
 	if p.Status >= 500 {
 		log.LogAttrs(r.Context(), slog.LevelError, "request failed",
 			slog.Int("status", p.Status), slog.String("route", routePattern(r)), slog.String("error", err.Error()))

@@ -75,8 +75,9 @@ func (w *ResponseRecorder) Unwrap() http.ResponseWriter { return w.ResponseWrite
 // response goes through, the wrapper the body is read through, and what a
 // shutdown that cuts the request logs about it.
 type exchange struct {
-	rec  ResponseRecorder
-	body requestBody
+	rec    ResponseRecorder
+	body   requestBody
+	permit heldPermit // the front door's slot, while held
 
 	method, path, id string
 	prev, next       *exchange // in the inflight list
@@ -100,6 +101,7 @@ type serveRequest struct {
 	log      *slog.Logger
 	sources  *atomic.Pointer[[]LogSource]
 	inflight *inflight
+	front    *frontDoor // nil: no concurrency limit (the admin listener, or app.overload.enabled = false)
 }
 
 func (s *serveRequest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -138,7 +140,21 @@ func (s *serveRequest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		problem.Write(rec, r, problem.ServiceUnavailable("", detailCallerExpired, 0))
 		return
 	}
+	if s.front != nil {
+		// Before any handler work: a request over the limit waits here, and
+		// its wait is in the access log's duration and the metrics'.
+		if !s.front.admit(rec, r, &ex.permit) {
+			return
+		}
+		values.permit.Store(&ex.permit)
+		defer func() { ex.permit.release(!clientLeft(r)) }()
+	}
 	s.mux.ServeHTTP(rec, r)
+	if !rec.Started() && clientLeft(r) {
+		// The handler gave up with its client and wrote nothing: the
+		// status net/http would send (200) is not what happened.
+		clientGone(rec, r)
+	}
 }
 
 // bound holds the client to the request's deadline. The connection's write

@@ -27,6 +27,9 @@ type requestValues struct {
 	// route is chi's routing context for this request, until the request ends
 	// and it goes back to its pool; nil when the parent carries one.
 	route atomic.Pointer[chi.Context]
+	// permit is the front door's slot the request holds, released early by
+	// StreamContext; nil without a concurrency limit.
+	permit atomic.Pointer[heldPermit]
 }
 
 // newRequestValues returns the request's values. inbound is the client's
@@ -70,7 +73,10 @@ func (c *requestValues) String() string { return "jfast request context" }
 
 // end is the request's end: chi's routing context goes back to its pool, so
 // a goroutine that outlives the request must not see it.
-func (c *requestValues) end() { c.route.Store(nil) }
+func (c *requestValues) end() {
+	c.route.Store(nil)
+	c.permit.Store(nil)
+}
 
 // requestContext is the context a request is served with: its values, and the
 // request deadline (the sooner of the server's context deadline and
@@ -88,11 +94,18 @@ func requestContext(parent context.Context, inbound string, h http.Header, start
 // request ID, what middleware added). The response must bound itself: a write
 // deadline per write (http.ResponseController), an end on App.Draining.
 // Outside a jfast App it returns r's context unchanged.
+//
+// It also frees the request's slot of the concurrency limit
+// ([app.overload]): a response that streams for minutes is not work the
+// limit should count, nor a latency it should learn from.
 func StreamContext(r *http.Request) context.Context {
 	ctx := r.Context()
 	rv, ok := ctx.Value(requestid.ContextKey{}).(*requestValues)
 	if !ok {
 		return ctx
+	}
+	if p := rv.permit.Load(); p != nil {
+		p.release(false)
 	}
 	// rv's cancellation is the server's request context's: the client
 	// going away, the server closing; the deadline is a layer above it.

@@ -1,0 +1,367 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jfastframework/jfast/problem"
+)
+
+// OverloadConfig is the [app.overload] table: the front door's adaptive
+// concurrency limit (docs/overload.md). It is on by default; /live, /ready,
+// /metrics and the admin routes are never limited.
+type OverloadConfig struct {
+	// Enabled turns the limit on. Defaults to true.
+	Enabled bool `koanf:"enabled"`
+
+	// InitialLimit is the limit at boot, before any latency was measured.
+	// Defaults to 20.
+	InitialLimit int `koanf:"initial_limit"`
+
+	// MinLimit is the lowest the limit goes, however slow requests get.
+	// Defaults to 4.
+	MinLimit int `koanf:"min_limit"`
+
+	// MaxLimit is the highest the limit goes, however fast requests are.
+	// Defaults to 1000.
+	MaxLimit int `koanf:"max_limit"`
+
+	// Tolerance is how far the mean latency may rise above the baseline
+	// before the limit shrinks: 1.5 lets a window's mean be 1.5 × the
+	// lowest mean of the last baseline_window. Defaults to 1.5.
+	Tolerance float64 `koanf:"tolerance"`
+
+	// Window is how often the limit moves: each window's mean latency (of at
+	// least 10 requests) is compared with the baseline. Defaults to 100ms.
+	Window time.Duration `koanf:"window"`
+
+	// BaselineWindow is how far back the baseline (the lowest window mean)
+	// looks, so a service whose dependencies became slower for good finds
+	// its new baseline. Defaults to 30s.
+	BaselineWindow time.Duration `koanf:"baseline_window"`
+
+	// Queue is how many requests may wait for a slot; more are shed at
+	// once. 0 sheds every request over the limit. Defaults to 50.
+	Queue int `koanf:"queue"`
+
+	// QueueTimeout is the longest a request waits for a slot before it is
+	// shed. Defaults to 50ms.
+	QueueTimeout time.Duration `koanf:"queue_timeout"`
+
+	// RetryAfter is the Retry-After a shed request is answered with.
+	// Defaults to 1s.
+	RetryAfter time.Duration `koanf:"retry_after"`
+
+	// Critical lists the routes that shed last ("POST /orders", or a route
+	// pattern for every method: "/checkout/{id}"). Defaults to none.
+	Critical []string `koanf:"critical"`
+
+	// Sheddable lists the routes that shed first. Defaults to none.
+	Sheddable []string `koanf:"sheddable"`
+
+	// Exempt lists the routes that are never limited (a long poll that
+	// does not call framework.StreamContext). Defaults to none.
+	Exempt []string `koanf:"exempt"`
+}
+
+// DefaultOverloadConfig returns the [app.overload] defaults.
+func DefaultOverloadConfig() OverloadConfig {
+	return OverloadConfig{
+		Enabled:        true,
+		InitialLimit:   20,
+		MinLimit:       4,
+		MaxLimit:       1000,
+		Tolerance:      1.5,
+		Window:         100 * time.Millisecond,
+		BaselineWindow: 30 * time.Second,
+		Queue:          50,
+		QueueTimeout:   50 * time.Millisecond,
+		RetryAfter:     time.Second,
+	}
+}
+
+func (c OverloadConfig) validate(v *Validation) {
+	const k = "overload."
+	if c.MinLimit < 1 {
+		v.Error(k+"min_limit", fmt.Sprintf("must be at least 1, got %d", c.MinLimit), "set min_limit = 4")
+	}
+	if c.MaxLimit < c.MinLimit {
+		v.Error(k+"max_limit", fmt.Sprintf("must be at least min_limit (%d), got %d", c.MinLimit, c.MaxLimit), "set max_limit = 1000")
+	}
+	if c.InitialLimit < c.MinLimit || c.InitialLimit > c.MaxLimit {
+		v.Error(k+"initial_limit", fmt.Sprintf("must be from min_limit (%d) to max_limit (%d), got %d", c.MinLimit, c.MaxLimit, c.InitialLimit), "set initial_limit = 20")
+	}
+	if !(c.Tolerance >= 1 && c.Tolerance <= 10) {
+		v.Error(k+"tolerance", fmt.Sprintf("must be from 1 to 10, got %g", c.Tolerance), "set tolerance = 1.5 (latency may rise by half before the limit shrinks)")
+	}
+	v.Deadline(k+"window", c.Window)
+	v.Deadline(k+"baseline_window", c.BaselineWindow)
+	if c.Window > 0 && c.BaselineWindow < 10*c.Window {
+		v.Error(k+"baseline_window", fmt.Sprintf("must be at least 10 windows (%s), got %s", 10*c.Window, c.BaselineWindow), `set baseline_window = "30s"`)
+	}
+	if c.Queue < 0 {
+		v.Error(k+"queue", fmt.Sprintf("must be 0 or more, got %d", c.Queue), "set queue = 50 (0 sheds every request over the limit at once)")
+	}
+	v.Deadline(k+"queue_timeout", c.QueueTimeout)
+	if c.RetryAfter < time.Second {
+		v.Error(k+"retry_after", fmt.Sprintf("must be at least 1s (Retry-After is whole seconds), got %s", c.RetryAfter), `set retry_after = "1s"`)
+	}
+	seen := map[string]string{}
+	for _, list := range []struct {
+		key    string
+		routes []string
+	}{{"critical", c.Critical}, {"sheddable", c.Sheddable}, {"exempt", c.Exempt}} {
+		for _, route := range list.routes {
+			if _, _, err := parseRoute(route); err != "" {
+				v.Error(k+list.key, fmt.Sprintf("%q %s", route, err), `write "POST /orders", or "/orders/{id}" for every method`)
+				continue
+			}
+			if other, dup := seen[route]; dup && other != list.key {
+				v.Error(k+list.key, fmt.Sprintf("%q is also in %s", route, other), "give each route one class")
+			}
+			seen[route] = list.key
+		}
+	}
+}
+
+// parseRoute splits "POST /orders" into its method and pattern, or returns
+// what is wrong with it.
+func parseRoute(s string) (method, pattern, problem string) {
+	method, pattern, ok := strings.Cut(strings.TrimSpace(s), " ")
+	if !ok {
+		method, pattern = "", method
+	}
+	pattern = strings.TrimSpace(pattern)
+	if method != "" && !StandardMethod(method) {
+		return "", "", "has an unknown method " + method
+	}
+	if !strings.HasPrefix(pattern, "/") {
+		return "", "", "is not a route pattern starting with /"
+	}
+	return method, pattern, ""
+}
+
+// WithPriority gives h's route the priority class p in the front door's
+// queue, as listing it in [app.overload] critical, sheddable or exempt
+// would (the file wins when both say). Use it on the handler given to the
+// router: r.With(auth).Post("/checkout", framework.WithPriority(framework.PriorityCritical, h)).
+func WithPriority(p Priority, h http.Handler) http.Handler {
+	return &prioritized{Handler: h, class: p}
+}
+
+type prioritized struct {
+	http.Handler
+	class Priority
+}
+
+// Overload returns the front door's limiter, shared by HTTP and gRPC
+// serving, or nil when app.overload.enabled is false.
+func (a *App) Overload() *Limiter { return a.limiter }
+
+// frontDoor is the limiter as serveRequest uses it: which class a request
+// is, and how a shed request is answered.
+type frontDoor struct {
+	limiter *Limiter
+	mux     *chi.Mux
+	// static: every listed pattern is a plain path, so a request's class is
+	// a lookup of its path; else the router finds its pattern first.
+	static   bool
+	byRoute  map[string]Priority
+	byMethod map[methodRoute]Priority
+	log      *slog.Logger
+}
+
+type methodRoute struct{ method, route string }
+
+// newFrontDoor builds the front door of mux: exempt are the routes that
+// are never limited (/live, /ready, admin routes on the public listener),
+// then the classes WithPriority gave, then the file's.
+func newFrontDoor(l *Limiter, mux *chi.Mux, cfg OverloadConfig, exempt []string, log *slog.Logger) (*frontDoor, error) {
+	f := &frontDoor{limiter: l, mux: mux, static: true, byRoute: map[string]Priority{}, byMethod: map[methodRoute]Priority{}, log: log}
+	set := func(route string, p Priority) {
+		method, pattern, _ := parseRoute(route)
+		pattern = strings.ReplaceAll(pattern, "/*/", "/")
+		if strings.ContainsAny(pattern, "{*") {
+			f.static = false
+		}
+		if method == "" {
+			f.byRoute[pattern] = p
+		} else {
+			f.byMethod[methodRoute{method, pattern}] = p
+		}
+	}
+	known := map[string]bool{}
+	err := chi.Walk(mux, func(method, route string, h http.Handler, _ ...func(http.Handler) http.Handler) error {
+		route = strings.ReplaceAll(route, "/*/", "/")
+		known[route], known[method+" "+route] = true, true
+		if p, ok := h.(*prioritized); ok {
+			set(method+" "+route, p.class)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, list := range []struct {
+		key    string
+		routes []string
+		class  Priority
+	}{{"critical", cfg.Critical, PriorityCritical}, {"sheddable", cfg.Sheddable, PrioritySheddable}, {"exempt", cfg.Exempt, PriorityExempt}} {
+		for _, route := range list.routes {
+			method, pattern, _ := parseRoute(route)
+			if !known[strings.TrimSpace(method+" "+pattern)] {
+				return nil, ConfigErrors{{Key: "app.overload." + list.key, Problem: fmt.Sprintf("%q matches no route the service mounts", route), Fix: "write a route pattern as the router has it, e.g. \"POST /orders/{id}\""}}
+			}
+			set(route, list.class)
+		}
+	}
+	for _, route := range exempt {
+		set(route, PriorityExempt)
+	}
+	return f, nil
+}
+
+// class is the request's priority class.
+func (f *frontDoor) class(r *http.Request) Priority {
+	pattern := r.URL.Path
+	if !f.static {
+		rctx := routePool.Get().(*chi.Context)
+		rctx.Reset()
+		pattern = f.mux.Find(rctx, r.Method, r.URL.Path)
+		routePool.Put(rctx)
+	}
+	if p, ok := f.byMethod[methodRoute{r.Method, pattern}]; ok {
+		return p
+	}
+	if p, ok := f.byRoute[pattern]; ok {
+		return p
+	}
+	return PriorityNormal
+}
+
+// admit waits for the request's slot. When it is shed, admit answers it (a
+// 503 with Retry-After, or a 499 for a client that went away) and returns
+// false.
+func (f *frontDoor) admit(w *ResponseRecorder, r *http.Request, held *heldPermit) bool {
+	class := f.class(r)
+	p, err := f.limiter.Acquire(r.Context(), class)
+	if err == nil {
+		held.hold(p)
+		return true
+	}
+	var shed *ShedError
+	if errors.As(err, &shed) && shed.Reason == ShedClientGone {
+		clientGone(w, r)
+		return false
+	}
+	f.log.LogAttrs(r.Context(), slog.LevelDebug, "request shed",
+		slog.String("reason", shed.Reason), slog.String("class", class.String()))
+	problem.Write(w, r, shed.Problem())
+	return false
+}
+
+// heldPermit is the Permit of the request being served, released once: when
+// the request ends, or earlier when its handler asks for StreamContext (a
+// response that streams is not work the limit should wait for).
+type heldPermit struct {
+	p    Permit
+	held atomic.Bool
+}
+
+func (h *heldPermit) hold(p Permit) {
+	h.p = p
+	h.held.Store(true)
+}
+
+// release frees the slot, with the request's latency when sample is true.
+func (h *heldPermit) release(sample bool) {
+	if !h.held.CompareAndSwap(true, false) {
+		return
+	}
+	if sample {
+		h.p.Release()
+	} else {
+		h.p.Abandon()
+	}
+}
+
+// StatusClientClosedRequest is the status a request whose client went away
+// is logged and counted with (nginx's 499): no response reached anyone, so
+// it is neither the service's error (500) nor a success.
+const StatusClientClosedRequest = 499
+
+// clientLeft reports whether r's context ended because the client went
+// away: cancelled, not by the request's deadline nor by a shutdown.
+func clientLeft(r *http.Request) bool {
+	ctx := r.Context()
+	return errors.Is(ctx.Err(), context.Canceled) && !errors.Is(context.Cause(ctx), errShutdown)
+}
+
+// clientGone records a 499 on w: the status line goes to a connection that
+// is most likely closed already, and the access log and metrics see 499.
+func clientGone(w http.ResponseWriter, r *http.Request) {
+	if rec, ok := w.(*ResponseRecorder); ok && rec.Started() {
+		return
+	}
+	w.WriteHeader(StatusClientClosedRequest)
+}
+
+// limiterCollector exports the Limiter's state as jfast_overload_* metrics.
+type limiterCollector struct {
+	l                       *Limiter
+	limit, inflight, queued *prometheus.Desc
+	baseline, recent, shed  *prometheus.Desc
+	wait                    prometheus.Histogram
+}
+
+func newLimiterCollector(l *Limiter) *limiterCollector {
+	c := &limiterCollector{
+		l:        l,
+		limit:    prometheus.NewDesc("jfast_overload_limit", "The front door's concurrency limit now.", nil, nil),
+		inflight: prometheus.NewDesc("jfast_overload_inflight", "Requests holding a slot of the concurrency limit.", nil, nil),
+		queued:   prometheus.NewDesc("jfast_overload_queued", "Requests waiting for a slot.", nil, nil),
+		baseline: prometheus.NewDesc("jfast_overload_latency_baseline_seconds", "The lowest window mean latency of the last baseline_window.", nil, nil),
+		recent:   prometheus.NewDesc("jfast_overload_latency_recent_seconds", "The last window's mean latency.", nil, nil),
+		shed:     prometheus.NewDesc("jfast_overload_shed_total", "Requests turned away by the front door, by reason and priority class (client_gone ones are answered 499, the others 503).", []string{"reason", "class"}, nil),
+		wait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "jfast_overload_queue_wait_seconds",
+			Help:    "Time requests waited in the front door's queue (those that queued), admitted or shed.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+		}),
+	}
+	l.mu.Lock()
+	l.onWait = func(d time.Duration) { c.wait.Observe(d.Seconds()) }
+	l.mu.Unlock()
+	return c
+}
+
+func (c *limiterCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.limit, c.inflight, c.queued, c.baseline, c.recent, c.shed} {
+		ch <- d
+	}
+	c.wait.Describe(ch)
+}
+
+func (c *limiterCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.l.State()
+	ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(s.Limit))
+	ch <- prometheus.MustNewConstMetric(c.inflight, prometheus.GaugeValue, float64(s.InFlight))
+	ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(s.Queued))
+	ch <- prometheus.MustNewConstMetric(c.baseline, prometheus.GaugeValue, s.Baseline.Seconds())
+	ch <- prometheus.MustNewConstMetric(c.recent, prometheus.GaugeValue, s.Recent.Seconds())
+	for reason, byClass := range s.Shed {
+		for class, n := range byClass {
+			ch <- prometheus.MustNewConstMetric(c.shed, prometheus.CounterValue, float64(n), reason, class)
+		}
+	}
+	c.wait.Collect(ch)
+}

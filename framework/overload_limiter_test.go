@@ -1,0 +1,293 @@
+package framework_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
+)
+
+// limiterSetup returns a Limiter on a test clock with windows of 10 ms, so
+// one batch of requests taking 10 ms closes a window.
+func limiterSetup(t *testing.T, edit func(*framework.OverloadConfig)) (*framework.Limiter, *resilience.TestClock, framework.OverloadConfig) {
+	t.Helper()
+	cfg := framework.DefaultOverloadConfig()
+	cfg.Window = 10 * time.Millisecond
+	cfg.BaselineWindow = time.Second
+	if edit != nil {
+		edit(&cfg)
+	}
+	clk := resilience.NewTestClock(time.Unix(1_700_000_000, 0))
+	return framework.NewLimiter(cfg, clk), clk, cfg
+}
+
+// window runs n requests that each take latency, at most the limit at a
+// time, then closes the window: a request that is abandoned (no sample) a
+// window's time later. The limit has then moved on exactly these n.
+func window(t *testing.T, l *framework.Limiter, clk *resilience.TestClock, cfg framework.OverloadConfig, n int, latency time.Duration) {
+	t.Helper()
+	for n > 0 {
+		k := min(n, l.State().Limit)
+		permits := make([]framework.Permit, k)
+		for i := range permits {
+			p, err := l.Acquire(context.Background(), framework.PriorityNormal)
+			if err != nil {
+				t.Fatalf("request %d of %d (limit %d): %v", i, k, l.State().Limit, err)
+			}
+			permits[i] = p
+		}
+		clk.Advance(latency)
+		for _, p := range permits {
+			p.Release()
+		}
+		n -= k
+	}
+	p, err := l.Acquire(context.Background(), framework.PriorityNormal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(cfg.Window)
+	p.Abandon()
+}
+
+func TestLimitGrowsWhileLatencyHoldsAndTheLimitIsUsed(t *testing.T) {
+	t.Parallel()
+	l, clk, cfg := limiterSetup(t, nil)
+	want := float64(cfg.InitialLimit)
+	for range 6 {
+		window(t, l, clk, cfg, int(want), 10*time.Millisecond)
+		want += math.Sqrt(want)
+		if got := l.State().Limit; got != int(want) {
+			t.Fatalf("limit = %d, want %d (the limit grows by its square root per window)", got, int(want))
+		}
+	}
+	if s := l.State(); s.Baseline != 10*time.Millisecond || s.Recent != 10*time.Millisecond {
+		t.Fatalf("baseline %v, recent %v; want 10ms both", s.Baseline, s.Recent)
+	}
+}
+
+func TestLimitStaysWhenNotUsed(t *testing.T) {
+	t.Parallel()
+	l, clk, cfg := limiterSetup(t, nil)
+	for range 5 {
+		// 9 at once, under half of the limit of 20: the service is not
+		// limited, so its latency says nothing about a higher limit.
+		window(t, l, clk, cfg, cfg.InitialLimit/2-1, 10*time.Millisecond)
+	}
+	if got := l.State().Limit; got != cfg.InitialLimit {
+		t.Fatalf("limit = %d, want it unchanged at %d", got, cfg.InitialLimit)
+	}
+}
+
+func TestLimitShrinksWhenLatencyRisesPastTolerance(t *testing.T) {
+	t.Parallel()
+	l, clk, cfg := limiterSetup(t, func(c *framework.OverloadConfig) { c.InitialLimit = 100 })
+	window(t, l, clk, cfg, 100, 10*time.Millisecond) // baseline 10 ms
+	limit := float64(l.State().Limit)
+	// 12 ms is within tolerance (1.5 × 10 ms): the limit is used and grows.
+	window(t, l, clk, cfg, int(limit), 12*time.Millisecond)
+	limit += math.Sqrt(limit)
+	if got := l.State().Limit; got != int(limit) {
+		t.Fatalf("at 12 ms limit = %d, want %d", got, int(limit))
+	}
+	// 20 ms: gradient 1.5 × 10 / 20 = 0.75.
+	window(t, l, clk, cfg, 20, 20*time.Millisecond)
+	limit *= cfg.Tolerance * 10 / 20
+	if got := l.State().Limit; got != int(limit) {
+		t.Fatalf("at 20 ms limit = %d, want %d", got, int(limit))
+	}
+	// 100 ms: the gradient 0.15 is held at 0.5, a halving per window, down
+	// to min_limit.
+	for l.State().Limit > cfg.MinLimit {
+		before := l.State().Limit
+		window(t, l, clk, cfg, 10, 100*time.Millisecond)
+		after := l.State().Limit
+		if after < before/2 || after >= before {
+			t.Fatalf("limit went from %d to %d; want at most a halving", before, after)
+		}
+	}
+	window(t, l, clk, cfg, 10, 100*time.Millisecond)
+	if got := l.State().Limit; got != cfg.MinLimit {
+		t.Fatalf("limit = %d, want min_limit %d", got, cfg.MinLimit)
+	}
+}
+
+func TestBaselineForgetsAfterBaselineWindow(t *testing.T) {
+	t.Parallel()
+	l, clk, cfg := limiterSetup(t, func(c *framework.OverloadConfig) { c.InitialLimit, c.MinLimit = 10, 10 })
+	window(t, l, clk, cfg, 10, 10*time.Millisecond)
+	// The dependency becomes slower for good: 40 ms. Within baseline_window
+	// the baseline is still 10 ms.
+	for clk.Now().Sub(time.Unix(1_700_000_000, 0)) < cfg.BaselineWindow {
+		window(t, l, clk, cfg, 10, 40*time.Millisecond)
+	}
+	window(t, l, clk, cfg, 10, 40*time.Millisecond)
+	if got := l.State().Baseline; got != 40*time.Millisecond {
+		t.Fatalf("baseline = %v after baseline_window at 40 ms, want 40ms", got)
+	}
+}
+
+// queued starts a request that must wait, and returns a channel that gets
+// its outcome. Admitted, it appends name to order (when not nil) and
+// releases its slot at once.
+func queued(l *framework.Limiter, ctx context.Context, class framework.Priority, name string, order *[]string) <-chan error {
+	out := make(chan error, 1)
+	go func() {
+		p, err := l.Acquire(ctx, class)
+		if err == nil {
+			if order != nil {
+				*order = append(*order, name) // the one slot serialises the waiters
+			}
+			p.Release()
+		}
+		out <- err
+	}()
+	return out
+}
+
+func fill(t *testing.T, l *framework.Limiter) []framework.Permit {
+	t.Helper()
+	var held []framework.Permit
+	for l.State().InFlight < l.State().Limit {
+		p, err := l.Acquire(context.Background(), framework.PriorityNormal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, p)
+	}
+	return held
+}
+
+func shedReason(err error) string {
+	var shed *framework.ShedError
+	if errors.As(err, &shed) {
+		return shed.Reason
+	}
+	return ""
+}
+
+func TestQueueServesNewestFirstAndHigherClassesFirst(t *testing.T) {
+	t.Parallel()
+	l, clk, _ := limiterSetup(t, func(c *framework.OverloadConfig) { c.InitialLimit, c.MinLimit = 1, 1 })
+	held := fill(t, l)
+	var order []string
+	old := queued(l, context.Background(), framework.PriorityNormal, "old", &order)
+	clk.BlockUntil(1)
+	newer := queued(l, context.Background(), framework.PriorityNormal, "newer", &order)
+	clk.BlockUntil(2)
+	low := queued(l, context.Background(), framework.PrioritySheddable, "sheddable", &order)
+	clk.BlockUntil(3)
+	crit := queued(l, context.Background(), framework.PriorityCritical, "critical", &order)
+	clk.BlockUntil(4)
+
+	// One slot: each admitted waiter releases it at once to the next.
+	held[0].Release()
+	for i, ch := range []<-chan error{crit, newer, old, low} {
+		if err := <-ch; err != nil {
+			t.Fatalf("waiter %d: %v", i, err)
+		}
+	}
+	if want := []string{"critical", "newer", "old", "sheddable"}; !slices.Equal(order, want) {
+		t.Fatalf("admitted in the order %v, want %v", order, want)
+	}
+	if s := l.State(); s.InFlight != 0 || s.Queued != 0 {
+		t.Fatalf("state %+v after all released", s)
+	}
+}
+
+func TestQueueFullShedsTheOldestOfTheLowestClass(t *testing.T) {
+	t.Parallel()
+	l, clk, _ := limiterSetup(t, func(c *framework.OverloadConfig) { c.InitialLimit, c.MinLimit, c.Queue = 1, 1, 2 })
+	held := fill(t, l)
+	first := queued(l, context.Background(), framework.PriorityNormal, "", nil)
+	clk.BlockUntil(1)
+	second := queued(l, context.Background(), framework.PriorityNormal, "", nil)
+	clk.BlockUntil(2)
+
+	// A normal newcomer to a full queue of normal ones takes the oldest's place.
+	third := queued(l, context.Background(), framework.PriorityNormal, "", nil)
+	if got := shedReason(<-first); got != framework.ShedQueueFull {
+		t.Fatalf("the oldest waiter got %q, want %q", got, framework.ShedQueueFull)
+	}
+	clk.BlockUntil(2)
+	// A sheddable newcomer outranks nobody: it is shed at once.
+	if _, err := l.Acquire(context.Background(), framework.PrioritySheddable); shedReason(err) != framework.ShedQueueFull {
+		t.Fatalf("sheddable newcomer: %v, want queue_full", err)
+	}
+	// A critical one takes the place of the oldest normal one.
+	crit := queued(l, context.Background(), framework.PriorityCritical, "", nil)
+	if got := shedReason(<-second); got != framework.ShedQueueFull {
+		t.Fatalf("second waiter got %q, want %q", got, framework.ShedQueueFull)
+	}
+	clk.BlockUntil(2)
+	held[0].Release()
+	for _, ch := range []<-chan error{crit, third} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	shed := l.State().Shed[framework.ShedQueueFull]
+	if shed["normal"] != 2 || shed["sheddable"] != 1 || shed["critical"] != 0 {
+		t.Fatalf("queue_full counts %v, want normal 2, sheddable 1", shed)
+	}
+}
+
+func TestQueueTimeoutAndClientGone(t *testing.T) {
+	t.Parallel()
+	l, clk, cfg := limiterSetup(t, func(c *framework.OverloadConfig) { c.InitialLimit, c.MinLimit = 1, 1 })
+	held := fill(t, l)
+	defer held[0].Release()
+
+	waited := queued(l, context.Background(), framework.PriorityNormal, "", nil)
+	clk.BlockUntil(1)
+	clk.Advance(cfg.QueueTimeout - time.Millisecond)
+	select {
+	case err := <-waited:
+		t.Fatalf("shed before queue_timeout: %v", err)
+	default:
+	}
+	clk.Advance(time.Millisecond)
+	err := <-waited
+	if shedReason(err) != framework.ShedQueueTimeout {
+		t.Fatalf("after queue_timeout: %v, want queue_timeout", err)
+	}
+	var shed *framework.ShedError
+	errors.As(err, &shed)
+	if p := shed.Problem(); p.Status != 503 || p.RetryAfter != cfg.RetryAfter {
+		t.Fatalf("shed renders as %d with Retry-After %v, want 503 with %v", p.Status, p.RetryAfter, cfg.RetryAfter)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := queued(l, ctx, framework.PriorityNormal, "", nil)
+	clk.BlockUntil(1)
+	cancel()
+	if got := shedReason(<-gone); got != framework.ShedClientGone {
+		t.Fatalf("a waiter whose client left got %q, want %q", got, framework.ShedClientGone)
+	}
+	if s := l.State(); s.Queued != 0 || s.InFlight != 1 {
+		t.Fatalf("state %+v, want one in flight and none queued", s)
+	}
+}
+
+func TestExemptNeverWaits(t *testing.T) {
+	t.Parallel()
+	l, _, _ := limiterSetup(t, func(c *framework.OverloadConfig) { c.InitialLimit, c.MinLimit, c.Queue = 1, 1, 0 })
+	held := fill(t, l)
+	defer held[0].Release()
+	if _, err := l.Acquire(context.Background(), framework.PriorityNormal); shedReason(err) != framework.ShedQueueFull {
+		t.Fatalf("over the limit with no queue: %v, want queue_full", err)
+	}
+	p, err := l.Acquire(context.Background(), framework.PriorityExempt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Release()
+	if got := l.State().InFlight; got != 1 {
+		t.Fatalf("in flight %d; an exempt request must not count", got)
+	}
+}

@@ -1,0 +1,277 @@
+package framework_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/jfasttest"
+	"github.com/jfastframework/jfast/problem"
+)
+
+// gate is a handler that holds its request until the test opens it.
+type gate struct {
+	entered chan struct{}
+	open    chan struct{}
+}
+
+func newGate() *gate { return &gate{entered: make(chan struct{}, 16), open: make(chan struct{})} }
+
+func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.entered <- struct{}{}
+	select {
+	case <-g.open:
+	case <-r.Context().Done():
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// overloadSetup starts a service whose limit is one request, with the given
+// queue, a gated GET /slow, a gated POST /pay and whatever routes adds.
+func overloadSetup(t *testing.T, queue string, extra string, routes func(r chi.Router)) (*jfasttest.Service, *gate) {
+	t.Helper()
+	g := newGate()
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML: "[app.overload]\ninitial_limit = 1\nmin_limit = 1\nmax_limit = 1\nqueue = " + queue + "\nqueue_timeout = \"30s\"\n" + extra,
+		Routes: func(_ *framework.App, r chi.Router) error {
+			r.Method(http.MethodGet, "/slow", g)
+			r.Method(http.MethodPost, "/pay", g)
+			if routes != nil {
+				routes(r)
+			}
+			return nil
+		},
+	})
+	t.Cleanup(func() {
+		select {
+		case <-g.open:
+		default:
+			close(g.open)
+		}
+	})
+	return svc, g
+}
+
+// send sends a request in the background and returns its response's
+// status, or 0 when it failed.
+func send(svc *jfasttest.Service, method, path string) <-chan *http.Response {
+	out := make(chan *http.Response, 1)
+	go func() {
+		req, _ := http.NewRequest(method, svc.URL+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			out <- nil
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		out <- resp
+	}()
+	return out
+}
+
+// waitFor waits until cond holds, failing the test if it does not within
+// 10 s (the event it stands for is a request arriving on loopback).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10s for %s", what)
+		}
+		runtime.Gosched()
+	}
+}
+
+// waitQueued waits until n requests wait in the front door's queue.
+func waitQueued(t *testing.T, svc *jfasttest.Service, n int) {
+	t.Helper()
+	waitFor(t, "the queue", func() bool { return svc.Overload().State().Queued == n })
+}
+
+func TestShedIs503ProblemWithRetryAfterAndHealthIsNeverShed(t *testing.T) {
+	t.Parallel()
+	svc, g := overloadSetup(t, "0", "", func(r chi.Router) {
+		r.Method(http.MethodGet, "/tail", framework.WithPriority(framework.PriorityExempt, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {})))
+	})
+	first := send(svc, http.MethodGet, "/slow")
+	<-g.entered
+
+	r := svc.Get(t, "/slow")
+	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Content-Type") != problem.ContentType || r.Header.Get("Retry-After") != "1" {
+		t.Fatalf("over the limit: %d %q Retry-After %q, want 503 problem+json with Retry-After 1", r.Status, r.Header.Get("Content-Type"), r.Header.Get("Retry-After"))
+	}
+	var body map[string]any
+	if err := json.Unmarshal(r.Body, &body); err != nil || !strings.Contains(body["detail"].(string), "was not started") || body["request_id"] == nil {
+		t.Fatalf("body %s", r.Body)
+	}
+	for _, path := range []string{"/live", "/ready", "/metrics", "/tail"} {
+		if got := svc.Get(t, path).Status; got != http.StatusOK {
+			t.Errorf("%s answered %d while the limit is full, want 200", path, got)
+		}
+	}
+	metrics := svc.Get(t, "/metrics").String()
+	for _, want := range []string{
+		`jfast_overload_shed_total{class="normal",reason="queue_full"} 1`,
+		"jfast_overload_limit 1",
+		"jfast_overload_inflight 1",
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	close(g.open)
+	if resp := <-first; resp == nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("the admitted request: %v", resp)
+	}
+	if !strings.Contains(svc.Logs(), "path=/slow status=503") {
+		t.Fatalf("no access log line for the shed request:\n%s", svc.Logs())
+	}
+}
+
+func TestCriticalRouteTakesTheQueuedPlace(t *testing.T) {
+	t.Parallel()
+	svc, g := overloadSetup(t, "1", "critical = [\"POST /pay\"]\n", nil)
+	first := send(svc, http.MethodGet, "/slow")
+	<-g.entered
+	normal := send(svc, http.MethodGet, "/slow")
+	waitQueued(t, svc, 1)
+	crit := send(svc, http.MethodPost, "/pay")
+	if resp := <-normal; resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("the queued normal request: %v, want 503 when a critical one takes its place", resp)
+	}
+	waitQueued(t, svc, 1)
+	close(g.open)
+	for _, ch := range []<-chan *http.Response{first, crit} {
+		if resp := <-ch; resp == nil || resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("got %v, want 204", resp)
+		}
+	}
+	if s := svc.Overload().State().Shed["queue_full"]; s["normal"] != 1 || s["critical"] != 0 {
+		t.Fatalf("shed %v", s)
+	}
+}
+
+func TestStreamContextFreesTheSlot(t *testing.T) {
+	t.Parallel()
+	streaming := make(chan struct{})
+	svc, g := overloadSetup(t, "0", "", func(r chi.Router) {
+		r.Method(http.MethodGet, "/stream", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx := framework.StreamContext(r)
+			close(streaming)
+			<-ctx.Done()
+		}))
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, svc.URL+"/stream", nil)
+	go func() {
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-streaming
+	admitted := send(svc, http.MethodGet, "/slow")
+	<-g.entered // admitted while the stream runs: the stream holds no slot
+	close(g.open)
+	if resp := <-admitted; resp == nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("got %v", resp)
+	}
+}
+
+func TestClientGoneIs499AtInfoNotAnError(t *testing.T) {
+	t.Parallel()
+	entered := make(chan struct{})
+	svc := jfasttest.Start(t, jfasttest.Options{
+		Routes: func(_ *framework.App, r chi.Router) error {
+			r.Method(http.MethodGet, "/wait", framework.Handler(func(_ http.ResponseWriter, r *http.Request) error {
+				close(entered)
+				<-r.Context().Done()
+				return r.Context().Err() // what a handler whose calls failed with its context returns
+			}))
+			return nil
+		},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, svc.URL+"/wait", nil)
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	<-entered
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("client: %v", err)
+	}
+	waitFor(t, "the access log line", func() bool { return strings.Contains(svc.Logs(), "path=/wait status=499") })
+	logs := svc.Logs()
+	if strings.Contains(logs, "level=ERROR") || strings.Contains(logs, "status=500") {
+		t.Fatalf("a client that went away was logged as an error:\n%s", logs)
+	}
+	if m := svc.Get(t, "/metrics").String(); !strings.Contains(m, `http_server_requests_total{method="GET",route="/wait",status="499"} 1`) {
+		t.Fatalf("the 499 is not counted:\n%s", m)
+	}
+}
+
+func TestOverloadConfigErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ toml, key string }{
+		{"min_limit = 0", "app.overload.min_limit"},
+		{"max_limit = 2", "app.overload.max_limit"},
+		{"initial_limit = 2000", "app.overload.initial_limit"},
+		{"tolerance = 0.9", "app.overload.tolerance"},
+		{"window = \"0s\"", "app.overload.window"},
+		{"baseline_window = \"500ms\"", "app.overload.baseline_window"},
+		{"queue = -1", "app.overload.queue"},
+		{"queue_timeout = \"0s\"", "app.overload.queue_timeout"},
+		{"retry_after = \"100ms\"", "app.overload.retry_after"},
+		{"critical = [\"orders\"]", "app.overload.critical"},
+		{"critical = [\"FETCH /orders\"]", "app.overload.critical"},
+		{"critical = [\"/a\"]\nsheddable = [\"/a\"]", "app.overload.sheddable"},
+	} {
+		errs := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: "[app.overload]\n" + tc.toml})
+		if _, ok := errs.For(tc.key); !ok {
+			t.Errorf("%s: no error for %s, got %v", tc.toml, tc.key, errs)
+		}
+	}
+}
+
+func TestUnknownPriorityRouteFailsTheStart(t *testing.T) {
+	t.Parallel()
+	app, err := jfasttest.New(t, jfasttest.Options{TOML: "[app.overload]\ncritical = [\"POST /nowhere\"]"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = app.Start(context.Background())
+	if err == nil {
+		_ = app.Stop(context.Background())
+		t.Fatal("started with a critical route nothing mounts")
+	}
+	if !strings.Contains(err.Error(), "app.overload.critical") {
+		t.Fatalf("error %v does not name the key", err)
+	}
+}
+
+func TestOverloadCanBeTurnedOff(t *testing.T) {
+	t.Parallel()
+	svc := jfasttest.Start(t, jfasttest.Options{TOML: "[app.overload]\nenabled = false"})
+	if svc.Overload() != nil {
+		t.Fatal("a limiter with enabled = false")
+	}
+	if m := svc.Get(t, "/metrics").String(); strings.Contains(m, "jfast_overload_limit") {
+		t.Fatal("overload metrics without a limiter")
+	}
+}
