@@ -59,7 +59,7 @@ func newServer(app *framework.App, cfg ServerConfig, otel []otelgrpc.Option) (*s
 		return nil, fmt.Errorf("grpc: registering server metrics: %w", err)
 	}
 	opts := []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(s.unary),
+		grpc.ChainUnaryInterceptor(s.unary, shedder{app.Overload()}.unary),
 		grpc.ChainStreamInterceptor(s.stream),
 	}
 	if otel != nil {
