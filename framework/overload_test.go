@@ -61,9 +61,9 @@ func overloadSetup(t *testing.T, queue string, extra string, routes func(r chi.R
 	return svc, g
 }
 
-// send sends a request in the background and returns its response's
+// sendAsync sends a request in the background and returns its response's
 // status, or 0 when it failed.
-func send(svc *jfasttest.Service, method, path string) <-chan *http.Response {
+func sendAsync(svc *jfasttest.Service, method, path string) <-chan *http.Response {
 	out := make(chan *http.Response, 1)
 	go func() {
 		req, _ := http.NewRequest(method, svc.URL+path, nil)
@@ -103,7 +103,7 @@ func TestShedIs503ProblemWithRetryAfterAndHealthIsNeverShed(t *testing.T) {
 	svc, g := overloadSetup(t, "0", "", func(r chi.Router) {
 		r.Method(http.MethodGet, "/tail", framework.WithPriority(framework.PriorityExempt, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {})))
 	})
-	first := send(svc, http.MethodGet, "/slow")
+	first := sendAsync(svc, http.MethodGet, "/slow")
 	<-g.entered
 
 	r := svc.Get(t, "/slow")
@@ -141,11 +141,11 @@ func TestShedIs503ProblemWithRetryAfterAndHealthIsNeverShed(t *testing.T) {
 func TestCriticalRouteTakesTheQueuedPlace(t *testing.T) {
 	t.Parallel()
 	svc, g := overloadSetup(t, "1", "critical = [\"POST /pay\"]\n", nil)
-	first := send(svc, http.MethodGet, "/slow")
+	first := sendAsync(svc, http.MethodGet, "/slow")
 	<-g.entered
-	normal := send(svc, http.MethodGet, "/slow")
+	normal := sendAsync(svc, http.MethodGet, "/slow")
 	waitQueued(t, svc, 1)
-	crit := send(svc, http.MethodPost, "/pay")
+	crit := sendAsync(svc, http.MethodPost, "/pay")
 	if resp := <-normal; resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("the queued normal request: %v, want 503 when a critical one takes its place", resp)
 	}
@@ -180,7 +180,7 @@ func TestStreamContextFreesTheSlot(t *testing.T) {
 		}
 	}()
 	<-streaming
-	admitted := send(svc, http.MethodGet, "/slow")
+	admitted := sendAsync(svc, http.MethodGet, "/slow")
 	<-g.entered // admitted while the stream runs: the stream holds no slot
 	close(g.open)
 	if resp := <-admitted; resp == nil || resp.StatusCode != http.StatusNoContent {
