@@ -75,15 +75,42 @@ func (b *binder) bindStruct(path string, dst reflect.Value, src map[string]any) 
 	}
 }
 
+// renamedKeys are the policy keys jfast renamed, by their old name. A file
+// or a variable that still writes one is refused at boot with the new name
+// and how to convert the value: an old key is never read as an alias, so a
+// table says each thing one way.
+var renamedKeys = map[string]struct{ to, how string }{
+	"retries":       {"attempts", "attempts counts every try, the first included: retries = 2 is attempts = 3, retries = 0 is attempts = 1"},
+	"total_timeout": {"timeout", "the same bound of the whole call, every attempt and wait included"},
+}
+
+// renamed reports the problem and fix of name, a key of a table whose keys
+// are known, when jfast renamed it; ok is false otherwise.
+func renamed(name string, known []string, newName func(string) string) (problem, fix string, ok bool) {
+	r, found := renamedKeys[name]
+	if !found || !slices.Contains(known, r.to) {
+		return "", "", false
+	}
+	return fmt.Sprintf("was renamed to %q", r.to), fmt.Sprintf("write %s instead (%s)", newName(r.to), r.how), true
+}
+
 func (b *binder) unknown(key, name string, known []string) {
+	parent := strings.TrimSuffix(key, "."+name)
 	if vars := b.envVars(key); len(vars) > 0 {
+		if problem, fix, ok := renamed(name, known, func(k string) string { return envName(join(parent, k)) }); ok {
+			b.errorf(strings.Join(vars, ", "), fix, "%s %s", envName(key), problem)
+			return
+		}
 		// No file holds this key: name what the user wrote.
-		parent := strings.TrimSuffix(key, "."+name)
 		fix := "remove the variable"
 		if s := suggest(name, known); s != "" {
 			fix = fmt.Sprintf("did you mean %s?", envName(join(parent, s)))
 		}
 		b.errorf(strings.Join(vars, ", "), fix, "%s has no key %q", parent, name)
+		return
+	}
+	if problem, fix, ok := renamed(name, known, func(k string) string { return k }); ok {
+		b.errorf(key, fix, "%s", problem)
 		return
 	}
 	fix := "remove it"

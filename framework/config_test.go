@@ -177,6 +177,31 @@ name = "x"
 	}
 }
 
+// A renamed policy key is refused, never read as an alias: the error names
+// the new key and how to convert the value, in the file and in a variable.
+func TestRenamedKeysAreRefused(t *testing.T) {
+	t.Parallel()
+	errs := configErrors(t, jfasttest.Options{
+		TOML: `
+[plugins]
+enabled = ["fake"]
+[plugin.fake.targets.billing]
+url = "http://b"
+total_timeout = "1s"
+`,
+		Plugins: []framework.Plugin{newFake("fake", nil)},
+		Env:     map[string]string{"JFAST_FAKE_TARGETS__CRM__TOTAL_TIMEOUT": "2s"},
+	})
+	e, ok := errs["plugin.fake.targets.billing.total_timeout"]
+	if !ok || e.Problem != `was renamed to "timeout"` || !strings.HasPrefix(e.Fix, "write timeout instead") {
+		t.Errorf("file: error %+v, want the renamed key named; all: %v", e, errs)
+	}
+	e, ok = errs["JFAST_FAKE_TARGETS__CRM__TOTAL_TIMEOUT"]
+	if !ok || !strings.Contains(e.Problem, `was renamed to "timeout"`) || !strings.HasPrefix(e.Fix, "write JFAST_FAKE_TARGETS__CRM__TIMEOUT instead") {
+		t.Errorf("environment: error %+v, want the renamed variable named; all: %v", e, errs)
+	}
+}
+
 func TestEnvironmentUnknownKeyIsAnError(t *testing.T) {
 	t.Parallel()
 	// No file holds the key: the error names the variable, and suggests one.

@@ -109,7 +109,7 @@ type openEndedKey struct{}
 // ContextWithOpenEndedResponse marks the outbound HTTP calls made under ctx
 // through the http plugin's RoundTripper as calls whose response may last as
 // long as it keeps coming (server-sent events, a long download through a
-// proxy): the upstream's total_timeout bounds such a call until its response
+// proxy): the upstream's timeout bounds such a call until its response
 // headers arrive; the body is then bounded by the read_timeout gap, the
 // caller's context and max_response_bytes. A gateway's stream route sets it;
 // the http plugin's http.WithOpenEndedResponse is the same function.

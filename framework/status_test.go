@@ -224,7 +224,7 @@ admin_listen = "127.0.0.1:0"
 enabled = ["observability", "http"]
 [plugin.http.upstreams.billing]
 base_url = "` + billing.URL + `"
-retries = 0
+attempts = 1
 breaker_failures = 2
 breaker_cool_down = "30s"
 `,

@@ -65,7 +65,7 @@ func TestCheckValidWithoutBuildingTheService(t *testing.T) {
 // TestConfigExplainsSources reads the process environment, so it is not parallel.
 func TestConfigExplainsSources(t *testing.T) {
 	t.Setenv("JFAST_DB_URL", "postgres://orders:s3cret@prod-db:5432/orders")
-	t.Setenv("JFAST_HTTP_UPSTREAMS__BILLING__TOTAL_TIMEOUT", "7s")
+	t.Setenv("JFAST_HTTP_UPSTREAMS__BILLING__TIMEOUT", "7s")
 	code, stdout, stderr := jfast(t, "config", "--config", "testdata/valid.toml")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -77,7 +77,7 @@ func TestConfigExplainsSources(t *testing.T) {
 		`url `, `"postgres://orders:***@prod-db:5432/orders"  # env JFAST_DB_URL`,
 		`pool_size `, `= 20 `, `# file`,
 		"[plugin.http.upstreams.billing]",
-		`"7s"`, `# env JFAST_HTTP_UPSTREAMS__BILLING__TOTAL_TIMEOUT`,
+		`"7s"`, `# env JFAST_HTTP_UPSTREAMS__BILLING__TIMEOUT`,
 		`read_timeout `, `"3s"`,
 		"[plugin.cache]",
 	} {

@@ -37,7 +37,7 @@ import (
 //   - the same App recovers after the default 15 s cool-down.
 //
 // Together they take about two minutes, most of it the cool-downs, the
-// upstream's 10 s total_timeout and a statement's 30 s request_timeout.
+// upstream's 10 s timeout and a statement's 30 s request_timeout.
 
 // defaultsMaxPaid is the promise: at most two requests pay a deadline.
 const defaultsMaxPaid = 2
@@ -163,7 +163,7 @@ func TestDrillDefaultsRedisPaused(t *testing.T) {
 }
 
 // TestDrillDefaultsUpstreamBlackhole: an upstream behind a proxy that
-// accepts and never answers. A GET is retried within total_timeout (10 s):
+// accepts and never answers. A GET is retried within timeout (10 s):
 // the first request pays it (half-open), the second is the probe and pays it
 // again (open).
 func TestDrillDefaultsUpstreamBlackhole(t *testing.T) {
@@ -204,7 +204,7 @@ func TestDrillDefaultsUpstreamBlackhole(t *testing.T) {
 		Dependency: "http", Fault: "blackhole (proxy), shipped defaults", BaseURL: svc.URL,
 		Route: "/upstream", Other: "/plain", Want: http.StatusServiceUnavailable,
 		NameKey: "upstream", NameValue: "billing", Check: "http",
-		Deadline: 10*time.Second + margin, // total_timeout
+		Deadline: 10*time.Second + margin, // timeout
 		MaxPaid:  defaultsMaxPaid, ReadyBound: readyBound,
 		Take: p.Blackhole, Give: p.Pass,
 	})

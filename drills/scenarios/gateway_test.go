@@ -34,12 +34,12 @@ strip_prefix = true
 var gatewayDrill = proxiedDrill{
 	dependency: "gateway", route: "/api/billing/invoice",
 	nameKey: "dependency", nameValue: "billing", check: "gateway",
-	deadline: time.Second + margin, // the upstream's total_timeout
+	deadline: time.Second + margin, // the upstream's timeout
 }.drill
 
 // TestDrillGatewayUpstreamBlackhole: the upstream behind the gateway keeps
 // its socket open and answers nothing; each proxied GET (and its retry) is
-// cut at total_timeout with a 503 problem naming the upstream and the route,
+// cut at timeout with a 503 problem naming the upstream and the route,
 // until the breaker opens and the gateway answers at once; /ready degraded;
 // after the proxy passes again the same App proxies again.
 func TestDrillGatewayUpstreamBlackhole(t *testing.T) {

@@ -55,8 +55,8 @@ base_url = "http://` + addr + `/v1"
 model = "m"
 connect_timeout = "300ms"
 read_gap = "500ms"
-total_timeout = "1s"
-retries = 1
+timeout = "1s"
+attempts = 2
 breaker_failures = 3
 breaker_cool_down = "` + coolDown + `"
 `
@@ -84,11 +84,11 @@ breaker_cool_down = "` + coolDown + `"
 var llmDrill = proxiedDrill{
 	dependency: "llm", route: "/ask",
 	nameKey: "dependency", nameValue: "model", check: "llm",
-	deadline: time.Second + margin, // the provider's total_timeout
+	deadline: time.Second + margin, // the provider's timeout
 }.drill
 
 // TestDrillLLMProviderBlackhole: the provider keeps its socket open and
-// answers nothing; a plain call is cut at total_timeout with a 503 problem
+// answers nothing; a plain call is cut at timeout with a 503 problem
 // naming the provider, until the breaker opens and the route answers at
 // once; /ready degraded (never unavailable); after the proxy passes again the
 // same App answers again.

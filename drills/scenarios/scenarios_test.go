@@ -377,8 +377,8 @@ func billingTOML(addr string) string {
 base_url = "http://` + addr + `"
 connect_timeout = "300ms"
 read_timeout = "300ms"
-total_timeout = "1s"
-retries = 1
+timeout = "1s"
+attempts = 2
 breaker_failures = 3
 breaker_cool_down = "` + coolDown + `"
 `
@@ -393,7 +393,7 @@ func paid(w http.ResponseWriter, _ *http.Request) {
 var upstreamDrill = proxiedDrill{
 	dependency: "http", route: "/upstream",
 	nameKey: "upstream", nameValue: "billing", check: "http",
-	deadline: time.Second + margin, // total_timeout
+	deadline: time.Second + margin, // timeout
 }.drill
 
 func TestDrillUpstreamBlackhole(t *testing.T) {

@@ -64,7 +64,7 @@ func IsTimeout(err error) bool {
 //
 // ctx is the caller's context, not one the plugin derived from it. own is
 // the deadline the plugin itself put on the call (its configured timeout for
-// the dependency, from when the call started: an HTTP total_timeout, a Redis
+// the dependency, from when the call started: an HTTP timeout, a Redis
 // command_timeout, a PostgreSQL connect or ping timeout), on the same clock
 // as context deadlines (package time, never a test clock). A zero own says
 // that the plugin's deadlines move with progress (a gap between bytes) and

@@ -10,15 +10,10 @@ type PolicyOpts struct {
 	// Name names the dependency in errors, logs and metrics, and names its
 	// breaker, budget and bulkhead. Defaults to "dependency".
 	Name string
-	// Config is the policy keys, every default filled.
+	// Config is the policy keys, every default filled. A zero Attempts is
+	// one attempt; a zero Timeout puts no bound of the policy's own on a
+	// call (the caller's context only).
 	Config PolicyConfig
-	// Attempts is how many attempts one call may make, the first included.
-	// Defaults to 1.
-	Attempts int
-	// Timeout bounds a whole call: every attempt and every wait between
-	// attempts. The caller's sooner deadline wins. Defaults to 0: no bound
-	// of the policy's own (the caller's context only).
-	Timeout time.Duration
 	// Clock is the time source of the breaker, budget, bulkhead, waits and
 	// deadline checks. Defaults to RealClock().
 	Clock Clock
@@ -57,8 +52,8 @@ func NewPolicy(o PolicyOpts) *Policy {
 		budget:   NewRetryBudget(o.Config.BudgetOpts(o.Name, o.Clock)),
 		bulkhead: NewBulkhead(o.Config.BulkheadOpts(o.Name, o.Clock)),
 		backoff:  o.Config.Backoff(),
-		attempts: max(o.Attempts, 1),
-		timeout:  o.Timeout,
+		attempts: max(o.Config.Attempts, 1),
+		timeout:  o.Config.Timeout,
 	}
 }
 

@@ -15,6 +15,14 @@ import (
 // [PolicyConfig] defaults, with its reason beside it.
 // The first wait's ceiling is DefaultBackoffBase (100 ms, doubling).
 const (
+	// DefaultAttempts is one try and at most two retries: enough to ride
+	// over a dropped connection or one replica's restart, while a dependency
+	// that is down costs at most three times its traffic (less: the retry
+	// budget).
+	DefaultAttempts = 3
+	// DefaultTimeout bounds a whole call between services: every attempt
+	// and every wait.
+	DefaultTimeout = 10 * time.Second
 	// DefaultPolicyBackoffMax caps one wait at a fifth of a 10 s deadline: a
 	// longer wait would rarely leave the retry time to finish. (A bare
 	// [Backoff] caps at DefaultBackoffMax.)
@@ -52,6 +60,15 @@ const (
 //
 // [NewPolicy] turns it into the [Policy] the plugin's calls go through.
 type PolicyConfig struct {
+	// Attempts is how many tries one call may make, the first included
+	// (attempts = 1 never retries), within the rules of the plugin's page
+	// (what is retried) and of the loop (deadline and budget).
+	// Defaults to 3.
+	Attempts int `koanf:"attempts"`
+	// Timeout bounds the whole call: every attempt and every wait between
+	// attempts. The caller's context deadline, when sooner, wins.
+	// Defaults to 10s.
+	Timeout time.Duration `koanf:"timeout"`
 	// BackoffBase is the ceiling of the first full-jitter wait; the n-th wait
 	// is uniform in [0, backoff_base × 2^(n−1)], capped at backoff_max.
 	// Defaults to 100ms.
@@ -94,6 +111,8 @@ type PolicyConfig struct {
 // DefaultPolicyConfig returns the policy keys at their defaults.
 func DefaultPolicyConfig() PolicyConfig {
 	return PolicyConfig{
+		Attempts:                 DefaultAttempts,
+		Timeout:                  DefaultTimeout,
 		BackoffBase:              DefaultBackoffBase,
 		BackoffMax:               DefaultPolicyBackoffMax,
 		BackoffJitter:            JitterNameFull,
@@ -112,6 +131,8 @@ func DefaultPolicyConfig() PolicyConfig {
 // in code (NewClient) or a table of many entries fills what it left unset
 // from the plugin's defaults.
 func (c *PolicyConfig) FillZero(d PolicyConfig) {
+	fill(&c.Attempts, d.Attempts)
+	fill(&c.Timeout, d.Timeout)
 	fill(&c.BackoffBase, d.BackoffBase)
 	fill(&c.BackoffMax, d.BackoffMax)
 	fill(&c.BackoffJitter, d.BackoffJitter)
@@ -146,6 +167,11 @@ func (c PolicyConfig) Validate(v Validator) {
 		v.Error(key, fmt.Sprintf("must be %s, got %q", strings.Join(q, " or "), got),
 			fmt.Sprintf("set %q (the default) or %q", choices[0], choices[1]))
 	}
+	if c.Attempts < 1 {
+		v.Error("attempts", fmt.Sprintf("must be at least 1 (the first try counts), got %d", c.Attempts),
+			"set 1 to never retry, or a small number such as 3")
+	}
+	v.Deadline("timeout", c.Timeout)
 	v.Deadline("backoff_base", c.BackoffBase)
 	v.Deadline("backoff_max", c.BackoffMax)
 	if c.BackoffBase > 0 && c.BackoffMax > 0 && c.BackoffMax < c.BackoffBase {

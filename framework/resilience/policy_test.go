@@ -45,10 +45,11 @@ func setupPolicy(t *testing.T, attempts int, timeout time.Duration, edit func(*P
 	clock := NewTestClock(epoch)
 	clock.SetAutoAdvance(true)
 	cfg := DefaultPolicyConfig()
+	cfg.Attempts, cfg.Timeout = attempts, timeout
 	if edit != nil {
 		edit(&cfg)
 	}
-	return policyBundle{clock: clock, p: NewPolicy(PolicyOpts{Name: "billing", Config: cfg, Attempts: attempts, Timeout: timeout, Clock: clock})}
+	return policyBundle{clock: clock, p: NewPolicy(PolicyOpts{Name: "billing", Config: cfg, Clock: clock})}
 }
 
 // withBucket gives a call its retries: a full token bucket of 10.
@@ -187,7 +188,9 @@ func TestRunCutByCallerIsNoEvidence(t *testing.T) {
 func TestRunWaitCutByContext(t *testing.T) {
 	t.Parallel()
 	clock := NewTestClock(epoch) // not auto-advancing: the wait blocks
-	p := NewPolicy(PolicyOpts{Config: DefaultPolicyConfig(), Attempts: 2, Timeout: time.Minute, Clock: clock})
+	cfg := DefaultPolicyConfig()
+	cfg.Attempts, cfg.Timeout = 2, time.Minute
+	p := NewPolicy(PolicyOpts{Config: cfg, Clock: clock})
 	ctx, cancel := context.WithCancel(t.Context())
 	r := new(Run)
 	err := p.Begin(ctx, r, RunOpts{})
@@ -210,8 +213,8 @@ func TestPolicyBeginRefuses(t *testing.T) {
 	t.Parallel()
 	clock := NewTestClock(epoch)
 	cfg := DefaultPolicyConfig()
-	cfg.BreakerFailures, cfg.MaxConcurrent = 1, 1
-	p := NewPolicy(PolicyOpts{Config: cfg, Timeout: time.Minute, Clock: clock})
+	cfg.BreakerFailures, cfg.MaxConcurrent, cfg.Attempts, cfg.Timeout = 1, 1, 1, time.Minute
+	p := NewPolicy(PolicyOpts{Config: cfg, Clock: clock})
 	s := policyBundle{clock: clock, p: p}
 	r := new(Run)
 	err := s.p.Begin(t.Context(), r, RunOpts{})
@@ -240,7 +243,9 @@ func TestPolicyBeginRefuses(t *testing.T) {
 func TestRunOpenEndedTimeout(t *testing.T) {
 	t.Parallel()
 	cause := errors.New("headers too late")
-	p := NewPolicy(PolicyOpts{Config: DefaultPolicyConfig(), Timeout: time.Millisecond})
+	cfg := DefaultPolicyConfig()
+	cfg.Timeout = time.Millisecond
+	p := NewPolicy(PolicyOpts{Config: cfg})
 	r := new(Run)
 	err := p.Begin(t.Context(), r, RunOpts{OpenEnded: true, TimeoutCause: cause})
 	if err != nil {
@@ -280,6 +285,7 @@ func TestPolicyConfigValidate(t *testing.T) {
 		t.Fatalf("the defaults are refused: %v", ok)
 	}
 	c := DefaultPolicyConfig()
+	c.Attempts = 0
 	c.BackoffMax = c.BackoffBase / 2
 	c.BackoffJitter = "some"
 	c.RetryBudget = "bank"
@@ -289,7 +295,7 @@ func TestPolicyConfigValidate(t *testing.T) {
 	c.BreakerCoolDown = 0
 	var got problems
 	c.Validate(&got)
-	want := []string{"backoff_max", "backoff_jitter", "retry_budget:", "retry_budget_ratio", "retry_budget_max_tokens", "max_concurrent", "breaker_cool_down"}
+	want := []string{"attempts", "backoff_max", "backoff_jitter", "retry_budget:", "retry_budget_ratio", "retry_budget_max_tokens", "max_concurrent", "breaker_cool_down"}
 	if len(got) != len(want) {
 		t.Fatalf("problems = %q, want one per key of %q", got, want)
 	}

@@ -140,7 +140,7 @@ enabled = ["observability", "audit", "http"]
 base_url = "` + accounts.URL + `"
 [plugin.http.upstreams.billing]
 base_url = "` + billing.URL + `"
-retries = 0
+attempts = 1
 breaker_failures = 3
 breaker_cool_down = "120s"
 `,

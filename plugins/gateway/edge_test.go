@@ -66,7 +66,7 @@ func TestUpgradeAnsweredWithout101(t *testing.T) {
 		}
 	})
 	svc := gatewayService(t, "[app]\nrequest_timeout = \"300ms\"\n"+
-		upstreamTOML("big", up.URL, "max_concurrent = 1", `bulkhead_wait = "50ms"`, `read_timeout = "30s"`, `total_timeout = "30s"`)+`
+		upstreamTOML("big", up.URL, "max_concurrent = 1", `bulkhead_wait = "50ms"`, `read_timeout = "30s"`, `timeout = "30s"`)+`
 [plugin.gateway.routes.big]
 prefix = "/big"
 upstream = "big"

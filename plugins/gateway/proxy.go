@@ -139,7 +139,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(framework.StreamContext(r))
 		defer cancel()
-		// The upstream's total_timeout bounds the wait for the response
+		// The upstream's timeout bounds the wait for the response
 		// headers; the body lasts while it keeps coming (its read gap).
 		ctx = framework.ContextWithOpenEndedResponse(ctx)
 		stop := context.AfterFunc(rt.p.drain, cancel)

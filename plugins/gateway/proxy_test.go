@@ -166,8 +166,8 @@ func TestFailures(t *testing.T) {
 	})
 	silent := jfasttest.SilentServer(t)
 	svc := gatewayService(t, upstreamTOML("orders", up.URL)+
-		upstreamTOML("down", "http://127.0.0.1:1", "retries = 0")+
-		upstreamTOML("silent", "http://"+silent, "retries = 0", `read_timeout = "300ms"`)+`
+		upstreamTOML("down", "http://127.0.0.1:1", "attempts = 1")+
+		upstreamTOML("silent", "http://"+silent, "attempts = 1", `read_timeout = "300ms"`)+`
 [plugin.gateway.routes.orders]
 prefix = "/orders"
 upstream = "orders"
@@ -207,7 +207,7 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 		<-r.Context().Done()
 		close(cancelled)
 	})
-	svc := gatewayService(t, "[app]\nrequest_timeout = \"60s\"\n"+upstreamTOML("orders", up.URL, `total_timeout = "60s"`, `read_timeout = "60s"`)+`
+	svc := gatewayService(t, "[app]\nrequest_timeout = \"60s\"\n"+upstreamTOML("orders", up.URL, `timeout = "60s"`, `read_timeout = "60s"`)+`
 [plugin.gateway.routes.orders]
 prefix = "/orders"
 upstream = "orders"
@@ -248,7 +248,7 @@ func TestBulkheadAndTooLarge(t *testing.T) {
 		<-release
 	})
 	svc := gatewayService(t, upstreamTOML("orders", up.URL, "max_concurrent = 1", `bulkhead_wait = "10ms"`,
-		"max_response_bytes = 1024", `total_timeout = "60s"`, `read_timeout = "60s"`)+`
+		"max_response_bytes = 1024", `timeout = "60s"`, `read_timeout = "60s"`)+`
 [plugin.gateway.routes.orders]
 prefix = "/orders"
 upstream = "orders"

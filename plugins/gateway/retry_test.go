@@ -84,7 +84,7 @@ func TestOpenBreaker(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) })
 	clock := jfasttest.NewClock()
-	svc := gatewayService(t, upstreamTOML("orders", up.URL, "retries = 0", "breaker_failures = 2", `breaker_cool_down = "30s"`)+`
+	svc := gatewayService(t, upstreamTOML("orders", up.URL, "attempts = 1", "breaker_failures = 2", `breaker_cool_down = "30s"`)+`
 [plugin.gateway.routes.orders]
 prefix = "/orders"
 upstream = "orders"

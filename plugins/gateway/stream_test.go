@@ -83,7 +83,7 @@ func TestStreamsHundredMegabytesBothWays(t *testing.T) {
 		}
 	})
 	svc := gatewayService(t, "[app]\nrequest_timeout = \"120s\"\n"+upstreamTOML("files", up.URL,
-		`total_timeout = "120s"`, "max_response_bytes = 209715200")+`
+		`timeout = "120s"`, "max_response_bytes = 209715200")+`
 [plugin.gateway.routes.files]
 prefix = "/files"
 upstream = "files"
@@ -134,13 +134,13 @@ func (zeros) Read(p []byte) (int, error) {
 }
 
 // sseService proxies /events (a stream route) to an upstream whose read gap
-// is 300ms and total_timeout 700ms, behind a request_timeout of 500ms: a
+// is 300ms and timeout 700ms, behind a request_timeout of 500ms: a
 // stream outlives both.
 func sseService(t *testing.T, h http.HandlerFunc) string {
 	t.Helper()
 	up := newUpstream(t, h)
 	svc := gatewayService(t, "[app]\nrequest_timeout = \"500ms\"\n"+upstreamTOML("events", up.URL,
-		`read_timeout = "300ms"`, `total_timeout = "700ms"`, "retries = 0")+`
+		`read_timeout = "300ms"`, `timeout = "700ms"`, "attempts = 1")+`
 [plugin.gateway.routes.events]
 prefix = "/events"
 upstream = "events"
@@ -150,7 +150,7 @@ stream = true
 }
 
 // A server-sent events stream that keeps sending is not cut, though it
-// lasts far longer than the read gap, the upstream's total_timeout and
+// lasts far longer than the read gap, the upstream's timeout and
 // app.request_timeout: each event arrives as it is sent, and the upstream
 // is not told to stop (no Jfast-Timeout-Ms).
 func TestSSEKeepsFlowing(t *testing.T) {
@@ -162,7 +162,7 @@ func TestSSEKeepsFlowing(t *testing.T) {
 		for i := range events {
 			fmt.Fprintf(w, "data: %d\n\n", i)
 			_ = rc.Flush()
-			time.Sleep(100 * time.Millisecond) // 1.5 s in all: 5 read gaps, 2 total_timeouts, 3 request timeouts
+			time.Sleep(100 * time.Millisecond) // 1.5 s in all: 5 read gaps, 2 timeouts, 3 request timeouts
 		}
 		if h := r.Header.Get(framework.TimeoutHeader); h != "" {
 			t.Errorf("the stream's upstream was sent %s: %s", framework.TimeoutHeader, h)
@@ -223,9 +223,9 @@ func TestSilentStreamIsCutAtTheReadGap(t *testing.T) {
 	}
 }
 
-// total_timeout still bounds a stream route's wait for the response headers:
+// timeout still bounds a stream route's wait for the response headers:
 // an upstream that reads the request and answers nothing for longer than
-// total_timeout (its read gap is longer still) gets the gateway's 503
+// timeout (its read gap is longer still) gets the gateway's 503
 // problem, not an answer after it.
 func TestStreamRouteHeadersAreBoundedByTotalTimeout(t *testing.T) {
 	t.Parallel()
@@ -241,7 +241,7 @@ func TestStreamRouteHeadersAreBoundedByTotalTimeout(t *testing.T) {
 	})
 	t.Cleanup(func() { close(release) })
 	svc := gatewayService(t, upstreamTOML("events", up.URL,
-		`read_timeout = "30s"`, `total_timeout = "300ms"`, "retries = 0")+`
+		`read_timeout = "30s"`, `timeout = "300ms"`, "attempts = 1")+`
 [plugin.gateway.routes.events]
 prefix = "/events"
 upstream = "events"
@@ -254,7 +254,7 @@ stream = true
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusServiceUnavailable {
-		t.Fatalf("status %d, body %s: want the upstream's total_timeout to end the wait", resp.StatusCode, b)
+		t.Fatalf("status %d, body %s: want the upstream's timeout to end the wait", resp.StatusCode, b)
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
 		t.Fatalf("content type %q, body %s", ct, b)

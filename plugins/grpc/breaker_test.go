@@ -29,7 +29,7 @@ func TestBreakerOpensAndRecoversOnTheTestClock(t *testing.T) {
 	}
 	inv := &inventory{}
 	addr, stop := serveOn(t, ln, inv)
-	u := jgrpc.Upstream{Target: addr, Attempts: 1}
+	u := jgrpc.Upstream{Target: addr, PolicyConfig: resilience.PolicyConfig{Attempts: 1}}
 	u.BreakerFailures, u.BreakerCoolDown = 3, 10*time.Second
 	c := newClient(t, u, jgrpc.WithClock(clock))
 	stub := shoppb.NewInventoryClient(c)
@@ -75,7 +75,7 @@ func TestBreakerOpensAndRecoversOnTheTestClock(t *testing.T) {
 func TestBreakerEvidence(t *testing.T) {
 	t.Parallel()
 	inv := &inventory{}
-	c := newClient(t, jgrpc.Upstream{Target: serveInventory(t, inv), Attempts: 1})
+	c := newClient(t, jgrpc.Upstream{Target: serveInventory(t, inv), PolicyConfig: resilience.PolicyConfig{Attempts: 1}})
 	stub := shoppb.NewInventoryClient(c)
 	ctx := ctxFor(t)
 	// An answer proves the upstream is there, even NOT_FOUND.
@@ -90,7 +90,7 @@ func TestBreakerEvidence(t *testing.T) {
 	// The caller's own deadline, sooner than timeout, is no evidence.
 	inv.slowGetStock = nil
 	slow := &inventory{slowGetStock: []time.Duration{time.Second, 0}}
-	c2 := newClient(t, jgrpc.Upstream{Target: serveInventory(t, slow), Attempts: 1})
+	c2 := newClient(t, jgrpc.Upstream{Target: serveInventory(t, slow), PolicyConfig: resilience.PolicyConfig{Attempts: 1}})
 	short, cancel := ctxWithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	_, err := shoppb.NewInventoryClient(c2).GetStock(short, &shoppb.GetStockRequest{Sku: "a"})

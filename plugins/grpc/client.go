@@ -121,7 +121,7 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 	}
 	c.conn = conn
 	c.policy = resilience.NewPolicy(resilience.PolicyOpts{
-		Name: u.Name, Config: u.PolicyConfig, Attempts: u.Attempts, Timeout: u.Timeout, Clock: clock,
+		Name: u.Name, Config: u.PolicyConfig, Clock: clock,
 		OnStateChange: resilience.LogStateChanges(logger.With("upstream", u.Name), "grpc", u.BreakerCoolDown, c.metrics.transition),
 	})
 	c.breaker, c.bulkhead, c.budget = c.policy.Breaker(), c.policy.Bulkhead(), c.policy.Budget()

@@ -82,20 +82,10 @@ type Upstream struct {
 	// when it can. Defaults to "" (none).
 	Compression string `koanf:"compression"`
 
-	// Timeout bounds a whole unary call: every attempt and every wait
-	// between attempts. The caller's context deadline, when sooner, wins;
-	// the deadline left travels to the upstream as grpc-timeout.
-	// Defaults to 1s.
-	Timeout time.Duration `koanf:"timeout"`
 	// StreamTimeout bounds a whole stream, from its opening to its last
 	// message. Defaults to 30s.
 	StreamTimeout time.Duration `koanf:"stream_timeout"`
 
-	// Attempts is how many attempts one call may make, the first included.
-	// Only the methods in idempotent_methods (and the streams in
-	// restart_streams) are ever retried; attempts > 1 with both lists empty
-	// is refused at boot. Defaults to 3.
-	Attempts int `koanf:"attempts"`
 	// RetryableCodes are the status codes another attempt may fix, by their
 	// names ("UNAVAILABLE"). Defaults to ["UNAVAILABLE"].
 	RetryableCodes []string `koanf:"retryable_codes"`
@@ -107,11 +97,15 @@ type Upstream struct {
 	// delivers again from its first message: the caller sees duplicates.
 	// Defaults to none (a failed stream returns its error).
 	RestartStreams []string `koanf:"restart_streams"`
-	// PolicyConfig is the backoff, retry budget, bulkhead and breaker keys
-	// every plugin that calls out shares (docs/resilience.md, "The policy
-	// keys"), with a shorter backoff here: backoff_base defaults to 50ms and
-	// backoff_max to 200ms, a fifth of the 1 s timeout. max_concurrent
-	// counts open streams too.
+	// PolicyConfig is the attempts, timeout, backoff, retry budget,
+	// bulkhead and breaker keys every plugin that calls out shares
+	// (docs/resilience.md, "The policy keys"), with a gRPC lookup's
+	// defaults: timeout 1s (it bounds a unary call; the deadline left
+	// travels to the upstream as grpc-timeout), backoff_base 50ms and
+	// backoff_max 200ms (a fifth of the timeout). Only the methods in
+	// idempotent_methods (and the streams in restart_streams) are ever
+	// retried: attempts > 1 with both lists empty is refused at boot.
+	// max_concurrent counts open streams too.
 	resilience.PolicyConfig `koanf:",squash"`
 
 	// ForwardAuthorization sends the caller's bearer token (see
@@ -143,9 +137,7 @@ func (u *Upstream) SetDefaults() {
 		CAFile:               keep.CAFile,
 		ServerName:           keep.ServerName,
 		Compression:          keep.Compression,
-		Timeout:              DefaultTimeout,
 		StreamTimeout:        DefaultStreamTimeout,
-		Attempts:             DefaultAttempts,
 		PolicyConfig:         defaultPolicy(),
 		RetryableCodes:       slices.Clone(DefaultRetryableCodes),
 		IdempotentMethods:    keep.IdempotentMethods,
@@ -160,6 +152,7 @@ func (u *Upstream) SetDefaults() {
 // backoff.
 func defaultPolicy() resilience.PolicyConfig {
 	p := resilience.DefaultPolicyConfig()
+	p.Timeout, p.Attempts = DefaultTimeout, DefaultAttempts
 	p.BackoffBase, p.BackoffMax = DefaultBackoffBase, DefaultBackoffMax
 	return p
 }
@@ -173,12 +166,8 @@ func (u Upstream) withDefaults() Upstream {
 			*v = def
 		}
 	}
-	fill(&u.Timeout, d.Timeout)
 	fill(&u.StreamTimeout, d.StreamTimeout)
 	u.PolicyConfig.FillZero(d.PolicyConfig)
-	if u.Attempts == 0 {
-		u.Attempts = d.Attempts
-	}
 	if u.RetryableCodes == nil {
 		u.RetryableCodes = d.RetryableCodes
 	}
@@ -244,11 +233,7 @@ func (u *Upstream) problems() []framework.ConfigError {
 	if u.Compression != "" && u.Compression != "gzip" {
 		add("compression", fmt.Sprintf("must be \"gzip\" or empty, got %q", u.Compression), `set "gzip", or remove the key to send uncompressed`)
 	}
-	deadline("timeout", u.Timeout)
 	deadline("stream_timeout", u.StreamTimeout)
-	if u.Attempts < 1 {
-		add("attempts", fmt.Sprintf("must be at least 1 (the first attempt counts), got %d", u.Attempts), "set 1 to never retry, or a small number such as 3")
-	}
 	for _, list := range []struct {
 		key     string
 		methods []string

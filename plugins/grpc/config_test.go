@@ -132,15 +132,13 @@ func TestDefaults(t *testing.T) {
 	var u jgrpc.Upstream
 	u.SetDefaults()
 	want := jgrpc.Upstream{
-		Timeout: time.Second, StreamTimeout: 30 * time.Second, Attempts: 3,
+		StreamTimeout:  30 * time.Second,
 		RetryableCodes: []string{"UNAVAILABLE"},
-		PolicyConfig: resilience.PolicyConfig{
-			BackoffBase: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
+		PolicyConfig: resilience.PolicyConfig{Timeout: time.Second, Attempts: 3, BackoffBase: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond,
 			RetryBudgetRatio: 0.2, RetryBudgetMinPerSecond: 1,
 			BreakerConfig: resilience.BreakerConfig{BreakerFailures: 5, BreakerFailureRate: 0.5, BreakerWindow: 30 * time.Second,
 				BreakerMinimumCalls: 20, BreakerCoolDown: 15 * time.Second},
-			MaxConcurrent: 50, BulkheadWait: 500 * time.Millisecond,
-		},
+			MaxConcurrent: 50, BulkheadWait: 500 * time.Millisecond},
 	}
 	if !equalUpstreams(u, want) {
 		t.Fatalf("defaults = %+v\nwant %+v", u, want)

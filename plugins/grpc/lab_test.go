@@ -95,7 +95,7 @@ func TestRetryGetsOnlyWhatIsLeftOfTheTimeout(t *testing.T) {
 		<-ctx.Done() // what the retry was left of timeout, in real time
 		return status.FromContextError(ctx.Err()).Err()
 	}}
-	c := newClient(t, jgrpc.Upstream{Target: serveInventory(t, inv), Timeout: 3 * time.Second, IdempotentMethods: []string{getStock}, PolicyConfig: resilience.PolicyConfig{BackoffBase: time.Millisecond}}, jgrpc.WithClock(clock))
+	c := newClient(t, jgrpc.Upstream{Target: serveInventory(t, inv), IdempotentMethods: []string{getStock}, PolicyConfig: resilience.PolicyConfig{Timeout: 3 * time.Second, BackoffBase: time.Millisecond}}, jgrpc.WithClock(clock))
 	_, err := shoppb.NewInventoryClient(c).GetStock(ctxFor(t), &shoppb.GetStockRequest{Sku: "sku-42"})
 	var e *jgrpc.Error
 	if !errors.As(err, &e) || e.Code != codes.DeadlineExceeded || e.Kind != jgrpc.KindTimeout || e.Attempts != 2 {
@@ -128,7 +128,7 @@ func TestNoRetryThatCannotFinish(t *testing.T) {
 		clock.Advance(2 * time.Second)
 		return status.Error(codes.Unavailable, "slow and failing")
 	}}
-	c := newClient(t, jgrpc.Upstream{Target: serveInventory(t, inv), Timeout: 3 * time.Second, IdempotentMethods: []string{getStock}, PolicyConfig: resilience.PolicyConfig{BackoffBase: time.Millisecond}}, jgrpc.WithClock(clock))
+	c := newClient(t, jgrpc.Upstream{Target: serveInventory(t, inv), IdempotentMethods: []string{getStock}, PolicyConfig: resilience.PolicyConfig{Timeout: 3 * time.Second, BackoffBase: time.Millisecond}}, jgrpc.WithClock(clock))
 	_, err := shoppb.NewInventoryClient(c).GetStock(ctxFor(t), &shoppb.GetStockRequest{Sku: "sku-42"})
 	var e *jgrpc.Error
 	if !errors.As(err, &e) || e.Code != codes.Unavailable || e.Attempts != 1 {
@@ -151,7 +151,7 @@ func TestAuditClientSharesTheChannelAndMakesOneAttempt(t *testing.T) {
 	pool := jgrpc.NewPool()
 	t.Cleanup(func() { _ = pool.Close() })
 	orders := newClient(t, jgrpc.Upstream{Name: "orders", Target: target, IdempotentMethods: []string{getStock}, PolicyConfig: resilience.PolicyConfig{BackoffBase: time.Millisecond, RetryBudgetMinPerSecond: lab}}, jgrpc.WithPool(pool))
-	audit := newClient(t, jgrpc.Upstream{Name: "audit", Target: target, Attempts: 1}, jgrpc.WithPool(pool))
+	audit := newClient(t, jgrpc.Upstream{Name: "audit", Target: target, PolicyConfig: resilience.PolicyConfig{Attempts: 1}}, jgrpc.WithPool(pool))
 	if pool.Len() != 1 {
 		t.Fatalf("channels = %d, want 1 shared", pool.Len())
 	}
@@ -193,10 +193,9 @@ func TestChannelsAreSharedOnlyWhenTheirSettingsAreIdentical(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = c.Close() })
 	}
-	base := jgrpc.Upstream{Target: "127.0.0.1:9", Insecure: true, Attempts: 1}
+	base := jgrpc.Upstream{Target: "127.0.0.1:9", Insecure: true, PolicyConfig: resilience.PolicyConfig{Attempts: 1}}
 	add(base)
-	add(jgrpc.Upstream{Target: "127.0.0.1:9", Insecure: true, Attempts: 3, IdempotentMethods: []string{getStock}, Timeout: 5 * time.Second,
-		Headers: map[string]string{"x-api-key": "k"}, ForwardAuthorization: true})
+	add(jgrpc.Upstream{Target: "127.0.0.1:9", Insecure: true, IdempotentMethods: []string{getStock}, Headers: map[string]string{"x-api-key": "k"}, ForwardAuthorization: true, PolicyConfig: resilience.PolicyConfig{Attempts: 3, Timeout: 5 * time.Second}})
 	if pool.Len() != 1 {
 		t.Fatalf("channels = %d after two clients that differ only above the channel, want 1", pool.Len())
 	}
@@ -205,10 +204,10 @@ func TestChannelsAreSharedOnlyWhenTheirSettingsAreIdentical(t *testing.T) {
 		u    jgrpc.Upstream
 		opts []jgrpc.ClientOption
 	}{
-		{"another target", jgrpc.Upstream{Target: "127.0.0.1:10", Insecure: true, Attempts: 1}, nil},
-		{"compression", jgrpc.Upstream{Target: "127.0.0.1:9", Insecure: true, Attempts: 1, Compression: "gzip"}, nil},
-		{"TLS", jgrpc.Upstream{Target: "127.0.0.1:9", Attempts: 1}, nil},
-		{"TLS with a server name", jgrpc.Upstream{Target: "127.0.0.1:9", Attempts: 1, ServerName: "inventory.internal"}, nil},
+		{"another target", jgrpc.Upstream{Target: "127.0.0.1:10", Insecure: true, PolicyConfig: resilience.PolicyConfig{Attempts: 1}}, nil},
+		{"compression", jgrpc.Upstream{Target: "127.0.0.1:9", Insecure: true, Compression: "gzip", PolicyConfig: resilience.PolicyConfig{Attempts: 1}}, nil},
+		{"TLS", jgrpc.Upstream{Target: "127.0.0.1:9", PolicyConfig: resilience.PolicyConfig{Attempts: 1}}, nil},
+		{"TLS with a server name", jgrpc.Upstream{Target: "127.0.0.1:9", ServerName: "inventory.internal", PolicyConfig: resilience.PolicyConfig{Attempts: 1}}, nil},
 		{"dial options", base, []jgrpc.ClientOption{jgrpc.WithDialOptions(grpcUserAgent("audit"))}},
 	}
 	for i, s := range steps {
@@ -217,7 +216,7 @@ func TestChannelsAreSharedOnlyWhenTheirSettingsAreIdentical(t *testing.T) {
 			t.Fatalf("%s: channels = %d, want %d (a channel of its own)", s.name, pool.Len(), i+2)
 		}
 	}
-	add(jgrpc.Upstream{Target: "127.0.0.1:10", Insecure: true, Attempts: 1})
+	add(jgrpc.Upstream{Target: "127.0.0.1:10", Insecure: true, PolicyConfig: resilience.PolicyConfig{Attempts: 1}})
 	if pool.Len() != len(steps)+1 {
 		t.Fatalf("a second client of the other target made a channel: %d", pool.Len())
 	}
@@ -240,7 +239,7 @@ func TestStreamRestartDuplicatesWhatWasDelivered(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			inv := &inventory{failExportOnce: true}
-			u := jgrpc.Upstream{Target: serveInventory(t, inv), Attempts: 1, PolicyConfig: resilience.PolicyConfig{BackoffBase: time.Millisecond, RetryBudgetMinPerSecond: lab}}
+			u := jgrpc.Upstream{Target: serveInventory(t, inv), PolicyConfig: resilience.PolicyConfig{Attempts: 1, BackoffBase: time.Millisecond, RetryBudgetMinPerSecond: lab}}
 			if tc.restart != nil {
 				u.Attempts, u.RestartStreams = 3, tc.restart
 			}
@@ -282,7 +281,7 @@ func TestStreamRestartDuplicatesWhatWasDelivered(t *testing.T) {
 // DEADLINE_EXCEEDED, which the breaker counts.
 func TestSilentServerIsCutAtTimeout(t *testing.T) {
 	t.Parallel()
-	c := newClient(t, jgrpc.Upstream{Target: silentServer(t), Timeout: 200 * time.Millisecond, Attempts: 1})
+	c := newClient(t, jgrpc.Upstream{Target: silentServer(t), PolicyConfig: resilience.PolicyConfig{Timeout: 200 * time.Millisecond, Attempts: 1}})
 	start := time.Now()
 	_, err := shoppb.NewInventoryClient(c).GetStock(ctxFor(t), &shoppb.GetStockRequest{Sku: "a"})
 	var e *jgrpc.Error

@@ -202,7 +202,7 @@ func bareClient(u Upstream) *http.Client {
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
-	return &http.Client{Transport: tr, Timeout: u.TotalTimeout,
+	return &http.Client{Transport: tr, Timeout: u.Timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
@@ -260,7 +260,7 @@ func BenchmarkGetInMemory(b *testing.B) {
 	const base = "http://billing.internal:8010"
 
 	b.Run("bare-net-http", func(b *testing.B) {
-		client := &http.Client{Transport: mt, Timeout: DefaultTotalTimeout,
+		client := &http.Client{Transport: mt, Timeout: DefaultTimeout,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 		ctx := context.Background()
 		b.ReportAllocs()

@@ -48,8 +48,8 @@ func newBreakerClient(t *testing.T, s *switchable, u jhttp.Upstream) (*jhttp.Ser
 	t.Helper()
 	up := newUpstream(t, s.handle)
 	u.BaseURL = up.URL
-	if u.Retries == 0 {
-		u.Retries = jhttp.NoRetries
+	if u.Attempts == 0 {
+		u.Attempts = 1
 	}
 	c, clk, _ := newClient(t, noBudget(u))
 	clk.SetAutoAdvance(false)
@@ -282,17 +282,15 @@ func TestBulkhead(t *testing.T) {
 // Whose deadline ended the call decides what the breaker learns
 // (docs/resilience.md, "Whose deadline was it?"). Against an upstream that
 // accepts and never answers: calls whose caller's deadline (50 ms) is sooner
-// than total_timeout (300 ms) are UpstreamTimeout 503s like any other, but
-// the breaker counts none of them, however many; a call cut by total_timeout
+// than timeout (300 ms) are UpstreamTimeout 503s like any other, but
+// the breaker counts none of them, however many; a call cut by timeout
 // with the caller still waiting is a hang (half-open at once), and the probe's
 // hang opens it.
 func TestBreakerCallerDeadlineIsNoEvidence(t *testing.T) {
 	t.Parallel()
 	c, _, _ := newClient(t, jhttp.Upstream{
 		BaseURL:      silentUpstream(t),
-		TotalTimeout: 300 * time.Millisecond,
-		Retries:      jhttp.NoRetries,
-		PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2}},
+		PolicyConfig: resilience.PolicyConfig{Timeout: 300 * time.Millisecond, Attempts: 1, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2}},
 	})
 	timeout := func(ctx context.Context) {
 		t.Helper()
@@ -313,10 +311,10 @@ func TestBreakerCallerDeadlineIsNoEvidence(t *testing.T) {
 	}
 	timeout(ctxTimeout(t, time.Minute))
 	if got := c.Breaker().Snapshot().State; got != resilience.StateHalfOpen {
-		t.Fatalf("after a call cut by total_timeout with nothing answered meanwhile: %s, want half_open", got)
+		t.Fatalf("after a call cut by timeout with nothing answered meanwhile: %s, want half_open", got)
 	}
 	timeout(ctxTimeout(t, time.Minute)) // the probe
 	if got := c.Breaker().Snapshot().State; got != resilience.StateOpen {
-		t.Fatalf("after the probe was cut by total_timeout: %s, want open", got)
+		t.Fatalf("after the probe was cut by timeout: %s, want open", got)
 	}
 }

@@ -36,7 +36,7 @@ type ServiceClient struct {
 
 // NewClient returns a client for one upstream, for scripts and tests; a
 // service takes its clients from the plugin with [Client]. Zero fields of u
-// take their defaults (Retries too: use [NoRetries] for none); a missing or
+// take their defaults (Attempts too: 1 for none); a missing or
 // invalid BaseURL or a negative setting is an error. Close the client when
 // done with it.
 func NewClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {

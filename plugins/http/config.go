@@ -28,12 +28,10 @@ const (
 	// DefaultPoolTimeout bounds the wait for a connection, dial and TLS handshake
 	// included (each bounded by connect_timeout), so it sits above
 	// 2 × connect_timeout: it only fires when every connection is busy.
-	DefaultPoolTimeout  = 5 * time.Second
-	DefaultTotalTimeout = 10 * time.Second
-	DefaultRetries      = 2
-	// NoRetries, as Upstream.Retries in NewClient, turns retries off (there a
-	// zero Retries takes the default). In the file, retries = 0 does.
-	NoRetries            = -1
+	DefaultPoolTimeout = 5 * time.Second
+	// DefaultTimeout and DefaultAttempts are the policy's (10 s, 3 tries).
+	DefaultTimeout       = resilience.DefaultTimeout
+	DefaultAttempts      = resilience.DefaultAttempts
 	DefaultMaxRetryAfter = 30 * time.Second
 	// The backoff, retry budget and bulkhead defaults are the policy's
 	// (resilience.DefaultPolicyConfig), the same in every plugin; these
@@ -136,23 +134,15 @@ type Upstream struct {
 	// PoolTimeout bounds the wait for a connection: an idle one, one another
 	// call frees, or a new one (dial and handshake included). Defaults to 5s.
 	PoolTimeout time.Duration `koanf:"pool_timeout"`
-	// TotalTimeout bounds the whole call: every attempt, every wait between
-	// attempts and reading the body. The caller's context deadline, when
-	// sooner, wins. Defaults to 10s.
-	TotalTimeout time.Duration `koanf:"total_timeout"`
 
-	// Retries is how many times a failed attempt may be repeated (so 2 means
-	// at most 3 attempts), within the rules of docs/http.md. In the file 0
-	// never retries; in NewClient 0 takes the default and [NoRetries] never
-	// retries. Defaults to 2.
-	Retries int `koanf:"retries"`
 	// MaxRetryAfter is the longest Retry-After the client waits; a response
 	// asking for more goes back to the caller. Defaults to 30s.
 	MaxRetryAfter time.Duration `koanf:"max_retry_after"`
-	// PolicyConfig is the backoff, retry budget, bulkhead and breaker keys
-	// every plugin that calls out shares (docs/resilience.md, "The policy
-	// keys"). Here max_concurrent is also the connection pool's size, and
-	// the breaker counts each call's final outcome.
+	// PolicyConfig is the attempts, timeout, backoff, retry budget,
+	// bulkhead and breaker keys every plugin that calls out shares
+	// (docs/resilience.md, "The policy keys"). Here timeout also bounds
+	// reading the body, what is retried is docs/http.md's rule, and
+	// max_concurrent is also the connection pool's size.
 	resilience.PolicyConfig `koanf:",squash"`
 	// BreakerKey is what a breaker is kept for: "origin" (one per origin) or
 	// "route" (one per origin and route template, named per call with
@@ -207,8 +197,6 @@ func (u *Upstream) SetDefaults() {
 		ReadTimeout:      DefaultReadTimeout,
 		WriteTimeout:     DefaultWriteTimeout,
 		PoolTimeout:      DefaultPoolTimeout,
-		TotalTimeout:     DefaultTotalTimeout,
-		Retries:          DefaultRetries,
 		MaxRetryAfter:    DefaultMaxRetryAfter,
 		PolicyConfig:     resilience.DefaultPolicyConfig(),
 		BreakerKey:       KeyOrigin,
@@ -232,7 +220,6 @@ func (u Upstream) withDefaults() Upstream {
 	fill(&u.ReadTimeout, d.ReadTimeout)
 	fill(&u.WriteTimeout, d.WriteTimeout)
 	fill(&u.PoolTimeout, d.PoolTimeout)
-	fill(&u.TotalTimeout, d.TotalTimeout)
 	fill(&u.MaxRetryAfter, d.MaxRetryAfter)
 	fill(&u.ResolveEvery, d.ResolveEvery)
 	fill(&u.HealthEvery, d.HealthEvery)
@@ -244,12 +231,6 @@ func (u Upstream) withDefaults() Upstream {
 	}
 	if u.MaxResponseBytes == 0 {
 		u.MaxResponseBytes = d.MaxResponseBytes
-	}
-	switch u.Retries {
-	case 0:
-		u.Retries = d.Retries
-	case NoRetries:
-		u.Retries = 0
 	}
 	if u.Name == "" {
 		u.Name = "upstream"
@@ -282,10 +263,6 @@ func (u *Upstream) policyProblems(l *framework.Problems) {
 	deadline("read_timeout", u.ReadTimeout)
 	deadline("write_timeout", u.WriteTimeout)
 	deadline("pool_timeout", u.PoolTimeout)
-	deadline("total_timeout", u.TotalTimeout)
-	if u.Retries < 0 {
-		add("retries", fmt.Sprintf("must be zero or more, got %d", u.Retries), "set 0 to never retry, or a small number such as 2")
-	}
 	deadline("max_retry_after", u.MaxRetryAfter)
 	u.PolicyConfig.Validate(l)
 	oneOf("breaker_key", u.BreakerKey, KeyOrigin, KeyRoute)

@@ -108,7 +108,7 @@ func newCore(u Upstream, errs []framework.ConfigError, o clientOptions, dial dia
 func (c *core) newPolicy(name, origin string, onChange func(resilience.StateChange)) *policy {
 	u := c.up
 	p := resilience.NewPolicy(resilience.PolicyOpts{
-		Name: name, Config: u.PolicyConfig, Attempts: u.Retries + 1, Timeout: u.TotalTimeout, Clock: c.clock,
+		Name: name, Config: u.PolicyConfig, Clock: c.clock,
 		OnStateChange: resilience.LogStateChanges(c.logger, "http", u.BreakerCoolDown, onChange),
 	})
 	return &policy{origin: origin, p: p, breaker: p.Breaker(), budget: p.Budget(), bulkhead: p.Bulkhead()}
@@ -129,7 +129,7 @@ type exchange struct {
 	replay  bool          // a transport call whose body a retry gets from req.GetBody
 	retry   bool          // the method and idempotency rules allow a retry
 	stream  bool          // return the response with its body unread (the RoundTripper)
-	open    bool          // stream: total_timeout ends at the response headers (WithOpenEndedResponse)
+	open    bool          // stream: timeout ends at the response headers (WithOpenEndedResponse)
 	sent    bool          // the first attempt was handed to the transport (which closes req.Body)
 	pol     *policy
 	br      *resilience.Breaker
@@ -160,7 +160,7 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 		m.unavailable.Inc()
 		return nil, 0, newUnavailable(name, errClosed)
 	}
-	opts := resilience.RunOpts{Breaker: x.br, OpenEnded: x.open, TimeoutCause: errTotalTimeout, NoBreaker: x.pol.instances != nil}
+	opts := resilience.RunOpts{Breaker: x.br, OpenEnded: x.open, TimeoutCause: errTimeout, NoBreaker: x.pol.instances != nil}
 	if !x.retry {
 		opts.Attempts = 1
 	}
@@ -322,8 +322,8 @@ func finalResponse(last *http.Response, lastErr error) *http.Response {
 // outcome classifies an attempt for the breaker with jfast's shared HTTP
 // rule (resilience.HTTPOutcome). An attempt that failed because its
 // caller's context ended first (cancelled, or its deadline sooner than
-// total_timeout) is no evidence: the loop applies resilience.CutByCaller.
-// One cut by total_timeout, read_timeout or connect_timeout is a failure.
+// timeout) is no evidence: the loop applies resilience.CutByCaller.
+// One cut by timeout, read_timeout or connect_timeout is a failure.
 func outcome(resp *http.Response, err error) resilience.Outcome {
 	if err != nil && errors.Is(err, ErrAddressNotAllowed) {
 		return resilience.Ignore // this client's own refusal
@@ -398,9 +398,9 @@ func (c *core) noResponse(ctx, callCtx context.Context, err error) error {
 	}
 }
 
-// errTotalTimeout ends an open-ended call (WithOpenEndedResponse) whose
-// response headers did not arrive within total_timeout.
-var errTotalTimeout = fmt.Errorf("total_timeout passed before the response headers: %w", context.DeadlineExceeded)
+// errTimeout ends an open-ended call (WithOpenEndedResponse) whose
+// response headers did not arrive within timeout.
+var errTimeout = fmt.Errorf("timeout passed before the response headers: %w", context.DeadlineExceeded)
 
 func isTimeout(err error) bool {
 	var te interface{ Timeout() bool }
@@ -411,7 +411,7 @@ func isTimeout(err error) bool {
 // request returns attempt n's request, under actx (the call's context, with
 // the attempt's trace hooks): the call's request with
 // the attempt's body and the time it has left (framework.TimeoutHeader: the
-// sooner of total_timeout and the caller's deadline, less what the call has
+// sooner of timeout and the caller's deadline, less what the call has
 // spent), so the upstream can stop when this service stops waiting.
 func (c *core) request(actx context.Context, x *exchange, n int) (*http.Request, error) {
 	r := x.req.WithContext(actx)

@@ -13,6 +13,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/jfasttest"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
 )
@@ -79,7 +80,7 @@ request_timeout = "300ms"
 enabled = ["http"]
 [plugin.http.upstreams.work]
 base_url = "` + down.URL + `"
-retries = 0
+attempts = 1
 `,
 		Plugins: []framework.Plugin{jhttp.New()},
 		Routes: func(app *framework.App, r chi.Router) error {
@@ -156,7 +157,7 @@ func TestCallerDeadlineAtTheServer(t *testing.T) {
 }
 
 // Every attempt carries the time the call has left: the sooner of
-// total_timeout and the caller's deadline.
+// timeout and the caller's deadline.
 func TestTimeoutHeaderOnEveryAttempt(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t, func(w http.ResponseWriter, _ *http.Request, n int) {
@@ -164,7 +165,7 @@ func TestTimeoutHeaderOnEveryAttempt(t *testing.T) {
 			w.WriteHeader(503)
 		}
 	})
-	c, _, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, TotalTimeout: 5 * time.Second}))
+	c, _, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, PolicyConfig: resilience.PolicyConfig{Timeout: 5 * time.Second}}))
 	if _, err := c.Get(context.Background(), "/x"); err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@
 //	[plugin.http.upstreams.billing]
 //	base_url = "http://billing:8010"
 //	read_timeout = "5s"
-//	retries = 2
+//	attempts = 3
 //
 // and take the client once, when mounting routes:
 //

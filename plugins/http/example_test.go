@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 
+	"github.com/jfastframework/jfast/framework/resilience"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/problem"
 )
@@ -48,7 +49,7 @@ func ExampleUpstreamError() {
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there any more
 
-	client, err := jhttp.NewClient(jhttp.Upstream{Name: "billing", BaseURL: "http://" + addr, Retries: jhttp.NoRetries})
+	client, err := jhttp.NewClient(jhttp.Upstream{Name: "billing", BaseURL: "http://" + addr, PolicyConfig: resilience.PolicyConfig{Attempts: 1}})
 	if err != nil {
 		panic(err)
 	}

@@ -92,7 +92,7 @@ func TestBulkheadNumbersExact(t *testing.T) { // not parallel: it loads both cor
 		case <-r.Context().Done():
 		}
 	})
-	c, clk, reg := newClient(t, jhttp.Upstream{BaseURL: up.URL, TotalTimeout: time.Minute, PolicyConfig: resilience.PolicyConfig{MaxConcurrent: 50}})
+	c, clk, reg := newClient(t, jhttp.Upstream{BaseURL: up.URL, PolicyConfig: resilience.PolicyConfig{MaxConcurrent: 50, Timeout: time.Minute}})
 	clk.SetAutoAdvance(false)
 	const calls = 1000
 	var wg sync.WaitGroup

@@ -34,8 +34,8 @@ func TestConfigErrors(t *testing.T) {
 		{"negative read_timeout", `read_timeout = "-1s"`, "read_timeout"},
 		{"empty write_timeout", `write_timeout = ""`, "write_timeout"},
 		{"zero pool_timeout", `pool_timeout = "0s"`, "pool_timeout"},
-		{"zero total_timeout", `total_timeout = 0`, "total_timeout"},
-		{"negative retries", `retries = -1`, "retries"},
+		{"zero timeout", `timeout = 0`, "timeout"},
+		{"zero attempts", `attempts = 0`, "attempts"},
 		{"zero backoff_base", `backoff_base = 0`, "backoff_base"},
 		{"zero backoff_max", `backoff_max = 0`, "backoff_max"},
 		{"backoff_max below backoff_base", "backoff_base = \"1s\"\nbackoff_max = \"500ms\"", "backoff_max"},
@@ -56,7 +56,7 @@ func TestConfigErrors(t *testing.T) {
 		{"max_response_bytes not a number", `max_response_bytes = "10MiB"`, "max_response_bytes"},
 		{"header name with _", `headers = { "X_Api_Key" = "a" }`, "headers.X_Api_Key"},
 		{"one header twice", `headers = { "Authorization" = "a", "authorization" = "b" }`, "headers.authorization"},
-		{"wrong type", `retries = "two"`, "retries"},
+		{"wrong type", `attempts = "two"`, "attempts"},
 		{"bad header name", `headers = { "X Team" = "a" }`, "headers.X Team"},
 		{"header value with a line break", `headers = { "X-Team" = "a\nb" }`, "headers.X-Team"},
 		{"unknown retry_budget", `retry_budget = "tokens"`, "retry_budget"},
@@ -73,6 +73,15 @@ func TestConfigErrors(t *testing.T) {
 			jfasttest.ConfigErrors(t, jfasttest.Options{TOML: good + tc.toml + "\n", Plugins: []framework.Plugin{jhttp.New()}}).Only(t, "plugin.http.upstreams.billing."+tc.key)
 		})
 	}
+	// The keys of the one policy vocabulary replaced retries and
+	// total_timeout: the old ones are refused with the new key named.
+	for old, want := range map[string]string{"retries = 2": "write attempts instead", `total_timeout = "5s"`: "write timeout instead"} {
+		key, _, _ := strings.Cut(old, " ")
+		e := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: good + old + "\n", Plugins: []framework.Plugin{jhttp.New()}}).Only(t, "plugin.http.upstreams.billing."+key)
+		if !strings.Contains(e.Problem, "was renamed") || !strings.HasPrefix(e.Fix, want) {
+			t.Errorf("%s: %+v, want the new key named", old, e)
+		}
+	}
 	urls := []struct{ name, url, key string }{
 		{"missing base_url", "", "base_url"},
 		{"relative base_url", `base_url = "/billing"`, "base_url"},
@@ -84,7 +93,7 @@ func TestConfigErrors(t *testing.T) {
 	for _, tc := range urls {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			toml := "[plugins]\nenabled = [\"http\"]\n[plugin.http.upstreams.billing]\nretries = 1\n" + tc.url + "\n"
+			toml := "[plugins]\nenabled = [\"http\"]\n[plugin.http.upstreams.billing]\nattempts = 2\n" + tc.url + "\n"
 			e := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jhttp.New()}}).Only(t, "plugin.http.upstreams.billing."+tc.key)
 			if strings.Contains(e.Error(), "secret") {
 				t.Errorf("the error repeats the credentials: %v", e)
@@ -99,7 +108,7 @@ func TestConfigErrors(t *testing.T) {
 		{"allow_hosts with a port", `allow_hosts = ["hooks.internal:8080"]`, "allow_hosts"},
 		{"propagate_to with a path", `propagate_to = ["https://hooks.example.com/x"]`, "propagate_to"},
 		{"propagate_to without a scheme", `propagate_to = ["hooks.example.com"]`, "propagate_to"},
-		{"shared policy key", `retries = -1`, "retries"},
+		{"shared policy key", `attempts = 0`, "attempts"},
 		{"shared misspelt key", `allow_privat = true`, "allow_privat"},
 	}
 	for _, tc := range shared {
@@ -133,7 +142,7 @@ func TestConfigErrors(t *testing.T) {
 	})
 	t.Run("every error at once", func(t *testing.T) {
 		t.Parallel()
-		toml := good + "read_timeout = 0\ntotal_timeout = 0\nmax_concurrent = 0\n"
+		toml := good + "read_timeout = 0\ntimeout = 0\nmax_concurrent = 0\n"
 		if errs := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jhttp.New()}}); len(errs) != 3 {
 			t.Fatalf("errors:\n%v\nwant 3", errs)
 		}
@@ -152,9 +161,9 @@ func TestDefaults(t *testing.T) {
 	u.SetDefaults()
 	want := jhttp.Upstream{
 		ConnectTimeout: 2 * time.Second, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
-		PoolTimeout: 5 * time.Second, TotalTimeout: 10 * time.Second, Retries: 2,
-		MaxRetryAfter: 30 * time.Second, MaxResponseBytes: 10 << 20,
+		PoolTimeout: 5 * time.Second, MaxRetryAfter: 30 * time.Second, MaxResponseBytes: 10 << 20,
 		PolicyConfig: resilience.PolicyConfig{
+			Timeout: 10 * time.Second, Attempts: 3,
 			BackoffBase: 100 * time.Millisecond, BackoffMax: 2 * time.Second,
 			RetryBudgetRatio: 0.2, RetryBudgetMinPerSecond: 1,
 			BreakerConfig: resilience.BreakerConfig{BreakerFailures: 5, BreakerFailureRate: 0.5, BreakerWindow: 30 * time.Second,
@@ -163,7 +172,7 @@ func TestDefaults(t *testing.T) {
 		},
 	}
 	if u.ConnectTimeout != want.ConnectTimeout || u.ReadTimeout != want.ReadTimeout || u.WriteTimeout != want.WriteTimeout ||
-		u.PoolTimeout != want.PoolTimeout || u.TotalTimeout != want.TotalTimeout || u.Retries != want.Retries ||
+		u.PoolTimeout != want.PoolTimeout || u.Timeout != want.Timeout || u.Attempts != want.Attempts ||
 		u.BackoffBase != want.BackoffBase || u.BackoffMax != want.BackoffMax || u.MaxRetryAfter != want.MaxRetryAfter ||
 		u.RetryBudgetRatio != want.RetryBudgetRatio || u.RetryBudgetMinPerSecond != want.RetryBudgetMinPerSecond ||
 		u.BreakerFailures != want.BreakerFailures || u.BreakerFailureRate != want.BreakerFailureRate ||
@@ -178,7 +187,7 @@ func TestDefaults(t *testing.T) {
 	}
 	var s jhttp.SharedConfig
 	s.SetDefaults()
-	if s.MaxOrigins != 1000 || s.AllowPrivate || len(s.AllowHosts) != 0 || s.TotalTimeout != 10*time.Second || s.RetryBudget != "window" {
+	if s.MaxOrigins != 1000 || s.AllowPrivate || len(s.AllowHosts) != 0 || s.Timeout != 10*time.Second || s.RetryBudget != "window" {
 		t.Fatalf("shared defaults = %+v", s)
 	}
 }
@@ -188,12 +197,12 @@ func TestDefaults(t *testing.T) {
 func TestBaseURLFromEnvironment(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t, status(200))
-	toml := "[plugins]\nenabled = [\"http\"]\n[plugin.http.upstreams.billing]\nbase_url = \"http://billing:8010\"\nretries = 1\n"
+	toml := "[plugins]\nenabled = [\"http\"]\n[plugin.http.upstreams.billing]\nbase_url = \"http://billing:8010\"\nattempts = 2\n"
 	var client *jhttp.ServiceClient
 	svc := jfasttest.Start(t, jfasttest.Options{
 		TOML:    toml,
 		Plugins: []framework.Plugin{jhttp.New()},
-		Env:     map[string]string{"JFAST_HTTP_UPSTREAMS__BILLING__BASE_URL": up.URL, "JFAST_HTTP_UPSTREAMS__BILLING__RETRIES": "5"},
+		Env:     map[string]string{"JFAST_HTTP_UPSTREAMS__BILLING__BASE_URL": up.URL, "JFAST_HTTP_UPSTREAMS__BILLING__ATTEMPTS": "6"},
 		Routes: func(app *framework.App, _ chi.Router) error {
 			var err error
 			client, err = jhttp.Client(app, "billing")
@@ -203,8 +212,8 @@ func TestBaseURLFromEnvironment(t *testing.T) {
 	if got := client.Upstream().BaseURL; got != up.URL {
 		t.Errorf("base_url = %q, want the environment's %q", got, up.URL)
 	}
-	if got := client.Upstream().Retries; got != 1 {
-		t.Errorf("retries = %d, want the file's 1", got)
+	if got := client.Upstream().Attempts; got != 2 {
+		t.Errorf("attempts = %d, want the file's 2", got)
 	}
 	if !strings.Contains(svc.Logs(), "WARN") || !strings.Contains(svc.Logs(), "plugin.http.upstreams.billing.base_url") {
 		t.Errorf("no WARNING naming the disagreement:\n%s", svc.Logs())
@@ -334,7 +343,7 @@ enabled = ["observability", "http"]
 base_url = "` + up.URL + `"
 forward_authorization = true
 breaker_failures = 1
-retries = 0
+attempts = 1
 [plugin.http.upstreams.catalog]
 base_url = "http://127.0.0.1:1"
 `
@@ -493,7 +502,7 @@ func TestUpstreamFromEnvironmentOnly(t *testing.T) {
 		Plugins: []framework.Plugin{jhttp.New()},
 		Env: map[string]string{
 			"JFAST_HTTP_UPSTREAMS__BILLING__BASE_URL": up.URL,
-			"JFAST_HTTP_UPSTREAMS__BILLING__RETRIES":  "4",
+			"JFAST_HTTP_UPSTREAMS__BILLING__ATTEMPTS": "5",
 		},
 		Routes: func(app *framework.App, _ chi.Router) error {
 			var err error
@@ -502,7 +511,7 @@ func TestUpstreamFromEnvironmentOnly(t *testing.T) {
 		},
 	})
 	u := client.Upstream()
-	if u.BaseURL != up.URL || u.Retries != 4 || u.TotalTimeout != jhttp.DefaultTotalTimeout {
+	if u.BaseURL != up.URL || u.Attempts != 5 || u.Timeout != jhttp.DefaultTimeout {
 		t.Fatalf("upstream = %+v, want the environment's base_url and retries, defaults otherwise", u)
 	}
 }

@@ -96,7 +96,7 @@ func TestRouteBreakers(t *testing.T) {
 			w.WriteHeader(503) // the payments service behind the gateway is down
 		}
 	})
-	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: gw.URL, Retries: jhttp.NoRetries, BreakerKey: jhttp.KeyRoute, MaxRoutes: 2, PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2}}})
+	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: gw.URL, BreakerKey: jhttp.KeyRoute, MaxRoutes: 2, PolicyConfig: resilience.PolicyConfig{Attempts: 1, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2}}})
 	for range 2 {
 		_, _ = c.Get(context.Background(), "/payments/7", jhttp.Route("/payments/{id}"))
 	}
@@ -143,7 +143,7 @@ enabled = ["http"]
 base_url = "` + gw.URL + `"
 breaker_key = "route"
 breaker_failures = 1
-retries = 0
+attempts = 1
 `,
 		Plugins: []framework.Plugin{jhttp.New()},
 		Routes: func(app *framework.App, _ chi.Router) error {

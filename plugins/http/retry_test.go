@@ -185,7 +185,7 @@ func TestFullJitterBounds(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t, status(503))
 	base, maxD := 100*time.Millisecond, 400*time.Millisecond
-	c, clk, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, Retries: 5, TotalTimeout: time.Hour, PolicyConfig: resilience.PolicyConfig{BackoffBase: base, BackoffMax: maxD, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1000, BreakerMinimumCalls: 1000}}}))
+	c, clk, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, PolicyConfig: resilience.PolicyConfig{Attempts: 6, Timeout: time.Hour, BackoffBase: base, BackoffMax: maxD, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1000, BreakerMinimumCalls: 1000}}}))
 	const calls = 40
 	for range calls {
 		if _, err := c.Get(context.Background(), "/x"); err != nil {
@@ -215,7 +215,7 @@ func TestRetryAfter(t *testing.T) {
 	t.Run("seconds are waited exactly", func(t *testing.T) {
 		t.Parallel()
 		up := newUpstream(t, status(503, "Retry-After", "2"))
-		c, clk, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, TotalTimeout: time.Minute}))
+		c, clk, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, PolicyConfig: resilience.PolicyConfig{Timeout: time.Minute}}))
 		if _, err := c.Get(context.Background(), "/x"); err != nil {
 			t.Fatal(err)
 		}
@@ -228,7 +228,7 @@ func TestRetryAfter(t *testing.T) {
 			w.Header().Set("Retry-After", clkNow().Add(3*time.Second).UTC().Format(http.TimeFormat))
 			w.WriteHeader(429)
 		})
-		c, clk, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, TotalTimeout: time.Minute}))
+		c, clk, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, PolicyConfig: resilience.PolicyConfig{Timeout: time.Minute}}))
 		clkNow = clk.Now
 		if _, err := c.Get(context.Background(), "/x"); err != nil {
 			t.Fatal(err)
@@ -238,7 +238,7 @@ func TestRetryAfter(t *testing.T) {
 	t.Run("more than max_retry_after returns the response", func(t *testing.T) {
 		t.Parallel()
 		up := newUpstream(t, status(503, "Retry-After", "31"))
-		c, clk, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, TotalTimeout: time.Hour}))
+		c, clk, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, PolicyConfig: resilience.PolicyConfig{Timeout: time.Hour}}))
 		resp, err := c.Get(context.Background(), "/x")
 		if err != nil || resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "31" {
 			t.Fatalf("got %v, %v; want the 503 with its Retry-After", resp, err)
@@ -250,7 +250,7 @@ func TestRetryAfter(t *testing.T) {
 	t.Run("exactly max_retry_after is waited", func(t *testing.T) {
 		t.Parallel()
 		up := newUpstream(t, status(503, "Retry-After", "30"))
-		c, clk, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, Retries: 1, TotalTimeout: time.Hour}))
+		c, clk, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, PolicyConfig: resilience.PolicyConfig{Attempts: 2, Timeout: time.Hour}}))
 		if _, err := c.Get(context.Background(), "/x"); err != nil {
 			t.Fatal(err)
 		}
@@ -259,7 +259,7 @@ func TestRetryAfter(t *testing.T) {
 	t.Run("garbage falls back to backoff", func(t *testing.T) {
 		t.Parallel()
 		up := newUpstream(t, status(503, "Retry-After", "soon"))
-		c, clk, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, Retries: 1}))
+		c, clk, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, PolicyConfig: resilience.PolicyConfig{Attempts: 2}}))
 		if _, err := c.Get(context.Background(), "/x"); err != nil {
 			t.Fatal(err)
 		}
@@ -286,10 +286,10 @@ func assertSleeps(t *testing.T, got []time.Duration, want ...time.Duration) {
 // sooner) cannot finish: the last response is returned instead.
 func TestRetryWithinDeadline(t *testing.T) {
 	t.Parallel()
-	t.Run("total_timeout", func(t *testing.T) {
+	t.Run("timeout", func(t *testing.T) {
 		t.Parallel()
 		up := newUpstream(t, status(503, "Retry-After", "1"))
-		c, clk, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, Retries: 5, TotalTimeout: 2500 * time.Millisecond}))
+		c, clk, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, PolicyConfig: resilience.PolicyConfig{Attempts: 6, Timeout: 2500 * time.Millisecond}}))
 		resp, err := c.Get(context.Background(), "/x")
 		if err != nil || resp.StatusCode != 503 {
 			t.Fatalf("got %v, %v", resp, err)
@@ -303,7 +303,7 @@ func TestRetryWithinDeadline(t *testing.T) {
 	t.Run("a wait longer than what is left", func(t *testing.T) {
 		t.Parallel()
 		up := newUpstream(t, status(503, "Retry-After", "1"))
-		c, clk, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, TotalTimeout: 300 * time.Millisecond}))
+		c, clk, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, PolicyConfig: resilience.PolicyConfig{Timeout: 300 * time.Millisecond}}))
 		if _, err := c.Get(context.Background(), "/x"); err != nil {
 			t.Fatal(err)
 		}
@@ -314,7 +314,7 @@ func TestRetryWithinDeadline(t *testing.T) {
 	t.Run("the caller's deadline when sooner", func(t *testing.T) {
 		t.Parallel()
 		up := newUpstream(t, status(503, "Retry-After", "1"))
-		c, clk, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, TotalTimeout: time.Minute}))
+		c, clk, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, PolicyConfig: resilience.PolicyConfig{Timeout: time.Minute}}))
 		resp, err := c.Get(ctxTimeout(t, 800*time.Millisecond), "/x")
 		if err != nil || resp.StatusCode != 503 {
 			t.Fatalf("got %v, %v", resp, err)
@@ -334,7 +334,7 @@ func TestRetryBudgetDuringOutage(t *testing.T) {
 		// Retry-After: 0 makes every wait zero, so the clock never moves.
 		up := newUpstream(t, status(503, "Retry-After", "0"))
 		u.BaseURL = up.URL
-		u.Retries = 2
+		u.Attempts = 3
 		u.BreakerFailures = 1000
 		u.BreakerMinimumCalls = 1000
 		c, clk, reg := newClient(t, u)

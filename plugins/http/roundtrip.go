@@ -111,7 +111,7 @@ func (c *core) roundTrip(req *http.Request, out *framework.OutboundCall, pol *po
 // WithOpenEndedResponse marks a request for the RoundTripper (HTTPClient,
 // Transport) as one whose response may last as long as it keeps coming: a
 // stream of server-sent events, a long download through a proxy. For such a
-// request total_timeout bounds the call until the response headers arrive
+// request timeout bounds the call until the response headers arrive
 // (attempts, retries and their waits); the body is then bounded by the
 // read_timeout gap, the caller's context and max_response_bytes only, and no
 // Jfast-Timeout-Ms is sent unless the caller's context has a deadline. The

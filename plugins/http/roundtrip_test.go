@@ -239,7 +239,7 @@ func TestTransportHeaders(t *testing.T) {
 func TestTransportBreaker(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t, status(503))
-	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, Retries: jhttp.NoRetries})
+	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, PolicyConfig: resilience.PolicyConfig{Attempts: 1}})
 	hc := c.HTTPClient()
 	for range 5 {
 		resp, err := hc.Get(up.URL + "/x")
@@ -333,7 +333,7 @@ func TestTransportResponseTooLarge(t *testing.T) {
 	}
 }
 
-// total_timeout bounds the body too: a body dripping without end is cut.
+// timeout bounds the body too: a body dripping without end is cut.
 func TestTransportTotalTimeoutCoversTheBody(t *testing.T) {
 	t.Parallel()
 	stop := make(chan struct{})
@@ -351,7 +351,7 @@ func TestTransportTotalTimeoutCoversTheBody(t *testing.T) {
 			}
 		}
 	})
-	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, TotalTimeout: 300 * time.Millisecond})
+	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, PolicyConfig: resilience.PolicyConfig{Timeout: 300 * time.Millisecond}})
 	resp, err := c.HTTPClient().Get(up.URL + "/drip")
 	if err != nil {
 		t.Fatal(err)
@@ -363,10 +363,10 @@ func TestTransportTotalTimeoutCoversTheBody(t *testing.T) {
 	}
 }
 
-// WithOpenEndedResponse: total_timeout bounds the wait for the headers only.
-// A body that keeps coming for several total_timeouts is read to its end,
+// WithOpenEndedResponse: timeout bounds the wait for the headers only.
+// A body that keeps coming for several timeouts is read to its end,
 // without Jfast-Timeout-Ms sent; headers that do not come within
-// total_timeout end the call with an UpstreamTimeout, which the breaker
+// timeout end the call with an UpstreamTimeout, which the breaker
 // counts.
 func TestTransportOpenEndedResponse(t *testing.T) {
 	t.Parallel()
@@ -380,13 +380,13 @@ func TestTransportOpenEndedResponse(t *testing.T) {
 			}
 			return
 		}
-		for range 12 { // 12 × 50 ms: four total_timeouts
+		for range 12 { // 12 × 50 ms: four timeouts
 			_, _ = w.Write([]byte("x"))
 			w.(http.Flusher).Flush()
 			time.Sleep(50 * time.Millisecond)
 		}
 	})
-	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, TotalTimeout: 150 * time.Millisecond, ReadTimeout: 5 * time.Second, Retries: 0})
+	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, ReadTimeout: 5 * time.Second, PolicyConfig: resilience.PolicyConfig{Timeout: 150 * time.Millisecond, Attempts: 0}})
 	ctx := jhttp.WithOpenEndedResponse(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, up.URL+"/drip", nil)
 	resp, err := c.HTTPClient().Do(req)
@@ -408,7 +408,7 @@ func TestTransportOpenEndedResponse(t *testing.T) {
 		t.Fatalf("err = %v, want UpstreamTimeout wrapping context.DeadlineExceeded", err)
 	}
 	if s := c.Breaker().Snapshot(); s.Consecutive != 1 {
-		t.Fatalf("headers late past total_timeout: breaker %+v, want one failure", s)
+		t.Fatalf("headers late past timeout: breaker %+v, want one failure", s)
 	}
 }
 
@@ -466,7 +466,7 @@ func TestTransportBehindReverseProxy(t *testing.T) {
 		}
 		_, _ = w.Write([]byte("hello " + r.URL.Path))
 	})
-	c, _, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, Retries: 1, PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}}))
+	c, _, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, PolicyConfig: resilience.PolicyConfig{Attempts: 2, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}}))
 	target, _ := url.Parse(up.URL)
 	proxy := &httputil.ReverseProxy{
 		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
@@ -569,7 +569,7 @@ func TestTransportKeepsARetriedResponse(t *testing.T) {
 			_ = conn.Close()
 		}
 	})
-	c, _, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, Retries: 1}))
+	c, _, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, PolicyConfig: resilience.PolicyConfig{Attempts: 2}}))
 	resp, err := c.HTTPClient().Get(up.URL + "/x")
 	if err != nil {
 		t.Fatalf("err = %v, want the first attempt's 503", err)

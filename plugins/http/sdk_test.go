@@ -47,8 +47,8 @@ func TestSDKThroughTransport(t *testing.T) {
 		Name: "s3", BaseURL: srv.Endpoint(),
 		// Room for 3 MiB under -race on a loaded machine; the paused S3
 		// below is still cut by the read gap, 3 attempts well within the total.
-		ReadTimeout: time.Second, TotalTimeout: 10 * time.Second,
-		PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2}},
+		ReadTimeout:  time.Second,
+		PolicyConfig: resilience.PolicyConfig{Timeout: 10 * time.Second, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2}},
 	}), jhttp.WithClock(clk), jhttp.WithTransportWrapper(func(_ string, rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			attempts.Add(1)

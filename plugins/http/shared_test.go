@@ -202,9 +202,8 @@ func TestSharedRouteBreakers(t *testing.T) {
 		}
 	})
 	c, _, _ := newShared(t, jhttp.SharedConfig{Upstream: jhttp.Upstream{
-		Retries:      jhttp.NoRetries,
 		BreakerKey:   jhttp.KeyRoute,
-		PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2}},
+		PolicyConfig: resilience.PolicyConfig{Attempts: 1, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2}},
 	}})
 	for _, id := range []string{"1", "2"} {
 		_, _ = c.Get(context.Background(), up.URL+"/payments/"+id, jhttp.Route("/payments/{id}"))
@@ -240,7 +239,7 @@ enabled = ["http"]
 [plugin.http.shared.webhooks]
 allow_hosts = ["127.0.0.1"]
 breaker_failures = 1
-retries = 0
+attempts = 1
 `,
 		Plugins: []framework.Plugin{jhttp.New()},
 		Routes: func(app *framework.App, _ chi.Router) error {

@@ -196,7 +196,7 @@ func TestResponseTooLargeIsAnAnswer(t *testing.T) {
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		sized(int(size.Load()), false, 200)(w, r, n)
 	})
-	c, _, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, MaxResponseBytes: 1024, Retries: 3, PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2}}}))
+	c, _, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, MaxResponseBytes: 1024, PolicyConfig: resilience.PolicyConfig{Attempts: 4, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2}}}))
 	const calls = 20
 	for range calls {
 		_, err := c.Get(context.Background(), "/report")
@@ -263,7 +263,7 @@ func TestResponseTooLargeAfterRetry(t *testing.T) {
 		}
 		sized(2048, false, 200)(w, r, n)
 	})
-	c, _, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, MaxResponseBytes: 1024, Retries: 3}))
+	c, _, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL, MaxResponseBytes: 1024, PolicyConfig: resilience.PolicyConfig{Attempts: 4}}))
 	resp, err := c.Get(context.Background(), "/report")
 	var big *jhttp.ResponseTooLarge
 	if !errors.As(err, &big) || resp != nil {

@@ -59,7 +59,7 @@ func withinOneOf(t *testing.T, what string, want time.Duration, tolerance float6
 func TestSilentUpstreamTotalDeadline(t *testing.T) { // not parallel: it measures time
 	base := silentUpstream(t)
 	withinOneOf(t, "a call to a silent upstream", 300*time.Millisecond, 0.10, func() error {
-		c, _, reg := newClient(t, jhttp.Upstream{BaseURL: base, TotalTimeout: 300 * time.Millisecond})
+		c, _, reg := newClient(t, jhttp.Upstream{BaseURL: base, PolicyConfig: resilience.PolicyConfig{Timeout: 300 * time.Millisecond}})
 		_, err := c.Get(context.Background(), "/x")
 		var to *jhttp.UpstreamTimeout
 		if !errors.As(err, &to) || !errors.Is(err, context.DeadlineExceeded) {
@@ -82,11 +82,11 @@ func TestSilentUpstreamTotalDeadline(t *testing.T) { // not parallel: it measure
 func TestSilentUpstreamReadTimeout(t *testing.T) {
 	t.Parallel()
 	base := silentUpstream(t)
-	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: base, ReadTimeout: 100 * time.Millisecond, TotalTimeout: 5 * time.Second, Retries: jhttp.NoRetries})
+	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: base, ReadTimeout: 100 * time.Millisecond, PolicyConfig: resilience.PolicyConfig{Timeout: 5 * time.Second, Attempts: 1}})
 	start := time.Now()
 	_, err := c.Get(context.Background(), "/x")
 	if d := time.Since(start); d < 100*time.Millisecond || d > 2500*time.Millisecond {
-		t.Errorf("a read gap of 100ms took %s, want about 100ms, far below total_timeout (5s)", d)
+		t.Errorf("a read gap of 100ms took %s, want about 100ms, far below timeout (5s)", d)
 	}
 	var to *jhttp.UpstreamTimeout
 	if !errors.As(err, &to) {
@@ -119,7 +119,7 @@ func TestDripReadGapVersusTotal(t *testing.T) { // not parallel: it measures tim
 	up := newUpstream(t, drip(8))
 	t.Run("a steady drip fits the read timeout", func(t *testing.T) {
 		t.Parallel()
-		c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, ReadTimeout: 300 * time.Millisecond, TotalTimeout: 3 * time.Second})
+		c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, ReadTimeout: 300 * time.Millisecond, PolicyConfig: resilience.PolicyConfig{Timeout: 3 * time.Second}})
 		start := time.Now()
 		resp, err := c.Get(context.Background(), "/drip")
 		if err != nil {
@@ -134,7 +134,7 @@ func TestDripReadGapVersusTotal(t *testing.T) { // not parallel: it measures tim
 	})
 	t.Run("the total deadline cuts it", func(t *testing.T) {
 		t.Parallel()
-		c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, ReadTimeout: 300 * time.Millisecond, TotalTimeout: 350 * time.Millisecond})
+		c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, ReadTimeout: 300 * time.Millisecond, PolicyConfig: resilience.PolicyConfig{Timeout: 350 * time.Millisecond}})
 		withinOneOf(t, "total 350ms against the drip", 350*time.Millisecond, 0.10, func() error {
 			_, err := c.Get(context.Background(), "/drip")
 			var to *jhttp.UpstreamTimeout
@@ -146,7 +146,7 @@ func TestDripReadGapVersusTotal(t *testing.T) { // not parallel: it measures tim
 	})
 	t.Run("a read gap shorter than the drip cuts it", func(t *testing.T) {
 		t.Parallel()
-		c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, ReadTimeout: 40 * time.Millisecond, TotalTimeout: 3 * time.Second, Retries: jhttp.NoRetries})
+		c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, ReadTimeout: 40 * time.Millisecond, PolicyConfig: resilience.PolicyConfig{Timeout: 3 * time.Second, Attempts: 1}})
 		start := time.Now()
 		_, err := c.Get(context.Background(), "/drip")
 		// Without the gap the call would take the whole drip (640ms) and succeed.
@@ -235,8 +235,7 @@ func TestTLSReadGap(t *testing.T) {
 	t.Cleanup(func() { close(release); srv.Close() })
 	pool := x509.NewCertPool()
 	pool.AddCert(srv.Certificate())
-	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: srv.URL, TLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
-		ReadTimeout: 100 * time.Millisecond, TotalTimeout: 5 * time.Second, Retries: jhttp.NoRetries})
+	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: srv.URL, TLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, ReadTimeout: 100 * time.Millisecond, PolicyConfig: resilience.PolicyConfig{Timeout: 5 * time.Second, Attempts: 1}})
 	start := time.Now()
 	_, err := c.Get(context.Background(), "/x")
 	var to *jhttp.UpstreamTimeout
@@ -244,7 +243,7 @@ func TestTLSReadGap(t *testing.T) {
 		t.Fatalf("err = %v (%T), want UpstreamTimeout", err, err)
 	}
 	// The dial and the handshake come before the gap starts: the point is that
-	// the gap, not total_timeout (5s), ended the call.
+	// the gap, not timeout (5s), ended the call.
 	if d := time.Since(start); d < 100*time.Millisecond || d > 2500*time.Millisecond {
 		t.Errorf("a TLS read gap of 100ms took %s, want 100ms plus the handshake, far below 5s", d)
 	}
@@ -255,8 +254,7 @@ func TestTLSReadGap(t *testing.T) {
 func TestWriteGap(t *testing.T) {
 	t.Parallel()
 	base := silentUpstream(t)
-	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: base, WriteTimeout: 200 * time.Millisecond,
-		ReadTimeout: 5 * time.Second, TotalTimeout: 5 * time.Second, Retries: jhttp.NoRetries})
+	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: base, WriteTimeout: 200 * time.Millisecond, ReadTimeout: 5 * time.Second, PolicyConfig: resilience.PolicyConfig{Timeout: 5 * time.Second, Attempts: 1}})
 	body := make([]byte, 32<<20) // far more than loopback's socket buffers
 	start := time.Now()
 	_, err := c.Put(context.Background(), "/upload", body)
@@ -264,9 +262,9 @@ func TestWriteGap(t *testing.T) {
 	if !errors.As(err, &to) {
 		t.Fatalf("err = %v (%T), want UpstreamTimeout", err, err)
 	}
-	// Filling the socket buffers comes first; half of total_timeout leaves room
+	// Filling the socket buffers comes first; half of timeout leaves room
 	// for a loaded machine and still tells the gap from the total.
 	if d := time.Since(start); d > 2500*time.Millisecond {
-		t.Errorf("took %s: the write gap (200ms), not total_timeout (5s), should have ended it", d)
+		t.Errorf("took %s: the write gap (200ms), not timeout (5s), should have ended it", d)
 	}
 }

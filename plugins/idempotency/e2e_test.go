@@ -29,7 +29,7 @@ func caller(t *testing.T, baseURL string) *httpplugin.ServiceClient {
 	clk.SetAutoAdvance(true)
 	var client *httpplugin.ServiceClient
 	jfasttest.Start(t, jfasttest.Options{
-		TOML:    "[app]\nname = \"orders\"\n[plugins]\nenabled = [\"http\"]\n[plugin.http.upstreams.payments]\nretries = 2\nforward_authorization = true\n",
+		TOML:    "[app]\nname = \"orders\"\n[plugins]\nenabled = [\"http\"]\n[plugin.http.upstreams.payments]\nattempts = 3\nforward_authorization = true\n",
 		Plugins: []framework.Plugin{httpplugin.New()},
 		Env:     map[string]string{"JFAST_HTTP_UPSTREAMS__PAYMENTS__BASE_URL": baseURL},
 		Clock:   clk,

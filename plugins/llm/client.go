@@ -107,7 +107,7 @@ func newClient(cfg ProviderConfig, opts ...ClientOption) (*Client, error) {
 	}
 	name := cfg.Name
 	c.policy = resilience.NewPolicy(resilience.PolicyOpts{
-		Name: name, Config: cfg.PolicyConfig, Attempts: cfg.Retries + 1, Timeout: cfg.TotalTimeout, Clock: o.clock,
+		Name: name, Config: cfg.PolicyConfig, Clock: o.clock,
 		OnStateChange: resilience.LogStateChanges(o.logger, "llm", cfg.BreakerCoolDown, func(sc resilience.StateChange) { c.metrics.transition(name, sc) }),
 	})
 	sdkOpts := []option.RequestOption{
@@ -188,7 +188,7 @@ func (c *Client) Chat(ctx context.Context, params openai.ChatCompletionNewParams
 // attempt (a 5xx, a failure to connect, a stream silent for read_gap) is
 // retried, within the budget and the deadline; once a chunk has reached the
 // caller nothing is retried, and a stream cut later (silent for read_gap,
-// reset, out of total_timeout) ends with [Stream.Err] set. Cancelling ctx
+// reset, out of timeout) ends with [Stream.Err] set. Cancelling ctx
 // cancels the provider's request. params.StreamOptions.IncludeUsage is set
 // unless params sets it, so the last chunk (with no choices) carries the
 // token counts. Every error is an [*Error].
@@ -204,7 +204,7 @@ func (c *Client) ChatStream(ctx context.Context, params openai.ChatCompletionNew
 // attempt and classifier of the policy's loop (resilience.Attempter).
 type call struct {
 	c        *Client
-	run      resilience.Run  // its Context is under total_timeout
+	run      resilience.Run  // its Context is under timeout
 	ctx      context.Context // the caller's, with the call's span
 	params   openai.ChatCompletionNewParams
 	model    string

@@ -25,11 +25,9 @@ const (
 	// stream. A model streaming tokens sends several a second; 30 s of
 	// nothing is a stalled stream.
 	DefaultReadGap = 30 * time.Second
-	// DefaultTotalTimeout bounds a whole call, every attempt and wait
-	// included: a long answer from a large model takes a minute or more.
-	DefaultTotalTimeout = 120 * time.Second
-	// DefaultRetries is at most three attempts, as the http client.
-	DefaultRetries = 2
+	// DefaultTimeout bounds a whole call, every attempt and wait included:
+	// a long answer from a large model takes a minute or more.
+	DefaultTimeout = 120 * time.Second
 	// DefaultBackoffBase and DefaultBackoffMax are the official OpenAI
 	// SDKs' retry waits (0.5 s, doubling, at most 8 s): a provider's
 	// overload lasts longer than a service's hiccup.
@@ -100,26 +98,18 @@ type ProviderConfig struct {
 	// ReadGap is the longest silence of a streamed call: from the request
 	// to the first byte, then between two reads. A plain call has no gap
 	// (its answer comes whole, when the model has finished) and only
-	// total_timeout bounds it. Defaults to 30s.
+	// timeout bounds it. Defaults to 30s.
 	ReadGap time.Duration `koanf:"read_gap"`
-	// TotalTimeout bounds the whole call: every attempt, every wait and, for
-	// a stream, the stream to its end. The caller's deadline, when sooner,
-	// wins. Defaults to 120s.
-	TotalTimeout time.Duration `koanf:"total_timeout"`
 
-	// Retries is how many times a failed attempt may be repeated (2 means
-	// at most 3 attempts); a streamed call is retried only before its first
-	// chunk reached the caller. In the file 0 never retries; in NewClient 0
-	// takes the default and [NoRetries] never retries. Defaults to 2.
-	Retries int `koanf:"retries"`
 	// MaxRetryAfter is the longest rate-limit wait (Retry-After or the
 	// x-ratelimit-reset-* headers of a 429) a call takes before it tries
 	// again; a longer one, or one the deadline cannot afford, goes back to
 	// the caller at once. Defaults to 30s.
 	MaxRetryAfter time.Duration `koanf:"max_retry_after"`
-	// PolicyConfig is the backoff, retry budget, bulkhead and breaker keys
-	// every plugin that calls out shares (docs/resilience.md, "The policy
-	// keys"), with a provider's own defaults: backoff_base 500ms and
+	// PolicyConfig is the attempts, timeout, backoff, retry budget,
+	// bulkhead and breaker keys every plugin that calls out shares
+	// (docs/resilience.md, "The policy keys"), with a provider's own
+	// defaults: timeout 120s (for a stream, to its end), backoff_base 500ms and
 	// backoff_max 8s (the official OpenAI SDKs' waits: a provider's overload
 	// lasts longer than a service's hiccup) and retry_budget_min_per_second
 	// 2. A call holds its bulkhead place for seconds to minutes, so
@@ -131,10 +121,6 @@ type ProviderConfig struct {
 	// its own model. Defaults to none.
 	Fallback string `koanf:"fallback"`
 }
-
-// NoRetries, as ProviderConfig.Retries in NewClient, turns retries off (there
-// a zero Retries takes the default). In the file, retries = 0 does.
-const NoRetries = -1
 
 // SetDefaults implements framework.Defaulter: each
 // [plugin.llm.providers.<name>] starts from the defaults before the file and
@@ -148,8 +134,6 @@ func (p *ProviderConfig) SetDefaults() {
 		Fallback:       p.Fallback,
 		ConnectTimeout: DefaultConnectTimeout,
 		ReadGap:        DefaultReadGap,
-		TotalTimeout:   DefaultTotalTimeout,
-		Retries:        DefaultRetries,
 		MaxRetryAfter:  DefaultMaxRetryAfter,
 		PolicyConfig:   defaultPolicy(),
 	}
@@ -159,6 +143,7 @@ func (p *ProviderConfig) SetDefaults() {
 // backoff and retry_budget_min_per_second.
 func defaultPolicy() resilience.PolicyConfig {
 	d := resilience.DefaultPolicyConfig()
+	d.Timeout = DefaultTimeout
 	d.BackoffBase, d.BackoffMax = DefaultBackoffBase, DefaultBackoffMax
 	d.RetryBudgetMinPerSecond = DefaultRetryBudgetMinPerSecond
 	return d
@@ -171,15 +156,8 @@ func (p ProviderConfig) withDefaults() ProviderConfig {
 	p.Name = cmp.Or(p.Name, "llm")
 	p.ConnectTimeout = cmp.Or(p.ConnectTimeout, d.ConnectTimeout)
 	p.ReadGap = cmp.Or(p.ReadGap, d.ReadGap)
-	p.TotalTimeout = cmp.Or(p.TotalTimeout, d.TotalTimeout)
 	p.MaxRetryAfter = cmp.Or(p.MaxRetryAfter, d.MaxRetryAfter)
 	p.PolicyConfig.FillZero(d.PolicyConfig)
-	switch p.Retries {
-	case 0:
-		p.Retries = d.Retries
-	case NoRetries:
-		p.Retries = 0
-	}
 	return p
 }
 
@@ -212,13 +190,9 @@ func (p *ProviderConfig) problems() []framework.ConfigError {
 	}
 	l.Deadline("connect_timeout", p.ConnectTimeout)
 	l.Deadline("read_gap", p.ReadGap)
-	l.Deadline("total_timeout", p.TotalTimeout)
-	if p.ReadGap > 0 && p.TotalTimeout > 0 && p.ReadGap > p.TotalTimeout {
-		l.Error("read_gap", fmt.Sprintf("must not be above total_timeout (%s), got %s", p.TotalTimeout, p.ReadGap),
-			"lower read_gap or raise total_timeout: the gap could never fire")
-	}
-	if p.Retries < 0 {
-		l.Error("retries", fmt.Sprintf("must be zero or more, got %d", p.Retries), "set 0 to never retry, or a small number such as 2")
+	if p.ReadGap > 0 && p.Timeout > 0 && p.ReadGap > p.Timeout {
+		l.Error("read_gap", fmt.Sprintf("must not be above timeout (%s), got %s", p.Timeout, p.ReadGap),
+			"lower read_gap or raise timeout: the gap could never fire")
 	}
 	l.Deadline("max_retry_after", p.MaxRetryAfter)
 	p.PolicyConfig.Validate(&l)

@@ -25,9 +25,9 @@ func TestConfigErrors(t *testing.T) {
 		{"misspelt key", `read_gapp = "1s"`, "read_gapp"},
 		{"zero connect_timeout", `connect_timeout = 0`, "connect_timeout"},
 		{"zero read_gap", `read_gap = 0`, "read_gap"},
-		{"negative total_timeout", `total_timeout = "-1s"`, "total_timeout"},
-		{"read_gap above total_timeout", "read_gap = \"3m\"\ntotal_timeout = \"1m\"", "read_gap"},
-		{"negative retries", `retries = -1`, "retries"},
+		{"negative timeout", `timeout = "-1s"`, "timeout"},
+		{"read_gap above timeout", "read_gap = \"3m\"\ntimeout = \"1m\"", "read_gap"},
+		{"zero attempts", `attempts = 0`, "attempts"},
 		{"zero backoff_base", `backoff_base = 0`, "backoff_base"},
 		{"backoff_max below backoff_base", "backoff_base = \"2s\"\nbackoff_max = \"1s\"", "backoff_max"},
 		{"zero max_retry_after", `max_retry_after = 0`, "max_retry_after"},
@@ -69,7 +69,7 @@ func TestConfigErrorsOfTheTable(t *testing.T) {
 [plugins]
 enabled = ["llm"]
 [plugin.llm.providers.empty]
-retries = 1
+attempts = 2
 [plugin.llm.providers.creds]
 base_url = "https://user:S3NTllm@api.example.com/v1"
 model = "m"
@@ -111,7 +111,7 @@ func TestDefaults(t *testing.T) {
 	t.Parallel()
 	var d llm.ProviderConfig
 	d.SetDefaults()
-	if d.ConnectTimeout.String() != "5s" || d.ReadGap.String() != "30s" || d.TotalTimeout.String() != "2m0s" || d.Retries != 2 ||
+	if d.ConnectTimeout.String() != "5s" || d.ReadGap.String() != "30s" || d.Timeout.String() != "2m0s" || d.Attempts != 3 ||
 		d.BackoffBase.String() != "500ms" || d.BackoffMax.String() != "8s" || d.MaxRetryAfter.String() != "30s" ||
 		d.RetryBudgetRatio != 0.2 || d.RetryBudgetMinPerSecond != 2 || d.MaxConcurrent != 50 || d.BulkheadWait.String() != "500ms" ||
 		d.BreakerFailures != 5 || d.BreakerCoolDown.String() != "15s" {

@@ -56,7 +56,7 @@ const (
 	// max_retry_after or than the deadline could afford, or which came back
 	// with no retry left: the call returned at once instead of waiting.
 	KindRateLimited
-	// KindTimeout is a call that ran out of time: total_timeout, the
+	// KindTimeout is a call that ran out of time: timeout, the
 	// caller's deadline, the connect timeout, or a stream silent for
 	// read_gap.
 	KindTimeout

@@ -164,7 +164,7 @@ func TestRelayCutStreamEndsWithErrorEvent(t *testing.T) {
 			_ = conn.Close() // reset mid-stream
 		}
 	}}
-	svc := startService(t, p, nil, "retries = 0\n")
+	svc := startService(t, p, nil, "attempts = 1\n")
 	r := svc.Do(t, http.MethodPost, "/stream", "")
 	events := sseData(r.String())
 	if r.Status != 200 || len(events) != 2 || !strings.Contains(events[0], secretAnswer) || !strings.Contains(r.String(), "event: error") {
@@ -186,7 +186,7 @@ func TestServiceFallsBackAndStaysReady(t *testing.T) {
 	t.Parallel()
 	down := newProvider(t, status(503))
 	up := newProvider(t, complete("from backup"))
-	svc := startService(t, down, up, "retries = 0\nbreaker_failures = 1\n")
+	svc := startService(t, down, up, "attempts = 1\nbreaker_failures = 1\n")
 	if r := svc.Do(t, http.MethodPost, "/ask", ""); r.Status != 503 || !strings.Contains(r.String(), `"dependency":"primary"`) {
 		t.Fatalf("first /ask: %d %s, want the 503 naming primary", r.Status, r)
 	}

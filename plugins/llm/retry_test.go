@@ -102,7 +102,7 @@ func TestRateLimitLongerThanMaxRetryAfter(t *testing.T) {
 func TestRateLimitNeverOpensBreaker(t *testing.T) {
 	t.Parallel()
 	p := newProvider(t, status(429))
-	c := client(t, p, llm.ProviderConfig{Retries: llm.NoRetries, PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}}, autoClock())
+	c := client(t, p, llm.ProviderConfig{PolicyConfig: resilience.PolicyConfig{Attempts: 1, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}}, autoClock())
 	for range 5 {
 		if _, err := c.Chat(context.Background(), params("hi")); llmError(t, err).Kind != llm.KindRateLimited {
 			t.Fatalf("want rate_limited, got %v", err)
@@ -139,7 +139,7 @@ func TestServerErrorsOpenBreaker(t *testing.T) {
 	t.Parallel()
 	for _, code := range []int{500, 502, 503, 504} {
 		p := newProvider(t, status(code))
-		c := client(t, p, llm.ProviderConfig{Retries: 1, PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}}, autoClock())
+		c := client(t, p, llm.ProviderConfig{PolicyConfig: resilience.PolicyConfig{Attempts: 2, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}}, autoClock())
 		_, err := c.Chat(context.Background(), params("hi"))
 		e := llmError(t, err)
 		if e.Kind != llm.KindStatus || e.StatusCode != code || e.Attempts != 2 {
@@ -220,7 +220,7 @@ func TestRequestCarriesModelAndKey(t *testing.T) {
 // The breaker counts a call once, whatever its attempts: a call whose three
 // attempts all fail leaves a 2-failure breaker closed, and the next such
 // call opens it. Its deadline check runs on the client's clock: an attempt
-// that took 70 s of a 120 s total_timeout (on the test clock) leaves no room
+// that took 70 s of a 120 s timeout (on the test clock) leaves no room
 // for another, so the second call makes one request only.
 func TestOneBreakerTicketPerCall(t *testing.T) {
 	t.Parallel()

@@ -33,7 +33,7 @@ const relayWriteTimeout = 10 * time.Second
 // request. Relay closes s.
 //
 // Call ChatStream with framework.StreamContext(r) when the answer may take
-// longer than app.request_timeout: the provider's total_timeout bounds it.
+// longer than app.request_timeout: the provider's timeout bounds it.
 func Relay(w http.ResponseWriter, r *http.Request, s *Stream) error {
 	defer s.Close()
 	rc := http.NewResponseController(w)

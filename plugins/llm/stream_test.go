@@ -172,7 +172,7 @@ func TestOpenBreakerFallsBack(t *testing.T) {
 	up.script = []answer{complete("from backup"), up.streamAnswer(false, "streamed", " backup")}
 	clk := autoClock()
 	backup := client(t, up, llm.ProviderConfig{Name: "backup", Model: "backup-model"}, clk)
-	primary := client(t, down, llm.ProviderConfig{Retries: llm.NoRetries, PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}}, clk, llm.WithFallback(backup))
+	primary := client(t, down, llm.ProviderConfig{PolicyConfig: resilience.PolicyConfig{Attempts: 1, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}}, clk, llm.WithFallback(backup))
 	if _, err := primary.Chat(context.Background(), params("hi")); llmError(t, err).StatusCode != 503 {
 		t.Fatalf("first call: %v, want the provider's 503", err)
 	}
@@ -197,7 +197,7 @@ func TestOpenBreakerFallsBack(t *testing.T) {
 		t.Fatalf("stream %q from %s, want backup's", got, s.Provider())
 	}
 	// Without a fallback the open breaker is a 503 with its Retry-After.
-	alone := client(t, down, llm.ProviderConfig{Retries: llm.NoRetries, PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}}, clk)
+	alone := client(t, down, llm.ProviderConfig{PolicyConfig: resilience.PolicyConfig{Attempts: 1, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}}, clk)
 	_, _ = alone.Chat(context.Background(), params("hi"))
 	_, err = alone.Chat(context.Background(), params("hi"))
 	e := llmError(t, err)
@@ -235,7 +235,7 @@ func TestFullBulkheadFallsBack(t *testing.T) {
 func TestUnreachableProviderFailsWithinConnectTimeout(t *testing.T) {
 	t.Parallel()
 	addr := unreachableAddr(t)
-	c := client(t, nil, llm.ProviderConfig{BaseURL: "http://" + addr + "/v1", ConnectTimeout: 300 * time.Millisecond, Retries: llm.NoRetries}, autoClock())
+	c := client(t, nil, llm.ProviderConfig{BaseURL: "http://" + addr + "/v1", ConnectTimeout: 300 * time.Millisecond, PolicyConfig: resilience.PolicyConfig{Attempts: 1}}, autoClock())
 	var err error
 	took := within(t, 10*time.Second, func() { _, err = c.Chat(context.Background(), params("hi")) })
 	e := llmError(t, err)

@@ -19,7 +19,7 @@ import (
 // address guard with address_guard = true. connect_timeout bounds the dial
 // and, separately, the TLS handshake; nothing bounds the wait for the
 // response's headers here, since a plain call's answer comes whole when the
-// model has finished (total_timeout bounds it, and read_gap a stream's
+// model has finished (timeout bounds it, and read_gap a stream's
 // silences, through the attempt's context). The proxy URL was checked by
 // the config's problems.
 func newTransport(cfg ProviderConfig) *http.Transport {

@@ -99,7 +99,7 @@ func upstreamTOML(url string) string {
 	return fmt.Sprintf(`
 [plugin.http.upstreams.billing]
 base_url = %q
-retries = 2
+attempts = 3
 backoff_base = "1ms"
 backoff_max = "2ms"
 retry_budget_min_per_second = 1000

@@ -15,6 +15,7 @@ import (
 	"github.com/jfastframework/jfast/examples/inventory/service"
 	"github.com/jfastframework/jfast/examples/inventory/shoppb"
 	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/jfasttest"
 	jgrpc "github.com/jfastframework/jfast/plugins/grpc"
 )
@@ -30,7 +31,7 @@ func setup(t *testing.T, store *service.Store) *jgrpc.ServiceClient {
 		Plugins: []framework.Plugin{p},
 		Routes:  opts.Routes,
 	})
-	c, err := jgrpc.NewClient(jgrpc.Upstream{Name: "inventory", Target: p.Addr(), Insecure: true, Attempts: 1})
+	c, err := jgrpc.NewClient(jgrpc.Upstream{Name: "inventory", Target: p.Addr(), Insecure: true, PolicyConfig: resilience.PolicyConfig{Attempts: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

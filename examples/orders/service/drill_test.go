@@ -19,7 +19,7 @@ import (
 // App serves the order again.
 //
 // The drill shortens billing's deadlines and cool-down so it runs in seconds:
-// with the file's total_timeout (10 s) each of the first five requests would
+// with the file's timeout (10 s) each of the first five requests would
 // wait 10 s, and the breaker would wait 15 s before its probe.
 func TestDrillBilling(t *testing.T) {
 	t.Parallel()
@@ -33,7 +33,7 @@ func TestDrillBilling(t *testing.T) {
 		billingURL: "http://" + proxy.Addr(),
 		replace: []string{
 			`read_timeout = "5s"`, `read_timeout = "300ms"`,
-			`total_timeout = "10s"`, `total_timeout = "1s"`,
+			`timeout = "10s"`, `timeout = "1s"`,
 			`breaker_cool_down = "15s"`, `breaker_cool_down = "2s"`,
 		},
 	})
@@ -49,7 +49,7 @@ func TestDrillBilling(t *testing.T) {
 		Dependency: "billing", Fault: "blackhole (proxy)", BaseURL: b.svc.URL,
 		Route: order, Headers: ada, Other: "/stock/" + sku,
 		Want: http.StatusServiceUnavailable, NameKey: "upstream", NameValue: "billing", Check: "http",
-		Deadline: time.Second + 2*time.Second, // total_timeout, plus a margin for a loaded machine
+		Deadline: time.Second + 2*time.Second, // timeout, plus a margin for a loaded machine
 		Take:     proxy.Blackhole, Give: proxy.Pass,
 		Progress: logWriter{t},
 	}

@@ -140,7 +140,7 @@ func (s *service) reserve(ctx context.Context, o Order) error {
 }
 
 // orderTokenTTL bounds an order token: long enough for the charge and its
-// retries (the billing upstream's total_timeout is 10 s), short enough that
+// retries (the billing upstream's timeout is 10 s), short enough that
 // one seen in a log is soon worthless.
 const orderTokenTTL = 5 * time.Minute
 
