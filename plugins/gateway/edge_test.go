@@ -274,7 +274,7 @@ func TestProblemInstanceIsTheClientsPath(t *testing.T) {
 	t.Parallel()
 	down := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
 	down.Close()
-	svc := gatewayService(t, upstreamTOML("billing", down.URL, "retries = 0")+`
+	svc := gatewayService(t, upstreamTOML("billing", down.URL, "attempts = 1")+`
 [plugin.gateway.routes.billing]
 prefix = "/api/billing"
 upstream = "billing"

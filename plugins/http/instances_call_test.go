@@ -100,7 +100,7 @@ func TestRetryGoesToAnotherInstance(t *testing.T) {
 	t.Parallel()
 	ups, u := replicas(2, t, status(503))
 	u.BreakerFailures = 1000
-	u.Retries = 1
+	u.Attempts = 2
 	u = noBudget(u)
 	c, _, _ := newClient(t, u)
 	for i := range 50 {
@@ -124,7 +124,7 @@ func TestEveryInstanceEjected(t *testing.T) {
 	a, b := newSwitchable(503), newSwitchable(503)
 	ups, u := replicas(2, t, a.handle, b.handle)
 	u.BreakerFailures = 1
-	u.Retries = jhttp.NoRetries
+	u.Attempts = 1
 	c, clk, reg := newClient(t, u)
 	for range 2 {
 		if resp, err := c.Get(t.Context(), "/x"); err != nil || resp.StatusCode != 503 {
@@ -246,7 +246,7 @@ enabled = ["observability", "http"]
 base_url = "http://orders.internal:8000"
 instances = ["` + ups[0].URL + `", "` + ups[1].URL + `"]
 breaker_failures = 1
-retries = 0
+attempts = 1
 `
 	svc := jfasttest.Start(t, jfasttest.Options{
 		TOML: toml, Plugins: []framework.Plugin{jhttp.New()}, Clock: jfasttest.NewClock(),

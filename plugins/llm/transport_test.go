@@ -14,6 +14,7 @@ import (
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/egress"
+	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/jfasttest"
 	"github.com/jfastframework/jfast/plugins/llm"
 )
@@ -47,7 +48,7 @@ func TestAddressGuard(t *testing.T) {
 	t.Parallel()
 	p := newProvider(t, complete("ok"))
 	byName := strings.Replace(p.URL(), "127.0.0.1", "localhost", 1)
-	guarded := client(t, nil, llm.ProviderConfig{BaseURL: byName, APIKey: "sk-test", AddressGuard: true, Retries: llm.NoRetries}, autoClock())
+	guarded := client(t, nil, llm.ProviderConfig{BaseURL: byName, APIKey: "sk-test", AddressGuard: true, PolicyConfig: resilience.PolicyConfig{Attempts: 1}}, autoClock())
 	_, err := guarded.Chat(context.Background(), params("hi"))
 	if !errors.Is(err, egress.ErrAddressNotAllowed) || !strings.Contains(err.Error(), "address_guard") {
 		t.Fatalf("err = %v, want ErrAddressNotAllowed with the way out", err)
