@@ -9,7 +9,8 @@ TEST_FLAGS ?= -race -count=1 -p 2 -timeout 15m
 
 ## run: the examples on loopback: billing on 127.0.0.1:8010, orders on 127.0.0.1:8000,
 ## inventory (gRPC) on 127.0.0.1:9020 and the gateway on 127.0.0.1:8090, with the
-## machine's PostgreSQL and Redis when present (Ctrl-C stops them all)
+## machine's PostgreSQL and Redis when present (Ctrl-C stops them all). Meanwhile
+## `bash scripts/example.sh stop|start NAME` stops one and starts it again.
 run:
 	bash scripts/run-examples.sh
 
