@@ -29,8 +29,9 @@ type AppConfig struct {
 	// operators: /metrics, the full /ready and the admin routes live there
 	// only, and the public listener keeps /live and a /ready with each plugin's
 	// status but no detail. A deploy key (JFAST_APP_ADMIN_LISTEN). Defaults to
-	// "" (no admin listener: /metrics on the public listener, /ready redacted
-	// there in production).
+	// "" (no admin listener: /metrics on the public listener, which production
+	// refuses without public_admin_routes; /ready redacted there in
+	// production).
 	AdminListen string `koanf:"admin_listen"`
 
 	// AdminToken, when set, is the bearer token every request to the admin
