@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,26 +48,34 @@ const defaultsMaxPaid = 2
 // timeout. 800 ms of readiness_timeout plus HTTP, with slack for -race.
 const readyBound = 950 * time.Millisecond
 
-// TestDrillDefaultsPostgresPaused: a private cluster paused for real, once
-// while the pool's connections are idle (a quiet service) and once right
-// after one was used (a busy one).
+// pingTimeout is the db plugin's shipped ping_timeout.
+const pingTimeout = 2 * time.Second
+
+// TestDrillDefaultsPostgresPaused: a private cluster paused for real: while
+// the pool's connections are idle (a quiet service), right after one was
+// used, and while requests keep arriving every 0.3 s (a busy one).
 //
 //   - idle: the first request's ping hangs (ping_timeout 2 s, half-open), its
 //     replacement is the probe (1 s, open): one request of at most 3 s.
 //   - just used: the connection is not pinged (it answered less than a second
-//     ago), so the first request's statement waits for its deadline
-//     (request_timeout 30 s) and marks the pool stale; the second pings (2 s,
-//     half-open) and its replacement probes (1 s, open). Two requests.
+//     ago), so the first request's statement meets the paused server; the
+//     watchdog finds it in use past ping_timeout / 2, its liveness check gets
+//     no answer within ping_timeout, and the breaker opens: one request of
+//     at most 2 × ping_timeout (4 s).
+//   - busy: the same, with a request sent every 0.3 s without waiting for the
+//     previous one: none waits more than 2 × ping_timeout, and those sent
+//     after the breaker opened are answered by it at once.
 func TestDrillDefaultsPostgresPaused(t *testing.T) {
 	for _, tc := range []struct {
-		fault    string
-		idle     bool
-		deadline time.Duration
+		name, fault string
+		idle, busy  bool
+		deadline    time.Duration
 	}{
-		{"pause (SIGSTOP), idle pool, shipped defaults", true, 3 * time.Second},
-		{"pause (SIGSTOP), just-used pool, shipped defaults", false, 30 * time.Second},
+		{"idle", "pause (SIGSTOP), idle pool, shipped defaults", true, false, 3 * time.Second},
+		{"just-used", "pause (SIGSTOP), just-used pool, shipped defaults", false, false, 2 * pingTimeout},
+		{"busy", "pause (SIGSTOP), requests every 0.3 s, shipped defaults", false, true, 2 * pingTimeout},
 	} {
-		t.Run(map[bool]string{true: "idle", false: "just-used"}[tc.idle], func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			srv, err := drills.StartPostgres(ctx)
@@ -76,7 +86,7 @@ func TestDrillDefaultsPostgresPaused(t *testing.T) {
 			svc := defaultsDBService(t, srv.URL("postgres"))
 			t.Cleanup(func() { srv.Resume() }) // before the App stops
 			warm(t, svc, "/db", 4)
-			take := srv.Pause
+			take, give := srv.Pause, srv.Resume
 			if tc.idle {
 				take = func() error {
 					// Idle past a second, after the drill's healthy request:
@@ -85,14 +95,162 @@ func TestDrillDefaultsPostgresPaused(t *testing.T) {
 					return srv.Pause()
 				}
 			}
-			run(t, &drills.Drill{
+			var l *load
+			if tc.busy {
+				take = func() error {
+					l = startLoad(svc.URL+"/db", 300*time.Millisecond)
+					return srv.Pause()
+				}
+				give = func() error {
+					// The drill gives the server back once the breaker
+					// answered it: let 10 more of the load's requests
+					// meet the open breaker first.
+					l.waitAnswered(10)
+					l.stop()
+					return srv.Resume()
+				}
+			}
+			r := run(t, &drills.Drill{
 				Dependency: "db", Fault: tc.fault, BaseURL: svc.URL,
 				Route: "/db", Other: "/plain", Want: http.StatusServiceUnavailable, NameValue: "db",
 				Deadline: tc.deadline + margin,
 				MaxPaid:  defaultsMaxPaid, ReadyBound: readyBound,
-				Take: take, Give: srv.Resume,
+				Take: take, Give: give,
 			})
+			if !tc.idle && r.Paid > 1 {
+				t.Errorf("%d requests paid a deadline; the watchdog's trip should leave one", r.Paid)
+			}
+			if l != nil {
+				l.check(t, tc.deadline+margin)
+			}
 		})
+	}
+}
+
+// load sends GET url every interval, each without waiting for the others,
+// until stopped, and records when each was sent and how long it took.
+type load struct {
+	stopped chan struct{}
+	answer  chan struct{} // signalled after each request
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	began   time.Time
+	sent    []loadResult
+}
+
+type loadResult struct {
+	at, took time.Duration
+	status   int
+	err      error
+}
+
+func startLoad(url string, every time.Duration) *load {
+	l := &load{stopped: make(chan struct{}), answer: make(chan struct{}, 1), began: time.Now()}
+	client := &http.Client{Timeout: time.Minute}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-l.stopped:
+				return
+			case <-tick.C:
+			}
+			l.wg.Add(1)
+			go func() {
+				defer l.wg.Done()
+				at := time.Since(l.began)
+				r := loadResult{at: at}
+				resp, err := client.Get(url)
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					r.status = resp.StatusCode
+				}
+				r.took, r.err = time.Since(l.began)-at, err
+				l.mu.Lock()
+				l.sent = append(l.sent, r)
+				l.mu.Unlock()
+				select {
+				case l.answer <- struct{}{}:
+				default:
+				}
+			}()
+		}
+	}()
+	return l
+}
+
+// waitAnswered waits until n requests sent from now on have been answered.
+func (l *load) waitAnswered(n int) {
+	from := time.Since(l.began)
+	for {
+		l.mu.Lock()
+		got := 0
+		for _, r := range l.sent {
+			if r.at >= from {
+				got++
+			}
+		}
+		l.mu.Unlock()
+		if got >= n {
+			return
+		}
+		<-l.answer
+	}
+}
+
+// stop ends the load and waits for the requests in flight. Safe to call
+// more than once.
+func (l *load) stop() {
+	select {
+	case <-l.stopped:
+	default:
+		close(l.stopped)
+	}
+	l.wg.Wait()
+}
+
+// check asserts the load's promise: every request answered 503 within
+// deadline, and those sent after the breaker opened (after the last one
+// that waited ended) answered without waiting on the server.
+func (l *load) check(t *testing.T, deadline time.Duration) {
+	t.Helper()
+	l.stop()
+	var opened time.Duration
+	for i, r := range l.sent {
+		if r.err != nil || r.status != http.StatusServiceUnavailable {
+			t.Errorf("request %d of the load (sent %s after it began): %d %v; want 503", i, r.at, r.status, r.err)
+		}
+		if r.took > deadline {
+			t.Errorf("request %d of the load (sent %s after it began) took %s, more than %s", i, r.at, r.took, deadline)
+		}
+		if r.took >= pingTimeout/2 {
+			opened = max(opened, r.at+r.took)
+		}
+	}
+	var after []time.Duration
+	waited := 0
+	for _, r := range l.sent {
+		if r.at > opened {
+			after = append(after, r.took)
+		} else {
+			waited++
+		}
+	}
+	if len(after) == 0 {
+		t.Fatalf("no request of the load was sent after the breaker opened (%d sent)", len(l.sent))
+	}
+	slices.Sort(after)
+	p50, slowest := after[len(after)/2], after[len(after)-1]
+	t.Logf("load every 0.3 s: %d sent; %d before the breaker opened (%s after the pause) waited; %d after it: p50 %s, max %s",
+		len(l.sent), waited, opened.Round(time.Millisecond), len(after), p50, slowest)
+	// 20 ms: the 5 ms the breaker answers in on a quiet machine, with the
+	// slack of -race on a loaded one.
+	if p50 > 20*time.Millisecond {
+		t.Errorf("requests after the breaker opened: p50 %s; want a few milliseconds", p50)
 	}
 }
 
@@ -121,8 +279,9 @@ func defaultsDBService(t *testing.T, url string) *jfasttest.Service {
 }
 
 // TestDrillDefaultsRedisPaused: a private redis-server paused. The route
-// sends SET then GET: the SET hangs (command_timeout 1 s, half-open), the
-// GET is the probe (1 s, open): one request of at most 2 s.
+// sends SET then GET: the SET hangs (command_timeout 1 s) and, nothing
+// having answered since it was sent, opens the breaker; the GET is refused
+// at once: one request of at most one command_timeout, not two.
 func TestDrillDefaultsRedisPaused(t *testing.T) {
 	srv, err := drills.StartRedis(context.Background())
 	if err != nil {
@@ -156,8 +315,8 @@ func TestDrillDefaultsRedisPaused(t *testing.T) {
 	run(t, &drills.Drill{
 		Dependency: "cache", Fault: "pause (SIGSTOP), shipped defaults", BaseURL: svc.URL,
 		Route: "/cache", Other: "/plain", Want: http.StatusServiceUnavailable, NameValue: "cache",
-		Deadline: 2*time.Second + margin, // two commands of command_timeout 1 s
-		MaxPaid:  defaultsMaxPaid, ReadyBound: readyBound,
+		Deadline: time.Second + margin, // one command_timeout for the request's two commands
+		MaxPaid:  1, ReadyBound: readyBound,
 		Take: srv.Pause, Give: srv.Resume,
 	})
 }

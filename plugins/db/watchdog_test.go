@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -193,5 +194,41 @@ func TestWatchdogLeavesSlowStatementsAlone(t *testing.T) {
 	}
 	if snap := b.db.Breaker(); snap.State != resilience.StateClosed || snap.Consecutive != 0 || snap.Opens != 0 {
 		t.Fatalf("breaker %+v; want closed with nothing counted", snap)
+	}
+}
+
+// A long healthy load: 100 callers each running SELECT pg_sleep(0.05) in a
+// loop for 30 s on the default pool (10 connections, so each statement also
+// waits for a free one), the App on the real clock so the watchdog ticks by
+// itself: nothing fails, nothing is cut, the breaker never opens.
+func TestHealthyLoadOpensNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("30 s of load")
+	}
+	t.Parallel()
+	const callers, span = 100, 30 * time.Second
+	b := setup(t, setupOpts{realClock: true})
+	end := time.Now().Add(span)
+	var ok atomic.Int64
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) {
+				if _, err := b.db.Exec(context.Background(), "SELECT pg_sleep(0.05)"); err != nil {
+					t.Errorf("a statement under healthy load: %v", err)
+					return
+				}
+				ok.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	checks, trips := b.db.gate.watch.checks.Load(), b.db.gate.watch.trips.Load()
+	snap := b.db.Breaker()
+	t.Logf("%d statements in %s by %d callers; %d liveness checks, %d trips; breaker %s, %d failures", ok.Load(), span, callers, checks, trips, snap.State, snap.WindowFailures)
+	if trips != 0 || snap.State != resilience.StateClosed || snap.Opens != 0 || snap.WindowFailures != 0 {
+		t.Fatalf("healthy load: %d trips, breaker %+v; want nothing opened or counted", trips, snap)
 	}
 }
