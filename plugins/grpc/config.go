@@ -1,6 +1,7 @@
 package grpc
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -81,6 +82,22 @@ type Upstream struct {
 	// Compression compresses requests ("gzip"); the upstream answers in kind
 	// when it can. Defaults to "" (none).
 	Compression string `koanf:"compression"`
+	// Balancing spreads calls over the addresses the target resolves to
+	// (every A/AAAA record of a "dns:///" target, a Kubernetes headless
+	// Service's ready replicas): "round_robin" (each call to the next ready
+	// address), "least_request" (power of two choices over calls in flight,
+	// as the http plugin's instances) or "pick_first" (one address until it
+	// fails). An address whose connection failed is skipped until it
+	// reconnects. Defaults to "round_robin".
+	Balancing string `koanf:"balancing"`
+	// HealthCheck watches each address's grpc.health.v1.Health (the
+	// health_service it names) and sends no call to one that reports
+	// NOT_SERVING, as a jfast server does while a critical dependency of
+	// its own is unreachable. Not with "pick_first". Defaults to false.
+	HealthCheck bool `koanf:"health_check"`
+	// HealthService is the service name health_check asks about.
+	// Defaults to "" (the server as a whole).
+	HealthService string `koanf:"health_service"`
 
 	// StreamTimeout bounds a whole stream, from its opening to its last
 	// message. Defaults to 30s.
@@ -137,6 +154,7 @@ func (u *Upstream) SetDefaults() {
 		CAFile:               keep.CAFile,
 		ServerName:           keep.ServerName,
 		Compression:          keep.Compression,
+		Balancing:            BalanceRoundRobin,
 		StreamTimeout:        DefaultStreamTimeout,
 		PolicyConfig:         defaultPolicy(),
 		RetryableCodes:       slices.Clone(DefaultRetryableCodes),
@@ -171,6 +189,7 @@ func (u Upstream) withDefaults() Upstream {
 	if u.RetryableCodes == nil {
 		u.RetryableCodes = d.RetryableCodes
 	}
+	u.Balancing = cmp.Or(u.Balancing, d.Balancing)
 	if u.Name == "" {
 		u.Name = "upstream"
 	}
@@ -233,6 +252,7 @@ func (u *Upstream) problems() []framework.ConfigError {
 	if u.Compression != "" && u.Compression != "gzip" {
 		add("compression", fmt.Sprintf("must be \"gzip\" or empty, got %q", u.Compression), `set "gzip", or remove the key to send uncompressed`)
 	}
+	u.balancingProblems(&l)
 	deadline("stream_timeout", u.StreamTimeout)
 	for _, list := range []struct {
 		key     string

@@ -45,6 +45,7 @@ type channelKey struct {
 	caFile      string
 	serverName  string
 	compression string
+	service     string // the default service config: balancing, health_check
 	tls         *tls.Config
 	custom      uint64 // non-zero: dial options of its own
 }
@@ -85,7 +86,7 @@ var errPoolClosed = errors.New("grpc: the channel pool is closed")
 // connection is made: gRPC connects on the first call, so an upstream that is
 // down does not fail the boot.
 func (p *Pool) channel(u Upstream, extra []grpc.DialOption) (*grpc.ClientConn, error) {
-	key := channelKey{target: u.Target, insecure: u.Insecure, caFile: u.CAFile, serverName: u.ServerName, compression: u.Compression, tls: u.TLS}
+	key := channelKey{target: u.Target, insecure: u.Insecure, caFile: u.CAFile, serverName: u.ServerName, compression: u.Compression, service: serviceConfig(u), tls: u.TLS}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -102,7 +103,7 @@ func (p *Pool) channel(u Upstream, extra []grpc.DialOption) (*grpc.ClientConn, e
 	if err != nil {
 		return nil, err
 	}
-	opts := make([]grpc.DialOption, 0, len(p.base)+len(extra)+3)
+	opts := make([]grpc.DialOption, 0, len(p.base)+len(extra)+4)
 	opts = append(opts,
 		// The plugin's retries are the only ones: gRPC's own (and any retry
 		// policy a service config would bring) are off on every channel.
@@ -110,7 +111,8 @@ func (p *Pool) channel(u Upstream, extra []grpc.DialOption) (*grpc.ClientConn, e
 		// that the server refused unprocessed, stay: they cannot duplicate.
 		grpc.WithDisableRetry(),
 		grpc.WithTransportCredentials(creds),
-		grpc.WithConnectParams(reconnect))
+		grpc.WithConnectParams(reconnect),
+		grpc.WithDefaultServiceConfig(key.service))
 	if u.Compression != "" {
 		opts = append(opts, grpc.WithDefaultCallOptions(grpc.UseCompressor(u.Compression)))
 	}
