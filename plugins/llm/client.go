@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/jfastframework/jfast/framework/egress"
 	"github.com/jfastframework/jfast/framework/resilience"
 )
 
@@ -407,6 +408,10 @@ func (k *call) classify(err error, actx context.Context, chunks int) (failure, r
 		f.retryable = chunks == 0
 	case errors.Is(k.ctx.Err(), context.Canceled):
 		e.Kind, o = KindCancelled, resilience.Ignore
+	case errors.Is(err, egress.ErrAddressNotAllowed):
+		// address_guard refused the address the name resolved to: the same
+		// answer on every attempt, and no evidence about the provider.
+		e.Kind, o = KindUnavailable, resilience.Ignore
 	case k.run.Context().Err() != nil || resilience.IsTimeout(err):
 		e.Kind, o = KindTimeout, resilience.Hang
 		if resilience.CutByCaller(k.ctx, k.run.Own()) {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/egress"
-	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/jfasttest"
 	"github.com/jfastframework/jfast/plugins/llm"
 )
@@ -48,10 +47,19 @@ func TestAddressGuard(t *testing.T) {
 	t.Parallel()
 	p := newProvider(t, complete("ok"))
 	byName := strings.Replace(p.URL(), "127.0.0.1", "localhost", 1)
-	guarded := client(t, nil, llm.ProviderConfig{BaseURL: byName, APIKey: "sk-test", AddressGuard: true, PolicyConfig: resilience.PolicyConfig{Attempts: 1}}, autoClock())
-	_, err := guarded.Chat(context.Background(), params("hi"))
-	if !errors.Is(err, egress.ErrAddressNotAllowed) || !strings.Contains(err.Error(), "address_guard") {
-		t.Fatalf("err = %v, want ErrAddressNotAllowed with the way out", err)
+	guarded := client(t, nil, llm.ProviderConfig{BaseURL: byName, APIKey: "sk-test", AddressGuard: true}, autoClock())
+	for range 3 {
+		_, err := guarded.Chat(context.Background(), params("hi"))
+		var e *llm.Error
+		if !errors.Is(err, egress.ErrAddressNotAllowed) || !strings.Contains(err.Error(), "address_guard") || !errors.As(err, &e) {
+			t.Fatalf("err = %v, want an *llm.Error wrapping ErrAddressNotAllowed with the way out", err)
+		}
+		if e.Kind != llm.KindUnavailable || e.Attempts != 1 {
+			t.Errorf("kind %s after %d attempts, want unavailable after 1 (a refused address is not retried)", e.Kind, e.Attempts)
+		}
+	}
+	if s := guarded.Breaker().Snapshot(); s.WindowCalls != 0 || s.Consecutive != 0 {
+		t.Errorf("the refusals counted for the breaker: %+v", s)
 	}
 	if p.Requests() != 0 {
 		t.Fatalf("the provider got %d requests", p.Requests())
