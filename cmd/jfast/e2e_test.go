@@ -87,7 +87,50 @@ func TestEndToEnd(t *testing.T) {
 				t.Fatalf("%s check: %v\n%s", tc.name, err, out)
 			}
 			serve(t, bin, dir, env)
+			if tc.name == "plain" {
+				checkAgreesWithTheService(t, dir, bin)
+			}
 		})
+	}
+}
+
+// checkAgreesWithTheService enables channels (and the cache it needs) in a
+// service that compiles in neither: jfast check with its own plugins finds the
+// file valid, the service's check refuses it, and jfast check in the service's
+// directory gives the service's verdict, word for word. It fails without the
+// delegation (serviceCheck), and with jfast's own plugins instead.
+func checkAgreesWithTheService(t *testing.T, dir, bin string) {
+	path := filepath.Join(dir, "jfast.toml")
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enabled := `enabled = ["observability"]`
+	if !strings.Contains(string(text), enabled) {
+		t.Fatalf("%s has no line %s", path, enabled)
+	}
+	text = []byte(strings.Replace(string(text), enabled, `enabled = ["observability", "cache", "channels"]`, 1))
+	if err := os.WriteFile(path, text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, stderr := jfast(t, "check", "--builtin", "--config", path); code != 0 {
+		t.Fatalf("jfast check --builtin: exit %d (want 0: jfast compiles channels in)\n%s%s", code, stdout, stderr)
+	}
+	var own, ownErr strings.Builder
+	check := exec.Command(bin, "check")
+	// The environment jfast check passes on: the test's own.
+	check.Dir, check.Stdout, check.Stderr = dir, &own, &ownErr
+	if err := check.Run(); err == nil || !strings.Contains(ownErr.String(), `plugin "channels" is enabled but not compiled into this service`) {
+		t.Fatalf("the service's check: %v, want exit 1 naming channels\n%s%s", err, own.String(), ownErr.String())
+	}
+	if !isServiceMain(dir) || isServiceMain(".") {
+		t.Fatalf("isServiceMain(%s) = %v, isServiceMain(cmd/jfast) = %v; want true, false", dir, isServiceMain(dir), isServiceMain("."))
+	}
+	var out, errOut strings.Builder
+	code := serviceCheck(context.Background(), dir, []string{"check"}, &out, &errOut)
+	_, relayed, _ := strings.Cut(errOut.String(), "\n") // after jfast's one line saying what it runs
+	if code != 1 || out.String() != own.String() || relayed != ownErr.String() {
+		t.Fatalf("jfast check in the service's directory: exit %d\n%s%s\nwant exit 1 and the service's own\n%s%s", code, out.String(), errOut.String(), own.String(), ownErr.String())
 	}
 }
 

@@ -53,6 +53,7 @@ own: /live, /ready and /metrics only.`
 		}
 	}
 	root.AddCommand(newCommand(), versionCommand())
+	delegateCheck(root, args)
 	return cli.Run(ctx, root, args, stdout, stderr)
 }
 
