@@ -6,10 +6,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/jfastframework/jfast/examples/orders/service"
 	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/jfasttest"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
 )
 
@@ -45,6 +48,7 @@ type manifests struct {
 	services   map[string]*corev1.Service
 	hpa        *autoscalingv2.HorizontalPodAutoscaler
 	pdb        *policyv1.PodDisruptionBudget
+	adapter    *corev1.ConfigMap // prometheus-adapter's rules
 }
 
 // decodeStrict decodes a YAML manifest into out, refusing unknown and
@@ -83,6 +87,9 @@ func readManifests(t *testing.T) manifests {
 		case "policy/v1 PodDisruptionBudget":
 			m.pdb = new(policyv1.PodDisruptionBudget)
 			obj = m.pdb
+		case "v1 ConfigMap":
+			m.adapter = new(corev1.ConfigMap)
+			obj = m.adapter
 		default:
 			t.Fatalf("%s: no test reads a %s %s; add it to readManifests", f, tm.APIVersion, tm.Kind)
 		}
@@ -93,8 +100,8 @@ func readManifests(t *testing.T) manifests {
 			m.services[s.Name] = s
 		}
 	}
-	if m.deployment == nil || m.hpa == nil || m.pdb == nil {
-		t.Fatal("k8s/ lacks the Deployment, the HorizontalPodAutoscaler or the PodDisruptionBudget")
+	if m.deployment == nil || m.hpa == nil || m.pdb == nil || m.adapter == nil {
+		t.Fatal("k8s/ lacks the Deployment, the HorizontalPodAutoscaler, the PodDisruptionBudget or the adapter's ConfigMap")
 	}
 	return m
 }
@@ -267,3 +274,64 @@ func TestManifestsPointAtTheDeployment(t *testing.T) {
 		t.Errorf("the disruption budget does not select the orders pods (%v)", err)
 	}
 }
+
+// adapterRules is the part of prometheus-adapter's configuration the test
+// reads.
+type adapterRules struct {
+	Rules []struct {
+		SeriesQuery  string `json:"seriesQuery"`
+		MetricsQuery string `json:"metricsQuery"`
+		Name         struct {
+			As string `json:"as"`
+		} `json:"name"`
+	} `json:"rules"`
+}
+
+var metricName = regexp.MustCompile(`jfast_[a-z_]+`)
+
+// Every custom metric the autoscaler scales on comes from an adapter rule,
+// and every jfast metric the rules query is one a jfast service exports.
+func TestAutoscalerMetricsExist(t *testing.T) {
+	t.Parallel()
+	m := readManifests(t)
+	var rules adapterRules
+	if err := yaml.Unmarshal([]byte(m.adapter.Data["config.yaml"]), &rules); err != nil || len(rules.Rules) == 0 {
+		t.Fatalf("the adapter's rules do not read: %v", err)
+	}
+	made := map[string]bool{}
+	queried := map[string]bool{}
+	for _, r := range rules.Rules {
+		made[r.Name.As] = true
+		for _, n := range metricName.FindAllString(r.SeriesQuery+" "+r.MetricsQuery, -1) {
+			queried[n] = true
+		}
+	}
+	pods := 0
+	for _, metric := range m.hpa.Spec.Metrics {
+		if metric.Type != autoscalingv2.PodsMetricSourceType {
+			continue
+		}
+		pods++
+		if !made[metric.Pods.Metric.Name] {
+			t.Errorf("the autoscaler scales on %s, which no adapter rule makes", metric.Pods.Metric.Name)
+		}
+	}
+	if pods == 0 {
+		t.Fatal("the autoscaler scales on no metric of the service")
+	}
+	// A name is exported when the App's registry refuses a second,
+	// different descriptor of it (counters without samples included).
+	svc := jfasttest.Start(t, jfasttest.Options{})
+	for name := range queried {
+		probe := probeCollector{prometheus.NewDesc(name, "probe", []string{"probe"}, nil)}
+		if err := svc.Metrics().Register(probe); err == nil {
+			svc.Metrics().Unregister(probe)
+			t.Errorf("the adapter queries %s, which a jfast service does not export", name)
+		}
+	}
+}
+
+type probeCollector struct{ d *prometheus.Desc }
+
+func (p probeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- p.d }
+func (p probeCollector) Collect(chan<- prometheus.Metric)    {}

@@ -128,7 +128,7 @@ func (c *core) instanceBreaker(in *Instance) *resilience.Breaker {
 }
 
 // maxTried is how many instances one call remembers having tried without
-// allocating: more than its attempts (retries + 1, 3 by default).
+// allocating: more than its attempts (3 by default).
 const maxTried = 4
 
 // instanceAttempt is what one call keeps of its instances: the attempt in
