@@ -252,8 +252,10 @@ func (t *sharedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // propagation returns the innermost wrapper of a shared client's transport:
 // it removes X-Request-ID and Jfast-Timeout-Ms from a request to an origin
-// not in propagateTo, on a copy of the header (the call's own header may be
-// reused by a retry).
+// not in propagateTo. It deletes them from the request's header itself: what
+// reaches the transport is the call's own header (a copy of the caller's,
+// made by the call or declared the call's by framework.OutboundCall), and a
+// retry's attempt gets a copy of its own.
 func propagation(propagateTo []string) TransportWrapper {
 	to := make(map[string]bool, len(propagateTo))
 	for _, o := range propagateTo {
@@ -268,11 +270,9 @@ func propagation(propagateTo []string) TransportWrapper {
 			if (!id && !left) || to[originOf(req.URL)] {
 				return rt.RoundTrip(req)
 			}
-			r := *req
-			r.Header = req.Header.Clone()
-			delete(r.Header, "X-Request-Id")
-			delete(r.Header, framework.TimeoutHeader)
-			return rt.RoundTrip(&r)
+			delete(req.Header, "X-Request-Id")
+			delete(req.Header, framework.TimeoutHeader)
+			return rt.RoundTrip(req)
 		})
 	}
 }
