@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -53,7 +54,7 @@ type Guard struct {
 // interface addresses, read once per process (at the first guard made).
 func NewGuard(o GuardOpts) *Guard {
 	g := &Guard{opts: o, hosts: map[string]bool{}}
-	g.opts.Kind = cmpOr(o.Kind, "client")
+	g.opts.Kind = cmp.Or(o.Kind, "client")
 	for _, h := range o.AllowHosts {
 		if p, err := netip.ParsePrefix(h); err == nil {
 			g.nets = append(g.nets, p.Masked())
@@ -65,13 +66,6 @@ func NewGuard(o GuardOpts) *Guard {
 		g.own = hostAddresses()
 	}
 	return g
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // hostAddresses is this host's interface addresses, read once: interfaces

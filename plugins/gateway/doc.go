@@ -29,6 +29,13 @@
 // problem+json naming the route and the upstream; the upstream's own
 // responses, errors included, pass through as they are.
 //
+// What a client cannot do through it: escape a route's prefix with dot
+// segments (refused 400), override the method, claim an address (X-Real-IP,
+// X-Forwarded-* from peers outside trusted_proxies), set the upstream's
+// deadline, or hold upstream places with an Upgrade header the upstream does
+// not accept: only its 101 makes a tunnel, which holds a place in the
+// upstream's max_concurrent until it ends or idles for tunnel_idle_timeout.
+//
 // The plugin needs the http plugin, and checks at boot that every route's
 // upstream is one of its [plugin.http.upstreams]. docs/gateway.md has every
 // key, default and decision, and what is tested.
