@@ -158,9 +158,12 @@ func New(opts Options) (*App, error) {
 		a.configFile = path
 	}
 
-	a.raw = loadRaw(a.configFile, text, environ, a.isDeploy, a.quiet)
+	a.raw = loadRaw(a.configFile, text, environ, a.isDeploy, a.quiet, a.holdsSecret)
 	errs := a.raw.errs
 	a.bind(&errs)
+	if len(opts.ConfigText) == 0 && len(errs) > 0 {
+		a.raw.locate(a.configFile, text, errs)
+	}
 
 	out := opts.LogOutput
 	if out == nil {

@@ -2,6 +2,10 @@ package framework_test
 
 import (
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -231,12 +235,29 @@ func TestTOMLErrorsSayWhere(t *testing.T) {
 			"line 2 reads `name = \"x`", "close the string on line 2"},
 		{"secret on the line", "[plugin.fake]\nsecret = \"hunter2\n", "config:2:18",
 			"line 2 reads `secret = ***`", "close the string on line 2"},
+		// Only secrets are masked: an address (a deploy key) is what the
+		// reader must correct, and a URL's password is masked alone.
+		{"address on the line", "[plugins]\nenabled = [\"fake\"]\n[plugin.fake]\naddress = 127.0.0.1:5432\n", "config:4:16",
+			"line 4 reads `address = 127.0.0.1:5432`", "correct the TOML at line 4"},
+		{"password in a URL on the line", "[plugin.fake.targets.a]\nurl = postgres://u:hunter2@db/x\n", "config:2:",
+			"line 2 reads `url = postgres://u:***@db/x`", "correct the TOML at line 2"},
+		// The parser runs on past a missing ] to the next table: the
+		// mistake is where the array opens.
+		{"unclosed array", "[app]\nname = \"x\"\n\n[plugins]\nenabled = [\"observability\", # the first\n  \"fake\"\n\n[plugin.fake]\nretries = 1\n", "config:5:11",
+			"the array opened on line 5, column 11 is not closed (array elements must be separated by commas); line 5 reads `enabled = [\"observability\", # the first`", "close the array that line 5 opens with ]"},
+		{"unclosed array after a string holding brackets", "[plugins]\nenabled = [\"[fake]\", \"x\"\nother = [1, [2,\n3]]\n[app]\n", "config:2:11",
+			"the array opened on line 2", "close the array that line 2 opens with ]"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			errs := configErrors(t, jfasttest.Options{TOML: c.text, Plugins: []framework.Plugin{newFake("fake", nil)}})
 			e, ok := errs[c.key]
+			for k, v := range errs {
+				if strings.HasSuffix(c.key, ":") && strings.HasPrefix(k, c.key) {
+					e, ok = v, true // any column
+				}
+			}
 			if !ok || !strings.Contains(e.Problem, c.problem) || !strings.Contains(e.Fix, c.fix) {
 				t.Fatalf("errors %v, want %s: ...%s...; fix: ...%s...", errs, c.key, c.problem, c.fix)
 			}
@@ -244,6 +265,64 @@ func TestTOMLErrorsSayWhere(t *testing.T) {
 				t.Fatalf("a secret reached the error: %v", e)
 			}
 		})
+	}
+}
+
+// TestFileErrorsNameTheirLine: an error about a value of the file names the
+// line that writes it, found as TOML reads the file (the same key name under
+// another table, in a comment or in a string does not count); an error about
+// a value of the environment names none.
+func TestFileErrorsNameTheirLine(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "jfast.toml")
+	text := `[app]
+name = "x" # request_timout = "1s" is not this line
+request_timout = "5s"
+
+[plugins]
+enabled = ["fake"]
+
+[plugin.fake]
+description = "retries = 'ten' is not this line either"
+"retries" = "ten"
+targets.a = { url = "http://a", timeout = "soon" }
+
+[plugin.fake.targets.b]
+url = "http://b"
+timeout = "later"
+`
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := framework.New(framework.Options{
+		ConfigFile: path,
+		Plugins:    []framework.Plugin{newFake("fake", nil)},
+		Environ:    []string{"JFAST_APP_SHUTDOWN_TIMEOUT=soon"},
+		LogOutput:  io.Discard,
+	})
+	var errs framework.ConfigErrors
+	if !errors.As(err, &errs) {
+		t.Fatalf("want ConfigErrors, got %v", err)
+	}
+	want := map[string]int{
+		"app.request_timout":            3,
+		"plugin.fake.description":       9,
+		"plugin.fake.retries":           10,
+		"plugin.fake.targets.a.timeout": 11, // in an inline table: its key's line
+		"plugin.fake.targets.b.timeout": 15,
+		"app.shutdown_timeout":          0, // from the environment
+	}
+	got := map[string]int{}
+	for _, e := range errs {
+		got[e.Key] = e.Line
+		if e.Line > 0 && (e.File != path || !strings.HasPrefix(e.Error(), fmt.Sprintf("%s:%d: %s: ", path, e.Line, e.Key))) {
+			t.Errorf("%s: Error() = %q, want it to begin with the file, the line and the key", e.Key, e.Error())
+		}
+	}
+	for key, line := range want {
+		if l, ok := got[key]; !ok || l != line {
+			t.Errorf("%s: line %d (reported: %v), want %d; all: %v", key, l, ok, line, errs)
+		}
 	}
 }
 

@@ -64,15 +64,16 @@ func envKey(name string) string {
 
 // loadRaw reads the TOML text and the environment and merges them. isDeploy says
 // whether a flat key is a deploy key (environment wins) or a shape key (file
-// wins); quiet whether a key's value must not be quoted in a message.
-func loadRaw(fileName string, text []byte, environ []string, isDeploy, quiet func(string) bool) *rawConfig {
+// wins); quiet whether a key's value must not be quoted in a message; secret
+// whether it holds a secret (never shown, even in a syntax error's line).
+func loadRaw(fileName string, text []byte, environ []string, isDeploy, quiet, secret func(string) bool) *rawConfig {
 	raw := &rawConfig{sources: map[string]Source{}}
 	fileValues := map[string]any{}
 	var emptyTables []string
 	if len(text) > 0 {
 		k := koanf.New(".")
 		if err := k.Load(rawBytes(text), toml.Parser()); err != nil {
-			raw.errs = append(raw.errs, tomlError(fileName, text, err, quiet))
+			raw.errs = append(raw.errs, tomlError(fileName, text, err, secret))
 		} else {
 			fileValues = k.All()
 		}
@@ -150,6 +151,22 @@ func loadRaw(fileName string, text []byte, environ []string, isDeploy, quiet fun
 		putTable(raw.tree, strings.Split(key, "."))
 	}
 	return raw
+}
+
+// locate gives each error about a value of the file the line of fileName that
+// writes it (see [keyLines] and [lineOf]). An error about a value the
+// environment set keeps no line, and so does a syntax error, whose key
+// already says where it is.
+func (raw *rawConfig) locate(fileName string, text []byte, errs ConfigErrors) {
+	lines := keyLines(text)
+	for i, e := range errs {
+		if e.Line > 0 || strings.HasPrefix(e.Key, fileName+":") || raw.sources[e.Key].Kind == "env" {
+			continue
+		}
+		if l := lineOf(lines, e.Key); l > 0 {
+			errs[i].File, errs[i].Line = fileName, l
+		}
+	}
 }
 
 // putTable makes an empty table at path in tree unless something is already

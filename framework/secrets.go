@@ -49,18 +49,31 @@ func (a *App) IsSecret(key string) bool {
 // often carry secrets), a secret, or a table holding one ("headers" given a
 // string instead of the table of "headers.*").
 func (a *App) quiet(key string) bool {
-	if a.isDeploy(key) || a.IsSecret(key) {
-		return true
-	}
-	for name, p := range a.compiled {
-		var patterns []string
+	return a.isDeploy(key) || a.holdsSecret(key) || a.holdsKeys(key, func(p Plugin) []string {
 		if dk, ok := p.(DeployKeyer); ok {
-			patterns = append(patterns, dk.DeployKeys()...)
+			return dk.DeployKeys()
 		}
+		return nil
+	})
+}
+
+// holdsSecret reports whether key is a secret or a table holding one: what
+// a TOML syntax error's line never shows (the file did not parse, so the
+// value is shown as written, and a mistyped secret is still a secret).
+func (a *App) holdsSecret(key string) bool {
+	return a.IsSecret(key) || a.holdsKeys(key, func(p Plugin) []string {
 		if sk, ok := p.(SecretKeyer); ok {
-			patterns = append(patterns, sk.SecretKeys()...)
+			return sk.SecretKeys()
 		}
-		for _, pattern := range patterns {
+		return nil
+	})
+}
+
+// holdsKeys reports whether key names a table above one of the keys a
+// compiled plugin lists (patterns, relative to its table).
+func (a *App) holdsKeys(key string, patterns func(Plugin) []string) bool {
+	for name, p := range a.compiled {
+		for _, pattern := range patterns(p) {
 			if matchKeyPrefix("plugin."+name+"."+pattern, key) {
 				return true
 			}

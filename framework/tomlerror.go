@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,7 +14,7 @@ import (
 // tomlError turns the parser's error into one that says where the mistake is:
 // the file, line and column as its key, the line itself in the problem (with
 // the value of a secret key masked), and a fix for the usual mistakes.
-func tomlError(fileName string, text []byte, err error, quiet func(string) bool) ConfigError {
+func tomlError(fileName string, text []byte, err error, secret func(string) bool) ConfigError {
 	msg := strings.TrimPrefix(err.Error(), "toml: ")
 	row, col, first := 0, 0, 0
 	var de *gotoml.DecodeError
@@ -28,11 +29,25 @@ func tomlError(fileName string, text []byte, err error, quiet func(string) bool)
 		return ConfigError{Key: fileName, Problem: "is not valid TOML: " + msg, Fix: "correct the TOML syntax"}
 	}
 	problem := "is not valid TOML: " + msg
+	// A missing `]` is found where the parser runs into what follows the
+	// array (the next table, lines below): the mistake is the array's.
+	if strings.Contains(msg, "array") {
+		if l, c, ok := unclosedArray(text, row); ok && l < row {
+			row, col = l, c
+			problem = fmt.Sprintf("is not valid TOML: the array opened on line %d, column %d is not closed (%s)", l, c, msg)
+			lines := strings.Split(string(text), "\n")
+			return ConfigError{
+				Key:     fmt.Sprintf("%s:%d:%d", fileName, row, col),
+				Problem: fmt.Sprintf("%s; line %d reads `%s`", problem, row, maskLine(lines[:row], secret)),
+				Fix:     fmt.Sprintf("close the array that line %d opens with ]", row),
+			}
+		}
+	}
 	if first > 0 {
 		problem += fmt.Sprintf(" (first at line %d)", first)
 	}
 	if lines := strings.Split(string(text), "\n"); row <= len(lines) {
-		problem += fmt.Sprintf("; line %d reads `%s`", row, maskLine(lines[:row], quiet))
+		problem += fmt.Sprintf("; line %d reads `%s`", row, maskLine(lines[:row], secret))
 	}
 	fix := fmt.Sprintf("correct the TOML at line %d, column %d", row, col)
 	switch {
@@ -95,11 +110,12 @@ func duplicateAt(text []byte) (row, col, first int) {
 
 // maskLine returns the last of lines (the file up to the line of a syntax
 // error), trimmed, with the value of a `key = value` line hidden when its key
-// holds a secret or a deploy value (quiet, given the full key: the table is
-// the last [header] above it) or names a secret ([IsSecretKey]); other lines
-// go through [MaskSecrets]. The file did not parse, so the table is found by
-// its header lines alone.
-func maskLine(lines []string, quiet func(string) bool) string {
+// holds a secret (secret, given the full key: the table is the last [header]
+// above it) or names one ([IsSecretKey]); other lines go through
+// [MaskSecrets], which hides a URL's password. A listen address, a timeout or
+// a plugin list is shown as written: it is what the reader must correct. The
+// file did not parse, so the table is found by its header lines alone.
+func maskLine(lines []string, secret func(string) bool) string {
 	line := strings.TrimSpace(lines[len(lines)-1])
 	k, _, ok := strings.Cut(line, "=")
 	if !ok {
@@ -115,8 +131,143 @@ func maskLine(lines []string, quiet func(string) bool) string {
 			break
 		}
 	}
-	if IsSecretKey(key) || (quiet != nil && quiet(full)) {
+	if IsSecretKey(key) || (secret != nil && secret(full)) {
 		return strings.TrimRight(k, " ") + " = ***"
 	}
 	return MaskSecrets(line)
+}
+
+// keyLines maps each key and table the file writes to the line it is written
+// on: "app.request_timeout" to its `request_timeout = ...` line, "plugin.db"
+// to its [plugin.db] header, and the keys of an inline table to its line. It
+// reads the file as TOML does (a header sets the table, dotted and quoted keys
+// are split as TOML splits them), so a key is found where TOML finds it, not
+// where its words happen to appear. A file that does not parse yields what was
+// read before the mistake.
+func keyLines(text []byte) map[string]int {
+	lines := map[string]int{}
+	var p unstable.Parser
+	p.Reset(text)
+	var table []string
+	for p.NextExpression() {
+		e := p.Expression()
+		path, at := keyPath(e)
+		if len(path) == 0 {
+			continue
+		}
+		line := p.Shape(at).Start.Line
+		switch e.Kind {
+		case unstable.Table, unstable.ArrayTable:
+			table = path
+			if _, ok := lines[strings.Join(path, ".")]; !ok {
+				lines[strings.Join(path, ".")] = line
+			}
+		case unstable.KeyValue:
+			full := append(slices.Clone(table), path...)
+			lines[strings.Join(full, ".")] = line
+			inlineKeys(&p, e.Value(), full, line, lines)
+		}
+	}
+	return lines
+}
+
+// keyPath returns an expression's key, split, and where it starts.
+func keyPath(e *unstable.Node) ([]string, unstable.Range) {
+	var path []string
+	var at unstable.Range
+	for it := e.Key(); it.Next(); {
+		if len(path) == 0 {
+			at = it.Node().Raw
+		}
+		path = append(path, string(it.Node().Data))
+	}
+	return path, at
+}
+
+// inlineKeys records the keys of an inline table (`upstream = { a = 1 }`) at
+// the line of the key holding it.
+func inlineKeys(p *unstable.Parser, v *unstable.Node, prefix []string, line int, lines map[string]int) {
+	if v == nil || v.Kind != unstable.InlineTable {
+		return
+	}
+	for it := v.Children(); it.Next(); {
+		kv := it.Node()
+		path, _ := keyPath(kv)
+		if len(path) == 0 {
+			continue
+		}
+		full := append(slices.Clone(prefix), path...)
+		lines[strings.Join(full, ".")] = line
+		inlineKeys(p, kv.Value(), full, line, lines)
+	}
+}
+
+// lineOf returns the line of the file a configuration error is about: its
+// key's, else the nearest table above it that the file writes (the table a
+// missing key belongs in); 0 when the file writes neither.
+func lineOf(lines map[string]int, key string) int {
+	for k := key; k != ""; {
+		if l, ok := lines[k]; ok {
+			return l
+		}
+		i := strings.LastIndexByte(k, '.')
+		if i < 0 {
+			break
+		}
+		k = k[:i]
+	}
+	return 0
+}
+
+// unclosedArray finds the array still open at line row of text (1-based),
+// where a parser that runs on past a missing `]` reports it: the line and
+// column of its `[`, or ok false when no array is open there. Strings and
+// comments are skipped; a `[` is an array only after a key's `=` or inside
+// another array (elsewhere it starts a table header).
+func unclosedArray(text []byte, row int) (line, col int, ok bool) {
+	type open struct{ line, col int }
+	var stack []open
+	inValue := false
+	l, start := 1, 0 // the line, and where it starts in text
+	for i := 0; i < len(text) && l < row; i++ {
+		switch ch := text[i]; {
+		case ch == '\n':
+			l, start = l+1, i+1
+			if len(stack) == 0 {
+				inValue = false
+			}
+		case ch == '#':
+			for i+1 < len(text) && text[i+1] != '\n' {
+				i++
+			}
+		case ch == '"' || ch == '\'':
+			quote := text[i : i+1]
+			if i+2 < len(text) && text[i+1] == ch && text[i+2] == ch {
+				quote = text[i : i+3]
+			}
+			end := i + len(quote)
+			for end < len(text) && !bytes.HasPrefix(text[end:], quote) {
+				if text[end] == '\\' && ch == '"' {
+					end++
+				} else if text[end] == '\n' {
+					if len(quote) == 1 {
+						break // an unterminated string: the parser says so
+					}
+					l, start = l+1, end+1
+				}
+				end++
+			}
+			i = end + len(quote) - 1
+		case ch == '=' && len(stack) == 0:
+			inValue = true
+		case ch == '[' && (inValue || len(stack) > 0):
+			stack = append(stack, open{l, i - start + 1})
+		case ch == ']' && len(stack) > 0:
+			stack = stack[:len(stack)-1]
+		}
+	}
+	if len(stack) == 0 {
+		return 0, 0, false
+	}
+	return stack[0].line, stack[0].col, true
 }

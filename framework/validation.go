@@ -12,13 +12,25 @@ type ConfigError struct {
 	Key     string // full key path, e.g. "plugin.http.upstreams.billing.read_timeout"
 	Problem string // what is wrong, e.g. "must be a positive duration, got 0s"
 	Fix     string // what to do about it
+	// File and Line say where the configuration file writes Key (or, for a
+	// key it lacks, the table the key belongs in), when the value came from
+	// a file; Line is 0 otherwise (the environment, a default, or
+	// Options.ConfigText, which has no file to point into).
+	File string
+	Line int
 }
 
+// Error returns "file:line: key: problem; fix: fix", without "file:line: "
+// when Line is 0.
 func (e ConfigError) Error() string {
-	if e.Fix == "" {
-		return e.Key + ": " + e.Problem
+	s := e.Key + ": " + e.Problem
+	if e.Line > 0 {
+		s = fmt.Sprintf("%s:%d: %s", e.File, e.Line, s)
 	}
-	return e.Key + ": " + e.Problem + "; fix: " + e.Fix
+	if e.Fix == "" {
+		return s
+	}
+	return s + "; fix: " + e.Fix
 }
 
 // ConfigErrors is every problem found in a configuration, reported together so one

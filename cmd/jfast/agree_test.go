@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -32,6 +33,14 @@ func TestCheckAndBootAgree(t *testing.T) {
 			code, stdout, stderr := jfast(t, "check", "--config", file)
 			if code != 1 || !strings.Contains(stderr, want+":") {
 				t.Errorf("check: exit %d, want 1 naming %s\nstdout: %s\nstderr: %s", code, want, stdout, stderr)
+			}
+			// Every one of these comes from the file: its line says where
+			// (a syntax error's key is the place itself).
+			located := regexp.MustCompile(`^` + regexp.QuoteMeta(file) + `:[0-9]+:`)
+			for _, line := range strings.Split(stderr, "\n") {
+				if strings.Contains(line, want+":") && !located.MatchString(line) {
+					t.Errorf("check: the error naming %s does not begin with %s:LINE:\n%s", want, file, line)
+				}
 			}
 			err := boot(t, file)
 			if err == nil {

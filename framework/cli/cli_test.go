@@ -72,10 +72,11 @@ timeout = "-1s"
 	if out != "" {
 		t.Fatalf("stdout %q, want nothing", out)
 	}
+	// Each line begins where the file writes the key.
 	want := []string{
-		`app.request_timout: unknown key; fix: did you mean "request_timeout"?`,
-		`app.shutdown_timeout: must be a positive duration, got 0s; fix: set a duration such as "5s" or a number of seconds; deadlines cannot be switched off`,
-		`plugins.enabled: plugin "db" is enabled but not compiled into this service; fix: import "github.com/jfastframework/jfast/plugins/db" and add db.New() to framework.Options.Plugins in main`,
+		path + `:2: app.request_timout: unknown key; fix: did you mean "request_timeout"?`,
+		path + `:3: app.shutdown_timeout: must be a positive duration, got 0s; fix: set a duration such as "5s" or a number of seconds; deadlines cannot be switched off`,
+		path + `:5: plugins.enabled: plugin "db" is enabled but not compiled into this service; fix: import "github.com/jfastframework/jfast/plugins/db" and add db.New() to framework.Options.Plugins in main`,
 		"3 configuration errors",
 	}
 	lines := strings.Split(strings.TrimSpace(errOut), "\n")

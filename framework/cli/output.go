@@ -51,7 +51,8 @@ func lookupEnv(environ []string, name string) string {
 	return ""
 }
 
-// writeConfigErrors prints one line per problem — key, rule, fix — then a count.
+// writeConfigErrors prints one line per problem — where the file writes it
+// (file:line:, when it does), key, rule, fix — then a count.
 func writeConfigErrors(w io.Writer, errs framework.ConfigErrors, color bool) {
 	for _, e := range errs {
 		key, fix := e.Key, e.Fix
@@ -59,6 +60,9 @@ func writeConfigErrors(w io.Writer, errs framework.ConfigErrors, color bool) {
 			key = ansiBold + ansiRed + key + ansiReset
 		}
 		line := key + ": " + framework.MaskSecrets(e.Problem)
+		if e.Line > 0 {
+			line = fmt.Sprintf("%s:%d: %s", e.File, e.Line, line)
+		}
 		if fix != "" {
 			if color {
 				line += ansiDim + "; fix: " + ansiReset + fix
