@@ -221,6 +221,9 @@ func (r *Run) Attempts(a Attempter) Verdict {
 		rec := AttemptRecord{N: n, Took: clock.Now().Sub(began), Verdict: v}
 		rec.Stop, rec.Wait = r.next(v, rec.Took)
 		r.stop = rec.Stop
+		if r.p.observe != nil {
+			r.p.observe(rec)
+		}
 		a.Report(rec)
 		if rec.Stop != StopNone {
 			return v

@@ -20,6 +20,10 @@ type PolicyOpts struct {
 	// OnStateChange hears the breaker's transitions ([LogStateChanges]).
 	// Defaults to nil.
 	OnStateChange func(StateChange)
+	// OnAttempt hears of every attempt of every call, as [Attempter.Report]
+	// does and before it: the place of the policy metrics every plugin
+	// shares (framework.DependencyMetrics). Defaults to nil.
+	OnAttempt func(AttemptRecord)
 }
 
 // Policy is the outbound policy of one dependency: its breaker, retry
@@ -36,6 +40,7 @@ type Policy struct {
 	backoff  Backoff
 	attempts int
 	timeout  time.Duration
+	observe  func(AttemptRecord)
 }
 
 // NewPolicy returns the policy o describes. It panics, as [NewBreaker] does,
@@ -54,6 +59,7 @@ func NewPolicy(o PolicyOpts) *Policy {
 		backoff:  o.Config.Backoff(),
 		attempts: max(o.Config.Attempts, 1),
 		timeout:  o.Config.Timeout,
+		observe:  o.OnAttempt,
 	}
 }
 

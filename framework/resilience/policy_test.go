@@ -148,6 +148,26 @@ func TestRunStops(t *testing.T) {
 	}
 }
 
+func TestPolicyOnAttemptHearsEveryAttempt(t *testing.T) {
+	t.Parallel()
+	clock := NewTestClock(epoch)
+	clock.SetAutoAdvance(true)
+	cfg := DefaultPolicyConfig()
+	cfg.RetryBudget = BudgetBucket
+	var heard []AttemptRecord
+	p := NewPolicy(PolicyOpts{Config: cfg, Clock: clock, OnAttempt: func(rec AttemptRecord) { heard = append(heard, rec) }})
+	r := new(Run)
+	if err := p.Begin(t.Context(), r, RunOpts{}); err != nil {
+		t.Fatal(err)
+	}
+	a := &script{clock: clock, verdicts: []Verdict{failed, answered}}
+	r.Attempts(a)
+	r.End(r.Outcome())
+	if len(heard) != 2 || !slices.Equal(heard, a.records) {
+		t.Fatalf("OnAttempt heard %+v, want what Report heard: %+v", heard, a.records)
+	}
+}
+
 func TestRunAskedWaitIsExact(t *testing.T) {
 	t.Parallel()
 	s := setupPolicy(t, 2, time.Minute, nil)

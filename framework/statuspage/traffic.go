@@ -1,6 +1,7 @@
 package statuspage
 
 import (
+	"cmp"
 	"math"
 	"strconv"
 	"sync"
@@ -32,11 +33,13 @@ const (
 )
 
 // term is one counter family summed into calls or attempts, with a sign, and
-// optionally only the series whose label only has the value is.
+// optionally only the series whose label only has the value is. label, when
+// set, names the dependency in this family instead of the source's label.
 type term struct {
 	family   string
 	sign     float64
 	only, is string
+	label    string
 }
 
 // source is where one plugin keeps its calls, attempts and latency.
@@ -59,24 +62,30 @@ type source struct {
 func plus(family string) term  { return term{family: family, sign: 1} }
 func minus(family string) term { return term{family: family, sign: -1} }
 
+// policy is one of the policy families every client plugin shares
+// (framework.ClientMetrics), for plugin's series.
+func policy(family, plugin string) term {
+	return term{family: family, sign: 1, only: "plugin", is: plugin, label: "dependency"}
+}
+
 // sources is every built-in plugin that makes outbound calls.
 var sources = []source{
 	{
 		owner: "http", label: "upstream",
-		calls:    []term{plus("jfast_http_client_calls_total")},
-		attempts: []term{plus("jfast_http_client_attempts_total")},
+		calls:    []term{policy("jfast_client_calls_total", "http")},
+		attempts: []term{policy("jfast_client_attempts_total", "http")},
 		duration: "jfast_http_client_call_duration_seconds",
 	},
 	{
 		owner: "grpc", label: "upstream",
-		calls:    []term{plus("jfast_grpc_client_calls_total")},
-		attempts: []term{plus("jfast_grpc_client_attempts_total")},
+		calls:    []term{policy("jfast_client_calls_total", "grpc")},
+		attempts: []term{policy("jfast_client_attempts_total", "grpc")},
 		duration: "jfast_grpc_client_call_duration_seconds",
 	},
 	{
 		owner: "llm", label: "provider",
-		calls:    []term{plus("jfast_llm_calls_total")},
-		attempts: []term{plus("jfast_llm_attempts_total")},
+		calls:    []term{policy("jfast_client_calls_total", "llm")},
+		attempts: []term{policy("jfast_client_attempts_total", "llm")},
 		duration: "jfast_llm_call_duration_seconds",
 	},
 	{
@@ -356,8 +365,8 @@ func gatherCounts(fams []*dto.MetricFamily) map[trafficKey]counts {
 		byName[f.GetName()] = f
 	}
 	for _, src := range sources {
-		keyOf := func(m *dto.Metric) trafficKey {
-			name := labelOf(m, src.label)
+		keyOf := func(m *dto.Metric, label string) trafficKey {
+			name := labelOf(m, label)
 			if src.dep != nil {
 				name = src.dep(name)
 			}
@@ -373,7 +382,7 @@ func gatherCounts(fams []*dto.MetricFamily) map[trafficKey]counts {
 					if tm.only != "" && labelOf(m, tm.only) != tm.is {
 						continue
 					}
-					k := keyOf(m)
+					k := keyOf(m, cmp.Or(tm.label, src.label))
 					c := out[k]
 					into(&c, tm.sign*m.GetCounter().GetValue())
 					out[k] = c
@@ -384,7 +393,7 @@ func gatherCounts(fams []*dto.MetricFamily) map[trafficKey]counts {
 		add(src.attempts, func(c *counts, v float64) { c.attempts += v })
 		if f := byName[src.duration]; src.duration != "" && f != nil {
 			for _, m := range f.GetMetric() {
-				k := keyOf(m)
+				k := keyOf(m, src.label)
 				c := out[k]
 				c.addHistogram(m.GetHistogram())
 				out[k] = c

@@ -226,9 +226,9 @@ func (u *unary) Attempt(_ context.Context, n int) resilience.Verdict {
 func (u *unary) Report(rec resilience.AttemptRecord) {
 	switch rec.Stop {
 	case resilience.StopNone:
-		u.c.metrics.retries.Inc()
+		u.c.metrics.dep.Retried()
 	case resilience.StopBudget:
-		u.c.metrics.refusals.Inc()
+		u.c.metrics.dep.BudgetRefused()
 	}
 }
 
@@ -261,10 +261,10 @@ func (c *ServiceClient) waitToRetry(callCtx context.Context, end time.Time, n in
 		return false
 	}
 	if !c.budget.TryRetry() {
-		c.metrics.refusals.Inc()
+		c.metrics.dep.BudgetRefused()
 		return false
 	}
-	c.metrics.retries.Inc()
+	c.metrics.dep.Retried()
 	return c.clock.Sleep(callCtx, wait) == nil
 }
 

@@ -19,21 +19,20 @@ const (
 
 var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
 
-// metricSet is the jfast_grpc_client_* collectors, shared by every upstream
-// of a registry.
+// metricSet is the collectors of a registry's grpc clients: the policy
+// metrics every plugin shares (framework.ClientMetrics, plugin "grpc",
+// dependency the upstream, outcome the final code's name or circuit_open /
+// bulkhead_full), and the grpc client's own series by method.
 type metricSet struct {
-	calls       *prometheus.CounterVec
-	attempts    *prometheus.CounterVec
-	duration    *prometheus.HistogramVec
-	retries     *prometheus.CounterVec
-	refusals    *prometheus.CounterVec
-	transitions *prometheus.CounterVec
-	state       *prometheus.GaugeVec
+	policy   *framework.ClientMetrics
+	calls    *prometheus.CounterVec
+	attempts *prometheus.CounterVec
+	duration *prometheus.HistogramVec
 }
 
 func newMetricSet() *metricSet {
-	up := []string{"upstream"}
 	return &metricSet{
+		policy: framework.NewClientMetrics(),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jfast_grpc_client_calls_total",
 			Help: "Calls to a gRPC upstream by method and final code (the gRPC code name, or circuit_open / bulkhead_full for a call refused before any attempt).",
@@ -47,22 +46,6 @@ func newMetricSet() *metricSet {
 			Help:    "Time of a whole call to a gRPC upstream, retries and waits included (for a stream: until its last message).",
 			Buckets: latencyBuckets,
 		}, []string{"upstream", "method"}),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jfast_grpc_client_retries_total",
-			Help: "Retries (and stream restarts) started to a gRPC upstream.",
-		}, up),
-		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jfast_grpc_client_retry_budget_refusals_total",
-			Help: "Retries the retry budget refused: the failure went back to the caller instead.",
-		}, up),
-		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jfast_grpc_client_breaker_transitions_total",
-			Help: "Breaker state changes of a gRPC upstream, by from and to state.",
-		}, []string{"upstream", "from", "to"}),
-		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "jfast_grpc_client_breaker_state",
-			Help: "Breaker state of a gRPC upstream: 0 closed, 1 open, 2 half_open.",
-		}, up),
 	}
 }
 
@@ -70,13 +53,10 @@ func newMetricSet() *metricSet {
 // there (by another client) is reused.
 func (m *metricSet) register(reg prometheus.Registerer) error {
 	return errors.Join(
+		m.policy.Register(reg),
 		framework.RegisterOrReuse(reg, &m.calls),
 		framework.RegisterOrReuse(reg, &m.attempts),
-		framework.RegisterOrReuse(reg, &m.retries),
-		framework.RegisterOrReuse(reg, &m.refusals),
-		framework.RegisterOrReuse(reg, &m.transitions),
 		framework.RegisterOrReuse(reg, &m.duration),
-		framework.RegisterOrReuse(reg, &m.state),
 	)
 }
 
@@ -85,10 +65,11 @@ func (m *metricSet) register(reg prometheus.Registerer) error {
 type upstreamMetrics struct {
 	set                *metricSet
 	name               string
-	retries, refusals  prometheus.Counter
-	state              prometheus.Gauge
-	open, bulkheadFull sync.Map // method → prometheus.Counter
-	methods            sync.Map // method → *methodMetrics
+	dep                *framework.DependencyMetrics
+	depMu              sync.Mutex
+	depCalls           [codes.Unauthenticated + 1]prometheus.Counter // by final code
+	open, bulkheadFull sync.Map                                      // method → prometheus.Counter
+	methods            sync.Map                                      // method → *methodMetrics
 }
 
 // methodMetrics are one method's series of one upstream.
@@ -100,19 +81,10 @@ type methodMetrics struct {
 }
 
 func (m *metricSet) forUpstream(name string) *upstreamMetrics {
-	return &upstreamMetrics{
-		set:      m,
-		name:     name,
-		retries:  m.retries.WithLabelValues(name),
-		refusals: m.refusals.WithLabelValues(name),
-		state:    m.state.WithLabelValues(name),
-	}
+	return &upstreamMetrics{set: m, name: name, dep: m.policy.For("grpc", name)}
 }
 
-func (u *upstreamMetrics) transition(c resilience.StateChange) {
-	u.set.transitions.WithLabelValues(u.name, c.From.String(), c.To.String()).Inc()
-	u.state.Set(float64(c.To))
-}
+func (u *upstreamMetrics) transition(c resilience.StateChange) { u.dep.Transition(c) }
 
 func (u *upstreamMetrics) method(method string) *methodMetrics {
 	if m, ok := u.methods.Load(method); ok {
@@ -125,18 +97,33 @@ func (u *upstreamMetrics) method(method string) *methodMetrics {
 // call counts a call that ended with code.
 func (u *upstreamMetrics) call(m *methodMetrics, method string, code codes.Code) {
 	m.counter(&m.calls, u.set.calls, u.name, method, code).Inc()
+	if code > codes.Unauthenticated {
+		u.dep.Calls(codeName(code)).Inc()
+		return
+	}
+	u.depMu.Lock()
+	c := u.depCalls[code]
+	if c == nil {
+		c = u.dep.Calls(codeName(code))
+		u.depCalls[code] = c
+	}
+	u.depMu.Unlock()
+	c.Inc()
 }
 
 // attempt counts an attempt that ended with code.
 func (u *upstreamMetrics) attempt(m *methodMetrics, method string, code codes.Code) {
 	m.counter(&m.attempts, u.set.attempts, u.name, method, code).Inc()
+	u.dep.Sent()
 }
 
 // refused counts a call refused before any attempt, under label.
 func (u *upstreamMetrics) refused(method, label string) {
+	u.dep.Calls(label).Inc()
 	cache := &u.open
 	if label == labelBulkheadFull {
 		cache = &u.bulkheadFull
+		u.dep.Rejected()
 	}
 	if c, ok := cache.Load(method); ok {
 		c.(prometheus.Counter).Inc()

@@ -184,7 +184,7 @@ backoff_base = "1ms"
 		`jfast_grpc_client_calls_total{code="OK",method="/shop.Inventory/GetStock",upstream="inventory"} 1`,
 		`jfast_grpc_client_attempts_total{code="OK",method="/shop.Inventory/GetStock",upstream="inventory"} 1`,
 		`jfast_grpc_client_attempts_total{code="UNAVAILABLE",method="/shop.Inventory/GetStock",upstream="inventory"} 1`,
-		`jfast_grpc_client_retries_total{upstream="inventory"} 1`,
+		`jfast_client_retries_total{dependency="inventory",plugin="grpc"} 1`,
 		`jfast_grpc_client_call_duration_seconds_count{method="/shop.Inventory/GetStock",upstream="inventory"} 1`,
 	} {
 		if !strings.Contains(metrics, want) {

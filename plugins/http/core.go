@@ -110,6 +110,7 @@ func (c *core) newPolicy(name, origin string, onChange func(resilience.StateChan
 	p := resilience.NewPolicy(resilience.PolicyOpts{
 		Name: name, Config: u.PolicyConfig, Clock: c.clock,
 		OnStateChange: resilience.LogStateChanges(c.logger, "http", u.BreakerCoolDown, onChange),
+		OnAttempt:     c.metrics.dep.Attempt,
 	})
 	return &policy{origin: origin, p: p, breaker: p.Breaker(), budget: p.Budget(), bulkhead: p.Bulkhead()}
 }
@@ -232,7 +233,7 @@ func (c *core) refused(ctx context.Context, err error) error {
 		m.open.Inc()
 		return newCircuitOpen(name, err, oe.RetryAfter())
 	case errors.Is(err, resilience.ErrBulkheadFull):
-		m.rejections.Inc()
+		m.dep.Rejected()
 		m.bulkhead.Inc()
 		return newBulkheadFull(name, err)
 	}
@@ -249,7 +250,6 @@ func (x *exchange) Attempt(callCtx context.Context, n int) resilience.Verdict {
 			return v
 		}
 	}
-	c.metrics.attempts.Inc()
 	if x.out != nil {
 		x.out.CountAttempt()
 	}
@@ -284,16 +284,10 @@ func (x *exchange) Attempt(callCtx context.Context, n int) resilience.Verdict {
 // Report hears of each attempt once the loop decided what follows it.
 func (x *exchange) Report(rec resilience.AttemptRecord) {
 	x.ia.report(rec, x.live.a != nil)
-	switch rec.Stop {
-	case resilience.StopNone:
-		if x.live.a != nil {
-			// A streamed response is not held open through the wait: it is
-			// kept only if its body is small enough to hold in memory.
-			x.last, x.live = x.live.retain(x.last), liveAttempt{}
-		}
-		x.c.metrics.retries.Inc()
-	case resilience.StopBudget:
-		x.c.metrics.refusals.Inc()
+	if rec.Stop == resilience.StopNone && x.live.a != nil {
+		// A streamed response is not held open through the wait: it is
+		// kept only if its body is small enough to hold in memory.
+		x.last, x.live = x.live.retain(x.last), liveAttempt{}
 	}
 }
 

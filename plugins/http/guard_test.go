@@ -42,7 +42,7 @@ func TestSharedAddressGuard(t *testing.T) {
 	if up.hits.Load() != 0 {
 		t.Errorf("the server got %d requests", up.hits.Load())
 	}
-	if got := metric(t, reg, "jfast_http_client_attempts_total", "upstream", "webhooks"); got != 4 {
+	if got := metric(t, reg, "jfast_client_attempts_total", "dependency", "webhooks"); got != 4 {
 		t.Errorf("%v attempts for 4 refused calls, want 4 (never retried)", got)
 	}
 	if s := guarded.Breaker(byName).Snapshot(); s.State != resilience.StateClosed || s.WindowCalls != 0 {

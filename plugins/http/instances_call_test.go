@@ -136,7 +136,7 @@ func TestEveryInstanceEjected(t *testing.T) {
 	if !errors.As(err, &open) || ups[0].hits.Load()+ups[1].hits.Load() != 2 {
 		t.Fatalf("err %v after %d requests, want CircuitOpen after 2", err, ups[0].hits.Load()+ups[1].hits.Load())
 	}
-	if got := metric(t, reg, "jfast_http_client_calls_total", "result", "circuit_open"); got != 1 {
+	if got := metric(t, reg, "jfast_client_calls_total", "outcome", "circuit_open"); got != 1 {
 		t.Fatalf("circuit_open calls %v", got)
 	}
 	a.status.Store(200)

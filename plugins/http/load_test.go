@@ -68,11 +68,11 @@ func TestPoolUnderLoad(t *testing.T) { // not parallel: it loads both cores
 	if n := up.open.peak.Load(); n > 51 {
 		t.Errorf("%d connections open at once, want at most 50 (51 with the upstream's lag in seeing a close)", n)
 	}
-	if got := metric(t, reg, "jfast_http_client_calls_total", "result", "response"); got != calls {
+	if got := metric(t, reg, "jfast_client_calls_total", "outcome", "response"); got != calls {
 		t.Errorf("response calls metric = %v, want %d", got, calls)
 	}
 	t.Logf("peak %d requests in flight, %d connections open at most, %d opened in all, %v retries, for %d calls",
-		g.peak.Load(), up.open.peak.Load(), up.conns.Load(), metric(t, reg, "jfast_http_client_retries_total"), calls)
+		g.peak.Load(), up.open.peak.Load(), up.conns.Load(), metric(t, reg, "jfast_client_retries_total"), calls)
 }
 
 // 1000 concurrent calls against an upstream that holds every request: exactly
@@ -125,7 +125,7 @@ func TestBulkheadNumbersExact(t *testing.T) { // not parallel: it loads both cor
 	if up.hits.Load() != 50 || g.peak.Load() != 50 || up.open.peak.Load() > 50 {
 		t.Errorf("upstream: %d requests, peak %d, %d connections open at once; want 50, 50, ≤50", up.hits.Load(), g.peak.Load(), up.open.peak.Load())
 	}
-	if got := metric(t, reg, "jfast_http_client_bulkhead_rejections_total", "upstream", "billing"); got != calls-50 {
+	if got := metric(t, reg, "jfast_client_bulkhead_rejections_total", "dependency", "billing"); got != calls-50 {
 		t.Errorf("bulkhead rejections metric = %v, want %d", got, calls-50)
 	}
 	if got := c.Breaker().Snapshot(); got.Consecutive != 0 || got.WindowFailures != 0 {

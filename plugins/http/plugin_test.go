@@ -429,11 +429,11 @@ base_url = "http://127.0.0.1:1"
 	// Metrics on /metrics.
 	metrics := svc.Get(t, "/metrics").String()
 	for _, want := range []string{
-		`jfast_http_client_calls_total{result="response",upstream="billing"} 3`,
-		`jfast_http_client_calls_total{result="circuit_open",upstream="billing"} 1`,
-		`jfast_http_client_attempts_total{upstream="billing"} 3`,
-		`jfast_http_client_breaker_state{upstream="billing"} 1`,
-		`jfast_http_client_breaker_transitions_total{from="closed",to="open",upstream="billing"} 1`,
+		`jfast_client_calls_total{dependency="billing",outcome="response",plugin="http"} 3`,
+		`jfast_client_calls_total{dependency="billing",outcome="circuit_open",plugin="http"} 1`,
+		`jfast_client_attempts_total{dependency="billing",plugin="http"} 3`,
+		`jfast_client_breaker_state{dependency="billing",plugin="http"} 1`,
+		`jfast_client_breaker_transitions_total{dependency="billing",from="closed",plugin="http",to="open"} 1`,
 		`jfast_http_client_call_duration_seconds_count{upstream="billing"} 3`,
 		`jfast_http_client_body_read_duration_seconds_count{upstream="billing"} 3`,
 	} {

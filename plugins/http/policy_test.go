@@ -49,7 +49,7 @@ func TestRetryBudgetTable(t *testing.T) {
 				// The first 5 calls spend the 10 initial tokens on two
 				// retries each; every other call is refused a retry once
 				// (4 of them after a retry on an earned token).
-				if got := metric(t, reg, "jfast_http_client_retry_budget_refusals_total", "upstream", "billing"); got != 45 {
+				if got := metric(t, reg, "jfast_client_retry_budget_refusals_total", "dependency", "billing"); got != 45 {
 					t.Errorf("%v retries refused, want 45", got)
 				}
 			}

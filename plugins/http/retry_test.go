@@ -66,10 +66,10 @@ func TestRetryRules(t *testing.T) {
 			if got := len(clk.Sleeps()); got != tc.requests-1 {
 				t.Errorf("%d waits between attempts, want %d", got, tc.requests-1)
 			}
-			if got := metric(t, reg, "jfast_http_client_attempts_total", "upstream", "billing"); int(got) != tc.requests {
+			if got := metric(t, reg, "jfast_client_attempts_total", "dependency", "billing"); int(got) != tc.requests {
 				t.Errorf("attempts metric = %v, want %d", got, tc.requests)
 			}
-			if got := metric(t, reg, "jfast_http_client_retries_total", "upstream", "billing"); int(got) != tc.requests-1 {
+			if got := metric(t, reg, "jfast_client_retries_total", "dependency", "billing"); int(got) != tc.requests-1 {
 				t.Errorf("retries metric = %v, want %d", got, tc.requests-1)
 			}
 		})
@@ -121,7 +121,7 @@ func TestDroppedConnectionRetried(t *testing.T) {
 	if got := up.hits.Load(); got != 3 {
 		t.Errorf("upstream got %d requests, want 3", got)
 	}
-	if got := metric(t, reg, "jfast_http_client_calls_total", "result", "unavailable"); got != 1 {
+	if got := metric(t, reg, "jfast_client_calls_total", "outcome", "unavailable"); got != 1 {
 		t.Errorf("unavailable calls = %v, want 1", got)
 	}
 
@@ -348,7 +348,7 @@ func TestRetryBudgetDuringOutage(t *testing.T) {
 		if !clk.Now().Equal(start) {
 			t.Fatalf("the clock moved")
 		}
-		return up.hits.Load(), metric(t, reg, "jfast_http_client_retry_budget_refusals_total", "upstream", "billing")
+		return up.hits.Load(), metric(t, reg, "jfast_client_retry_budget_refusals_total", "dependency", "billing")
 	}
 	withBudget, refusals := run(t, jhttp.Upstream{PolicyConfig: resilience.PolicyConfig{RetryBudgetRatio: 0.1, RetryBudgetMinPerSecond: 1}})
 	if withBudget < 20 || withBudget > 23 {

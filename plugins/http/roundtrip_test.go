@@ -100,7 +100,7 @@ func TestTransportRetryRules(t *testing.T) {
 			if req.Body != nil && bodies.Load() != up.hits.Load() {
 				t.Errorf("%d of %d attempts carried the body", bodies.Load(), up.hits.Load())
 			}
-			if got := metric(t, reg, "jfast_http_client_attempts_total", "upstream", "billing"); int(got) != tc.requests {
+			if got := metric(t, reg, "jfast_client_attempts_total", "dependency", "billing"); int(got) != tc.requests {
 				t.Errorf("attempts metric = %v, want %d", got, tc.requests)
 			}
 		})

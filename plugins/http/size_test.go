@@ -127,10 +127,10 @@ func TestResponseSizeCap(t *testing.T) {
 			if got := up.hits.Load(); got != 1 {
 				t.Errorf("the upstream saw %d requests, want 1 (not retried)", got)
 			}
-			if got := metric(t, reg, "jfast_http_client_calls_total", "result", "response_too_large"); got != 1 {
+			if got := metric(t, reg, "jfast_client_calls_total", "outcome", "response_too_large"); got != 1 {
 				t.Errorf("response_too_large calls = %v, want 1", got)
 			}
-			if got := metric(t, reg, "jfast_http_client_retries_total"); got != 0 {
+			if got := metric(t, reg, "jfast_client_retries_total"); got != 0 {
 				t.Errorf("retries = %v, want 0", got)
 			}
 		})

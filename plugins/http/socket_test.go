@@ -68,7 +68,7 @@ func TestSilentUpstreamTotalDeadline(t *testing.T) { // not parallel: it measure
 		if p, ok := problem.As(err); !ok || p.Status != 503 || p.Extensions["upstream"] != "billing" {
 			return fmt.Errorf("problem = %+v", p)
 		}
-		if got := metric(t, reg, "jfast_http_client_calls_total", "result", "timeout"); got != 1 {
+		if got := metric(t, reg, "jfast_client_calls_total", "outcome", "timeout"); got != 1 {
 			return fmt.Errorf("timeout calls = %v, want 1", got)
 		}
 		if snap := c.Breaker().Snapshot(); snap.State != resilience.StateHalfOpen {

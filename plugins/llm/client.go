@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/egress"
 	"github.com/jfastframework/jfast/framework/resilience"
 )
@@ -34,6 +35,7 @@ type Client struct {
 	policy   *resilience.Policy
 	fallback *Client
 	metrics  *metricSet
+	dep      *framework.DependencyMetrics // the policy metrics of this provider
 	tracer   trace.Tracer
 	closed   atomic.Bool
 }
@@ -107,9 +109,11 @@ func newClient(cfg ProviderConfig, opts ...ClientOption) (*Client, error) {
 		c.tracer = o.tracer.Tracer(instrumentationName)
 	}
 	name := cfg.Name
+	c.dep = c.metrics.policy.For("llm", name)
 	c.policy = resilience.NewPolicy(resilience.PolicyOpts{
 		Name: name, Config: cfg.PolicyConfig, Clock: o.clock,
-		OnStateChange: resilience.LogStateChanges(o.logger, "llm", cfg.BreakerCoolDown, func(sc resilience.StateChange) { c.metrics.transition(name, sc) }),
+		OnStateChange: resilience.LogStateChanges(o.logger, "llm", cfg.BreakerCoolDown, c.dep.Transition),
+		OnAttempt:     c.dep.Attempt,
 	})
 	sdkOpts := []option.RequestOption{
 		option.WithBaseURL(cfg.BaseURL),
@@ -237,6 +241,10 @@ func (c *Client) begin(ctx context.Context, params openai.ChatCompletionNewParam
 	))
 	refuse := func(e *Error) (*callResult, error) {
 		c.metrics.calls.WithLabelValues(c.cfg.Name, model, e.Kind.String()).Inc()
+		c.dep.Calls(e.Kind.String()).Inc()
+		if e.Kind == KindBulkheadFull {
+			c.dep.Rejected()
+		}
 		span.SetAttributes(attribute.String("llm.outcome", e.Kind.String()))
 		span.SetStatus(codes.Error, e.Kind.String())
 		span.End()
@@ -314,15 +322,9 @@ func (k *call) Attempt(callCtx context.Context, n int) resilience.Verdict {
 	return v
 }
 
-// Report counts the retries and the budget's refusals.
-func (k *call) Report(rec resilience.AttemptRecord) {
-	switch rec.Stop {
-	case resilience.StopNone:
-		k.c.metrics.retries.WithLabelValues(k.c.cfg.Name).Inc()
-	case resilience.StopBudget:
-		k.c.metrics.refusals.WithLabelValues(k.c.cfg.Name).Inc()
-	}
-}
+// Report hears of each attempt; the policy metrics already counted it
+// (PolicyOpts.OnAttempt).
+func (k *call) Report(resilience.AttemptRecord) {}
 
 // failure is a failed attempt: the error the call returns if it is not
 // retried, whether a retry may help, and the answer's headers (a 429's
@@ -452,6 +454,7 @@ func (k *call) end(e *Error, in, out int64) error {
 		}
 	}
 	c.metrics.calls.WithLabelValues(c.cfg.Name, k.model, outcome).Inc()
+	c.dep.Calls(outcome).Inc()
 	c.metrics.duration.WithLabelValues(c.cfg.Name, k.model).Observe(c.clock.Now().Sub(k.run.Start()).Seconds())
 	if in > 0 {
 		c.metrics.tokens.WithLabelValues(c.cfg.Name, k.model, "in").Add(float64(in))

@@ -115,7 +115,7 @@ func TestServiceCallsAndRelays(t *testing.T) {
 		`jfast_llm_tokens_total{direction="out",model="test-model",provider="primary"} 6`,
 		`jfast_llm_first_token_seconds_count{model="test-model",provider="primary"} 1`,
 		`jfast_llm_call_duration_seconds_count{model="test-model",provider="primary"} 2`,
-		`jfast_llm_retries_total{provider="primary"} 1`,
+		`jfast_client_retries_total{dependency="primary",plugin="llm"} 1`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -72,7 +72,7 @@ func TestOperations(t *testing.T) {
 		}
 	}
 	m := b.svc.Get(t, "/metrics")
-	for _, metric := range []string{"jfast_http_client_calls_total", "jfast_db_pool_max_connections"} {
+	for _, metric := range []string{"jfast_client_calls_total", "jfast_db_pool_max_connections"} {
 		if m.Status != http.StatusOK || !strings.Contains(m.String(), metric) {
 			t.Errorf("/metrics has no %s", metric)
 		}

@@ -1,0 +1,138 @@
+package framework
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jfastframework/jfast/framework/resilience"
+)
+
+// ClientMetrics is the one set of outbound-policy metrics, the same for every
+// plugin that calls out (http, grpc, llm), labelled by plugin and dependency
+// (docs/status.md, "Metrics"):
+//
+//   - jfast_client_calls_total{plugin,dependency,outcome}: calls by how they
+//     ended, in the plugin's words (its page lists them).
+//   - jfast_client_attempts_total{plugin,dependency}: requests sent, first
+//     attempts and retries.
+//   - jfast_client_retries_total{plugin,dependency}: retries started.
+//   - jfast_client_retry_budget_refusals_total{plugin,dependency}: retries
+//     the budget refused.
+//   - jfast_client_bulkhead_rejections_total{plugin,dependency}: calls
+//     refused after bulkhead_wait.
+//   - jfast_client_breaker_transitions_total{plugin,dependency,from,to} and
+//     jfast_client_breaker_state{plugin,dependency} (0 closed, 1 open, 2
+//     half_open).
+//
+// A plugin makes one with [NewClientMetrics], registers it in the App's
+// registry with [ClientMetrics.Register] (a family another plugin registered
+// first is reused) and takes one [DependencyMetrics] per dependency.
+type ClientMetrics struct {
+	calls       *prometheus.CounterVec
+	attempts    *prometheus.CounterVec
+	retries     *prometheus.CounterVec
+	refusals    *prometheus.CounterVec
+	rejections  *prometheus.CounterVec
+	transitions *prometheus.CounterVec
+	state       *prometheus.GaugeVec
+}
+
+// NewClientMetrics returns the collectors, registered nowhere yet.
+func NewClientMetrics() *ClientMetrics {
+	dep := []string{"plugin", "dependency"}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, append(dep, labels...))
+	}
+	return &ClientMetrics{
+		calls:      counter("jfast_client_calls_total", "Outbound calls by outcome, in the words of the plugin that made them.", "outcome"),
+		attempts:   counter("jfast_client_attempts_total", "Outbound requests sent: first attempts and retries."),
+		retries:    counter("jfast_client_retries_total", "Outbound retries started."),
+		refusals:   counter("jfast_client_retry_budget_refusals_total", "Retries the retry budget refused: the failure went back to the caller instead."),
+		rejections: counter("jfast_client_bulkhead_rejections_total", "Calls refused because max_concurrent calls were in flight for bulkhead_wait."),
+		transitions: counter("jfast_client_breaker_transitions_total",
+			"Breaker state changes of a dependency, by from and to state.", "from", "to"),
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "jfast_client_breaker_state",
+			Help: "Breaker state of a dependency: 0 closed, 1 open, 2 half_open.",
+		}, dep),
+	}
+}
+
+// Register registers every collector in reg; one already registered there
+// (by another plugin or client) is reused, so every client of a registry
+// counts in the same families.
+func (m *ClientMetrics) Register(reg prometheus.Registerer) error {
+	return errors.Join(
+		RegisterOrReuse(reg, &m.calls),
+		RegisterOrReuse(reg, &m.attempts),
+		RegisterOrReuse(reg, &m.retries),
+		RegisterOrReuse(reg, &m.refusals),
+		RegisterOrReuse(reg, &m.rejections),
+		RegisterOrReuse(reg, &m.transitions),
+		RegisterOrReuse(reg, &m.state),
+	)
+}
+
+// DependencyMetrics are one dependency's series, looked up once.
+type DependencyMetrics struct {
+	m                    *ClientMetrics
+	plugin, dependency   string
+	attempts, retries    prometheus.Counter
+	refusals, rejections prometheus.Counter
+	state                prometheus.Gauge
+}
+
+// For returns the series of plugin's dependency.
+func (m *ClientMetrics) For(plugin, dependency string) *DependencyMetrics {
+	return &DependencyMetrics{
+		m: m, plugin: plugin, dependency: dependency,
+		attempts:   m.attempts.WithLabelValues(plugin, dependency),
+		retries:    m.retries.WithLabelValues(plugin, dependency),
+		refusals:   m.refusals.WithLabelValues(plugin, dependency),
+		rejections: m.rejections.WithLabelValues(plugin, dependency),
+		state:      m.state.WithLabelValues(plugin, dependency),
+	}
+}
+
+// Calls returns the calls counter of one outcome, for a plugin to look up
+// once per outcome.
+func (d *DependencyMetrics) Calls(outcome string) prometheus.Counter {
+	return d.m.calls.WithLabelValues(d.plugin, d.dependency, outcome)
+}
+
+// Attempt counts one attempt the policy's loop made, and the retry or the
+// budget refusal that followed it: a resilience.PolicyOpts OnAttempt hook.
+func (d *DependencyMetrics) Attempt(rec resilience.AttemptRecord) {
+	d.Sent()
+	switch rec.Stop {
+	case resilience.StopNone:
+		d.Retried()
+	case resilience.StopBudget:
+		d.BudgetRefused()
+	}
+}
+
+// Sent counts an attempt made outside the policy's loop (a stream's).
+func (d *DependencyMetrics) Sent() { d.attempts.Inc() }
+
+// Retried counts a retry started outside the policy's loop.
+func (d *DependencyMetrics) Retried() { d.retries.Inc() }
+
+// BudgetRefused counts a retry the budget refused outside the policy's loop.
+func (d *DependencyMetrics) BudgetRefused() { d.refusals.Inc() }
+
+// Rejected counts a call the bulkhead refused.
+func (d *DependencyMetrics) Rejected() { d.rejections.Inc() }
+
+// Transition counts a breaker state change and sets the state gauge.
+func (d *DependencyMetrics) Transition(c resilience.StateChange) {
+	d.TransitionOnly(c)
+	d.state.Set(float64(c.To))
+}
+
+// TransitionOnly counts a state change of one of a dependency's many
+// breakers (per origin, per route), whose states one gauge cannot show.
+func (d *DependencyMetrics) TransitionOnly(c resilience.StateChange) {
+	d.m.transitions.WithLabelValues(d.plugin, d.dependency, c.From.String(), c.To.String()).Inc()
+}
