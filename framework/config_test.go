@@ -241,6 +241,10 @@ func TestTOMLErrorsSayWhere(t *testing.T) {
 			"line 4 reads `address = 127.0.0.1:5432`", "correct the TOML at line 4"},
 		{"password in a URL on the line", "[plugin.fake.targets.a]\nurl = postgres://u:hunter2@db/x\n", "config:2:",
 			"line 2 reads `url = postgres://u:***@db/x`", "correct the TOML at line 2"},
+		// A conflict the decoder finds after parsing, with no position of
+		// its own: the line of the expression that makes it.
+		{"table extending a value", "[plugins]\nenabled = [\"fake\"]\n[plugin.fake]\ntargets = \"x\"\n[plugin.fake.targets.a]\nurl = \"http://a\"\n", "config:5:",
+			"expected targets to be a table, not a value; line 5 reads `[plugin.fake.targets.a]`", "correct the TOML at line 5"},
 		// The parser runs on past a missing ] to the next table: the
 		// mistake is where the array opens.
 		{"unclosed array", "[app]\nname = \"x\"\n\n[plugins]\nenabled = [\"observability\", # the first\n  \"fake\"\n\n[plugin.fake]\nretries = 1\n", "config:5:11",

@@ -24,6 +24,11 @@ func tomlError(fileName string, text []byte, err error, secret func(string) bool
 		// A key or table written twice is found after parsing, without a
 		// position: find it again.
 		row, col, first = duplicateAt(text)
+		if row == 0 {
+			// Another conflict found after parsing ("expected targets to
+			// be a table, not a value"): the expression that makes it.
+			row, col = conflictAt(text)
+		}
 	}
 	if row == 0 {
 		return ConfigError{Key: fileName, Problem: "is not valid TOML: " + msg, Fix: "correct the TOML syntax"}
@@ -106,6 +111,37 @@ func duplicateAt(text []byte) (row, col, first int) {
 		seen[id] = line
 	}
 	return 0, 0, 0
+}
+
+// conflictAt finds the expression (a key or a [table] header) at which text
+// stops decoding, for an error the decoder reports without a position: the
+// text up to each expression's line is decoded in turn, and the first that
+// fails is the one. Files are short and this runs only for such an error.
+func conflictAt(text []byte) (row, col int) {
+	var p unstable.Parser
+	p.Reset(text)
+	var starts []int // where each expression's line starts in text
+	var at []unstable.Position
+	for p.NextExpression() {
+		_, r := keyPath(p.Expression())
+		if r.Length == 0 {
+			continue
+		}
+		off := int(r.Offset)
+		starts = append(starts, bytes.LastIndexByte(text[:off], '\n')+1)
+		at = append(at, p.Shape(r).Start)
+	}
+	var m map[string]any
+	for i := range starts {
+		end := len(text)
+		if i+1 < len(starts) {
+			end = starts[i+1]
+		}
+		if err := gotoml.Unmarshal(text[:end], &m); err != nil {
+			return at[i].Line, at[i].Column
+		}
+	}
+	return 0, 0
 }
 
 // maskLine returns the last of lines (the file up to the line of a syntax

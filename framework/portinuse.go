@@ -1,0 +1,100 @@
+package framework
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// listenError is the error of a listener that could not listen on addr, the
+// value of key (app.listen, app.admin_listen). When another process holds the
+// port it says which, when /proc tells (Linux; another user's process is
+// found only by root), and suggests a free port through envVar.
+func listenError(key, envVar, addr string, err error) error {
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("listen on %s (%s): %w", addr, key, err)
+	}
+	host, portText, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(portText)
+	held := ""
+	if pid, cmd, ok := portHolder(port); ok {
+		if pid == os.Getpid() {
+			held = fmt.Sprintf(" (by this process: another of its listeners has port %d)", port)
+		} else {
+			held = fmt.Sprintf(" (by pid %d: %s)", pid, cmd)
+		}
+	}
+	fix := fmt.Sprintf("stop what holds port %d, or listen on another port: %s=%s", port, envVar, net.JoinHostPort(host, "PORT"))
+	if free := freePortAfter(host, port); free > 0 {
+		fix = fmt.Sprintf("stop what holds port %d, or listen on another port: %s=%s (free now), or %s in the file", port, envVar, net.JoinHostPort(host, strconv.Itoa(free)), key)
+	}
+	return fmt.Errorf("listen on %s (%s): %w%s; fix: %s", addr, key, err, held, fix)
+}
+
+// freePortAfter returns the first of the ten ports after port that host
+// lets this process listen on now, or 0.
+func freePortAfter(host string, port int) int {
+	for p := port + 1; p <= port+10 && p <= 65535; p++ {
+		if ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p))); err == nil {
+			ln.Close()
+			return p
+		}
+	}
+	return 0
+}
+
+// maxCommand is how much of the holder's command line an error quotes: its
+// program and first arguments, on one line.
+const maxCommand = 120
+
+// portHolder finds the process listening on TCP port: the socket's inode in
+// /proc/net/tcp or tcp6 (state 0A, LISTEN), then the process with a file
+// descriptor on that socket. cmd is its command line, on one line, cut at
+// maxCommand characters, with secrets masked.
+func portHolder(port int) (pid int, cmd string, ok bool) {
+	inodes := map[string]bool{}
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		f, err := os.Open(table)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+			fields := strings.Fields(sc.Text())
+			if len(fields) < 10 || fields[3] != "0A" {
+				continue
+			}
+			_, hexPort, _ := strings.Cut(fields[1], ":")
+			if p, err := strconv.ParseUint(hexPort, 16, 32); err == nil && int(p) == port {
+				inodes["socket:["+fields[9]+"]"] = true
+			}
+		}
+		f.Close()
+	}
+	if len(inodes) == 0 {
+		return 0, "", false
+	}
+	fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
+	for _, fd := range fds {
+		target, err := os.Readlink(fd)
+		if err != nil || !inodes[target] {
+			continue
+		}
+		pid, _ = strconv.Atoi(strings.Split(fd, "/")[2])
+		line, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		cmd = strings.Join(strings.Fields(string(bytes.ReplaceAll(line, []byte{0}, []byte{' '}))), " ")
+		if r := []rune(cmd); len(r) > maxCommand {
+			cmd = string(r[:maxCommand]) + "…"
+		}
+		return pid, MaskSecrets(cmd), true
+	}
+	return 0, "", false
+}
