@@ -121,6 +121,15 @@ func (h *healthChecker) check(ctx context.Context, in *Instance) {
 		}
 		problem = fmt.Sprintf("%s: %v", h.path, err)
 	}
+	if problem == "" {
+		// The instance answers its health check: if its breaker is open
+		// (it failed while it restarted), it gets a fresh one rather than
+		// waiting out the cool-down for a single probe.
+		if br := in.breaker.Load(); br != nil && br.Snapshot().State != resilience.StateClosed && in.breaker.CompareAndSwap(br, nil) {
+			h.log.Info("upstream instance answers its health check: its breaker is closed again",
+				slog.String("upstream", h.name), slog.String("instance", in.addr))
+		}
+	}
 	if old := in.health.Swap(&problem); old == nil || *old != problem {
 		level, msg := slog.LevelInfo, "upstream instance healthy"
 		if problem != "" {

@@ -429,3 +429,55 @@ func TestHealthChecksEject(t *testing.T) {
 		t.Fatal("every instance failing its check refused the calls")
 	}
 }
+
+// An instance whose breaker opened (it failed while it restarted) and that
+// then answers its health check gets its breaker closed at once, without
+// waiting out the cool-down.
+func TestHealthCheckClosesBreaker(t *testing.T) {
+	t.Parallel()
+	a, b := &replica{}, &replica{}
+	a.ready.Store(200)
+	b.ready.Store(200)
+	failing := newSwitchable(503)
+	handleB := func(w http.ResponseWriter, r *http.Request, n int) {
+		if r.URL.Path != "/ready" {
+			b.calls.Add(1)
+			failing.handle(w, r, n)
+			return
+		}
+		b.handle(w, r, n)
+	}
+	_, u := replicas(2, t, a.handle, handleB)
+	u.HealthPath = "/ready"
+	u.BreakerFailures = 1
+	u.Attempts = 1
+	c, clk, _ := newClient(t, u)
+	call := func() {
+		t.Helper()
+		if _, err := c.Get(t.Context(), "/x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; b.calls.Load() == 0; i++ {
+		if i == 200 {
+			t.Fatal("200 calls and none went to the second instance")
+		}
+		call()
+	}
+	failing.status.Store(200) // back, but its breaker is open for 15 s
+	for range 50 {
+		call()
+	}
+	if b.calls.Load() != 1 {
+		t.Fatalf("an instance whose breaker is open was called (%d)", b.calls.Load())
+	}
+	clk.BlockUntil(1)
+	clk.Advance(jhttp.DefaultHealthEvery) // one round of checks: it answers
+	clk.BlockUntil(1)
+	for i := 0; b.calls.Load() == 1; i++ {
+		if i == 200 {
+			t.Fatal("the instance was not called again after its health check passed")
+		}
+		call()
+	}
+}

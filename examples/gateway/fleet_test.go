@@ -1,0 +1,575 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jfastframework/jfast/examples/internal/exampletest"
+	inventory "github.com/jfastframework/jfast/examples/inventory/service"
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/jfasttest"
+	jgrpc "github.com/jfastframework/jfast/plugins/grpc"
+)
+
+// The fleet drill: three replicas of examples/orders and two of
+// examples/billing as real processes, behind this gateway (every replica
+// listed in its upstreams' instances), on private databases of the
+// machine's PostgreSQL and a private Redis; examples/inventory in-process.
+// Under a steady load of GETs and keyed POSTs through the gateway it
+// kills one orders replica with SIGKILL, then restarts every orders replica
+// in turn with SIGTERM; then it sends one Idempotency-Key to two replicas
+// at once, and checks that an event published by one replica reaches a
+// stream opened on another. docs/drills.md has the table.
+func TestFleetDrill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the fleet drill builds and runs six processes")
+	}
+	f := startFleet(t)
+	ada := exampletest.Token(t, "ada")
+	sku := f.newSKU(t, 1_000_000, 250)
+
+	// One order to read back throughout.
+	first := f.post(f.gateway, sku, "fleet-first", ada)
+	if first.status != http.StatusCreated {
+		t.Fatalf("the first order: %d %s", first.status, first.body)
+	}
+
+	var steps []fleetStep
+
+	// (a) kill -9 one orders replica under load.
+	load := f.startLoad(ada, sku, first.id)
+	time.Sleep(2 * time.Second) // load before
+	f.orders[1].kill(t)
+	time.Sleep(3 * time.Second) // load after, the dead replica still listed
+	steps = append(steps, load.stop("kill -9 orders-2"))
+
+	// (b) a rolling restart: SIGTERM each replica, start it again, wait
+	// for its /ready, then the next.
+	f.orders[1].start(t)
+	f.orders[1].waitReady(t)
+	load = f.startLoad(ada, sku, first.id)
+	for _, o := range f.orders {
+		// As an orchestrator waits for a new replica's readiness before it
+		// stops the next: here until the gateway's health check has seen
+		// it (two rounds).
+		time.Sleep(2 * healthEvery)
+		o.term(t)
+		o.start(t)
+		o.waitReady(t)
+	}
+	time.Sleep(2 * healthEvery)
+	steps = append(steps, load.stop("rolling restart (SIGTERM, /ready, next)"))
+
+	for _, s := range steps {
+		t.Logf("%-40s requests %4d  errors %d  p99 %s  %s", s.name, s.requests, len(s.errors), s.p99.Round(time.Millisecond), strings.Join(s.errors[:min(len(s.errors), 3)], "; "))
+		if len(s.errors) > 0 {
+			t.Errorf("%s: %d of %d requests failed: %s", s.name, len(s.errors), s.requests, strings.Join(s.errors[:min(len(s.errors), 5)], "; "))
+		}
+	}
+	f.checkChargedOnce(t)
+
+	// (c) one Idempotency-Key sent at once to two different replicas.
+	var wg sync.WaitGroup
+	answers := make([]answer, 2)
+	for i, o := range []*process{f.orders[0], f.orders[2]} {
+		wg.Go(func() { answers[i] = f.post("http://"+o.addr, sku, "fleet-concurrent", ada) })
+	}
+	wg.Wait()
+	for _, a := range answers {
+		t.Logf("one key to two replicas: %d (order %d) %.300s", a.status, a.id, a.body)
+	}
+	if n := f.ordersWithKey(t, "fleet-concurrent"); n != 1 {
+		t.Errorf("one Idempotency-Key made %d orders", n)
+	}
+	for _, a := range answers {
+		if a.status == http.StatusCreated && a.id != answers[0].id && answers[0].status == http.StatusCreated {
+			t.Errorf("the two answers name different orders: %d and %d", answers[0].id, a.id)
+		}
+	}
+	f.checkChargedOnce(t)
+
+	// (d) an event published by one replica reaches a stream on another.
+	lines := openStream(t, "http://"+f.orders[0].addr+"/events", ada)
+	paid := f.post("http://"+f.orders[2].addr, sku, "fleet-event", ada)
+	if paid.status != http.StatusCreated {
+		t.Fatalf("POST on orders-3: %d %s", paid.status, paid.body)
+	}
+	if !waitEvent(lines, paid.id, 10*time.Second) {
+		t.Errorf("order %d's event, published on orders-3, did not reach the stream on orders-1", paid.id)
+	}
+}
+
+// healthEvery is how often the gateway asks each orders replica's /ready
+// in the drill.
+const healthEvery = time.Second
+
+// fleet is the running fleet.
+type fleet struct {
+	gateway  string // http://127.0.0.1:P
+	orders   []*process
+	billing  []*process
+	ordersDB string
+	billDB   string
+	stock    *inventory.Store
+}
+
+// process is one replica: a binary with its environment, on a fixed port so
+// it can be started again at the same address.
+type process struct {
+	name, bin, dir, addr string
+	env                  []string
+	log                  *os.File
+	cmd                  *exec.Cmd
+	exited               chan struct{}
+}
+
+func (p *process) start(t *testing.T) {
+	t.Helper()
+	p.cmd = exec.Command(p.bin)
+	p.cmd.Dir = p.dir // no jfast.toml there: the binary runs its compiled-in configuration
+	p.cmd.Env = append(p.env, "JFAST_APP_LISTEN="+p.addr)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", p.name, err)
+	}
+	p.exited = make(chan struct{})
+	cmd, exited := p.cmd, p.exited
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+}
+
+// waitReady waits until the replica's /ready answers 200, or fails with
+// its log when it exits first or takes more than 60 s.
+func (p *process) waitReady(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.exited:
+			t.Fatalf("%s exited before it was ready:\n%s", p.name, p.tail())
+		default:
+		}
+		resp, err := http.Get("http://" + p.addr + "/ready")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s not ready within 60s:\n%s", p.name, p.tail())
+}
+
+func (p *process) kill(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
+// term stops the replica gracefully and waits for it to exit.
+func (p *process) term(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not stop within 30s of SIGTERM:\n%s", p.name, p.tail())
+	}
+}
+
+func (p *process) tail() string {
+	b, _ := os.ReadFile(p.log.Name())
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.Join(lines[max(0, len(lines)-20):], "\n")
+}
+
+// freeAddr returns a loopback address nothing listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// build compiles an example into dir.
+func build(t *testing.T, dir, name string) string {
+	t.Helper()
+	bin := filepath.Join(dir, name)
+	out, err := exec.Command("go", "build", "-o", bin, "../"+name).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build ../%s: %v\n%s", name, err, out)
+	}
+	return bin
+}
+
+// startRedis starts a private redis-server on a free port until the test
+// ends.
+func startRedis(t *testing.T) string {
+	t.Helper()
+	addr := freeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	dir := t.TempDir()
+	pidfile := filepath.Join(dir, "redis.pid")
+	out, err := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--daemonize", "yes", "--pidfile", pidfile, "--dir", dir).CombinedOutput()
+	if err != nil {
+		t.Skipf("no private redis-server: %v %s", err, out)
+	}
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(pidfile); err == nil {
+			var pid int
+			if _, err := fmt.Sscan(string(b), &pid); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	for range 100 {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			_ = c.Close()
+			return "redis://" + addr + "/0"
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the private redis-server did not listen")
+	return ""
+}
+
+func startFleet(t *testing.T) *fleet {
+	t.Helper()
+	dir := t.TempDir()
+	ordersBin, billingBin := build(t, dir, "orders"), build(t, dir, "billing")
+	f := &fleet{stock: inventory.NewStore(nil)}
+	var err error
+	var drop func() error
+	if f.ordersDB, drop, err = exampletest.Database("jfast_fleet_orders"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = drop() })
+	if f.billDB, drop, err = exampletest.Database("jfast_fleet_billing"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = drop() })
+	redisURL := startRedis(t)
+
+	// inventory, in-process: orders reserves stock through it over gRPC.
+	p := jgrpc.New()
+	jfasttest.Start(t, jfasttest.Options{
+		TOML:    exampletest.Config(t, "../inventory/jfast.toml", `listen = "127.0.0.1:9020"`, `listen = "127.0.0.1:0"`),
+		Plugins: []framework.Plugin{p},
+		Routes:  inventory.Routes(f.stock),
+	})
+
+	replica := func(kind, bin string, n int, env []string) *process {
+		log, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.log", kind, n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pr := &process{name: fmt.Sprintf("%s-%d", kind, n), bin: bin, dir: t.TempDir(), addr: freeAddr(t), env: env, log: log}
+		t.Cleanup(func() {
+			if pr.cmd != nil {
+				_ = pr.cmd.Process.Kill()
+				<-pr.exited
+			}
+			_ = log.Close()
+		})
+		return pr
+	}
+	for n := range 2 {
+		f.billing = append(f.billing, replica("billing", billingBin, n+1, []string{"JFAST_DB_URL=" + f.billDB}))
+	}
+	var billingURLs []string
+	for _, b := range f.billing {
+		billingURLs = append(billingURLs, "http://"+b.addr)
+	}
+	ordersEnv := []string{
+		"JFAST_DB_URL=" + f.ordersDB,
+		"JFAST_CACHE_URL=" + redisURL,
+		"JFAST_GRPC_UPSTREAMS__INVENTORY__TARGET=" + p.Addr(),
+		"JFAST_HTTP_UPSTREAMS__BILLING__BASE_URL=" + billingURLs[0],
+		"JFAST_HTTP_UPSTREAMS__BILLING__INSTANCES=" + strings.Join(billingURLs, ","),
+		"JFAST_STORAGE_DISKS__RECEIPTS__ROOT=" + t.TempDir(),
+	}
+	for n := range 3 {
+		f.orders = append(f.orders, replica("orders", ordersBin, n+1, ordersEnv))
+	}
+	// The first of each runs the migrations alone.
+	for _, group := range [][]*process{f.billing, f.orders} {
+		group[0].start(t)
+		group[0].waitReady(t)
+		for _, pr := range group[1:] {
+			pr.start(t)
+		}
+		for _, pr := range group[1:] {
+			pr.waitReady(t)
+		}
+	}
+
+	var ordersURLs []string
+	for _, o := range f.orders {
+		ordersURLs = append(ordersURLs, "http://"+o.addr)
+	}
+	opts := options()
+	opts.ConfigText = config
+	opts.Environ = []string{
+		"JFAST_APP_LISTEN=127.0.0.1:0",
+		"JFAST_HTTP_UPSTREAMS__ORDERS__BASE_URL=" + ordersURLs[0],
+		"JFAST_HTTP_UPSTREAMS__ORDERS__INSTANCES=" + strings.Join(ordersURLs, ","),
+		// Readiness-driven ejection: each replica's /ready asked every
+		// second; one that does not answer is skipped, one that answers
+		// again gets its breaker closed.
+		"JFAST_HTTP_UPSTREAMS__ORDERS__HEALTH_PATH=/ready",
+		"JFAST_HTTP_UPSTREAMS__ORDERS__HEALTH_EVERY=" + healthEvery.String(),
+		"JFAST_HTTP_UPSTREAMS__ORDERS_EVENTS__BASE_URL=" + ordersURLs[0],
+		"JFAST_HTTP_UPSTREAMS__ORDERS_EVENTS__INSTANCES=" + strings.Join(ordersURLs, ","),
+		"JFAST_HTTP_UPSTREAMS__BILLING__BASE_URL=" + billingURLs[0],
+		"JFAST_HTTP_UPSTREAMS__BILLING__INSTANCES=" + strings.Join(billingURLs, ","),
+	}
+	opts.LogOutput = io.Discard
+	gw, err := framework.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = gw.Stop(context.Background()) })
+	f.gateway = "http://" + gw.Addr()
+	return f
+}
+
+// newSKU adds a SKU to orders' catalogue and the inventory.
+func (f *fleet) newSKU(t *testing.T, available int, price int64) string {
+	t.Helper()
+	sku := fmt.Sprintf("fleet-%d", time.Now().UnixNano())
+	f.exec(t, f.ordersDB, `INSERT INTO stock (sku, price_minor) VALUES ($1, $2)`, sku, price)
+	f.stock.Set(sku, int64(available))
+	return sku
+}
+
+func (f *fleet) exec(t *testing.T, url, sql string, args ...any) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, sql, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func count(t *testing.T, url, sql string, args ...any) int {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var n int
+	if err := c.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (f *fleet) ordersWithKey(t *testing.T, key string) int {
+	return count(t, f.ordersDB, `SELECT count(*) FROM orders WHERE idempotency_key = $1`, key)
+}
+
+// checkChargedOnce: every order is paid, and billing holds exactly one
+// payment per invoice, one invoice per order.
+func (f *fleet) checkChargedOnce(t *testing.T) {
+	t.Helper()
+	orders := count(t, f.ordersDB, `SELECT count(*) FROM orders`)
+	unpaid := count(t, f.ordersDB, `SELECT count(*) FROM orders WHERE status <> 'paid'`)
+	invoices := count(t, f.billDB, `SELECT count(*) FROM invoices`)
+	twice := count(t, f.billDB, `SELECT count(*) FROM (SELECT invoice_id FROM payments GROUP BY invoice_id HAVING count(*) > 1) d`)
+	payments := count(t, f.billDB, `SELECT count(*) FROM payments`)
+	t.Logf("orders %d (unpaid %d), invoices %d, payments %d, invoices paid twice %d", orders, unpaid, invoices, payments, twice)
+	if unpaid != 0 || invoices != orders || payments != orders || twice != 0 {
+		t.Errorf("not every order charged exactly once: orders %d (unpaid %d), invoices %d, payments %d, paid twice %d", orders, unpaid, invoices, payments, twice)
+	}
+}
+
+type answer struct {
+	status int
+	id     int64
+	body   string
+}
+
+// post places an order for sku with key at base (the gateway's /api or a
+// replica's own /orders).
+func (f *fleet) post(base, sku, key, token string) answer {
+	path := "/orders"
+	if base == f.gateway {
+		path = "/api/orders"
+	}
+	body := fmt.Sprintf(`{"sku":%q,"quantity":1,"email":"ada@example.com"}`, sku)
+	req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return answer{body: err.Error()}
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var o struct {
+		ID int64 `json:"id"`
+	}
+	_ = json.Unmarshal(b, &o)
+	return answer{status: resp.StatusCode, id: o.ID, body: string(b)}
+}
+
+// load is a steady load of GETs and keyed POSTs through the gateway.
+type load struct {
+	stopc  chan struct{}
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	took   []time.Duration
+	errors []string
+	keys   atomic.Int64
+}
+
+type fleetStep struct {
+	name     string
+	requests int
+	errors   []string
+	p99      time.Duration
+}
+
+func (f *fleet) startLoad(token, sku string, order int64) *load {
+	l := &load{stopc: make(chan struct{})}
+	client := &http.Client{Timeout: 30 * time.Second}
+	record := func(what string, start time.Time, status int, err error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.took = append(l.took, time.Since(start))
+		switch {
+		case err != nil:
+			l.errors = append(l.errors, what+": "+err.Error())
+		case status >= 300:
+			l.errors = append(l.errors, fmt.Sprintf("%s: %d", what, status))
+		}
+	}
+	for w := range 4 {
+		l.wg.Go(func() {
+			tick := time.NewTicker(50 * time.Millisecond) // 20 requests/s per worker, 80 in all
+			defer tick.Stop()
+			for i := 0; ; i++ {
+				select {
+				case <-l.stopc:
+					return
+				case <-tick.C:
+				}
+				start := time.Now()
+				if w == 0 && i%2 == 0 { // one request in eight is a keyed POST
+					key := fmt.Sprintf("fleet-load-%d", l.keys.Add(1))
+					a := f.post(f.gateway, sku, key, token)
+					var err error
+					if a.status == 0 {
+						err = fmt.Errorf("%s", a.body)
+					}
+					record("POST "+key, start, a.status, err)
+					continue
+				}
+				req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/api/orders/%d", f.gateway, order), nil)
+				req.Header.Set("Authorization", "Bearer "+token)
+				resp, err := client.Do(req)
+				status, what := 0, "GET"
+				if err == nil {
+					b, _ := io.ReadAll(resp.Body)
+					_ = resp.Body.Close()
+					status = resp.StatusCode
+					if status >= 300 {
+						what += " " + string(b[:min(len(b), 200)])
+					}
+				}
+				record(what, start, status, err)
+			}
+		})
+	}
+	return l
+}
+
+func (l *load) stop(name string) fleetStep {
+	close(l.stopc)
+	l.wg.Wait()
+	took := slices.Clone(l.took)
+	slices.Sort(took)
+	s := fleetStep{name: name, requests: len(took), errors: l.errors}
+	if len(took) > 0 {
+		s.p99 = took[len(took)*99/100]
+	}
+	return s
+}
+
+// openStream opens an event stream with a bearer token and returns its
+// lines once it is open.
+func openStream(t *testing.T, url, token string) <-chan string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %v %v", url, resp, err)
+	}
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	lines := make(chan string, 256)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	if l := <-lines; !strings.HasPrefix(l, "retry: ") {
+		t.Fatalf("the stream's first line is %q", l)
+	}
+	return lines
+}
+
+// waitEvent reports whether a data line naming order arrives within d.
+func waitEvent(lines <-chan string, order int64, d time.Duration) bool {
+	timeout := time.After(d)
+	want := fmt.Sprintf(`"id":%d,`, order)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				return false
+			}
+			if strings.HasPrefix(l, "data: ") && strings.Contains(l, want) {
+				return true
+			}
+		case <-timeout:
+			return false
+		}
+	}
+}
