@@ -74,14 +74,7 @@ func duplicateAt(text []byte) (row, col, first int) {
 	var table []string
 	for p.NextExpression() {
 		e := p.Expression()
-		var path []string
-		var at unstable.Range
-		for it := e.Key(); it.Next(); {
-			if len(path) == 0 {
-				at = it.Node().Raw
-			}
-			path = append(path, string(it.Node().Data))
-		}
+		path, at := keyPath(e)
 		if len(path) == 0 {
 			continue
 		}
