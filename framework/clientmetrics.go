@@ -21,6 +21,8 @@ import (
 //     the budget refused.
 //   - jfast_client_bulkhead_rejections_total{plugin,dependency}: calls
 //     refused after bulkhead_wait.
+//   - jfast_client_throttled_retries_total{plugin,dependency}: retries the
+//     adaptive throttle dropped (a dropped call is a calls_total outcome).
 //   - jfast_client_breaker_transitions_total{plugin,dependency,from,to} and
 //     jfast_client_breaker_state{plugin,dependency} (0 closed, 1 open, 2
 //     half_open).
@@ -34,6 +36,7 @@ type ClientMetrics struct {
 	retries     *prometheus.CounterVec
 	refusals    *prometheus.CounterVec
 	rejections  *prometheus.CounterVec
+	throttled   *prometheus.CounterVec
 	transitions *prometheus.CounterVec
 	state       *prometheus.GaugeVec
 }
@@ -50,6 +53,7 @@ func NewClientMetrics() *ClientMetrics {
 		retries:    counter("jfast_client_retries_total", "Outbound retries started."),
 		refusals:   counter("jfast_client_retry_budget_refusals_total", "Retries the retry budget refused: the failure went back to the caller instead."),
 		rejections: counter("jfast_client_bulkhead_rejections_total", "Calls refused because max_concurrent calls were in flight for bulkhead_wait."),
+		throttled:  counter("jfast_client_throttled_retries_total", "Retries the adaptive throttle dropped: the last answer went back to the caller instead."),
 		transitions: counter("jfast_client_breaker_transitions_total",
 			"Breaker state changes of a dependency, by from and to state.", "from", "to"),
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -69,6 +73,7 @@ func (m *ClientMetrics) Register(reg prometheus.Registerer) error {
 		RegisterOrReuse(reg, &m.retries),
 		RegisterOrReuse(reg, &m.refusals),
 		RegisterOrReuse(reg, &m.rejections),
+		RegisterOrReuse(reg, &m.throttled),
 		RegisterOrReuse(reg, &m.transitions),
 		RegisterOrReuse(reg, &m.state),
 	)
@@ -80,6 +85,7 @@ type DependencyMetrics struct {
 	plugin, dependency   string
 	attempts, retries    prometheus.Counter
 	refusals, rejections prometheus.Counter
+	throttled            prometheus.Counter
 	state                prometheus.Gauge
 }
 
@@ -91,6 +97,7 @@ func (m *ClientMetrics) For(plugin, dependency string) *DependencyMetrics {
 		retries:    m.retries.WithLabelValues(plugin, dependency),
 		refusals:   m.refusals.WithLabelValues(plugin, dependency),
 		rejections: m.rejections.WithLabelValues(plugin, dependency),
+		throttled:  m.throttled.WithLabelValues(plugin, dependency),
 		state:      m.state.WithLabelValues(plugin, dependency),
 	}
 }
@@ -110,6 +117,8 @@ func (d *DependencyMetrics) Attempt(rec resilience.AttemptRecord) {
 		d.Retried()
 	case resilience.StopBudget:
 		d.BudgetRefused()
+	case resilience.StopThrottled:
+		d.ThrottledRetry()
 	}
 }
 
@@ -121,6 +130,10 @@ func (d *DependencyMetrics) Retried() { d.retries.Inc() }
 
 // BudgetRefused counts a retry the budget refused outside the policy's loop.
 func (d *DependencyMetrics) BudgetRefused() { d.refusals.Inc() }
+
+// ThrottledRetry counts a retry the adaptive throttle dropped outside the
+// policy's loop's hook.
+func (d *DependencyMetrics) ThrottledRetry() { d.throttled.Inc() }
 
 // Rejected counts a call the bulkhead refused.
 func (d *DependencyMetrics) Rejected() { d.rejections.Inc() }

@@ -82,8 +82,12 @@ type Verdict struct {
 	// ([CutByCaller]) is counted as [Ignore].
 	Outcome Outcome
 	// Retry says another attempt could succeed; the loop still checks the
-	// attempts, the deadline and the budget.
+	// attempts, the deadline, the throttle and the budget.
 	Retry bool
+	// Overloaded says the dependency refused the attempt for load (HTTP 429
+	// or 503, gRPC RESOURCE_EXHAUSTED): the adaptive throttle counts it as
+	// not accepted, as it does a [Hang].
+	Overloaded bool
 	// Wait is the wait the dependency asked for before the next attempt
 	// (Retry-After) when Asked is true; otherwise the backoff decides.
 	Wait  time.Duration
@@ -109,6 +113,8 @@ const (
 	StopDeadline
 	// StopBudget: the retry budget refused the retry.
 	StopBudget
+	// StopThrottled: the adaptive throttle dropped the retry.
+	StopThrottled
 	// StopWaitCut: the call's context ended during the wait before the
 	// retry (reported by [Run.Stopped], after the attempt's record).
 	StopWaitCut
@@ -129,6 +135,8 @@ func (s Stop) String() string {
 		return "deadline"
 	case StopBudget:
 		return "budget"
+	case StopThrottled:
+		return "throttled"
 	case StopWaitCut:
 		return "wait_cut"
 	}
@@ -192,14 +200,15 @@ type Run struct {
 // asks for no retry; the call made its attempts; the call's context ended;
 // the wait (the dependency's, or the full-jitter backoff) plus another
 // attempt as long as this one would not end before the deadline (the
-// policy's timeout or the caller's sooner one); the retry budget refuses.
+// policy's timeout or the caller's sooner one); the adaptive throttle
+// drops the retry (when on); the retry budget refuses. Each attempt that is
+// evidence (not [Ignore]) is counted by the throttle: accepted unless the
+// verdict is Overloaded or a [Hang].
 // A retry waits on the policy's clock. Every attempt is reported to a.
 // It returns the last attempt's verdict; [Run.Outcome] is what the breaker
 // will count at [Run.End].
 //
-// Extension points: an admission step that may refuse locally (a client
-// throttle) belongs before each attempt, and overlapping attempts (hedging)
-// beside the wait; neither is implemented yet. A choice among a
+// Extension point: overlapping attempts (hedging) beside the wait. A choice among a
 // dependency's instances is the attempt's own: [Attempter.Attempt] picks
 // the instance and takes its breaker's ticket, [Attempter.Report] gives the
 // ticket the attempt's outcome (after the rule above), and the call is
@@ -218,6 +227,9 @@ func (r *Run) Attempts(a Attempter) Verdict {
 			v.Outcome = Ignore
 		}
 		r.outcome = v.Outcome
+		if v.Outcome != Ignore {
+			r.p.throttle.Record(!v.Overloaded && v.Outcome != Hang)
+		}
 		rec := AttemptRecord{N: n, Took: clock.Now().Sub(began), Verdict: v}
 		rec.Stop, rec.Wait = r.next(v, rec.Took)
 		r.stop = rec.Stop
@@ -252,6 +264,9 @@ func (r *Run) next(v Verdict, took time.Duration) (Stop, time.Duration) {
 	}
 	if r.left() <= wait+took {
 		return StopDeadline, 0
+	}
+	if r.p.throttle.Allow() != nil {
+		return StopThrottled, 0
 	}
 	if !r.p.budget.TryRetry() {
 		return StopBudget, 0

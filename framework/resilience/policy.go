@@ -24,6 +24,9 @@ type PolicyOpts struct {
 	// does and before it: the place of the policy metrics every plugin
 	// shares (framework.DependencyMetrics). Defaults to nil.
 	OnAttempt func(AttemptRecord)
+	// Rand returns a number in [0, 1), the draw of the throttle's
+	// decisions. Defaults to math/rand/v2's Float64.
+	Rand func() float64
 }
 
 // Policy is the outbound policy of one dependency: its breaker, retry
@@ -37,6 +40,7 @@ type Policy struct {
 	breaker  *Breaker
 	budget   *RetryBudget
 	bulkhead *Bulkhead
+	throttle *Throttle // nil: throttle is off
 	backoff  Backoff
 	attempts int
 	timeout  time.Duration
@@ -50,7 +54,12 @@ func NewPolicy(o PolicyOpts) *Policy {
 		o.Name = "dependency"
 	}
 	clock, _, _ := unwrapClock(o.Clock)
+	var throttle *Throttle
+	if to := o.Config.ThrottleOpts(o.Name, o.Clock, o.Rand); to != nil {
+		throttle = NewThrottle(*to)
+	}
 	return &Policy{
+		throttle: throttle,
 		name:     o.Name,
 		clock:    clock,
 		breaker:  NewBreaker(o.Config.Opts(o.Name, o.Clock, o.OnStateChange)),
@@ -74,6 +83,10 @@ func (p *Policy) Budget() *RetryBudget { return p.budget }
 
 // Bulkhead returns the policy's bulkhead.
 func (p *Policy) Bulkhead() *Bulkhead { return p.bulkhead }
+
+// Throttle returns the policy's adaptive throttle, nil when throttle is
+// off.
+func (p *Policy) Throttle() *Throttle { return p.throttle }
 
 // Clock returns the policy's clock.
 func (p *Policy) Clock() Clock { return p.clock }
@@ -107,9 +120,11 @@ type RunOpts struct {
 }
 
 // Begin admits one call into r (a zero Run, often a field of the plugin's
-// own per-call struct, which saves an allocation per call): the breaker
-// first (an open breaker refuses at once, without waiting for a bulkhead
-// place), then the bulkhead, under the call's deadline. The error is the
+// own per-call struct, which saves an allocation per call): the adaptive
+// throttle first (when on: a call it drops costs the dependency nothing,
+// not even a breaker ticket), then the breaker (an open breaker refuses at
+// once, without waiting for a bulkhead place), then the bulkhead, under
+// the call's deadline. The error is the throttle's *[ThrottledError], the
 // breaker's *[OpenError], the bulkhead's *[BulkheadFullError], or the
 // context error that ended the wait for a place; then nothing is held.
 // Otherwise r holds the breaker ticket and the bulkhead place until
@@ -124,6 +139,10 @@ func (p *Policy) Begin(ctx context.Context, r *Run, o RunOpts) error {
 	}
 	if o.Attempts > 0 && o.Attempts < r.max {
 		r.max = o.Attempts
+	}
+	if err := p.throttle.Allow(); err != nil {
+		r.ended = true
+		return err
 	}
 	ticket, err := r.breaker.Allow()
 	if err != nil {

@@ -102,6 +102,19 @@ type PolicyConfig struct {
 	// BulkheadWait is the longest a call waits for a place among
 	// max_concurrent before it is refused. Defaults to 500ms.
 	BulkheadWait time.Duration `koanf:"bulkhead_wait"`
+	// Throttle turns on the adaptive throttle: while the dependency refuses
+	// for load (429, 503, RESOURCE_EXHAUSTED) or times out, calls and retries
+	// are refused locally with probability
+	// max(0, (requests − throttle_k × accepts) / (requests + 1)) over the
+	// last throttle_window, before the breaker and the retry budget are
+	// asked. Defaults to false.
+	Throttle bool `koanf:"throttle"`
+	// ThrottleK is the throttle's multiplier: the dependency receives about
+	// throttle_k times what it accepts. Must be at least 1. Defaults to 2.
+	ThrottleK float64 `koanf:"throttle_k"`
+	// ThrottleWindow is the span the throttle counts requests and accepts
+	// over. Defaults to 2m.
+	ThrottleWindow time.Duration `koanf:"throttle_window"`
 
 	// BreakerConfig is the breaker_* keys of the dependency's breaker,
 	// which counts each call's final outcome.
@@ -123,6 +136,8 @@ func DefaultPolicyConfig() PolicyConfig {
 		RetryBudgetTokensPerCall: DefaultTokenBucketTokensPerCall,
 		MaxConcurrent:            DefaultBulkheadMaxConcurrent,
 		BulkheadWait:             DefaultBulkheadWait,
+		ThrottleK:                DefaultThrottleK,
+		ThrottleWindow:           DefaultThrottleWindow,
 		BreakerConfig:            DefaultBreakerConfig(),
 	}
 }
@@ -143,6 +158,9 @@ func (c *PolicyConfig) FillZero(d PolicyConfig) {
 	fill(&c.RetryBudgetTokensPerCall, d.RetryBudgetTokensPerCall)
 	fill(&c.MaxConcurrent, d.MaxConcurrent)
 	fill(&c.BulkheadWait, d.BulkheadWait)
+	fill(&c.Throttle, d.Throttle)
+	fill(&c.ThrottleK, d.ThrottleK)
+	fill(&c.ThrottleWindow, d.ThrottleWindow)
 	c.BreakerConfig.FillZero(d.BreakerConfig)
 }
 
@@ -195,6 +213,11 @@ func (c PolicyConfig) Validate(v Validator) {
 	}
 	v.Positive("max_concurrent", c.MaxConcurrent)
 	v.Deadline("bulkhead_wait", c.BulkheadWait)
+	if k := c.ThrottleK; !(k >= 1) || math.IsInf(k, 0) {
+		v.Error("throttle_k", fmt.Sprintf("must be at least 1, got %v", k),
+			"set a multiplier such as 2 (the dependency receives about twice what it accepts)")
+	}
+	v.Deadline("throttle_window", c.ThrottleWindow)
 	c.BreakerConfig.Validate(v)
 }
 
@@ -221,4 +244,13 @@ func (c PolicyConfig) BudgetOpts(name string, clock Clock) RetryBudgetOpts {
 // BulkheadOpts returns the options of a bulkhead named name.
 func (c PolicyConfig) BulkheadOpts(name string, clock Clock) BulkheadOpts {
 	return BulkheadOpts{Name: name, MaxConcurrent: c.MaxConcurrent, Wait: c.BulkheadWait, Clock: clock}
+}
+
+// ThrottleOpts returns the options of the throttle named name, or nil when
+// throttle is off.
+func (c PolicyConfig) ThrottleOpts(name string, clock Clock, rnd func() float64) *ThrottleOpts {
+	if !c.Throttle {
+		return nil
+	}
+	return &ThrottleOpts{Name: name, K: c.ThrottleK, Window: c.ThrottleWindow, Clock: clock, Rand: rnd}
 }

@@ -175,6 +175,10 @@ func (c *ServiceClient) Invoke(ctx context.Context, method string, args, reply a
 			c.metrics.refused(method, labelCircuitOpen)
 			return circuitOpen(c.up.Name, method, err)
 		}
+		if errors.Is(err, resilience.ErrThrottled) {
+			c.metrics.refused(method, labelThrottled)
+			return &Error{Upstream: c.up.Name, Method: method, Code: codes.Unavailable, Kind: KindThrottled, RetryAfter: time.Second, Err: err}
+		}
 		return c.refusedByBulkhead(ctx, method, err)
 	}
 	u.ctx = c.outgoing(run.Context())
@@ -219,7 +223,8 @@ func (u *unary) Attempt(_ context.Context, n int) resilience.Verdict {
 	}
 	code := status.Code(err)
 	c.metrics.attempt(u.mm, u.method, code)
-	return resilience.Verdict{Err: err, Outcome: outcome(code), Retry: err != nil && c.retryableCode(code)}
+	return resilience.Verdict{Err: err, Outcome: outcome(code), Retry: err != nil && c.retryableCode(code),
+		Overloaded: code == codes.ResourceExhausted}
 }
 
 // Report counts the retries and the budget's refusals.
@@ -229,6 +234,8 @@ func (u *unary) Report(rec resilience.AttemptRecord) {
 		u.c.metrics.dep.Retried()
 	case resilience.StopBudget:
 		u.c.metrics.dep.BudgetRefused()
+	case resilience.StopThrottled:
+		u.c.metrics.dep.ThrottledRetry()
 	}
 }
 

@@ -71,6 +71,10 @@ const (
 	KindTimeout
 	// KindClosed is a call on a client whose plugin has stopped.
 	KindClosed
+	// KindThrottled is a call the upstream's adaptive throttle (throttle =
+	// true) dropped locally: nothing was sent. errors.Is(err,
+	// resilience.ErrThrottled) holds.
+	KindThrottled
 )
 
 // Error returns what failed and the cause, for logs.
@@ -120,6 +124,8 @@ func (e *Error) detail() string {
 		return fmt.Sprintf("calls to upstream '%s' are suspended while a probe call is in flight", e.Upstream)
 	case KindBulkheadFull:
 		return fmt.Sprintf("too many calls to upstream '%s' are in flight", e.Upstream)
+	case KindThrottled:
+		return fmt.Sprintf("calls to upstream '%s' are throttled: it refuses more than it accepts", e.Upstream)
 	case KindTimeout:
 		return fmt.Sprintf("upstream '%s' did not answer %s in time", e.Upstream, e.Method)
 	case KindClosed:

@@ -15,6 +15,7 @@ import (
 const (
 	labelCircuitOpen  = "circuit_open"
 	labelBulkheadFull = "bulkhead_full"
+	labelThrottled    = "throttled"
 )
 
 var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
@@ -35,7 +36,7 @@ func newMetricSet() *metricSet {
 		policy: framework.NewClientMetrics(),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jfast_grpc_client_calls_total",
-			Help: "Calls to a gRPC upstream by method and final code (the gRPC code name, or circuit_open / bulkhead_full for a call refused before any attempt).",
+			Help: "Calls to a gRPC upstream by method and final code (the gRPC code name, or circuit_open / bulkhead_full / throttled for a call refused before any attempt).",
 		}, []string{"upstream", "method", "code"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jfast_grpc_client_attempts_total",
@@ -63,13 +64,13 @@ func (m *metricSet) register(reg prometheus.Registerer) error {
 // upstreamMetrics are one upstream's series. The per-method series are made
 // on first use and kept, so a call pays a map lookup, not a label hash.
 type upstreamMetrics struct {
-	set                *metricSet
-	name               string
-	dep                *framework.DependencyMetrics
-	depMu              sync.Mutex
-	depCalls           [codes.Unauthenticated + 1]prometheus.Counter // by final code
-	open, bulkheadFull sync.Map                                      // method → prometheus.Counter
-	methods            sync.Map                                      // method → *methodMetrics
+	set                           *metricSet
+	name                          string
+	dep                           *framework.DependencyMetrics
+	depMu                         sync.Mutex
+	depCalls                      [codes.Unauthenticated + 1]prometheus.Counter // by final code
+	open, bulkheadFull, throttled sync.Map                                      // method → prometheus.Counter
+	methods                       sync.Map                                      // method → *methodMetrics
 }
 
 // methodMetrics are one method's series of one upstream.
@@ -121,9 +122,12 @@ func (u *upstreamMetrics) attempt(m *methodMetrics, method string, code codes.Co
 func (u *upstreamMetrics) refused(method, label string) {
 	u.dep.Calls(label).Inc()
 	cache := &u.open
-	if label == labelBulkheadFull {
+	switch label {
+	case labelBulkheadFull:
 		cache = &u.bulkheadFull
 		u.dep.Rejected()
+	case labelThrottled:
+		cache = &u.throttled
 	}
 	if c, ok := cache.Load(method); ok {
 		c.(prometheus.Counter).Inc()

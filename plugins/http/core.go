@@ -229,6 +229,9 @@ func (c *core) refused(ctx context.Context, err error) error {
 	m, name := c.metrics, c.up.Name
 	var oe *resilience.OpenError
 	switch {
+	case errors.Is(err, resilience.ErrThrottled):
+		m.throttled.Inc()
+		return newThrottled(name, err)
 	case errors.As(err, &oe):
 		m.open.Inc()
 		return newCircuitOpen(name, err, oe.RetryAfter())
@@ -274,7 +277,7 @@ func (x *exchange) Attempt(callCtx context.Context, n int) resilience.Verdict {
 		x.tooLarge = big
 		return resilience.Verdict{Outcome: resilience.HTTPOutcome(big.status, nil)}
 	}
-	v := resilience.Verdict{Err: err, Outcome: outcome(finalResponse(resp, err), err)}
+	v := resilience.Verdict{Err: err, Outcome: outcome(finalResponse(resp, err), err), Overloaded: overloaded(finalResponse(resp, err))}
 	if c.retryable(callCtx, resp, err) {
 		v.Wait, v.Asked, v.Retry = c.retryAfter(resp)
 	}
@@ -301,6 +304,12 @@ func asTooLarge(err error) *bodyTooLarge {
 		return big
 	}
 	return nil
+}
+
+// overloaded reports whether resp is the upstream refusing for load (429 or
+// 503), which the adaptive throttle counts as not accepted.
+func overloaded(resp *http.Response) bool {
+	return resp != nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable)
 }
 
 // finalResponse returns the last attempt's response: nil when the last attempt failed

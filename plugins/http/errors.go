@@ -83,6 +83,12 @@ type UpstreamUnavailable struct{ UpstreamError }
 // a probe decides). errors.Is(err, resilience.ErrOpen) holds.
 type CircuitOpen struct{ UpstreamError }
 
+// Throttled is a call the upstream's adaptive throttle (throttle = true)
+// dropped locally, because the upstream lately refused for load (429, 503)
+// or timed out more than throttle_k times as often as it accepted: nothing
+// was sent. errors.Is(err, resilience.ErrThrottled) holds.
+type Throttled struct{ UpstreamError }
+
 // BulkheadFull is a call that found max_concurrent calls to the upstream in
 // flight and no place freed within bulkhead_wait: nothing was sent.
 // errors.Is(err, resilience.ErrBulkheadFull) holds.
@@ -110,6 +116,12 @@ func (e *UpstreamUnavailable) As(target any) bool { return asUpstream(&e.Upstrea
 
 // As lets errors.As find the *UpstreamError inside.
 func (e *CircuitOpen) As(target any) bool { return asUpstream(&e.UpstreamError, target) }
+
+// As lets errors.As find the *UpstreamError inside.
+func (e *Throttled) As(target any) bool { return asUpstream(&e.UpstreamError, target) }
+
+// Unwrap returns the throttle's *resilience.ThrottledError.
+func (e *Throttled) Unwrap() error { return e.Err }
 
 // As lets errors.As find the *UpstreamError inside.
 func (e *BulkheadFull) As(target any) bool { return asUpstream(&e.UpstreamError, target) }
@@ -156,6 +168,11 @@ func newCircuitOpen(upstream string, err error, retryAfter time.Duration) *Circu
 		d = fmt.Sprintf("calls to upstream '%s' are suspended while a probe call is in flight", upstream)
 	}
 	return &CircuitOpen{UpstreamError{Upstream: upstream, Err: err, RetryAfter: retryAfter, detail: d}}
+}
+
+func newThrottled(upstream string, err error) *Throttled {
+	return &Throttled{UpstreamError{Upstream: upstream, Err: err, RetryAfter: time.Second,
+		detail: fmt.Sprintf("calls to upstream '%s' are throttled: it refuses more than it accepts", upstream)}}
 }
 
 func newBulkheadFull(upstream string, err error) *BulkheadFull {

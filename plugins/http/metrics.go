@@ -26,6 +26,7 @@ const (
 	resultUnavailable = "unavailable"
 	resultCircuitOpen = "circuit_open"
 	resultBulkhead    = "bulkhead_full"
+	resultThrottled   = "throttled"
 	resultTooLarge    = "response_too_large"
 )
 
@@ -62,6 +63,7 @@ func (m *metricSet) register(reg prometheus.Registerer) error {
 type upstreamMetrics struct {
 	dep                                                      *framework.DependencyMetrics
 	response, timeout, unavailable, open, bulkhead, tooLarge prometheus.Counter
+	throttled                                                prometheus.Counter
 	latency, bodyRead                                        prometheus.Observer
 }
 
@@ -75,6 +77,7 @@ func (m *metricSet) forUpstream(name string) *upstreamMetrics {
 		open:        dep.Calls(resultCircuitOpen),
 		bulkhead:    dep.Calls(resultBulkhead),
 		tooLarge:    dep.Calls(resultTooLarge),
+		throttled:   dep.Calls(resultThrottled),
 		latency:     m.latency.WithLabelValues(name),
 		bodyRead:    m.bodyRead.WithLabelValues(name),
 	}

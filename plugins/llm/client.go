@@ -265,7 +265,7 @@ func (c *Client) begin(ctx context.Context, params openai.ChatCompletionNewParam
 	k := &call{c: c, ctx: ctx, params: params, model: model, stream: stream, span: span}
 	if err := c.policy.Begin(ctx, &k.run, resilience.RunOpts{}); err != nil {
 		var oe *resilience.OpenError
-		if !errors.As(err, &oe) && !errors.Is(err, resilience.ErrBulkheadFull) {
+		if !errors.As(err, &oe) && !errors.Is(err, resilience.ErrBulkheadFull) && !errors.Is(err, resilience.ErrThrottled) {
 			return refuse(c.ctxError(ctx, err, 0)) // the wait for a place was cut
 		}
 		return fallBack(err)
@@ -312,7 +312,7 @@ func (k *call) Attempt(callCtx context.Context, n int) resilience.Verdict {
 	e := f.err
 	e.Attempts = n
 	k.fail = e
-	v := resilience.Verdict{Err: e.Err, Outcome: o, Retry: f.retryable}
+	v := resilience.Verdict{Err: e.Err, Outcome: o, Retry: f.retryable, Overloaded: overloaded(e.StatusCode)}
 	if v.Retry && e.Kind == KindRateLimited {
 		if d, ok := rateLimitWait(f.header, c.clock.Now()); ok {
 			e.RetryAfter = d
@@ -325,6 +325,11 @@ func (k *call) Attempt(callCtx context.Context, n int) resilience.Verdict {
 // Report hears of each attempt; the policy metrics already counted it
 // (PolicyOpts.OnAttempt).
 func (k *call) Report(resilience.AttemptRecord) {}
+
+// overloaded reports whether status is the provider refusing for load (429,
+// 503, or 529 "overloaded"), which the adaptive throttle counts as not
+// accepted.
+func overloaded(status int) bool { return status == 429 || status == 503 || status == 529 }
 
 // failure is a failed attempt: the error the call returns if it is not
 // retried, whether a retry may help, and the answer's headers (a 429's

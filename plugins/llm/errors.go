@@ -74,6 +74,9 @@ const (
 	KindCancelled
 	// KindClosed is a call on a client whose plugin has stopped.
 	KindClosed
+	// KindThrottled is a call the provider's adaptive throttle (throttle =
+	// true) dropped locally (and no fallback took it): nothing was sent.
+	KindThrottled
 )
 
 // String returns the kind's name, as the metrics' "outcome" label has it.
@@ -95,6 +98,8 @@ func (k Kind) String() string {
 		return "cancelled"
 	case KindClosed:
 		return "closed"
+	case KindThrottled:
+		return "throttled"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -141,6 +146,8 @@ func (e *Error) detail() string {
 		return fmt.Sprintf("calls to model provider '%s' are suspended while a probe call is in flight", p)
 	case KindBulkheadFull:
 		return fmt.Sprintf("too many calls to model provider '%s' are in flight", p)
+	case KindThrottled:
+		return fmt.Sprintf("calls to model provider '%s' are throttled: it refuses more than it accepts", p)
 	case KindCancelled:
 		return fmt.Sprintf("the call to model provider '%s' was cancelled", p)
 	case KindClosed:
@@ -184,6 +191,9 @@ func refused(provider string, err error) *Error {
 	var oe *resilience.OpenError
 	if errors.As(err, &oe) {
 		return &Error{Provider: provider, Kind: KindCircuitOpen, RetryAfter: oe.RetryAfter(), Err: err}
+	}
+	if errors.Is(err, resilience.ErrThrottled) {
+		return &Error{Provider: provider, Kind: KindThrottled, RetryAfter: time.Second, Err: err}
 	}
 	return &Error{Provider: provider, Kind: KindBulkheadFull, Err: err}
 }
