@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jfastframework/jfast/drills"
 	"github.com/jfastframework/jfast/examples/internal/exampletest"
 	inventory "github.com/jfastframework/jfast/examples/inventory/service"
 	"github.com/jfastframework/jfast/framework"
@@ -106,7 +105,7 @@ func TestFleetDrill(t *testing.T) {
 	f.checkChargedOnce(t)
 
 	// (d) an event published by one replica reaches a stream on another.
-	lines := openStream(t, "http://"+f.orders[0].addr+"/events", ada)
+	lines := exampletest.Events(t, "http://"+f.orders[0].addr+"/events", "Authorization", "Bearer "+ada)
 	paid := f.post("http://"+f.orders[2].addr, sku, "fleet-event", ada)
 	if paid.status != http.StatusCreated {
 		t.Fatalf("POST on orders-3: %d %s", paid.status, paid.body)
@@ -206,12 +205,11 @@ func (p *process) tail() string {
 // freeAddr returns a loopback address nothing listens on now.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := drills.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return fmt.Sprintf("127.0.0.1:%d", port)
 }
 
 // build compiles an example into dir.
@@ -225,36 +223,15 @@ func build(t *testing.T, dir, name string) string {
 	return bin
 }
 
-// startRedis starts a private redis-server on a free port until the test
-// ends.
+// startRedis starts a private redis-server until the test ends.
 func startRedis(t *testing.T) string {
 	t.Helper()
-	addr := freeAddr(t)
-	_, port, _ := net.SplitHostPort(addr)
-	dir := t.TempDir()
-	pidfile := filepath.Join(dir, "redis.pid")
-	out, err := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--daemonize", "yes", "--pidfile", pidfile, "--dir", dir).CombinedOutput()
+	r, err := drills.StartRedis(context.Background())
 	if err != nil {
-		t.Skipf("no private redis-server: %v %s", err, out)
+		t.Skipf("no private redis-server: %v", err)
 	}
-	t.Cleanup(func() {
-		if b, err := os.ReadFile(pidfile); err == nil {
-			var pid int
-			if _, err := fmt.Sscan(string(b), &pid); err == nil {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-	})
-	for range 100 {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			_ = c.Close()
-			return "redis://" + addr + "/0"
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal("the private redis-server did not listen")
-	return ""
+	t.Cleanup(func() { _ = r.Stop() })
+	return r.URL()
 }
 
 func startFleet(t *testing.T) *fleet {
@@ -369,7 +346,8 @@ func (f *fleet) newSKU(t *testing.T, available int, price int64) string {
 	return sku
 }
 
-func (f *fleet) exec(t *testing.T, url, sql string, args ...any) {
+// query runs one statement on the database at url.
+func query(t *testing.T, url string, run func(ctx context.Context, c *pgx.Conn) error) {
 	t.Helper()
 	ctx := context.Background()
 	c, err := pgx.Connect(ctx, url)
@@ -377,23 +355,19 @@ func (f *fleet) exec(t *testing.T, url, sql string, args ...any) {
 		t.Fatal(err)
 	}
 	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, sql, args...); err != nil {
+	if err := run(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func count(t *testing.T, url, sql string, args ...any) int {
+func (f *fleet) exec(t *testing.T, url, sql string, args ...any) {
 	t.Helper()
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	var n int
-	if err := c.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
+	query(t, url, func(ctx context.Context, c *pgx.Conn) error { _, err := c.Exec(ctx, sql, args...); return err })
+}
+
+func count(t *testing.T, url, sql string, args ...any) (n int) {
+	t.Helper()
+	query(t, url, func(ctx context.Context, c *pgx.Conn) error { return c.QueryRow(ctx, sql, args...).Scan(&n) })
 	return n
 }
 
@@ -528,31 +502,6 @@ func (l *load) stop(name string) fleetStep {
 		s.p99 = took[len(took)*99/100]
 	}
 	return s
-}
-
-// openStream opens an event stream with a bearer token and returns its
-// lines once it is open.
-func openStream(t *testing.T, url, token string) <-chan string {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %v %v", url, resp, err)
-	}
-	t.Cleanup(func() { _ = resp.Body.Close() })
-	lines := make(chan string, 256)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	if l := <-lines; !strings.HasPrefix(l, "retry: ") {
-		t.Fatalf("the stream's first line is %q", l)
-	}
-	return lines
 }
 
 // waitEvent reports whether a data line naming order arrives within d.

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"bufio"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -15,33 +14,7 @@ import (
 // stream is open (its first line, the retry delay, arrived).
 func openEvents(t *testing.T, b *bundle, headers ...string) <-chan string {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, b.svc.URL+"/events", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
-		t.Fatalf("GET /events = %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
-	lines := make(chan string, 64)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	if l := <-lines; !strings.HasPrefix(l, "retry: ") {
-		t.Fatalf("first line = %q", l)
-	}
-	return lines
+	return exampletest.Events(t, b.svc.URL+"/events", headers...)
 }
 
 // nextEvent returns the next event's id and data.
