@@ -151,6 +151,9 @@ func TestPaymentsRefused(t *testing.T) {
 	ada := exampletest.Bearer(t, "ada")
 	id := orderID()
 	good := paymentBody(id, 500)
+	// Keys of this run's own: a stored refusal outlives the run (go test
+	// -count=2 shares the database), and the next run's body differs.
+	key := func(k string) string { return k + "-" + itoa(id) }
 	vouched := func(subject string, id, amount int64) []string {
 		return []string{OrderTokenHeader, exampletest.OrderToken(t, subject, id, amount, "EUR")}
 	}
@@ -162,17 +165,17 @@ func TestPaymentsRefused(t *testing.T) {
 		want    string
 	}{
 		{"no key", good, ada, http.StatusBadRequest, "Idempotency-Key"},
-		{"no token", good, []string{"Idempotency-Key", "k-no-token"}, http.StatusUnauthorized, "bearer"},
-		{"not JSON", "{", append(ada, "Idempotency-Key", "k-not-json"), http.StatusBadRequest, "not valid JSON"},
-		{"not a JSON content type", good, append(ada, "Idempotency-Key", "k-text", "Content-Type", "text/plain"), http.StatusUnsupportedMediaType, "this route takes JSON"},
-		{"unknown field", `{"order_id":1,"amount_minor":5,"currency":"EUR","amount":5}`, append(ada, "Idempotency-Key", "k-unknown"), http.StatusUnprocessableEntity, `"field":"amount"`},
-		{"invalid fields", `{"order_id":0,"amount_minor":-1,"currency":"E"}`, append(ada, "Idempotency-Key", "k-invalid"), http.StatusUnprocessableEntity, "currency"},
-		{"no order token", good, append(ada, "Idempotency-Key", "k-no-order"), http.StatusForbidden, "needs the Order-Token"},
-		{"a bearer token as order token", good, append(ada, "Idempotency-Key", "k-bearer", OrderTokenHeader, exampletest.Token(t, "ada")), http.StatusForbidden, "for another order"},
-		{"order token not valid", good, append(ada, "Idempotency-Key", "k-forged", OrderTokenHeader, "e30.e30.c2ln"), http.StatusForbidden, "not valid"},
-		{"another customer's order", good, append(ada, append([]string{"Idempotency-Key", "k-bobs"}, vouched("bob", id, 500)...)...), http.StatusForbidden, "not the caller's"},
-		{"another order", good, append(ada, append([]string{"Idempotency-Key", "k-other-order"}, vouched("ada", id+1, 500)...)...), http.StatusForbidden, "another order"},
-		{"another amount", good, append(ada, append([]string{"Idempotency-Key", "k-other-amount"}, vouched("ada", id, 1)...)...), http.StatusForbidden, "another order, amount"},
+		{"no token", good, []string{"Idempotency-Key", key("k-no-token")}, http.StatusUnauthorized, "bearer"},
+		{"not JSON", "{", append(ada, "Idempotency-Key", key("k-not-json")), http.StatusBadRequest, "not valid JSON"},
+		{"not a JSON content type", good, append(ada, "Idempotency-Key", key("k-text"), "Content-Type", "text/plain"), http.StatusUnsupportedMediaType, "this route takes JSON"},
+		{"unknown field", `{"order_id":1,"amount_minor":5,"currency":"EUR","amount":5}`, append(ada, "Idempotency-Key", key("k-unknown")), http.StatusUnprocessableEntity, `"field":"amount"`},
+		{"invalid fields", `{"order_id":0,"amount_minor":-1,"currency":"E"}`, append(ada, "Idempotency-Key", key("k-invalid")), http.StatusUnprocessableEntity, "currency"},
+		{"no order token", good, append(ada, "Idempotency-Key", key("k-no-order")), http.StatusForbidden, "needs the Order-Token"},
+		{"a bearer token as order token", good, append(ada, "Idempotency-Key", key("k-bearer"), OrderTokenHeader, exampletest.Token(t, "ada")), http.StatusForbidden, "for another order"},
+		{"order token not valid", good, append(ada, "Idempotency-Key", key("k-forged"), OrderTokenHeader, "e30.e30.c2ln"), http.StatusForbidden, "not valid"},
+		{"another customer's order", good, append(ada, append([]string{"Idempotency-Key", key("k-bobs")}, vouched("bob", id, 500)...)...), http.StatusForbidden, "not the caller's"},
+		{"another order", good, append(ada, append([]string{"Idempotency-Key", key("k-other-order")}, vouched("ada", id+1, 500)...)...), http.StatusForbidden, "another order"},
+		{"another amount", good, append(ada, append([]string{"Idempotency-Key", key("k-other-amount")}, vouched("ada", id, 1)...)...), http.StatusForbidden, "another order, amount"},
 	}
 	for _, tc := range cases {
 		r := svc.Do(t, http.MethodPost, "/payments", tc.body, exampletest.JSON(tc.headers...)...)
@@ -192,8 +195,8 @@ func TestCrossCustomerPayment(t *testing.T) {
 	body := paymentBody(id, 700)
 	bob := exampletest.Bearer(t, "bob")
 	for name, headers := range map[string][]string{
-		"ada's order token": append(bob, "Idempotency-Key", "bob-1", OrderTokenHeader, exampletest.OrderToken(t, "ada", id, 700, "EUR")),
-		"no order token":    append(bob, "Idempotency-Key", "bob-2"),
+		"ada's order token": append(bob, "Idempotency-Key", "bob-1-"+itoa(id), OrderTokenHeader, exampletest.OrderToken(t, "ada", id, 700, "EUR")),
+		"no order token":    append(bob, "Idempotency-Key", "bob-2-"+itoa(id)),
 	} {
 		r := svc.Do(t, http.MethodPost, "/payments", body, exampletest.JSON(headers...)...)
 		if r.Status != http.StatusForbidden || r.Header.Get("Content-Type") != problem.ContentType {
@@ -203,7 +206,7 @@ func TestCrossCustomerPayment(t *testing.T) {
 	if n := payments(t, pg, id); n != 0 {
 		t.Fatalf("%d payments after bob's attempts, want 0", n)
 	}
-	if r := svc.Do(t, http.MethodPost, "/payments", body, paying(t, "ada", id, 700, "ada-1")...); r.Status != http.StatusCreated {
+	if r := svc.Do(t, http.MethodPost, "/payments", body, paying(t, "ada", id, 700, "ada-1-"+itoa(id))...); r.Status != http.StatusCreated {
 		t.Fatalf("ada paying her order after bob's attempts = %d %s", r.Status, r.Body)
 	}
 	var payer string
@@ -248,7 +251,7 @@ func TestKeySquatting(t *testing.T) {
 	t.Parallel()
 	svc, pg := start(t)
 	bobs, adas, later := orderID(), orderID(), orderID()
-	const key = "charge-squatted"
+	key := "charge-squatted-" + itoa(bobs) // the run's own: a stored key outlives the run
 	bobFirst := svc.Do(t, http.MethodPost, "/payments", paymentBody(bobs, 100), paying(t, "bob", bobs, 100, key)...)
 	if bobFirst.Status != http.StatusCreated {
 		t.Fatalf("bob's payment = %d %s", bobFirst.Status, bobFirst.Body)
