@@ -252,7 +252,7 @@ func (a *App) Start(ctx context.Context) error {
 	if err != nil {
 		a.shutdownServers(context.Background())
 		a.stopPlugins(context.Background())
-		return listenError("app.listen", "JFAST_APP_LISTEN", a.cfg.Listen, err)
+		return ListenError("app.listen", "JFAST_APP_LISTEN", a.cfg.Listen, err)
 	}
 	var adminLn net.Listener
 	if admin != nil {
@@ -260,7 +260,7 @@ func (a *App) Start(ctx context.Context) error {
 			ln.Close()
 			a.shutdownServers(context.Background())
 			a.stopPlugins(context.Background())
-			return listenError("app.admin_listen", "JFAST_APP_ADMIN_LISTEN", a.cfg.AdminListen, err)
+			return ListenError("app.admin_listen", "JFAST_APP_ADMIN_LISTEN", a.cfg.AdminListen, err)
 		}
 	}
 	a.listener, a.adminListener, a.adminRouter = ln, adminLn, admin

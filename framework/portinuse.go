@@ -13,11 +13,12 @@ import (
 	"syscall"
 )
 
-// listenError is the error of a listener that could not listen on addr, the
-// value of key (app.listen, app.admin_listen). When another process holds the
-// port it says which, when /proc tells (Linux; another user's process is
-// found only by root), and suggests a free port through envVar.
-func listenError(key, envVar, addr string, err error) error {
+// ListenError is the error of a listener that could not listen on addr, the
+// value of key (app.listen, app.admin_listen, a plugin's listen key), err
+// being net.Listen's. When the port is in use it says who holds it, when
+// /proc tells (Linux; another user's process is found only by root), and
+// suggests a port free now through envVar, the key's variable. It wraps err.
+func ListenError(key, envVar, addr string, err error) error {
 	if !errors.Is(err, syscall.EADDRINUSE) {
 		return fmt.Errorf("listen on %s (%s): %w", addr, key, err)
 	}

@@ -94,7 +94,7 @@ func (r registrar) RegisterService(desc *grpc.ServiceDesc, impl any) {
 func (s *server) serve(app *framework.App) error {
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("grpc: listen on %s ([plugin.grpc.server] listen): %w", s.cfg.Listen, err)
+		return fmt.Errorf("grpc: %w", framework.ListenError("plugin.grpc.server.listen", "JFAST_GRPC_SERVER__LISTEN", s.cfg.Listen, err))
 	}
 	s.serving.Store(true)
 	s.mu.Lock()

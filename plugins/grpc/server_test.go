@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -232,9 +233,12 @@ func TestCallCutByItsDeadline(t *testing.T) {
 	t.Parallel()
 	svc, conn := grpcService(t, "", "", &servedInventory{})
 	stub := shoppb.NewInventoryClient(conn)
-	const calls = 10
+	// 800 ms: the server's timer may start late by as much as a busy
+	// machine delays reading the call, and a cancel within a quarter of the
+	// timeout (200 ms) of the deadline is the deadline's.
+	const calls = 6
 	for range calls {
-		ctx, cancel := context.WithTimeout(ctxFor(t), 300*time.Millisecond)
+		ctx, cancel := context.WithTimeout(ctxFor(t), 800*time.Millisecond)
 		_, err := stub.GetStock(ctx, &shoppb.GetStockRequest{Sku: "until-cut"})
 		cancel()
 		if status.Code(err) != codes.DeadlineExceeded {
@@ -379,5 +383,42 @@ func TestServerWithoutListenFailsTheBoot(t *testing.T) {
 	}
 	if err := app.Start(ctxFor(t)); err == nil || !strings.Contains(err.Error(), "listen is not set") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestServerPortInUse: a gRPC listen address whose port is taken fails the
+// boot naming the key, who holds the port (here the test itself) and a port
+// to give through the environment.
+func TestServerPortInUse(t *testing.T) {
+	t.Parallel()
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	app, err := jfasttest.New(t, jfasttest.Options{
+		TOML:    "[plugins]\nenabled = [\"grpc\"]\n[plugin.grpc.server]\nlisten = \"" + held.Addr().String() + "\"\n",
+		Plugins: []framework.Plugin{jgrpc.New()},
+		Routes: func(app *framework.App, r chi.Router) error {
+			_, err := jgrpc.Server(app)
+			return err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = app.Start(ctxFor(t))
+	if err == nil {
+		_ = app.Stop(ctxFor(t))
+		t.Fatal("the gRPC server started on a port in use")
+	}
+	for _, want := range []string{
+		"listen on " + held.Addr().String() + " (plugin.grpc.server.listen)",
+		"(by this process: another of its listeners has port",
+		"JFAST_GRPC_SERVER__LISTEN=127.0.0.1:",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
 	}
 }
