@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -63,12 +62,8 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if errs := u.problems(); len(errs) > 0 {
-		msgs := make([]string, len(errs))
-		for i, e := range errs {
-			msgs[i] = e.Key + ": " + e.Problem
-		}
-		return nil, fmt.Errorf("grpc: upstream '%s': %s", u.Name, strings.Join(msgs, "; "))
+	if err := framework.ClientConfigError("grpc: upstream '"+u.Name+"'", u.problems()); err != nil {
+		return nil, err
 	}
 	clock := o.clock
 	if clock == nil {

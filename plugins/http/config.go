@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -303,25 +302,8 @@ func quoteChoices(choices []string) string {
 }
 
 // checkBaseURL returns what is wrong with an upstream's base URL, or "".
-// The message never repeats the URL: it may carry credentials.
 func checkBaseURL(s string) string {
-	if s == "" {
-		return "is missing"
-	}
-	u, err := url.Parse(s)
-	switch {
-	case err != nil:
-		return "is not a valid URL"
-	case u.Scheme != "http" && u.Scheme != "https":
-		return "must be an absolute http or https URL"
-	case u.Host == "" || u.Hostname() == "":
-		return "must name a host"
-	case u.User != nil:
-		return "must not carry credentials: set an Authorization header in headers instead"
-	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-		return "must not have a query or a fragment"
-	}
-	return ""
+	return framework.BaseURLProblem(s, "an Authorization header in headers")
 }
 
 // validHeaderName reports whether s is an RFC 9110 token.

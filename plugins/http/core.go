@@ -12,7 +12,6 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -56,12 +55,8 @@ type policy struct {
 // dialer (the shared client's address guard); maxIdle is the transport's
 // idle pool, across hosts.
 func newCore(u Upstream, errs []framework.ConfigError, o clientOptions, dial dialFunc, maxIdle int) (*core, error) {
-	if len(errs) > 0 {
-		msgs := make([]string, len(errs))
-		for i, e := range errs {
-			msgs[i] = e.Key + ": " + e.Problem
-		}
-		return nil, fmt.Errorf("http: upstream '%s': %s", u.Name, strings.Join(msgs, "; "))
+	if err := framework.ClientConfigError("http: upstream '"+u.Name+"'", errs); err != nil {
+		return nil, err
 	}
 	clock := o.clock
 	if clock == nil {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync/atomic"
 
 	"github.com/openai/openai-go/v3"
@@ -80,12 +79,8 @@ func NewClient(cfg ProviderConfig, opts ...ClientOption) (*Client, error) {
 }
 
 func newClient(cfg ProviderConfig, opts ...ClientOption) (*Client, error) {
-	if errs := cfg.problems(); len(errs) > 0 {
-		msgs := make([]string, len(errs))
-		for i, e := range errs {
-			msgs[i] = e.Key + " " + e.Problem
-		}
-		return nil, fmt.Errorf("llm: provider '%s': %s", cfg.Name, strings.Join(msgs, "; "))
+	if err := framework.ClientConfigError("llm: provider '"+cfg.Name+"'", cfg.problems()); err != nil {
+		return nil, err
 	}
 	var o clientOptions
 	for _, opt := range opts {

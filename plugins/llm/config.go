@@ -199,27 +199,8 @@ func (p *ProviderConfig) problems() []framework.ConfigError {
 	return l
 }
 
-// checkBaseURL returns what is wrong with a provider's base URL, or "". The
-// message never repeats the URL: it may carry credentials.
-func checkBaseURL(s string) string {
-	if s == "" {
-		return "is missing"
-	}
-	u, err := url.Parse(s)
-	switch {
-	case err != nil:
-		return "is not a valid URL"
-	case u.Scheme != "http" && u.Scheme != "https":
-		return "must be an absolute http or https URL"
-	case u.Host == "" || u.Hostname() == "":
-		return "must name a host"
-	case u.User != nil:
-		return "must not carry credentials: set api_key instead"
-	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-		return "must not have a query or a fragment"
-	}
-	return ""
-}
+// checkBaseURL returns what is wrong with a provider's base URL, or "".
+func checkBaseURL(s string) string { return framework.BaseURLProblem(s, "api_key") }
 
 // checkProxy returns what is wrong with a proxy URL, or "". The message
 // never repeats the URL: it may carry credentials.

@@ -1,0 +1,47 @@
+package framework
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// BaseURLProblem returns what is wrong with s as the base URL of an outbound
+// client (an http upstream, a model provider), or "": it must be an
+// absolute http or https URL with a host, no credentials and no query or
+// fragment. credentials says where credentials go instead ("an
+// Authorization header in headers"). The message never repeats the URL: it
+// may carry credentials.
+func BaseURLProblem(s, credentials string) string {
+	if s == "" {
+		return "is missing"
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return "is not a valid URL"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "must be an absolute http or https URL"
+	case u.Host == "" || u.Hostname() == "":
+		return "must name a host"
+	case u.User != nil:
+		return "must not carry credentials: set " + credentials + " instead"
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return "must not have a query or a fragment"
+	}
+	return ""
+}
+
+// ClientConfigError returns the error of a client made in code (NewClient)
+// whose settings have problems, or nil when errs is empty: what names the
+// client ("http: upstream 'billing'"), then every key with its problem.
+func ClientConfigError(what string, errs []ConfigError) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Key + ": " + e.Problem
+	}
+	return fmt.Errorf("%s: %s", what, strings.Join(msgs, "; "))
+}
