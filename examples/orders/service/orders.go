@@ -175,6 +175,15 @@ func (s *service) charge(ctx context.Context, o *Order) error {
 	if resp.StatusCode >= 500 {
 		return problem.BadGateway("billing", fmt.Sprintf("billing answered %d to the payment of order %d; it stays pending", resp.StatusCode, o.ID))
 	}
+	if resp.StatusCode == http.StatusConflict && resp.Header.Get("Retry-After") != "" {
+		// Billing is running a charge with this order's charge key: another
+		// request with the client's Idempotency-Key (on this replica or
+		// another) is paying the order right now. Not a refusal: the client
+		// retries with its key, after Retry-After, and gets the paid order.
+		p := problem.Conflict(fmt.Sprintf("order %d is being paid by another request with this Idempotency-Key; retry with the same key", o.ID))
+		p.RetryAfter = retryAfter(resp.Header.Get("Retry-After"))
+		return p
+	}
 	if resp.StatusCode != http.StatusCreated {
 		return problem.BadGateway("billing", fmt.Sprintf("billing refused the payment of order %d with %d", o.ID, resp.StatusCode))
 	}
@@ -195,6 +204,15 @@ func (s *service) charge(ctx context.Context, o *Order) error {
 		s.paid(ctx, o)
 	}
 	return nil
+}
+
+// retryAfter reads a Retry-After in seconds; anything else is one second,
+// billing's idempotency retry_after.
+func retryAfter(v string) time.Duration {
+	if n, err := strconv.Atoi(v); err == nil && n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	return time.Second
 }
 
 func confirmation(o Order) mail.Message {
