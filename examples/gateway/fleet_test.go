@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/jfasttest"
 	jgrpc "github.com/jfastframework/jfast/plugins/grpc"
+	jhttp "github.com/jfastframework/jfast/plugins/http"
 )
 
 // The fleet drill: three replicas of examples/orders and two of
@@ -51,6 +53,7 @@ func TestFleetDrill(t *testing.T) {
 	}
 
 	var steps []fleetStep
+	loadBefore := loadavg()
 
 	// (a) kill -9 one orders replica under load.
 	load := f.startLoad(ada, sku, first.id)
@@ -63,19 +66,20 @@ func TestFleetDrill(t *testing.T) {
 	// for its /ready, then the next.
 	f.orders[1].start(t)
 	f.orders[1].waitReady(t)
+	f.waitGatewayUses(t, f.orders[1])
 	load = f.startLoad(ada, sku, first.id)
 	for _, o := range f.orders {
 		// As an orchestrator waits for a new replica's readiness before it
-		// stops the next: here until the gateway's health check has seen
-		// it (two rounds).
-		time.Sleep(2 * healthEvery)
+		// stops the next: here until the gateway's health check has seen it
+		// answer and its breaker is closed.
 		o.term(t)
 		o.start(t)
 		o.waitReady(t)
+		f.waitGatewayUses(t, o)
 	}
-	time.Sleep(2 * healthEvery)
 	steps = append(steps, load.stop("rolling restart (SIGTERM, /ready, next)"))
 
+	t.Logf("machine load (1-minute average) %s before the steps, %s after", loadBefore, loadavg())
 	for _, s := range steps {
 		t.Logf("%-40s requests %4d  errors %d  p99 %s  %s", s.name, s.requests, len(s.errors), s.p99.Round(time.Millisecond), strings.Join(s.errors[:min(len(s.errors), 3)], "; "))
 		if len(s.errors) > 0 {
@@ -91,16 +95,25 @@ func TestFleetDrill(t *testing.T) {
 		wg.Go(func() { answers[i] = f.post("http://"+o.addr, sku, "fleet-concurrent", ada) })
 	}
 	wg.Wait()
-	for _, a := range answers {
-		t.Logf("one key to two replicas: %d (order %d) %.300s", a.status, a.id, a.body)
+	// Each is the order (201) or, when it met the other's charge still
+	// running at billing, a 409 with Retry-After whose retry is the order.
+	var ids []int64
+	for i, a := range answers {
+		t.Logf("one key to two replicas: %d (order %d, Retry-After %q) %.300s", a.status, a.id, a.retryAfter, a.body)
+		if a.status == http.StatusConflict && a.retryAfter != "" {
+			a = f.post("http://"+f.orders[2*i].addr, sku, "fleet-concurrent", ada)
+			t.Logf("its retry: %d (order %d) %.300s", a.status, a.id, a.body)
+		}
+		if a.status != http.StatusCreated {
+			t.Errorf("one key to two replicas: %d %s, want the order", a.status, a.body)
+		}
+		ids = append(ids, a.id)
 	}
 	if n := f.ordersWithKey(t, "fleet-concurrent"); n != 1 {
 		t.Errorf("one Idempotency-Key made %d orders", n)
 	}
-	for _, a := range answers {
-		if a.status == http.StatusCreated && a.id != answers[0].id && answers[0].status == http.StatusCreated {
-			t.Errorf("the two answers name different orders: %d and %d", answers[0].id, a.id)
-		}
+	if ids[0] != ids[1] {
+		t.Errorf("the two answers name different orders: %d and %d", ids[0], ids[1])
 	}
 	f.checkChargedOnce(t)
 
@@ -118,6 +131,47 @@ func TestFleetDrill(t *testing.T) {
 // healthEvery is how often the gateway asks each orders replica's /ready
 // in the drill.
 const healthEvery = time.Second
+
+// waitGatewayUses waits until the gateway's /ready shows the replica's last
+// health check passed and its breaker closed: the gateway picks it again.
+// Within three health rounds (each at most health_every plus
+// DefaultHealthTimeout); else the test fails with what /ready says.
+func (f *fleet) waitGatewayUses(t *testing.T, p *process) {
+	t.Helper()
+	within := 3 * (healthEvery + jhttp.DefaultHealthTimeout)
+	var last string
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var ready struct {
+			Checks map[string]struct {
+				Meta struct {
+					Upstreams map[string]struct {
+						Instances map[string]struct {
+							Health  string `json:"health"`
+							Breaker struct {
+								State string `json:"state"`
+							} `json:"breaker"`
+						} `json:"instances"`
+					} `json:"upstreams"`
+				} `json:"meta"`
+			} `json:"checks"`
+		}
+		resp, err := http.Get(f.gateway + "/ready")
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		last = string(b)
+		if json.Unmarshal(b, &ready) != nil {
+			continue
+		}
+		in, ok := ready.Checks["http"].Meta.Upstreams["orders"].Instances[p.addr]
+		if ok && in.Health == "pass" && (in.Breaker.State == "" || in.Breaker.State == "closed") {
+			return
+		}
+	}
+	t.Fatalf("the gateway does not use %s again within %s; its /ready: %.2000s", p.name, within, last)
+}
 
 // fleet is the running fleet.
 type fleet struct {
@@ -137,6 +191,7 @@ type process struct {
 	log                  *os.File
 	cmd                  *exec.Cmd
 	exited               chan struct{}
+	exitErr              error // the last run's, once exited is closed
 }
 
 func (p *process) start(t *testing.T) {
@@ -151,7 +206,7 @@ func (p *process) start(t *testing.T) {
 	p.exited = make(chan struct{})
 	cmd, exited := p.cmd, p.exited
 	go func() {
-		_ = cmd.Wait()
+		p.exitErr = cmd.Wait()
 		close(exited)
 	}()
 }
@@ -185,7 +240,8 @@ func (p *process) kill(t *testing.T) {
 	<-p.exited
 }
 
-// term stops the replica gracefully and waits for it to exit.
+// term stops the replica gracefully and waits for it to exit: with status
+// 0 and no request cut by the drain (the App logs each one it cuts).
 func (p *process) term(t *testing.T) {
 	t.Helper()
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
@@ -193,6 +249,12 @@ func (p *process) term(t *testing.T) {
 	case <-p.exited:
 	case <-time.After(30 * time.Second):
 		t.Fatalf("%s did not stop within 30s of SIGTERM:\n%s", p.name, p.tail())
+	}
+	if p.exitErr != nil {
+		t.Errorf("%s exited after SIGTERM with %v:\n%s", p.name, p.exitErr, p.tail())
+	}
+	if b, _ := os.ReadFile(p.log.Name()); strings.Contains(string(b), "shutdown cut") {
+		t.Errorf("%s's drain cut requests:\n%s", p.name, p.tail())
 	}
 }
 
@@ -212,15 +274,30 @@ func freeAddr(t *testing.T) string {
 	return fmt.Sprintf("127.0.0.1:%d", port)
 }
 
-// build compiles an example into dir.
-func build(t *testing.T, dir, name string) string {
+// build compiles the examples into dir with one go build, so their shared
+// packages are compiled once and in parallel, and returns their paths.
+func build(t *testing.T, dir string, names ...string) []string {
 	t.Helper()
-	bin := filepath.Join(dir, name)
-	out, err := exec.Command("go", "build", "-o", bin, "../"+name).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build ../%s: %v\n%s", name, err, out)
+	args := []string{"build", "-o", dir + string(filepath.Separator)}
+	var bins []string
+	for _, n := range names {
+		args = append(args, "../"+n)
+		bins = append(bins, filepath.Join(dir, n))
 	}
-	return bin
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return bins
+}
+
+// loadavg is the machine's load: /proc/loadavg's 1-minute average, and the
+// number of CPUs, for the figures' context.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return fmt.Sprintf("%s on %d CPUs", strings.Fields(string(b))[0], runtime.NumCPU())
 }
 
 // startRedis starts a private redis-server until the test ends.
@@ -237,7 +314,8 @@ func startRedis(t *testing.T) string {
 func startFleet(t *testing.T) *fleet {
 	t.Helper()
 	dir := t.TempDir()
-	ordersBin, billingBin := build(t, dir, "orders"), build(t, dir, "billing")
+	bins := build(t, dir, "orders", "billing")
+	ordersBin, billingBin := bins[0], bins[1]
 	f := &fleet{stock: inventory.NewStore(nil)}
 	var err error
 	var drop func() error
@@ -391,9 +469,10 @@ func (f *fleet) checkChargedOnce(t *testing.T) {
 }
 
 type answer struct {
-	status int
-	id     int64
-	body   string
+	status     int
+	id         int64
+	body       string
+	retryAfter string
 }
 
 // post places an order for sku with key at base (the gateway's /api or a
@@ -413,12 +492,15 @@ func (f *fleet) post(base, sku, key, token string) answer {
 		return answer{body: err.Error()}
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil { // the answer cut mid-way
+		return answer{body: fmt.Sprintf("%d, then the body cut: %v", resp.StatusCode, err)}
+	}
 	var o struct {
 		ID int64 `json:"id"`
 	}
 	_ = json.Unmarshal(b, &o)
-	return answer{status: resp.StatusCode, id: o.ID, body: string(b)}
+	return answer{status: resp.StatusCode, id: o.ID, body: string(b), retryAfter: resp.Header.Get("Retry-After")}
 }
 
 // load is a steady load of GETs and keyed POSTs through the gateway.
@@ -478,11 +560,22 @@ func (f *fleet) startLoad(token, sku string, order int64) *load {
 				resp, err := client.Do(req)
 				status, what := 0, "GET"
 				if err == nil {
-					b, _ := io.ReadAll(resp.Body)
+					var b []byte
+					b, err = io.ReadAll(resp.Body)
 					_ = resp.Body.Close()
 					status = resp.StatusCode
-					if status >= 300 {
+					var got struct {
+						Order struct {
+							ID int64 `json:"id"`
+						} `json:"order"`
+					}
+					switch {
+					case err != nil:
+						err = fmt.Errorf("%d, then the body cut: %w", status, err)
+					case status >= 300:
 						what += " " + string(b[:min(len(b), 200)])
+					case json.Unmarshal(b, &got) != nil || got.Order.ID != order:
+						err = fmt.Errorf("%d but not order %d: %.200s", status, order, b)
 					}
 				}
 				record(what, start, status, err)
