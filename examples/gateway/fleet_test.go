@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -81,7 +82,7 @@ func TestFleetDrill(t *testing.T) {
 
 	t.Logf("machine load (1-minute average) %s before the steps, %s after", loadBefore, loadavg())
 	for _, s := range steps {
-		t.Logf("%-40s requests %4d  errors %d  p99 %s  %s", s.name, s.requests, len(s.errors), s.p99.Round(time.Millisecond), strings.Join(s.errors[:min(len(s.errors), 3)], "; "))
+		t.Logf("%-40s requests %4d  errors %d  p99 %s  gateway retries %d  %s", s.name, s.requests, len(s.errors), s.p99.Round(time.Millisecond), s.retries, strings.Join(s.errors[:min(len(s.errors), 3)], "; "))
 		if len(s.errors) > 0 {
 			t.Errorf("%s: %d of %d requests failed: %s", s.name, len(s.errors), s.requests, strings.Join(s.errors[:min(len(s.errors), 5)], "; "))
 		}
@@ -505,12 +506,14 @@ func (f *fleet) post(base, sku, key, token string) answer {
 
 // load is a steady load of GETs and keyed POSTs through the gateway.
 type load struct {
-	stopc  chan struct{}
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	took   []time.Duration
-	errors []string
-	keys   atomic.Int64
+	f       *fleet
+	retries int // the gateway's retries to orders when the load started
+	stopc   chan struct{}
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	took    []time.Duration
+	errors  []string
+	keys    atomic.Int64
 }
 
 type fleetStep struct {
@@ -518,10 +521,11 @@ type fleetStep struct {
 	requests int
 	errors   []string
 	p99      time.Duration
+	retries  int // the gateway's retries to orders during the step
 }
 
 func (f *fleet) startLoad(token, sku string, order int64) *load {
-	l := &load{stopc: make(chan struct{})}
+	l := &load{stopc: make(chan struct{}), f: f, retries: f.retries()}
 	client := &http.Client{Timeout: 30 * time.Second}
 	record := func(what string, start time.Time, status int, err error) {
 		l.mu.Lock()
@@ -590,11 +594,33 @@ func (l *load) stop(name string) fleetStep {
 	l.wg.Wait()
 	took := slices.Clone(l.took)
 	slices.Sort(took)
-	s := fleetStep{name: name, requests: len(took), errors: l.errors}
+	s := fleetStep{name: name, requests: len(took), errors: l.errors, retries: l.f.retries() - l.retries}
 	if len(took) > 0 {
 		s.p99 = took[len(took)*99/100]
 	}
 	return s
+}
+
+// retries reads the gateway's retries to orders from its /metrics
+// (jfast_client_retries_total{dependency="orders"}).
+func (f *fleet) retries() int {
+	resp, err := http.Get(f.gateway + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	n := 0
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		l := sc.Text()
+		if strings.HasPrefix(l, "jfast_client_retries_total{") && strings.Contains(l, `dependency="orders"`) {
+			var v float64
+			if _, err := fmt.Sscan(l[strings.LastIndexByte(l, ' ')+1:], &v); err == nil {
+				n += int(v)
+			}
+		}
+	}
+	return n
 }
 
 // waitEvent reports whether a data line naming order arrives within d.
