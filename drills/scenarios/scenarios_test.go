@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -812,6 +813,9 @@ concurrency = 2
 // within its deadline, then at once; after the broker is back, publishing
 // resumes on the same App and every job confirmed before and after runs.
 // The exchange and queues are this test's own and deleted afterwards.
+// consumeLost matches the log line of a consuming RabbitMQ connection lost.
+var consumeLost = regexp.MustCompile(`msg="rabbitmq connection lost; reconnecting"[^\n]*role=consume`)
+
 func TestDrillQueueRabbitMQBlackhole(t *testing.T) {
 	proxy, err := drills.StartProxy("127.0.0.1:5672")
 	if err != nil {
@@ -859,8 +863,26 @@ connect_timeout = "1s"
 		Deadline:      time.Second + margin,
 		ReadyWithin:   5 * time.Second,
 		RecoverWithin: 60 * time.Second,
-		Take:          proxy.Blackhole, Give: proxy.Pass,
+		Take:          proxy.Blackhole,
+		Give: func() error {
+			// A blackhole drops the bytes in flight on connections already
+			// open, which no network does to a live TCP stream: the
+			// consuming connection can be left mid-frame and wait forever.
+			// The broker is given back once that connection was seen lost
+			// (its 1 s heartbeat missed), as after any real outage. The
+			// hang opens the queue's breaker at once, so the blackhole may
+			// otherwise last only the one enqueue_timeout.
+			waitUntil(t, 30*time.Second, "the consuming connection seen lost", func() bool {
+				return consumeLost.MatchString(svc.Logs())
+			})
+			return proxy.Pass()
+		},
 	})
+	defer func() {
+		if t.Failed() {
+			t.Log(svc.Logs())
+		}
+	}()
 	waitUntil(t, 60*time.Second, "every enqueued job run after the broker came back", func() bool { return ran.Load() >= enqueued.Load() })
 	t.Logf("%d jobs enqueued with a 200, %d ran", enqueued.Load(), ran.Load())
 }

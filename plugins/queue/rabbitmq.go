@@ -133,6 +133,15 @@ func publish(ctx context.Context, st *rmqState, exchange, key string, msg amqp.P
 	}
 	ok, err := dc.WaitContext(ctx)
 	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			// No confirm within the deadline: the broker stopped answering,
+			// or a frame was lost on the way and the channel's confirms no
+			// longer line up with its publishes (every later publish would
+			// wait for a confirm that never comes). The connection is
+			// closed at once, without waiting on the broker, and the link
+			// makes a new one.
+			_ = st.conn.CloseDeadline(time.Now())
+		}
 		return maybeEnqueued(fmt.Errorf("rabbitmq did not confirm the publish: %w", err))
 	}
 	if !ok {
