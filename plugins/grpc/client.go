@@ -32,8 +32,10 @@ import (
 // safe for concurrent use.
 type ServiceClient struct {
 	up         Upstream
-	conn       *grpc.ClientConn
-	ownPool    *Pool // the pool NewClient made for this client alone, or nil
+	conn       *grpc.ClientConn // nil with instances
+	insts      []*instance      // instances, in listed order; nil with a target
+	next       atomic.Uint64    // round_robin's turn over insts
+	ownPool    *Pool            // the pool NewClient made for this client alone, or nil
 	idempotent map[string]bool
 	restart    map[string]bool
 	retryable  [codes.Unauthenticated + 1]bool
@@ -110,11 +112,15 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 		pool = NewPool()
 		c.ownPool = pool
 	}
-	conn, err := pool.channel(u, o.dial)
+	var err error
+	if len(u.Instances) > 0 {
+		c.insts, err = newInstances(u, pool, o.dial, clock, resilience.LogStateChanges(logger.With("upstream", u.Name), "grpc", u.BreakerCoolDown, nil))
+	} else {
+		c.conn, err = pool.channel(u, o.dial)
+	}
 	if err != nil {
 		return nil, err
 	}
-	c.conn = conn
 	c.policy = resilience.NewPolicy(resilience.PolicyOpts{
 		Name: u.Name, Config: u.PolicyConfig, Clock: clock,
 		OnStateChange: resilience.LogStateChanges(logger.With("upstream", u.Name), "grpc", u.BreakerCoolDown, c.metrics.transition),
@@ -126,12 +132,19 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 // Upstream returns the client's settings, defaults filled in.
 func (c *ServiceClient) Upstream() Upstream { return c.up }
 
-// Breaker returns the upstream's breaker, for /ready and tests.
+// Breaker returns the upstream's breaker, for /ready and tests. An upstream
+// with instances counts its calls on each instance's breaker instead
+// ([ServiceClient.Instances]).
 func (c *ServiceClient) Breaker() *resilience.Breaker { return c.breaker }
 
 // State returns the connectivity state of the client's channel (IDLE until
-// the first call).
-func (c *ServiceClient) State() connectivity.State { return c.conn.GetState() }
+// the first call). With instances it is the best-connected instance's.
+func (c *ServiceClient) State() connectivity.State {
+	if c.insts != nil {
+		return c.instancesState()
+	}
+	return c.conn.GetState()
+}
 
 // Close makes every later call fail with an [Error] of [KindClosed]; calls
 // in flight finish. It closes the channel only when the client made its own
@@ -159,7 +172,7 @@ func (c *ServiceClient) Invoke(ctx context.Context, method string, args, reply a
 		return &Error{Upstream: c.up.Name, Method: method, Code: codes.Unavailable, Kind: KindClosed, Err: errClosed}
 	}
 	u := unary{c: c, mm: mm, method: method, args: args, reply: reply, opts: opts}
-	var ro resilience.RunOpts
+	ro := resilience.RunOpts{NoBreaker: c.insts != nil}
 	if !c.idempotent[method] {
 		ro.Attempts = 1
 	}
@@ -182,6 +195,12 @@ func (c *ServiceClient) Invoke(ctx context.Context, method string, args, reply a
 	}
 	err := run.Attempts(&u).Err
 	run.End(run.Outcome())
+	var oe *resilience.OpenError
+	if c.insts != nil && errors.As(err, &oe) {
+		// Every instance's breaker refused the last attempt.
+		c.metrics.refused(method, labelCircuitOpen)
+		return circuitOpen(c.up.Name, method, err)
+	}
 	code := status.Code(err)
 	c.metrics.call(mm, method, code)
 	mm.duration.Observe(c.clock.Now().Sub(run.Start()).Seconds())
@@ -201,6 +220,13 @@ type unary struct {
 	method      string
 	args, reply any
 	opts        []grpc.CallOption
+
+	// With instances: the attempt in flight's instance and its breaker
+	// ticket, and the instances tried.
+	inst     *instance
+	ticket   resilience.Ticket
+	tried    []*instance
+	triedBuf [4]*instance
 }
 
 // Attempt makes attempt n (1-based). A retry gets only what is left until
@@ -208,13 +234,27 @@ type unary struct {
 // the call's context carries): gRPC sends that as its grpc-timeout.
 func (u *unary) Attempt(_ context.Context, n int) resilience.Verdict {
 	c := u.c
+	conn, opts := c.conn, u.opts
+	if c.insts != nil {
+		if u.tried == nil {
+			u.tried = u.triedBuf[:0]
+		}
+		in, ticket, err := c.pick(u.tried)
+		if err != nil {
+			return resilience.Verdict{Err: err, Outcome: resilience.Ignore}
+		}
+		u.inst, u.ticket, conn = in, ticket, in.conn
+		if ticket.Probe() {
+			opts = probeOptions(conn, opts)
+		}
+	}
 	var err error
 	if end, ok := u.run.Deadline(); n > 1 && ok {
 		ctx, cancel := context.WithTimeout(u.ctx, end.Sub(c.clock.Now()))
-		err = c.conn.Invoke(ctx, u.method, u.args, u.reply, u.opts...)
+		err = conn.Invoke(ctx, u.method, u.args, u.reply, opts...)
 		cancel()
 	} else {
-		err = c.conn.Invoke(u.ctx, u.method, u.args, u.reply, u.opts...)
+		err = conn.Invoke(u.ctx, u.method, u.args, u.reply, opts...)
 	}
 	code := status.Code(err)
 	c.metrics.attempt(u.mm, u.method, code)
@@ -222,8 +262,15 @@ func (u *unary) Attempt(_ context.Context, n int) resilience.Verdict {
 		Overloaded: code == codes.ResourceExhausted}
 }
 
-// Report counts the retries and the budget's refusals.
+// Report counts the retries and the budget's refusals, and gives the
+// attempt's instance (with instances) its outcome.
 func (u *unary) Report(rec resilience.AttemptRecord) {
+	if in := u.inst; in != nil {
+		u.inst = nil
+		u.ticket.Done(rec.Verdict.Outcome)
+		in.outstanding.Add(-1)
+		u.tried = append(u.tried, in)
+	}
 	switch rec.Stop {
 	case resilience.StopNone:
 		u.c.metrics.dep.Retried()

@@ -66,8 +66,16 @@ type Upstream struct {
 
 	// Target is the gRPC target: "host:port", or a URI such as
 	// "dns:///inventory:9000" or "unix:///run/inventory.sock". It is a deploy
-	// key: JFAST_GRPC_UPSTREAMS__<NAME>__TARGET wins over the file. Required.
+	// key: JFAST_GRPC_UPSTREAMS__<NAME>__TARGET wins over the file. Required
+	// unless instances is set; not with instances.
 	Target string `koanf:"target"`
+	// Instances lists the upstream's instances, each "host:port": each
+	// gets a channel and a breaker of its own, each attempt of a call picks
+	// one by balancing, a retry goes to another, and an instance whose
+	// breaker is open is skipped (ejected) while the others serve. Not with
+	// target. A deploy key (JFAST_GRPC_UPSTREAMS__<NAME>__INSTANCES,
+	// comma-separated). Defaults to none.
+	Instances []string `koanf:"instances"`
 	// Insecure sends plain text, without TLS. Only set it for a local
 	// service or behind a mesh that encrypts. Deploy key. Defaults to false
 	// (TLS with the system's roots).
@@ -150,6 +158,7 @@ func (u *Upstream) SetDefaults() {
 	*u = Upstream{
 		Name:                 keep.Name,
 		Target:               keep.Target,
+		Instances:            keep.Instances,
 		Insecure:             keep.Insecure,
 		CAFile:               keep.CAFile,
 		ServerName:           keep.ServerName,
@@ -237,8 +246,10 @@ func (u *Upstream) problems() []framework.ConfigError {
 	var l framework.Problems
 	add, deadline := l.Error, l.Deadline
 
-	if problem := checkTarget(u.Target); problem != "" {
-		add("target", problem, `set an address such as "inventory:9000" or "dns:///inventory:9000", in the file or in JFAST_GRPC_UPSTREAMS__<NAME>__TARGET`)
+	if len(u.Instances) > 0 {
+		u.instanceProblems(&l)
+	} else if problem := checkTarget(u.Target); problem != "" {
+		add("target", problem, `set an address such as "inventory:9000" or "dns:///inventory:9000", in the file or in JFAST_GRPC_UPSTREAMS__<NAME>__TARGET (or list the instances in instances)`)
 	}
 	if u.Insecure && (u.CAFile != "" || u.ServerName != "") {
 		add("insecure", "is true while ca_file or server_name configures TLS",

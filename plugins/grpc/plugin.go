@@ -39,7 +39,7 @@ type Plugin struct {
 // upstreamsTable is [plugin.grpc.upstreams], in the words of its errors.
 var upstreamsTable = framework.NamedTable{
 	Plugin: name, Key: "upstreams", Noun: "upstream", Nouns: "upstreams",
-	Needs: "with its target", BadName: "is not a valid upstream name",
+	Needs: "with its target (or instances)", BadName: "is not a valid upstream name",
 	NameFix: "use lowercase letters, digits, - and _ (it names the upstream in metrics and in JFAST_GRPC_UPSTREAMS__<NAME>__TARGET)",
 }
 
@@ -89,7 +89,7 @@ func (p *Plugin) Config() any { return &p.cfg }
 // service runs, and so does the address the server listens on.
 func (p *Plugin) DeployKeys() []string {
 	return []string{
-		"upstreams.*.target", "upstreams.*.insecure", "upstreams.*.ca_file", "upstreams.*.server_name",
+		"upstreams.*.target", "upstreams.*.instances", "upstreams.*.insecure", "upstreams.*.ca_file", "upstreams.*.server_name",
 		"upstreams.*.headers.*", "server.listen",
 	}
 }
@@ -269,8 +269,10 @@ func (p *Plugin) Channels() int {
 }
 
 // Check implements framework.Checker. It sends nothing: it lists every
-// upstream's breaker and its channel's connectivity state in meta, and the
-// server's address. As the http client's: an open breaker reports the
+// upstream's breaker and its channel's connectivity state in meta (with
+// instances, each instance's), and the server's address. An upstream with
+// instances is unreachable only when every instance's breaker is open; an
+// ejected instance is named in the detail and the check passes. As the http client's: an open breaker reports the
 // upstream unreachable (503 only with [plugin.grpc] critical = true), a
 // half-open one impaired (the next call probes).
 func (p *Plugin) Check(context.Context) readiness.Report {
@@ -278,9 +280,21 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 	clients, srv := p.clients, p.server
 	p.mu.Unlock()
 	upstreams := make(map[string]any, clients.Len())
-	var suspended []string
+	var suspended, ejected []string
 	open := false
 	for n, c := range clients.All() {
+		if c.insts != nil {
+			each, out := c.instancesMeta()
+			upstreams[n] = map[string]any{"instances": each, "in_flight": c.bulkhead.InFlight()}
+			switch {
+			case len(out) == len(c.insts):
+				open = true
+				suspended = append(suspended, "every instance of '"+n+"' is ejected: "+strings.Join(out, ", "))
+			case len(out) > 0:
+				ejected = append(ejected, "instances of '"+n+"' ejected: "+strings.Join(out, ", "))
+			}
+			continue
+		}
 		s := c.breaker.Snapshot()
 		upstreams[n] = map[string]any{
 			"breaker":   s.Meta(),
@@ -301,6 +315,9 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 		return readiness.Unreachable(strings.Join(suspended, "; "), meta)
 	case len(suspended) > 0:
 		return readiness.Impaired(strings.Join(suspended, "; "), meta)
+	}
+	if len(ejected) > 0 {
+		return readiness.Passed(fmt.Sprintf("%d upstreams, every one available; %s", clients.Len(), strings.Join(ejected, "; ")), meta)
 	}
 	return readiness.Passed(fmt.Sprintf("%d upstreams, every breaker closed", clients.Len()), meta)
 }

@@ -39,7 +39,18 @@ func (c *ServiceClient) NewStream(ctx context.Context, desc *grpc.StreamDesc, me
 		return nil, &Error{Upstream: c.up.Name, Method: method, Code: codes.Unavailable, Kind: KindClosed, Err: errClosed}
 	}
 	start := c.clock.Now()
-	ticket, err := c.breaker.Allow()
+	conn, in := c.conn, (*instance)(nil)
+	var ticket resilience.Ticket
+	var err error
+	if c.insts != nil {
+		// A stream stays on the instance it opened on, restarts included.
+		in, ticket, err = c.pick(nil)
+		if in != nil {
+			conn = in.conn
+		}
+	} else {
+		ticket, err = c.breaker.Allow()
+	}
 	if err != nil {
 		c.metrics.refused(method, labelCircuitOpen)
 		return nil, circuitOpen(c.up.Name, method, err)
@@ -50,21 +61,24 @@ func (c *ServiceClient) NewStream(ctx context.Context, desc *grpc.StreamDesc, me
 	if err != nil {
 		cancel()
 		ticket.Done(resilience.Ignore)
+		if in != nil {
+			in.outstanding.Add(-1)
+		}
 		return nil, c.refusedByBulkhead(ctx, method, err)
 	}
 	callCtx = c.outgoing(callCtx)
 	if ticket.Probe() {
-		opts = probeOptions(c.conn, opts)
+		opts = probeOptions(conn, opts)
 	}
 	c.budget.RecordCall()
 	s := &clientStream{
-		c: c, ctx: ctx, callCtx: callCtx, cancel: cancel, own: own,
+		c: c, conn: conn, inst: in, ctx: ctx, callCtx: callCtx, cancel: cancel, own: own,
 		desc: desc, method: method, opts: opts,
 		ticket: ticket, permit: permit, mm: mm, start: start,
 		restart: c.restart[method] && desc.ServerStreams && !desc.ClientStreams,
 	}
 	s.attempts.Store(1)
-	cs, err := c.conn.NewStream(callCtx, desc, method, opts...)
+	cs, err := conn.NewStream(callCtx, desc, method, opts...)
 	if err != nil {
 		c.metrics.attempt(mm, method, status.Code(err))
 		return nil, s.finish(err)
@@ -83,6 +97,8 @@ func (c *ServiceClient) NewStream(ctx context.Context, desc *grpc.StreamDesc, me
 // server stream.
 type clientStream struct {
 	c       *ServiceClient
+	conn    *grpc.ClientConn
+	inst    *instance       // the stream's instance, with instances
 	ctx     context.Context // the caller's
 	callCtx context.Context
 	cancel  context.CancelFunc
@@ -160,7 +176,7 @@ func (s *clientStream) reopen(code codes.Code) bool {
 			return false
 		}
 		s.attempts.Add(1)
-		cs, err := s.c.conn.NewStream(s.callCtx, s.desc, s.method, s.opts...)
+		cs, err := s.conn.NewStream(s.callCtx, s.desc, s.method, s.opts...)
 		for i := 0; err == nil && i < len(s.sent); i++ {
 			err = cs.SendMsg(s.sent[i])
 		}
@@ -191,6 +207,9 @@ func (s *clientStream) finish(err error) error {
 			o = resilience.Ignore // the caller's sooner deadline, not the upstream
 		}
 		s.ticket.Done(o)
+		if s.inst != nil {
+			s.inst.outstanding.Add(-1)
+		}
 		s.permit.Release()
 		s.cancel()
 		s.c.metrics.call(s.mm, s.method, code)

@@ -1,0 +1,226 @@
+package grpc
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
+)
+
+// An upstream with instances (instances = ["host:port", ...]) has a channel
+// per instance, from the pool, and a breaker per instance. Each attempt of a
+// call picks an instance in the client (ServiceClient.pick), takes a ticket
+// of that instance's breaker and gives it the attempt's outcome when the
+// policy's loop reports it; the call is admitted without the upstream's
+// breaker (resilience.RunOpts.NoBreaker), so the upstream is refused only
+// when every instance's breaker is open. This is the http plugin's design
+// for its instances: the choice happens where the breakers, the retries and
+// the "retry elsewhere" rule already are, rather than in a gRPC balancer
+// that would have to learn each of them.
+
+// instance is one replica of an upstream with instances.
+type instance struct {
+	addr        string
+	conn        *grpc.ClientConn
+	breaker     *resilience.Breaker // named "<upstream> <addr>"
+	outstanding atomic.Int64        // attempts picked and not yet reported
+}
+
+// maxPickBuffer is how many instances a pick considers without allocating.
+const maxPickBuffer = 16
+
+// instanceProblems reports the problems of the instances key.
+func (u *Upstream) instanceProblems(l *framework.Problems) {
+	if u.Target != "" {
+		l.Error("instances", "cannot be set together with target",
+			`keep target (one address, or a "dns:///" name resolved to every instance) or instances (a fixed list of "host:port"), not both`)
+	}
+	seen := map[string]bool{}
+	for n, addr := range u.Instances {
+		problem := ""
+		host, port, err := net.SplitHostPort(addr)
+		switch {
+		case err != nil || host == "" || port == "" || strings.Contains(addr, "/"):
+			problem = fmt.Sprintf("%q is not \"host:port\"", addr)
+		case seen[addr]:
+			problem = fmt.Sprintf("lists %q twice", addr)
+		}
+		seen[addr] = true
+		if problem != "" {
+			l.Error(fmt.Sprintf("instances[%d]", n), problem,
+				`list addresses such as "10.0.0.7:9000", in the file or comma-separated in JFAST_GRPC_UPSTREAMS__<NAME>__INSTANCES`)
+		}
+	}
+}
+
+// newInstances makes u's instances: a channel from pool for each address,
+// and its breaker.
+func newInstances(u Upstream, pool *Pool, dial []grpc.DialOption, clock resilience.Clock, onChange func(resilience.StateChange)) ([]*instance, error) {
+	out := make([]*instance, 0, len(u.Instances))
+	for _, addr := range u.Instances {
+		one := u
+		one.Target, one.Instances = addr, nil
+		conn, err := pool.channel(one, dial)
+		if err != nil {
+			return nil, err
+		}
+		br := resilience.NewBreaker(u.BreakerConfig.Opts(u.Name+" "+addr, clock, onChange))
+		out = append(out, &instance{addr: addr, conn: conn, breaker: br})
+	}
+	return out, nil
+}
+
+// connected reports whether in's channel may take a call without waiting
+// for a connection: READY, or IDLE (never used, or idle for long, it
+// connects on the call). A channel in TRANSIENT_FAILURE (its connections
+// refused or lost) is the evidence a call would meet: without health_check
+// its breaker is told so, at no call's cost; with health_check the state
+// may only mean NOT_SERVING, which is no failure of the calls.
+func (c *ServiceClient) connected(in *instance) bool {
+	switch in.conn.GetState() {
+	case connectivity.Ready, connectivity.Idle:
+		return true
+	case connectivity.TransientFailure:
+		if !c.up.HealthCheck {
+			if t, err := in.breaker.Allow(); err == nil {
+				t.Done(resilience.Failure)
+			}
+		}
+	}
+	return false
+}
+
+// pick chooses the instance of one attempt and takes a ticket of its
+// breaker; the instance is outstanding until the attempt is reported
+// ([instance.outstanding]). Connected instances first (READY or IDLE);
+// when none is, any instance (its call meets the connection's error, or
+// waits for the connection being made). Instances tried by the call's
+// earlier attempts are chosen again only when no other is left, so a retry
+// goes elsewhere whenever it can. An instance whose breaker refuses is
+// skipped; when every one refuses the error is the soonest-ending
+// *resilience.OpenError.
+func (c *ServiceClient) pick(tried []*instance) (*instance, resilience.Ticket, error) {
+	var refusedBuf [maxPickBuffer]*instance
+	refused := refusedBuf[:0]
+	var open *resilience.OpenError
+	anyState := false
+	for {
+		in := c.choose(tried, refused, anyState)
+		if in == nil {
+			if !anyState {
+				anyState = true
+				continue
+			}
+			break
+		}
+		t, err := in.breaker.Allow()
+		if err == nil {
+			in.outstanding.Add(1)
+			return in, t, nil
+		}
+		refused = append(refused, in)
+		var oe *resilience.OpenError
+		if errors.As(err, &oe) && (open == nil || oe.RetryAfter() < open.RetryAfter()) {
+			open = oe
+		}
+	}
+	if open == nil {
+		// Unreachable: every instance is a candidate of the last round.
+		return nil, resilience.Ticket{}, errors.New("no instance to call")
+	}
+	return nil, resilience.Ticket{}, open
+}
+
+// choose returns the instance balancing chooses among the candidates (not
+// refused; connected unless anyState; untried when any is), or nil.
+func (c *ServiceClient) choose(tried, refused []*instance, anyState bool) *instance {
+	var buf [maxPickBuffer]*instance
+	cands := buf[:0]
+	fresh := 0 // cands[:fresh] were not tried, in listed order
+	for _, in := range c.insts {
+		if slices.Contains(refused, in) || (!anyState && !c.connected(in)) {
+			continue
+		}
+		if slices.Contains(tried, in) {
+			cands = append(cands, in)
+			continue
+		}
+		cands = slices.Insert(cands, fresh, in)
+		fresh++
+	}
+	if fresh > 0 {
+		cands = cands[:fresh]
+	}
+	n := len(cands)
+	switch {
+	case n == 0:
+		return nil
+	case n == 1 || c.up.Balancing == BalancePickFirst:
+		return cands[0]
+	case c.up.Balancing == BalanceLeastRequest:
+		i, j := rand.IntN(n), rand.IntN(n-1)
+		if j >= i {
+			j++
+		}
+		if cands[j].outstanding.Load() < cands[i].outstanding.Load() {
+			return cands[j]
+		}
+		return cands[i]
+	}
+	return cands[int(c.next.Add(1)%uint64(n))]
+}
+
+// instancesState returns the connectivity of the best-connected instance's
+// channel: READY when any instance is.
+func (c *ServiceClient) instancesState() connectivity.State {
+	rank := map[connectivity.State]int{connectivity.Ready: 4, connectivity.Idle: 3, connectivity.Connecting: 2, connectivity.TransientFailure: 1}
+	best := connectivity.Shutdown
+	for _, in := range c.insts {
+		if s := in.conn.GetState(); rank[s] > rank[best] {
+			best = s
+		}
+	}
+	return best
+}
+
+// instancesMeta is the upstream's instances in /ready: each one's breaker,
+// channel and outstanding attempts. It also returns the instances whose
+// breaker is open, each with its cool-down left.
+func (c *ServiceClient) instancesMeta() (map[string]any, []string) {
+	each := make(map[string]any, len(c.insts))
+	var ejected []string
+	for _, in := range c.insts {
+		s := in.breaker.Snapshot()
+		each[in.addr] = map[string]any{
+			"breaker":     s.Meta(),
+			"channel":     strings.ToLower(in.conn.GetState().String()),
+			"outstanding": in.outstanding.Load(),
+		}
+		if s.State == resilience.StateOpen {
+			ejected = append(ejected, fmt.Sprintf("%s for %.1fs", in.addr, s.RetryAfter.Seconds()))
+		}
+	}
+	return each, ejected
+}
+
+// Instances returns each instance's breaker by its address, for /ready,
+// tests and tools; nil for an upstream with a target.
+func (c *ServiceClient) Instances() map[string]*resilience.Breaker {
+	if c.insts == nil {
+		return nil
+	}
+	out := make(map[string]*resilience.Breaker, len(c.insts))
+	for _, in := range c.insts {
+		out[in.addr] = in.breaker
+	}
+	return out
+}

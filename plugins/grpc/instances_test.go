@@ -1,0 +1,228 @@
+package grpc_test
+
+import (
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jfastframework/jfast/examples/inventory/shoppb"
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/jfasttest"
+	jgrpc "github.com/jfastframework/jfast/plugins/grpc"
+)
+
+// instanceServer is one instance of the inventory on loopback, with a stop
+// that kills it before the test ends.
+type instanceServer struct {
+	inv  *inventory
+	addr string
+	stop func()
+}
+
+func serveInstances(t *testing.T, n int) []*instanceServer {
+	t.Helper()
+	out := make([]*instanceServer, n)
+	for i := range out {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &instanceServer{inv: &inventory{}}
+		s.addr, s.stop = serveOn(t, ln, s.inv)
+		out[i] = s
+	}
+	return out
+}
+
+func addrsOf(list []*instanceServer) []string {
+	out := make([]string, len(list))
+	for i, s := range list {
+		out[i] = s.addr
+	}
+	return out
+}
+
+// An instance that answers every call with UNAVAILABLE is ejected after
+// exactly breaker_failures of them, each retried on another instance (no
+// call fails), and gets no call while its breaker is open; the others
+// keep serving.
+func TestInstanceThatFailsIsEjected(t *testing.T) {
+	t.Parallel()
+	clock := jfasttest.NewClock()
+	clock.SetAutoAdvance(true) // the retries' backoff waits
+	srv := serveInstances(t, 3)
+	c := newClient(t, jgrpc.Upstream{Instances: addrsOf(srv), IdempotentMethods: []string{getStock}}, jgrpc.WithClock(clock))
+	// round_robin: every instance gets calls.
+	getUntil(t, c, func() bool {
+		return srv[0].inv.getStocks.Load() >= 10 && srv[1].inv.getStocks.Load() >= 10 && srv[2].inv.getStocks.Load() >= 10
+	})
+	bad := srv[1]
+	before := bad.inv.getStocks.Load()
+	bad.inv.failGetStock.Store(1 << 20)
+	br := c.Instances()[bad.addr]
+	getUntil(t, c, func() bool { return br.Snapshot().State == resilience.StateOpen })
+	failures := resilience.DefaultBreakerFailures
+	if got := bad.inv.getStocks.Load() - before; int(got) != failures {
+		t.Fatalf("the failing instance got %d calls before its breaker opened, want breaker_failures = %d", got, failures)
+	}
+	ejectedAt := bad.inv.getStocks.Load()
+	others := srv[0].inv.getStocks.Load() + srv[2].inv.getStocks.Load()
+	getUntil(t, c, func() bool { return srv[0].inv.getStocks.Load()+srv[2].inv.getStocks.Load() >= others+30 })
+	if got := bad.inv.getStocks.Load(); got != ejectedAt {
+		t.Fatalf("the ejected instance got %d calls while its breaker was open", got-ejectedAt)
+	}
+	for addr, b := range c.Instances() {
+		if addr != bad.addr && b.Snapshot().State != resilience.StateClosed {
+			t.Fatalf("instance %s: breaker %s, want closed", addr, b.Snapshot().State)
+		}
+	}
+}
+
+// A service whose upstream lists three instances (from the environment,
+// comma-separated): one killed, every request is still answered, the
+// killed instance's breaker opens and /ready names it, passing; every
+// instance killed, requests get a 503 naming the upstream and /ready
+// says every instance is ejected (degraded, never unavailable).
+func TestInstancesKilledInAService(t *testing.T) {
+	t.Parallel()
+	clock := jfasttest.NewClock()
+	clock.SetAutoAdvance(true)
+	srv := serveInstances(t, 3)
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML: `
+[plugins]
+enabled = ["grpc"]
+[plugin.grpc.upstreams.inventory]
+insecure = true
+idempotent_methods = ["/shop.Inventory/GetStock"]
+`,
+		Env:     map[string]string{"JFAST_GRPC_UPSTREAMS__INVENTORY__INSTANCES": strings.Join(addrsOf(srv), ",")},
+		Plugins: []framework.Plugin{jgrpc.New()},
+		Clock:   clock,
+		Routes: func(app *framework.App, r chi.Router) error {
+			c, err := jgrpc.Client(app, "inventory")
+			if err != nil {
+				return err
+			}
+			stub := shoppb.NewInventoryClient(c)
+			r.Method(http.MethodGet, "/stock/{sku}", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+				stock, err := stub.GetStock(r.Context(), &shoppb.GetStockRequest{Sku: chi.URLParam(r, "sku")})
+				if err != nil {
+					return err
+				}
+				return framework.JSON(w, http.StatusOK, map[string]any{"available": stock.GetAvailable()})
+			}))
+			return nil
+		},
+	})
+	type instanceMeta struct {
+		Breaker struct {
+			State string `json:"state"`
+		} `json:"breaker"`
+		Channel string `json:"channel"`
+	}
+	var ready struct {
+		Status string `json:"status"`
+		Checks map[string]struct {
+			Healthy bool   `json:"healthy"`
+			Detail  string `json:"detail"`
+			Meta    struct {
+				Upstreams map[string]struct {
+					Instances map[string]instanceMeta `json:"instances"`
+				} `json:"upstreams"`
+			} `json:"meta"`
+		} `json:"checks"`
+	}
+	readReady := func() map[string]instanceMeta {
+		t.Helper()
+		resp := svc.Get(t, "/ready")
+		if resp.Status != http.StatusOK {
+			t.Fatalf("/ready = %d: %s", resp.Status, resp.Body)
+		}
+		ready.Checks = nil
+		if err := json.Unmarshal(resp.Body, &ready); err != nil {
+			t.Fatal(err)
+		}
+		return ready.Checks["grpc"].Meta.Upstreams["inventory"].Instances
+	}
+	get := func() jfasttest.Response {
+		t.Helper()
+		return svc.Get(t, "/stock/a")
+	}
+	for get(); srv[0].inv.getStocks.Load() == 0 || srv[1].inv.getStocks.Load() == 0 || srv[2].inv.getStocks.Load() == 0; {
+		if resp := get(); resp.Status != http.StatusOK {
+			t.Fatalf("GET = %d: %s", resp.Status, resp.Body)
+		}
+	}
+	if in := readReady(); len(in) != 3 || ready.Status != "ok" {
+		t.Fatalf("/ready with three instances: %s %+v", ready.Status, in)
+	}
+
+	killed := srv[1]
+	killed.stop()
+	for readReady()[killed.addr].Breaker.State != "open" {
+		if resp := get(); resp.Status != http.StatusOK {
+			t.Fatalf("GET with one instance killed = %d: %s", resp.Status, resp.Body)
+		}
+	}
+	in := readReady()
+	check := ready.Checks["grpc"]
+	if ready.Status != "ok" || !check.Healthy || !strings.Contains(check.Detail, "ejected: "+killed.addr) {
+		t.Fatalf("/ready with one instance ejected: %s %+v", ready.Status, check)
+	}
+	for _, s := range []*instanceServer{srv[0], srv[2]} {
+		if in[s.addr].Breaker.State != "closed" {
+			t.Fatalf("live instance %s: %+v", s.addr, in[s.addr])
+		}
+	}
+
+	srv[0].stop()
+	srv[2].stop()
+	var last jfasttest.Response
+	for {
+		last = get()
+		if last.Status != http.StatusServiceUnavailable {
+			if last.Status != http.StatusOK { // a call already on its way when the kill came
+				t.Fatalf("GET with every instance killed = %d: %s", last.Status, last.Body)
+			}
+			continue
+		}
+		var p problemBody
+		if err := json.Unmarshal(last.Body, &p); err != nil || p.Upstream != "inventory" || !strings.Contains(p.Detail, "'inventory'") {
+			t.Fatalf("503 = %s, want the upstream named", last.Body)
+		}
+		if readReady(); ready.Status == "degraded" {
+			break
+		}
+	}
+	check = ready.Checks["grpc"]
+	if check.Healthy || !strings.Contains(check.Detail, "every instance of 'inventory' is ejected") {
+		t.Fatalf("/ready with every instance killed: %+v", check)
+	}
+}
+
+func TestInstancesConfigErrors(t *testing.T) {
+	t.Parallel()
+	const table = "[plugins]\nenabled = [\"grpc\"]\n[plugin.grpc.upstreams.inventory]\ninsecure = true\nattempts = 1\n"
+	for _, tc := range []struct{ toml, key, says string }{
+		{"target = \"inventory:9000\"\ninstances = [\"127.0.0.1:9000\"]", "instances", "target"},
+		{`instances = ["dns:///inventory:9000"]`, "instances[0]", "host:port"},
+		{`instances = ["127.0.0.1:9000", "127.0.0.1:9000"]`, "instances[1]", "twice"},
+		{"", "target", "missing"},
+	} {
+		e := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: table + tc.toml + "\n", Plugins: []framework.Plugin{jgrpc.New()}}).
+			Only(t, "plugin.grpc.upstreams.inventory."+tc.key)
+		if !strings.Contains(e.Problem, tc.says) {
+			t.Errorf("%s: %q does not say %q", tc.key, e.Problem, tc.says)
+		}
+	}
+	if _, err := jgrpc.NewClient(jgrpc.Upstream{Target: "a:1", Instances: []string{"b:1"}, Insecure: true, PolicyConfig: resilience.PolicyConfig{Attempts: 1}}); err == nil ||
+		!strings.Contains(err.Error(), "instances") {
+		t.Fatalf("NewClient with target and instances: %v", err)
+	}
+}
