@@ -111,3 +111,51 @@ func BenchmarkUnary(b *testing.B) {
 		})
 	}
 }
+
+// serveQuick serves quickInventory on loopback until the benchmark ends.
+func serveQuick(b *testing.B) string {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	shoppb.RegisterInventoryServer(srv, quickInventory{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	b.Cleanup(func() {
+		srv.Stop()
+		<-done
+	})
+	return ln.Addr().String()
+}
+
+// BenchmarkUnaryInstances compares a call through a client with one target
+// with a call through a client with three instances (a pick, its breaker
+// ticket and the instance's channel per attempt), for time and allocations.
+//
+//	go test -run '^$' -bench 'UnaryInstances' -benchtime 20000x -count 6 ./plugins/grpc/
+func BenchmarkUnaryInstances(b *testing.B) {
+	addrs := []string{serveQuick(b), serveQuick(b), serveQuick(b)}
+	for _, c := range []struct {
+		name string
+		up   jgrpc.Upstream
+	}{
+		{"target", jgrpc.Upstream{Name: "inventory", Target: addrs[0], IdempotentMethods: []string{getStock}}},
+		{"instances=3", jgrpc.Upstream{Name: "inventory", Instances: addrs, IdempotentMethods: []string{getStock}}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			stub := shoppb.NewInventoryClient(newClient(b, c.up))
+			for range 3 {
+				getStockOnce(b, stub) // connect every channel before measuring
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				getStockOnce(b, stub)
+			}
+		})
+	}
+}

@@ -2,8 +2,11 @@ package grpc_test
 
 import (
 	"encoding/json"
+	"errors"
+	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -150,8 +153,12 @@ idempotent_methods = ["/shop.Inventory/GetStock"]
 		}
 		return ready.Checks["grpc"].Meta.Upstreams["inventory"].Instances
 	}
+	bound := ctxFor(t) // a bug must not loop for ever
 	get := func() jfasttest.Response {
 		t.Helper()
+		if bound.Err() != nil {
+			t.Fatal("the state awaited never came")
+		}
 		return svc.Get(t, "/stock/a")
 	}
 	for get(); srv[0].inv.getStocks.Load() == 0 || srv[1].inv.getStocks.Load() == 0 || srv[2].inv.getStocks.Load() == 0; {
@@ -224,5 +231,58 @@ func TestInstancesConfigErrors(t *testing.T) {
 	if _, err := jgrpc.NewClient(jgrpc.Upstream{Target: "a:1", Instances: []string{"b:1"}, Insecure: true, PolicyConfig: resilience.PolicyConfig{Attempts: 1}}); err == nil ||
 		!strings.Contains(err.Error(), "instances") {
 		t.Fatalf("NewClient with target and instances: %v", err)
+	}
+}
+
+// A stream picks an instance like a unary call and stays on it: streams
+// reach every instance, each delivers 1, 2, 3, and a stream to an instance
+// whose breaker is open is never opened.
+func TestInstancesStreams(t *testing.T) {
+	t.Parallel()
+	srv := serveInstances(t, 2)
+	u := jgrpc.Upstream{Instances: addrsOf(srv), PolicyConfig: resilience.PolicyConfig{Attempts: 1}}
+	u.BreakerFailures = 1
+	c := newClient(t, u, jgrpc.WithClock(jfasttest.NewClock()))
+	stub := shoppb.NewInventoryClient(c)
+	export := func() []int64 {
+		t.Helper()
+		stream, err := stub.Export(ctxFor(t), &shoppb.ExportRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seqs []int64
+		for {
+			item, err := stream.Recv()
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					t.Fatal(err)
+				}
+				return seqs
+			}
+			seqs = append(seqs, item.GetSeq())
+		}
+	}
+	for srv[0].inv.exports.Load() == 0 || srv[1].inv.exports.Load() == 0 {
+		if got := export(); !slices.Equal(got, []int64{1, 2, 3}) {
+			t.Fatalf("stream delivered %v", got)
+		}
+	}
+	srv[1].stop()
+	// A unary call on the stopped instance opens its breaker (one failure).
+	ctx := ctxFor(t)
+	for c.Instances()[srv[1].addr].Snapshot().State != resilience.StateOpen {
+		if ctx.Err() != nil {
+			t.Fatal("the stopped instance's breaker never opened")
+		}
+		_ = c.Invoke(ctx, getStock, &shoppb.GetStockRequest{Sku: "a"}, &shoppb.Stock{})
+	}
+	before := srv[0].inv.exports.Load()
+	for range 10 {
+		if got := export(); !slices.Equal(got, []int64{1, 2, 3}) {
+			t.Fatalf("stream with one instance ejected delivered %v", got)
+		}
+	}
+	if got := srv[0].inv.exports.Load() - before; got != 10 {
+		t.Fatalf("the live instance served %d of 10 streams", got)
 	}
 }
