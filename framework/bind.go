@@ -82,6 +82,7 @@ func (b *binder) bindStruct(path string, dst reflect.Value, src map[string]any) 
 var renamedKeys = map[string]struct{ to, how string }{
 	"retries":       {"attempts", "attempts counts every try, the first included: retries = 2 is attempts = 3, retries = 0 is attempts = 1"},
 	"total_timeout": {"timeout", "the same bound of the whole call, every attempt and wait included"},
+	"max_attempts":  {"attempts", "the same count: every try, the first included"},
 }
 
 // renamed reports the problem and fix of name, a key of a table whose keys

@@ -610,7 +610,7 @@ retry_base = "50ms"
 retry_max = "300ms"
 poll_interval = "100ms"
 enqueue_timeout = "1s"
-max_attempts = 100
+attempts = 100
 [plugin.queue.queues.mail]
 concurrency = 2
 [plugin.mail]
@@ -741,7 +741,7 @@ backend = "redis"
 enqueue_timeout = "500ms"
 retry_base = "50ms"
 retry_max = "300ms"
-max_attempts = 100
+attempts = 100
 [plugin.queue.queues.default]
 concurrency = 2
 `
@@ -784,7 +784,7 @@ enqueue_timeout = "2s"
 retry_base = "50ms"
 retry_max = "300ms"
 poll_interval = "100ms"
-max_attempts = 100
+attempts = 100
 [plugin.queue.queues.default]
 concurrency = 2
 `
@@ -834,7 +834,7 @@ backend = "rabbitmq"
 enqueue_timeout = "1s"
 retry_base = "50ms"
 retry_max = "300ms"
-max_attempts = 100
+attempts = 100
 [plugin.queue.queues.drill%[1]s]
 concurrency = 2
 [plugin.queue.rabbitmq]

@@ -185,7 +185,7 @@ func TestHungServerIsBoundedByTheTimeouts(t *testing.T) {
 }
 
 // hungDelivery sends one message to a server that stops answering and waits
-// for the attempt to fail with a timeout (transient: with max_attempts = 1 it
+// for the attempt to fail with a timeout (transient: with attempts = 1 it
 // lands in the dead letter).
 func hungDelivery(t *testing.T, b *bundle) mail.Delivery {
 	t.Helper()

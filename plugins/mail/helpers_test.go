@@ -75,7 +75,7 @@ backend = "postgres"
 retry_base = "50ms"
 retry_max = "200ms"
 poll_interval = "100ms"
-max_attempts = %d
+attempts = %d
 %s
 [plugin.queue.queues.%s]
 concurrency = 2

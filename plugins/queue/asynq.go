@@ -61,7 +61,7 @@ func (b *asynqBackend) Open(_ context.Context, env BackendEnv) error {
 // made once at Open: an option made per call costs an allocation each.
 type asynqOptions struct {
 	queues   map[string]asynq.Option // asynq.Queue of each configured queue
-	maxRetry asynq.Option            // asynq.MaxRetry(max_attempts)
+	maxRetry asynq.Option            // asynq.MaxRetry(attempts)
 	timeout  asynq.Option            // asynq.Timeout(job_timeout + 1s)
 }
 
@@ -129,7 +129,7 @@ func (b *asynqBackend) Enqueue(ctx context.Context, m *Message) (Result, error) 
 	if !ok {
 		queue = asynq.Queue(m.Queue)
 	}
-	// One retry more than max_attempts allows: the handler wrapper sends the
+	// One retry more than the attempts key allows: the handler wrapper sends the
 	// last counted failure to the dead letter itself, so an attempt that is
 	// not counted (shutdown) never hits asynq's own limit and is
 	// archived by mistake.

@@ -43,7 +43,7 @@ type Config struct {
 
 	// MaxAttempts is how many times a job runs before it goes to the dead letter.
 	// Defaults to 10.
-	MaxAttempts int `koanf:"max_attempts"`
+	MaxAttempts int `koanf:"attempts"`
 
 	// RetryBase is the ceiling of the first retry's delay; later ceilings double
 	// (full jitter: the delay is uniform in [0, ceiling]). Defaults to 1s.
@@ -159,7 +159,7 @@ func (c *Config) validate(v *framework.Validation) {
 		}
 	}
 	v.Deadline("job_timeout", c.JobTimeout)
-	v.Positive("max_attempts", c.MaxAttempts)
+	v.Positive("attempts", c.MaxAttempts)
 	v.Deadline("retry_base", c.RetryBase)
 	v.Deadline("retry_max", c.RetryMax)
 	if c.RetryBase > 0 && c.RetryMax > 0 && c.RetryMax < c.RetryBase {

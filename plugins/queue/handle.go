@@ -79,7 +79,7 @@ func (e *unknownKindError) Error() string {
 // the process that fetched it (an older replica during a rolling deploy, or a
 // kind no worker registers). It is a failed attempt like any other: retried
 // with the backoff, so a replica that has the handler can take it, and dead
-// after max_attempts, so a kind nobody handles does not circulate forever.
+// once its attempts are spent, so a kind nobody handles does not circulate forever.
 func IsUnknownKind(err error) bool {
 	var u *unknownKindError
 	return errors.As(err, &u)

@@ -29,7 +29,7 @@ func Delay(d time.Duration) Option { return func(o *options) { o.delay = d; o.ru
 // RunAt makes the job due at t.
 func RunAt(t time.Time) Option { return func(o *options) { o.runAt = t; o.delay = 0 } }
 
-// MaxAttempts overrides max_attempts for this job.
+// MaxAttempts overrides the queue's attempts key for this job.
 func MaxAttempts(n int) Option { return func(o *options) { o.maxAttempts = n } }
 
 // UniqueKey deduplicates the job while another job of the same kind with the same
@@ -109,7 +109,7 @@ func JobFromContext(ctx context.Context) (Info, bool) {
 	return *i, true
 }
 
-// DeadJob is a job in the dead letter: it failed max_attempts times, returned a
+// DeadJob is a job in the dead letter: it failed as many times as attempts allows, returned a
 // [Permanent] error, or was abandoned on its last attempt.
 type DeadJob struct {
 	ID        string          `json:"id"`
@@ -178,7 +178,7 @@ func (e *retryAfterError) Unwrap() error { return e.err }
 func (e *retryAfterError) RetryAfter() time.Duration { return e.after }
 
 // RetryAfter wraps err so the next attempt runs after d instead of the backoff's
-// delay. The attempt still counts: after max_attempts the job is dead.
+// delay. The attempt still counts: once attempts are spent the job is dead.
 func RetryAfter(d time.Duration, err error) error {
 	if err == nil {
 		err = errors.New("retry requested")

@@ -93,7 +93,7 @@ func (b *riverBackend) config(workers *river.Workers) *river.Config {
 		FetchPollInterval:           cfg.PollInterval,
 		// FetchOnlyKnownKinds stays false: a job of a kind this process has
 		// no handler for is fetched and fails with River's
-		// UnknownJobKindError, a counted attempt, dead after max_attempts
+		// UnknownJobKindError, a counted attempt, dead once its attempts are spent
 		// like any failing job (see IsUnknownKind); left unfetched, a kind
 		// no worker registers would stay available forever.
 	}

@@ -321,7 +321,7 @@ func deadLetter(t *testing.T, h Harness) {
 	name := QueueName(t)
 	var heal atomic.Bool
 	var calls, healed atomic.Int32
-	svc := h.Start(t, Config{Queue: QueueTOML(name, 2, `retry_base = "10ms"`, `retry_max = "20ms"`, `max_attempts = 3`)}, func(q *queue.Plugin) {
+	svc := h.Start(t, Config{Queue: QueueTOML(name, 2, `retry_base = "10ms"`, `retry_max = "20ms"`, `attempts = 3`)}, func(q *queue.Plugin) {
 		must(t, queue.Handle(q, "doomed", func(ctx context.Context, r Receipt) error {
 			calls.Add(1)
 			if heal.Load() {
@@ -343,7 +343,7 @@ func deadLetter(t *testing.T, h Harness) {
 		return err == nil && len(dead) == 2
 	})
 	if n := calls.Load(); n != 6 {
-		t.Fatalf("handler called %d times, want 6 (2 jobs × max_attempts 3)", n)
+		t.Fatalf("handler called %d times, want 6 (2 jobs × attempts 3)", n)
 	}
 	byID := map[string]queue.DeadJob{}
 	for _, d := range dead {
@@ -388,7 +388,7 @@ func jobTimeout(t *testing.T, h Harness) {
 	name := QueueName(t)
 	var calls atomic.Int32
 	errs := make(chan error, 4)
-	svc := h.Start(t, Config{Queue: QueueTOML(name, 1, `job_timeout = "300ms"`, `rescue_after = "30s"`, `retry_base = "10ms"`, `retry_max = "10ms"`, `max_attempts = 2`)}, func(q *queue.Plugin) {
+	svc := h.Start(t, Config{Queue: QueueTOML(name, 1, `job_timeout = "300ms"`, `rescue_after = "30s"`, `retry_base = "10ms"`, `retry_max = "10ms"`, `attempts = 2`)}, func(q *queue.Plugin) {
 		must(t, queue.Handle(q, "slow", func(ctx context.Context, _ struct{}) error {
 			calls.Add(1)
 			start := time.Now()
@@ -509,7 +509,7 @@ func graceful(t *testing.T, h Harness) {
 func interrupted(t *testing.T, h Harness) {
 	name := QueueName(t)
 	var first atomic.Int32
-	cfg := Config{App: `plugin_stop_timeout = "1s"`, Queue: QueueTOML(name, 1, `max_attempts = 1`)}
+	cfg := Config{App: `plugin_stop_timeout = "1s"`, Queue: QueueTOML(name, 1, `attempts = 1`)}
 	svc := h.Start(t, cfg, func(q *queue.Plugin) {
 		must(t, queue.Handle(q, "long", func(ctx context.Context, _ struct{}) error {
 			first.Add(1)
@@ -525,10 +525,10 @@ func interrupted(t *testing.T, h Harness) {
 	if took := time.Since(start); took > 8*time.Second {
 		t.Fatalf("stop took %s with plugin_stop_timeout 1s", took)
 	}
-	// With max_attempts = 1 a counted attempt would have killed the job: an
+	// With attempts = 1 a counted attempt would have killed the job: an
 	// interrupted attempt is not counted, and the next worker completes it.
 	done := make(chan queue.Info, 1)
-	svc2 := h.Start(t, Config{Queue: QueueTOML(name, 1, `max_attempts = 1`)}, func(q *queue.Plugin) {
+	svc2 := h.Start(t, Config{Queue: QueueTOML(name, 1, `attempts = 1`)}, func(q *queue.Plugin) {
 		must(t, queue.Handle(q, "long", func(ctx context.Context, _ struct{}) error {
 			info, _ := queue.JobFromContext(ctx)
 			done <- info
@@ -629,12 +629,12 @@ func readyBeforeAnyJob(t *testing.T, h Harness) {
 
 // unknownKind: a job of a kind the working process has no handler for (the
 // kinds key lets it be enqueued, as a producer-only service would) fails each
-// attempt and goes to the dead letter after max_attempts, like any failing
+// attempt and goes to the dead letter once its attempts are spent, like any failing
 // job, while the process's own kinds keep running.
 func unknownKind(t *testing.T, h Harness) {
 	name := QueueName(t)
 	var known atomic.Int32
-	svc := h.Start(t, Config{Queue: QueueTOML(name, 2, `retry_base = "10ms"`, `retry_max = "20ms"`, `max_attempts = 3`, `kinds = ["orphan"]`)}, func(q *queue.Plugin) {
+	svc := h.Start(t, Config{Queue: QueueTOML(name, 2, `retry_base = "10ms"`, `retry_max = "20ms"`, `attempts = 3`, `kinds = ["orphan"]`)}, func(q *queue.Plugin) {
 		must(t, queue.Handle(q, "known", func(ctx context.Context, _ struct{}) error { known.Add(1); return nil }))
 	})
 	q := plugin(t, svc)
