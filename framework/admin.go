@@ -56,9 +56,26 @@ func (a *App) adminListening() bool { return a.cfg.AdminListen != "" }
 // the service could read them.
 func (a *App) readyHandler(ready *readiness.Aggregator) http.Handler {
 	if a.adminListening() || a.cfg.Production() {
-		return ready.RedactedHandler()
+		return a.notWhileDraining(ready.RedactedHandler())
 	}
-	return ready.Handler()
+	return a.notWhileDraining(ready.Handler())
+}
+
+// notWhileDraining answers /ready 503 once the App has begun to stop: during
+// app.drain_delay the routes still answer, and whoever chooses instances by
+// their /ready (a gateway's health check, a load balancer, a Kubernetes
+// readiness probe) stops sending new work before the listener closes.
+func (a *App) notWhileDraining(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-a.draining:
+			p := problem.New(http.StatusServiceUnavailable, "shutting down: this instance takes no new work")
+			p.Extensions = map[string]any{"verdict": "unavailable"}
+			problem.Write(w, r, p)
+		default:
+			h.ServeHTTP(w, r)
+		}
+	})
 }
 
 // mountAdmin mounts every admin route on r, the admin listener's router or,
@@ -113,7 +130,7 @@ func (a *App) buildAdminRouter() (http.Handler, error) {
 		if a.cfg.AdminToken != "" {
 			r.Use(adminAuth(a.cfg.AdminToken))
 		}
-		r.Method(http.MethodGet, "/ready", a.ready.Load().Handler())
+		r.Method(http.MethodGet, "/ready", a.notWhileDraining(a.ready.Load().Handler()))
 		err = a.mountAdmin(r)
 	})
 	if err != nil {

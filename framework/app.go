@@ -411,6 +411,12 @@ func (a *App) Stop(ctx context.Context) error {
 	}
 	a.stopped = true
 	close(a.draining)
+	if d := a.cfg.DrainDelay; d > 0 && a.server != nil {
+		// /ready answers 503 from now on (readyHandler), while every route
+		// still answers: callers that choose by readiness leave first.
+		a.log.Info("draining: /ready answers 503 while callers stop choosing this instance", slog.Duration("drain_delay", d))
+		_ = a.Clock().Sleep(ctx, d) // ctx done: go on with the stop
+	}
 	var errs []error
 	// Every Server (gRPC) drains at the same time as the HTTP server, within
 	// the same shutdown_timeout.

@@ -68,6 +68,13 @@ type AppConfig struct {
 	// it, each with plugin_stop_timeout of its own. Defaults to 20s.
 	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
 
+	// DrainDelay is how long a stopping service keeps serving, with /ready
+	// answering 503, before its listener closes and the drain begins: the
+	// time its callers take to stop choosing it (a gateway's health check:
+	// health_every plus health_timeout). Defaults to 0s: the listener closes
+	// at once (on Kubernetes a preStop delay does this job).
+	DrainDelay time.Duration `koanf:"drain_delay"`
+
 	// PluginStopTimeout bounds each plugin's Stop at shutdown, counted from
 	// that Stop's start: a request that never finishes, or a plugin before it
 	// that is slow to stop, cannot take a plugin's time to flush and close.
@@ -142,6 +149,9 @@ func (c AppConfig) validate(v *Validation) {
 	}
 	v.Deadline("readiness_timeout", c.ReadinessTimeout)
 	v.Deadline("shutdown_timeout", c.ShutdownTimeout)
+	if c.DrainDelay < 0 {
+		v.Error("drain_delay", fmt.Sprintf("must be 0 or more, got %s", c.DrainDelay), `set drain_delay = "2s" (callers' health checks: health_every plus health_timeout), or 0 to close at once`)
+	}
 	v.Deadline("plugin_stop_timeout", c.PluginStopTimeout)
 	v.Deadline("start_timeout", c.StartTimeout)
 	v.Deadline("read_header_timeout", c.ReadHeaderTimeout)

@@ -132,3 +132,64 @@ func TestPluginStopTimeoutIsADeadline(t *testing.T) {
 		t.Fatalf("errors = %v", errs)
 	}
 }
+
+// With app.drain_delay a stopping App keeps serving its routes for the delay,
+// on the App's clock, while /ready answers 503: whoever chooses instances by
+// readiness stops sending work before the listener closes. Then the drain
+// goes on as without it.
+func TestDrainDelayReadyFirst(t *testing.T) {
+	t.Parallel()
+	clock := jfasttest.NewClock()
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML:  "[app]\ndrain_delay = \"3s\"",
+		Clock: clock,
+		Routes: func(_ *framework.App, r chi.Router) error {
+			r.Get("/ok", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+			return nil
+		},
+	})
+	if r := svc.Get(t, "/ready"); r.Status != http.StatusOK {
+		t.Fatalf("/ready before the stop = %d %s", r.Status, r.Body)
+	}
+	waiters := clock.Waiters()
+	stopped := make(chan error, 1)
+	go func() { stopped <- svc.Stop(context.Background()) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := clock.BlockUntilContext(ctx, waiters+1); err != nil {
+		t.Fatalf("the stop did not wait out drain_delay on the App's clock: %v", err)
+	}
+	// New connections, as a caller's next request may open.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	for path, want := range map[string]int{"/ready": http.StatusServiceUnavailable, "/ok": http.StatusOK} {
+		resp, err := client.Get(svc.URL + path)
+		if err != nil {
+			t.Fatalf("GET %s during drain_delay: %v", path, err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s during drain_delay = %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+	select {
+	case err := <-stopped:
+		t.Fatalf("Stop returned before drain_delay passed: %v", err)
+	default:
+	}
+	clock.Advance(3 * time.Second)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := client.Get(svc.URL + "/ok"); err == nil {
+		_ = resp.Body.Close()
+		t.Fatalf("GET /ok after the stop = %d, want the listener closed", resp.StatusCode)
+	}
+}
+
+func TestDrainDelayNotNegative(t *testing.T) {
+	t.Parallel()
+	errs := configErrors(t, jfasttest.Options{TOML: "[app]\ndrain_delay = \"-1s\""})
+	if _, ok := errs["app.drain_delay"]; !ok {
+		t.Fatalf("errors = %v", errs)
+	}
+}
