@@ -46,6 +46,7 @@ type ServiceClient struct {
 	budget     *resilience.RetryBudget
 	backoff    resilience.Backoff
 	clock      resilience.Clock
+	logger     *slog.Logger
 	metrics    *upstreamMetrics
 	closed     atomic.Bool
 }
@@ -89,6 +90,7 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 		idempotent: make(map[string]bool, len(u.IdempotentMethods)),
 		restart:    make(map[string]bool, len(u.RestartStreams)),
 		clock:      clock,
+		logger:     logger,
 		metrics:    set.forUpstream(u.Name),
 		backoff:    u.Backoff(),
 	}
@@ -114,7 +116,7 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 	}
 	var err error
 	if len(u.Instances) > 0 {
-		c.insts, err = newInstances(u, pool, o.dial, clock, resilience.LogStateChanges(logger.With("upstream", u.Name), "grpc", u.BreakerCoolDown, nil))
+		c.insts, err = newInstances(u, pool, o.dial, clock, logger.With("upstream", u.Name))
 	} else {
 		c.conn, err = pool.channel(u, o.dial)
 	}

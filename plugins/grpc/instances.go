@@ -3,6 +3,7 @@ package grpc
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -31,8 +32,10 @@ import (
 type instance struct {
 	addr        string
 	conn        *grpc.ClientConn
-	breaker     *resilience.Breaker // named "<upstream> <addr>"
-	outstanding atomic.Int64        // attempts picked and not yet reported
+	breaker     atomic.Pointer[resilience.Breaker] // named "<upstream> <addr>"
+	lost        atomic.Bool                        // its channel was seen in TRANSIENT_FAILURE since it was last READY
+	outstanding atomic.Int64                       // attempts picked and not yet reported
+	newBreaker  func() *resilience.Breaker
 }
 
 // maxPickBuffer is how many instances a pick considers without allocating.
@@ -64,7 +67,8 @@ func (u *Upstream) instanceProblems(l *framework.Problems) {
 
 // newInstances makes u's instances: a channel from pool for each address,
 // and its breaker.
-func newInstances(u Upstream, pool *Pool, dial []grpc.DialOption, clock resilience.Clock, onChange func(resilience.StateChange)) ([]*instance, error) {
+func newInstances(u Upstream, pool *Pool, dial []grpc.DialOption, clock resilience.Clock, log *slog.Logger) ([]*instance, error) {
+	onChange := resilience.LogStateChanges(log, "grpc", u.BreakerCoolDown, nil)
 	out := make([]*instance, 0, len(u.Instances))
 	for _, addr := range u.Instances {
 		one := u
@@ -73,8 +77,12 @@ func newInstances(u Upstream, pool *Pool, dial []grpc.DialOption, clock resilien
 		if err != nil {
 			return nil, err
 		}
-		br := resilience.NewBreaker(u.BreakerConfig.Opts(u.Name+" "+addr, clock, onChange))
-		out = append(out, &instance{addr: addr, conn: conn, breaker: br})
+		name := u.Name + " " + addr
+		in := &instance{addr: addr, conn: conn, newBreaker: func() *resilience.Breaker {
+			return resilience.NewBreaker(u.BreakerConfig.Opts(name, clock, onChange))
+		}}
+		in.breaker.Store(in.newBreaker())
+		out = append(out, in)
 	}
 	return out, nil
 }
@@ -85,13 +93,27 @@ func newInstances(u Upstream, pool *Pool, dial []grpc.DialOption, clock resilien
 // refused or lost) is the evidence a call would meet: without health_check
 // its breaker is told so, at no call's cost; with health_check the state
 // may only mean NOT_SERVING, which is no failure of the calls.
+//
+// An instance whose channel is READY again after a TRANSIENT_FAILURE (a
+// restarted replica) gets a fresh breaker if its own is not closed: it
+// connects again, and keeping it out for the rest of a cool-down would
+// eject every replica of a rolling restart faster than breaker_cool_down.
+// An instance that connects but fails its calls never loses its
+// connection, so its breaker stays open.
 func (c *ServiceClient) connected(in *instance) bool {
 	switch in.conn.GetState() {
-	case connectivity.Ready, connectivity.Idle:
+	case connectivity.Ready:
+		if in.lost.Load() && in.lost.CompareAndSwap(true, false) && in.breaker.Load().Snapshot().State != resilience.StateClosed {
+			in.breaker.Store(in.newBreaker())
+			c.logger.Info("upstream instance connects again: its breaker is closed", slog.String("upstream", c.up.Name), slog.String("instance", in.addr))
+		}
+		return true
+	case connectivity.Idle:
 		return true
 	case connectivity.TransientFailure:
+		in.lost.Store(true)
 		if !c.up.HealthCheck {
-			if t, err := in.breaker.Allow(); err == nil {
+			if t, err := in.breaker.Load().Allow(); err == nil {
 				t.Done(resilience.Failure)
 			}
 		}
@@ -122,7 +144,7 @@ func (c *ServiceClient) pick(tried []*instance) (*instance, resilience.Ticket, e
 			}
 			break
 		}
-		t, err := in.breaker.Allow()
+		t, err := in.breaker.Load().Allow()
 		if err == nil {
 			in.outstanding.Add(1)
 			return in, t, nil
@@ -199,7 +221,7 @@ func (c *ServiceClient) instancesMeta() (map[string]any, []string) {
 	each := make(map[string]any, len(c.insts))
 	var ejected []string
 	for _, in := range c.insts {
-		s := in.breaker.Snapshot()
+		s := in.breaker.Load().Snapshot()
 		each[in.addr] = map[string]any{
 			"breaker":     s.Meta(),
 			"channel":     strings.ToLower(in.conn.GetState().String()),
@@ -220,7 +242,7 @@ func (c *ServiceClient) Instances() map[string]*resilience.Breaker {
 	}
 	out := make(map[string]*resilience.Breaker, len(c.insts))
 	for _, in := range c.insts {
-		out[in.addr] = in.breaker
+		out[in.addr] = in.breaker.Load()
 	}
 	return out
 }

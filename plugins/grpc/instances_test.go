@@ -286,3 +286,34 @@ func TestInstancesStreams(t *testing.T) {
 		t.Fatalf("the live instance served %d of 10 streams", got)
 	}
 }
+
+// An instance killed and started again on its address (a rolling restart)
+// is called again as soon as its channel connects, long before its
+// breaker's cool-down has passed on the test clock: a fresh breaker
+// replaces the open one.
+func TestInstanceBackBeforeItsCoolDown(t *testing.T) {
+	t.Parallel()
+	clock := jfasttest.NewClock()
+	clock.SetAutoAdvance(true)
+	srv := serveInstances(t, 2)
+	c := newClient(t, jgrpc.Upstream{Instances: addrsOf(srv), IdempotentMethods: []string{getStock}}, jgrpc.WithClock(clock))
+	getUntil(t, c, func() bool { return srv[0].inv.getStocks.Load() >= 5 && srv[1].inv.getStocks.Load() >= 5 })
+	back := srv[1]
+	back.stop()
+	getUntil(t, c, func() bool { return c.Instances()[back.addr].Snapshot().State == resilience.StateOpen })
+	openedAt := clock.Now()
+
+	ln, err := net.Listen("tcp", back.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := &inventory{}
+	serveOn(t, ln, again)
+	getUntil(t, c, func() bool { return again.getStocks.Load() > 0 })
+	if waited := clock.Now().Sub(openedAt); waited >= resilience.DefaultBreakerCoolDown {
+		t.Fatalf("the instance was called again after %s, not before the cool-down (%s)", waited, resilience.DefaultBreakerCoolDown)
+	}
+	if s := c.Instances()[back.addr].Snapshot(); s.State != resilience.StateClosed {
+		t.Fatalf("the instance's breaker is %s once it answers again", s.State)
+	}
+}
