@@ -367,6 +367,10 @@ func startFleet(t *testing.T) *fleet {
 		"JFAST_HTTP_UPSTREAMS__BILLING__BASE_URL=" + billingURLs[0],
 		"JFAST_HTTP_UPSTREAMS__BILLING__INSTANCES=" + strings.Join(billingURLs, ","),
 		"JFAST_STORAGE_DISKS__RECEIPTS__ROOT=" + t.TempDir(),
+		// A stopping replica answers /ready 503 and keeps serving for one
+		// health round of the gateway (health_every plus health_timeout)
+		// before its listener closes: the gateway's check ejects it first.
+		"JFAST_APP_DRAIN_DELAY=" + (healthEvery + jhttp.DefaultHealthTimeout).String(),
 	}
 	for n := range 3 {
 		f.orders = append(f.orders, replica("orders", ordersBin, n+1, ordersEnv))
