@@ -317,3 +317,29 @@ func TestInstanceBackBeforeItsCoolDown(t *testing.T) {
 		t.Fatalf("the instance's breaker is %s once it answers again", s.State)
 	}
 }
+
+// balancing over instances: round_robin and least_request reach every
+// instance; pick_first sends every call to the first one listed.
+func TestInstancesBalancing(t *testing.T) {
+	t.Parallel()
+	for _, balancing := range []string{jgrpc.BalanceRoundRobin, jgrpc.BalanceLeastRequest, jgrpc.BalancePickFirst} {
+		t.Run(balancing, func(t *testing.T) {
+			t.Parallel()
+			srv := serveInstances(t, 3)
+			c := newClient(t, jgrpc.Upstream{Instances: addrsOf(srv), Balancing: balancing, IdempotentMethods: []string{getStock}})
+			total := func() int32 {
+				return srv[0].inv.getStocks.Load() + srv[1].inv.getStocks.Load() + srv[2].inv.getStocks.Load()
+			}
+			if balancing == jgrpc.BalancePickFirst {
+				getUntil(t, c, func() bool { return total() == 30 })
+				if n := srv[0].inv.getStocks.Load(); n != 30 {
+					t.Fatalf("pick_first: the first instance got %d of 30 calls", n)
+				}
+				return
+			}
+			getUntil(t, c, func() bool {
+				return srv[0].inv.getStocks.Load() > 0 && srv[1].inv.getStocks.Load() > 0 && srv[2].inv.getStocks.Load() > 0
+			})
+		})
+	}
+}
