@@ -391,31 +391,18 @@ func startFleet(t *testing.T) *fleet {
 	for _, o := range f.orders {
 		ordersURLs = append(ordersURLs, "http://"+o.addr)
 	}
-	opts := options()
-	opts.ConfigText = config
-	opts.Environ = []string{
-		"JFAST_APP_LISTEN=127.0.0.1:0",
-		"JFAST_HTTP_UPSTREAMS__ORDERS__BASE_URL=" + ordersURLs[0],
-		"JFAST_HTTP_UPSTREAMS__ORDERS__INSTANCES=" + strings.Join(ordersURLs, ","),
+	gw := startGatewayEnv(t,
+		"JFAST_HTTP_UPSTREAMS__ORDERS__BASE_URL="+ordersURLs[0],
+		"JFAST_HTTP_UPSTREAMS__ORDERS__INSTANCES="+strings.Join(ordersURLs, ","),
 		// Readiness-driven ejection: each replica's /ready asked every
 		// second; one that does not answer is skipped, one that answers
 		// again gets its breaker closed.
 		"JFAST_HTTP_UPSTREAMS__ORDERS__HEALTH_PATH=/ready",
-		"JFAST_HTTP_UPSTREAMS__ORDERS__HEALTH_EVERY=" + healthEvery.String(),
-		"JFAST_HTTP_UPSTREAMS__ORDERS_EVENTS__BASE_URL=" + ordersURLs[0],
-		"JFAST_HTTP_UPSTREAMS__ORDERS_EVENTS__INSTANCES=" + strings.Join(ordersURLs, ","),
-		"JFAST_HTTP_UPSTREAMS__BILLING__BASE_URL=" + billingURLs[0],
-		"JFAST_HTTP_UPSTREAMS__BILLING__INSTANCES=" + strings.Join(billingURLs, ","),
-	}
-	opts.LogOutput = io.Discard
-	gw, err := framework.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := gw.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = gw.Stop(context.Background()) })
+		"JFAST_HTTP_UPSTREAMS__ORDERS__HEALTH_EVERY="+healthEvery.String(),
+		"JFAST_HTTP_UPSTREAMS__ORDERS_EVENTS__BASE_URL="+ordersURLs[0],
+		"JFAST_HTTP_UPSTREAMS__ORDERS_EVENTS__INSTANCES="+strings.Join(ordersURLs, ","),
+		"JFAST_HTTP_UPSTREAMS__BILLING__BASE_URL="+billingURLs[0],
+		"JFAST_HTTP_UPSTREAMS__BILLING__INSTANCES="+strings.Join(billingURLs, ","))
 	f.gateway = "http://" + gw.Addr()
 	return f
 }

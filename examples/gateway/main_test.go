@@ -19,14 +19,19 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // events) at ordersURL and billing at billingURL.
 func startGateway(t *testing.T, ordersURL, billingURL string) *framework.App {
 	t.Helper()
+	return startGatewayEnv(t,
+		"JFAST_HTTP_UPSTREAMS__ORDERS__BASE_URL="+ordersURL,
+		"JFAST_HTTP_UPSTREAMS__ORDERS_EVENTS__BASE_URL="+ordersURL,
+		"JFAST_HTTP_UPSTREAMS__BILLING__BASE_URL="+billingURL)
+}
+
+// startGatewayEnv starts the example's own configuration on a free loopback
+// port with the deploy keys of environ, until the test ends.
+func startGatewayEnv(t *testing.T, environ ...string) *framework.App {
+	t.Helper()
 	opts := options()
 	opts.ConfigText = config
-	opts.Environ = []string{
-		"JFAST_APP_LISTEN=127.0.0.1:0",
-		"JFAST_HTTP_UPSTREAMS__ORDERS__BASE_URL=" + ordersURL,
-		"JFAST_HTTP_UPSTREAMS__ORDERS_EVENTS__BASE_URL=" + ordersURL,
-		"JFAST_HTTP_UPSTREAMS__BILLING__BASE_URL=" + billingURL,
-	}
+	opts.Environ = append([]string{"JFAST_APP_LISTEN=127.0.0.1:0"}, environ...)
 	opts.LogOutput = io.Discard
 	app, err := framework.New(opts)
 	if err != nil {
