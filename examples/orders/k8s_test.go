@@ -201,15 +201,16 @@ func disagreements(cfg framework.AppConfig, d *appsv1.Deployment) []string {
 	}
 	if spec.TerminationGracePeriodSeconds == nil {
 		add("terminationGracePeriodSeconds unset (30 s)")
-	} else if need := preStop + cfg.ShutdownTimeout + cfg.PluginStopTimeout; seconds(int32(*spec.TerminationGracePeriodSeconds)) < need {
-		add("terminationGracePeriodSeconds %d is shorter than preStop (%s) + shutdown_timeout (%s) + plugin_stop_timeout (%s): set it to at least %d",
-			*spec.TerminationGracePeriodSeconds, preStop, cfg.ShutdownTimeout, cfg.PluginStopTimeout, int64(need/time.Second))
+	} else if need := preStop + cfg.DrainDelay + cfg.ShutdownTimeout + cfg.PluginStopTimeout; seconds(int32(*spec.TerminationGracePeriodSeconds)) < need {
+		add("terminationGracePeriodSeconds %d is shorter than preStop (%s) + drain_delay (%s) + shutdown_timeout (%s) + plugin_stop_timeout (%s): set it to at least %d",
+			*spec.TerminationGracePeriodSeconds, preStop, cfg.DrainDelay, cfg.ShutdownTimeout, cfg.PluginStopTimeout, int64(need/time.Second))
 	}
 	return out
 }
 
 // The Deployment's probes, grace period and preStop agree with jfast.toml;
-// a readiness_timeout or shutdown_timeout that outgrows them fails.
+// a readiness_timeout, shutdown_timeout or drain_delay that outgrows them
+// fails.
 func TestManifestsAgreeWithConfig(t *testing.T) {
 	t.Parallel()
 	m := readManifests(t)
@@ -225,6 +226,7 @@ func TestManifestsAgreeWithConfig(t *testing.T) {
 	for _, tt := range []struct{ key, from, to, want string }{
 		{"readiness_timeout", `readiness_timeout = "800ms"`, `readiness_timeout = "2s"`, "readiness probe: timeoutSeconds 1"},
 		{"shutdown_timeout", `shutdown_timeout = "20s"`, `shutdown_timeout = "45s"`, "terminationGracePeriodSeconds 40"},
+		{"drain_delay", `shutdown_timeout = "20s"`, "shutdown_timeout = \"20s\"\ndrain_delay = \"15s\"", "terminationGracePeriodSeconds 40"},
 	} {
 		changed := strings.Replace(string(text), tt.from, tt.to, 1)
 		if changed == string(text) {
