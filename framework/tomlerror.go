@@ -68,16 +68,9 @@ func tomlError(fileName string, text []byte, err error, secret func(string) bool
 // line and column of the second definition and the line of the first, or
 // zeros.
 func duplicateAt(text []byte) (row, col, first int) {
-	var p unstable.Parser
-	p.Reset(text)
 	seen := map[string]int{} // full key (or "[table]") → line
 	var table []string
-	for p.NextExpression() {
-		e := p.Expression()
-		path, at := keyPath(e)
-		if len(path) == 0 {
-			continue
-		}
+	eachExpression(text, func(e *unstable.Node, path []string, at unstable.Position, _ int) bool {
 		var id string
 		switch e.Kind {
 		case unstable.Table:
@@ -91,19 +84,39 @@ func duplicateAt(text []byte) (row, col, first int) {
 					delete(seen, k)
 				}
 			}
-			continue
+			return true
 		case unstable.KeyValue:
 			id = strings.Join(append(slices.Clone(table), path...), "\x00")
 		default:
+			return true
+		}
+		if f, ok := seen[id]; ok {
+			row, col, first = at.Line, at.Column, f
+			return false
+		}
+		seen[id] = at.Line
+		return true
+	})
+	return row, col, first
+}
+
+// eachExpression calls fn with each expression of text that has a key (a
+// key/value or a [table] header), in order, up to the first syntax error or
+// until fn returns false: the node (valid during the call only), its key
+// split as TOML splits it, and where the key starts (position and offset).
+func eachExpression(text []byte, fn func(e *unstable.Node, path []string, at unstable.Position, offset int) bool) {
+	var p unstable.Parser
+	p.Reset(text)
+	for p.NextExpression() {
+		e := p.Expression()
+		path, r := keyPath(e)
+		if len(path) == 0 {
 			continue
 		}
-		line := p.Shape(at).Start.Line
-		if f, ok := seen[id]; ok {
-			return line, p.Shape(at).Start.Column, f
+		if !fn(e, path, p.Shape(r).Start, int(r.Offset)) {
+			return
 		}
-		seen[id] = line
 	}
-	return 0, 0, 0
 }
 
 // conflictAt finds the expression (a key or a [table] header) at which text
@@ -111,19 +124,13 @@ func duplicateAt(text []byte) (row, col, first int) {
 // text up to each expression's line is decoded in turn, and the first that
 // fails is the one. Files are short and this runs only for such an error.
 func conflictAt(text []byte) (row, col int) {
-	var p unstable.Parser
-	p.Reset(text)
 	var starts []int // where each expression's line starts in text
 	var at []unstable.Position
-	for p.NextExpression() {
-		_, r := keyPath(p.Expression())
-		if r.Length == 0 {
-			continue
-		}
-		off := int(r.Offset)
-		starts = append(starts, bytes.LastIndexByte(text[:off], '\n')+1)
-		at = append(at, p.Shape(r).Start)
-	}
+	eachExpression(text, func(_ *unstable.Node, _ []string, pos unstable.Position, offset int) bool {
+		starts = append(starts, bytes.LastIndexByte(text[:offset], '\n')+1)
+		at = append(at, pos)
+		return true
+	})
 	var m map[string]any
 	for i := range starts {
 		end := len(text)
@@ -175,28 +182,21 @@ func maskLine(lines []string, secret func(string) bool) string {
 // read before the mistake.
 func keyLines(text []byte) map[string]int {
 	lines := map[string]int{}
-	var p unstable.Parser
-	p.Reset(text)
 	var table []string
-	for p.NextExpression() {
-		e := p.Expression()
-		path, at := keyPath(e)
-		if len(path) == 0 {
-			continue
-		}
-		line := p.Shape(at).Start.Line
+	eachExpression(text, func(e *unstable.Node, path []string, at unstable.Position, _ int) bool {
 		switch e.Kind {
 		case unstable.Table, unstable.ArrayTable:
 			table = path
 			if _, ok := lines[strings.Join(path, ".")]; !ok {
-				lines[strings.Join(path, ".")] = line
+				lines[strings.Join(path, ".")] = at.Line
 			}
 		case unstable.KeyValue:
 			full := append(slices.Clone(table), path...)
-			lines[strings.Join(full, ".")] = line
-			inlineKeys(&p, e.Value(), full, line, lines)
+			lines[strings.Join(full, ".")] = at.Line
+			inlineKeys(e.Value(), full, at.Line, lines)
 		}
-	}
+		return true
+	})
 	return lines
 }
 
@@ -215,7 +215,7 @@ func keyPath(e *unstable.Node) ([]string, unstable.Range) {
 
 // inlineKeys records the keys of an inline table (`upstream = { a = 1 }`) at
 // the line of the key holding it.
-func inlineKeys(p *unstable.Parser, v *unstable.Node, prefix []string, line int, lines map[string]int) {
+func inlineKeys(v *unstable.Node, prefix []string, line int, lines map[string]int) {
 	if v == nil || v.Kind != unstable.InlineTable {
 		return
 	}
@@ -227,7 +227,7 @@ func inlineKeys(p *unstable.Parser, v *unstable.Node, prefix []string, line int,
 		}
 		full := append(slices.Clone(prefix), path...)
 		lines[strings.Join(full, ".")] = line
-		inlineKeys(p, kv.Value(), full, line, lines)
+		inlineKeys(kv.Value(), full, line, lines)
 	}
 }
 

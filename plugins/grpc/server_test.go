@@ -368,10 +368,12 @@ func TestStopDrainsCallsInFlight(t *testing.T) {
 	}
 }
 
-func TestServerWithoutListenFailsTheBoot(t *testing.T) {
-	t.Parallel()
+// serverApp returns an App of the grpc plugin alone, configured by toml,
+// whose routes take its server, not yet started.
+func serverApp(t *testing.T, toml string) *framework.App {
+	t.Helper()
 	app, err := jfasttest.New(t, jfasttest.Options{
-		TOML:    "[plugins]\nenabled = [\"grpc\"]\n",
+		TOML:    "[plugins]\nenabled = [\"grpc\"]\n" + toml,
 		Plugins: []framework.Plugin{jgrpc.New()},
 		Routes: func(app *framework.App, r chi.Router) error {
 			_, err := jgrpc.Server(app)
@@ -381,6 +383,12 @@ func TestServerWithoutListenFailsTheBoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return app
+}
+
+func TestServerWithoutListenFailsTheBoot(t *testing.T) {
+	t.Parallel()
+	app := serverApp(t, "")
 	if err := app.Start(ctxFor(t)); err == nil || !strings.Contains(err.Error(), "listen is not set") {
 		t.Fatalf("err = %v", err)
 	}
@@ -396,17 +404,7 @@ func TestServerPortInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Close()
-	app, err := jfasttest.New(t, jfasttest.Options{
-		TOML:    "[plugins]\nenabled = [\"grpc\"]\n[plugin.grpc.server]\nlisten = \"" + held.Addr().String() + "\"\n",
-		Plugins: []framework.Plugin{jgrpc.New()},
-		Routes: func(app *framework.App, r chi.Router) error {
-			_, err := jgrpc.Server(app)
-			return err
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	app := serverApp(t, "[plugin.grpc.server]\nlisten = \""+held.Addr().String()+"\"\n")
 	err = app.Start(ctxFor(t))
 	if err == nil {
 		_ = app.Stop(ctxFor(t))
