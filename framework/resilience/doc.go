@@ -50,34 +50,32 @@
 // a call wait at most 0.5 s for a slot. [Backoff] computes full-jitter
 // delays and [ParseRetryAfter] reads a Retry-After header.
 //
+// # Policy
+//
+// A [Policy] is the outbound policy of one dependency, built from the
+// policy keys ([PolicyConfig], embedded in every client plugin's table):
+// its breaker, budget, bulkhead, backoff, attempts and timeout, and the one
+// attempt loop every client runs its calls through. [Policy.Begin] admits a
+// call (breaker ticket, bulkhead place, deadline) into a [Run];
+// [Run.Attempts] runs the plugin's [Attempter] by the loop's one rule and
+// reports every attempt; [Run.End] gives the breaker the call's outcome once.
+//
 // # Example
 //
-// One call through a breaker and a bulkhead, retried within a budget:
+// One call of a client plugin, its attempt and classifier in an Attempter:
 //
-//	br := resilience.NewBreaker(resilience.BreakerOpts{Name: "billing"})
-//	bh := resilience.NewBulkhead(resilience.BulkheadOpts{Name: "billing"})
-//	budget := resilience.NewRetryBudget(resilience.RetryBudgetOpts{})
-//	backoff := resilience.Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second}
-//	clock := resilience.RealClock()
+//	p := resilience.NewPolicy(resilience.PolicyOpts{Name: "billing", Config: cfg})
 //
-//	budget.RecordCall()
-//	for attempt := 1; ; attempt++ {
-//		status, err := resilience.Call(ctx, br, bh, classify, send)
-//		if !retryable(status, err) || attempt == 3 || !budget.TryRetry() {
-//			return status, err
-//		}
-//		if err := clock.Sleep(ctx, backoff.Delay(attempt)); err != nil {
-//			return status, err
-//		}
+//	var run resilience.Run
+//	if err := p.Begin(ctx, &run, resilience.RunOpts{}); err != nil {
+//		return err // *OpenError, *BulkheadFullError or the context's error
 //	}
+//	v := run.Attempts(call) // call.Attempt(ctx, n) returns a Verdict
+//	run.End(run.Outcome())
+//	return v.Err
 //
-// Plugins that need the breaker checked once per call (with several
-// attempts inside) use [Breaker.Allow] and [Ticket.Done] directly:
+// [Call] runs one attempt through a breaker and a bulkhead, for plugins whose
+// calls are never retried by this package:
 //
-//	ticket, err := br.Allow()
-//	if err != nil {
-//		return err // *resilience.OpenError: errors.Is(err, resilience.ErrOpen)
-//	}
-//	resp, err := attempts(ctx)
-//	ticket.Done(classify(resp, err))
+//	status, err := resilience.Call(ctx, br, bh, classify, send)
 package resilience

@@ -122,3 +122,39 @@ func ExampleBulkhead() {
 	// bulkhead for 'billing' is full: 1 calls in flight, waited 1ms
 	// 0
 }
+
+// statusAttempter is a plugin's side of the loop: its attempt (here a
+// scripted upstream) and its classifier (the shared HTTP rule, a 503 being
+// worth another try).
+type statusAttempter struct{ answers []int }
+
+func (a *statusAttempter) Attempt(_ context.Context, n int) resilience.Verdict {
+	status := a.answers[n-1]
+	return resilience.Verdict{Outcome: resilience.HTTPOutcome(status, nil), Retry: status == http.StatusServiceUnavailable}
+}
+
+func (a *statusAttempter) Report(rec resilience.AttemptRecord) {
+	fmt.Printf("attempt %d: %s\n", rec.N, rec.Stop)
+}
+
+// A call through a Policy: one breaker ticket for the whole call, a retry
+// after a 503 within attempts, the deadline and the budget, the wait on the
+// policy's clock (a test clock that advances itself here).
+func ExamplePolicy() {
+	clock := resilience.NewTestClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock.SetAutoAdvance(true)
+	p := resilience.NewPolicy(resilience.PolicyOpts{Name: "billing", Config: resilience.DefaultPolicyConfig(), Clock: clock})
+
+	var run resilience.Run
+	if err := p.Begin(context.Background(), &run, resilience.RunOpts{}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	run.Attempts(&statusAttempter{answers: []int{503, 200}})
+	run.End(run.Outcome())
+	fmt.Println(run.Made(), "attempts,", run.Outcome(), "for the breaker, which saw", p.Breaker().Snapshot().WindowCalls, "call")
+	// Output:
+	// attempt 1: retry
+	// attempt 2: final
+	// 2 attempts, success for the breaker, which saw 1 call
+}
