@@ -115,6 +115,7 @@ func (a *App) statusPage() http.Handler {
 		// A poll must outlast the /ready checks it runs, or a slow check
 		// would read as a lost service.
 		PollTimeout: max(statuspage.DefaultPollTimeout, a.cfg.ReadinessTimeout+time.Second),
+		FrontDoor:   a.frontDoorReading(),
 	})
 	return a.status
 }

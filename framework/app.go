@@ -181,6 +181,9 @@ func New(opts Options) (*App, error) {
 	a.registry = prometheus.NewRegistry()
 	if a.cfg.Overload.Enabled {
 		a.limiter = NewLimiter(a.cfg.Overload, opts.Clock)
+		if sw := newSchedWait(); sw != nil {
+			a.limiter.cpuWait = sw.p99
+		}
 		a.registry.MustRegister(newLimiterCollector(a.limiter))
 	}
 	return a, nil

@@ -1,5 +1,7 @@
 package framework
 
+import "time"
+
 // SettleStatusReadings waits for the status page's reading in progress, if
 // any (tests only: the readings are taken beside the calls, on their own).
 func (a *App) SettleStatusReadings() {
@@ -10,3 +12,7 @@ func (a *App) SettleStatusReadings() {
 
 // WarnAdminExposure logs what the boot logs about app.admin_listen's reach.
 func (a *App) WarnAdminExposure() { a.warnAdminExposure(a.Config().AdminListen) }
+
+// SetCPUWait gives l the signal of goroutines' wait for a CPU (the App
+// gives the Go scheduler's).
+func SetCPUWait(l *Limiter, f func() time.Duration) { l.cpuWait = f }

@@ -13,6 +13,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jfastframework/jfast/framework/statuspage"
 	"github.com/jfastframework/jfast/problem"
 )
 
@@ -39,6 +40,12 @@ type OverloadConfig struct {
 	// before the limit shrinks: 1.5 lets a window's mean be 1.5 × the
 	// lowest mean of the last baseline_window. Defaults to 1.5.
 	Tolerance float64 `koanf:"tolerance"`
+
+	// MaxCPUWait is the longest goroutines may wait for a CPU (the Go
+	// scheduler's p99 over a window) before the limit shrinks: a request
+	// waits there before the framework sees it, so the requests' own
+	// latency cannot show it. Defaults to 10ms.
+	MaxCPUWait time.Duration `koanf:"max_cpu_wait"`
 
 	// Window is how often the limit moves: each window's mean latency (of at
 	// least 10 requests) is compared with the baseline. Defaults to 100ms.
@@ -81,6 +88,7 @@ func DefaultOverloadConfig() OverloadConfig {
 		MinLimit:       4,
 		MaxLimit:       1000,
 		Tolerance:      1.5,
+		MaxCPUWait:     10 * time.Millisecond,
 		Window:         100 * time.Millisecond,
 		BaselineWindow: 30 * time.Second,
 		Queue:          50,
@@ -103,6 +111,7 @@ func (c OverloadConfig) validate(v *Validation) {
 	if !(c.Tolerance >= 1 && c.Tolerance <= 10) {
 		v.Error(k+"tolerance", fmt.Sprintf("must be from 1 to 10, got %g", c.Tolerance), "set tolerance = 1.5 (latency may rise by half before the limit shrinks)")
 	}
+	v.Deadline(k+"max_cpu_wait", c.MaxCPUWait)
 	v.Deadline(k+"window", c.Window)
 	v.Deadline(k+"baseline_window", c.BaselineWindow)
 	if c.Window > 0 && c.BaselineWindow < 10*c.Window {
@@ -320,6 +329,7 @@ type limiterCollector struct {
 	l                       *Limiter
 	limit, inflight, queued *prometheus.Desc
 	baseline, recent, shed  *prometheus.Desc
+	cpuWait                 *prometheus.Desc
 	wait                    prometheus.Histogram
 }
 
@@ -331,6 +341,7 @@ func newLimiterCollector(l *Limiter) *limiterCollector {
 		queued:   prometheus.NewDesc("jfast_overload_queued", "Requests waiting for a slot.", nil, nil),
 		baseline: prometheus.NewDesc("jfast_overload_latency_baseline_seconds", "The lowest window mean latency of the last baseline_window.", nil, nil),
 		recent:   prometheus.NewDesc("jfast_overload_latency_recent_seconds", "The last window's mean latency.", nil, nil),
+		cpuWait:  prometheus.NewDesc("jfast_overload_cpu_wait_seconds", "The last window's p99 wait of goroutines for a CPU (the Go scheduler's).", nil, nil),
 		shed:     prometheus.NewDesc("jfast_overload_shed_total", "Requests turned away by the front door, by reason and priority class (client_gone ones are answered 499, the others 503).", []string{"reason", "class"}, nil),
 		wait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "jfast_overload_queue_wait_seconds",
@@ -345,7 +356,7 @@ func newLimiterCollector(l *Limiter) *limiterCollector {
 }
 
 func (c *limiterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.limit, c.inflight, c.queued, c.baseline, c.recent, c.shed} {
+	for _, d := range []*prometheus.Desc{c.limit, c.inflight, c.queued, c.baseline, c.recent, c.cpuWait, c.shed} {
 		ch <- d
 	}
 	c.wait.Describe(ch)
@@ -358,10 +369,30 @@ func (c *limiterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(s.Queued))
 	ch <- prometheus.MustNewConstMetric(c.baseline, prometheus.GaugeValue, s.Baseline.Seconds())
 	ch <- prometheus.MustNewConstMetric(c.recent, prometheus.GaugeValue, s.Recent.Seconds())
+	ch <- prometheus.MustNewConstMetric(c.cpuWait, prometheus.GaugeValue, s.CPUWait.Seconds())
 	for reason, byClass := range s.Shed {
 		for class, n := range byClass {
 			ch <- prometheus.MustNewConstMetric(c.shed, prometheus.CounterValue, float64(n), reason, class)
 		}
 	}
 	c.wait.Collect(ch)
+}
+
+// frontDoorReading is the status page's reading of the limiter, or nil
+// without one.
+func (a *App) frontDoorReading() func() *statuspage.FrontDoor {
+	if a.limiter == nil {
+		return nil
+	}
+	return func() *statuspage.FrontDoor {
+		s := a.limiter.State()
+		shed := map[string]uint64{}
+		for reason, byClass := range s.Shed {
+			for _, n := range byClass {
+				shed[reason] += n
+			}
+		}
+		return &statuspage.FrontDoor{Limit: s.Limit, InFlight: s.InFlight, Queued: s.Queued,
+			Baseline: s.Baseline, Recent: s.Recent, CPUWait: s.CPUWait, Shed: shed}
+	}
 }

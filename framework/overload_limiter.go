@@ -111,6 +111,18 @@ type Limiter struct {
 	recent   time.Duration // the last closed window's mean latency
 	baseline minWindow     // window means over baseline_window
 
+	// cpuWait, when set, returns the p99 wait of runnable goroutines for
+	// a CPU since it was last asked (the App gives the Go scheduler's);
+	// lastCPUWait is the last window's.
+	cpuWait     func() time.Duration
+	lastCPUWait time.Duration
+
+	// The stale count: requests in flight for longer than staleAfter.
+	origin     time.Time
+	admitted   [staleBuckets]epochCount
+	staleEpoch int64 // every admission of an epoch up to this one is stale
+	stale      int
+
 	shed [len(shedReasons)][priorities]uint64
 	// onWait, when set, is told how long each request that queued waited.
 	onWait func(time.Duration)
@@ -126,6 +138,7 @@ type waiter struct {
 	ch    chan struct{} // signalled once when granted or evicted
 	state waitState
 	since time.Time
+	epoch int64 // the admission's, when granted
 }
 
 type waitState int8
@@ -150,7 +163,10 @@ func NewLimiter(cfg OverloadConfig, clock resilience.Clock) *Limiter {
 		clock:    clock,
 		limit:    float64(cfg.InitialLimit),
 		winStart: clock.Now(),
-		baseline: minWindow{entries: make([]windowMean, 0, min(slots, 4096))},
+		origin:   clock.Now(),
+		// No epoch is stale yet (the first is 0).
+		staleEpoch: -1,
+		baseline:   minWindow{entries: make([]windowMean, 0, min(slots, 4096))},
 	}
 }
 
@@ -158,12 +174,13 @@ func NewLimiter(cfg OverloadConfig, clock resilience.Clock) *Limiter {
 type Permit struct {
 	l     *Limiter
 	start time.Time
+	epoch int64 // the window of its admission, for the stale count
 }
 
 // Release frees the slot and gives the request's latency to the limit.
 func (p Permit) Release() {
 	if p.l != nil {
-		p.l.release(p.start, true)
+		p.l.release(p, true)
 	}
 }
 
@@ -171,7 +188,7 @@ func (p Permit) Release() {
 // or its client went away, so its time says nothing about the service.
 func (p Permit) Abandon() {
 	if p.l != nil {
-		p.l.release(p.start, false)
+		p.l.release(p, false)
 	}
 }
 
@@ -189,10 +206,11 @@ func (l *Limiter) Acquire(ctx context.Context, class Priority) (Permit, error) {
 	}
 	now := l.clock.Now()
 	l.mu.Lock()
-	if l.inflight < l.limitLocked() {
-		l.admitLocked()
+	l.staleLocked(now)
+	if l.freeLocked() {
+		e := l.admitLocked(now)
 		l.mu.Unlock()
-		return Permit{l: l, start: now}, nil
+		return Permit{l: l, start: now, epoch: e}, nil
 	}
 	if l.queued >= l.cfg.Queue {
 		victim := l.victimLocked(class)
@@ -228,6 +246,7 @@ func (l *Limiter) Acquire(ctx context.Context, class Priority) (Permit, error) {
 	l.mu.Lock()
 	state := w.state
 	reason := -1
+	epoch := w.epoch
 	switch state {
 	case granted:
 	case evicted:
@@ -253,15 +272,82 @@ func (l *Limiter) Acquire(ctx context.Context, class Priority) (Permit, error) {
 	if reason >= 0 {
 		return Permit{}, &ShedError{Reason: shedReasons[reason], RetryAfter: l.cfg.RetryAfter}
 	}
-	return Permit{l: l, start: end}, nil
+	return Permit{l: l, start: end, epoch: epoch}, nil
 }
 
 // limitLocked is the limit as a whole number of requests.
 func (l *Limiter) limitLocked() int { return int(l.limit) }
 
-func (l *Limiter) admitLocked() {
+// freeLocked reports whether a request may start: fewer than the limit
+// hold a slot, not counting the stale ones, and fewer than max_limit in
+// all.
+func (l *Limiter) freeLocked() bool {
+	return l.inflight-l.stale < l.limitLocked() && l.inflight < l.cfg.MaxLimit
+}
+
+// admitLocked gives a request a slot and returns the epoch it is counted in.
+func (l *Limiter) admitLocked(now time.Time) int64 {
 	l.inflight++
-	l.winPeak = max(l.winPeak, l.inflight)
+	l.winPeak = max(l.winPeak, l.inflight-l.stale)
+	e := l.epochOf(now)
+	b := &l.admitted[e%staleBuckets]
+	if b.epoch != e {
+		b.epoch, b.n = e, 0 // its permits, if any are left, are stale already
+	}
+	b.n++
+	return e
+}
+
+// A request still in flight staleAfter after it started stops counting
+// against the limit: it waits on something (a dependency that hangs until
+// its deadline), and holding every slot with such requests would shed the
+// routes that do not touch it. It still counts against max_limit, and its
+// latency is taken when it ends. Admissions are counted per window
+// (epoch), in a ring, so the stale count moves in O(1).
+const staleBuckets = 1024
+
+// staleMin and staleFactor make staleAfter: 20 × the baseline, at least 1s.
+const (
+	staleMin    = time.Second
+	staleFactor = 20
+)
+
+type epochCount struct {
+	epoch int64
+	n     int
+}
+
+func (l *Limiter) epochOf(t time.Time) int64 { return int64(t.Sub(l.origin) / l.cfg.Window) }
+
+// staleAfter is how long a request runs before it stops counting.
+func (l *Limiter) staleAfter() time.Duration {
+	d := max(staleMin, staleFactor*l.baseline.min())
+	return min(d, (staleBuckets-2)*l.cfg.Window)
+}
+
+// staleLocked moves the stale count up to now.
+func (l *Limiter) staleLocked(now time.Time) {
+	target := l.epochOf(now.Add(-l.staleAfter()))
+	if target <= l.staleEpoch {
+		return
+	}
+	if target-l.staleEpoch > staleBuckets {
+		// Quiet for longer than the ring: every bucket not yet counted
+		// and old enough is.
+		for _, b := range l.admitted {
+			if b.epoch > l.staleEpoch && b.epoch <= target {
+				l.stale += b.n
+			}
+		}
+		l.staleEpoch = target
+		return
+	}
+	for l.staleEpoch < target {
+		l.staleEpoch++
+		if b := l.admitted[l.staleEpoch%staleBuckets]; b.epoch == l.staleEpoch {
+			l.stale += b.n
+		}
+	}
 }
 
 // victimLocked takes from the queue the oldest waiter of the lowest class
@@ -294,7 +380,8 @@ func (l *Limiter) removeLocked(class Priority, w *waiter) {
 // grantLocked hands free slots to waiters: the highest class first, the
 // newest of it first.
 func (l *Limiter) grantLocked() {
-	for l.queued > 0 && l.inflight < l.limitLocked() {
+	now := l.clock.Now()
+	for l.queued > 0 && l.freeLocked() {
 		for c := priorities - 1; c >= 0; c-- {
 			q := l.waiting[c]
 			if len(q) == 0 {
@@ -303,7 +390,7 @@ func (l *Limiter) grantLocked() {
 			w := q[len(q)-1]
 			l.waiting[c] = q[:len(q)-1]
 			l.queued--
-			l.admitLocked()
+			w.epoch = l.admitLocked(now)
 			w.state = granted
 			w.ch <- struct{}{}
 			break
@@ -311,10 +398,17 @@ func (l *Limiter) grantLocked() {
 	}
 }
 
-func (l *Limiter) release(start time.Time, sample bool) {
+func (l *Limiter) release(p Permit, sample bool) {
+	start := p.start
 	now := l.clock.Now()
 	l.mu.Lock()
 	l.inflight--
+	if p.epoch <= l.staleEpoch {
+		l.stale--
+	} else if b := &l.admitted[p.epoch%staleBuckets]; b.epoch == p.epoch {
+		b.n--
+	}
+	l.staleLocked(now)
 	// The window opened with its first sample and closes at the first
 	// release a window's time after it: its mean is of what it held.
 	if l.winN >= windowMinSamples && now.Sub(l.winStart) >= l.cfg.Window {
@@ -335,7 +429,7 @@ func (l *Limiter) release(start time.Time, sample bool) {
 func (l *Limiter) adaptLocked(now time.Time) {
 	mean := l.winSum / time.Duration(l.winN)
 	used := l.winPeak*2 >= l.limitLocked()
-	l.winSum, l.winN, l.winPeak = 0, 0, l.inflight
+	l.winSum, l.winN, l.winPeak = 0, 0, l.inflight-l.stale
 	l.recent = mean
 	l.baseline.add(now, mean, l.cfg.BaselineWindow)
 	base := l.baseline.min()
@@ -343,6 +437,15 @@ func (l *Limiter) adaptLocked(now time.Time) {
 		return
 	}
 	gradient := l.cfg.Tolerance * float64(base) / float64(mean)
+	if l.cpuWait != nil {
+		// Requests that wait for a CPU before the front door sees them are
+		// queueing all the same: past max_cpu_wait, the limit shrinks as it
+		// does for latency.
+		l.lastCPUWait = l.cpuWait()
+		if l.lastCPUWait > l.cfg.MaxCPUWait {
+			gradient = min(gradient, float64(l.cfg.MaxCPUWait)/float64(l.lastCPUWait))
+		}
+	}
 	limit := l.limit
 	switch {
 	case gradient < 1:
@@ -362,6 +465,9 @@ type LimiterState struct {
 	// baseline_window; Recent the last window's. Zero before the first
 	// window closes.
 	Baseline, Recent time.Duration
+	// CPUWait is the last window's p99 wait of goroutines for a CPU (zero
+	// without that signal).
+	CPUWait time.Duration
 	// Shed counts the requests shed since start, by reason and class.
 	Shed map[string]map[string]uint64
 }
@@ -370,7 +476,7 @@ type LimiterState struct {
 func (l *Limiter) State() LimiterState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := LimiterState{Limit: l.limitLocked(), InFlight: l.inflight, Queued: l.queued, Baseline: l.baseline.min(), Recent: l.recent, Shed: map[string]map[string]uint64{}}
+	s := LimiterState{Limit: l.limitLocked(), InFlight: l.inflight, Queued: l.queued, Baseline: l.baseline.min(), Recent: l.recent, CPUWait: l.lastCPUWait, Shed: map[string]map[string]uint64{}}
 	for r, byClass := range l.shed {
 		m := map[string]uint64{}
 		for c, n := range byClass {

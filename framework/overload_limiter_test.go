@@ -3,10 +3,15 @@ package framework_test
 import (
 	"context"
 	"errors"
+	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/go-chi/chi/v5"
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
@@ -290,4 +295,124 @@ func TestExemptNeverWaits(t *testing.T) {
 	if got := l.State().InFlight; got != 1 {
 		t.Fatalf("in flight %d; an exempt request must not count", got)
 	}
+}
+
+// BenchmarkShed is what turning a request away costs the service: jfast's
+// shed (queue = 0, the limit held full) against a bare 503 on chi, in
+// process. And what admission costs a request under the limit
+// (Acquire and Release).
+func BenchmarkShed(b *testing.B) {
+	b.Run("impl=chi-503", func(b *testing.B) {
+		r := chi.NewRouter()
+		r.Get("/hello", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
+		serveLoop(b, r)
+	})
+	b.Run("impl=jfast", func(b *testing.B) {
+		hold := make(chan struct{})
+		entered := make(chan struct{})
+		app, err := framework.New(framework.Options{
+			ConfigText: "[app]\nlisten = \"127.0.0.1:0\"\n[app.overload]\ninitial_limit = 1\nmin_limit = 1\nmax_limit = 1\nqueue = 0\n",
+			Environ:    []string{},
+			LogOutput:  io.Discard,
+			Routes: func(_ *framework.App, r chi.Router) error {
+				r.Get("/hello", func(http.ResponseWriter, *http.Request) {})
+				r.Get("/hold", func(http.ResponseWriter, *http.Request) { close(entered); <-hold })
+				return nil
+			},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := app.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		defer app.Stop(context.Background())
+		go app.Router().ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/hold", nil))
+		<-entered
+		defer close(hold)
+		serveLoop(b, app.Router())
+	})
+}
+
+func serveLoop(b *testing.B, h http.Handler) {
+	req := httptest.NewRequest(http.MethodGet, "/hello", nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusServiceUnavailable {
+			b.Fatalf("status %d", w.Code)
+		}
+	}
+}
+
+func BenchmarkAdmit(b *testing.B) {
+	l := framework.NewLimiter(framework.DefaultOverloadConfig(), nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		p, err := l.Acquire(context.Background(), framework.PriorityNormal)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.Release()
+	}
+}
+
+// Requests that wait for a CPU before the front door sees them are queueing
+// all the same: past max_cpu_wait the limit shrinks though the handlers'
+// latency holds.
+func TestLimitShrinksWhenRequestsWaitForACPU(t *testing.T) {
+	t.Parallel()
+	l, clk, cfg := limiterSetup(t, func(c *framework.OverloadConfig) { c.InitialLimit = 100 })
+	wait := cfg.MaxCPUWait / 2
+	framework.SetCPUWait(l, func() time.Duration { return wait })
+	window(t, l, clk, cfg, 100, 10*time.Millisecond)
+	limit := 100 + math.Sqrt(100)
+	if got := l.State().Limit; got != int(limit) {
+		t.Fatalf("CPU wait under max_cpu_wait: limit %d, want %d", got, int(limit))
+	}
+	wait = 4 * cfg.MaxCPUWait // gradient 0.25, held at 0.5
+	window(t, l, clk, cfg, 100, 10*time.Millisecond)
+	limit *= 0.5
+	if s := l.State(); s.Limit != int(limit) || s.CPUWait != wait {
+		t.Fatalf("CPU wait 4 × max_cpu_wait: limit %d, CPU wait %v; want %d, %v", s.Limit, s.CPUWait, int(limit), wait)
+	}
+}
+
+// A request in flight for longer than 20 × the baseline (at least 1 s)
+// stops counting against the limit: requests hung on a dependency do not
+// shed the routes that do not touch it. They still count against
+// max_limit.
+func TestStaleRequestsStopCounting(t *testing.T) {
+	t.Parallel()
+	l, clk, _ := limiterSetup(t, func(c *framework.OverloadConfig) { c.InitialLimit, c.MinLimit, c.MaxLimit, c.Queue = 1, 1, 2, 0 })
+	hung, err := l.Acquire(context.Background(), framework.PriorityNormal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Acquire(context.Background(), framework.PriorityNormal); shedReason(err) != framework.ShedQueueFull {
+		t.Fatalf("at the limit: %v, want queue_full", err)
+	}
+	clk.Advance(time.Second + 10*time.Millisecond) // past 1 s, the floor: no baseline yet
+	fresh, err := l.Acquire(context.Background(), framework.PriorityNormal)
+	if err != nil {
+		t.Fatalf("with the only slot held by a stale request: %v", err)
+	}
+	clk.Advance(2 * time.Second)
+	if _, err := l.Acquire(context.Background(), framework.PriorityNormal); shedReason(err) != framework.ShedQueueFull {
+		t.Fatalf("two stale requests at max_limit 2: %v, want queue_full", err)
+	}
+	hung.Release()
+	fresh.Release()
+	if s := l.State(); s.InFlight != 0 {
+		t.Fatalf("in flight %d after both released", s.InFlight)
+	}
+	p, err := l.Acquire(context.Background(), framework.PriorityNormal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Acquire(context.Background(), framework.PriorityNormal); shedReason(err) != framework.ShedQueueFull {
+		t.Fatalf("the stale count went wrong: a second request was admitted at limit 1 (%v)", err)
+	}
+	p.Release()
 }

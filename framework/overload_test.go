@@ -234,6 +234,7 @@ func TestOverloadConfigErrors(t *testing.T) {
 		{"initial_limit = 2000", "app.overload.initial_limit"},
 		{"tolerance = 0.9", "app.overload.tolerance"},
 		{"window = \"0s\"", "app.overload.window"},
+		{"max_cpu_wait = \"0s\"", "app.overload.max_cpu_wait"},
 		{"baseline_window = \"500ms\"", "app.overload.baseline_window"},
 		{"queue = -1", "app.overload.queue"},
 		{"queue_timeout = \"0s\"", "app.overload.queue_timeout"},
@@ -274,4 +275,24 @@ func TestOverloadCanBeTurnedOff(t *testing.T) {
 	if m := svc.Get(t, "/metrics").String(); strings.Contains(m, "jfast_overload_limit") {
 		t.Fatal("overload metrics without a limiter")
 	}
+}
+
+// The status page's front-door card shows the limit, what is in flight and
+// what was shed.
+func TestStatusPageShowsTheFrontDoor(t *testing.T) {
+	t.Parallel()
+	svc, g := overloadSetup(t, "0", "[app]\nadmin_listen = \"127.0.0.1:0\"\n", nil)
+	first := sendAsync(svc, http.MethodGet, "/slow")
+	<-g.entered
+	if r := svc.Get(t, "/slow"); r.Status != http.StatusServiceUnavailable {
+		t.Fatalf("over the limit: %d", r.Status)
+	}
+	page := svc.AdminGet(t, "/status").String()
+	for _, want := range []string{`id="front-door"`, `<span class="fd-inflight">1</span> of <span class="fd-limit">1</span>`, `<span class="fd-shed">queue_full 1</span>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the status page lacks %s", want)
+		}
+	}
+	close(g.open)
+	<-first
 }

@@ -59,6 +59,9 @@ type Source struct {
 	// must exceed the time the /ready checks may take (the aggregator's
 	// timeout), or a slow check reads as a lost service.
 	PollTimeout time.Duration
+	// FrontDoor reads the front door's concurrency limit. Nil shows no
+	// card (app.overload.enabled = false).
+	FrontDoor func() *FrontDoor
 }
 
 // The live poll: the page fetches its live part every PollEvery after the
@@ -221,6 +224,7 @@ type view struct {
 	Failing []failingView
 	Plugins []pluginView
 	Drill   *drillView
+	Front   *frontDoorView
 }
 
 // failingView is one failing plugin in the verdict: its check's status
@@ -357,6 +361,7 @@ func (h *Handler) build(ctx context.Context) view {
 		}
 	}
 	v.Drill = readDrill(h.src.DrillReport)
+	v.Front = frontDoorOf(h.src.FrontDoor)
 	return v
 }
 
