@@ -128,6 +128,9 @@ type Limiter struct {
 	onWait func(time.Duration)
 }
 
+// cpuWaitStep is the most a window's wait for a CPU shrinks the limit by.
+const cpuWaitStep = 0.9
+
 // windowMinSamples is how many requests a window needs before the limit
 // moves on it: a mean of fewer is noise. At low traffic a window lasts until
 // it has them.
@@ -443,7 +446,9 @@ func (l *Limiter) adaptLocked(now time.Time) {
 		// does for latency.
 		l.lastCPUWait = l.cpuWait()
 		if l.lastCPUWait > l.cfg.MaxCPUWait {
-			gradient = min(gradient, float64(l.cfg.MaxCPUWait)/float64(l.lastCPUWait))
+			// Gently (at most a tenth a window): a host that starves the
+			// process of CPU makes the wait long whatever the limit.
+			gradient = min(gradient, max(float64(l.cfg.MaxCPUWait)/float64(l.lastCPUWait), cpuWaitStep))
 		}
 	}
 	limit := l.limit

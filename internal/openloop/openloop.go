@@ -216,7 +216,7 @@ type ProbeResult struct {
 	N       int           // probes sent
 	Failed  int           // probes that got no 200 within the timeout
 	Slowest time.Duration // the slowest answer (or the timeout)
-	Over    int           // answers slower than the bound given to Probe
+	Over    int           // 200s slower than the bound given to Probe (a failed probe is in Failed only)
 }
 
 // Probe sends GET url on a new connection every interval until ctx ends,
@@ -240,11 +240,10 @@ func Probe(ctx context.Context, url string, interval, timeout, bound time.Durati
 		if status != http.StatusOK {
 			res.Failed++
 			took = max(took, timeout)
-		}
-		res.Slowest = max(res.Slowest, took)
-		if took > bound {
+		} else if took > bound {
 			res.Over++
 		}
+		res.Slowest = max(res.Slowest, took)
 	}
 }
 
