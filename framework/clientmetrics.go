@@ -23,6 +23,8 @@ import (
 //     refused after bulkhead_wait.
 //   - jfast_client_throttled_retries_total{plugin,dependency}: retries the
 //     adaptive throttle dropped (a dropped call is a calls_total outcome).
+//   - jfast_client_hedges_total{plugin,dependency}: hedges sent (each is
+//     also an attempt).
 //   - jfast_client_breaker_transitions_total{plugin,dependency,from,to} and
 //     jfast_client_breaker_state{plugin,dependency} (0 closed, 1 open, 2
 //     half_open).
@@ -37,6 +39,7 @@ type ClientMetrics struct {
 	refusals    *prometheus.CounterVec
 	rejections  *prometheus.CounterVec
 	throttled   *prometheus.CounterVec
+	hedges      *prometheus.CounterVec
 	transitions *prometheus.CounterVec
 	state       *prometheus.GaugeVec
 }
@@ -54,6 +57,7 @@ func NewClientMetrics() *ClientMetrics {
 		refusals:   counter("jfast_client_retry_budget_refusals_total", "Retries the retry budget refused: the failure went back to the caller instead."),
 		rejections: counter("jfast_client_bulkhead_rejections_total", "Calls refused because max_concurrent calls were in flight for bulkhead_wait."),
 		throttled:  counter("jfast_client_throttled_retries_total", "Retries the adaptive throttle dropped: the last answer went back to the caller instead."),
+		hedges:     counter("jfast_client_hedges_total", "Hedges sent: attempts started beside another of the same call still in flight."),
 		transitions: counter("jfast_client_breaker_transitions_total",
 			"Breaker state changes of a dependency, by from and to state.", "from", "to"),
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -74,6 +78,7 @@ func (m *ClientMetrics) Register(reg prometheus.Registerer) error {
 		RegisterOrReuse(reg, &m.refusals),
 		RegisterOrReuse(reg, &m.rejections),
 		RegisterOrReuse(reg, &m.throttled),
+		RegisterOrReuse(reg, &m.hedges),
 		RegisterOrReuse(reg, &m.transitions),
 		RegisterOrReuse(reg, &m.state),
 	)
@@ -85,7 +90,7 @@ type DependencyMetrics struct {
 	plugin, dependency   string
 	attempts, retries    prometheus.Counter
 	refusals, rejections prometheus.Counter
-	throttled            prometheus.Counter
+	throttled, hedges    prometheus.Counter
 	state                prometheus.Gauge
 }
 
@@ -98,6 +103,7 @@ func (m *ClientMetrics) For(plugin, dependency string) *DependencyMetrics {
 		refusals:   m.refusals.WithLabelValues(plugin, dependency),
 		rejections: m.rejections.WithLabelValues(plugin, dependency),
 		throttled:  m.throttled.WithLabelValues(plugin, dependency),
+		hedges:     m.hedges.WithLabelValues(plugin, dependency),
 		state:      m.state.WithLabelValues(plugin, dependency),
 	}
 }
@@ -119,6 +125,9 @@ func (d *DependencyMetrics) Attempt(rec resilience.AttemptRecord) {
 		d.BudgetRefused()
 	case resilience.StopThrottled:
 		d.ThrottledRetry()
+	}
+	if rec.Hedge {
+		d.hedges.Inc()
 	}
 }
 

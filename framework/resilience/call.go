@@ -115,6 +115,10 @@ const (
 	StopBudget
 	// StopThrottled: the adaptive throttle dropped the retry.
 	StopThrottled
+	// StopHedged: another attempt of the call, in flight beside this one
+	// (hedging), decides: this one lost, or failed while the other may
+	// still answer. Its response is dropped.
+	StopHedged
 	// StopWaitCut: the call's context ended during the wait before the
 	// retry (reported by [Run.Stopped], after the attempt's record).
 	StopWaitCut
@@ -137,6 +141,8 @@ func (s Stop) String() string {
 		return "budget"
 	case StopThrottled:
 		return "throttled"
+	case StopHedged:
+		return "hedged"
 	case StopWaitCut:
 		return "wait_cut"
 	}
@@ -156,6 +162,9 @@ type AttemptRecord struct {
 	Stop Stop
 	// Wait is the wait before the next attempt (StopNone).
 	Wait time.Duration
+	// Hedge says the attempt was a hedge: started beside another attempt
+	// still in flight.
+	Hedge bool
 }
 
 // Attempter is what a plugin gives the loop ([Run.Attempts]): one attempt,
@@ -192,6 +201,7 @@ type Run struct {
 	outcome   Outcome
 	stop      Stop
 	ended     bool
+	hedge     bool // RunOpts.Hedge on a policy with hedge_after
 }
 
 // Attempts runs the call's attempts, the one loop of jfast's outbound
@@ -208,12 +218,19 @@ type Run struct {
 // It returns the last attempt's verdict; [Run.Outcome] is what the breaker
 // will count at [Run.End].
 //
-// Extension point: overlapping attempts (hedging) beside the wait. A choice among a
+// A hedgeable call ([RunOpts].Hedge, on a policy with hedge_after, and an
+// Attempter that is a [Hedger]) runs its attempts on branches that may
+// overlap: see [Hedger]. A choice among a
 // dependency's instances is the attempt's own: [Attempter.Attempt] picks
 // the instance and takes its breaker's ticket, [Attempter.Report] gives the
 // ticket the attempt's outcome (after the rule above), and the call is
 // admitted with [RunOpts].NoBreaker (the http plugin's upstream instances).
 func (r *Run) Attempts(a Attempter) Verdict {
+	if h, ok := a.(Hedger); ok && r.hedge {
+		if delay, ok := r.p.hedgeDelay(); ok {
+			return r.hedged(h, delay)
+		}
+	}
 	clock := r.p.clock
 	for {
 		r.made++
@@ -231,6 +248,9 @@ func (r *Run) Attempts(a Attempter) Verdict {
 			r.p.throttle.Record(!v.Overloaded && v.Outcome != Hang)
 		}
 		rec := AttemptRecord{N: n, Took: clock.Now().Sub(began), Verdict: v}
+		if v.Err == nil {
+			r.p.record(rec.Took)
+		}
 		rec.Stop, rec.Wait = r.next(v, rec.Took)
 		r.stop = rec.Stop
 		if r.p.observe != nil {

@@ -41,10 +41,15 @@ type Policy struct {
 	budget   *RetryBudget
 	bulkhead *Bulkhead
 	throttle *Throttle // nil: throttle is off
-	backoff  Backoff
-	attempts int
-	timeout  time.Duration
-	observe  func(AttemptRecord)
+	// hedging: a fixed hedge_after, or the latencies a percentile is read
+	// from (nil: none)
+	hedgeFixed time.Duration
+	latency    *latencies
+	maxHedges  int
+	backoff    Backoff
+	attempts   int
+	timeout    time.Duration
+	observe    func(AttemptRecord)
 }
 
 // NewPolicy returns the policy o describes. It panics, as [NewBreaker] does,
@@ -58,17 +63,25 @@ func NewPolicy(o PolicyOpts) *Policy {
 	if to := o.Config.ThrottleOpts(o.Name, o.Clock, o.Rand); to != nil {
 		throttle = NewThrottle(*to)
 	}
+	fixed, pct, _ := ParseHedgeAfter(o.Config.HedgeAfter) // Validate refused a bad one
+	var lat *latencies
+	if pct > 0 {
+		lat = &latencies{pct: pct}
+	}
 	return &Policy{
-		throttle: throttle,
-		name:     o.Name,
-		clock:    clock,
-		breaker:  NewBreaker(o.Config.Opts(o.Name, o.Clock, o.OnStateChange)),
-		budget:   NewRetryBudget(o.Config.BudgetOpts(o.Name, o.Clock)),
-		bulkhead: NewBulkhead(o.Config.BulkheadOpts(o.Name, o.Clock)),
-		backoff:  o.Config.Backoff(),
-		attempts: max(o.Config.Attempts, 1),
-		timeout:  o.Config.Timeout,
-		observe:  o.OnAttempt,
+		hedgeFixed: fixed,
+		latency:    lat,
+		maxHedges:  max(o.Config.MaxHedges, 1),
+		throttle:   throttle,
+		name:       o.Name,
+		clock:      clock,
+		breaker:    NewBreaker(o.Config.Opts(o.Name, o.Clock, o.OnStateChange)),
+		budget:     NewRetryBudget(o.Config.BudgetOpts(o.Name, o.Clock)),
+		bulkhead:   NewBulkhead(o.Config.BulkheadOpts(o.Name, o.Clock)),
+		backoff:    o.Config.Backoff(),
+		attempts:   max(o.Config.Attempts, 1),
+		timeout:    o.Config.Timeout,
+		observe:    o.OnAttempt,
 	}
 }
 
@@ -117,6 +130,10 @@ type RunOpts struct {
 	// TimeoutCause is the cause an open-ended call's context is cancelled
 	// with when the timeout passes first. Defaults to [ErrTimeout].
 	TimeoutCause error
+	// Hedge says the call is safe to send twice at once (idempotent): with
+	// the policy's hedge_after, and an Attempter that is a [Hedger], its
+	// attempts may overlap.
+	Hedge bool
 }
 
 // Begin admits one call into r (a zero Run, often a field of the plugin's
@@ -140,6 +157,7 @@ func (p *Policy) Begin(ctx context.Context, r *Run, o RunOpts) error {
 	if o.Attempts > 0 && o.Attempts < r.max {
 		r.max = o.Attempts
 	}
+	r.hedge = o.Hedge && (p.hedgeFixed > 0 || p.latency != nil)
 	if err := p.throttle.Allow(); err != nil {
 		r.ended = true
 		return err

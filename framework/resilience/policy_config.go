@@ -115,6 +115,16 @@ type PolicyConfig struct {
 	// ThrottleWindow is the span the throttle counts requests and accepts
 	// over. Defaults to 2m.
 	ThrottleWindow time.Duration `koanf:"throttle_window"`
+	// HedgeAfter turns on hedging for the calls the plugin knows are safe
+	// to send twice (idempotent): when an attempt has not answered after
+	// this fixed delay ("20ms") or this percentile of the dependency's
+	// recent latencies ("p95"), another starts beside it, and the first
+	// answer wins. Hedges count in attempts, need the retry budget, and run
+	// within timeout. Defaults to "" (no hedging).
+	HedgeAfter string `koanf:"hedge_after"`
+	// MaxHedges is how many hedges one call may start, each hedge_after
+	// after the last. Defaults to 1.
+	MaxHedges int `koanf:"max_hedges"`
 
 	// BreakerConfig is the breaker_* keys of the dependency's breaker,
 	// which counts each call's final outcome.
@@ -138,6 +148,7 @@ func DefaultPolicyConfig() PolicyConfig {
 		BulkheadWait:             DefaultBulkheadWait,
 		ThrottleK:                DefaultThrottleK,
 		ThrottleWindow:           DefaultThrottleWindow,
+		MaxHedges:                DefaultMaxHedges,
 		BreakerConfig:            DefaultBreakerConfig(),
 	}
 }
@@ -161,6 +172,8 @@ func (c *PolicyConfig) FillZero(d PolicyConfig) {
 	fill(&c.Throttle, d.Throttle)
 	fill(&c.ThrottleK, d.ThrottleK)
 	fill(&c.ThrottleWindow, d.ThrottleWindow)
+	fill(&c.HedgeAfter, d.HedgeAfter)
+	fill(&c.MaxHedges, d.MaxHedges)
 	c.BreakerConfig.FillZero(d.BreakerConfig)
 }
 
@@ -218,6 +231,10 @@ func (c PolicyConfig) Validate(v Validator) {
 			"set a multiplier such as 2 (the dependency receives about twice what it accepts)")
 	}
 	v.Deadline("throttle_window", c.ThrottleWindow)
+	if _, _, err := ParseHedgeAfter(c.HedgeAfter); err != nil {
+		v.Error("hedge_after", err.Error(), `set a delay such as "20ms", a percentile of the dependency's latency such as "p95", or leave it out`)
+	}
+	v.Positive("max_hedges", c.MaxHedges)
 	c.BreakerConfig.Validate(v)
 }
 

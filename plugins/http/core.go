@@ -11,7 +11,9 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -133,6 +135,13 @@ type exchange struct {
 	out     *framework.OutboundCall // the caller's, counting attempts; nil when none
 	ia      instanceAttempt         // the instances of the attempts (pol.instances)
 
+	// Hedging (resilience.Hedger): a branch is one attempt of the call
+	// running beside others; parent is the call's exchange, whose busy
+	// lists the instances of the branches in flight.
+	parent *exchange
+	mu     sync.Mutex
+	busy   []*Instance
+
 	// What the attempts leave, for the call's result.
 	c         *core
 	run       resilience.Run
@@ -160,6 +169,7 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 	if !x.retry {
 		opts.Attempts = 1
 	}
+	opts.Hedge = x.retry && !x.stream && hedgeable(x.req)
 	run := &x.run
 	if err := x.pol.p.Begin(ctx, run, opts); err != nil {
 		return nil, 0, c.refused(ctx, err)
@@ -247,6 +257,11 @@ func (x *exchange) Attempt(callCtx context.Context, n int) resilience.Verdict {
 			x.lastErr = v.Err
 			return v
 		}
+		if p := x.parent; p != nil {
+			p.mu.Lock()
+			p.busy = append(p.busy, x.ia.inst)
+			p.mu.Unlock()
+		}
 	}
 	if x.out != nil {
 		x.out.CountAttempt()
@@ -258,10 +273,14 @@ func (x *exchange) Attempt(callCtx context.Context, n int) resilience.Verdict {
 		next liveAttempt
 		err  error
 	)
+	cancel := x.run.CancelFunc()
+	if x.parent != nil {
+		cancel = x.parent.run.CancelFunc()
+	}
 	if x.stream {
-		resp, hAt, next, err = c.open(callCtx, x.run.CancelFunc(), x, n)
+		resp, hAt, next, err = c.open(callCtx, cancel, x, n)
 	} else {
-		resp, hAt, read, err = c.send(callCtx, x.run.CancelFunc(), x, n)
+		resp, hAt, read, err = c.send(callCtx, cancel, x, n)
 	}
 	if err == nil {
 		x.last, x.headersAt, x.bodyRead, x.live = resp, hAt, read, next
@@ -286,6 +305,71 @@ func (x *exchange) Report(rec resilience.AttemptRecord) {
 		// A streamed response is not held open through the wait: it is
 		// kept only if its body is small enough to hold in memory.
 		x.last, x.live = x.live.retain(x.last), liveAttempt{}
+	}
+}
+
+// hedgeable reports whether a call may be sent twice at once: a GET or a
+// HEAD, or a request carrying an Idempotency-Key.
+func hedgeable(req *http.Request) bool {
+	return req.Method == http.MethodGet || req.Method == http.MethodHead || req.Header.Get("Idempotency-Key") != ""
+}
+
+// Branch returns one more attempt of the call, to run beside the others
+// (resilience.Hedger). It prefers an instance neither tried nor in flight.
+func (x *exchange) Branch() resilience.Attempter {
+	b := &exchange{req: x.req, header: x.header, payload: x.payload, replay: x.replay, retry: x.retry,
+		pol: x.pol, br: x.br, out: x.out, c: x.c, parent: x}
+	if x.pol.instances != nil {
+		x.mu.Lock()
+		b.ia.tried = append(append(b.ia.triedBuf[:0], x.ia.tried...), x.busy...)
+		x.mu.Unlock()
+	}
+	return b
+}
+
+// Keep makes branch a's attempt the call's (resilience.Hedger): a response
+// replaces an earlier attempt's, an error is the call's last.
+func (x *exchange) Keep(a resilience.Attempter) {
+	b := a.(*exchange)
+	if b.last != nil {
+		x.last, x.headersAt, x.bodyRead = b.last, b.headersAt, b.bodyRead
+	}
+	x.lastErr = b.lastErr
+	if b.tooLarge != nil {
+		x.tooLarge = b.tooLarge
+	}
+	x.settle(b)
+}
+
+// Drop lets go of branch a's attempt (resilience.Hedger): its response, if
+// one came, is closed (its body was read, or its read cut by the
+// cancellation, which closed the connection's body).
+func (x *exchange) Drop(a resilience.Attempter) {
+	b := a.(*exchange)
+	if b.last != nil {
+		_ = b.last.Body.Close()
+	}
+	x.settle(b)
+}
+
+// settle moves a finished branch's instance from busy to tried.
+func (x *exchange) settle(b *exchange) {
+	x.sent = x.sent || b.sent
+	if x.pol.instances == nil {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, in := range b.ia.tried {
+		if i := slices.Index(x.busy, in); i >= 0 {
+			x.busy = slices.Delete(x.busy, i, i+1)
+		}
+		if !wasTried(x.ia.tried, in) {
+			if x.ia.tried == nil {
+				x.ia.tried = x.ia.triedBuf[:0]
+			}
+			x.ia.tried = append(x.ia.tried, in)
+		}
 	}
 }
 
@@ -419,7 +503,7 @@ func (c *core) request(actx context.Context, x *exchange, n int) (*http.Request,
 	}
 	if deadline, ok := actx.Deadline(); ok {
 		left := []string{strconv.FormatInt(max(time.Until(deadline).Milliseconds(), 0), 10)}
-		if n == 1 {
+		if n == 1 && x.parent == nil {
 			x.header[framework.TimeoutHeader] = left
 		} else {
 			// The previous attempt's header may still be being written by

@@ -65,6 +65,8 @@ func TestConfigErrors(t *testing.T) {
 		{"retry_budget_tokens_per_call above 1", `retry_budget_tokens_per_call = 2`, "retry_budget_tokens_per_call"},
 		{"throttle_k below 1", `throttle_k = 0.5`, "throttle_k"},
 		{"zero throttle_window", `throttle_window = "0s"`, "throttle_window"},
+		{"bad hedge_after", `hedge_after = "fast"`, "hedge_after"},
+		{"zero max_hedges", `max_hedges = 0`, "max_hedges"},
 		{"unknown backoff_jitter", `backoff_jitter = "equal"`, "backoff_jitter"},
 		{"unknown breaker_key", `breaker_key = "path"`, "breaker_key"},
 		{"zero max_routes", `max_routes = 0`, "max_routes"},

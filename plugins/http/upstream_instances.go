@@ -153,7 +153,9 @@ type instanceAttempt struct {
 // breakers refused, or errNoInstance.
 func (ia *instanceAttempt) choose(c *core, set *Instances) (resilience.Verdict, bool) {
 	if ia.usable == nil {
-		ia.tried = ia.triedBuf[:0]
+		if ia.tried == nil { // a hedge's branch starts with the call's tried and busy instances
+			ia.tried = ia.triedBuf[:0]
+		}
 		ia.usable = func(in *Instance) bool { return (ia.anyHealth || in.healthy()) && !wasTried(ia.refused, in) }
 	}
 	ia.refused, ia.open, ia.anyHealth = ia.refused[:0], nil, false

@@ -1,0 +1,255 @@
+package resilience
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Hedging defaults and bounds (docs/resilience.md, "Hedging").
+const (
+	// DefaultMaxHedges is one hedge: the second request is where almost all
+	// of the tail goes; a third adds load for little more.
+	DefaultMaxHedges = 1
+	// hedgeSamples is how many recent latencies a percentile hedge_after is
+	// read from, and hedgeMinSamples how many it needs before the first
+	// hedge: below that the percentile says little and nothing is hedged.
+	hedgeSamples    = 1024
+	hedgeMinSamples = 100
+	// hedgeRecompute is how often (in samples) the percentile is computed
+	// again: a sort of hedgeSamples durations, so a few hundred operations
+	// per call.
+	hedgeRecompute = 32
+)
+
+// ParseHedgeAfter reads hedge_after: a fixed delay ("20ms") or a latency
+// percentile of the dependency ("p95", "p99.9"), above 0 and below 100.
+// "" is no hedging (both results zero).
+func ParseHedgeAfter(s string) (fixed time.Duration, pct float64, err error) {
+	if s == "" {
+		return 0, 0, nil
+	}
+	if rest, ok := strings.CutPrefix(s, "p"); ok {
+		p, err := strconv.ParseFloat(rest, 64)
+		if err != nil || !(p > 0 && p < 100) {
+			return 0, 0, fmt.Errorf("a percentile is p followed by a number above 0 and below 100, got %q", s)
+		}
+		return 0, p, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, 0, fmt.Errorf("must be a positive duration or a percentile such as \"p95\", got %q", s)
+	}
+	return d, 0, nil
+}
+
+// latencies keeps a dependency's recent attempt latencies and a percentile
+// of them.
+type latencies struct {
+	pct   float64
+	value atomic.Int64 // the percentile; 0 until hedgeMinSamples were seen
+
+	mu    sync.Mutex
+	ring  [hedgeSamples]time.Duration
+	n     int // samples seen
+	since int // samples since the last computation
+}
+
+// add records one latency.
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ring[l.n%hedgeSamples] = d
+	l.n++
+	l.since++
+	if l.n < hedgeMinSamples || l.since < hedgeRecompute {
+		return
+	}
+	l.since = 0
+	s := slices.Clone(l.ring[:min(l.n, hedgeSamples)])
+	slices.Sort(s)
+	i := min(int(float64(len(s))*l.pct/100), len(s)-1)
+	l.value.Store(int64(max(s[i], 1)))
+}
+
+// Hedger is an [Attempter] whose attempts may overlap (hedging, opted into
+// with hedge_after and [RunOpts].Hedge). Each attempt, the first included,
+// runs on its own branch in its own goroutine; the loop reports each
+// attempt to its branch, then keeps the branch whose verdict the call
+// returns (or retries after) and drops the others, whose responses the
+// plugin lets go of (closing their bodies). Keep and Drop are called from
+// the loop's goroutine, once every branch's Attempt has returned.
+type Hedger interface {
+	Attempter
+	// Branch returns the attempter of one more attempt of the call, with
+	// state of its own; attempts of other branches may be in flight.
+	Branch() Attempter
+	// Keep makes b's attempt the call's.
+	Keep(b Attempter)
+	// Drop lets go of b's attempt.
+	Drop(b Attempter)
+}
+
+// hedgeDelay returns how long a hedgeable call waits for its attempt
+// before it sends a hedge, and false when it sends none (no hedge_after,
+// or a percentile not known yet).
+func (p *Policy) hedgeDelay() (time.Duration, bool) {
+	if p.hedgeFixed > 0 {
+		return p.hedgeFixed, true
+	}
+	if p.latency == nil {
+		return 0, false
+	}
+	d := time.Duration(p.latency.value.Load())
+	return d, d > 0
+}
+
+// record feeds an attempt's latency to a percentile hedge_after.
+func (p *Policy) record(took time.Duration) {
+	if p.latency != nil {
+		p.latency.add(took)
+	}
+}
+
+// branchResult is one branch's attempt, back in the loop's goroutine.
+type branchResult struct {
+	b      Attempter
+	n      int
+	hedge  bool
+	cancel context.CancelFunc
+	v      Verdict
+	took   time.Duration
+}
+
+// hedged is the loop of a hedgeable call: the attempt runs on a branch; if
+// it has not answered after the hedge delay, and the call may make another
+// attempt (attempts, deadline, throttle, budget, in that order), a hedge
+// starts beside it on another branch, up to max_hedges. The first verdict
+// that asks for no retry wins: the others are cancelled, reported with
+// StopHedged and dropped. A retryable failure while another attempt is in
+// flight is dropped the same way; the last one standing decides as in the
+// sequential loop (stop, or wait and attempt again, hedges re-armed).
+func (r *Run) hedged(h Hedger, delay time.Duration) Verdict {
+	clock := r.p.clock
+	results := make(chan branchResult, r.max)
+	live := make(map[int]*branchResult, 1+r.p.maxHedges)
+	hedges := 0
+	launch := func(hedge bool) {
+		r.made++
+		br := &branchResult{b: h.Branch(), n: r.made, hedge: hedge}
+		var ctx context.Context
+		ctx, br.cancel = context.WithCancel(r.ctx)
+		live[br.n] = br
+		go func(res branchResult) {
+			began := clock.Now()
+			res.v = res.b.Attempt(ctx, res.n)
+			res.took = clock.Now().Sub(began)
+			results <- res
+		}(*br)
+	}
+	var timer Timer
+	var fire <-chan time.Time
+	arm := func() {
+		if hedges < r.p.maxHedges && r.made < r.max {
+			timer = clock.NewTimer(delay)
+			fire = timer.C()
+		}
+	}
+	disarm := func() {
+		if timer != nil {
+			timer.Stop()
+		}
+		timer, fire = nil, nil
+	}
+	launch(false)
+	arm()
+	for {
+		select {
+		case <-fire:
+			timer, fire = nil, nil
+			if r.ctx.Err() != nil || r.left() <= 0 || r.p.throttle.Allow() != nil || !r.p.budget.TryRetry() {
+				continue // no more hedges for this attempt
+			}
+			hedges++
+			launch(true)
+			arm()
+		case res := <-results:
+			delete(live, res.n)
+			v := r.judge(res.v, res.took)
+			if v.Retry && len(live) > 0 {
+				// Another attempt in flight may still answer.
+				r.report(res, v, StopHedged, 0)
+				h.Drop(res.b)
+				continue
+			}
+			disarm()
+			r.cancelLosers(h, live, results)
+			r.outcome = v.Outcome
+			stop, wait := r.next(v, res.took)
+			r.stop = stop
+			r.report(res, v, stop, wait)
+			h.Keep(res.b)
+			if stop != StopNone {
+				return v
+			}
+			if clock.Sleep(r.ctx, wait) != nil {
+				r.stop = StopWaitCut
+				return v
+			}
+			hedges = 0
+			launch(false)
+			arm()
+		}
+	}
+}
+
+// judge applies the loop's rules to a branch's verdict: the cut-by-caller
+// rule, the throttle's count and the latency of a percentile hedge_after.
+func (r *Run) judge(v Verdict, took time.Duration) Verdict {
+	if v.Err != nil && (v.Outcome == Failure || v.Outcome == Hang) && CutByCaller(r.caller, r.own) {
+		v.Outcome = Ignore
+	}
+	if v.Outcome != Ignore {
+		r.p.throttle.Record(!v.Overloaded && v.Outcome != Hang)
+	}
+	if v.Err == nil {
+		r.p.record(took)
+	}
+	return v
+}
+
+// cancelLosers cancels the attempts still in flight, waits for each to
+// return, and reports and drops it.
+func (r *Run) cancelLosers(h Hedger, live map[int]*branchResult, results <-chan branchResult) {
+	for _, br := range live {
+		br.cancel()
+	}
+	for len(live) > 0 {
+		res := <-results
+		delete(live, res.n)
+		// A loser's latency is at least what it ran: a lower bound of a
+		// latency above the hedge delay, which leaves the percentile as
+		// it is.
+		r.p.record(res.took)
+		v := res.v
+		v.Outcome = Ignore // cancelled by its call: no evidence
+		r.report(res, v, StopHedged, 0)
+		h.Drop(res.b)
+	}
+}
+
+// report reports one branch's attempt to the policy's hook and the branch,
+// and ends its context.
+func (r *Run) report(res branchResult, v Verdict, stop Stop, wait time.Duration) {
+	rec := AttemptRecord{N: res.n, Took: res.took, Verdict: v, Stop: stop, Wait: wait, Hedge: res.hedge}
+	if r.p.observe != nil {
+		r.p.observe(rec)
+	}
+	res.b.Report(rec)
+	res.cancel()
+}

@@ -1,0 +1,187 @@
+package resilience
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// racer is a Hedger whose branches answer as the test says: branch n waits
+// for its gate (or its context), then answers with verdicts[n-1].
+type racer struct {
+	mu       sync.Mutex
+	gates    map[int]chan struct{}
+	started  chan int
+	reported chan int
+	verdicts []Verdict
+	kept     []int
+	dropped  []int
+	stops    map[int]Stop
+	clock    *TestClock
+}
+
+func newRacer(clock *TestClock, verdicts ...Verdict) *racer {
+	return &racer{gates: map[int]chan struct{}{}, started: make(chan int, 8), reported: make(chan int, 8), verdicts: verdicts, stops: map[int]Stop{}, clock: clock}
+}
+
+func (r *racer) gate(n int) chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.gates[n] == nil {
+		r.gates[n] = make(chan struct{})
+	}
+	return r.gates[n]
+}
+
+type branch struct {
+	r *racer
+	n int
+}
+
+func (b *branch) Attempt(ctx context.Context, n int) Verdict {
+	b.n = n
+	b.r.started <- n
+	select {
+	case <-b.r.gate(n):
+		return b.r.verdicts[n-1]
+	case <-ctx.Done():
+		return Verdict{Err: ctx.Err(), Outcome: Ignore}
+	}
+}
+
+func (b *branch) Report(rec AttemptRecord) {
+	b.r.mu.Lock()
+	b.r.stops[rec.N] = rec.Stop
+	b.r.mu.Unlock()
+	b.r.reported <- rec.N
+}
+
+func (r *racer) Attempt(context.Context, int) Verdict { panic("a hedged call runs on branches") }
+func (r *racer) Report(AttemptRecord)                 {}
+func (r *racer) Branch() Attempter                    { return &branch{r: r} }
+func (r *racer) Keep(a Attempter)                     { r.kept = append(r.kept, a.(*branch).n) }
+func (r *racer) Drop(a Attempter)                     { r.dropped = append(r.dropped, a.(*branch).n) }
+
+func hedgingPolicy(hedgeAfter string, edit func(*PolicyConfig)) (*Policy, *TestClock) {
+	clock := NewTestClock(epoch)
+	cfg := DefaultPolicyConfig()
+	cfg.HedgeAfter = hedgeAfter
+	cfg.RetryBudget = BudgetBucket
+	if edit != nil {
+		edit(&cfg)
+	}
+	return NewPolicy(PolicyOpts{Name: "billing", Config: cfg, Clock: clock}), clock
+}
+
+// The hedge answers first: its verdict is the call's, the first attempt is
+// cancelled, reported StopHedged and dropped; the budget paid one retry and
+// the breaker counts one call.
+func TestHedgeWins(t *testing.T) {
+	p, clock := hedgingPolicy("20ms", nil)
+	r := newRacer(clock, Verdict{Outcome: Success}, Verdict{Outcome: Success})
+	var run Run
+	if err := p.Begin(context.Background(), &run, RunOpts{Hedge: true}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan Verdict, 1)
+	go func() { done <- run.Attempts(r) }()
+	<-r.started
+	clock.BlockUntil(1)
+	clock.Advance(20 * time.Millisecond)
+	if n := <-r.started; n != 2 {
+		t.Fatalf("attempt %d started, want the hedge, 2", n)
+	}
+	close(r.gate(2))
+	v := <-done
+	run.End(run.Outcome())
+	if v.Err != nil || run.Made() != 2 || run.Stopped() != StopFinal {
+		t.Fatalf("verdict %+v, made %d, stop %v", v, run.Made(), run.Stopped())
+	}
+	if len(r.kept) != 1 || r.kept[0] != 2 || len(r.dropped) != 1 || r.dropped[0] != 1 || r.stops[1] != StopHedged {
+		t.Fatalf("kept %v dropped %v stops %v", r.kept, r.dropped, r.stops)
+	}
+	if s := p.Budget().Snapshot(); s.Retries != 1 {
+		t.Fatalf("budget retries %d, want the hedge's 1", s.Retries)
+	}
+	if s := p.Breaker().Snapshot(); s.WindowCalls != 1 {
+		t.Fatalf("breaker counted %d calls, want 1", s.WindowCalls)
+	}
+}
+
+// A call that is not hedgeable, and a hedge_after percentile not known
+// yet, send no hedge: the loop is the sequential one.
+func TestHedgeNotSent(t *testing.T) {
+	for _, tc := range []struct {
+		name, after string
+		hedge       bool
+	}{{"not idempotent", "20ms", false}, {"percentile unknown", "p95", true}} {
+		p, clock := hedgingPolicy(tc.after, nil)
+		var run Run
+		if err := p.Begin(context.Background(), &run, RunOpts{Hedge: tc.hedge}); err != nil {
+			t.Fatal(err)
+		}
+		s := &script{clock: clock, verdicts: []Verdict{{Outcome: Success}}}
+		run.Attempts(s) // a racer would panic: the sequential loop calls Attempt on it
+		run.End(run.Outcome())
+		if len(s.records) != 1 {
+			t.Fatalf("%s: %d attempts", tc.name, len(s.records))
+		}
+	}
+}
+
+// hedge_after = "p90" reads the dependency's answered latencies: none is
+// hedged before hedgeMinSamples, then the delay is their 90th percentile.
+func TestHedgePercentile(t *testing.T) {
+	p, clock := hedgingPolicy("p90", nil)
+	for i := range hedgeMinSamples {
+		var run Run
+		if err := p.Begin(context.Background(), &run, RunOpts{Hedge: true}); err != nil {
+			t.Fatal(err)
+		}
+		took := time.Duration(i%100+1) * time.Millisecond
+		run.Attempts(&script{clock: clock, took: took, verdicts: []Verdict{{Outcome: Success}}})
+		run.End(run.Outcome())
+	}
+	d, ok := p.hedgeDelay()
+	if !ok || d < 89*time.Millisecond || d > 92*time.Millisecond {
+		t.Fatalf("hedge delay %v %v, want about the 90th percentile of 1..100 ms", d, ok)
+	}
+}
+
+// A retryable failure of one attempt while the other is in flight does not
+// end the call: the other's answer does.
+func TestHedgeFailureWaitsForTheOther(t *testing.T) {
+	p, clock := hedgingPolicy("20ms", nil)
+	refused := Verdict{Err: errors.New("connection refused"), Outcome: Failure, Retry: true}
+	r := newRacer(clock, Verdict{Outcome: Success}, refused)
+	var run Run
+	if err := p.Begin(context.Background(), &run, RunOpts{Hedge: true}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan Verdict, 1)
+	go func() { done <- run.Attempts(r) }()
+	<-r.started
+	clock.BlockUntil(1)
+	clock.Advance(20 * time.Millisecond)
+	<-r.started
+	close(r.gate(2)) // the hedge fails first
+	if n := <-r.reported; n != 2 {
+		t.Fatalf("attempt %d reported, want the failed hedge", n)
+	}
+	close(r.gate(1))
+	v := <-done
+	run.End(run.Outcome())
+	if v.Err != nil || len(r.kept) != 1 || r.kept[0] != 1 || r.stops[2] != StopHedged {
+		t.Fatalf("verdict %+v kept %v stops %v", v, r.kept, r.stops)
+	}
+}
+
+func TestParseHedgeAfter(t *testing.T) {
+	for s, ok := range map[string]bool{"": true, "20ms": true, "p95": true, "p99.9": true, "p0": false, "p100": false, "px": false, "0s": false, "-1s": false, "fast": false} {
+		if _, _, err := ParseHedgeAfter(s); (err == nil) != ok {
+			t.Errorf("%q: %v", s, err)
+		}
+	}
+}

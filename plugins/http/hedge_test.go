@@ -1,0 +1,143 @@
+package http_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/jfasttest"
+	jhttp "github.com/jfastframework/jfast/plugins/http"
+)
+
+// hedgeAfter is the fixed hedge_after of these tests; the test clock moves
+// it, nothing sleeps.
+const hedgeAfter = 20 * time.Millisecond
+
+// slowFirst answers every request but the first at once with its number;
+// the first waits until its client goes away, and then closes gone.
+func slowFirst(gone chan<- struct{}, arrived chan<- int) func(http.ResponseWriter, *http.Request, int) {
+	var first atomic.Bool
+	return func(w http.ResponseWriter, r *http.Request, n int) {
+		_, _ = io.Copy(io.Discard, r.Body) // the server sees the client go only once the body is read
+		arrived <- n
+		if first.CompareAndSwap(false, true) {
+			<-r.Context().Done()
+			close(gone)
+			return
+		}
+		_, _ = io.WriteString(w, "answered")
+	}
+}
+
+// hedgingClient is a client on a test clock that does not move by itself.
+func hedgingClient(t *testing.T, u jhttp.Upstream) (*jhttp.ServiceClient, *resilience.TestClock, *prometheus.Registry) {
+	t.Helper()
+	clk := jfasttest.NewClock()
+	reg := prometheus.NewRegistry()
+	u.Name = "billing"
+	u.HedgeAfter = hedgeAfter.String()
+	c, err := jhttp.NewClient(u, jhttp.WithClock(clk), jhttp.WithMetrics(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, clk, reg
+}
+
+type answer struct {
+	resp *http.Response
+	err  error
+}
+
+// hedgeOnce starts call, waits for its first request to arrive, moves the
+// clock past hedge_after and returns the call's answer.
+func hedgeOnce(t *testing.T, clk *resilience.TestClock, arrived <-chan int, call func() (*http.Response, error)) answer {
+	t.Helper()
+	done := make(chan answer, 1)
+	go func() {
+		resp, err := call()
+		done <- answer{resp, err}
+	}()
+	<-arrived
+	clk.BlockUntil(1) // the hedge's timer
+	clk.Advance(hedgeAfter)
+	<-arrived
+	return <-done
+}
+
+// A GET whose first request has not answered after hedge_after gets a hedge
+// beside it: the hedge's answer is the call's, the first request is
+// cancelled (the upstream sees its client go), the breaker counts one call
+// and the budget one retry, and the hedge is counted.
+func TestHedgeFirstAnswerWins(t *testing.T) {
+	t.Parallel()
+	gone, arrived := make(chan struct{}), make(chan int, 4)
+	up := newUpstream(t, slowFirst(gone, arrived))
+	c, clk, reg := hedgingClient(t, jhttp.Upstream{BaseURL: up.URL})
+	a := hedgeOnce(t, clk, arrived, func() (*http.Response, error) { return c.Get(context.Background(), "/invoices/7") })
+	if a.err != nil || a.resp.StatusCode != 200 {
+		t.Fatalf("%v %v", a.resp, a.err)
+	}
+	if body, _ := io.ReadAll(a.resp.Body); string(body) != "answered" {
+		t.Fatalf("body %q, want the hedge's", body)
+	}
+	<-gone
+	if hits := up.hits.Load(); hits != 2 {
+		t.Fatalf("%d requests, want the first and its hedge", hits)
+	}
+	for name, want := range map[string]float64{"jfast_client_hedges_total": 1, "jfast_client_attempts_total": 2, "jfast_client_retries_total": 0} {
+		if got := metric(t, reg, name, "dependency", "billing"); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	if got := metric(t, reg, "jfast_client_calls_total", "dependency", "billing", "outcome", "response"); got != 1 {
+		t.Errorf("calls = %v, want 1", got)
+	}
+	if s := c.Breaker().Snapshot(); s.WindowCalls != 1 || s.WindowFailures != 0 {
+		t.Errorf("breaker window %d calls, %d failures; want one call, answered", s.WindowCalls, s.WindowFailures)
+	}
+}
+
+// A POST is hedged only with an Idempotency-Key; the key travels on both.
+func TestHedgeIdempotentPost(t *testing.T) {
+	t.Parallel()
+	gone, arrived := make(chan struct{}), make(chan int, 4)
+	up := newUpstream(t, slowFirst(gone, arrived))
+	c, clk, _ := hedgingClient(t, jhttp.Upstream{BaseURL: up.URL})
+	a := hedgeOnce(t, clk, arrived, func() (*http.Response, error) {
+		return c.Post(context.Background(), "/charges", map[string]int{"cents": 100}, jhttp.IdempotencyKey("charge-7"))
+	})
+	if a.err != nil || a.resp.StatusCode != 200 {
+		t.Fatalf("%v %v", a.resp, a.err)
+	}
+	<-gone
+	for i := range 2 {
+		if k := up.request(i).Header.Get("Idempotency-Key"); k != "charge-7" {
+			t.Errorf("request %d: Idempotency-Key %q", i, k)
+		}
+	}
+}
+
+// A hedge goes to another instance than the attempt it races: with two
+// instances, whichever the first request reached, each gets one request.
+func TestHedgeToAnotherInstance(t *testing.T) {
+	t.Parallel()
+	gone, arrived := make(chan struct{}), make(chan int, 4)
+	h := slowFirst(gone, arrived)
+	ups, u := replicas(2, t, h, h)
+	c, clk, _ := hedgingClient(t, u)
+	a := hedgeOnce(t, clk, arrived, func() (*http.Response, error) { return c.Get(context.Background(), "/invoices/7") })
+	if a.err != nil || a.resp.StatusCode != 200 {
+		t.Fatalf("%v %v", a.resp, a.err)
+	}
+	<-gone
+	if ups[0].hits.Load() != 1 || ups[1].hits.Load() != 1 {
+		t.Fatalf("instances got %d and %d requests, want one each", ups[0].hits.Load(), ups[1].hits.Load())
+	}
+}
