@@ -38,8 +38,12 @@ import (
 //     without I/O;
 //   - the same App recovers after the default 15 s cool-down.
 //
-// Together they take about two minutes, most of it the cool-downs, the
-// upstream's 10 s timeout and a statement's 30 s request_timeout.
+// PostgreSQL with busy connections and Redis's two-command request hold a
+// stricter count: one request pays (the db watchdog's trip; a Redis hang
+// opens its breaker at once).
+//
+// Together they take about two minutes, most of it the cool-downs and the
+// upstream's 10 s timeout.
 
 // defaultsMaxPaid is the promise: at most two requests pay a deadline.
 const defaultsMaxPaid = 2
