@@ -92,7 +92,8 @@ func TestInstanceThatFailsIsEjected(t *testing.T) {
 // instance killed, requests get a 503 naming the upstream and /ready
 // says every instance is ejected (degraded, never unavailable).
 func TestInstancesKilledInAService(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it frees ports while its client still dials them, and
+	// a parallel test's server given one of them would get its calls.
 	clock := jfasttest.NewClock()
 	clock.SetAutoAdvance(true)
 	srv := serveInstances(t, 3)
@@ -238,7 +239,8 @@ func TestInstancesConfigErrors(t *testing.T) {
 // reach every instance, each delivers 1, 2, 3, and a stream to an instance
 // whose breaker is open is never opened.
 func TestInstancesStreams(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it frees ports while its client still dials them, and
+	// a parallel test's server given one of them would get its calls.
 	srv := serveInstances(t, 2)
 	u := jgrpc.Upstream{Instances: addrsOf(srv), PolicyConfig: resilience.PolicyConfig{Attempts: 1}}
 	u.BreakerFailures = 1
@@ -292,7 +294,8 @@ func TestInstancesStreams(t *testing.T) {
 // breaker's cool-down has passed on the test clock: a fresh breaker
 // replaces the open one.
 func TestInstanceBackBeforeItsCoolDown(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it frees ports while its client still dials them, and
+	// a parallel test's server given one of them would get its calls.
 	clock := jfasttest.NewClock()
 	clock.SetAutoAdvance(true)
 	srv := serveInstances(t, 2)
@@ -331,9 +334,14 @@ func TestInstancesBalancing(t *testing.T) {
 				return srv[0].inv.getStocks.Load() + srv[1].inv.getStocks.Load() + srv[2].inv.getStocks.Load()
 			}
 			if balancing == jgrpc.BalancePickFirst {
-				getUntil(t, c, func() bool { return total() == 30 })
-				if n := srv[0].inv.getStocks.Load(); n != 30 {
-					t.Fatalf("pick_first: the first instance got %d of 30 calls", n)
+				ctx := ctxFor(t)
+				for range 30 {
+					if err := c.Invoke(ctx, getStock, &shoppb.GetStockRequest{Sku: "a"}, &shoppb.Stock{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if n := srv[0].inv.getStocks.Load(); n < 30 {
+					t.Fatalf("pick_first: the first instance got %d of 30 calls (%d in all)", n, total())
 				}
 				return
 			}

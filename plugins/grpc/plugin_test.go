@@ -153,11 +153,11 @@ attempts = 1
 	if _, ok := up["audit"]; !ok || ready.Status != "ok" {
 		t.Fatalf("/ready = %+v", ready)
 	}
-	svc.Get(t, "/stock/a")
+	first := svc.Get(t, "/stock/a")
 	read()
 	inventoryMeta = ready.Checks["grpc"].Meta["upstreams"].(map[string]any)["inventory"].(map[string]any)
 	if ready.Status != "degraded" || ready.Checks["grpc"].Healthy || inventoryMeta["breaker"].(map[string]any)["state"] != "open" || inventoryMeta["channel"] != "ready" {
-		t.Fatalf("after a failure with breaker_failures = 1: %+v", ready)
+		t.Fatalf("after a failure with breaker_failures = 1 (server calls %d, response %s): %+v", inv.getStocks.Load(), first.Body, ready)
 	}
 }
 
