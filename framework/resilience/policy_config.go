@@ -1,6 +1,7 @@
 package resilience
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -157,31 +158,24 @@ func DefaultPolicyConfig() PolicyConfig {
 // in code (NewClient) or a table of many entries fills what it left unset
 // from the plugin's defaults.
 func (c *PolicyConfig) FillZero(d PolicyConfig) {
-	fill(&c.Attempts, d.Attempts)
-	fill(&c.Timeout, d.Timeout)
-	fill(&c.BackoffBase, d.BackoffBase)
-	fill(&c.BackoffMax, d.BackoffMax)
-	fill(&c.BackoffJitter, d.BackoffJitter)
-	fill(&c.RetryBudget, d.RetryBudget)
-	fill(&c.RetryBudgetRatio, d.RetryBudgetRatio)
-	fill(&c.RetryBudgetMinPerSecond, d.RetryBudgetMinPerSecond)
-	fill(&c.RetryBudgetMaxTokens, d.RetryBudgetMaxTokens)
-	fill(&c.RetryBudgetTokensPerCall, d.RetryBudgetTokensPerCall)
-	fill(&c.MaxConcurrent, d.MaxConcurrent)
-	fill(&c.BulkheadWait, d.BulkheadWait)
-	fill(&c.Throttle, d.Throttle)
-	fill(&c.ThrottleK, d.ThrottleK)
-	fill(&c.ThrottleWindow, d.ThrottleWindow)
-	fill(&c.HedgeAfter, d.HedgeAfter)
-	fill(&c.MaxHedges, d.MaxHedges)
+	c.Attempts = cmp.Or(c.Attempts, d.Attempts)
+	c.Timeout = cmp.Or(c.Timeout, d.Timeout)
+	c.BackoffBase = cmp.Or(c.BackoffBase, d.BackoffBase)
+	c.BackoffMax = cmp.Or(c.BackoffMax, d.BackoffMax)
+	c.BackoffJitter = cmp.Or(c.BackoffJitter, d.BackoffJitter)
+	c.RetryBudget = cmp.Or(c.RetryBudget, d.RetryBudget)
+	c.RetryBudgetRatio = cmp.Or(c.RetryBudgetRatio, d.RetryBudgetRatio)
+	c.RetryBudgetMinPerSecond = cmp.Or(c.RetryBudgetMinPerSecond, d.RetryBudgetMinPerSecond)
+	c.RetryBudgetMaxTokens = cmp.Or(c.RetryBudgetMaxTokens, d.RetryBudgetMaxTokens)
+	c.RetryBudgetTokensPerCall = cmp.Or(c.RetryBudgetTokensPerCall, d.RetryBudgetTokensPerCall)
+	c.MaxConcurrent = cmp.Or(c.MaxConcurrent, d.MaxConcurrent)
+	c.BulkheadWait = cmp.Or(c.BulkheadWait, d.BulkheadWait)
+	c.Throttle = cmp.Or(c.Throttle, d.Throttle)
+	c.ThrottleK = cmp.Or(c.ThrottleK, d.ThrottleK)
+	c.ThrottleWindow = cmp.Or(c.ThrottleWindow, d.ThrottleWindow)
+	c.HedgeAfter = cmp.Or(c.HedgeAfter, d.HedgeAfter)
+	c.MaxHedges = cmp.Or(c.MaxHedges, d.MaxHedges)
 	c.BreakerConfig.FillZero(d.BreakerConfig)
-}
-
-func fill[T comparable](v *T, d T) {
-	var zero T
-	if *v == zero {
-		*v = d
-	}
 }
 
 // Validate reports every policy key out of range, with the same wording in

@@ -1,6 +1,7 @@
 package grpc
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -68,14 +69,8 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 	if err := framework.ClientConfigError("grpc: upstream '"+u.Name+"'", u.problems()); err != nil {
 		return nil, err
 	}
-	clock := o.clock
-	if clock == nil {
-		clock = resilience.RealClock()
-	}
-	logger := o.logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+	clock := cmp.Or(o.clock, resilience.RealClock())
+	logger := cmp.Or(o.logger, slog.New(slog.DiscardHandler))
 	set := o.metrics
 	if set == nil {
 		set = newMetricSet()

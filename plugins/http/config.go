@@ -210,19 +210,14 @@ func (u *Upstream) SetDefaults() {
 func (u Upstream) withDefaults() Upstream {
 	var d Upstream
 	d.SetDefaults()
-	fill := func(v *time.Duration, def time.Duration) {
-		if *v == 0 {
-			*v = def
-		}
-	}
-	fill(&u.ConnectTimeout, d.ConnectTimeout)
-	fill(&u.ReadTimeout, d.ReadTimeout)
-	fill(&u.WriteTimeout, d.WriteTimeout)
-	fill(&u.PoolTimeout, d.PoolTimeout)
-	fill(&u.MaxRetryAfter, d.MaxRetryAfter)
-	fill(&u.ResolveEvery, d.ResolveEvery)
-	fill(&u.HealthEvery, d.HealthEvery)
-	fill(&u.HealthTimeout, d.HealthTimeout)
+	u.ConnectTimeout = cmp.Or(u.ConnectTimeout, d.ConnectTimeout)
+	u.ReadTimeout = cmp.Or(u.ReadTimeout, d.ReadTimeout)
+	u.WriteTimeout = cmp.Or(u.WriteTimeout, d.WriteTimeout)
+	u.PoolTimeout = cmp.Or(u.PoolTimeout, d.PoolTimeout)
+	u.MaxRetryAfter = cmp.Or(u.MaxRetryAfter, d.MaxRetryAfter)
+	u.ResolveEvery = cmp.Or(u.ResolveEvery, d.ResolveEvery)
+	u.HealthEvery = cmp.Or(u.HealthEvery, d.HealthEvery)
+	u.HealthTimeout = cmp.Or(u.HealthTimeout, d.HealthTimeout)
 	u.PolicyConfig.FillZero(d.PolicyConfig)
 	u.BreakerKey = cmp.Or(u.BreakerKey, d.BreakerKey)
 	if u.MaxRoutes == 0 {

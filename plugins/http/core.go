@@ -2,6 +2,7 @@ package http
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -60,14 +61,8 @@ func newCore(u Upstream, errs []framework.ConfigError, o clientOptions, dial dia
 	if err := framework.ClientConfigError("http: upstream '"+u.Name+"'", errs); err != nil {
 		return nil, err
 	}
-	clock := o.clock
-	if clock == nil {
-		clock = resilience.RealClock()
-	}
-	logger := o.logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
+	clock := cmp.Or(o.clock, resilience.RealClock())
+	logger := cmp.Or(o.logger, slog.New(slog.DiscardHandler))
 	set := o.metrics
 	if set == nil {
 		set = newMetricSet()
