@@ -127,7 +127,7 @@ func (d *DependencyMetrics) Attempt(rec resilience.AttemptRecord) {
 		d.ThrottledRetry()
 	}
 	if rec.Hedge {
-		d.hedges.Inc()
+		d.Hedged()
 	}
 }
 
@@ -143,6 +143,10 @@ func (d *DependencyMetrics) BudgetRefused() { d.refusals.Inc() }
 // ThrottledRetry counts a retry the adaptive throttle dropped outside the
 // policy's loop's hook.
 func (d *DependencyMetrics) ThrottledRetry() { d.throttled.Inc() }
+
+// Hedged counts a hedge started, for a plugin that counts its attempts
+// itself.
+func (d *DependencyMetrics) Hedged() { d.hedges.Inc() }
 
 // Rejected counts a call the bulkhead refused.
 func (d *DependencyMetrics) Rejected() { d.rejections.Inc() }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
@@ -173,6 +176,8 @@ func (c *ServiceClient) Invoke(ctx context.Context, method string, args, reply a
 	if !c.idempotent[method] {
 		ro.Attempts = 1
 	}
+	_, isProto := reply.(proto.Message)
+	ro.Hedge = c.idempotent[method] && isProto // a hedge answers into a reply of its own
 	run := &u.run
 	if err := c.policy.Begin(ctx, run, ro); err != nil {
 		var oe *resilience.OpenError
@@ -224,14 +229,69 @@ type unary struct {
 	ticket   resilience.Ticket
 	tried    []*instance
 	triedBuf [4]*instance
+
+	// Hedging (resilience.Hedger): a branch is one attempt running beside
+	// others; parent is the call, whose busy lists the instances of the
+	// branches in flight.
+	parent *unary
+	mu     sync.Mutex
+	busy   []*instance
+}
+
+// Branch returns one more attempt of the call, answering into a reply of
+// its own, to run beside the others (resilience.Hedger). It prefers an
+// instance neither tried nor in flight.
+func (u *unary) Branch() resilience.Attempter {
+	b := &unary{c: u.c, mm: u.mm, method: u.method, args: u.args, opts: u.opts, parent: u,
+		reply: u.reply.(proto.Message).ProtoReflect().New().Interface()}
+	u.mu.Lock()
+	b.tried = append(append(b.triedBuf[:0], u.tried...), u.busy...)
+	u.mu.Unlock()
+	return b
+}
+
+// Keep makes branch a's reply the call's (resilience.Hedger).
+func (u *unary) Keep(a resilience.Attempter) {
+	b := a.(*unary)
+	m := u.reply.(proto.Message)
+	proto.Reset(m)
+	proto.Merge(m, b.reply.(proto.Message))
+	u.settle(b)
+}
+
+// Drop lets go of branch a's attempt (resilience.Hedger): its reply is
+// garbage.
+func (u *unary) Drop(a resilience.Attempter) { u.settle(a.(*unary)) }
+
+// settle moves a finished branch's instance from busy to tried.
+func (u *unary) settle(b *unary) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, in := range b.tried {
+		if i := slices.Index(u.busy, in); i >= 0 {
+			u.busy = slices.Delete(u.busy, i, i+1)
+		}
+		if !slices.Contains(u.tried, in) {
+			if u.tried == nil {
+				u.tried = u.triedBuf[:0]
+			}
+			u.tried = append(u.tried, in)
+		}
+	}
 }
 
 // Attempt makes attempt n (1-based). A retry gets only what is left until
 // the timeout on the client's clock (or the caller's sooner deadline, which
 // the call's context carries): gRPC sends that as its grpc-timeout.
-func (u *unary) Attempt(_ context.Context, n int) resilience.Verdict {
+func (u *unary) Attempt(callCtx context.Context, n int) resilience.Verdict {
 	c := u.c
 	conn, opts := c.conn, u.opts
+	base, run := u.ctx, &u.run
+	if u.parent != nil {
+		// A branch runs under its own context, which the loop cancels when
+		// another attempt wins.
+		base, run = c.outgoing(callCtx), &u.parent.run
+	}
 	if c.insts != nil {
 		if u.tried == nil {
 			u.tried = u.triedBuf[:0]
@@ -241,17 +301,22 @@ func (u *unary) Attempt(_ context.Context, n int) resilience.Verdict {
 			return resilience.Verdict{Err: err, Outcome: resilience.Ignore}
 		}
 		u.inst, u.ticket, conn = in, ticket, in.conn
+		if p := u.parent; p != nil {
+			p.mu.Lock()
+			p.busy = append(p.busy, in)
+			p.mu.Unlock()
+		}
 		if ticket.Probe() {
 			opts = probeOptions(conn, opts)
 		}
 	}
 	var err error
-	if end, ok := u.run.Deadline(); n > 1 && ok {
-		ctx, cancel := context.WithTimeout(u.ctx, end.Sub(c.clock.Now()))
+	if end, ok := run.Deadline(); n > 1 && ok {
+		ctx, cancel := context.WithTimeout(base, end.Sub(c.clock.Now()))
 		err = conn.Invoke(ctx, u.method, u.args, u.reply, opts...)
 		cancel()
 	} else {
-		err = conn.Invoke(u.ctx, u.method, u.args, u.reply, opts...)
+		err = conn.Invoke(base, u.method, u.args, u.reply, opts...)
 	}
 	code := status.Code(err)
 	c.metrics.attempt(u.mm, u.method, code)
@@ -275,6 +340,9 @@ func (u *unary) Report(rec resilience.AttemptRecord) {
 		u.c.metrics.dep.BudgetRefused()
 	case resilience.StopThrottled:
 		u.c.metrics.dep.ThrottledRetry()
+	}
+	if rec.Hedge {
+		u.c.metrics.dep.Hedged()
 	}
 }
 
