@@ -140,6 +140,16 @@ func settled(h *hub) bool {
 	return true
 }
 
+// burstWait bounds how long the tests below wait for a burst to reach a
+// reader, and is the cache's command_timeout in them: they measure the heap
+// and the fan-out, not Redis's deadline, and a process starved of CPU (1500
+// sockets on a loaded machine) can read Redis's answer later than the
+// production 1 s. A publish (and the subscription's PING) is given as long
+// as the reader is given to receive what it sends.
+const burstWait = 30 * time.Second
+
+var burstCacheTOML = fmt.Sprintf("command_timeout = %q\n", burstWait)
+
 // sseHeapBound is the documented bound (docs/channels.md) on what 1500
 // streams that do not read, and a burst of 20 events of 16 KiB to each,
 // add to the heap, live after the burst and allocated during it.
@@ -156,6 +166,7 @@ func TestSSEHeapWithStalledClients(t *testing.T) {
 	}
 	const clients, events, size = 1500, 20, 16 << 10
 	cl := newCluster(t, "", "broadcast = [\"news\"]\nsse_max_streams_per_client = 2000\nsse_write_timeout = \"5m\"\nsse_heartbeat = \"5m\"")
+	cl.cacheTOML = burstCacheTOML
 	rep := cl.start(sseRoutes(SSEOpts{}, "news"))
 	subscribed(t, rep.ch)
 	var before runtime.MemStats
@@ -164,7 +175,9 @@ func TestSSEHeapWithStalledClients(t *testing.T) {
 	stalledClients(t, rep, "/events/news", clients)
 	reader := openSSE(t, rep.svc.URL+"/events/news")
 	h := rep.ch.chans["news"].hub
-	waitFor(t, 30*time.Second, "every stream open", func() bool { return h.clients() == clients+1 })
+	if n := h.clients(); n != clients+1 { // each has started (stalledClient, openSSE)
+		t.Fatalf("%d streams registered, want %d", n, clients+1)
+	}
 	var open runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&open)
@@ -176,11 +189,11 @@ func TestSSEHeapWithStalledClients(t *testing.T) {
 		}
 	}
 	for i := range events {
-		if ev := reader.next(t, 30*time.Second); len(ev.data) != size {
+		if ev := reader.next(t, burstWait); len(ev.data) != size {
 			t.Fatalf("reader, event %d: %d bytes", i, len(ev.data))
 		}
 	}
-	waitFor(t, 30*time.Second, "every stream took its events", func() bool { return settled(h) })
+	waitFor(t, burstWait, "every stream took its events", func() bool { return settled(h) })
 	var burst runtime.MemStats
 	runtime.ReadMemStats(&burst)
 	runtime.GC()
@@ -212,12 +225,15 @@ func TestSSEReaderKeepsUpBesideStalledClients(t *testing.T) {
 	for _, channel := range []string{"news", "orders"} {
 		t.Run(channel, func(t *testing.T) {
 			cl := newCluster(t, "", "broadcast = [\"news\"]\ndurable = [\"orders\"]\nsse_max_streams_per_client = 1000")
+			cl.cacheTOML = burstCacheTOML
 			rep := cl.start(sseRoutes(SSEOpts{}, channel))
 			subscribed(t, rep.ch)
 			stalledClients(t, rep, "/events/"+channel, stalled)
 			reader := openSSE(t, rep.svc.URL+"/events/"+channel)
 			h := rep.ch.hubOf(rep.ch.chans[channel])
-			waitFor(t, 30*time.Second, "every stream open", func() bool { return h.clients() == stalled+1 })
+			if n := h.clients(); n != stalled+1 { // each has started (stalledClient, openSSE)
+				t.Fatalf("%d streams registered, want %d", n, stalled+1)
+			}
 			payload := []byte(strings.Repeat("x", size-8))
 			go func() {
 				for i := range events {
@@ -228,7 +244,7 @@ func TestSSEReaderKeepsUpBesideStalledClients(t *testing.T) {
 				}
 			}()
 			for i := range events {
-				ev := reader.next(t, 30*time.Second)
+				ev := reader.next(t, burstWait)
 				if len(ev.data) != size || ev.data[:8] != fmt.Sprintf("%08d", i) {
 					t.Fatalf("event %d: %d bytes, starting %q", i, len(ev.data), ev.data[:min(8, len(ev.data))])
 				}

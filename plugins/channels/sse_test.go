@@ -2,6 +2,7 @@ package channels
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -239,19 +240,31 @@ func TestSSEHeartbeatAndShutdown(t *testing.T) {
 }
 
 // stalledClient opens a stream over a raw connection with a small receive
-// buffer and never reads it: a browser tab frozen, a client behind a stuck
-// network.
+// buffer and, once the stream has started, never reads it: a browser tab
+// frozen, a client behind a stuck network. It returns when it has read the
+// stream's opening retry: line, which the server writes after the stream is
+// registered, so the stream is counted when it returns (an event, not a
+// wait: the test's own timeout is the only bound).
 func stalledClient(t *testing.T, url, path string) net.Conn {
 	t.Helper()
 	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { conn.Close() })
 	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
 	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n", path); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
+	var head []byte
+	buf := make([]byte, 512)
+	for !bytes.Contains(head, []byte("\nretry: ")) {
+		n, err := conn.Read(buf)
+		head = append(head, buf[:n]...)
+		if err != nil {
+			t.Fatalf("stalled client, before the stream started: %v after %q", err, head)
+		}
+	}
 	return conn
 }
 
