@@ -99,21 +99,18 @@ func failsafeArm(name string) *arm {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 2 * workers
 	client := &http.Client{Transport: failsafehttp.NewRoundTripper(tr, hp)}
-	return &arm{name: name, get: func(ctx context.Context, url string) error {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return resp.Body.Close()
-	}}
+	return clientArm(name, client)
 }
 
 func plainArm(name string) *arm {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 2 * workers
 	client := &http.Client{Transport: tr}
+	return clientArm(name, client)
+}
+
+// clientArm calls through client, reading each body whole.
+func clientArm(name string, client *http.Client) *arm {
 	return &arm{name: name, get: func(ctx context.Context, url string) error {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := client.Do(req)

@@ -75,14 +75,13 @@ func hedgingPolicy(hedgeAfter string, edit func(*PolicyConfig)) (*Policy, *TestC
 	return NewPolicy(PolicyOpts{Name: "billing", Config: cfg, Clock: clock}), clock
 }
 
-// The hedge answers first: its verdict is the call's, the first attempt is
-// cancelled, reported StopHedged and dropped; the budget paid one retry and
-// the breaker counts one call.
-func TestHedgeWins(t *testing.T) {
-	p, clock := hedgingPolicy("20ms", nil)
-	r := newRacer(clock, Verdict{Outcome: Success}, Verdict{Outcome: Success})
-	var run Run
-	if err := p.Begin(context.Background(), &run, RunOpts{Hedge: true}); err != nil {
+// startHedged begins a hedgeable call of p, runs its loop on r in a
+// goroutine, and moves the clock past hedge_after (20ms) once the first
+// attempt started and the hedge's timer waits.
+func startHedged(t *testing.T, p *Policy, clock *TestClock, r *racer) (*Run, <-chan Verdict) {
+	t.Helper()
+	run := &Run{}
+	if err := p.Begin(context.Background(), run, RunOpts{Hedge: true}); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan Verdict, 1)
@@ -90,6 +89,16 @@ func TestHedgeWins(t *testing.T) {
 	<-r.started
 	clock.BlockUntil(1)
 	clock.Advance(20 * time.Millisecond)
+	return run, done
+}
+
+// The hedge answers first: its verdict is the call's, the first attempt is
+// cancelled, reported StopHedged and dropped; the budget paid one retry and
+// the breaker counts one call.
+func TestHedgeWins(t *testing.T) {
+	p, clock := hedgingPolicy("20ms", nil)
+	r := newRacer(clock, Verdict{Outcome: Success}, Verdict{Outcome: Success})
+	run, done := startHedged(t, p, clock, r)
 	if n := <-r.started; n != 2 {
 		t.Fatalf("attempt %d started, want the hedge, 2", n)
 	}
@@ -156,15 +165,7 @@ func TestHedgeFailureWaitsForTheOther(t *testing.T) {
 	p, clock := hedgingPolicy("20ms", nil)
 	refused := Verdict{Err: errors.New("connection refused"), Outcome: Failure, Retry: true}
 	r := newRacer(clock, Verdict{Outcome: Success}, refused)
-	var run Run
-	if err := p.Begin(context.Background(), &run, RunOpts{Hedge: true}); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan Verdict, 1)
-	go func() { done <- run.Attempts(r) }()
-	<-r.started
-	clock.BlockUntil(1)
-	clock.Advance(20 * time.Millisecond)
+	run, done := startHedged(t, p, clock, r)
 	<-r.started
 	close(r.gate(2)) // the hedge fails first
 	if n := <-r.reported; n != 2 {
