@@ -133,7 +133,7 @@ func LogStateChanges(logger *slog.Logger, plugin string, coolDown time.Duration,
 			msg = plugin + ": breaker opened: calls to '" + c.Name + "' fail at once for " + coolDown.String()
 			attrs = append(attrs, slog.Duration("cool_down", coolDown))
 			if c.Hang {
-				msg += " (a probe got no answer within its deadline)"
+				msg += hangReason(c.From)
 				attrs = append(attrs, slog.Bool("hang", true))
 			}
 		}
@@ -147,6 +147,16 @@ func LogStateChanges(logger *slog.Logger, plugin string, coolDown time.Duration,
 			next(c)
 		}
 	}
+}
+
+// hangReason says why a hang opened the breaker, by the state it left: a
+// probe in half-open; in closed state, a call or a liveness check that met
+// silence ([Ticket.TripOnSilence], [Breaker.Trip]), no probe involved.
+func hangReason(from State) string {
+	if from == StateHalfOpen {
+		return " (a probe got no answer within its deadline)"
+	}
+	return " (the dependency answered nothing since the call that hung was sent)"
 }
 
 // Suspension says what the breaker does to calls to dep (a dependency as a
