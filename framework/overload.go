@@ -44,7 +44,7 @@ type OverloadConfig struct {
 	// MaxCPUWait is the longest goroutines may wait for a CPU (the Go
 	// scheduler's p99 over a window) before the limit shrinks: a request
 	// waits there before the framework sees it, so the requests' own
-	// latency cannot show it. Defaults to 25ms.
+	// latency cannot show it. Defaults to 10ms.
 	MaxCPUWait time.Duration `koanf:"max_cpu_wait"`
 
 	// Window is how often the limit moves: each window's mean latency (of at
@@ -88,7 +88,7 @@ func DefaultOverloadConfig() OverloadConfig {
 		MinLimit:       4,
 		MaxLimit:       1000,
 		Tolerance:      1.5,
-		MaxCPUWait:     25 * time.Millisecond,
+		MaxCPUWait:     10 * time.Millisecond,
 		Window:         100 * time.Millisecond,
 		BaselineWindow: 30 * time.Second,
 		Queue:          50,

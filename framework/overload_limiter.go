@@ -129,7 +129,7 @@ type Limiter struct {
 }
 
 // cpuWaitStep is the most a window's wait for a CPU shrinks the limit by.
-const cpuWaitStep = 0.9
+const cpuWaitStep = 0.75
 
 // windowMinSamples is how many requests a window needs before the limit
 // moves on it: a mean of fewer is noise. At low traffic a window lasts until
@@ -446,8 +446,8 @@ func (l *Limiter) adaptLocked(now time.Time) {
 		// does for latency.
 		l.lastCPUWait = l.cpuWait()
 		if l.lastCPUWait > l.cfg.MaxCPUWait {
-			// Gently (at most a tenth a window): a host that starves the
-			// process of CPU makes the wait long whatever the limit.
+			// Gently (at most a quarter a window): a host that starves
+			// the process of CPU makes the wait long whatever the limit.
 			gradient = min(gradient, max(float64(l.cfg.MaxCPUWait)/float64(l.lastCPUWait), cpuWaitStep))
 		}
 	}

@@ -371,9 +371,9 @@ func TestLimitShrinksWhenRequestsWaitForACPU(t *testing.T) {
 	if got := l.State().Limit; got != int(limit) {
 		t.Fatalf("CPU wait under max_cpu_wait: limit %d, want %d", got, int(limit))
 	}
-	wait = 4 * cfg.MaxCPUWait // gradient 0.25, held at 0.9: a tenth a window
+	wait = 8 * cfg.MaxCPUWait // gradient 0.125, held at 0.75: a quarter a window
 	window(t, l, clk, cfg, 100, 10*time.Millisecond)
-	limit *= 0.9
+	limit *= 0.75
 	if s := l.State(); s.Limit != int(limit) || s.CPUWait != wait {
 		t.Fatalf("CPU wait 4 × max_cpu_wait: limit %d, CPU wait %v; want %d, %v", s.Limit, s.CPUWait, int(limit), wait)
 	}

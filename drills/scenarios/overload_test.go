@@ -32,6 +32,9 @@ const (
 	overloadFor      = 12 * time.Second
 	overloadReady    = 100 * time.Millisecond // what an orchestrator's probe is held to
 	overloadRSSBound = 256 << 20              // growth of the process's RSS under the load
+	// overloadProbeFailures is Kubernetes' default failureThreshold: that
+	// many slow probes in a row mark a replica unready (or restart it).
+	overloadProbeFailures = 3
 )
 
 // overloadServeVar, set, makes the test binary the drill's service: it
@@ -130,15 +133,15 @@ func overloadService(t *testing.T, mode string) (string, int) {
 // TestDrillOverload: a jfast service with its shipped [app.overload]
 // defaults, in a process of its own, offered 4× its capacity (measured in
 // the same run, so the drill holds on a busy machine) for 12 s, open-loop:
-// every /ready probe (on a new connection, every 100 ms) answers within 100
-// ms more than the slowest probe of an idle server in another process,
-// probed at the same time (what the busy machine alone adds), the requests
-// over the
-// limit are shed with 503, the admitted ones stay within the 500 ms
-// objective at p99, goodput does not collapse (at least half the capacity:
-// a bare chi service serves about a quarter of it at 4×,
-// docs/performance.md), the service's RSS stays bounded, and after the load
-// it serves at once.
+// every /ready probe (on a new connection, every 100 ms) answers 200, and
+// never three in a row (Kubernetes' default failureThreshold) take longer
+// than 100 ms more than the slowest probe of an idle server in another
+// process probed at the same time (what the busy machine alone adds); the requests
+// over the limit are shed with 503; the admitted ones stay within the
+// 500 ms objective at p99 (plus what the machine adds, likewise); goodput
+// does not collapse (at least half the capacity: a bare chi service keeps
+// about a quarter of it at 4×, docs/performance.md); the service's RSS
+// stays bounded; and after the load it serves at once.
 func TestDrillOverload(t *testing.T) {
 	base, pid := overloadService(t, "jfast")
 	control, _ := overloadService(t, "control")
@@ -198,17 +201,17 @@ func TestDrillOverload(t *testing.T) {
 	res.Status = http.StatusServiceUnavailable
 	res.AnsweredP50, res.AnsweredMax = p50, p99
 	res.ReadyMax = probe.Slowest
-	res.Ready = fmt.Sprintf("%d probes, slowest idle server's %s", probe.N, openloopMS(quiet.Slowest))
+	res.Ready = fmt.Sprintf("%d probes, %d over 100 ms, at most %d in a row over 100 ms + an idle server's slowest (%s)", probe.N, probe.Over, probe.Consecutive(bound), openloopMS(quiet.Slowest))
 	t.Logf("offered %.0f req/s: goodput %.0f/s (%.0f%% of capacity), admitted p50 %s p99 %s, shed %.0f%%, failed %d; /ready slowest %s over %d probes (an idle server's %s); RSS %d → %d MiB",
 		load.Offered, load.Goodput(), 100*load.Goodput()/capacity, p50, p99, 100*load.ShedFraction(), load.Failed, probe.Slowest, probe.N, quiet.Slowest, rssBefore>>20, rssPeak>>20)
 
 	switch {
-	case probe.N == 0 || probe.Failed > 0 || probe.Slowest > bound:
-		fail("/ready: slowest of %d probes %s (%d failed), over %s (100 ms + the idle server's slowest)", probe.N, probe.Slowest, probe.Failed, bound)
+	case probe.N == 0 || probe.Failed > 0 || probe.Consecutive(bound) >= overloadProbeFailures:
+		fail("/ready: %d failed of %d probes, %d in a row over %s (100 ms + the idle server's slowest; slowest %s)", probe.Failed, probe.N, probe.Consecutive(bound), bound, probe.Slowest)
 	case load.Shed == 0:
 		fail("nothing was shed at %d× the capacity", overloadFactor)
-	case p99 > 500*time.Millisecond:
-		fail("admitted p99 %s is over the 500 ms objective", p99)
+	case p99 > 500*time.Millisecond+quiet.Slowest:
+		fail("admitted p99 %s is over the 500 ms objective (plus the idle server's slowest probe, %s)", p99, quiet.Slowest)
 	case load.Goodput() < capacity/2:
 		fail("goodput %.0f/s is under half the capacity (%.0f/s)", load.Goodput(), capacity)
 	case rssBefore > 0 && rssPeak-rssBefore > overloadRSSBound:

@@ -217,6 +217,23 @@ type ProbeResult struct {
 	Failed  int           // probes that got no 200 within the timeout
 	Slowest time.Duration // the slowest answer (or the timeout)
 	Over    int           // 200s slower than the bound given to Probe (a failed probe is in Failed only)
+	// Times holds every probe's time, in order (a failed one as the timeout).
+	Times []time.Duration
+}
+
+// Consecutive returns the longest run of probes in a row that took longer
+// than bound: what an orchestrator's failure threshold counts.
+func (r ProbeResult) Consecutive(bound time.Duration) int {
+	run, most := 0, 0
+	for _, d := range r.Times {
+		if d > bound {
+			run++
+			most = max(most, run)
+		} else {
+			run = 0
+		}
+	}
+	return most
 }
 
 // Probe sends GET url on a new connection every interval until ctx ends,
@@ -244,6 +261,7 @@ func Probe(ctx context.Context, url string, interval, timeout, bound time.Durati
 			res.Over++
 		}
 		res.Slowest = max(res.Slowest, took)
+		res.Times = append(res.Times, took)
 	}
 }
 
