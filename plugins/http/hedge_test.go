@@ -65,7 +65,13 @@ func hedgeOnce(t *testing.T, clk *resilience.TestClock, arrived <-chan int, call
 		done <- answer{resp, err}
 	}()
 	<-arrived
-	clk.BlockUntil(1) // the hedge's timer
+	// The hedge's timer; bounded so that a call never hedged fails the
+	// test instead of hanging it.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := clk.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal("no hedge timer started")
+	}
 	clk.Advance(hedgeAfter)
 	<-arrived
 	return <-done
