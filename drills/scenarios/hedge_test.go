@@ -1,6 +1,7 @@
 package scenarios_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -105,20 +106,33 @@ func TestDrillHedgeSlowReplica(t *testing.T) {
 		slices.Sort(lat)
 		return lat
 	}
+	res := drills.Result{Dependency: "upstream (2 replicas)", Fault: fmt.Sprintf("one replica %s slow (proxy); hedge_after %s", slowReplica, drillHedge), Status: http.StatusOK}
+	defer func() { record(res) }()
 	without := measure(false)
 	fastHits.Store(0)
 	with := measure(true)
+	// In the table: "paid" and "slowest" are the requests without hedging
+	// that waited for the slow replica; "answered fast" is with hedging.
+	for _, d := range without {
+		if d >= slowReplica {
+			res.Paid++
+		}
+	}
+	res.Slowest, res.AnsweredP50, res.AnsweredMax = without[len(without)-1], with[len(with)/2], with[len(with)-1]
 	t.Logf("one replica of two %s slow, %d requests: without hedging p50 %s max %s; with hedge_after %s p50 %s max %s; the fast replica received %d",
 		slowReplica, hedgeRequests, without[len(without)/2], without[len(without)-1], drillHedge, with[len(with)/2], with[len(with)-1], fastHits.Load())
 	if without[len(without)-1] < slowReplica {
-		t.Errorf("without hedging no request waited for the slow replica (max %s): the drill shows nothing", without[len(without)-1])
+		res.Err = fmt.Errorf("without hedging no request waited for the slow replica (max %s): the drill shows nothing", without[len(without)-1])
+		t.Error(res.Err)
 	}
 	// The bound: hedge_after, then a fast answer within hedgeMargin; under
 	// the slow replica's delay.
 	if bound := drillHedge + hedgeMargin; with[len(with)-1] >= bound || bound >= slowReplica {
-		t.Errorf("with hedging the slowest request took %s, want under %s (the slow replica takes %s)", with[len(with)-1], bound, slowReplica)
+		res.Err = fmt.Errorf("with hedging the slowest request took %s, want under %s (the slow replica takes %s)", with[len(with)-1], bound, slowReplica)
+		t.Error(res.Err)
 	}
 	if fastHits.Load() < hedgeRequests {
-		t.Errorf("the fast replica received %d requests for %d calls, want every answer from it", fastHits.Load(), hedgeRequests)
+		res.Err = fmt.Errorf("the fast replica received %d requests for %d calls, want every answer from it", fastHits.Load(), hedgeRequests)
+		t.Error(res.Err)
 	}
 }
