@@ -852,6 +852,11 @@ connect_timeout = "1s"
 		_ = svc.App.Stop(ctx)
 		deleteRabbitTopology(t, q)
 	})
+	defer func() { // also when run fails: the app's log says what the links and the breaker did
+		if t.Failed() {
+			t.Log(svc.Logs())
+		}
+	}()
 	waitUntil(t, 30*time.Second, "a first enqueue", func() bool { return svc.Get(t, "/enqueue").Status == http.StatusOK })
 	warm(t, svc, "/enqueue", 4)
 	run(t, &drills.Drill{
@@ -878,11 +883,6 @@ connect_timeout = "1s"
 			return proxy.Pass()
 		},
 	})
-	defer func() {
-		if t.Failed() {
-			t.Log(svc.Logs())
-		}
-	}()
 	waitUntil(t, 60*time.Second, "every enqueued job run after the broker came back", func() bool { return ran.Load() >= enqueued.Load() })
 	t.Logf("%d jobs enqueued with a 200, %d ran", enqueued.Load(), ran.Load())
 }
