@@ -86,7 +86,8 @@ type Verdict struct {
 	Retry bool
 	// Overloaded says the dependency refused the attempt for load (HTTP 429
 	// or 503, gRPC RESOURCE_EXHAUSTED): the adaptive throttle counts it as
-	// not accepted, as it does a [Hang].
+	// not accepted, as it does a [Hang], whatever the Outcome (gRPC's
+	// RESOURCE_EXHAUSTED is no evidence for the breaker).
 	Overloaded bool
 	// Wait is the wait the dependency asked for before the next attempt
 	// (Retry-After) when Asked is true; otherwise the backoff decides.
@@ -212,8 +213,8 @@ type Run struct {
 // attempt as long as this one would not end before the deadline (the
 // policy's timeout or the caller's sooner one); the adaptive throttle
 // drops the retry (when on); the retry budget refuses. Each attempt that is
-// evidence (not [Ignore]) is counted by the throttle: accepted unless the
-// verdict is Overloaded or a [Hang].
+// evidence (not [Ignore]), or Overloaded, is counted by the throttle:
+// accepted unless the verdict is Overloaded or a [Hang].
 // A retry waits on the policy's clock. Every attempt is reported to a.
 // It returns the last attempt's verdict; [Run.Outcome] is what the breaker
 // will count at [Run.End].
@@ -244,12 +245,10 @@ func (r *Run) Attempts(a Attempter) Verdict {
 			v.Outcome = Ignore
 		}
 		r.outcome = v.Outcome
-		if v.Outcome != Ignore {
-			r.p.throttle.Record(!v.Overloaded && v.Outcome != Hang)
-		}
+		r.p.throttle.record(v)
 		rec := AttemptRecord{N: n, Took: clock.Now().Sub(began), Verdict: v}
 		if v.Err == nil {
-			r.p.record(rec.Took)
+			r.p.recordLatency(rec.Took)
 		}
 		rec.Stop, rec.Wait = r.next(v, rec.Took)
 		r.stop = rec.Stop

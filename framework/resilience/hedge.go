@@ -110,7 +110,7 @@ func (p *Policy) hedgeDelay() (time.Duration, bool) {
 }
 
 // record feeds an attempt's latency to a percentile hedge_after.
-func (p *Policy) record(took time.Duration) {
+func (p *Policy) recordLatency(took time.Duration) {
 	if p.latency != nil {
 		p.latency.add(took)
 	}
@@ -214,11 +214,9 @@ func (r *Run) judge(v Verdict, took time.Duration) Verdict {
 	if v.Err != nil && (v.Outcome == Failure || v.Outcome == Hang) && CutByCaller(r.caller, r.own) {
 		v.Outcome = Ignore
 	}
-	if v.Outcome != Ignore {
-		r.p.throttle.Record(!v.Overloaded && v.Outcome != Hang)
-	}
+	r.p.throttle.record(v)
 	if v.Err == nil {
-		r.p.record(took)
+		r.p.recordLatency(took)
 	}
 	return v
 }
@@ -235,7 +233,7 @@ func (r *Run) cancelLosers(h Hedger, live map[int]*branchResult, results <-chan 
 		// A loser's latency is at least what it ran: a lower bound of a
 		// latency above the hedge delay, which leaves the percentile as
 		// it is.
-		r.p.record(res.took)
+		r.p.recordLatency(res.took)
 		v := res.v
 		v.Outcome = Ignore // cancelled by its call: no evidence
 		r.report(res, v, StopHedged, 0)

@@ -139,6 +139,15 @@ func (t *Throttle) Record(accepted bool) {
 	t.mu.Unlock()
 }
 
+// record counts an attempt's verdict: an Overloaded one as not accepted
+// whatever its outcome, any other that is evidence (not [Ignore]) as
+// accepted unless it is a [Hang].
+func (t *Throttle) record(v Verdict) {
+	if v.Overloaded || v.Outcome != Ignore {
+		t.Record(!v.Overloaded && v.Outcome != Hang)
+	}
+}
+
 // probability is the refusal probability; t.mu is held.
 func (t *Throttle) probability() float64 {
 	req, acc := float64(max(t.w.a, 0)), float64(max(t.w.b, 0))

@@ -146,4 +146,12 @@ func TestThrottleCounts(t *testing.T) {
 	if err := nilT.Allow(); err != nil {
 		t.Fatal(err)
 	}
+	// A refusal for load that is no breaker evidence (gRPC's
+	// RESOURCE_EXHAUSTED) still counts; an ignored answer does not.
+	th2 := NewThrottle(ThrottleOpts{Clock: clock})
+	th2.record(Verdict{Outcome: Ignore, Overloaded: true})
+	th2.record(Verdict{Outcome: Ignore})
+	if s := th2.Snapshot(); s.Requests != 1 || s.Accepts != 0 {
+		t.Fatalf("snapshot %+v, want one request, not accepted", s)
+	}
 }

@@ -2,10 +2,13 @@ package grpc_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/jfastframework/jfast/examples/inventory/shoppb"
 	"github.com/jfastframework/jfast/framework/resilience"
@@ -77,4 +80,52 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// An upstream that answers RESOURCE_EXHAUSTED to everything, with throttle
+// on: most calls are dropped locally as KindThrottled (UNAVAILABLE, a 503
+// problem naming the upstream), counted as code="throttled", and the server
+// receives exactly the rest.
+func TestThrottleRefusesLocally(t *testing.T) {
+	t.Parallel()
+	const calls = 100
+	inv := &inventory{getStockHook: func(context.Context, int) error {
+		return status.Error(codes.ResourceExhausted, "shedding")
+	}}
+	reg := prometheus.NewRegistry()
+	c := newClient(t, jgrpc.Upstream{Name: "inventory", Target: serveInventory(t, inv), PolicyConfig: resilience.PolicyConfig{
+		Attempts: 1, Throttle: true, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1000, BreakerMinimumCalls: 1000}}},
+		jgrpc.WithMetrics(reg))
+	stub := shoppb.NewInventoryClient(c)
+	throttled := 0
+	for range calls {
+		_, err := stub.GetStock(ctxFor(t), &shoppb.GetStockRequest{Sku: "sku-1"})
+		var e *jgrpc.Error
+		if !errors.As(err, &e) {
+			t.Fatalf("error %v, want *grpc.Error", err)
+		}
+		if e.Kind != jgrpc.KindThrottled {
+			if e.Code != codes.ResourceExhausted {
+				t.Fatalf("error %v, want the server's RESOURCE_EXHAUSTED or throttled", err)
+			}
+			continue
+		}
+		if !errors.Is(err, resilience.ErrThrottled) || status.Code(err) != codes.Unavailable {
+			t.Fatalf("throttled error %v", err)
+		}
+		if p := e.Problem(); p.Status != 503 || p.Extensions["dependency"] != "inventory" {
+			t.Fatalf("problem %+v", p)
+		}
+		throttled++
+	}
+	if got := int(inv.getStocks.Load()); got != calls-throttled {
+		t.Errorf("the server received %d, want %d", got, calls-throttled)
+	}
+	// Nothing accepted: call n is sent with probability 1/n.
+	if throttled < calls/2 {
+		t.Errorf("%d of %d calls dropped locally, want most", throttled, calls)
+	}
+	if got := metricValue(t, reg, "jfast_grpc_client_calls_total"); got == 0 {
+		t.Errorf("no calls counted")
+	}
 }
