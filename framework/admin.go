@@ -126,6 +126,7 @@ func (a *App) buildAdminRouter() (http.Handler, error) {
 	var err error
 	r := chi.NewRouter()
 	setProblemHandlers(r)
+	r.Use(adminHostCheck(a.cfg.AdminHosts))
 	r.Method(http.MethodGet, "/live", readiness.LiveHandler())
 	r.Group(func(r chi.Router) {
 		if a.cfg.AdminToken != "" {
@@ -161,6 +162,40 @@ func adminAuth(token string) func(http.Handler) http.Handler {
 			problem.Write(w, r, problem.New(http.StatusUnauthorized, "the admin listener needs app.admin_token: Authorization: Bearer <token>"))
 		})
 	}
+}
+
+// adminHostCheck answers 421 to a request whose Host is a name neither
+// localhost nor listed in hosts (app.admin_hosts). An IP literal always
+// passes: a browser sends the name it resolved, so a name of another site
+// rebound to 127.0.0.1 is refused, while probes and scrapers that address
+// the listener by IP are not.
+func adminHostCheck(hosts []string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if adminHostAllowed(r.Host, hosts) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			problem.Write(w, r, problem.New(http.StatusMisdirectedRequest,
+				"the admin listener answers to IP addresses, localhost and the names in app.admin_hosts"))
+		})
+	}
+}
+
+// adminHostAllowed reports whether a request's Host (with or without a port)
+// is one the admin listener answers to.
+func adminHostAllowed(host string, hosts []string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"), ".")
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	return slices.ContainsFunc(hosts, func(h string) bool { return strings.EqualFold(h, host) })
 }
 
 // warnAdminExposure logs a warning when the admin listener listens beyond the
@@ -230,8 +265,8 @@ func (a *App) validatePublicAdmin(errs *ConfigErrors, enabled map[string]bool) {
 		Fix:     `set admin_listen = "127.0.0.1:9000" (a listener the public network cannot reach), or public_admin_routes = true to serve them publicly on purpose`})
 }
 
-// validateAdminListen checks app.admin_listen against app.listen, and
-// app.admin_token.
+// validateAdminListen checks app.admin_listen against app.listen,
+// app.admin_token and app.admin_hosts.
 func (c AppConfig) validateAdminListen(v *Validation) {
 	if c.AdminToken != "" {
 		switch {
@@ -241,6 +276,12 @@ func (c AppConfig) validateAdminListen(v *Validation) {
 		case c.Production() && len(c.AdminToken) < minAdminToken:
 			v.Error("admin_token", fmt.Sprintf("must be at least %d bytes in production", minAdminToken),
 				"set JFAST_APP_ADMIN_TOKEN to a random value, such as the output of `openssl rand -hex 32`")
+		}
+	}
+	for i, h := range c.AdminHosts {
+		if h == "" || strings.ContainsAny(h, ":/[] ") {
+			v.Error(fmt.Sprintf("admin_hosts[%d]", i), fmt.Sprintf("%q is not a host name", h),
+				`list names without scheme or port, such as admin_hosts = ["orders-admin.internal"] (IP addresses and localhost always pass)`)
 		}
 	}
 	if c.AdminListen == "" {

@@ -289,6 +289,63 @@ func TestAdminToken(t *testing.T) {
 	}
 }
 
+// TestAdminHostCheck: the admin listener answers to IP literals, localhost
+// and the names in app.admin_hosts; any other Host (a name rebound to
+// 127.0.0.1 by another site's DNS) gets 421 problem+json, /live included.
+func TestAdminHostCheck(t *testing.T) {
+	t.Parallel()
+	svc := adminService(t, "[app]\nadmin_listen = \"127.0.0.1:0\"\nadmin_hosts = [\"orders-admin.internal\"]")
+	for host, want := range map[string]int{
+		"":                             200, // the listener's own 127.0.0.1:PORT
+		"127.0.0.1":                    200,
+		"[::1]:9000":                   200,
+		"10.0.3.7:9090":                200, // a probe or scraper by pod IP
+		"localhost:9000":               200,
+		"LOCALHOST.":                   200,
+		"orders-admin.internal:9000":   200,
+		"Orders-Admin.Internal":        200,
+		"rebind.attacker.example":      421,
+		"rebind.attacker.example:9000": 421,
+		"orders-admin.internal.evil":   421,
+	} {
+		for _, path := range []string{"/live", "/metrics", "/debug/vars"} {
+			var r jfasttest.Response
+			if host == "" {
+				r = svc.AdminGet(t, path)
+			} else {
+				r = svc.AdminGet(t, path, "Host", host)
+			}
+			if r.Status != want {
+				t.Errorf("admin %s with Host %q = %d, want %d", path, host, r.Status, want)
+			}
+			if want == 421 && r.Header.Get("Content-Type") != "application/problem+json" {
+				t.Errorf("admin %s with Host %q: Content-Type %q, want problem+json", path, host, r.Header.Get("Content-Type"))
+			}
+		}
+	}
+	for _, bad := range []string{"http://orders-admin", "orders-admin:9000", ""} {
+		errs := configErrors(t, jfasttest.Options{TOML: "[app]\nadmin_listen = \"127.0.0.1:0\"\nadmin_hosts = [\"ok.internal\", \"" + bad + "\"]"})
+		if _, ok := errs["app.admin_hosts[1]"]; !ok {
+			t.Errorf("admin_hosts with %q: errors = %v, want app.admin_hosts[1]", bad, errs)
+		}
+	}
+	// A deploy key: the environment's list, comma-separated, wins.
+	app, err := framework.New(framework.Options{
+		ConfigText: "[app]\nadmin_listen = \"127.0.0.1:9000\"\nadmin_hosts = [\"file.internal\"]",
+		Environ:    []string{"JFAST_APP_ADMIN_HOSTS=a.internal,b.internal"},
+		LogOutput:  &jfasttest.Logs{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := app.Config().AdminHosts; !slices.Equal(got, []string{"a.internal", "b.internal"}) {
+		t.Errorf("admin_hosts from JFAST_APP_ADMIN_HOSTS = %q", got)
+	}
+	if r := svc.Get(t, "/orders", "Host", "rebind.attacker.example"); r.Status != 200 {
+		t.Errorf("public /orders with another Host = %d: the check is the admin listener's only", r.Status)
+	}
+}
+
 func TestAdminTokenValidation(t *testing.T) {
 	t.Parallel()
 	for toml, want := range map[string]string{

@@ -370,7 +370,7 @@ func reflectValue(ptr any) reflect.Value {
 
 // isDeploy reports whether a flat key is a deploy key.
 func (a *App) isDeploy(key string) bool {
-	if key == "app.listen" || key == "app.admin_listen" || key == "app.admin_token" {
+	if key == "app.listen" || key == "app.admin_listen" || key == "app.admin_token" || key == "app.admin_hosts" {
 		return true
 	}
 	for name, p := range a.compiled {

@@ -42,6 +42,15 @@ type AppConfig struct {
 	// (the admin listener is open to whoever reaches it).
 	AdminToken string `koanf:"admin_token"`
 
+	// AdminHosts are the host names (no port) the admin listener answers to
+	// besides IP literals and localhost: a request naming any other Host gets
+	// 421, so a page on another site cannot reach a loopback admin listener
+	// by pointing a name of its own at 127.0.0.1 (DNS rebinding). Probes and
+	// scrapers address a pod by its IP and pass. A deploy key
+	// (JFAST_APP_ADMIN_HOSTS, comma-separated). Defaults to [] (IP literals
+	// and localhost only).
+	AdminHosts []string `koanf:"admin_hosts"`
+
 	// PublicAdminRoutes, in production without admin_listen, serves the
 	// admin routes (/metrics, plugins' and the service's) on the public
 	// listener on purpose. Without it such a configuration refuses to boot.

@@ -155,6 +155,10 @@ func do(t testing.TB, base, method, path string, body string, headers ...string)
 		t.Fatalf("jfasttest: %v", err)
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
+		if strings.EqualFold(headers[i], "Host") {
+			req.Host = headers[i+1] // net/http sends req.Host, not a Host header
+			continue
+		}
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
