@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -615,8 +616,10 @@ func (a *App) ConfigName() string {
 // Critical reports whether [plugin.<name>] critical is true.
 func (a *App) Critical(name string) bool { return a.critical[name] }
 
-// Get returns the enabled plugin called name as a T, or an error that names the fix.
-// Plugin packages wrap it in their typed accessors.
+// Get returns the enabled plugin called name as a T (its own type, or one of
+// the contracts of contracts.go), or an error that names the fix: the plugin
+// to enable, or the contract the enabled one does not offer. Plugin packages
+// wrap it in their typed accessors; plugins find each other with it.
 func Get[T Plugin](a *App, name string) (T, error) {
 	var zero T
 	p := a.Plugin(name)
@@ -625,7 +628,7 @@ func Get[T Plugin](a *App, name string) (T, error) {
 	}
 	t, ok := p.(T)
 	if !ok {
-		return zero, fmt.Errorf("plugin %q is a %T, not a %T", name, p, zero)
+		return zero, fmt.Errorf("plugin %q is a %T, which is not a %v", name, p, reflect.TypeFor[T]())
 	}
 	return t, nil
 }

@@ -5,12 +5,86 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/jfastframework/jfast/framework/resilience"
 )
 
-// The small interfaces through which plugins use each other without importing each
-// other. A plugin finds another with App.Plugin and a type assertion on one of
-// these (or on a one-method interface over the other plugin's client type, such as
-// interface{ Pool() *pgxpool.Pool }).
+// The interfaces through which plugins use each other without importing each
+// other, all of them in this file (the telemetry seams HTTPInstrumentable,
+// DependencyInstrumenter, JobPropagator and MessagePropagator are in
+// instrument.go). A plugin finds another with Get, typed by one of these:
+//
+//	db, err := framework.Get[framework.DBPool](app, "db")
+//
+// whose error names the plugin to enable; a plugin declares no interface of
+// its own over another plugin, and asserts on no other.
+
+// DBPool is the db plugin as other plugins see it (the queue's postgres
+// backend, the idempotency store): its main pool, and Acquire, which takes a
+// connection through the db plugin's connection breaker and bounded ping and
+// answers the db plugin's dependency error (errors.Is resilience.ErrOpen, with
+// the cool-down left) at once while that breaker is open. Pool is nil before
+// Start or without [plugin.db] url.
+type DBPool interface {
+	Plugin
+	Pool() *pgxpool.Pool
+	Acquire(ctx context.Context) (*pgxpool.Conn, error)
+}
+
+// Redis is the cache plugin as other plugins see it (the queue's redis
+// backend, the idempotency store, channels): the shared go-redis client (every
+// command on it goes through the cache's breaker and command_timeout), that
+// breaker (for /ready), and command_timeout (pub/sub reads do not go through
+// the command hook, so their users bound their health checks with it). Client
+// is nil before Start.
+type Redis interface {
+	Plugin
+	Client() redis.UniversalClient
+	Breaker() *resilience.Breaker
+	CommandTimeout() time.Duration
+}
+
+// Tracing is the telemetry plugin as the client plugins (grpc, llm) see it.
+// TracerProvider is nil when the plugin does not export.
+type Tracing interface {
+	Plugin
+	TracerProvider() trace.TracerProvider
+	Propagator() propagation.TextMapPropagator
+}
+
+// HTTPUpstreams is the http plugin as a reverse proxy (the gateway) sees it:
+// each upstream's policies as a RoundTripper, its base_url to aim requests
+// at, and its breaker and bulkhead to report. Each method's unknown name is an
+// error naming the configured upstreams.
+type HTTPUpstreams interface {
+	HTTPTransports
+	UpstreamBaseURL(name string) (string, error)
+	UpstreamBreaker(name string) (*resilience.Breaker, error)
+	UpstreamBulkhead(name string) (*resilience.Bulkhead, error)
+}
+
+// DeadJobCounter is a Jobs plugin that counts the dead jobs of one kind (the
+// queue plugin; the mail plugin's check reports its dead deliveries with it).
+type DeadJobCounter interface {
+	CountDeadJobs(ctx context.Context, kind string) (int, error)
+}
+
+// JobMetadataHooks is the queue plugin's seam for the trace context stored
+// with each job: inject runs as a job is enqueued, extract as it runs.
+type JobMetadataHooks interface {
+	AddMetadataHooks(inject func(context.Context, map[string]string), extract func(context.Context, map[string]string) context.Context)
+}
+
+// JobObservable is a queue that also tells when a job's attempt ends, so the
+// attempt gets a span of its own.
+type JobObservable interface {
+	AddJobObserver(f JobObserver)
+}
 
 // RevocationStore records revoked token IDs (jti). The cache plugin's token store
 // implements it; the auth plugin asks it when check_revocation is on. An error
@@ -128,7 +202,7 @@ func OpenEndedResponse(ctx context.Context) bool {
 // or shared client —
 // its deadlines, retries, retry budget, breaker, bulkhead, headers, request ID
 // and telemetry — as an http.RoundTripper. Find it with
-// app.Plugin("http").(framework.HTTPTransports) when mounting routes or in
+// framework.Get[framework.HTTPTransports](app, "http") when mounting routes or in
 // Start (declare "http" a dependency so it has started). A call's error is one
 // of the http plugin's upstream errors: errors.As finds a problem.Renderer (a
 // 503 naming the upstream, 502 for a response body over the cap), and

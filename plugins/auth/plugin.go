@@ -108,10 +108,10 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 	}
 
 	if p.cfg.CheckRevocation {
-		rp, ok := app.Plugin(revocationPlugin).(framework.RevocationProvider)
-		if !ok {
+		rp, err := framework.Get[framework.RevocationProvider](app, revocationPlugin)
+		if err != nil {
 			return fmt.Errorf("auth: plugin.auth.check_revocation is true but no enabled plugin keeps revoked token IDs; "+
-				"add %q to [plugins] enabled, or set check_revocation = false", revocationPlugin)
+				"add %q to [plugins] enabled, or set check_revocation = false: %w", revocationPlugin, err)
 		}
 		p.revocation = rp.RevocationStore()
 		p.revocationBy = rp.Name()

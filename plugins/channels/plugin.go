@@ -21,17 +21,6 @@ import (
 // table, and the dependency its errors name.
 const pluginName = "channels"
 
-// redisProvider is what the plugin needs of the cache plugin, which it may
-// not import: the shared go-redis client (every command on it goes through
-// the cache's breaker and command_timeout), that breaker (for /ready), and
-// command_timeout (pub/sub reads do not go through the command hook, so the
-// plugin bounds its health checks with it itself).
-type redisProvider interface {
-	Client() redis.UniversalClient
-	Breaker() *resilience.Breaker
-	CommandTimeout() time.Duration
-}
-
 // Plugin is the channels plugin: events across replicas over the cache
 // plugin's Redis. Make it with [New]; handlers get it with [From].
 type Plugin struct {
@@ -126,13 +115,9 @@ func (p *Plugin) Dependencies() []framework.Dependency {
 // connect in the background and keep trying while Redis is down, so an
 // outage never fails the boot.
 func (p *Plugin) Start(_ context.Context, app *framework.App) error {
-	pl := app.Plugin("cache")
-	if pl == nil {
-		return errors.New(`channels: the cache plugin is not enabled; add "cache" to [plugins] enabled (and cache.New() to the service's plugins) with [plugin.cache] url`)
-	}
-	rp, ok := pl.(redisProvider)
-	if !ok {
-		return fmt.Errorf("channels: the cache plugin (%T) has no Client, Breaker and CommandTimeout methods", pl)
+	rp, err := framework.Get[framework.Redis](app, "cache")
+	if err != nil {
+		return fmt.Errorf(`channels: events travel over the cache plugin's Redis (cache.New() in the service's plugins, with [plugin.cache] url): %w`, err)
 	}
 	if rp.Client() == nil {
 		return errors.New("channels: the cache plugin has no client; it must start before the channels plugin")

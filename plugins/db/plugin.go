@@ -223,8 +223,8 @@ func (p *Plugin) DB() (*DB, error) {
 
 // Acquire takes a connection from the main pool through the plugin's
 // connection breaker and bounded ping (see [DB.Acquire]). Plugins that may not
-// import this one (the queue's postgres backend, idempotency) reach it with an
-// interface assertion on app.Plugin("db").
+// import this one (the queue's postgres backend, idempotency) reach it as a
+// framework.DBPool, with framework.Get[framework.DBPool](app, "db").
 func (p *Plugin) Acquire(ctx context.Context) (*pgxpool.Conn, error) {
 	d, err := p.DB()
 	if err != nil {

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -21,16 +20,6 @@ import (
 
 // Name is the plugin's name in [plugins] enabled and [plugin.gateway].
 const Name = "gateway"
-
-// upstreams is the http plugin as the gateway sees it: each upstream's
-// policies as a RoundTripper, its base_url to aim requests at, and its
-// breaker to report.
-type upstreams interface {
-	framework.HTTPTransports
-	UpstreamBaseURL(name string) (string, error)
-	UpstreamBreaker(name string) (*resilience.Breaker, error)
-	UpstreamBulkhead(name string) (*resilience.Bulkhead, error)
-}
 
 // Plugin proxies the routes of [plugin.gateway.routes] to the http plugin's
 // upstreams. Make it with [New].
@@ -74,9 +63,9 @@ func (p *Plugin) Dependencies() []framework.Dependency {
 // boot, naming the key) and registers the metrics. Nothing is sent: an
 // upstream that is down does not fail the boot.
 func (p *Plugin) Start(_ context.Context, app *framework.App) error {
-	h, ok := app.Plugin("http").(upstreams)
-	if !ok {
-		return errors.New("gateway: the http plugin is not enabled or does not offer its upstreams; add \"http\" to [plugins] enabled")
+	h, err := framework.Get[framework.HTTPUpstreams](app, "http")
+	if err != nil {
+		return fmt.Errorf("gateway: routes go to the http plugin's upstreams: %w", err)
 	}
 	m, err := newMetrics(app.Metrics())
 	if err != nil {

@@ -39,7 +39,7 @@ type route struct {
 	rp       *httputil.ReverseProxy
 }
 
-func (p *Plugin) newRoute(name string, rc Route, h upstreams, m *metrics) (*route, error) {
+func (p *Plugin) newRoute(name string, rc Route, h framework.HTTPUpstreams, m *metrics) (*route, error) {
 	rt, err := h.UpstreamTransport(rc.Upstream)
 	if err != nil {
 		return nil, err

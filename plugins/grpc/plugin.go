@@ -10,8 +10,6 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
 	"github.com/jfastframework/jfast/framework"
@@ -117,18 +115,12 @@ func (p *Plugin) Validate(v *framework.Validation) {
 	}
 }
 
-// tracing is the telemetry plugin as this plugin sees it.
-type tracing interface {
-	TracerProvider() trace.TracerProvider
-	Propagator() propagation.TextMapPropagator
-}
-
 // otelOptions returns otelgrpc's options when the telemetry plugin is
 // enabled and exports, else nil.
 func otelOptions(app *framework.App) []otelgrpc.Option {
-	t, ok := app.Plugin("telemetry").(tracing)
-	if !ok {
-		return nil
+	t, err := framework.Get[framework.Tracing](app, "telemetry")
+	if err != nil {
+		return nil // tracing is optional
 	}
 	tp := t.TracerProvider()
 	if tp == nil {

@@ -9,9 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/readiness"
@@ -63,16 +60,6 @@ func (p *Plugin) Dependencies() []framework.Dependency {
 	return []framework.Dependency{{Name: "db", Optional: true}, {Name: "cache", Optional: true}}
 }
 
-// dbPlugin is what the PostgreSQL store needs of the db plugin, which it may
-// not import: a connection through the db plugin's breaker and bounded ping,
-// and its main pool, to know there is one.
-type dbPlugin interface {
-	Pool() *pgxpool.Pool
-	Acquire(ctx context.Context) (*pgxpool.Conn, error)
-}
-
-type clientProvider interface{ Client() redis.UniversalClient }
-
 // Start implements framework.Starter. It finds the store's plugin and, for
 // PostgreSQL, tries to create the table within store_timeout; a database that
 // is down does not fail the start (the table is created on first use).
@@ -84,9 +71,9 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 	switch p.cfg.Store {
 	case StorePostgres:
 		p.dep = "db"
-		pp, ok := app.Plugin("db").(dbPlugin)
-		if !ok {
-			return errors.New(`idempotency: store "postgres" needs the db plugin: add "db" to [plugins] enabled (and db.New() to the service's plugins) with [plugin.db] url, or set [plugin.idempotency] store = "redis"`)
+		pp, err := framework.Get[framework.DBPool](app, "db")
+		if err != nil {
+			return fmt.Errorf(`idempotency: store "postgres" needs the db plugin (db.New() in the service's plugins, with [plugin.db] url), or set [plugin.idempotency] store = "redis": %w`, err)
 		}
 		if pp.Pool() == nil {
 			return errors.New(`idempotency: store "postgres" needs the db plugin's main pool, and it has none: set [plugin.db] url`)
@@ -94,9 +81,9 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 		p.store = newPostgresStore(pp.Acquire, p.cfg.Table)
 	case StoreRedis:
 		p.dep = "cache"
-		cp, ok := app.Plugin("cache").(clientProvider)
-		if !ok {
-			return errors.New(`idempotency: store "redis" needs the cache plugin: add "cache" to [plugins] enabled (and cache.New() to the service's plugins) with [plugin.cache] url, or set [plugin.idempotency] store = "postgres"`)
+		cp, err := framework.Get[framework.Redis](app, "cache")
+		if err != nil {
+			return fmt.Errorf(`idempotency: store "redis" needs the cache plugin (cache.New() in the service's plugins, with [plugin.cache] url), or set [plugin.idempotency] store = "postgres": %w`, err)
 		}
 		client := cp.Client()
 		if client == nil {

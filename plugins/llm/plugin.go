@@ -8,8 +8,6 @@ import (
 	"strings"
 	"sync"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/readiness"
 )
@@ -84,11 +82,6 @@ func (p *Plugin) Validate(v *framework.Validation) {
 	}
 }
 
-// tracing is the telemetry plugin as this plugin sees it.
-type tracing interface {
-	TracerProvider() trace.TracerProvider
-}
-
 // Start implements framework.Starter: it builds every provider's client and
 // links the fallbacks. Nothing is sent: a provider that is down does not
 // fail the boot.
@@ -100,7 +93,7 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 		return fmt.Errorf("llm: registering metrics: %w", err)
 	}
 	opts := []ClientOption{WithClock(app.Clock()), WithLogger(app.Logger()), withMetricSet(set)}
-	if t, ok := app.Plugin("telemetry").(tracing); ok {
+	if t, err := framework.Get[framework.Tracing](app, "telemetry"); err == nil {
 		if tp := t.TracerProvider(); tp != nil {
 			opts = append(opts, WithTracerProvider(tp))
 		}

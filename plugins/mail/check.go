@@ -4,14 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/readiness"
 )
-
-// deadCounter is the queue plugin's count of dead jobs of one kind (the queue
-// implements it next to framework.Jobs).
-type deadCounter interface {
-	CountDeadJobs(ctx context.Context, kind string) (int, error)
-}
 
 // Check implements framework.Checker: the last delivery result in this process
 // and the number of dead deliveries. It opens no SMTP connection (a probe would
@@ -31,7 +26,7 @@ func (p *Plugin) Check(ctx context.Context) readiness.Report {
 		meta["server"] = p.sender.addr()
 	}
 	deadDetail := ""
-	if dc, ok := p.jobs.(deadCounter); ok {
+	if dc, ok := p.jobs.(framework.DeadJobCounter); ok {
 		n, err := dc.CountDeadJobs(ctx, JobKind)
 		if err != nil {
 			deadDetail = "; dead letter unknown: the queue did not answer"

@@ -98,9 +98,9 @@ func (p *Plugin) Dependencies() []framework.Dependency {
 func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 	p.log = app.Logger().With(slog.String("plugin", Name))
 	p.clock = app.Clock()
-	jobs, ok := app.Plugin("queue").(framework.Jobs)
-	if !ok {
-		return fmt.Errorf("mail: the queue plugin does not implement framework.Jobs; enable a queue plugin that does")
+	jobs, err := framework.Get[framework.Jobs](app, "queue")
+	if err != nil {
+		return fmt.Errorf("mail: messages are sent through the queue: %w", err)
 	}
 	p.jobs = jobs
 	p.sender = &smtpSender{cfg: p.cfg, roots: p.roots}

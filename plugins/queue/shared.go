@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/jfastframework/jfast/framework"
 )
@@ -16,13 +15,9 @@ import (
 func (p *Plugin) shared(app *framework.App) (any, func(context.Context) (*pgxpool.Conn, error), error) {
 	switch p.cfg.Backend {
 	case "postgres":
-		pl := app.Plugin("db")
-		if pl == nil {
-			return nil, nil, errors.New(`queue: backend "postgres" uses the db plugin's pool, and the db plugin is not enabled; add "db" to [plugins] enabled (and set [plugin.db] url), or set [plugin.queue] backend = "redis"`)
-		}
-		pp, ok := pl.(dbPlugin)
-		if !ok {
-			return nil, nil, fmt.Errorf("queue: the db plugin (%T) has no Pool() *pgxpool.Pool and Acquire(context.Context) (*pgxpool.Conn, error) methods", pl)
+		pp, err := framework.Get[framework.DBPool](app, "db")
+		if err != nil {
+			return nil, nil, fmt.Errorf(`queue: backend "postgres" uses the db plugin's pool (set [plugin.db] url), or set [plugin.queue] backend = "redis": %w`, err)
 		}
 		pool := pp.Pool()
 		if pool == nil {
@@ -30,13 +25,9 @@ func (p *Plugin) shared(app *framework.App) (any, func(context.Context) (*pgxpoo
 		}
 		return pool, pp.Acquire, nil
 	case "redis":
-		pl := app.Plugin("cache")
-		if pl == nil {
-			return nil, nil, errors.New(`queue: backend "redis" uses the cache plugin's client, and the cache plugin is not enabled; add "cache" to [plugins] enabled (and set [plugin.cache] url), or set [plugin.queue] backend = "postgres"`)
-		}
-		cp, ok := pl.(interface{ Client() redis.UniversalClient })
-		if !ok {
-			return nil, nil, fmt.Errorf("queue: the cache plugin (%T) has no Client() redis.UniversalClient method", pl)
+		cp, err := framework.Get[framework.Redis](app, "cache")
+		if err != nil {
+			return nil, nil, fmt.Errorf(`queue: backend "redis" uses the cache plugin's client (set [plugin.cache] url), or set [plugin.queue] backend = "postgres": %w`, err)
 		}
 		c := cp.Client()
 		if c == nil {
@@ -47,14 +38,4 @@ func (p *Plugin) shared(app *framework.App) (any, func(context.Context) (*pgxpoo
 		return nil, nil, nil // its own connections, made by the backend
 	}
 	return nil, nil, fmt.Errorf("queue: unknown backend %q", p.cfg.Backend)
-}
-
-// dbPlugin is what the queue needs of the db plugin, which it may not import
-// (docs/design.md, "Layering"): its main pool, for River, and Acquire, which takes a connection
-// through the db plugin's connection breaker and bounded ping and answers the
-// db plugin's dependency error (errors.Is resilience.ErrOpen, with the
-// cool-down left) at once while that breaker is open.
-type dbPlugin interface {
-	Pool() *pgxpool.Pool
-	Acquire(ctx context.Context) (*pgxpool.Conn, error)
 }

@@ -185,7 +185,7 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 	p.tracer.Store(&t)
 	app.AddLogSource(logSource)
 
-	if h, ok := app.Plugin("http").(framework.HTTPInstrumentable); ok {
+	if h, err := framework.Get[framework.HTTPInstrumentable](app, "http"); err == nil {
 		if err := errors.Join(h.AddTransportWrapper(p.wrapTransport), h.ObserveCalls(p.observeCall)); err != nil {
 			_ = p.provider.Shutdown(ctx)
 			return fmt.Errorf("telemetry: instrument the http plugin: %w", err)
@@ -195,29 +195,17 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 	return nil
 }
 
-// metadataHooker is the queue plugin's seam for trace context stored with
-// each job.
-type metadataHooker interface {
-	AddMetadataHooks(inject func(context.Context, map[string]string), extract func(context.Context, map[string]string) context.Context)
-}
-
-// jobObservable is a queue that also tells when a job's attempt ends, so the
-// attempt gets a span of its own.
-type jobObservable interface {
-	AddJobObserver(f framework.JobObserver)
-}
-
 // instrumentQueue stores the trace context with every job the queue plugin
 // enqueues, and continues it when the job runs: with a span per attempt when
 // the queue offers AddJobObserver, else by running the job under the
 // enqueuing trace (its calls and dependency spans join that trace; the
 // attempt itself has no span).
 func (p *Plugin) instrumentQueue(q framework.Plugin) {
-	h, ok := q.(metadataHooker)
+	h, ok := q.(framework.JobMetadataHooks)
 	if !ok {
 		return
 	}
-	if o, ok := q.(jobObservable); ok {
+	if o, ok := q.(framework.JobObservable); ok {
 		h.AddMetadataHooks(p.InjectJob, nil)
 		o.AddJobObserver(p.ObserveJob)
 		return
