@@ -624,7 +624,7 @@ func Get[T Plugin](a *App, name string) (T, error) {
 	var zero T
 	p := a.Plugin(name)
 	if p == nil {
-		return zero, fmt.Errorf("plugin %q is not enabled; add it to [plugins] enabled", name)
+		return zero, fmt.Errorf("plugin %q is not enabled; add %q to [plugins] enabled", name, name)
 	}
 	t, ok := p.(T)
 	if !ok {

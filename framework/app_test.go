@@ -122,6 +122,39 @@ func TestRoutesAskingForMissingThingsFailTheBoot(t *testing.T) {
 	}
 }
 
+// Get typed by a contract names the plugin to enable when it is absent, and
+// the contract when the enabled plugin does not offer it.
+func TestGetByContractNamesTheFix(t *testing.T) {
+	t.Parallel()
+	var errs []string
+	app, err := jfasttest.New(t, jfasttest.Options{
+		TOML:    "[plugins]\nenabled = [\"fake\"]",
+		Plugins: []framework.Plugin{newFake("fake", nil)},
+		Routes: func(app *framework.App, r chi.Router) error {
+			for _, name := range []string{"db", "fake"} {
+				if _, err := framework.Get[framework.DBPool](app, name); err != nil {
+					errs = append(errs, err.Error())
+				}
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = app.Stop(context.Background()) })
+	want := []string{
+		`plugin "db" is not enabled; add "db" to [plugins] enabled`,
+		`plugin "fake" is a *framework_test.fakePlugin, which is not a framework.DBPool`,
+	}
+	if !slices.Equal(errs, want) {
+		t.Fatalf("errors = %q, want %q", errs, want)
+	}
+}
+
 func TestReadyRunsChecksInParallel(t *testing.T) {
 	t.Parallel()
 	slow := func(ctx context.Context) readiness.Report {
