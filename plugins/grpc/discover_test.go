@@ -1,0 +1,198 @@
+package grpc_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/jfasttest"
+	jgrpc "github.com/jfastframework/jfast/plugins/grpc"
+	jhttp "github.com/jfastframework/jfast/plugins/http"
+)
+
+// serveLoopbacks serves an inventory on each of 127.0.0.1, 127.0.0.2 and
+// 127.0.0.3 at one port (Linux routes all of 127.0.0.0/8 to lo), as the
+// replicas behind a headless Service's name listen on one port each, and
+// returns them with that port.
+func serveLoopbacks(t *testing.T) ([]*instanceServer, string) {
+	t.Helper()
+	ips := []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}
+	for range 5 { // the port 127.0.0.1 got may be taken on another address
+		first, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, port, _ := net.SplitHostPort(first.Addr().String())
+		lns := []net.Listener{first}
+		for _, ip := range ips[1:] {
+			ln, err := net.Listen("tcp", net.JoinHostPort(ip, port))
+			if err != nil {
+				break
+			}
+			lns = append(lns, ln)
+		}
+		if len(lns) < len(ips) {
+			for _, ln := range lns {
+				_ = ln.Close()
+			}
+			continue
+		}
+		out := make([]*instanceServer, len(lns))
+		for i, ln := range lns {
+			s := &instanceServer{inv: &inventory{}}
+			s.addr, s.stop = serveOn(t, ln, s.inv)
+			out[i] = s
+		}
+		return out, port
+	}
+	t.Fatal("no port free on 127.0.0.1, 127.0.0.2 and 127.0.0.3 at once")
+	return nil, ""
+}
+
+// dnsTable answers for one name with the addresses it holds, as a DNS
+// server would for a headless Service; the test changes them.
+type dnsTable struct {
+	name  string
+	addrs atomic.Pointer[[]netip.Addr]
+}
+
+func (d *dnsTable) set(ips ...string) {
+	list := make([]netip.Addr, len(ips))
+	for i, ip := range ips {
+		list[i] = netip.MustParseAddr(ip)
+	}
+	d.addrs.Store(&list)
+}
+
+func (d *dnsTable) lookup(_ context.Context, host string) ([]netip.Addr, error) {
+	if host != d.name {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	return *d.addrs.Load(), nil
+}
+
+// resolveAgain makes the client resolve its name once more and returns
+// when that resolution is over: the resolver's timer is the only one on
+// the clock between calls.
+func resolveAgain(t *testing.T, clock *resilience.TestClock) {
+	t.Helper()
+	ctx := ctxFor(t)
+	if err := clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal("the resolver is not waiting for its next resolution")
+	}
+	clock.Advance(jhttp.DefaultResolveEvery)
+	if err := clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal("the resolution did not end")
+	}
+}
+
+func instanceAddrs(c *jgrpc.ServiceClient) []string {
+	var out []string
+	for addr := range c.Instances() {
+		out = append(out, addr)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// With discover = true every address the target's name resolves to is an
+// instance with a channel and a breaker of its own: one that answers every
+// call with UNAVAILABLE is ejected after breaker_failures of them while no
+// call fails; an address the name no longer resolves to loses its channel;
+// a name resolved to one address still serves.
+func TestDiscoveredInstances(t *testing.T) {
+	t.Parallel()
+	clock := jfasttest.NewClock()
+	clock.SetAutoAdvance(true) // the retries' backoff waits
+	srv, port := serveLoopbacks(t)
+	dns := &dnsTable{name: "inventory.test"}
+	dns.set("127.0.0.1", "127.0.0.2", "127.0.0.3")
+	pool := jgrpc.NewPool()
+	t.Cleanup(func() { _ = pool.Close() })
+	c := newClient(t, jgrpc.Upstream{Target: "dns:///inventory.test:" + port, Discover: true, IdempotentMethods: []string{getStock}},
+		jgrpc.WithClock(clock), jgrpc.WithLookup(dns.lookup), jgrpc.WithPool(pool))
+	if got, want := instanceAddrs(c), addrsOf(srv); !slices.Equal(got, want) {
+		t.Fatalf("instances after the first resolution: %v, want %v", got, want)
+	}
+	if pool.Len() != 3 {
+		t.Fatalf("%d channels for 3 instances", pool.Len())
+	}
+	getUntil(t, c, func() bool {
+		return srv[0].inv.getStocks.Load() >= 10 && srv[1].inv.getStocks.Load() >= 10 && srv[2].inv.getStocks.Load() >= 10
+	})
+
+	bad := srv[1]
+	before := bad.inv.getStocks.Load()
+	bad.inv.failGetStock.Store(1 << 20)
+	br := c.Instances()[bad.addr]
+	getUntil(t, c, func() bool { return br.Snapshot().State == resilience.StateOpen })
+	if got := bad.inv.getStocks.Load() - before; int(got) != resilience.DefaultBreakerFailures {
+		t.Fatalf("the failing address got %d calls before its breaker opened, want breaker_failures = %d", got, resilience.DefaultBreakerFailures)
+	}
+	ejectedAt := bad.inv.getStocks.Load()
+	others := srv[0].inv.getStocks.Load() + srv[2].inv.getStocks.Load()
+	getUntil(t, c, func() bool { return srv[0].inv.getStocks.Load()+srv[2].inv.getStocks.Load() >= others+30 })
+	if got := bad.inv.getStocks.Load(); got != ejectedAt {
+		t.Fatalf("the ejected address got %d calls while its breaker was open", got-ejectedAt)
+	}
+
+	// 127.0.0.3 leaves the name: its channel is closed, the others serve.
+	dns.set("127.0.0.1", "127.0.0.2")
+	resolveAgain(t, clock)
+	if got, want := instanceAddrs(c), addrsOf(srv[:2]); !slices.Equal(got, want) {
+		t.Fatalf("instances after 127.0.0.3 left: %v, want %v", got, want)
+	}
+	if pool.Len() != 2 {
+		t.Fatalf("%d channels for 2 instances: the gone address's is not closed", pool.Len())
+	}
+	if c.Instances()[bad.addr] != br {
+		t.Fatal("an address still resolved lost its breaker on the re-resolution")
+	}
+	gone := srv[2].inv.getStocks.Load()
+	first := srv[0].inv.getStocks.Load()
+	getUntil(t, c, func() bool { return srv[0].inv.getStocks.Load() >= first+10 })
+	if got := srv[2].inv.getStocks.Load(); got != gone {
+		t.Fatalf("the address no longer resolved got %d calls", got-gone)
+	}
+
+	// One address: it serves alone.
+	dns.set("127.0.0.1")
+	resolveAgain(t, clock)
+	if got, want := instanceAddrs(c), addrsOf(srv[:1]); !slices.Equal(got, want) || pool.Len() != 1 {
+		t.Fatalf("instances after the name resolved to one: %v (%d channels), want %v", got, pool.Len(), want)
+	}
+	first = srv[0].inv.getStocks.Load()
+	getUntil(t, c, func() bool { return srv[0].inv.getStocks.Load() >= first+10 })
+
+	// A resolution that finds no address keeps the set.
+	dns.set()
+	resolveAgain(t, clock)
+	if got := instanceAddrs(c); len(got) != 1 {
+		t.Fatalf("instances after a failed resolution: %v, want the previous one", got)
+	}
+}
+
+// A name that never resolves leaves the upstream without an instance: the
+// client is made (the name may appear later), and a call fails naming the
+// resolution's error.
+func TestDiscoveredNameUnresolved(t *testing.T) {
+	t.Parallel()
+	dns := &dnsTable{name: "other.test"}
+	dns.set("127.0.0.1")
+	c := newClient(t, jgrpc.Upstream{Target: "dns:///inventory.test:9000", Discover: true, PolicyConfig: resilience.PolicyConfig{Attempts: 1}},
+		jgrpc.WithClock(jfasttest.NewClock()), jgrpc.WithLookup(dns.lookup))
+	if n := len(c.Instances()); n != 0 {
+		t.Fatalf("%d instances for a name that does not resolve", n)
+	}
+	err := c.Invoke(ctxFor(t), getStock, nil, nil)
+	var e *jgrpc.Error
+	if !errors.As(err, &e) || !strings.Contains(err.Error(), "no instance") || !strings.Contains(err.Error(), "inventory.test") {
+		t.Fatalf("call with no instance: %v", err)
+	}
+}
