@@ -2,6 +2,7 @@ package grpc_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/netip"
@@ -10,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/jfasttest"
 	jgrpc "github.com/jfastframework/jfast/plugins/grpc"
@@ -194,5 +196,45 @@ func TestDiscoveredNameUnresolved(t *testing.T) {
 	var e *jgrpc.Error
 	if !errors.As(err, &e) || !strings.Contains(err.Error(), "no instance") || !strings.Contains(err.Error(), "inventory.test") {
 		t.Fatalf("call with no instance: %v", err)
+	}
+}
+
+// In a service, /ready lists a discovered upstream's name, its last
+// resolution and its instances. The name is localhost, resolved by the
+// system's resolver from /etc/hosts.
+func TestDiscoveredInstancesInReady(t *testing.T) {
+	t.Parallel()
+	addr := serveInventory(t, &inventory{})
+	_, port, _ := net.SplitHostPort(addr)
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML: `
+[plugins]
+enabled = ["grpc"]
+[plugin.grpc.upstreams.inventory]
+target = "dns:///localhost:` + port + `"
+discover = true
+insecure = true
+attempts = 1
+`,
+		Plugins: []framework.Plugin{jgrpc.New()},
+	})
+	resp := svc.Get(t, "/ready")
+	var ready struct {
+		Checks map[string]struct {
+			Meta struct {
+				Upstreams map[string]struct {
+					Discover  string                     `json:"discover"`
+					Resolved  string                     `json:"resolved"`
+					Instances map[string]json.RawMessage `json:"instances"`
+				} `json:"upstreams"`
+			} `json:"meta"`
+		} `json:"checks"`
+	}
+	if err := json.Unmarshal(resp.Body, &ready); err != nil {
+		t.Fatal(err)
+	}
+	up := ready.Checks["grpc"].Meta.Upstreams["inventory"]
+	if up.Discover != "localhost:"+port || up.Resolved == "" || up.Instances["127.0.0.1:"+port] == nil {
+		t.Fatalf("/ready of a discovered upstream: %s", resp.Body)
 	}
 }
