@@ -224,10 +224,6 @@ func TestInstancesConfigErrors(t *testing.T) {
 		{`instances = ["dns:///inventory:9000"]`, "instances[0]", "host:port"},
 		{`instances = ["127.0.0.1:9000", "127.0.0.1:9000"]`, "instances[1]", "twice"},
 		{"", "target", "missing"},
-		{"discover = true\ninstances = [\"127.0.0.1:9000\"]", "discover", "instances"},
-		{"discover = true\ntarget = \"unix:///run/inventory.sock\"", "discover", "DNS name"},
-		{"discover = true\ntarget = \"dns:///inventory\"", "target", "host:port"},
-		{"discover = true\ntarget = \"inventory:9000\"\nresolve_every = \"0s\"", "resolve_every", ""},
 	} {
 		e := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: table + tc.toml + "\n", Plugins: []framework.Plugin{jgrpc.New()}}).
 			Only(t, "plugin.grpc.upstreams.inventory."+tc.key)

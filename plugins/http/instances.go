@@ -91,11 +91,6 @@ type InstancesOpts struct {
 	// Log receives a line when a resolution fails or changes the set.
 	// Defaults to slog.Default().
 	Log *slog.Logger
-	// OnChange, when set, is called with the new list each time a
-	// resolution changes a discovered set, before Resolve returns (and
-	// before the next resolution starts). The gRPC plugin keeps a channel
-	// per instance with it. Defaults to nil.
-	OnChange func([]*Instance)
 }
 
 // Instances is the set of instances of one upstream, and the choice of one
@@ -249,9 +244,6 @@ func (s *Instances) Resolve(ctx context.Context) error {
 	}
 	if !slices.Equal(old, next) {
 		s.current.Store(&next)
-		if s.opts.OnChange != nil {
-			s.opts.OnChange(next)
-		}
 		s.opts.Log.Info("upstream instances changed", slog.String("upstream", s.opts.Name),
 			slog.Any("instances", addrsOf(next)), slog.Any("refused", s.refused))
 	}
