@@ -184,12 +184,43 @@ func (v *Validation) Sub(key string) *Validation {
 	return &s
 }
 
-// ValidName reports whether s can name a table of a plugin's configuration (an
-// upstream, a route, a provider): one or more lowercase letters, digits, - and
-// _, so that it labels metrics as written and a JFAST_* variable, which names
-// it in lower case, can address it.
+// NameRule is the one rule for every name a plugin's configuration gives (an
+// upstream, a shared client, a gateway route, a provider, a disk, a queue),
+// as errors state it: ValidName checks it. Such a name labels metrics as
+// written, is a path segment or part of a broker's key, and a JFAST_*
+// variable, which names it in lower case, can address it.
+const NameRule = "lowercase letters, digits, - and _, starting with a letter or digit, at most 100 characters"
+
+// DottedNameRule is the rule for the names of events (the channels plugin's
+// channels, such as "order.paid"): names of NameRule joined by '.'.
+// ValidDottedName checks it.
+const DottedNameRule = "letters, digits, -, _ and '.' in lower case, each part between dots starting with a letter or digit, at most 100 characters (as in order.paid)"
+
+// maxNameLen is the longest name NameRule and DottedNameRule allow.
+const maxNameLen = 100
+
+// ValidName reports whether s follows NameRule.
 func ValidName(s string) bool {
-	if s == "" {
+	return len(s) <= maxNameLen && validPart(s)
+}
+
+// ValidDottedName reports whether s follows DottedNameRule.
+func ValidDottedName(s string) bool {
+	if len(s) > maxNameLen {
+		return false
+	}
+	for part := range strings.SplitSeq(s, ".") {
+		if !validPart(part) {
+			return false
+		}
+	}
+	return true
+}
+
+// validPart reports whether s is one or more lowercase letters, digits, - and
+// _, starting with a letter or digit.
+func validPart(s string) bool {
+	if s == "" || s[0] == '-' || s[0] == '_' {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

@@ -2,7 +2,6 @@ package channels
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"time"
 
@@ -143,10 +142,6 @@ func defaultConfig() Config {
 	}
 }
 
-// channelName is what a channel may be called: it becomes part of Redis keys,
-// and ':' is kept for the plugin's own suffixes (":dead").
-var channelName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
-
 // Validate implements framework.Validator.
 func (p *Plugin) Validate(v *framework.Validation) {
 	c := &p.cfg
@@ -165,8 +160,10 @@ func (p *Plugin) Validate(v *framework.Validation) {
 		names []string
 	}{{"broadcast", c.Broadcast}, {"durable", c.Durable}} {
 		for _, name := range list.names {
-			if !channelName.MatchString(name) {
-				v.Error(list.key, fmt.Sprintf("channel %q must be letters, digits, '.', '_' and '-', starting with a letter or digit, at most 100", name),
+			// A channel's name becomes part of Redis keys; ':' is kept for the
+			// plugin's own suffixes (":dead").
+			if !framework.ValidDottedName(name) {
+				v.Error(list.key, fmt.Sprintf("channel %q must be %s", name, framework.DottedNameRule),
 					`name channels like "order.paid"`)
 				continue
 			}

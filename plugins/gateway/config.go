@@ -147,7 +147,7 @@ func (c *Config) validate(v *framework.Validation) {
 		r := c.Routes[n]
 		key := "routes." + n
 		if !framework.ValidName(n) {
-			v.Error(key, "is not a valid route name", "use lowercase letters, digits, - and _ (it labels the route's metrics)")
+			v.Error(key, "is not a valid route name", "rename it: a name is "+framework.NameRule+" (it labels the route's metrics)")
 		}
 		switch {
 		case r.Pattern != "":

@@ -38,7 +38,7 @@ type Plugin struct {
 var upstreamsTable = framework.NamedTable{
 	Plugin: name, Key: "upstreams", Noun: "upstream", Nouns: "upstreams",
 	Needs: "with its target (or instances)", BadName: "is not a valid upstream name",
-	NameFix: "use lowercase letters, digits, - and _ (it names the upstream in metrics and in JFAST_GRPC_UPSTREAMS__<NAME>__TARGET)",
+	NameFix: "rename it: a name is " + framework.NameRule + " (it names the upstream in metrics and in JFAST_GRPC_UPSTREAMS__<NAME>__TARGET)",
 }
 
 // New returns the grpc plugin with its defaults.

@@ -32,7 +32,7 @@ type Plugin struct {
 }
 
 // nameFix is the fix for an upstream or shared client name ValidName refuses.
-const nameFix = "use lowercase letters, digits, - and _ (it names the client in metrics and in JFAST_HTTP_* variables)"
+const nameFix = "rename it: a name is " + framework.NameRule + " (it names the client in metrics and in JFAST_HTTP_* variables)"
 
 // The tables of named clients, in the words of their errors.
 var (

@@ -29,7 +29,7 @@ type Plugin struct {
 var providersTable = framework.NamedTable{
 	Plugin: name, Key: "providers", Noun: "provider", Nouns: "providers",
 	Needs: "with its base_url and model", BadName: "is not a valid provider name",
-	NameFix: "use lowercase letters, digits, - and _ (it names the provider in metrics and in JFAST_LLM_PROVIDERS__<NAME>__BASE_URL)",
+	NameFix: "rename it: a name is " + framework.NameRule + " (it names the provider in metrics and in JFAST_LLM_PROVIDERS__<NAME>__BASE_URL)",
 }
 
 // New returns the llm plugin with its defaults.

@@ -3,7 +3,6 @@ package mail
 import (
 	"fmt"
 	"net/mail"
-	"regexp"
 	"time"
 
 	"github.com/jfastframework/jfast/framework"
@@ -112,17 +111,14 @@ func (c *Config) validate(v *framework.Validation) {
 			v.Error("reply_to", fmt.Sprintf("%q is not an email address: %v", c.ReplyTo, err), `set reply_to = "support@example.com" or remove it`)
 		}
 	}
-	if c.Queue != "" && !queueNameRe.MatchString(c.Queue) {
-		v.Error("queue", fmt.Sprintf("%q is not a queue name (lowercase letters, digits, _ and -, at most 100)", c.Queue), `set queue = "mail" or leave it empty for the queue plugin's default queue`)
+	if c.Queue != "" && !framework.ValidName(c.Queue) {
+		v.Error("queue", fmt.Sprintf("%q is not a queue name (%s)", c.Queue, framework.NameRule), `set queue = "mail" or leave it empty for the queue plugin's default queue`)
 	}
 	if c.Transport == "smtp" && c.Username != "" && !c.UseSSL && !c.UseStartTLS && !loopback(c.Host) {
 		v.Error("username", "would send the password in clear text: neither use_ssl nor use_starttls is set and the host is not loopback",
 			"set use_starttls = true (port 587) or use_ssl = true (port 465)")
 	}
 }
-
-// queueNameRe is the queue plugin's rule for queue names.
-var queueNameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,99}$`)
 
 // loopback reports whether host is this machine, where SMTP AUTH PLAIN without
 // TLS is allowed (the SMTP library's own rule).

@@ -123,7 +123,6 @@ func DefaultConfig() Config {
 
 var (
 	identifierRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
-	queueNameRe  = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,99}$`)
 	kindRe       = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$`)
 )
 
@@ -148,8 +147,8 @@ func (c *Config) validate(v *framework.Validation) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if !queueNameRe.MatchString(name) {
-			v.Error("queues."+name, "queue name must be lowercase letters, digits, _ and -, at most 100, starting with a letter or digit", "rename the queue, e.g. "+strings.ToLower(queueNameFix(name)))
+		if !framework.ValidName(name) {
+			v.Error("queues."+name, "queue name must be "+framework.NameRule, "rename the queue, e.g. "+strings.ToLower(queueNameFix(name)))
 		}
 		v.Positive("queues."+name+".concurrency", c.Queues[name].Concurrency)
 	}

@@ -16,21 +16,6 @@ func validKind(kind string) bool {
 	return true
 }
 
-// validQueueName reports whether name is a queue name: what queueNameRe
-// matches (a lowercase letter or digit, then lowercase letters, digits, _ and
-// -, at most 100 in all), checked byte by byte for the same reason.
-func validQueueName(name string) bool {
-	if len(name) == 0 || len(name) > 100 || !lowerOrDigit(name[0]) {
-		return false
-	}
-	for i := 1; i < len(name); i++ {
-		if c := name[i]; !lowerOrDigit(c) && c != '_' && c != '-' {
-			return false
-		}
-	}
-	return true
-}
-
 func lowerOrDigit(c byte) bool { return ('a' <= c && c <= 'z') || ('0' <= c && c <= '9') }
 
 func alnum(c byte) bool { return lowerOrDigit(c) || ('A' <= c && c <= 'Z') }

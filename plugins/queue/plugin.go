@@ -310,8 +310,8 @@ func (p *Plugin) message(ctx context.Context, kind string, payload any, opts []O
 	if o.queue == "" {
 		o.queue = p.defaultQueue()
 	}
-	if !validQueueName(o.queue) {
-		return nil, fmt.Errorf("queue: queue name %q must be lowercase letters, digits, _ and -", o.queue)
+	if !framework.ValidName(o.queue) {
+		return nil, fmt.Errorf("queue: queue name %q must be %s", o.queue, framework.NameRule)
 	}
 	if o.timeout < 0 || o.timeout > p.cfg.JobTimeout {
 		return nil, fmt.Errorf("queue: timeout %s for %s must be positive and at most job_timeout (%s)", o.timeout, kind, p.cfg.JobTimeout)

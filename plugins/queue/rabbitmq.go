@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
 )
 
@@ -634,7 +635,7 @@ func (b *rabbitBackend) Dead(ctx context.Context, q DeadQuery) ([]DeadJob, error
 // acks it (removes it from the dead letter).
 func (b *rabbitBackend) takeDead(ctx context.Context, id string, fn func(st *rmqState, q string, d amqp.Delivery) error) error {
 	q, _, ok := strings.Cut(id, "/")
-	if !ok || !queueNameRe.MatchString(q) {
+	if !ok || !framework.ValidName(q) {
 		return ErrNotFound
 	}
 	st, err := b.pub.wait(ctx)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -141,10 +140,6 @@ func defaultConfig() Config {
 	return Config{RoutePrefix: "/_storage"}
 }
 
-// diskName is what a disk may be called: it is a path segment of the signed route
-// and a metric label.
-var diskName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
-
 func (c *Config) validate(v *framework.Validation) {
 	if !strings.HasPrefix(c.RoutePrefix, "/") || strings.HasSuffix(c.RoutePrefix, "/") || strings.ContainsAny(c.RoutePrefix, "{}*?#") {
 		v.Error("route_prefix", fmt.Sprintf("must be a path starting with / and not ending with /, got %q", c.RoutePrefix),
@@ -170,8 +165,9 @@ func (c *Config) validate(v *framework.Validation) {
 	for _, name := range slices.Sorted(maps.Keys(c.Disks)) {
 		d := c.Disks[name]
 		sub := v.Sub("disks." + name)
-		if !diskName.MatchString(name) {
-			v.Error("disks."+name, "a disk name must be lowercase letters, digits, _ and -, starting with a letter or digit",
+		// A disk's name is a path segment of the signed route and a metric label.
+		if !framework.ValidName(name) {
+			v.Error("disks."+name, "a disk name must be "+framework.NameRule,
 				"rename the table, e.g. [plugin.storage.disks.uploads]")
 		}
 		d.validate(sub)
