@@ -347,19 +347,9 @@ func TestDrillDefaultsUpstreamBlackhole(t *testing.T) {
 			"[plugin.http.upstreams.billing]\nbase_url = \"http://" + p.Addr() + "\"\n",
 		Plugins: []framework.Plugin{jhttp.New()},
 		Routes: func(app *framework.App, r chi.Router) error {
-			c, err := jhttp.Client(app, "billing")
-			if err != nil {
+			if err := upstreamRoute(app, r); err != nil {
 				return err
 			}
-			r.Method(http.MethodGet, "/upstream", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
-				resp, err := c.Get(r.Context(), "/invoice")
-				if err != nil {
-					return err
-				}
-				defer resp.Body.Close()
-				io.Copy(io.Discard, resp.Body)
-				return framework.JSON(w, http.StatusOK, resp.StatusCode)
-			}))
 			r.Method(http.MethodGet, "/plain", framework.Handler(okRoute))
 			return nil
 		},

@@ -2,14 +2,11 @@ package scenarios_test
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/go-chi/chi/v5"
 
 	"github.com/jfastframework/jfast/drills"
 	"github.com/jfastframework/jfast/framework"
@@ -54,22 +51,7 @@ breaker_cool_down = "` + coolDown + `"
 	return jfasttest.Start(t, jfasttest.Options{
 		TOML:    toml,
 		Plugins: []framework.Plugin{jhttp.New()},
-		Routes: func(app *framework.App, r chi.Router) error {
-			c, err := jhttp.Client(app, "billing")
-			if err != nil {
-				return err
-			}
-			r.Method(http.MethodGet, "/upstream", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
-				resp, err := c.Get(r.Context(), "/invoice")
-				if err != nil {
-					return err
-				}
-				defer resp.Body.Close()
-				_, _ = io.Copy(io.Discard, resp.Body)
-				return framework.JSON(w, http.StatusOK, resp.StatusCode)
-			}))
-			return nil
-		},
+		Routes:  upstreamRoute,
 	})
 }
 

@@ -353,23 +353,27 @@ func upstreamService(t *testing.T) (*jfasttest.Service, *drills.Proxy) {
 	return proxied{
 		plugins: []framework.Plugin{jhttp.New()},
 		toml:    billingTOML,
-		routes: func(app *framework.App, r chi.Router) error {
-			c, err := jhttp.Client(app, "billing")
-			if err != nil {
-				return err
-			}
-			r.Method(http.MethodGet, "/upstream", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
-				resp, err := c.Get(r.Context(), "/invoice")
-				if err != nil {
-					return err
-				}
-				defer resp.Body.Close()
-				io.Copy(io.Discard, resp.Body)
-				return framework.JSON(w, http.StatusOK, resp.StatusCode)
-			}))
-			return nil
-		},
+		routes:  upstreamRoute,
 	}.start(t, httpUpstream(t, http.HandlerFunc(paid)))
+}
+
+// upstreamRoute mounts /upstream, a GET of the upstream "billing"'s /invoice
+// that answers its status, or the call's error.
+func upstreamRoute(app *framework.App, r chi.Router) error {
+	c, err := jhttp.Client(app, "billing")
+	if err != nil {
+		return err
+	}
+	r.Method(http.MethodGet, "/upstream", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+		resp, err := c.Get(r.Context(), "/invoice")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return framework.JSON(w, http.StatusOK, resp.StatusCode)
+	}))
+	return nil
 }
 
 // billingTOML configures the upstream "billing" at addr.
