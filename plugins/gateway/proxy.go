@@ -283,48 +283,50 @@ func (rt *route) rewrite(pr *httputil.ProxyRequest) {
 	}
 
 	h := out.Header
-	if id := requestid.FromContext(in.Context()); id != "" {
-		h.Set(requestid.Header, id) // the one the gateway accepted or made
-	}
-	if !rt.cfg.ForwardAuthorization {
-		h.Del("Authorization")
-	}
-	// The client's own time budget never reaches the upstream as it came:
-	// the RoundTripper sends what is left of the call's, and a stream route
-	// sends none.
-	delete(h, framework.TimeoutHeader)
-	// A method override would turn a route's allowed method into another
-	// on an upstream that honours one.
-	for _, k := range methodOverrides {
-		delete(h, k)
-	}
-	dropProxyHeaders(h)
-	rt.p.forwarded(in, h)
+	rt.dropInbound(h)
+	// The request ID sent on is the one the gateway accepted or made.
+	rt.p.forwarded(in, h, requestid.FromContext(in.Context()))
 }
 
-// methodOverrides are the headers frameworks read to replace a request's
-// method (Rails, Symfony, Express's method-override, Spring).
-var methodOverrides = []string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
-
-// dropProxyHeaders removes every Proxy-* header: the ReverseProxy removes
-// the hop-by-hop ones it knows (Proxy-Authorization, Proxy-Connection,
-// Proxy-Authenticate); the rest are for a proxy, and the gateway is that
-// proxy.
-func dropProxyHeaders(h http.Header) {
+// dropInbound removes, in one pass over the outgoing header h (net/http's
+// canonical names), what a client may not send on: Authorization unless the
+// route forwards it; Jfast-Timeout-Ms, the client's own time budget (the
+// RoundTripper sends what is left of the call's, and a stream route sends
+// none); the method overrides frameworks read to replace a request's method
+// (Rails, Symfony, Express's method-override, Spring), which would turn a
+// route's allowed method into another on an upstream that honours one; and
+// every Proxy-* header (isProxyHeader).
+func (rt *route) dropInbound(h http.Header) {
 	for k := range h {
-		if len(k) > 6 && strings.EqualFold(k[:6], "Proxy-") {
+		switch k {
+		case "Authorization":
+			if !rt.cfg.ForwardAuthorization {
+				delete(h, k)
+			}
+		case framework.TimeoutHeader, "X-Http-Method-Override", "X-Http-Method", "X-Method-Override":
 			delete(h, k)
+		default:
+			if isProxyHeader(k) {
+				delete(h, k)
+			}
 		}
 	}
 }
 
-// forwarded sets X-Forwarded-For, -Proto, -Host and Forwarded on h for in.
-// The inbound ones are kept, and extended, only when the peer is one of
-// trusted_proxies; otherwise the client could claim any address. It runs on
-// every request: the four values share one slice, the client's address is
-// the inbound RemoteAddr's own text when that is already canonical, and
-// Forwarded is written in one buffer.
-func (p *Plugin) forwarded(in *http.Request, h http.Header) {
+// isProxyHeader reports whether k is a Proxy-* header. The ReverseProxy
+// removes the hop-by-hop ones it knows (Proxy-Authorization,
+// Proxy-Connection, Proxy-Authenticate); the rest are for a proxy, and the
+// gateway is that proxy, so none is sent on either way.
+func isProxyHeader(k string) bool { return len(k) > 6 && strings.EqualFold(k[:6], "Proxy-") }
+
+// forwarded sets X-Forwarded-For, -Proto, -Host and Forwarded on h for in,
+// and X-Request-Id to id unless it is "". The inbound forwarding headers are
+// kept, and extended, only when the peer is one of trusted_proxies;
+// otherwise the client could claim any address. It runs on every request:
+// the five values share one slice, the client's address is the inbound
+// RemoteAddr's own text when that is already canonical, and Forwarded is
+// written in one buffer.
+func (p *Plugin) forwarded(in *http.Request, h http.Header, id string) {
 	client := in.RemoteAddr
 	var addr netip.Addr
 	if ap, err := netip.ParseAddrPort(in.RemoteAddr); err == nil {
@@ -383,12 +385,15 @@ func (p *Plugin) forwarded(in *http.Request, h http.Header) {
 	}
 	// The names are written as net/http keeps them, without canonicalising
 	// them again on every request.
-	v := []string{xff, xproto, fwd.String(), xhost}
+	v := []string{xff, xproto, fwd.String(), xhost, id}
 	h["X-Forwarded-For"] = v[0:1:1]
 	h["X-Forwarded-Proto"] = v[1:2:2]
 	h["Forwarded"] = v[2:3:3]
 	if xhost != "" {
 		h["X-Forwarded-Host"] = v[3:4:4]
+	}
+	if id != "" {
+		h["X-Request-Id"] = v[4:5:5]
 	}
 }
 
@@ -435,9 +440,13 @@ func (rt *route) response(resp *http.Response) error {
 	if c != nil {
 		rt.m.latency.Observe(time.Since(c.start).Seconds())
 	}
-	// The gateway's response already carries the request ID it sent on.
-	resp.Header.Del(requestid.Header)
-	dropProxyHeaders(resp.Header)
+	// The gateway's response already carries the request ID it sent on;
+	// Proxy-* headers are for a proxy, and the gateway is that proxy.
+	for k := range resp.Header {
+		if k == "X-Request-Id" || isProxyHeader(k) {
+			delete(resp.Header, k)
+		}
+	}
 	if c == nil {
 		return nil
 	}
@@ -543,10 +552,12 @@ func (rt *route) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // isUpgrade reports whether r asks to switch protocols (a WebSocket).
 func isUpgrade(r *http.Request) bool {
-	if r.Header.Get("Upgrade") == "" {
+	// net/http's canonical names, looked up without canonicalising them
+	// again on every request.
+	if u := r.Header["Upgrade"]; len(u) == 0 || u[0] == "" {
 		return false
 	}
-	for _, v := range r.Header.Values("Connection") {
+	for _, v := range r.Header["Connection"] {
 		for _, t := range strings.Split(v, ",") {
 			if strings.EqualFold(strings.TrimSpace(t), "upgrade") {
 				return true
