@@ -31,12 +31,22 @@ type attemptKey struct{}
 
 // attempt records one connection attempt: a pgxpool.Acquire that may ping
 // idle connections and may open a new one. It is also the context the
-// attempt's own is made from: the caller's, with itself as the value of
-// attemptKey (one allocation for both).
+// attempt runs under, or the one its own is made from: the caller's, with
+// itself as the value of attemptKey.
+//
+// A caller whose context cannot end (its Done is nil: Background,
+// WithoutCancel; jobs, migrations, most of the plugin's own callers) needs no
+// context of the attempt's own: the attempt is that context, ending with the
+// gate's epoch (which the breaker's opening ends), and it is recycled once
+// its acquisition succeeded. A caller whose context can end gets a cancel
+// context made from the attempt, tracked in gate.inflight.
 type attempt struct {
 	context.Context // the caller's
 
-	cancel context.CancelCauseFunc // of the attempt's context
+	// epoch is the gate's epoch when the caller's context cannot end: the
+	// attempt's Done and Err are the epoch's. Nil otherwise.
+	epoch  context.Context
+	cancel context.CancelCauseFunc // of the attempt's context, when it has one
 	slot   int                     // its place in gate.inflight; -1: none
 
 	mu           sync.Mutex
@@ -46,6 +56,30 @@ type attempt struct {
 	pinged       bool      // an idle connection was pinged for it
 	pingTimedOut bool      // a ping did not answer within ping_timeout
 	own          time.Time // the earliest deadline the plugin put on it; zero: none yet
+}
+
+// attempts recycles the attempts of callers whose context cannot end.
+var attempts = sync.Pool{New: func() any { return new(attempt) }}
+
+// newAttempt returns an attempt for a caller's ctx: a recycled one when ctx
+// cannot end (then under the epoch ep), else a new one.
+func newAttempt(ctx context.Context, ep *epoch) *attempt {
+	if ctx.Done() != nil {
+		return &attempt{Context: ctx}
+	}
+	a := attempts.Get().(*attempt)
+	a.Context, a.epoch = ctx, ep.ctx
+	return a
+}
+
+// recycle gives back an attempt that ran under the epoch once nothing can
+// see it any more: its pgxpool.Acquire returned a connection, so every hook
+// that read it (ShouldPing, PrepareConn, and the connect's BeforeConnect and
+// AfterConnect, which pgxpool's connect runs before the Acquire it serves
+// returns) has returned, and no context was made from it.
+func (a *attempt) recycle() {
+	*a = attempt{}
+	attempts.Put(a)
 }
 
 // limit records a deadline the plugin puts on the attempt (its bound, a
@@ -60,12 +94,49 @@ func (a *attempt) limit(d time.Duration) {
 	a.mu.Unlock()
 }
 
-// Value implements context.Context: the attempt under attemptKey.
+// Done implements context.Context: the epoch's, or the caller's.
+func (a *attempt) Done() <-chan struct{} {
+	if a.epoch != nil {
+		return a.epoch.Done()
+	}
+	return a.Context.Done()
+}
+
+// Err implements context.Context: the epoch's, or the caller's.
+func (a *attempt) Err() error {
+	if a.epoch != nil {
+		return a.epoch.Err()
+	}
+	return a.Context.Err()
+}
+
+// Value implements context.Context: the attempt under attemptKey; under the
+// epoch, what the caller's context does not hold comes from the epoch (so
+// that context.Cause finds errBreakerOpened, and a context made from the
+// attempt ends with the epoch without a goroutine).
 func (a *attempt) Value(key any) any {
 	if key == (attemptKey{}) {
 		return a
 	}
-	return a.Context.Value(key)
+	v := a.Context.Value(key)
+	if v == nil && a.epoch != nil {
+		v = a.epoch.Value(key)
+	}
+	return v
+}
+
+// epoch is what the attempts of callers whose context cannot end wait under
+// (see attempt): a context the breaker's opening ends with errBreakerOpened,
+// replaced by a new one at once (see gate.cancelInflight). One context for
+// them all, instead of a cancel context and a tracking slot each.
+type epoch struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+func newEpoch() *epoch {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &epoch{ctx: ctx, cancel: cancel}
 }
 
 func attemptFrom(ctx context.Context) *attempt {
@@ -124,9 +195,12 @@ type gate struct {
 	// statements waiting out their callers' deadlines.
 	stale atomic.Bool
 
-	// inflight holds the attempts in progress, so that the breaker's
-	// opening ends them at once (cancelInflight): a fixed array of atomic
-	// slots, two atomic operations per attempt rather than a context.
+	// The breaker's opening ends the attempts in progress at once
+	// (cancelInflight). Those of callers whose context cannot end wait
+	// under epoch, which it ends (nothing per attempt); the others are held
+	// in inflight: a fixed array of atomic slots, two atomic operations per
+	// attempt rather than one more context.
+	epoch        atomic.Pointer[epoch]
 	inflight     [inflightSlots]atomic.Pointer[attempt]
 	inflightNext atomic.Uint32
 	overflowMu   sync.Mutex
@@ -151,6 +225,7 @@ type gate struct {
 
 func newGate(br *resilience.BreakerOpts, pingTimeout time.Duration) *gate {
 	g := &gate{pingTimeout: pingTimeout}
+	g.epoch.Store(newEpoch())
 	g.watch.init(br.Clock)
 	hook := br.OnStateChange
 	br.OnStateChange = func(c resilience.StateChange) {
@@ -200,8 +275,10 @@ func (g *gate) untrack(a *attempt) {
 }
 
 // cancelInflight ends every attempt in progress with errBreakerOpened: the
-// evidence is in, they need not wait out their own deadlines.
+// evidence is in, they need not wait out their own deadlines. Those under
+// the epoch end with it; the attempts that begin from now on get a new one.
 func (g *gate) cancelInflight() {
+	g.epoch.Swap(newEpoch()).cancel(errBreakerOpened)
 	for i := range g.inflight {
 		if a := g.inflight[i].Load(); a != nil {
 			a.cancel(errBreakerOpened)
@@ -377,7 +454,7 @@ func (g *gate) prepare(ctx context.Context, c *pgx.Conn) (bool, error) {
 // The connection's slot gets the time it was asked for: the watchdog reads
 // it while the connection is in use, and the main pool's release observes
 // jfast_db_acquisition_duration_seconds (see heldTracer).
-func (g *gate) acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn, error) {
+func (g *gate) acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn, *connSlot, error) {
 	g.calls.Add(1)
 	asked := heldNow()
 	var bound time.Duration
@@ -388,12 +465,14 @@ func (g *gate) acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn, 
 	if err != nil && retry {
 		c, _, err = g.attempt(ctx, pool, g.replaceBound())
 	}
-	if err == nil {
-		if s := heldSlot(c.Conn()); s != nil {
-			s.asked.Store(asked)
-		}
+	if err != nil {
+		return nil, nil, err
 	}
-	return c, err
+	s := heldSlot(c.Conn())
+	if s != nil {
+		s.asked.Store(asked)
+	}
+	return c, s, nil
 }
 
 // replaceBound is how long the attempt that replaces a connection whose
@@ -410,12 +489,16 @@ func (g *gate) attempt(ctx context.Context, pool *pgxpool.Pool, bound time.Durat
 		return nil, false, g.unavailable(err)
 	}
 	g.attempts.Add(1)
-	a := &attempt{Context: ctx}
-	actx, cancel := context.WithCancelCause(a)
-	a.cancel = cancel
-	defer cancel(nil)
-	g.track(a)
-	defer g.untrack(a)
+	a := newAttempt(ctx, g.epoch.Load())
+	var actx context.Context = a
+	if a.epoch == nil {
+		var cancel context.CancelCauseFunc
+		actx, cancel = context.WithCancelCause(a)
+		a.cancel = cancel
+		defer cancel(nil)
+		g.track(a)
+		defer g.untrack(a)
+	}
 	if bound > 0 {
 		a.limit(bound)
 		var cancelBound context.CancelFunc
@@ -425,12 +508,18 @@ func (g *gate) attempt(ctx context.Context, pool *pgxpool.Pool, bound time.Durat
 	c, err := pool.Acquire(actx)
 	if err == nil {
 		ticket.Done(resilience.Success)
-		g.suspect.Store(false)
+		if g.suspect.Load() {
+			g.suspect.Store(false)
+		}
 		a.mu.Lock()
-		if a.fresh != nil {
+		fresh := a.fresh != nil
+		a.mu.Unlock()
+		if fresh && g.stale.Load() {
 			g.stale.Store(false) // a new connection's startup answered: the server does
 		}
-		a.mu.Unlock()
+		if a.epoch != nil && bound == 0 {
+			a.recycle() // no context was made from it (see recycle)
+		}
 		return c, false, nil
 	}
 	cause := context.Cause(actx)

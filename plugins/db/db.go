@@ -73,19 +73,26 @@ func (d *DB) Breaker() resilience.BreakerSnapshot { return d.current().gate.brea
 // already taken from the evicted pool keep working until released: its close
 // waits for them.
 func (d *DB) Acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	c, _, err := d.acquire(ctx)
+	return c, err
+}
+
+// acquire is Acquire, with the connection's slot (nil for a connection the
+// plugin did not open).
+func (d *DB) acquire(ctx context.Context) (*pgxpool.Conn, *connSlot, error) {
 	cur := d
 	for range maxFollows {
 		next, err := cur.follow()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		c, err := next.gate.acquire(ctx, next.pool)
+		c, s, err := next.gate.acquire(ctx, next.pool)
 		if next.tenants == nil || !errors.Is(err, errPoolClosed) {
-			return c, err
+			return c, s, err
 		}
 		cur = next // evicted between follow and acquire: follow again
 	}
-	return nil, &problem.DependencyError{Dependency: dependencyName, Err: fmt.Errorf(
+	return nil, nil, &problem.DependencyError{Dependency: dependencyName, Err: fmt.Errorf(
 		"db: tenant %s: its pool was evicted %d times while this call waited for it: more tenants are busy at once than max_tenant_pools (%d)",
 		d.tenant, maxFollows, d.tenants.p.cfg.MaxTenantPools)}
 }
@@ -148,7 +155,7 @@ func (d *DB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, erro
 }
 
 func (d *DB) query(ctx context.Context, sql string, args ...any) (*releasingRows, error) {
-	c, err := d.Acquire(ctx)
+	c, s, err := d.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +167,9 @@ func (d *DB) query(ctx context.Context, sql string, args ...any) (*releasingRows
 		cancel()
 		return nil, err
 	}
-	return &releasingRows{Rows: rows, db: d, conn: c.Conn(), pooled: c, cancel: cancel}, nil
+	r := s.newRows()
+	*r = releasingRows{Rows: rows, db: d, conn: c.Conn(), pooled: c, cancel: cancel}
+	return r, nil
 }
 
 // QueryRow runs sql; its error, if any, is returned by Scan.
@@ -457,7 +466,9 @@ func (t *poolTx) query(ctx context.Context, sql string, args ...any) (*releasing
 		cancel()
 		return nil, t.db.connErr(t.end(), err)
 	}
-	return &releasingRows{Rows: rows, db: t.db, conn: t.Tx.Conn(), cancel: cancel}, nil
+	r := heldSlot(t.Tx.Conn()).newRows()
+	*r = releasingRows{Rows: rows, db: t.db, conn: t.Tx.Conn(), cancel: cancel}
+	return r, nil
 }
 
 func (t *poolTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {

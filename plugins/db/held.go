@@ -48,6 +48,31 @@ type connSlot struct {
 	// how many ticks in a row it has seen that value.
 	seen  int64
 	ticks int
+
+	// Owned by the holder of the connection: the rows its next statements
+	// return (see newRows).
+	rows []releasingRows
+}
+
+// rowsChunk is how many rows a slot makes at once: a statement's rows are
+// one allocation in rowsChunk, as pgxpool does for its own. Rows handed out
+// are never reused (a caller may keep them, and call Close or Err again);
+// what they hold (pgx's rows, the statement's arguments) stays reachable
+// until the chunk's last rows are unreachable too, as with pgxpool's.
+const rowsChunk = 64
+
+// newRows returns rows for a statement on s's connection, which the caller
+// holds; on a connection the plugin did not open (s nil), new rows.
+func (s *connSlot) newRows() *releasingRows {
+	if s == nil {
+		return new(releasingRows)
+	}
+	if len(s.rows) == 0 {
+		s.rows = make([]releasingRows, rowsChunk)
+	}
+	r := &s.rows[len(s.rows)-1]
+	s.rows = s.rows[:len(s.rows)-1]
+	return r
 }
 
 // heldSlot is c's slot, or nil for a connection the plugin did not open.
