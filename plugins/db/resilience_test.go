@@ -202,30 +202,49 @@ func TestBreakerOpensAndRecoversWithoutRestart(t *testing.T) {
 }
 
 // When the breaker opens, requests already waiting for a connection are
-// answered at once instead of waiting out their own attempts.
+// answered at once instead of waiting out their own attempts: those whose
+// context can end (a request's: each attempt has its own cancel context) and
+// those whose context cannot (a job's: the attempts wait under the gate's
+// epoch, which the opening ends).
 func TestBreakerOpeningReleasesWaiters(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{proxy: true, toml: "ping_timeout = \"300ms\"\nconnect_timeout = \"10s\"\nbreaker_failures = 1\npool_size = 2"})
-	b.warm(t, 1)
-	time.Sleep(pingIdle + 200*time.Millisecond) // idle: the pooled connection is pinged
-	b.proxy.Hold()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	errs := make(chan time.Duration, 4)
-	for range 4 {
-		go func() {
-			start := time.Now()
-			_, err := b.db.Exec(ctx, "SELECT 1")
-			if err == nil {
-				t.Error("a query succeeded against a paused server")
+	for _, tc := range []struct {
+		name string
+		ctx  func(context.Context) context.Context
+	}{
+		{"caller_deadline", func(ctx context.Context) context.Context { return ctx }},
+		{"context_that_cannot_end", context.WithoutCancel},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, setupOpts{proxy: true, toml: "ping_timeout = \"300ms\"\nconnect_timeout = \"10s\"\nbreaker_failures = 1\npool_size = 2"})
+			b.warm(t, 1)
+			time.Sleep(pingIdle + 200*time.Millisecond) // idle: the pooled connection is pinged
+			b.proxy.Hold()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			errs := make(chan time.Duration, 4)
+			for range 4 {
+				go func() {
+					start := time.Now()
+					_, err := b.db.Exec(tc.ctx(ctx), "SELECT 1")
+					if err == nil {
+						t.Error("a query succeeded against a paused server")
+					}
+					errs <- time.Since(start)
+				}()
 			}
-			errs <- time.Since(start)
-		}()
-	}
-	for range 4 {
-		if d := <-errs; d > 2*time.Second {
-			t.Fatalf("a waiter took %s; want released when the breaker opened (~300ms)", d)
-		}
+			for range 4 {
+				select {
+				case d := <-errs:
+					if d > 2*time.Second {
+						t.Fatalf("a waiter took %s; want released when the breaker opened (~300ms)", d)
+					}
+				case <-ctx.Done():
+					t.Fatal("a waiter was never released (its context cannot end)")
+				}
+			}
+		})
 	}
 }
 
