@@ -183,6 +183,10 @@ type gate struct {
 	breaker        *resilience.Breaker
 	pingTimeout    time.Duration
 	connectTimeout time.Duration // set by install from the pool's ConnConfig
+	// timed is set when the pool observes how long connections are held
+	// (the main pool's jfast_db_acquisition_duration_seconds): slots then
+	// get the time they were asked for, else a token (see acquire).
+	timed bool
 
 	// suspect is set by a failed attempt and cleared by a successful one:
 	// while set, an attempt waits at most pingTimeout (see acquire).
@@ -451,12 +455,18 @@ func (g *gate) prepare(ctx context.Context, c *pgx.Conn) (bool, error) {
 // Each attempt is one call of the breaker; attempts in flight when it opens
 // are cancelled and answer the breaker's error. All of it stays within ctx.
 //
-// The connection's slot gets the time it was asked for: the watchdog reads
-// it while the connection is in use, and the main pool's release observes
-// jfast_db_acquisition_duration_seconds (see heldTracer).
+// The connection's slot gets the time it was asked for, on the main pool,
+// whose release observes jfast_db_acquisition_duration_seconds (see
+// heldTracer); on a pool that observes nothing (a tenant's), a token that
+// differs at each acquisition, which costs no clock read. The watchdog reads
+// either while the connection is in use: all it needs is that the value
+// changes when the connection is taken again.
 func (g *gate) acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn, *connSlot, error) {
 	g.calls.Add(1)
-	asked := heldNow()
+	var asked int64
+	if g.timed {
+		asked = heldNow()
+	}
 	var bound time.Duration
 	if g.suspect.Load() {
 		bound = g.pingTimeout
@@ -470,6 +480,10 @@ func (g *gate) acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn, 
 	}
 	s := heldSlot(c.Conn())
 	if s != nil {
+		if !g.timed {
+			s.uses++
+			asked = s.uses<<1 | 1
+		}
 		s.asked.Store(asked)
 	}
 	return c, s, nil

@@ -160,3 +160,36 @@ func BenchmarkQueryRowInterleaved(b *testing.B) {
 	b.ReportMetric(mp/mb, "ratio")
 	b.ReportMetric(mp/mping, "ratio-to-bare+ping")
 }
+
+// BenchmarkAcquireRelease is the plugin's own work per statement without the
+// statement: a connection taken through the gate (breaker, attempt, slot)
+// and given back, against the bare pool's Acquire and Release. No I/O (the
+// connection was used less than pingIdle ago), so it reads on a busy machine
+// too.
+//
+//	go test -run '^$' -bench AcquireRelease -benchmem ./plugins/db/
+func BenchmarkAcquireRelease(b *testing.B) {
+	ctx := context.Background()
+	b.Run("bare_pgxpool", func(b *testing.B) {
+		pool := bareSameSize(b)
+		b.ReportAllocs()
+		for b.Loop() {
+			c, err := pool.Acquire(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c.Release()
+		}
+	})
+	b.Run("jfast_db", func(b *testing.B) {
+		d := benchDB(b, nil)
+		b.ReportAllocs()
+		for b.Loop() {
+			c, err := d.Acquire(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c.Release()
+		}
+	})
+}

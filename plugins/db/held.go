@@ -19,8 +19,9 @@ import (
 // watchdog.go).
 //
 // It costs no allocation per acquisition: each connection carries one slot
-// (made when it opens) where the gate writes when it was asked for it, and
-// the pool's release tracer reads and clears it when it comes back. A
+// (made when it opens) where the gate writes when it was asked for it (on a
+// pool that observes nothing, a tenant's, a token instead: no clock read),
+// and the pool's release tracer reads and clears it when it comes back. A
 // connection taken from the pool directly (DB.Pool: River, the queue's
 // helpers) has a clear slot: it is neither timed nor watched.
 
@@ -35,9 +36,12 @@ func heldNow() int64 { return int64(time.Since(heldBase)) | 1 }
 
 // connSlot is what the plugin keeps on each connection of its pools.
 type connSlot struct {
-	// asked is when the connection was asked for through the gate (gate.now),
-	// 0 while it is in the pool or was taken from the pool directly.
+	// asked is when the connection was asked for through the gate
+	// (heldNow), or on a pool that is not timed a token that changes at each
+	// acquisition (see gate.acquire); 0 while it is in the pool or was taken
+	// from the pool directly.
 	asked atomic.Int64
+	uses  int64 // acquisitions through the gate; owned by the holder
 	// cut is set by the watchdog before it closes the socket of a
 	// connection in use on a server that answered no liveness ping: the
 	// statement's error is then the breaker's (see DB.connErr).

@@ -134,6 +134,7 @@ func (p *Plugin) open(dsn string, size int, minIdle int32, tenant string) (*DB, 
 	tracer := heldTracer{inner: p.tracer}
 	if tenant == "" && p.held != nil {
 		tracer.held = p.held // the main pool times its acquisitions
+		g.timed = true
 	}
 	pc.ConnConfig.Tracer = tracer // clears the slots the watchdog reads
 	g.install(pc)

@@ -21,7 +21,8 @@ import (
 // ping (a ping per statement would cost a round trip each), so nothing but
 // its own deadline would bound it: a request's 30 s. Instead, one goroutine
 // per pool reads, every ping_timeout / 4, the slots of the connections in
-// use (when each was asked for, see connSlot). When one has been in use for
+// use (when each was asked for, or a token that changes at each acquisition;
+// see connSlot). When one has been in use for
 // ping_timeout / 2 or more, the server is suspect, and the watchdog asks it
 // whether it is alive: SELECT 1 on a connection of its own, outside the
 // pool (opened if needed), the whole check bounded by ping_timeout. One
