@@ -169,27 +169,17 @@ func BenchmarkQueryRowInterleaved(b *testing.B) {
 //
 //	go test -run '^$' -bench AcquireRelease -benchmem ./plugins/db/
 func BenchmarkAcquireRelease(b *testing.B) {
-	ctx := context.Background()
-	b.Run("bare_pgxpool", func(b *testing.B) {
-		pool := bareSameSize(b)
+	loop := func(b *testing.B, acquire func(context.Context) (*pgxpool.Conn, error)) {
+		ctx := context.Background()
 		b.ReportAllocs()
 		for b.Loop() {
-			c, err := pool.Acquire(ctx)
+			c, err := acquire(ctx)
 			if err != nil {
 				b.Fatal(err)
 			}
 			c.Release()
 		}
-	})
-	b.Run("jfast_db", func(b *testing.B) {
-		d := benchDB(b, nil)
-		b.ReportAllocs()
-		for b.Loop() {
-			c, err := d.Acquire(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			c.Release()
-		}
-	})
+	}
+	b.Run("bare_pgxpool", func(b *testing.B) { loop(b, bareSameSize(b).Acquire) })
+	b.Run("jfast_db", func(b *testing.B) { loop(b, benchDB(b, nil).Acquire) })
 }
