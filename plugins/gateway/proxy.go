@@ -32,6 +32,7 @@ type route struct {
 	base     *url.URL // the upstream's base_url
 	basePath string   // its escaped path, without a trailing "/"
 	target   string   // what replaces the prefix: the prefix, "", or rewrite_prefix
+	asIs     bool     // basePath+target is the prefix: the path is sent on as it came
 	template string   // the route as a breaker_key = "route" breaker names it: the prefix or the pattern
 	breaker  *resilience.Breaker
 	bulkhead *resilience.Bulkhead // the upstream's: tunnels hold a place in it
@@ -75,6 +76,7 @@ func (p *Plugin) newRoute(name string, rc Route, h framework.HTTPUpstreams, m *m
 	case rc.RewritePrefix != "":
 		r.target = strings.TrimSuffix(rc.RewritePrefix, "/")
 	}
+	r.asIs = r.basePath+r.target == rc.Prefix
 	r.rp = &httputil.ReverseProxy{
 		Rewrite:        r.rewrite,
 		Transport:      handshakeTransport{rt},
@@ -272,7 +274,10 @@ func (rt *route) rewrite(pr *httputil.ProxyRequest) {
 	if !ok { // the prefix is escaped differently in this request
 		rest = strings.TrimPrefix(in.URL.Path, rt.cfg.Prefix)
 	}
-	p := rt.basePath + rt.target + rest
+	p := esc // the common route: no base path, the prefix kept
+	if !ok || !rt.asIs {
+		p = rt.basePath + rt.target + rest
+	}
 	if p == "" {
 		p = "/"
 	}
