@@ -14,6 +14,14 @@
 //     host's own addresses. It checks the address connected to, after DNS
 //     resolution, for every address tried.
 //
+// It also holds the instance set of an upstream with several instances
+// ([Instances]): a static list, or the addresses a DNS name resolves to,
+// again every ResolveEvery, each refused address left out when the set is
+// given a guard's [Guard.Refuses]; and the choice of one instance per
+// attempt ([Instances.Pick], power of two choices over outstanding
+// attempts). The http plugin's instances and the grpc plugin's discovered
+// instances use it, each instance with a breaker of its own.
+//
 // # Example
 //
 //	guard := egress.NewGuard(egress.GuardOpts{Client: "webhooks", Fix: "name the host in allow_hosts"})

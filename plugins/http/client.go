@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/egress"
 	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/requestid"
 )
@@ -100,7 +101,7 @@ func (c *ServiceClient) Close() error {
 
 // Instances returns the upstream's instances, or nil when base_url's host
 // is its one instance.
-func (c *ServiceClient) Instances() *Instances { return c.pol.instances }
+func (c *ServiceClient) Instances() *egress.Instances { return c.pol.instances }
 
 // Get calls GET path. See [ServiceClient.Do].
 func (c *ServiceClient) Get(ctx context.Context, path string, opts ...CallOption) (*http.Response, error) {

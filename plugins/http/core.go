@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/egress"
 	"github.com/jfastframework/jfast/framework/resilience"
 )
 
@@ -46,7 +47,7 @@ type core struct {
 // are p's.
 type policy struct {
 	origin    string
-	instances *Instances // an upstream's instances; nil when base_url's host is the one
+	instances *egress.Instances // an upstream's instances; nil when base_url's host is the one
 	p         *resilience.Policy
 	breaker   *resilience.Breaker
 	budget    *resilience.RetryBudget
@@ -135,7 +136,7 @@ type exchange struct {
 	// lists the instances of the branches in flight.
 	parent *exchange
 	mu     sync.Mutex
-	busy   []*Instance
+	busy   []*egress.Instance
 
 	// What the attempts leave, for the call's result.
 	c         *core
@@ -359,7 +360,7 @@ func (x *exchange) settle(b *exchange) {
 		if i := slices.Index(x.busy, in); i >= 0 {
 			x.busy = slices.Delete(x.busy, i, i+1)
 		}
-		if !wasTried(x.ia.tried, in) {
+		if !slices.Contains(x.ia.tried, in) {
 			if x.ia.tried == nil {
 				x.ia.tried = x.ia.triedBuf[:0]
 			}

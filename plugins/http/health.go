@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jfastframework/jfast/framework/egress"
 	"github.com/jfastframework/jfast/framework/resilience"
 )
 
@@ -27,7 +28,7 @@ const DefaultHealthTimeout = time.Second
 // health_every, and marks the instances that do not answer 2xx unhealthy:
 // Pick skips them before any call pays for finding out.
 type healthChecker struct {
-	set     *Instances
+	set     *egress.Instances
 	client  *http.Client
 	host    string // base_url's host: the Host header every instance is asked for
 	path    string
@@ -99,11 +100,11 @@ func (h *healthChecker) round(ctx context.Context) {
 }
 
 // check asks one instance; a change of its health is logged.
-func (h *healthChecker) check(ctx context.Context, in *Instance) {
+func (h *healthChecker) check(ctx context.Context, in *egress.Instance) {
 	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
 	problem := ""
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, in.base.Scheme+"://"+in.addr+h.path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, in.Base().Scheme+"://"+in.Addr()+h.path, nil)
 	if err == nil {
 		req.Host = h.host
 		var resp *http.Response
@@ -125,19 +126,19 @@ func (h *healthChecker) check(ctx context.Context, in *Instance) {
 		// The instance answers its health check: if its breaker is open
 		// (it failed while it restarted), it gets a fresh one rather than
 		// waiting out the cool-down for a single probe.
-		if br := in.breaker.Load(); br != nil && br.Snapshot().State != resilience.StateClosed && in.breaker.CompareAndSwap(br, nil) {
+		if br := in.CurrentBreaker(); br != nil && br.Snapshot().State != resilience.StateClosed && in.ResetBreaker(br) {
 			h.log.Info("upstream instance answers its health check: its breaker is closed again",
-				slog.String("upstream", h.name), slog.String("instance", in.addr))
+				slog.String("upstream", h.name), slog.String("instance", in.Addr()))
 		}
 	}
-	if old := in.health.Swap(&problem); old == nil || *old != problem {
+	if old, checked := in.SetHealth(problem); !checked || old != problem {
 		level, msg := slog.LevelInfo, "upstream instance healthy"
 		if problem != "" {
 			level, msg = slog.LevelWarn, "upstream instance unhealthy: skipped until it answers"
 		}
-		if old != nil || problem != "" {
+		if checked || problem != "" {
 			h.log.Log(context.Background(), level, msg, slog.String("upstream", h.name),
-				slog.String("instance", in.addr), slog.String("problem", problem))
+				slog.String("instance", in.Addr()), slog.String("problem", problem))
 		}
 	}
 }

@@ -7,13 +7,16 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/egress"
 	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/jfasttest"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
@@ -83,7 +86,7 @@ func TestInstanceEjected(t *testing.T) {
 	if got := ups[0].hits.Load(); got != 2 {
 		t.Fatalf("the failing instance got %d requests, want breaker_failures (2)", got)
 	}
-	var failing *jhttp.Instance
+	var failing *egress.Instance
 	for _, in := range c.Instances().List() {
 		if in.Addr() == strings.TrimPrefix(ups[0].URL, "http://") {
 			failing = in
@@ -480,4 +483,27 @@ func TestHealthCheckClosesBreaker(t *testing.T) {
 		}
 		call()
 	}
+}
+
+// dnsTable is a resolver answering from a table: a host's addresses.
+// Nothing is resolved for real.
+type dnsTable struct {
+	mu      sync.Mutex
+	answers map[string][]string
+}
+
+func (d *dnsTable) set(host string, addrs ...string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.answers[host] = addrs
+}
+
+func (d *dnsTable) lookup(_ context.Context, host string) ([]netip.Addr, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []netip.Addr
+	for _, a := range d.answers[host] {
+		out = append(out, netip.MustParseAddr(a))
+	}
+	return out, nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/egress"
 	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/requestid"
 )
@@ -293,7 +294,7 @@ type streamBody struct {
 	headersAt time.Time
 	attempts  int
 	dones     []func(int, int, error)
-	inst      *Instance // the instance the body comes from (an upstream's instances)
+	inst      *egress.Instance // the instance the body comes from (an upstream's instances)
 	done      atomic.Bool
 }
 

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/egress"
 	"github.com/jfastframework/jfast/framework/resilience"
 )
 
@@ -22,6 +23,10 @@ import (
 // when the loop reports it. The call is admitted without the upstream's
 // breaker (resilience.RunOpts.NoBreaker): the upstream is refused only when
 // every instance's breaker is open.
+
+// DefaultResolveEvery is resolve_every's default: how often a discovered
+// upstream's name is resolved again ([egress.DefaultResolveEvery], 5s).
+const DefaultResolveEvery = egress.DefaultResolveEvery
 
 // instanceProblems reports the problems of the instance keys.
 func (u *Upstream) instanceProblems(l *framework.Problems) {
@@ -100,8 +105,8 @@ func (s *SharedConfig) instanceKeyProblems(l *framework.Problems) {
 
 // newInstances returns the instance set of u, or nil when u has one
 // instance (base_url's host, as resolved by the dialer).
-func newInstances(u Upstream, c *core, lookup func(context.Context, string) ([]netip.Addr, error)) (*Instances, error) {
-	o := InstancesOpts{Name: u.Name, ResolveEvery: u.ResolveEvery, Lookup: lookup, Clock: c.clock, Log: c.logger}
+func newInstances(u Upstream, c *core, lookup func(context.Context, string) ([]netip.Addr, error)) (*egress.Instances, error) {
+	o := egress.InstancesOpts{Plugin: "http", Name: u.Name, ResolveEvery: u.ResolveEvery, Lookup: lookup, Clock: c.clock, Log: c.logger}
 	switch {
 	case u.Discover:
 		o.Discover = u.BaseURL
@@ -110,21 +115,16 @@ func newInstances(u Upstream, c *core, lookup func(context.Context, string) ([]n
 	default:
 		return nil, nil
 	}
-	return NewInstances(o)
+	return egress.NewInstances(o)
 }
 
 // instanceBreaker returns in's breaker, made at its first attempt with the
 // upstream's breaker keys and named "<upstream> <address>".
-func (c *core) instanceBreaker(in *Instance) *resilience.Breaker {
-	if br := in.breaker.Load(); br != nil {
-		return br
-	}
-	br := resilience.NewBreaker(c.up.BreakerConfig.Opts(c.up.Name+" "+in.addr, c.clock,
-		resilience.LogStateChanges(c.logger, "http", c.up.BreakerCoolDown, nil)))
-	if in.breaker.CompareAndSwap(nil, br) {
-		return br
-	}
-	return in.breaker.Load()
+func (c *core) instanceBreaker(in *egress.Instance) *resilience.Breaker {
+	return in.Breaker(func() *resilience.Breaker {
+		return resilience.NewBreaker(c.up.BreakerConfig.Opts(c.up.Name+" "+in.Addr(), c.clock,
+			resilience.LogStateChanges(c.logger, "http", c.up.BreakerCoolDown, nil)))
+	})
 }
 
 // maxTried is how many instances one call remembers having tried without
@@ -135,15 +135,15 @@ const maxTried = 4
 // flight's, those tried, those whose breaker refused the attempt being
 // chosen.
 type instanceAttempt struct {
-	anyHealth bool      // every usable instance failed its health check: pick among them all
-	inst      *Instance // the attempt in flight's
+	anyHealth bool             // every usable instance failed its health check: pick among them all
+	inst      *egress.Instance // the attempt in flight's
 	ticket    resilience.Ticket
-	live      *Instance // the streamed response's, until its body ends
+	live      *egress.Instance // the streamed response's, until its body ends
 	open      *resilience.OpenError
-	tried     []*Instance
-	refused   []*Instance
-	usable    func(*Instance) bool
-	triedBuf  [maxTried]*Instance
+	tried     []*egress.Instance
+	refused   []*egress.Instance
+	usable    func(*egress.Instance) bool
+	triedBuf  [maxTried]*egress.Instance
 }
 
 // choose picks the instance of the next attempt and takes its breaker's
@@ -151,12 +151,14 @@ type instanceAttempt struct {
 // With none left it returns the attempt's verdict: no answer, no evidence,
 // no retry; the error is the soonest-ending *resilience.OpenError when
 // breakers refused, or errNoInstance.
-func (ia *instanceAttempt) choose(c *core, set *Instances) (resilience.Verdict, bool) {
+func (ia *instanceAttempt) choose(c *core, set *egress.Instances) (resilience.Verdict, bool) {
 	if ia.usable == nil {
 		if ia.tried == nil { // a hedge's branch starts with the call's tried and busy instances
 			ia.tried = ia.triedBuf[:0]
 		}
-		ia.usable = func(in *Instance) bool { return (ia.anyHealth || in.healthy()) && !wasTried(ia.refused, in) }
+		ia.usable = func(in *egress.Instance) bool {
+			return (ia.anyHealth || in.Healthy()) && !slices.Contains(ia.refused, in)
+		}
 	}
 	ia.refused, ia.open, ia.anyHealth = ia.refused[:0], nil, false
 	for {
@@ -192,7 +194,7 @@ func (ia *instanceAttempt) choose(c *core, set *Instances) (resilience.Verdict, 
 
 // noInstance is the error of an attempt that found the set empty: a
 // discovered name not resolved yet, or resolved to nothing usable.
-func noInstance(set *Instances) error {
+func noInstance(set *egress.Instances) error {
 	st := set.State()
 	if st.Error != "" {
 		return fmt.Errorf("no instance to call: %s", st.Error)
@@ -219,7 +221,7 @@ func (ia *instanceAttempt) report(rec resilience.AttemptRecord, keepLive bool) {
 }
 
 // takeLive returns the streamed response's instance, now the body's to end.
-func (ia *instanceAttempt) takeLive() *Instance {
+func (ia *instanceAttempt) takeLive() *egress.Instance {
 	in := ia.live
 	ia.live = nil
 	return in
@@ -227,7 +229,7 @@ func (ia *instanceAttempt) takeLive() *Instance {
 
 // target returns the attempt's URL: the call's, on the chosen instance.
 func (ia *instanceAttempt) target(r *http.Request, call *url.URL) {
-	base := ia.inst.base
+	base := ia.inst.Base()
 	u := *call
 	u.Scheme, u.Host = base.Scheme, base.Host
 	if r.Host == "" {
@@ -240,31 +242,31 @@ func (ia *instanceAttempt) target(r *http.Request, call *url.URL) {
 // each instance's breaker, outstanding attempts and health. It counts the
 // instances whose breaker is open, those skipped (open or unhealthy), and
 // all.
-func instancesMeta(set *Instances) (meta map[string]any, open, ejected, all int) {
+func instancesMeta(set *egress.Instances) (meta map[string]any, open, ejected, all int) {
 	st := set.State()
 	list := set.List()
 	each := make(map[string]any, len(list))
 	for _, in := range list {
 		e := map[string]any{"outstanding": in.Outstanding()}
-		if p := in.health.Load(); p != nil {
-			e["health"] = cmp.Or(*p, "pass")
+		if p, checked := in.Health(); checked {
+			e["health"] = cmp.Or(p, "pass")
 		}
-		if !in.healthy() {
+		if !in.Healthy() {
 			ejected++
 		}
-		if br := in.breaker.Load(); br != nil {
+		if br := in.CurrentBreaker(); br != nil {
 			s := br.Snapshot()
 			e["breaker"] = s.Meta()
 			if s.State == resilience.StateOpen {
 				open++
-				if in.healthy() {
+				if in.Healthy() {
 					ejected++
 				}
 			}
 		} else {
 			e["breaker"] = map[string]any{"state": resilience.StateClosed.String()}
 		}
-		each[in.addr] = e
+		each[in.Addr()] = e
 	}
 	meta = map[string]any{"instances": each}
 	if st.Discover != "" {
@@ -284,17 +286,17 @@ func instancesMeta(set *Instances) (meta map[string]any, open, ejected, all int)
 
 // ejectedDetail says which instances are skipped: their breaker open (and
 // for how long) or their health check failed (and why).
-func ejectedDetail(set *Instances) string {
+func ejectedDetail(set *egress.Instances) string {
 	var out []string
 	for _, in := range set.List() {
-		if br := in.breaker.Load(); br != nil {
+		if br := in.CurrentBreaker(); br != nil {
 			if s := br.Snapshot(); s.State == resilience.StateOpen {
-				out = append(out, fmt.Sprintf("%s for %.1fs", in.addr, s.RetryAfter.Seconds()))
+				out = append(out, fmt.Sprintf("%s for %.1fs", in.Addr(), s.RetryAfter.Seconds()))
 				continue
 			}
 		}
-		if p := in.health.Load(); p != nil && *p != "" {
-			out = append(out, fmt.Sprintf("%s (%s)", in.addr, *p))
+		if p, _ := in.Health(); p != "" {
+			out = append(out, fmt.Sprintf("%s (%s)", in.Addr(), p))
 		}
 	}
 	slices.Sort(out)

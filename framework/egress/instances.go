@@ -1,4 +1,4 @@
-package http
+package egress
 
 import (
 	"cmp"
@@ -17,8 +17,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
 )
+
+// An upstream with several instances (the http plugin's instances and
+// discover = true, the grpc plugin's discover = true) keeps them in an
+// [Instances]: a static list, or the addresses a DNS name resolves to, again
+// every ResolveEvery. The plugins call each instance with the one policy
+// loop of the upstream, each instance with a breaker of its own.
 
 // DefaultResolveEvery is how often a discovered upstream's name is resolved
 // again. It matches the time-to-live CoreDNS gives a Kubernetes headless
@@ -38,14 +45,55 @@ type Instance struct {
 	base        *url.URL
 	addr        string
 	outstanding atomic.Int64
-	breaker     atomic.Pointer[resilience.Breaker] // the http client's, made at the first attempt
+	breaker     atomic.Pointer[resilience.Breaker] // the caller's, made at the first attempt
 	health      atomic.Pointer[string]             // the last health check's problem ("" healthy); nil: none yet
 }
 
-// healthy reports whether the instance's last health check, if any, passed.
-func (i *Instance) healthy() bool {
+// Healthy reports whether the instance's last health check, if any, passed.
+func (i *Instance) Healthy() bool {
 	p := i.health.Load()
 	return p == nil || *p == ""
+}
+
+// Health returns the last health check's problem ("" when it passed), and
+// whether the instance was checked at all.
+func (i *Instance) Health() (problem string, checked bool) {
+	if p := i.health.Load(); p != nil {
+		return *p, true
+	}
+	return "", false
+}
+
+// SetHealth records a health check's problem ("" when it passed) and
+// returns the previous one, as [Instance.Health] did.
+func (i *Instance) SetHealth(problem string) (old string, checked bool) {
+	if p := i.health.Swap(&problem); p != nil {
+		return *p, true
+	}
+	return "", false
+}
+
+// Breaker returns the instance's breaker, made with newBreaker the first
+// time (or the first time after [Instance.ResetBreaker]).
+func (i *Instance) Breaker(newBreaker func() *resilience.Breaker) *resilience.Breaker {
+	if br := i.breaker.Load(); br != nil {
+		return br
+	}
+	br := newBreaker()
+	if i.breaker.CompareAndSwap(nil, br) {
+		return br
+	}
+	return i.breaker.Load()
+}
+
+// CurrentBreaker returns the instance's breaker, or nil before one was made.
+func (i *Instance) CurrentBreaker() *resilience.Breaker { return i.breaker.Load() }
+
+// ResetBreaker forgets br if it is still the instance's breaker, so the
+// next [Instance.Breaker] makes a fresh (closed) one, and reports whether
+// it did.
+func (i *Instance) ResetBreaker(br *resilience.Breaker) bool {
+	return br != nil && i.breaker.CompareAndSwap(br, nil)
 }
 
 // Base returns the instance's base URL: the upstream's, with the instance's
@@ -65,6 +113,9 @@ func (i *Instance) Done() { i.outstanding.Add(-1) }
 
 // InstancesOpts configures [NewInstances]: either Static or Discover.
 type InstancesOpts struct {
+	// Plugin names the caller in errors ("http: upstream 'billing': ...").
+	// Defaults to "egress".
+	Plugin string
 	// Name names the upstream in errors and logs. Defaults to "upstream".
 	Name string
 	// Static lists the instances' base URLs (absolute http or https URLs).
@@ -91,6 +142,11 @@ type InstancesOpts struct {
 	// Log receives a line when a resolution fails or changes the set.
 	// Defaults to slog.Default().
 	Log *slog.Logger
+	// OnChange, when set, is called with the new list each time a
+	// resolution changes a discovered set, before Resolve returns (and
+	// before the next resolution starts). The grpc plugin keeps a channel
+	// per instance with it. Defaults to nil.
+	OnChange func([]*Instance)
 }
 
 // Instances is the set of instances of one upstream, and the choice of one
@@ -120,6 +176,7 @@ type Instances struct {
 // that is not an absolute http or https URL, and unless exactly one of
 // Static and Discover is given.
 func NewInstances(o InstancesOpts) (*Instances, error) {
+	o.Plugin = cmp.Or(o.Plugin, "egress")
 	o.Name = cmp.Or(o.Name, "upstream")
 	o.ResolveEvery = cmp.Or(o.ResolveEvery, DefaultResolveEvery)
 	o.ResolveTimeout = cmp.Or(o.ResolveTimeout, DefaultResolveTimeout)
@@ -136,11 +193,11 @@ func NewInstances(o InstancesOpts) (*Instances, error) {
 	}
 	s := &Instances{opts: o, intN: rand.IntN}
 	if (len(o.Static) == 0) == (o.Discover == "") {
-		return nil, fmt.Errorf("http: upstream '%s': instances need either a static list or a name to discover", o.Name)
+		return nil, fmt.Errorf("%s: upstream '%s': instances need either a static list or a name to discover", o.Plugin, o.Name)
 	}
 	if o.Discover != "" {
-		if problem := checkBaseURL(o.Discover); problem != "" {
-			return nil, fmt.Errorf("http: upstream '%s': the discovered URL %s", o.Name, problem)
+		if problem := baseURLProblem(o.Discover); problem != "" {
+			return nil, fmt.Errorf("%s: upstream '%s': the discovered URL %s", o.Plugin, o.Name, problem)
 		}
 		s.template, _ = url.Parse(o.Discover)
 		s.port = cmp.Or(s.template.Port(), map[string]string{"http": "80", "https": "443"}[s.template.Scheme])
@@ -149,8 +206,8 @@ func NewInstances(o InstancesOpts) (*Instances, error) {
 	}
 	list := make([]*Instance, 0, len(o.Static))
 	for n, raw := range o.Static {
-		if problem := checkBaseURL(raw); problem != "" {
-			return nil, fmt.Errorf("http: upstream '%s': instance %d %s", o.Name, n+1, problem)
+		if problem := baseURLProblem(raw); problem != "" {
+			return nil, fmt.Errorf("%s: upstream '%s': instance %d %s", o.Plugin, o.Name, n+1, problem)
 		}
 		u, _ := url.Parse(raw)
 		list = append(list, &Instance{base: u, addr: u.Host})
@@ -158,7 +215,7 @@ func NewInstances(o InstancesOpts) (*Instances, error) {
 	slices.SortFunc(list, func(a, b *Instance) int { return strings.Compare(a.addr, b.addr) })
 	for n := 1; n < len(list); n++ {
 		if list[n].addr == list[n-1].addr {
-			return nil, fmt.Errorf("http: upstream '%s': instance %s is listed twice", o.Name, list[n].addr)
+			return nil, fmt.Errorf("%s: upstream '%s': instance %s is listed twice", o.Plugin, o.Name, list[n].addr)
 		}
 	}
 	s.current.Store(&list)
@@ -219,7 +276,7 @@ func (s *Instances) Resolve(ctx context.Context) error {
 		err = errNoAddresses
 	}
 	if err != nil {
-		s.lastErr = fmt.Errorf("http: upstream '%s': resolve %s: %w", s.opts.Name, host, err)
+		s.lastErr = fmt.Errorf("%s: upstream '%s': resolve %s: %w", s.opts.Plugin, s.opts.Name, host, err)
 		s.opts.Log.Warn("upstream instances not resolved; keeping the previous set",
 			slog.String("upstream", s.opts.Name), slog.String("error", s.lastErr.Error()), slog.Int("instances", len(s.List())))
 		return s.lastErr
@@ -244,6 +301,9 @@ func (s *Instances) Resolve(ctx context.Context) error {
 	}
 	if !slices.Equal(old, next) {
 		s.current.Store(&next)
+		if s.opts.OnChange != nil {
+			s.opts.OnChange(next)
+		}
 		s.opts.Log.Info("upstream instances changed", slog.String("upstream", s.opts.Name),
 			slog.Any("instances", addrsOf(next)), slog.Any("refused", s.refused))
 	}
@@ -330,4 +390,10 @@ func (s *Instances) State() InstancesState {
 	}
 	st.Refused = slices.Clone(s.refused)
 	return st
+}
+
+// baseURLProblem returns what is wrong with an instance's base URL, or "":
+// an absolute http or https URL with a host and no credentials.
+func baseURLProblem(s string) string {
+	return framework.BaseURLProblem(s, "an Authorization header in headers")
 }

@@ -1,21 +1,21 @@
-package http_test
+package egress_test
 
 import (
 	"fmt"
 	"testing"
 
-	jhttp "github.com/jfastframework/jfast/plugins/http"
+	"github.com/jfastframework/jfast/framework/egress"
 )
 
 // staticSet returns a static set of n instances, 10.0.0.1:8000 and up, and
 // them in address order.
-func staticSet(t testing.TB, n int) (*jhttp.Instances, []*jhttp.Instance) {
+func staticSet(t testing.TB, n int) (*egress.Instances, []*egress.Instance) {
 	t.Helper()
 	urls := make([]string, n)
 	for i := range urls {
 		urls[i] = fmt.Sprintf("http://10.0.0.%d:8000", i+1)
 	}
-	s, err := jhttp.NewInstances(jhttp.InstancesOpts{Name: "orders", Static: urls})
+	s, err := egress.NewInstances(egress.InstancesOpts{Name: "orders", Static: urls})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,9 +23,9 @@ func staticSet(t testing.TB, n int) (*jhttp.Instances, []*jhttp.Instance) {
 }
 
 // hold picks in n times without Done, so it has n outstanding attempts.
-func hold(t *testing.T, s *jhttp.Instances, in *jhttp.Instance, n int) {
+func hold(t *testing.T, s *egress.Instances, in *egress.Instance, n int) {
 	t.Helper()
-	only := func(c *jhttp.Instance) bool { return c == in }
+	only := func(c *egress.Instance) bool { return c == in }
 	for range n {
 		if got := s.Pick(nil, only); got != in {
 			t.Fatalf("picked %v, want %s", got, in.Addr())
@@ -108,8 +108,8 @@ func TestPickCountsOutstanding(t *testing.T) {
 func TestPickSkipsUnusable(t *testing.T) {
 	t.Parallel()
 	s, l := staticSet(t, 3)
-	open := map[*jhttp.Instance]bool{l[1]: true}
-	usable := func(in *jhttp.Instance) bool { return !open[in] }
+	open := map[*egress.Instance]bool{l[1]: true}
+	usable := func(in *egress.Instance) bool { return !open[in] }
 	for range 300 {
 		in := s.Pick(nil, usable)
 		if in == l[1] {
@@ -130,15 +130,15 @@ func TestPickRetryGoesElsewhere(t *testing.T) {
 	s, l := staticSet(t, 3)
 	hold(t, s, l[2], 5)
 	for range 200 {
-		in := s.Pick([]*jhttp.Instance{l[0], l[1]}, nil)
+		in := s.Pick([]*egress.Instance{l[0], l[1]}, nil)
 		if in != l[2] {
 			t.Fatalf("retry went to %s, already tried, over %s", in.Addr(), l[2].Addr())
 		}
 		in.Done()
 	}
 	// l[2]'s breaker is open: of the usable, both were tried, so one of them.
-	usable := func(in *jhttp.Instance) bool { return in != l[2] }
-	if in := s.Pick([]*jhttp.Instance{l[0], l[1]}, usable); in != l[0] && in != l[1] {
+	usable := func(in *egress.Instance) bool { return in != l[2] }
+	if in := s.Pick([]*egress.Instance{l[0], l[1]}, usable); in != l[0] && in != l[1] {
 		t.Fatalf("retry went to %v", in)
 	} else {
 		in.Done()
@@ -152,8 +152,8 @@ func TestPickRetryGoesElsewhere(t *testing.T) {
 // The hot path allocates nothing: no candidate list, no closure.
 func TestPickDoesNotAllocate(t *testing.T) {
 	s, l := staticSet(t, 16)
-	usable := func(in *jhttp.Instance) bool { return in != l[3] }
-	tried := []*jhttp.Instance{l[0]}
+	usable := func(in *egress.Instance) bool { return in != l[3] }
+	tried := []*egress.Instance{l[0]}
 	if n := testing.AllocsPerRun(1000, func() { s.Pick(tried, usable).Done() }); n != 0 {
 		t.Fatalf("Pick allocates %v times", n)
 	}
@@ -165,8 +165,8 @@ func BenchmarkPick(b *testing.B) {
 	for _, n := range []int{3, 16} {
 		b.Run(fmt.Sprintf("instances=%d", n), func(b *testing.B) {
 			s, l := staticSet(b, n)
-			usable := func(in *jhttp.Instance) bool { return in.Outstanding() < 1<<20 }
-			tried := []*jhttp.Instance{l[0]}
+			usable := func(in *egress.Instance) bool { return in.Outstanding() < 1<<20 }
+			tried := []*egress.Instance{l[0]}
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {

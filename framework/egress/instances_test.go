@@ -1,4 +1,4 @@
-package http_test
+package egress_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jfastframework/jfast/framework/egress"
 	"github.com/jfastframework/jfast/framework/resilience"
-	jhttp "github.com/jfastframework/jfast/plugins/http"
 )
 
 // dnsTable is a resolver answering from a table: a host's addresses, or an
@@ -53,11 +53,11 @@ func (d *dnsTable) lookup(_ context.Context, host string) ([]netip.Addr, error) 
 
 // discovered returns a set discovering url through table, with a test
 // clock, and the table and clock.
-func discovered(t *testing.T, url string, refuses func(netip.Addr) string) (*jhttp.Instances, *dnsTable, *resilience.TestClock) {
+func discovered(t *testing.T, url string, refuses func(netip.Addr) string) (*egress.Instances, *dnsTable, *resilience.TestClock) {
 	t.Helper()
 	table := &dnsTable{answers: map[string][]string{}}
 	clock := resilience.NewTestClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	s, err := jhttp.NewInstances(jhttp.InstancesOpts{
+	s, err := egress.NewInstances(egress.InstancesOpts{
 		Name: "orders", Discover: url, Lookup: table.lookup, Refuses: refuses,
 		Clock: clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
@@ -67,7 +67,7 @@ func discovered(t *testing.T, url string, refuses func(netip.Addr) string) (*jht
 	return s, table, clock
 }
 
-func addrs(s *jhttp.Instances) []string {
+func addrs(s *egress.Instances) []string {
 	var out []string
 	for _, in := range s.List() {
 		out = append(out, in.Addr())
@@ -117,7 +117,7 @@ func TestResolveKeepsInstancesThatStay(t *testing.T) {
 		t.Fatal(err)
 	}
 	stays := s.List()[1]
-	busy := s.Pick(nil, func(in *jhttp.Instance) bool { return in == stays })
+	busy := s.Pick(nil, func(in *egress.Instance) bool { return in == stays })
 	table.set("orders-instances", "10.1.0.2", "10.1.0.3")
 	if err := s.Resolve(context.Background()); err != nil {
 		t.Fatal(err)
@@ -162,7 +162,7 @@ func TestResolveFailureKeepsTheSet(t *testing.T) {
 // A resolution that hangs is bounded by ResolveTimeout.
 func TestResolveIsBounded(t *testing.T) {
 	t.Parallel()
-	s, err := jhttp.NewInstances(jhttp.InstancesOpts{
+	s, err := egress.NewInstances(egress.InstancesOpts{
 		Discover: "http://orders-instances:8000", ResolveTimeout: time.Millisecond,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Lookup: func(ctx context.Context, _ string) ([]netip.Addr, error) {
@@ -224,7 +224,7 @@ func TestResolveEveryInterval(t *testing.T) {
 		t.Fatalf("after Start: %v", got)
 	}
 	table.set("orders-instances", "10.1.0.1", "10.1.0.2")
-	clock.Advance(jhttp.DefaultResolveEvery - time.Nanosecond)
+	clock.Advance(egress.DefaultResolveEvery - time.Nanosecond)
 	if clock.Waiters() != 1 || len(s.List()) != 1 {
 		t.Fatalf("resolved before the interval: %v", addrs(s))
 	}
@@ -242,7 +242,7 @@ func TestResolveEveryInterval(t *testing.T) {
 // A static set is its list, sorted; Resolve and Start leave it alone.
 func TestStaticInstances(t *testing.T) {
 	t.Parallel()
-	s, err := jhttp.NewInstances(jhttp.InstancesOpts{Static: []string{"http://10.0.0.2:8000", "https://billing-1.internal/v1"}})
+	s, err := egress.NewInstances(egress.InstancesOpts{Static: []string{"http://10.0.0.2:8000", "https://billing-1.internal/v1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,16 +262,16 @@ func TestStaticInstances(t *testing.T) {
 func TestNewInstancesRefuses(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
-		opts jhttp.InstancesOpts
+		opts egress.InstancesOpts
 		want string
 	}{
-		{jhttp.InstancesOpts{}, "either a static list or a name to discover"},
-		{jhttp.InstancesOpts{Static: []string{"http://a:1"}, Discover: "http://b:1"}, "either a static list or a name to discover"},
-		{jhttp.InstancesOpts{Static: []string{"http://a:1", "ftp://b"}}, "instance 2 must be an absolute http or https URL"},
-		{jhttp.InstancesOpts{Static: []string{"http://a:1", "http://a:1/x"}}, "instance a:1 is listed twice"},
-		{jhttp.InstancesOpts{Discover: "orders-instances:8000"}, "discovered URL must be an absolute http or https URL"},
+		{egress.InstancesOpts{}, "either a static list or a name to discover"},
+		{egress.InstancesOpts{Static: []string{"http://a:1"}, Discover: "http://b:1"}, "either a static list or a name to discover"},
+		{egress.InstancesOpts{Static: []string{"http://a:1", "ftp://b"}}, "instance 2 must be an absolute http or https URL"},
+		{egress.InstancesOpts{Static: []string{"http://a:1", "http://a:1/x"}}, "instance a:1 is listed twice"},
+		{egress.InstancesOpts{Discover: "orders-instances:8000"}, "discovered URL must be an absolute http or https URL"},
 	} {
-		if _, err := jhttp.NewInstances(tt.opts); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if _, err := egress.NewInstances(tt.opts); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%+v: %v, want %q", tt.opts, err, tt.want)
 		}
 	}

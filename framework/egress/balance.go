@@ -1,4 +1,4 @@
-package http
+package egress
 
 // pickBuffer is how many usable instances Pick considers without
 // allocating; a larger set costs one allocation per pick.
