@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/egress"
 	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/requestid"
 )
@@ -36,10 +37,14 @@ import (
 // safe for concurrent use.
 type ServiceClient struct {
 	up         Upstream
-	conn       *grpc.ClientConn // nil with instances
-	insts      []*instance      // instances, in listed order; nil with a target
-	next       atomic.Uint64    // round_robin's turn over insts
-	ownPool    *Pool            // the pool NewClient made for this client alone, or nil
+	conn       *grpc.ClientConn            // nil with instances
+	multi      bool                        // instances or discover: a channel and a breaker per instance
+	insts      atomic.Pointer[[]*instance] // the instances, in listed (or address) order; nil with a target
+	found      *egress.Instances           // discover's resolutions; nil without discover
+	pool       *Pool                       // the channels' pool
+	dial       []grpc.DialOption           // WithDialOptions'
+	next       atomic.Uint64               // round_robin's turn over insts
+	ownPool    *Pool                       // the pool NewClient made for this client alone, or nil
 	idempotent map[string]bool
 	restart    map[string]bool
 	retryable  [codes.Unauthenticated + 1]bool
@@ -113,10 +118,16 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 		c.ownPool = pool
 	}
 	var err error
-	if len(u.Instances) > 0 {
-		c.insts, err = newInstances(u, pool, o.dial, clock, logger.With("upstream", u.Name))
-	} else {
-		c.conn, err = pool.channel(u, o.dial)
+	c.pool, c.dial = pool, o.dial
+	switch {
+	case len(u.Instances) > 0:
+		c.multi = true
+		err = c.newInstances(u.Instances)
+	case u.Discover:
+		c.multi = true
+		err = c.discover(o.lookup)
+	default:
+		c.conn, err = pool.channel(u, o.dial, false)
 	}
 	if err != nil {
 		return nil, err
@@ -140,7 +151,7 @@ func (c *ServiceClient) Breaker() *resilience.Breaker { return c.breaker }
 // State returns the connectivity state of the client's channel (IDLE until
 // the first call). With instances it is the best-connected instance's.
 func (c *ServiceClient) State() connectivity.State {
-	if c.insts != nil {
+	if c.multi {
 		return c.instancesState()
 	}
 	return c.conn.GetState()
@@ -152,6 +163,7 @@ func (c *ServiceClient) State() connectivity.State {
 // close.
 func (c *ServiceClient) Close() error {
 	c.closed.Store(true)
+	c.stopDiscovery()
 	if c.ownPool != nil {
 		return c.ownPool.Close()
 	}
@@ -172,7 +184,7 @@ func (c *ServiceClient) Invoke(ctx context.Context, method string, args, reply a
 		return &Error{Upstream: c.up.Name, Method: method, Code: codes.Unavailable, Kind: KindClosed, Err: errClosed}
 	}
 	u := unary{c: c, mm: mm, method: method, args: args, reply: reply, opts: opts}
-	ro := resilience.RunOpts{NoBreaker: c.insts != nil}
+	ro := resilience.RunOpts{NoBreaker: c.multi}
 	if !c.idempotent[method] {
 		ro.Attempts = 1
 	}
@@ -198,7 +210,7 @@ func (c *ServiceClient) Invoke(ctx context.Context, method string, args, reply a
 	err := run.Attempts(&u).Err
 	run.End(run.Outcome())
 	var oe *resilience.OpenError
-	if c.insts != nil && errors.As(err, &oe) {
+	if c.multi && errors.As(err, &oe) {
 		// Every instance's breaker refused the last attempt.
 		c.metrics.refused(method, labelCircuitOpen)
 		return circuitOpen(c.up.Name, method, err)
@@ -292,7 +304,7 @@ func (u *unary) Attempt(callCtx context.Context, n int) resilience.Verdict {
 		// another attempt wins.
 		base, run = c.outgoing(callCtx), &u.parent.run
 	}
-	if c.insts != nil {
+	if c.multi {
 		if u.tried == nil {
 			u.tried = u.triedBuf[:0]
 		}

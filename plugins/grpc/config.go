@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/egress"
 	"github.com/jfastframework/jfast/framework/resilience"
 )
 
@@ -33,6 +34,11 @@ const (
 	// DefaultBackoffMax caps one wait at a fifth of the timeout, as the http
 	// client does: a longer wait would rarely leave the retry time to finish.
 	DefaultBackoffMax = 200 * time.Millisecond
+	// DefaultResolveEvery is the time between two resolutions of a
+	// discovered target's name (discover = true): the time-to-live CoreDNS
+	// gives a Kubernetes headless Service's records, as for the http
+	// plugin's discovered upstreams.
+	DefaultResolveEvery = egress.DefaultResolveEvery
 )
 
 // The kinds of retry budget (retry_budget), every plugin's two.
@@ -76,6 +82,17 @@ type Upstream struct {
 	// target. A deploy key (JFAST_GRPC_UPSTREAMS__<NAME>__INSTANCES,
 	// comma-separated). Defaults to none.
 	Instances []string `koanf:"instances"`
+	// Discover makes jfast resolve the target's name itself ("dns:///" or
+	// a plain "host:port"), every resolve_every: every address it resolves
+	// to (each A and AAAA record, a Kubernetes headless Service's ready
+	// replicas) becomes an instance, with a channel and a breaker of its
+	// own, as with instances; an address no longer listed has its channel
+	// closed. Not with instances. Defaults to false (gRPC's own resolver and
+	// balancing over the target's addresses, with no breaker per address).
+	Discover bool `koanf:"discover"`
+	// ResolveEvery is the time between two resolutions of a discovered
+	// target's name. Defaults to 5s ([DefaultResolveEvery]).
+	ResolveEvery time.Duration `koanf:"resolve_every"`
 	// Insecure sends plain text, without TLS. Only set it for a local
 	// service or behind a mesh that encrypts. Deploy key. Defaults to false
 	// (TLS with the system's roots).
@@ -159,12 +176,14 @@ func (u *Upstream) SetDefaults() {
 		Name:                 keep.Name,
 		Target:               keep.Target,
 		Instances:            keep.Instances,
+		Discover:             keep.Discover,
 		Insecure:             keep.Insecure,
 		CAFile:               keep.CAFile,
 		ServerName:           keep.ServerName,
 		Compression:          keep.Compression,
 		Balancing:            BalanceRoundRobin,
 		StreamTimeout:        DefaultStreamTimeout,
+		ResolveEvery:         DefaultResolveEvery,
 		PolicyConfig:         defaultPolicy(),
 		RetryableCodes:       slices.Clone(DefaultRetryableCodes),
 		IdempotentMethods:    keep.IdempotentMethods,
@@ -194,6 +213,7 @@ func (u Upstream) withDefaults() Upstream {
 		}
 	}
 	fill(&u.StreamTimeout, d.StreamTimeout)
+	fill(&u.ResolveEvery, d.ResolveEvery)
 	u.PolicyConfig.FillZero(d.PolicyConfig)
 	if u.RetryableCodes == nil {
 		u.RetryableCodes = d.RetryableCodes
@@ -248,6 +268,8 @@ func (u *Upstream) problems() []framework.ConfigError {
 
 	if len(u.Instances) > 0 {
 		u.instanceProblems(&l)
+	} else if u.Discover {
+		u.discoverProblems(&l)
 	} else if problem := checkTarget(u.Target); problem != "" {
 		add("target", problem, `set an address such as "inventory:9000" or "dns:///inventory:9000", in the file or in JFAST_GRPC_UPSTREAMS__<NAME>__TARGET (or list the instances in instances)`)
 	}
@@ -265,6 +287,7 @@ func (u *Upstream) problems() []framework.ConfigError {
 	}
 	u.balancingProblems(&l)
 	deadline("stream_timeout", u.StreamTimeout)
+	deadline("resolve_every", u.ResolveEvery)
 	for _, list := range []struct {
 		key     string
 		methods []string

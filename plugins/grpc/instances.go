@@ -1,11 +1,13 @@
 package grpc
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -14,6 +16,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 
 	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/framework/egress"
 	"github.com/jfastframework/jfast/framework/resilience"
 )
 
@@ -47,6 +50,10 @@ func (u *Upstream) instanceProblems(l *framework.Problems) {
 		l.Error("instances", "cannot be set together with target",
 			`keep target (one address, or a "dns:///" name resolved to every instance) or instances (a fixed list of "host:port"), not both`)
 	}
+	if u.Discover {
+		l.Error("discover", "cannot be set together with instances",
+			`keep instances (a fixed list of "host:port") or discover = true (target's name resolved again and again), not both`)
+	}
 	seen := map[string]bool{}
 	for n, addr := range u.Instances {
 		problem := ""
@@ -65,26 +72,143 @@ func (u *Upstream) instanceProblems(l *framework.Problems) {
 	}
 }
 
-// newInstances makes u's instances: a channel from pool for each address,
-// and its breaker.
-func newInstances(u Upstream, pool *Pool, dial []grpc.DialOption, clock resilience.Clock, log *slog.Logger) ([]*instance, error) {
-	onChange := resilience.LogStateChanges(log, "grpc", u.BreakerCoolDown, nil)
-	out := make([]*instance, 0, len(u.Instances))
-	for _, addr := range u.Instances {
-		one := u
-		one.Target, one.Instances = addr, nil
-		conn, err := pool.channel(one, dial)
+// newInstances makes the client's instances: a channel from the pool for
+// each address, and its breaker.
+func (c *ServiceClient) newInstances(addrs []string) error {
+	list := make([]*instance, 0, len(addrs))
+	for _, addr := range addrs {
+		in, err := c.newInstance(addr, false)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		name := u.Name + " " + addr
-		in := &instance{addr: addr, conn: conn, newBreaker: func() *resilience.Breaker {
-			return resilience.NewBreaker(u.BreakerConfig.Opts(name, clock, onChange))
-		}}
-		in.breaker.Store(in.newBreaker())
-		out = append(out, in)
+		list = append(list, in)
 	}
-	return out, nil
+	c.insts.Store(&list)
+	return nil
+}
+
+// newInstance makes the instance at addr: its channel (the client's own
+// with own) and its breaker, named "<upstream> <addr>".
+func (c *ServiceClient) newInstance(addr string, own bool) (*instance, error) {
+	u := c.up
+	one := u
+	one.Target, one.Instances = addr, nil
+	if own && !u.Insecure && u.TLS == nil && u.ServerName == "" {
+		// A discovered instance's certificate names the service, not the
+		// address dialled.
+		one.ServerName, _, _ = net.SplitHostPort(discoverAddr(u.Target))
+	}
+	conn, err := c.pool.channel(one, c.dial, own)
+	if err != nil {
+		return nil, err
+	}
+	name := u.Name + " " + addr
+	onChange := resilience.LogStateChanges(c.logger.With("upstream", u.Name), "grpc", u.BreakerCoolDown, nil)
+	in := &instance{addr: addr, conn: conn, newBreaker: func() *resilience.Breaker {
+		return resilience.NewBreaker(u.BreakerConfig.Opts(name, c.clock, onChange))
+	}}
+	in.breaker.Store(in.newBreaker())
+	return in, nil
+}
+
+// instances returns the current instances; nil with a target.
+func (c *ServiceClient) instances() []*instance {
+	if p := c.insts.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// discoverAddr returns the "host:port" a discovered target names: the
+// target without its "dns:///".
+func discoverAddr(target string) string {
+	return strings.TrimPrefix(target, "dns:///")
+}
+
+// discoverProblems reports the problems of discover = true.
+func (u *Upstream) discoverProblems(l *framework.Problems) {
+	fix := `set target to "dns:///<name>:<port>" (a Kubernetes headless Service's name), or remove discover`
+	if u.Target == "" {
+		l.Error("target", "is missing: discover = true resolves its name", fix)
+		return
+	}
+	if strings.Contains(discoverAddr(u.Target), "/") || strings.HasPrefix(u.Target, "unix:") {
+		l.Error("discover", fmt.Sprintf("needs a DNS name and port as target, not %q", u.Target), fix)
+		return
+	}
+	host, port, err := net.SplitHostPort(discoverAddr(u.Target))
+	if err != nil || host == "" || port == "" {
+		l.Error("target", fmt.Sprintf("%q is not \"dns:///host:port\"", u.Target), fix)
+	}
+}
+
+// discover starts resolving the target's name, at once (the first
+// resolution is over before it returns) and every resolve_every, with the
+// instance set of framework/egress: each address resolved is an instance with a
+// channel of its own (c.discovered).
+func (c *ServiceClient) discover(lookup func(context.Context, string) ([]netip.Addr, error)) error {
+	empty := []*instance{}
+	c.insts.Store(&empty)
+	found, err := egress.NewInstances(egress.InstancesOpts{
+		Plugin: "grpc", Name: c.up.Name, Discover: "http://" + discoverAddr(c.up.Target), ResolveEvery: c.up.ResolveEvery,
+		Lookup: lookup, Clock: c.clock, Log: c.logger.With("plugin", "grpc"), OnChange: c.discovered,
+	})
+	if err != nil {
+		return err
+	}
+	c.found = found
+	found.Start()
+	return nil
+}
+
+// discovered makes the instance set follow a resolution: an address still
+// listed keeps its instance (channel, breaker, outstanding attempts), a new
+// one gets a channel and a breaker, and the channel of one no longer listed
+// is closed (its calls in flight fail with CANCELLED). Resolutions are
+// serialised, so two never race here.
+func (c *ServiceClient) discovered(list []*egress.Instance) {
+	old := map[string]*instance{}
+	for _, in := range c.instances() {
+		old[in.addr] = in
+	}
+	next := make([]*instance, 0, len(list))
+	for _, f := range list {
+		if in := old[f.Addr()]; in != nil {
+			delete(old, f.Addr())
+			next = append(next, in)
+			continue
+		}
+		in, err := c.newInstance(f.Addr(), true)
+		if err != nil {
+			c.logger.Warn("upstream instance left out: no channel", slog.String("upstream", c.up.Name),
+				slog.String("instance", f.Addr()), slog.String("error", err.Error()))
+			continue
+		}
+		next = append(next, in)
+	}
+	c.insts.Store(&next)
+	for _, in := range old {
+		c.pool.drop(in.conn)
+	}
+}
+
+// stopDiscovery ends the resolutions of discover = true.
+func (c *ServiceClient) stopDiscovery() {
+	if c.found != nil {
+		c.found.Stop()
+	}
+}
+
+// noInstance is the error of an attempt with no instance at all: a
+// discovered name not resolved yet, or whose resolutions failed.
+func (c *ServiceClient) noInstance() error {
+	if c.found != nil {
+		if st := c.found.State(); st.Error != "" {
+			return fmt.Errorf("no instance to call: %s", st.Error)
+		}
+		return fmt.Errorf("no instance to call: %s resolved to none yet", discoverAddr(c.up.Target))
+	}
+	return errors.New("no instance to call")
 }
 
 // connected reports whether in's channel may take a call without waiting
@@ -156,8 +280,9 @@ func (c *ServiceClient) pick(tried []*instance) (*instance, resilience.Ticket, e
 		}
 	}
 	if open == nil {
-		// Unreachable: every instance is a candidate of the last round.
-		return nil, resilience.Ticket{}, errors.New("no instance to call")
+		// No instance at all (a discovered name not resolved yet): with
+		// one, every instance is a candidate of the last round.
+		return nil, resilience.Ticket{}, c.noInstance()
 	}
 	return nil, resilience.Ticket{}, open
 }
@@ -168,7 +293,7 @@ func (c *ServiceClient) choose(tried, refused []*instance, anyState bool) *insta
 	var buf [maxPickBuffer]*instance
 	cands := buf[:0]
 	fresh := 0 // cands[:fresh] were not tried, in listed order
-	for _, in := range c.insts {
+	for _, in := range c.instances() {
 		if slices.Contains(refused, in) || (!anyState && !c.connected(in)) {
 			continue
 		}
@@ -206,7 +331,7 @@ func (c *ServiceClient) choose(tried, refused []*instance, anyState bool) *insta
 func (c *ServiceClient) instancesState() connectivity.State {
 	rank := map[connectivity.State]int{connectivity.Ready: 4, connectivity.Idle: 3, connectivity.Connecting: 2, connectivity.TransientFailure: 1}
 	best := connectivity.Shutdown
-	for _, in := range c.insts {
+	for _, in := range c.instances() {
 		if s := in.conn.GetState(); rank[s] > rank[best] {
 			best = s
 		}
@@ -218,9 +343,9 @@ func (c *ServiceClient) instancesState() connectivity.State {
 // channel and outstanding attempts. It also returns the instances whose
 // breaker is open, each with its cool-down left.
 func (c *ServiceClient) instancesMeta() (map[string]any, []string) {
-	each := make(map[string]any, len(c.insts))
+	each := map[string]any{}
 	var ejected []string
-	for _, in := range c.insts {
+	for _, in := range c.instances() {
 		s := in.breaker.Load().Snapshot()
 		each[in.addr] = map[string]any{
 			"breaker":     s.Meta(),
@@ -237,11 +362,11 @@ func (c *ServiceClient) instancesMeta() (map[string]any, []string) {
 // Instances returns each instance's breaker by its address, for /ready,
 // tests and tools; nil for an upstream with a target.
 func (c *ServiceClient) Instances() map[string]*resilience.Breaker {
-	if c.insts == nil {
+	if !c.multi {
 		return nil
 	}
-	out := make(map[string]*resilience.Breaker, len(c.insts))
-	for _, in := range c.insts {
+	out := map[string]*resilience.Breaker{}
+	for _, in := range c.instances() {
 		out[in.addr] = in.breaker.Load()
 	}
 	return out

@@ -61,6 +61,21 @@ func TestInstanceThatFailsIsEjected(t *testing.T) {
 	srv := serveInstances(t, 3)
 	c := newClient(t, jgrpc.Upstream{Instances: addrsOf(srv), IdempotentMethods: []string{getStock}}, jgrpc.WithClock(clock))
 	// round_robin: every instance gets calls.
+	bad := ejectSecond(t, c, srv)
+	for addr, b := range c.Instances() {
+		if addr != bad.addr && b.Snapshot().State != resilience.StateClosed {
+			t.Fatalf("instance %s: breaker %s, want closed", addr, b.Snapshot().State)
+		}
+	}
+}
+
+// ejectSecond has c spread calls over the three servers, then makes the
+// second answer every call with UNAVAILABLE: it must get exactly
+// breaker_failures calls before its breaker opens (none failing, each
+// retried elsewhere) and none of the next 30 while the breaker is open.
+// It returns the second server.
+func ejectSecond(t *testing.T, c *jgrpc.ServiceClient, srv []*instanceServer) *instanceServer {
+	t.Helper()
 	getUntil(t, c, func() bool {
 		return srv[0].inv.getStocks.Load() >= 10 && srv[1].inv.getStocks.Load() >= 10 && srv[2].inv.getStocks.Load() >= 10
 	})
@@ -79,11 +94,7 @@ func TestInstanceThatFailsIsEjected(t *testing.T) {
 	if got := bad.inv.getStocks.Load(); got != ejectedAt {
 		t.Fatalf("the ejected instance got %d calls while its breaker was open", got-ejectedAt)
 	}
-	for addr, b := range c.Instances() {
-		if addr != bad.addr && b.Snapshot().State != resilience.StateClosed {
-			t.Fatalf("instance %s: breaker %s, want closed", addr, b.Snapshot().State)
-		}
-	}
+	return bad
 }
 
 // A service whose upstream lists three instances (from the environment,
@@ -224,6 +235,10 @@ func TestInstancesConfigErrors(t *testing.T) {
 		{`instances = ["dns:///inventory:9000"]`, "instances[0]", "host:port"},
 		{`instances = ["127.0.0.1:9000", "127.0.0.1:9000"]`, "instances[1]", "twice"},
 		{"", "target", "missing"},
+		{"discover = true\ninstances = [\"127.0.0.1:9000\"]", "discover", "instances"},
+		{"discover = true\ntarget = \"unix:///run/inventory.sock\"", "discover", "DNS name"},
+		{"discover = true\ntarget = \"dns:///inventory\"", "target", "host:port"},
+		{"discover = true\ntarget = \"inventory:9000\"\nresolve_every = \"0s\"", "resolve_every", ""},
 	} {
 		e := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: table + tc.toml + "\n", Plugins: []framework.Plugin{jgrpc.New()}}).
 			Only(t, "plugin.grpc.upstreams.inventory."+tc.key)

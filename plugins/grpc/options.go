@@ -1,7 +1,9 @@
 package grpc
 
 import (
+	"context"
 	"log/slog"
+	"net/netip"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -19,6 +21,14 @@ type clientOptions struct {
 	logger   *slog.Logger
 	pool     *Pool
 	dial     []grpc.DialOption
+	lookup   func(context.Context, string) ([]netip.Addr, error)
+}
+
+// WithLookup sets how a discovered upstream's name (discover = true) is
+// resolved to its instances' addresses: a resolver of the caller's own, or
+// a table in a test. Defaults to the system's resolver (A and AAAA records).
+func WithLookup(lookup func(ctx context.Context, host string) ([]netip.Addr, error)) ClientOption {
+	return func(o *clientOptions) { o.lookup = lookup }
 }
 
 // WithClock sets the clock of the breaker, budget, bulkhead, backoff waits

@@ -158,6 +158,7 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 		u.Name = n
 		c, err := newClient(u, opts...)
 		if err != nil {
+			p.stopDiscovery()
 			_ = p.pool.Close()
 			return err
 		}
@@ -166,6 +167,7 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 	if p.cfg.Server.Listen != "" {
 		s, err := newServer(app, p.cfg.Server, otel)
 		if err != nil {
+			p.stopDiscovery()
 			_ = p.pool.Close()
 			return err
 		}
@@ -173,6 +175,13 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 	}
 	p.started = true
 	return nil
+}
+
+// stopDiscovery ends every client's resolutions (discover = true).
+func (p *Plugin) stopDiscovery() {
+	for _, c := range p.clients.All() {
+		c.stopDiscovery()
+	}
 }
 
 // Serve implements framework.Server: once the routes (and the services
@@ -209,6 +218,7 @@ func (p *Plugin) Stop(context.Context) error {
 	}
 	for _, c := range p.clients.All() {
 		c.closed.Store(true)
+		c.stopDiscovery()
 	}
 	if p.pool != nil {
 		return p.pool.Close()
@@ -275,11 +285,25 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 	var suspended, ejected []string
 	open := false
 	for n, c := range clients.All() {
-		if c.insts != nil {
+		if c.multi {
 			each, out := c.instancesMeta()
-			upstreams[n] = map[string]any{"instances": each, "in_flight": c.bulkhead.InFlight()}
+			m := map[string]any{"instances": each, "in_flight": c.bulkhead.InFlight()}
+			upstreams[n] = m
+			if c.found != nil {
+				st := c.found.State()
+				m["discover"] = st.Discover
+				if !st.Resolved.IsZero() {
+					m["resolved"] = st.Resolved
+				}
+				if st.Error != "" {
+					m["resolve_error"] = st.Error
+				}
+			}
 			switch {
-			case len(out) == len(c.insts):
+			case len(each) == 0:
+				open = true
+				suspended = append(suspended, "'"+n+"' has no instance: "+c.noInstance().Error())
+			case len(out) == len(each):
 				open = true
 				suspended = append(suspended, "every instance of '"+n+"' is ejected: "+strings.Join(out, ", "))
 			case len(out) > 0:

@@ -85,14 +85,16 @@ var errPoolClosed = errors.New("grpc: the channel pool is closed")
 // channel returns the channel for u's settings, making it on first use. No
 // connection is made: gRPC connects on the first call, so an upstream that is
 // down does not fail the boot.
-func (p *Pool) channel(u Upstream, extra []grpc.DialOption) (*grpc.ClientConn, error) {
+// With own the channel is the caller's alone, never shared: a discovered
+// instance's, closed with [Pool.drop] when its address is no longer listed.
+func (p *Pool) channel(u Upstream, extra []grpc.DialOption, own bool) (*grpc.ClientConn, error) {
 	key := channelKey{target: u.Target, insecure: u.Insecure, caFile: u.CAFile, serverName: u.ServerName, compression: u.Compression, service: serviceConfig(u), tls: u.TLS}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil, errPoolClosed
 	}
-	if len(extra) > 0 {
+	if len(extra) > 0 || own {
 		p.custom++
 		key.custom = p.custom
 	}
@@ -124,6 +126,19 @@ func (p *Pool) channel(u Upstream, extra []grpc.DialOption) (*grpc.ClientConn, e
 	}
 	p.conns[key] = c
 	return c, nil
+}
+
+// drop closes a channel the pool made with own and forgets it; RPCs in
+// flight on it fail with CANCELLED.
+func (p *Pool) drop(c *grpc.ClientConn) {
+	p.mu.Lock()
+	for k, v := range p.conns {
+		if v == c {
+			delete(p.conns, k)
+		}
+	}
+	p.mu.Unlock()
+	_ = c.Close() // already closed when the pool was
 }
 
 // reconnect is how a channel that lost its connection connects again: after

@@ -42,7 +42,7 @@ func (c *ServiceClient) NewStream(ctx context.Context, desc *grpc.StreamDesc, me
 	conn, in := c.conn, (*instance)(nil)
 	var ticket resilience.Ticket
 	var err error
-	if c.insts != nil {
+	if c.multi {
 		// A stream stays on the instance it opened on, restarts included.
 		in, ticket, err = c.pick(nil)
 		if in != nil {
