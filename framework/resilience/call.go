@@ -227,16 +227,20 @@ type Run struct {
 // ticket the attempt's outcome (after the rule above), and the call is
 // admitted with [RunOpts].NoBreaker (the http plugin's upstream instances).
 func (r *Run) Attempts(a Attempter) Verdict {
-	if h, ok := a.(Hedger); ok && r.hedge {
-		if delay, ok := r.p.hedgeDelay(); ok {
-			return r.hedged(h, delay)
+	if r.hedge {
+		if h, ok := a.(Hedger); ok {
+			if delay, ok := r.p.hedgeDelay(); ok {
+				return r.hedged(h, delay)
+			}
 		}
 	}
 	clock := r.p.clock
 	for {
 		r.made++
 		n := r.made
-		began := clock.Now()
+		// Durations from the call's start: on the real clock a reading of
+		// the monotonic clock only.
+		began := elapsed(clock, r.start)
 		v := a.Attempt(r.ctx, n)
 		if v.Err != nil && (v.Outcome == Failure || v.Outcome == Hang) && CutByCaller(r.caller, r.own) {
 			// Decided now, not after a wait the caller may cut: a refused
@@ -246,7 +250,7 @@ func (r *Run) Attempts(a Attempter) Verdict {
 		}
 		r.outcome = v.Outcome
 		r.p.throttle.record(v)
-		rec := AttemptRecord{N: n, Took: clock.Now().Sub(began), Verdict: v}
+		rec := AttemptRecord{N: n, Took: elapsed(clock, r.start) - began, Verdict: v}
 		if v.Err == nil {
 			r.p.recordLatency(rec.Took)
 		}

@@ -50,6 +50,7 @@ type Policy struct {
 	attempts   int
 	timeout    time.Duration
 	observe    func(AttemptRecord)
+	real       bool // clock is the time package's: the deadline is read off the call's start
 }
 
 // NewPolicy returns the policy o describes. It panics, as [NewBreaker] does,
@@ -59,6 +60,7 @@ func NewPolicy(o PolicyOpts) *Policy {
 		o.Name = "dependency"
 	}
 	clock, _, _ := unwrapClock(o.Clock)
+	_, real := clock.(realClock)
 	var throttle *Throttle
 	if to := o.Config.ThrottleOpts(o.Name, o.Clock, o.Rand); to != nil {
 		throttle = NewThrottle(*to)
@@ -82,6 +84,7 @@ func NewPolicy(o PolicyOpts) *Policy {
 		attempts:   max(o.Config.Attempts, 1),
 		timeout:    o.Config.Timeout,
 		observe:    o.OnAttempt,
+		real:       real,
 	}
 }
 
@@ -193,7 +196,12 @@ func (r *Run) deadline(o RunOpts) {
 	// cut by the caller's sooner deadline from one cut by the policy's
 	// (CutByCaller). end is the same instant on the policy's clock, which
 	// decides what a retry has left (a test clock moves it without waiting).
-	r.own = time.Now().Add(t)
+	// On the real clock they are one reading (the time package's clock is
+	// read once per call, not twice).
+	r.own = r.end
+	if !r.p.real {
+		r.own = time.Now().Add(t)
+	}
 	if !o.OpenEnded {
 		r.ctx, r.cancel = context.WithDeadline(r.caller, r.own)
 		return
