@@ -35,6 +35,7 @@ type core struct {
 	rt      http.RoundTripper
 	raw     *http.Transport
 	clock   resilience.Clock
+	real    bool // clock is the time package's (see since)
 	logger  *slog.Logger
 	metrics *upstreamMetrics
 	observe []CallObserver
@@ -77,6 +78,7 @@ func newCore(u Upstream, errs []framework.ConfigError, o clientOptions, dial dia
 		up:      u,
 		header:  make(http.Header, len(u.Headers)),
 		clock:   clock,
+		real:    clock == resilience.RealClock(),
 		logger:  logger.With("upstream", u.Name),
 		metrics: set.forUpstream(u.Name),
 		observe: o.observers,
@@ -106,6 +108,41 @@ func (c *core) newPolicy(name, origin string, onChange func(resilience.StateChan
 		OnAttempt:     c.metrics.dep.Attempt,
 	})
 	return &policy{origin: origin, p: p, breaker: p.Breaker(), budget: p.Budget(), bulkhead: p.Bulkhead()}
+}
+
+// since returns the time from t to now on c's clock. On the real clock it
+// reads the monotonic clock only, about half the cost of a reading of the
+// time (the wall clock too), of which an attempt would otherwise take several.
+func (c *core) since(t time.Time) time.Duration {
+	if c.real {
+		return time.Since(t)
+	}
+	return c.clock.Now().Sub(t)
+}
+
+// after returns the time now on c's clock, given t, an earlier reading of
+// it: on the real clock t moved on by the monotonic time since (see since).
+// Only differences of such times are used.
+func (c *core) after(t time.Time) time.Time {
+	if c.real {
+		return t.Add(time.Since(t))
+	}
+	return c.clock.Now()
+}
+
+// attemptStart returns when attempt x begins, on the time package's clock
+// (the pool timer and Jfast-Timeout-Ms are the transport's and the context's,
+// on that clock whatever c's): on the real clock the call's start moved on
+// by the monotonic time since.
+func (c *core) attemptStart(x *exchange) time.Time {
+	if !c.real {
+		return time.Now()
+	}
+	run := &x.run
+	if x.parent != nil {
+		run = &x.parent.run // a hedge's branch: the call is its parent's
+	}
+	return c.after(run.Start())
 }
 
 // close makes later calls fail with UpstreamUnavailable and closes the idle
@@ -196,22 +233,15 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 			run.EndTimeout() // an open-ended body is bounded by the read gap and the caller
 			last.Body = &streamBody{
 				rc: last.Body, c: c, run: run, live: x.live, status: last.StatusCode, limit: c.up.MaxResponseBytes,
-				headersAt: c.clock.Now(), attempts: attempts, dones: x.dones, inst: x.ia.takeLive(),
+				headersAt: c.after(x.headersAt), attempts: attempts, dones: x.dones, inst: x.ia.takeLive(),
 			}
 			x.dones = nil // called when the body ends
 			return last, attempts, nil
 		}
 	}
 	var err error
-	var oe *resilience.OpenError
-	switch {
-	case last != nil:
-	case x.pol.instances != nil && errors.As(x.lastErr, &oe):
-		// Every instance's breaker refused the last attempt.
-		m.open.Inc()
-		err = newCircuitOpen(name, x.lastErr, oe.RetryAfter())
-	default:
-		err = c.noResponse(ctx, run.Context(), x.lastErr) // before End, which cancels the call's context
+	if last == nil {
+		err = c.noAttemptAnswered(ctx, x) // before End, which cancels the call's context
 	}
 	run.End(run.Outcome())
 	if last != nil {
@@ -221,6 +251,19 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 		return last, attempts, nil
 	}
 	return nil, attempts, err
+}
+
+// noAttemptAnswered returns the error of an admitted call that got no
+// response: every instance's breaker refused its last attempt, or the last
+// attempt failed. (Its own function: the errors.As target would otherwise be
+// a heap allocation of every call, answered or not.)
+func (c *core) noAttemptAnswered(ctx context.Context, x *exchange) error {
+	var oe *resilience.OpenError
+	if x.pol.instances != nil && errors.As(x.lastErr, &oe) {
+		c.metrics.open.Inc()
+		return newCircuitOpen(c.up.Name, x.lastErr, oe.RetryAfter())
+	}
+	return c.noResponse(ctx, x.run.Context(), x.lastErr)
 }
 
 // refused returns the error of a call its policy did not admit: the breaker
@@ -490,15 +533,16 @@ func isTimeout(err error) bool {
 // the attempt's trace hooks): the call's request with
 // the attempt's body and the time it has left (framework.TimeoutHeader: the
 // sooner of timeout and the caller's deadline, less what the call has
-// spent), so the upstream can stop when this service stops waiting.
-func (c *core) request(actx context.Context, x *exchange, n int) (*http.Request, error) {
+// spent by now, when the attempt began), so the upstream can stop when this
+// service stops waiting.
+func (c *core) request(actx context.Context, x *exchange, n int, now time.Time) (*http.Request, error) {
 	r := x.req.WithContext(actx)
 	r.Header = x.header
 	if x.ia.inst != nil {
 		x.ia.target(r, x.req.URL)
 	}
 	if deadline, ok := actx.Deadline(); ok {
-		left := []string{strconv.FormatInt(max(time.Until(deadline).Milliseconds(), 0), 10)}
+		left := []string{strconv.FormatInt(max(deadline.Sub(now).Milliseconds(), 0), 10)}
 		if n == 1 && x.parent == nil {
 			x.header[framework.TimeoutHeader] = left
 		} else {
@@ -531,15 +575,16 @@ func (c *core) request(actx context.Context, x *exchange, n int) (*http.Request,
 // the call's context: a pool timeout ends the call (cancel).
 func (c *core) send(callCtx context.Context, cancel context.CancelFunc, x *exchange, n int) (*http.Response, time.Time, time.Duration, error) {
 	a := attemptPool.Get().(*attempt)
-	a.begin(cancel, c.up.PoolTimeout)
-	r, err := c.request(a.context(callCtx), x, n)
+	now := c.attemptStart(x)
+	a.begin(cancel, c.up.PoolTimeout, now)
+	r, err := c.request(a.context(callCtx), x, n, now)
 	if err != nil {
 		a.end()
-		return nil, c.clock.Now(), 0, err
+		return nil, c.after(now), 0, err
 	}
 	x.sent = true
 	resp, err := c.rt.RoundTrip(r)
-	headersAt := c.clock.Now()
+	headersAt := c.after(now)
 	if err != nil {
 		pooled := a.poolTimedOut()
 		if a.end() {
@@ -551,7 +596,7 @@ func (c *core) send(callCtx context.Context, cancel context.CancelFunc, x *excha
 		return nil, headersAt, 0, err
 	}
 	b, err := readBody(resp, c.up.MaxResponseBytes)
-	read := c.clock.Now().Sub(headersAt)
+	read := c.since(headersAt)
 	if a.end() {
 		attemptPool.Put(a)
 	}

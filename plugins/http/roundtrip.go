@@ -218,16 +218,17 @@ func originOf(u *url.URL) string {
 // context alive) until the caller ends it.
 func (c *core) open(callCtx context.Context, cancel context.CancelFunc, x *exchange, n int) (*http.Response, time.Time, liveAttempt, error) {
 	a := attemptPool.Get().(*attempt)
-	a.begin(cancel, c.up.PoolTimeout)
+	now := c.attemptStart(x)
+	a.begin(cancel, c.up.PoolTimeout, now)
 	live := liveAttempt{a: a}
-	r, err := c.request(a.context(callCtx), x, n)
+	r, err := c.request(a.context(callCtx), x, n, now)
 	if err != nil {
 		live.end()
-		return nil, c.clock.Now(), liveAttempt{}, err
+		return nil, c.after(now), liveAttempt{}, err
 	}
 	x.sent = true
 	resp, err := c.rt.RoundTrip(r)
-	headersAt := c.clock.Now()
+	headersAt := c.after(now)
 	if err != nil {
 		pooled := a.poolTimedOut()
 		live.end()
@@ -366,7 +367,7 @@ func (b *streamBody) finish(o resilience.Outcome, err error) {
 		b.inst.Done()
 	}
 	b.run.End(o)
-	b.c.metrics.bodyRead.Observe(b.c.clock.Now().Sub(b.headersAt).Seconds())
+	b.c.metrics.bodyRead.Observe(b.c.since(b.headersAt).Seconds())
 	status := b.status
 	if err != nil {
 		status = 0

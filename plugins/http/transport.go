@@ -28,9 +28,19 @@ type gapConn struct {
 	readGap, writeGap time.Duration
 
 	mu       sync.Mutex
-	armed    int       // attempts waiting for or reading a response on this connection
-	readSet  time.Time // when the read deadline was last set; zero when none is
-	writeSet time.Time // when the write deadline was last set
+	armed    int           // attempts waiting for or reading a response on this connection
+	readSet  time.Duration // when the read deadline was last set, since epoch
+	writeSet time.Duration // when the write deadline was last set, since epoch
+}
+
+// epoch is what a gapConn's deadlines are read from: time.Since(epoch) reads
+// the monotonic clock only, where time.Now reads the wall clock too, and a
+// connection reads the time on every write and armed read.
+var epoch = time.Now()
+
+func newGapConn(c net.Conn, readGap, writeGap time.Duration) *gapConn {
+	// writeSet so far back that the first write sets a deadline.
+	return &gapConn{Conn: c, readGap: readGap, writeGap: writeGap, writeSet: -writeGap}
 }
 
 // A deadline set less than gap/deadlineSlack ago is not set again: reads
@@ -42,10 +52,10 @@ const deadlineSlack = 16
 func (c *gapConn) Read(b []byte) (int, error) {
 	c.mu.Lock()
 	if c.armed > 0 {
-		now := time.Now()
-		if now.Sub(c.readSet) >= c.readGap/deadlineSlack {
+		now := time.Since(epoch)
+		if now-c.readSet >= c.readGap/deadlineSlack {
 			c.readSet = now
-			_ = c.Conn.SetReadDeadline(now.Add(c.readGap))
+			_ = c.Conn.SetReadDeadline(epoch.Add(now + c.readGap))
 		}
 	}
 	c.mu.Unlock()
@@ -54,10 +64,10 @@ func (c *gapConn) Read(b []byte) (int, error) {
 
 func (c *gapConn) Write(b []byte) (int, error) {
 	c.mu.Lock()
-	now := time.Now()
-	if now.Sub(c.writeSet) >= c.writeGap/deadlineSlack {
+	now := time.Since(epoch)
+	if now-c.writeSet >= c.writeGap/deadlineSlack {
 		c.writeSet = now
-		_ = c.Conn.SetWriteDeadline(now.Add(c.writeGap))
+		_ = c.Conn.SetWriteDeadline(epoch.Add(now + c.writeGap))
 	}
 	c.mu.Unlock()
 	return c.Conn.Write(b)
@@ -68,8 +78,8 @@ func (c *gapConn) Write(b []byte) (int, error) {
 func (c *gapConn) arm() {
 	c.mu.Lock()
 	c.armed++
-	c.readSet = time.Now()
-	_ = c.Conn.SetReadDeadline(c.readSet.Add(c.readGap))
+	c.readSet = time.Since(epoch)
+	_ = c.Conn.SetReadDeadline(epoch.Add(c.readSet + c.readGap))
 	c.mu.Unlock()
 }
 
@@ -79,7 +89,6 @@ func (c *gapConn) disarm() {
 	if c.armed > 0 {
 		c.armed--
 		if c.armed == 0 {
-			c.readSet = time.Time{}
 			_ = c.Conn.SetReadDeadline(time.Time{})
 		}
 	}
@@ -121,7 +130,7 @@ func newTransport(u Upstream, dial dialFunc, maxIdle int) *http.Transport {
 		ConnectTimeout: u.ConnectTimeout,
 		Dial:           dial,
 		WrapConn: func(c net.Conn) net.Conn {
-			return &gapConn{Conn: c, readGap: readGap, writeGap: writeGap}
+			return newGapConn(c, readGap, writeGap)
 		},
 		TLS:                 instanceTLS(u),
 		MaxConnsPerHost:     u.MaxConcurrent,
@@ -177,12 +186,14 @@ func (a *attempt) context(ctx context.Context) context.Context {
 	return httptrace.WithClientTrace(ctx, &t)
 }
 
-// begin prepares the attempt; the pool timer starts now, as the transport
-// asks for a connection as soon as RoundTrip starts.
-func (a *attempt) begin(cancel context.CancelFunc, poolTimeout time.Duration) {
+// begin prepares the attempt; the pool timer starts now (the time package's
+// clock, read by the caller once for the pool timer and the attempt's
+// Jfast-Timeout-Ms), as the transport asks for a connection as soon as
+// RoundTrip starts.
+func (a *attempt) begin(cancel context.CancelFunc, poolTimeout time.Duration, now time.Time) {
 	a.mu.Lock()
 	a.active, a.conn, a.armed, a.cancel, a.pending, a.pooled = true, nil, false, cancel, false, false
-	a.poolDue = time.Now().Add(poolTimeout)
+	a.poolDue = now.Add(poolTimeout)
 	a.mu.Unlock()
 	a.pool.Reset(poolTimeout)
 }
