@@ -97,7 +97,7 @@ func renamed(name string, known []string, newName func(string) string) (problem,
 
 func (b *binder) unknown(key, name string, known []string) {
 	parent := strings.TrimSuffix(key, "."+name)
-	if vars := b.envVars(key); len(vars) > 0 {
+	if vars := envOnly(b.sources, key); len(vars) > 0 {
 		if problem, fix, ok := renamed(name, known, func(k string) string { return envName(join(parent, k)) }); ok {
 			b.errorf(strings.Join(vars, ", "), fix, "%s %s", envName(key), problem)
 			return
@@ -123,11 +123,11 @@ func (b *binder) unknown(key, name string, known []string) {
 	b.errorf(key, fix, "unknown key")
 }
 
-// envVars returns the variables that set key or keys under it when the
-// environment alone set them, or nil.
-func (b *binder) envVars(key string) []string {
+// envOnly returns the variables that set key or keys under it when the
+// environment alone set them, or nil when the file sets any of them.
+func envOnly(sources map[string]Source, key string) []string {
 	var vars []string
-	for k, src := range b.sources {
+	for k, src := range sources {
 		if k != key && !strings.HasPrefix(k, key+".") {
 			continue
 		}
@@ -255,7 +255,22 @@ func parseDuration(val any) (time.Duration, error) {
 // describeKind names what a value of type t is, for "must be ..." (no Go
 // type names: the reader wrote TOML).
 func describeKind(t reflect.Type) string {
-	switch t.Kind() {
+	if s := scalarKind(t.Kind()); s != "" {
+		return s
+	}
+	if t.Kind() == reflect.Slice {
+		return "a list"
+	}
+	return "a " + describeType(t)
+}
+
+// scalarKind names a value of kind k for a reader who knows TOML or JSON
+// but no Go: the same words for both, or "" for a kind that is not a
+// string, a boolean or a number.
+func scalarKind(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
 	case reflect.Bool:
 		return "true or false"
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
@@ -264,13 +279,8 @@ func describeKind(t reflect.Type) string {
 		return "a non-negative integer"
 	case reflect.Float32, reflect.Float64:
 		return "a number"
-	case reflect.Slice:
-		return "a list"
-	case reflect.String:
-		return "a string"
-	default:
-		return "a " + describeType(t)
 	}
+	return ""
 }
 
 func describe(val any) string {
@@ -373,18 +383,7 @@ func (a *App) isDeploy(key string) bool {
 	if key == "app.listen" || key == "app.admin_listen" || key == "app.admin_token" || key == "app.admin_hosts" {
 		return true
 	}
-	for name, p := range a.compiled {
-		dk, ok := p.(DeployKeyer)
-		if !ok {
-			continue
-		}
-		for _, pattern := range dk.DeployKeys() {
-			if matchKey("plugin."+name+"."+pattern, key) {
-				return true
-			}
-		}
-	}
-	return false
+	return a.declares(key, deployKeys, matchKey)
 }
 
 // bind decodes the raw tree into the [app] table, the [plugins] table and every
@@ -433,7 +432,7 @@ func (a *App) bind(errs *ConfigErrors) {
 		}
 		fix := a.compileFix(name)
 		suggestion := suggest(name, slices.Collect(maps.Keys(a.compiled)))
-		if vars := a.envOnly("plugin." + name + "."); len(vars) > 0 {
+		if vars := envOnly(a.raw.sources, "plugin."+name); len(vars) > 0 {
 			// Only the environment speaks of it: deployments share environments
 			// between services, so a variable meant for a sibling is not this
 			// service's mistake. It is ignored, loudly.
@@ -503,23 +502,6 @@ func (a *App) bind(errs *ConfigErrors) {
 		*errs = append(*errs, err...)
 	}
 	a.plugins = order
-}
-
-// envOnly returns the variables that set keys under prefix when every such key
-// came from the environment, or nil when the file sets any of them.
-func (a *App) envOnly(prefix string) []string {
-	var vars []string
-	for key, src := range a.raw.sources {
-		if !strings.HasPrefix(key, prefix) {
-			continue
-		}
-		if src.Kind != "env" {
-			return nil
-		}
-		vars = append(vars, src.EnvVar)
-	}
-	sort.Strings(vars)
-	return vars
 }
 
 func (a *App) compileFix(name string) string {

@@ -183,17 +183,10 @@ func jsonKind(t reflect.Type) string {
 	if reflect.PointerTo(t).Implements(textUnmarshaler) {
 		return "a string"
 	}
+	if s := scalarKind(t.Kind()); s != "" {
+		return s
+	}
 	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return "an integer"
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "a non-negative integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
 	case reflect.Slice:
 		if t.Elem().Kind() == reflect.Uint8 {
 			return "a base64 string"

@@ -27,21 +27,7 @@ type SecretKeyer interface {
 // a secret: a plugin declared it ([SecretKeyer]), or its name says so
 // ([IsSecretKey]).
 func (a *App) IsSecret(key string) bool {
-	if IsSecretKey(key) {
-		return true
-	}
-	for name, p := range a.compiled {
-		sk, ok := p.(SecretKeyer)
-		if !ok {
-			continue
-		}
-		for _, pattern := range sk.SecretKeys() {
-			if matchKey("plugin."+name+"."+pattern, key) {
-				return true
-			}
-		}
-	}
-	return false
+	return IsSecretKey(key) || a.declares(key, secretKeyPatterns, matchKey)
 }
 
 // quiet reports whether a key's value may not be quoted in an error: a deploy
@@ -49,37 +35,44 @@ func (a *App) IsSecret(key string) bool {
 // often carry secrets), a secret, or a table holding one ("headers" given a
 // string instead of the table of "headers.*").
 func (a *App) quiet(key string) bool {
-	return a.isDeploy(key) || a.holdsSecret(key) || a.holdsKeys(key, func(p Plugin) []string {
-		if dk, ok := p.(DeployKeyer); ok {
-			return dk.DeployKeys()
-		}
-		return nil
-	})
+	return a.isDeploy(key) || a.holdsSecret(key) || a.declares(key, deployKeys, matchKeyPrefix)
 }
 
 // holdsSecret reports whether key is a secret or a table holding one: what
 // a TOML syntax error's line never shows (the file did not parse, so the
 // value is shown as written, and a mistyped secret is still a secret).
 func (a *App) holdsSecret(key string) bool {
-	return a.IsSecret(key) || a.holdsKeys(key, func(p Plugin) []string {
-		if sk, ok := p.(SecretKeyer); ok {
-			return sk.SecretKeys()
-		}
-		return nil
-	})
+	return a.IsSecret(key) || a.declares(key, secretKeyPatterns, matchKeyPrefix)
 }
 
-// holdsKeys reports whether key names a table above one of the keys a
-// compiled plugin lists (patterns, relative to its table).
-func (a *App) holdsKeys(key string, patterns func(Plugin) []string) bool {
+// declares reports whether one of the key patterns a compiled plugin lists
+// (relative to its table) matches key, a full key, by match: [matchKey] for
+// the key itself, [matchKeyPrefix] for a table above it.
+func (a *App) declares(key string, patterns func(Plugin) []string, match func(pattern, key string) bool) bool {
 	for name, p := range a.compiled {
 		for _, pattern := range patterns(p) {
-			if matchKeyPrefix("plugin."+name+"."+pattern, key) {
+			if match("plugin."+name+"."+pattern, key) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// deployKeys are the deploy keys p declares ([DeployKeyer]), if any.
+func deployKeys(p Plugin) []string {
+	if dk, ok := p.(DeployKeyer); ok {
+		return dk.DeployKeys()
+	}
+	return nil
+}
+
+// secretKeyPatterns are the secret keys p declares ([SecretKeyer]), if any.
+func secretKeyPatterns(p Plugin) []string {
+	if sk, ok := p.(SecretKeyer); ok {
+		return sk.SecretKeys()
+	}
+	return nil
 }
 
 // matchKeyPrefix reports whether key names a table above pattern: its

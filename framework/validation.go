@@ -127,29 +127,28 @@ func (v *Validation) CompiledInError(key, problem, fix string) {
 
 // Deadline records an error unless d is a positive duration: jfast's deadlines
 // cannot be switched off, so zero and negative are refused.
-func (v *Validation) Deadline(key string, d time.Duration) {
-	if d <= 0 {
-		v.Error(key, deadlineProblem(d), deadlineFix)
-	}
-}
+func (v *Validation) Deadline(key string, d time.Duration) { checkDeadline(v, key, d) }
 
 // Positive records an error unless n > 0.
-func (v *Validation) Positive(key string, n int) {
-	if n <= 0 {
-		v.Error(key, positiveProblem(n), positiveFix)
+func (v *Validation) Positive(key string, n int) { checkPositive(v, key, n) }
+
+// problemRecorder is what the checks shared by [Validation] and [Problems]
+// record into.
+type problemRecorder interface {
+	Error(key, problem, fix string)
+}
+
+func checkDeadline(r problemRecorder, key string, d time.Duration) {
+	if d <= 0 {
+		r.Error(key, fmt.Sprintf("must be a positive duration, got %s", d), `set a duration such as "5s" or a number of seconds; deadlines cannot be switched off`)
 	}
 }
 
-const (
-	deadlineFix = `set a duration such as "5s" or a number of seconds; deadlines cannot be switched off`
-	positiveFix = "set a positive whole number"
-)
-
-func deadlineProblem(d time.Duration) string {
-	return fmt.Sprintf("must be a positive duration, got %s", d)
+func checkPositive(r problemRecorder, key string, n int) {
+	if n <= 0 {
+		r.Error(key, fmt.Sprintf("must be greater than zero, got %d", n), "set a positive whole number")
+	}
 }
-
-func positiveProblem(n int) string { return fmt.Sprintf("must be greater than zero, got %d", n) }
 
 // Problems collects configuration problems keyed relative to one table, in
 // the wording of [Validation]. It is the collector of a configuration type
@@ -164,18 +163,10 @@ func (p *Problems) Error(key, problem, fix string) {
 }
 
 // Deadline records an error unless d is a positive duration.
-func (p *Problems) Deadline(key string, d time.Duration) {
-	if d <= 0 {
-		p.Error(key, deadlineProblem(d), deadlineFix)
-	}
-}
+func (p *Problems) Deadline(key string, d time.Duration) { checkDeadline(p, key, d) }
 
 // Positive records an error unless n > 0.
-func (p *Problems) Positive(key string, n int) {
-	if n <= 0 {
-		p.Error(key, positiveProblem(n), positiveFix)
-	}
-}
+func (p *Problems) Positive(key string, n int) { checkPositive(p, key, n) }
 
 // Sub returns a Validation for a nested table, e.g. v.Sub("upstreams.billing").
 func (v *Validation) Sub(key string) *Validation {
