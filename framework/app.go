@@ -634,24 +634,21 @@ func Get[T Plugin](a *App, name string) (T, error) {
 }
 
 // Addr is the address the server listens on (useful with port 0).
-func (a *App) Addr() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.listener == nil {
-		return ""
-	}
-	return a.listener.Addr().String()
-}
+func (a *App) Addr() string { return a.addrOf(&a.listener) }
 
 // AdminAddr is the address the admin listener listens on (app.admin_listen,
 // useful with port 0), or "" without one.
-func (a *App) AdminAddr() string {
+func (a *App) AdminAddr() string { return a.addrOf(&a.adminListener) }
+
+// addrOf is the address of *l, one of a's listeners, read under a.mu; ""
+// while it is nil (not listening yet, or no such listener).
+func (a *App) addrOf(l *net.Listener) string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.adminListener == nil {
+	if *l == nil {
 		return ""
 	}
-	return a.adminListener.Addr().String()
+	return (*l).Addr().String()
 }
 
 // AdminRouter returns the admin listener's router once started, or nil

@@ -291,6 +291,27 @@ func (s *Service) printConfig(cmd *cobra.Command, _ []string) error {
 	return app.WriteEffectiveConfig(cmd.OutOrStdout())
 }
 
+// loadPluginsThat loads the App and returns it with its enabled plugins that
+// are a T. When none is, it writes "<none> (enabled: <plugins>); <fix>" to
+// stderr and returns the error that says it was reported.
+func loadPluginsThat[T framework.Plugin](s *Service, cmd *cobra.Command, none, fix string) (*framework.App, []T, error) {
+	app, err := s.Load(cmd)
+	if err != nil {
+		return nil, nil, err
+	}
+	var ts []T
+	for _, p := range app.Plugins() {
+		if t, ok := p.(T); ok {
+			ts = append(ts, t)
+		}
+	}
+	if len(ts) == 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s (enabled: %s); %s\n", none, strings.Join(pluginNames(app.Plugins()), ", "), fix)
+		return nil, nil, reported
+	}
+	return app, ts, nil
+}
+
 func pluginNames[P framework.Plugin](ps []P) []string {
 	names := make([]string, len(ps))
 	for i, p := range ps {

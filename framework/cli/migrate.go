@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -42,19 +41,9 @@ The configuration is validated first, as check does; plugins are not started.`,
 
 // migrate calls every enabled [framework.Migrator] (see its doc for the contract).
 func (s *Service) migrate(cmd *cobra.Command, args []string) error {
-	app, err := s.Load(cmd)
+	_, migrators, err := loadPluginsThat[framework.Migrator](s, cmd, "migrate: no enabled plugin has migrations", "enable the db plugin and compile migrations in with db.WithMigrations")
 	if err != nil {
 		return err
-	}
-	var migrators []framework.Migrator
-	for _, p := range app.Plugins() {
-		if m, ok := p.(framework.Migrator); ok {
-			migrators = append(migrators, m)
-		}
-	}
-	if len(migrators) == 0 {
-		fmt.Fprintf(cmd.ErrOrStderr(), "migrate: no enabled plugin has migrations (enabled: %s); enable the db plugin and compile migrations in with db.WithMigrations\n", strings.Join(pluginNames(app.Plugins()), ", "))
-		return reported
 	}
 	var errs []error
 	for _, m := range migrators {

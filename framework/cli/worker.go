@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 
 	"github.com/go-chi/chi/v5"
@@ -39,19 +38,9 @@ func (s *Service) worker(cmd *cobra.Command, _ []string) error {
 		// worker needs; the worker serves only the probes and /metrics.
 		s2.opts.Routes = func(app *framework.App, _ chi.Router) error { return routes(app, chi.NewRouter()) }
 	}
-	app, err := s2.Load(cmd)
+	app, runners, err := loadPluginsThat[framework.WorkerRunner](&s2, cmd, "worker: no enabled plugin runs workers", "enable the queue plugin in [plugins] enabled to run jobs")
 	if err != nil {
 		return err
-	}
-	var runners []framework.WorkerRunner
-	for _, p := range app.Plugins() {
-		if w, ok := p.(framework.WorkerRunner); ok {
-			runners = append(runners, w)
-		}
-	}
-	if len(runners) == 0 {
-		fmt.Fprintf(cmd.ErrOrStderr(), "worker: no enabled plugin runs workers (enabled: %s); enable the queue plugin in [plugins] enabled to run jobs\n", strings.Join(pluginNames(app.Plugins()), ", "))
-		return reported
 	}
 	ctx := cmd.Context()
 	if err := app.Start(ctx); err != nil {
