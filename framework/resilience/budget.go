@@ -1,6 +1,7 @@
 package resilience
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"sync"
@@ -111,32 +112,18 @@ func NewRetryBudget(o RetryBudgetOpts) *RetryBudget {
 		if bad(tb.MaxTokens) || bad(tb.InitialTokens) || bad(tb.TokensPerCall) {
 			panic(fmt.Sprintf("resilience: retry budget: negative token bucket option in %+v", *tb))
 		}
-		maxT, perCall := tb.MaxTokens, tb.TokensPerCall
-		if maxT == 0 {
-			maxT = DefaultTokenBucketMaxTokens
-		}
-		if perCall == 0 {
-			perCall = DefaultTokenBucketTokensPerCall
-		}
-		initial := tb.InitialTokens
-		if initial == 0 {
-			initial = maxT
-		}
+		maxT := cmp.Or(tb.MaxTokens, DefaultTokenBucketMaxTokens)
+		perCall := cmp.Or(tb.TokensPerCall, DefaultTokenBucketTokensPerCall)
+		initial := cmp.Or(tb.InitialTokens, maxT)
 		b.bucket = true
 		b.maxTok = milli(maxT)
 		b.perCall = milli(perCall)
 		b.tokens = min(milli(initial), b.maxTok)
 		return b
 	}
-	if o.Ratio == 0 {
-		o.Ratio = DefaultBudgetRatio
-	}
-	if o.MinPerSecond == 0 {
-		o.MinPerSecond = DefaultBudgetMinPerSecond
-	}
-	if o.Window == 0 {
-		o.Window = DefaultBudgetWindow
-	}
+	o.Ratio = cmp.Or(o.Ratio, DefaultBudgetRatio)
+	o.MinPerSecond = cmp.Or(o.MinPerSecond, DefaultBudgetMinPerSecond)
+	o.Window = cmp.Or(o.Window, DefaultBudgetWindow)
 	b.ratio, b.minPS = o.Ratio, o.MinPerSecond
 	b.long = newWindow(o.Window, budgetBuckets)
 	b.second = newWindow(time.Second, budgetBuckets)

@@ -1,6 +1,7 @@
 package resilience
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/bits"
@@ -75,15 +76,9 @@ func NewBulkhead(o BulkheadOpts) *Bulkhead {
 	if o.MaxConcurrent < 0 || o.Wait < 0 {
 		panic(fmt.Sprintf("resilience: bulkhead %q: negative option in %+v", o.Name, o))
 	}
-	if o.Name == "" {
-		o.Name = "dependency"
-	}
-	if o.MaxConcurrent == 0 {
-		o.MaxConcurrent = DefaultBulkheadMaxConcurrent
-	}
-	if o.Wait == 0 {
-		o.Wait = DefaultBulkheadWait
-	}
+	o.Name = cmp.Or(o.Name, "dependency")
+	o.MaxConcurrent = cmp.Or(o.MaxConcurrent, DefaultBulkheadMaxConcurrent)
+	o.Wait = cmp.Or(o.Wait, DefaultBulkheadWait)
 	clock, reg, owner := unwrapClock(o.Clock)
 	b := &Bulkhead{
 		name: o.Name, max: o.MaxConcurrent, wait: o.Wait, clock: clock,
