@@ -21,8 +21,8 @@ const (
 
 // S3 is a private versitygw (posix backend) on a free loopback port.
 type S3 struct {
-	addr, dir string
-	cmd       *exec.Cmd
+	addr string
+	process
 	// AccessKey and SecretKey are the server's credentials: S3AccessKey and
 	// S3SecretKey.
 	AccessKey, SecretKey string
@@ -45,14 +45,30 @@ func goBinary(name, script string) (string, error) {
 	return "", fmt.Errorf("%s is not installed (not in PATH nor in $(go env GOPATH)/bin): run %s", name, script)
 }
 
+// binaryAndDir finds the binary name (goBinary) and makes the temporary
+// directory, named by pattern, of a server about to start from it.
+func binaryAndDir(name, script, pattern string) (bin, dir string, err error) {
+	if bin, err = goBinary(name, script); err != nil {
+		return "", "", err
+	}
+	if dir, err = os.MkdirTemp("", pattern); err != nil {
+		return "", "", err
+	}
+	return bin, dir, nil
+}
+
+// didNotStart removes the directory of a server that never became ready
+// and returns the error that quotes its log (startLogged's server.log).
+func didNotStart(name, dir string) error {
+	b, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+	os.RemoveAll(dir)
+	return fmt.Errorf("%s did not start; its log:\n%s", name, b)
+}
+
 // StartS3 starts versitygw (installed by scripts/install-versitygw.sh) on a
 // free port, with its data in a temporary directory.
 func StartS3(ctx context.Context) (*S3, error) {
-	bin, err := goBinary("versitygw", "scripts/install-versitygw.sh")
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "jfast-s3-")
+	bin, dir, err := binaryAndDir("versitygw", "scripts/install-versitygw.sh", "jfast-s3-")
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +77,7 @@ func StartS3(ctx context.Context) (*S3, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	s := &S3{dir: dir, AccessKey: S3AccessKey, SecretKey: S3SecretKey}
+	s := &S3{process: process{dir: dir}, AccessKey: S3AccessKey, SecretKey: S3SecretKey}
 	for range 3 { // the free port can be taken in between: try another
 		port, err := FreePort()
 		if err != nil {
@@ -75,9 +91,7 @@ func StartS3(ctx context.Context) (*S3, error) {
 			return s, nil
 		}
 	}
-	b, _ := os.ReadFile(filepath.Join(dir, "server.log"))
-	os.RemoveAll(dir)
-	return nil, fmt.Errorf("versitygw did not start; its log:\n%s", b)
+	return nil, didNotStart("versitygw", dir)
 }
 
 func (s *S3) start(ctx context.Context, bin string, ready func(*http.Response) bool, args ...string) error {
@@ -154,37 +168,41 @@ func (s *S3) Addr() string { return s.addr }
 // Endpoint is the server's base URL, for a storage disk's endpoint (path-style).
 func (s *S3) Endpoint() string { return "http://" + s.addr }
 
-// Pause stops versitygw and waits until every thread is stopped.
-func (s *S3) Pause() error { return stopAndWait(s.cmd.Process.Pid) }
+// process is a server binary the harness started (startLogged), with its
+// files in dir: S3 (versitygw) and SMTP (mailpit) pause, resume and stop
+// through it.
+type process struct {
+	cmd *exec.Cmd
+	dir string
+}
+
+// Pause stops the server and waits until every thread is stopped.
+func (p *process) Pause() error { return stopAndWait(p.cmd.Process.Pid) }
 
 // Resume undoes Pause.
-func (s *S3) Resume() error { return s.cmd.Process.Signal(syscall.SIGCONT) }
+func (p *process) Resume() error { return p.cmd.Process.Signal(syscall.SIGCONT) }
 
-// Stop ends versitygw by its pid and removes its data.
-func (s *S3) Stop() error {
-	stopCmd(s.cmd)
-	return os.RemoveAll(s.dir)
+// Stop ends the server by its pid and removes its files.
+func (p *process) Stop() error {
+	stopCmd(p.cmd)
+	return os.RemoveAll(p.dir)
 }
 
 // SMTP is a private mailpit: an SMTP server and the HTTP API that lists what it
 // received, both on free loopback ports.
 type SMTP struct {
-	addr, api, dir string
-	cmd            *exec.Cmd
+	addr, api string
+	process
 }
 
 // StartSMTP starts mailpit (installed by scripts/install-mailpit.sh) accepting
 // any credentials, with its database in a temporary directory.
 func StartSMTP(ctx context.Context) (*SMTP, error) {
-	bin, err := goBinary("mailpit", "scripts/install-mailpit.sh")
+	bin, dir, err := binaryAndDir("mailpit", "scripts/install-mailpit.sh", "jfast-smtp-")
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "jfast-smtp-")
-	if err != nil {
-		return nil, err
-	}
-	s := &SMTP{dir: dir}
+	s := &SMTP{process: process{dir: dir}}
 	for range 3 {
 		sp, err1 := FreePort()
 		hp, err2 := FreePort()
@@ -214,9 +232,7 @@ func StartSMTP(ctx context.Context) (*SMTP, error) {
 		}
 		stopCmd(cmd)
 	}
-	b, _ := os.ReadFile(filepath.Join(dir, "server.log"))
-	os.RemoveAll(dir)
-	return nil, fmt.Errorf("mailpit did not start; its log:\n%s", b)
+	return nil, didNotStart("mailpit", dir)
 }
 
 // Addr is the SMTP address, "127.0.0.1:PORT".
@@ -224,18 +240,6 @@ func (s *SMTP) Addr() string { return s.addr }
 
 // API is the base URL of mailpit's HTTP API (GET /api/v1/messages).
 func (s *SMTP) API() string { return "http://" + s.api }
-
-// Pause stops mailpit and waits until every thread is stopped.
-func (s *SMTP) Pause() error { return stopAndWait(s.cmd.Process.Pid) }
-
-// Resume undoes Pause.
-func (s *SMTP) Resume() error { return s.cmd.Process.Signal(syscall.SIGCONT) }
-
-// Stop ends mailpit by its pid and removes its files.
-func (s *SMTP) Stop() error {
-	stopCmd(s.cmd)
-	return os.RemoveAll(s.dir)
-}
 
 var (
 	_ Server = (*Redis)(nil)

@@ -40,6 +40,18 @@ func FreePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
+// portAndDir picks a free loopback port and makes a temporary directory
+// (named by pattern, as os.MkdirTemp) for a server about to start.
+func portAndDir(pattern string) (port int, dir string, err error) {
+	if port, err = FreePort(); err != nil {
+		return 0, "", err
+	}
+	if dir, err = os.MkdirTemp("", pattern); err != nil {
+		return 0, "", err
+	}
+	return port, dir, nil
+}
+
 func waitPort(ctx context.Context, addr string) error {
 	for {
 		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
@@ -64,11 +76,7 @@ type Redis struct {
 
 // StartRedis starts redis-server on a free port with persistence off.
 func StartRedis(ctx context.Context) (*Redis, error) {
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "jfast-redis-")
+	port, dir, err := portAndDir("jfast-redis-")
 	if err != nil {
 		return nil, err
 	}
@@ -162,11 +170,7 @@ func StartPostgres(ctx context.Context) (*Postgres, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "jfast-pg-")
+	port, dir, err := portAndDir("jfast-pg-")
 	if err != nil {
 		return nil, err
 	}

@@ -7,18 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/jfastframework/jfast/framework/statuspage"
 )
 
-// ms renders d in milliseconds, or "—" when zero.
-func ms(d time.Duration) string {
-	if d == 0 {
-		return "—"
-	}
-	if d < 10*time.Millisecond {
-		return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
-	}
-	return fmt.Sprintf("%d ms", d.Round(time.Millisecond).Milliseconds())
-}
+// ms renders d in milliseconds, or "—" when zero, as the status page does.
+var ms = statuspage.Millis
 
 var tableHeader = []string{"dependency", "fault", "status", "first answer", "paid a deadline", "slowest", "answered fast p50 / max", "/ready (slowest)", "recovered in", "result"}
 

@@ -33,7 +33,7 @@ func frontDoorOf(f func() *FrontDoor) *frontDoorView {
 		return nil
 	}
 	v := &frontDoorView{Limit: fd.Limit, InFlight: fd.InFlight, Queued: fd.Queued,
-		Baseline: latency(fd.Baseline), Recent: latency(fd.Recent), CPUWait: latency(fd.CPUWait), Shed: "none"}
+		Baseline: Millis(fd.Baseline), Recent: Millis(fd.Recent), CPUWait: Millis(fd.CPUWait), Shed: "none"}
 	reasons := make([]string, 0, len(fd.Shed))
 	for r, n := range fd.Shed {
 		if n > 0 {
@@ -52,7 +52,10 @@ func frontDoorOf(f func() *FrontDoor) *frontDoorView {
 	return v
 }
 
-func latency(d time.Duration) string {
+// Millis renders a latency in milliseconds (one decimal under 10 ms), or
+// "—" when zero: the words of the status page's front door panel and of the
+// drill report (drills), which the page shows too.
+func Millis(d time.Duration) string {
 	if d == 0 {
 		return "—"
 	}
