@@ -28,6 +28,9 @@ type ResponseRecorder struct {
 	written int64
 	start   time.Time
 	log     *slog.Logger
+	// quiet leaves the request out of the access log: a request the front
+	// door shed, which it logs once a second in aggregate.
+	quiet bool
 }
 
 // Status returns the status written, or 0 when nothing has been written yet.
@@ -242,6 +245,9 @@ func (s *serveRequest) recover(w *ResponseRecorder, r *http.Request) {
 // sources (telemetry's trace and span IDs) it logs with the request's context,
 // which adds the request ID and theirs.
 func (s *serveRequest) accessLog(w *ResponseRecorder, r *http.Request, id string) {
+	if w.quiet {
+		return
+	}
 	h := s.log.Handler()
 	if !h.Enabled(r.Context(), slog.LevelInfo) {
 		return

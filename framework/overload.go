@@ -188,6 +188,10 @@ type frontDoor struct {
 	byRoute  map[string]Priority
 	byMethod map[methodRoute]Priority
 	log      *slog.Logger
+	// shed counts the requests shed since the last "requests shed" line,
+	// logged (unix nanoseconds): at most one INFO line a second, however
+	// many are shed, instead of an access log line each.
+	shed, logged atomic.Int64
 }
 
 type methodRoute struct{ method, route string }
@@ -273,10 +277,32 @@ func (f *frontDoor) admit(w *ResponseRecorder, r *http.Request, held *heldPermit
 		clientGone(w, r)
 		return false
 	}
-	f.log.LogAttrs(r.Context(), slog.LevelDebug, "request shed",
-		slog.String("reason", shed.Reason), slog.String("class", class.String()))
+	w.quiet = true
+	f.logShed(r, shed.Reason, class)
 	problem.Write(w, r, shed.Problem())
 	return false
+}
+
+// shedLogEvery is the most often the front door logs the requests it shed.
+const shedLogEvery = time.Second
+
+// logShed logs a shed request: at DEBUG each one, at INFO a count at most
+// once every shedLogEvery. Under overload a service sheds most of what it
+// is offered, and an access log line each would spend the CPU (and the log
+// pipeline) the shedding is there to save.
+func (f *frontDoor) logShed(r *http.Request, reason string, class Priority) {
+	f.log.LogAttrs(r.Context(), slog.LevelDebug, "request shed",
+		slog.String("method", r.Method), slog.String("path", r.URL.Path),
+		slog.String("reason", reason), slog.String("class", class.String()))
+	f.shed.Add(1)
+	now := f.limiter.clock.Now().UnixNano()
+	last := f.logged.Load()
+	if now-last < int64(shedLogEvery) || !f.logged.CompareAndSwap(last, now) {
+		return
+	}
+	f.log.LogAttrs(r.Context(), slog.LevelInfo, "requests shed",
+		slog.Int64("count", f.shed.Swap(0)), slog.String("reason", reason),
+		slog.Int("limit", f.limiter.Limit()), slog.Int("status", http.StatusServiceUnavailable))
 }
 
 // heldPermit is the Permit of the request being served, released once: when

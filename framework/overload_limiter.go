@@ -508,6 +508,13 @@ func (l *Limiter) adaptLocked(now time.Time) {
 	l.limit = min(max(limit, float64(l.cfg.MinLimit)), float64(l.cfg.MaxLimit))
 }
 
+// Limit is the limit now, as a whole number of requests.
+func (l *Limiter) Limit() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.limitLocked()
+}
+
 // LimiterState is what the Limiter reads now, for metrics and the status page.
 type LimiterState struct {
 	Limit    int

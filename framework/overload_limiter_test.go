@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -487,4 +489,87 @@ func TestLimitGrowsSlowlyNearTheLimitThatLastShrank(t *testing.T) {
 	if got := framework.LimitOf(l); math.Abs(got-want) > 1e-9 {
 		t.Fatalf("past the knee: limit %v, want %v (its square root)", got, want)
 	}
+}
+
+// lockedBuffer is a log output several goroutines write.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// Shed requests are logged at INFO in aggregate, at most once a second (the
+// first at once), not each with an access log line.
+func TestShedRequestsAreLoggedOnceASecond(t *testing.T) {
+	t.Parallel()
+	clk := resilience.NewTestClock(time.Unix(1_700_000_000, 0))
+	var logs lockedBuffer
+	hold, entered := make(chan struct{}), make(chan struct{})
+	app, err := framework.New(framework.Options{
+		ConfigText: "[app]\nlisten = \"127.0.0.1:0\"\n[app.overload]\ninitial_limit = 1\nmax_limit = 1\nqueue = 0\n",
+		Environ:    []string{},
+		LogOutput:  &logs,
+		Clock:      clk,
+		Routes: func(_ *framework.App, r chi.Router) error {
+			r.Get("/hello", func(http.ResponseWriter, *http.Request) {})
+			r.Get("/hold", func(http.ResponseWriter, *http.Request) { close(entered); <-hold })
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = app.Stop(context.Background()) })
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		app.Router().ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/hold", nil))
+	}()
+	<-entered
+	shed := func(n int) {
+		for range n {
+			w := httptest.NewRecorder()
+			app.Router().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/hello", nil))
+			if w.Code != http.StatusServiceUnavailable {
+				t.Fatalf("status %d, want 503", w.Code)
+			}
+		}
+	}
+	lines := func() []string {
+		var out []string
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, `msg="requests shed"`) {
+				out = append(out, line)
+			}
+		}
+		return out
+	}
+	shed(5)
+	if got := lines(); len(got) != 1 || !strings.Contains(got[0], "count=1 ") {
+		t.Fatalf("after 5 shed within a second: %q, want one line with count=1", got)
+	}
+	clk.Advance(time.Second)
+	shed(1)
+	if got := lines(); len(got) != 2 || !strings.Contains(got[1], "count=5 ") {
+		t.Fatalf("a second later: %q, want a second line with count=5 (4 held back and this one)", got)
+	}
+	if strings.Contains(logs.String(), "path=/hello status=503") {
+		t.Fatalf("an access log line for a shed request:\n%s", logs.String())
+	}
+	close(hold)
+	<-held
 }

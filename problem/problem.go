@@ -192,9 +192,20 @@ func (p *Problem) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// writeString writes s as a JSON string, as json.Marshal does: a string of
+// printable ASCII that needs no escape (most titles, details, paths and
+// request IDs) as it is, any other through json.Marshal.
 func writeString(buf *bytes.Buffer, s string) {
-	b, _ := json.Marshal(s) // a string always marshals
-	buf.Write(b)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s) // a string always marshals
+			buf.Write(b)
+			return
+		}
+	}
+	buf.WriteByte('"')
+	buf.WriteString(s)
+	buf.WriteByte('"')
 }
 
 // UnmarshalJSON decodes a problem body, such as one an upstream sent: the

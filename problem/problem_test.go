@@ -1,6 +1,7 @@
 package problem_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -577,5 +578,21 @@ func TestMaxBytesErrorIs413(t *testing.T) {
 	}
 	if b := marshal(t, p); !strings.Contains(b, `"title":"Content Too Large"`) {
 		t.Errorf("body = %s", b)
+	}
+}
+
+// Every member string is written as json.Marshal writes it: the plain ones
+// as they are, the others escaped by encoding/json.
+func TestStringsAreWrittenAsJSONMarshalWritesThem(t *testing.T) {
+	for _, s := range []string{"/orders/42", "about:blank", "Service Unavailable", "a\"b", `a\b`, "<tag>", "a&b", "tab\there", "new\nline", "\x7f", "é", "\u2028", "\xff"} {
+		p := &problem.Problem{Status: 400, Detail: s, Instance: s}
+		got, err := p.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(s)
+		if !bytes.Contains(got, append([]byte(`"detail":`), want...)) || !bytes.Contains(got, append([]byte(`"instance":`), want...)) {
+			t.Errorf("%q: body %s, want the member as %s", s, got, want)
+		}
 	}
 }
