@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/jfasttest"
 )
 
 // limiterSetup returns a Limiter on a test clock with windows of 10 ms, so
@@ -312,30 +312,46 @@ func BenchmarkShed(b *testing.B) {
 		serveLoop(b, r)
 	})
 	b.Run("impl=jfast", func(b *testing.B) {
-		hold := make(chan struct{})
-		entered := make(chan struct{})
-		app, err := framework.New(framework.Options{
-			ConfigText: "[app]\nlisten = \"127.0.0.1:0\"\n[app.overload]\ninitial_limit = 1\nmin_limit = 1\nmax_limit = 1\nqueue = 0\n",
-			Environ:    []string{},
-			LogOutput:  io.Discard,
-			Routes: func(_ *framework.App, r chi.Router) error {
-				r.Get("/hello", func(http.ResponseWriter, *http.Request) {})
-				r.Get("/hold", func(http.ResponseWriter, *http.Request) { close(entered); <-hold })
-				return nil
-			},
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := app.Start(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		defer app.Stop(context.Background())
-		go app.Router().ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/hold", nil))
-		<-entered
-		defer close(hold)
+		app := fullApp(b, io.Discard, nil)
 		serveLoop(b, app.Router())
 	})
+}
+
+// fullApp starts an App whose limit (1, no queue) a request to /hold fills
+// until the test ends, so every request to /hello is shed; it logs to out,
+// on clock (nil: the real one).
+func fullApp(tb testing.TB, out io.Writer, clock resilience.Clock) *framework.App {
+	tb.Helper()
+	hold, entered := make(chan struct{}), make(chan struct{})
+	app, err := framework.New(framework.Options{
+		ConfigText: "[app]\nlisten = \"127.0.0.1:0\"\n[app.overload]\ninitial_limit = 1\nmin_limit = 1\nmax_limit = 1\nqueue = 0\n",
+		Environ:    []string{},
+		LogOutput:  out,
+		Clock:      clock,
+		Routes: func(_ *framework.App, r chi.Router) error {
+			r.Get("/hello", func(http.ResponseWriter, *http.Request) {})
+			r.Get("/hold", func(http.ResponseWriter, *http.Request) { close(entered); <-hold })
+			return nil
+		},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		app.Router().ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/hold", nil))
+	}()
+	<-entered
+	tb.Cleanup(func() {
+		close(hold)
+		<-held
+		_ = app.Stop(context.Background())
+	})
+	return app
 }
 
 func serveLoop(b *testing.B, h http.Handler) {
@@ -491,55 +507,13 @@ func TestLimitGrowsSlowlyNearTheLimitThatLastShrank(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log output several goroutines write.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // Shed requests are logged at INFO in aggregate, at most once a second (the
 // first at once), not each with an access log line.
 func TestShedRequestsAreLoggedOnceASecond(t *testing.T) {
 	t.Parallel()
 	clk := resilience.NewTestClock(time.Unix(1_700_000_000, 0))
-	var logs lockedBuffer
-	hold, entered := make(chan struct{}), make(chan struct{})
-	app, err := framework.New(framework.Options{
-		ConfigText: "[app]\nlisten = \"127.0.0.1:0\"\n[app.overload]\ninitial_limit = 1\nmax_limit = 1\nqueue = 0\n",
-		Environ:    []string{},
-		LogOutput:  &logs,
-		Clock:      clk,
-		Routes: func(_ *framework.App, r chi.Router) error {
-			r.Get("/hello", func(http.ResponseWriter, *http.Request) {})
-			r.Get("/hold", func(http.ResponseWriter, *http.Request) { close(entered); <-hold })
-			return nil
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = app.Stop(context.Background()) })
-	held := make(chan struct{})
-	go func() {
-		defer close(held)
-		app.Router().ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/hold", nil))
-	}()
-	<-entered
+	var logs jfasttest.Logs
+	app := fullApp(t, &logs, clk)
 	shed := func(n int) {
 		for range n {
 			w := httptest.NewRecorder()
@@ -570,6 +544,4 @@ func TestShedRequestsAreLoggedOnceASecond(t *testing.T) {
 	if strings.Contains(logs.String(), "path=/hello status=503") {
 		t.Fatalf("an access log line for a shed request:\n%s", logs.String())
 	}
-	close(hold)
-	<-held
 }
