@@ -91,7 +91,8 @@ type Upstream struct {
 	// balancing over the target's addresses, with no breaker per address).
 	Discover bool `koanf:"discover"`
 	// ResolveEvery is the time between two resolutions of a discovered
-	// target's name. Defaults to 5s ([DefaultResolveEvery]).
+	// target's name; refused without discover. Defaults to 5s
+	// ([DefaultResolveEvery]).
 	ResolveEvery time.Duration `koanf:"resolve_every"`
 	// Insecure sends plain text, without TLS. Only set it for a local
 	// service or behind a mesh that encrypts. Deploy key. Defaults to false
@@ -288,6 +289,10 @@ func (u *Upstream) problems() []framework.ConfigError {
 	u.balancingProblems(&l)
 	deadline("stream_timeout", u.StreamTimeout)
 	deadline("resolve_every", u.ResolveEvery)
+	if !u.Discover && u.ResolveEvery > 0 && u.ResolveEvery != DefaultResolveEvery {
+		add("resolve_every", "is set while discover is false: nothing is resolved by jfast",
+			"set discover = true (the target's name resolved every resolve_every), or remove resolve_every")
+	}
 	for _, list := range []struct {
 		key     string
 		methods []string

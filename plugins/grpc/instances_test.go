@@ -239,6 +239,7 @@ func TestInstancesConfigErrors(t *testing.T) {
 		{"discover = true\ntarget = \"unix:///run/inventory.sock\"", "discover", "DNS name"},
 		{"discover = true\ntarget = \"dns:///inventory\"", "target", "host:port"},
 		{"discover = true\ntarget = \"inventory:9000\"\nresolve_every = \"0s\"", "resolve_every", ""},
+		{"target = \"dns:///inventory:9000\"\nresolve_every = \"10s\"", "resolve_every", "discover is false"},
 	} {
 		e := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: table + tc.toml + "\n", Plugins: []framework.Plugin{jgrpc.New()}}).
 			Only(t, "plugin.grpc.upstreams.inventory."+tc.key)
