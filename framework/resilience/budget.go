@@ -136,7 +136,13 @@ func bad(f float64) bool { return f < 0 || math.IsNaN(f) || math.IsInf(f, 0) }
 func milli(f float64) int64 { return int64(math.Round(f * 1000)) }
 
 // RecordCall records one call (a first attempt).
-func (b *RetryBudget) RecordCall() {
+func (b *RetryBudget) RecordCall() { b.recordCall(time.Time{}, false) }
+
+// recordCallAt is RecordCall for a caller that has read the budget's clock
+// already: now.
+func (b *RetryBudget) recordCallAt(now time.Time) { b.recordCall(now, true) }
+
+func (b *RetryBudget) recordCall(now time.Time, known bool) {
 	if b == nil {
 		return
 	}
@@ -145,7 +151,11 @@ func (b *RetryBudget) RecordCall() {
 	if b.bucket {
 		b.tokens = min(b.tokens+b.perCall, b.maxTok)
 	} else {
-		b.long.add(elapsed(b.clock, b.origin), 1, 0)
+		at := now.Sub(b.origin)
+		if !known {
+			at = elapsed(b.clock, b.origin)
+		}
+		b.long.add(at, 1, 0)
 	}
 	b.mu.Unlock()
 }

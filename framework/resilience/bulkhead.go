@@ -119,15 +119,24 @@ func (b *Bulkhead) claim() *slot {
 // the context's error, wrapped, when ctx ended first. Taking a free slot
 // allocates nothing.
 func (b *Bulkhead) Acquire(ctx context.Context) (Permit, error) {
+	if p, ok := b.tryAcquire(); ok {
+		return p, nil
+	}
+	return b.acquireSlow(ctx)
+}
+
+// tryAcquire takes a free slot without waiting. It reports false when none
+// is free or calls are already waiting (Acquire then waits its turn).
+func (b *Bulkhead) tryAcquire() (Permit, bool) {
 	if b == nil {
-		return Permit{}, nil
+		return Permit{}, true
 	}
 	if b.waiting.Load() == 0 {
 		if s := b.claim(); s != nil {
-			return permitFor(s), nil
+			return permitFor(s), true
 		}
 	}
-	return b.acquireSlow(ctx)
+	return Permit{}, false
 }
 
 func (b *Bulkhead) acquireSlow(ctx context.Context) (Permit, error) {

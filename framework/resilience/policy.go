@@ -172,15 +172,21 @@ func (p *Policy) Begin(ctx context.Context, r *Run, o RunOpts) error {
 	}
 	r.ticket = ticket
 	r.deadline(o)
-	permit, err := p.bulkhead.Acquire(r.ctx)
-	if err != nil {
-		r.ended = true
-		r.cancel()
-		ticket.Done(Ignore)
-		return err
+	permit, free := p.bulkhead.tryAcquire()
+	if !free {
+		if permit, err = p.bulkhead.Acquire(r.ctx); err != nil {
+			r.ended = true
+			r.cancel()
+			ticket.Done(Ignore)
+			return err
+		}
 	}
 	r.permit = permit
-	p.budget.RecordCall()
+	if free && p.real {
+		p.budget.recordCallAt(r.start) // admitted without a wait: the call's start is now
+	} else {
+		p.budget.RecordCall()
+	}
 	return nil
 }
 
