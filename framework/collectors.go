@@ -27,3 +27,47 @@ func RegisterOrReuse[C prometheus.Collector](reg prometheus.Registerer, c *C) er
 	}
 	return err
 }
+
+// NewCounter, NewCounterVec, NewGaugeVec, NewHistogram and NewHistogramVec
+// are prometheus's constructors with the only options jfast's collectors set:
+// a name, its help, the labels of a vector and the buckets of a histogram.
+// No label (a vector with none) is a nil label list, as prometheus has it.
+
+// NewCounter returns a counter named name.
+func NewCounter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
+// NewCounterVec returns a counter vector named name, by labels.
+func NewCounterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+// NewGaugeVec returns a gauge vector named name, by labels.
+func NewGaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+}
+
+// NewHistogram returns a histogram named name with buckets.
+func NewHistogram(name, help string, buckets []float64) prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+}
+
+// NewHistogramVec returns a histogram vector named name with buckets, by
+// labels.
+func NewHistogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+}
+
+// RegisterAll registers every collector in reg, in order, and returns the
+// first refusal (the collectors after it are not registered). It is for the
+// collectors a plugin makes once per App: a second registration stays the
+// error it is (see [RegisterOrReuse] for the shared ones).
+func RegisterAll(reg prometheus.Registerer, collectors ...prometheus.Collector) error {
+	for _, c := range collectors {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,6 +1,7 @@
 package framework_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -80,5 +81,24 @@ func TestRegisterOrReuseKeepsACollectorOfAnotherType(t *testing.T) {
 	}
 	if calls != kept {
 		t.Fatal("a counter vec was replaced by a collector of another type")
+	}
+}
+
+func TestRegisterAllStopsAtTheFirstRefusal(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	calls := framework.NewCounterVec("jfast_test_calls_total", "Calls.", "upstream")
+	if err := framework.RegisterAll(reg, calls); err != nil {
+		t.Fatal(err)
+	}
+	// A second registration of the same collector is refused, and what
+	// follows it is not registered.
+	after := framework.NewCounter("jfast_test_after_total", "After.")
+	err := framework.RegisterAll(reg, calls, after)
+	var are prometheus.AlreadyRegisteredError
+	if !errors.As(err, &are) {
+		t.Fatalf("err = %v, want prometheus.AlreadyRegisteredError", err)
+	}
+	if reg.Unregister(after) {
+		t.Fatal("the collector after the refusal was registered")
 	}
 }

@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -68,15 +67,6 @@ func (e *UnavailableError) Problem() *problem.Problem {
 	p := problem.ServiceUnavailable(pluginName, detail, e.RetryAfter())
 	p.Err = e
 	return p
-}
-
-// isTimeout reports whether err is a deadline that ran out.
-func isTimeout(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
-	var t interface{ Timeout() bool }
-	return errors.As(err, &t) && t.Timeout()
 }
 
 var (

@@ -116,17 +116,9 @@ func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if nested(ctx) {
 			return next(ctx, cmd)
 		}
-		ticket, err := h.breaker.Allow()
-		if err != nil {
-			h.metrics.refused.Inc()
-			return &UnavailableError{Err: err}
-		}
-		start := time.Now()
 		wait, blocking := commandWait(cmd)
 		limit, bounded := h.limit(wait, blocking)
-		own := ownDeadline(start, limit, bounded)
-		err = next(bound(ctx, own), cmd)
-		return h.done(ctx, ticket, err, limit, own, start, !blocking)
+		return h.call(ctx, limit, bounded, !blocking, func(ctx context.Context) error { return next(ctx, cmd) })
 	}
 }
 
@@ -138,12 +130,6 @@ func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 		if nested(ctx) {
 			return next(ctx, cmds)
 		}
-		ticket, err := h.breaker.Allow()
-		if err != nil {
-			h.metrics.refused.Inc()
-			return &UnavailableError{Err: err}
-		}
-		start := time.Now()
 		var wait time.Duration
 		bounded, blocks := true, false
 		for _, cmd := range cmds {
@@ -154,11 +140,22 @@ func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 			blocks = blocks || blocking
 			wait += w
 		}
-		limit := h.timeout + wait
-		own := ownDeadline(start, limit, bounded)
-		err = next(bound(ctx, own), cmds)
-		return h.done(ctx, ticket, err, limit, own, start, !blocks)
+		return h.call(ctx, h.timeout+wait, bounded, !blocks, func(ctx context.Context) error { return next(ctx, cmds) })
 	}
+}
+
+// call runs one call (a command, or a pipeline) through the breaker: refused
+// at once while it is open, else run under its own deadline (limit from now,
+// when bounded) and reported by done.
+func (h *hook) call(ctx context.Context, limit time.Duration, bounded, timed bool, run func(context.Context) error) error {
+	ticket, err := h.breaker.Allow()
+	if err != nil {
+		h.metrics.refused.Inc()
+		return &UnavailableError{Err: err}
+	}
+	start := time.Now()
+	own := ownDeadline(start, limit, bounded)
+	return h.done(ctx, ticket, run(bound(ctx, own)), limit, own, start, timed)
 }
 
 // limit returns a command's deadline from now, and false when only the caller's
@@ -223,7 +220,7 @@ func (h *hook) done(ctx context.Context, t resilience.Ticket, err error, limit t
 		return &UnavailableError{Err: err}
 	}
 	ue := &UnavailableError{Err: err}
-	if isTimeout(err) && !errors.Is(err, redis.ErrPoolTimeout) {
+	if resilience.IsTimeout(err) && !errors.Is(err, redis.ErrPoolTimeout) {
 		// command_timeout expired with no answer: a hang, which opens the
 		// breaker at once when Redis answered nothing meanwhile.
 		t.TripOnSilence()

@@ -4,6 +4,8 @@ import (
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jfastframework/jfast/framework"
 )
 
 // component names what failed open, in the fail-open metric and log.
@@ -43,15 +45,8 @@ type commandMetrics struct {
 var commandBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
 
 func newCommandMetrics() (commandMetrics, []prometheus.Collector) {
-	commands := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "jfast_cache_commands_total",
-		Help: "Redis commands (a pipeline or MULTI/EXEC counts once) by outcome: ok (Redis answered, a miss or an error reply included), error (no answer, or a reply saying it cannot serve now), refused (the open breaker refused it, nothing sent).",
-	}, []string{"outcome"})
-	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "jfast_cache_command_duration_seconds",
-		Help:    "Time of a Redis command (or pipeline) the breaker admitted, from admission to its answer or error.",
-		Buckets: commandBuckets,
-	}, nil)
+	commands := framework.NewCounterVec("jfast_cache_commands_total", "Redis commands (a pipeline or MULTI/EXEC counts once) by outcome: ok (Redis answered, a miss or an error reply included), error (no answer, or a reply saying it cannot serve now), refused (the open breaker refused it, nothing sent).", "outcome")
+	duration := framework.NewHistogramVec("jfast_cache_command_duration_seconds", "Time of a Redis command (or pipeline) the breaker admitted, from admission to its answer or error.", commandBuckets)
 	return commandMetrics{
 		ok:      commands.WithLabelValues("ok"),
 		failed:  commands.WithLabelValues("error"),
@@ -61,51 +56,38 @@ func newCommandMetrics() (commandMetrics, []prometheus.Collector) {
 }
 
 func newMetrics(p *Plugin) *metrics {
-	failOpen := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "jfast_cache_fail_open_total",
-		Help: "Calls that went on without Redis because it did not answer, by component (remember, ratelimit).",
-	}, []string{"component"})
-	limited := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "jfast_cache_rate_limited_total",
-		Help: "Requests refused with 429 by a rate limiter, by limiter name.",
-	}, []string{"limiter"})
+	failOpen := framework.NewCounterVec("jfast_cache_fail_open_total", "Calls that went on without Redis because it did not answer, by component (remember, ratelimit).", "component")
+	limited := framework.NewCounterVec("jfast_cache_rate_limited_total", "Requests refused with 429 by a rate limiter, by limiter name.", "limiter")
 	m := &metrics{limited: limited}
 	var commands []prometheus.Collector
 	m.commands, commands = newCommandMetrics()
 	for c := component(0); c < numComponents; c++ {
 		m.failOpen[c] = failOpen.WithLabelValues(c.String())
 	}
-	state := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "jfast_cache_breaker_state",
-		Help: "State of the Redis breaker: 0 closed, 1 open, 2 half-open.",
-	}, func() float64 { return float64(p.breaker.Snapshot().State) })
-	opens := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "jfast_cache_breaker_opens_total",
-		Help: "Times the Redis breaker opened.",
-	}, func() float64 { return float64(p.breaker.Snapshot().Opens) })
-	conns := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "jfast_cache_pool_connections",
-		Help: "Connections in the Redis pool.",
-	}, func() float64 { return float64(p.client.PoolStats().TotalConns) })
-	idle := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "jfast_cache_pool_idle_connections",
-		Help: "Idle connections in the Redis pool.",
-	}, func() float64 { return float64(p.client.PoolStats().IdleConns) })
-	timeouts := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "jfast_cache_pool_timeouts_total",
-		Help: "Times a command waited for a pooled connection longer than command_timeout.",
-	}, func() float64 { return float64(p.client.PoolStats().Timeouts) })
-	m.collectors = append(commands, failOpen, limited, state, opens, conns, idle, timeouts)
+	m.collectors = append(commands, failOpen, limited)
+	// The breaker's and the pool's series are read when scraped.
+	for _, s := range []struct {
+		name, help string
+		counter    bool
+		value      func() float64
+	}{
+		{"jfast_cache_breaker_state", "State of the Redis breaker: 0 closed, 1 open, 2 half-open.", false, func() float64 { return float64(p.breaker.Snapshot().State) }},
+		{"jfast_cache_breaker_opens_total", "Times the Redis breaker opened.", true, func() float64 { return float64(p.breaker.Snapshot().Opens) }},
+		{"jfast_cache_pool_connections", "Connections in the Redis pool.", false, func() float64 { return float64(p.client.PoolStats().TotalConns) }},
+		{"jfast_cache_pool_idle_connections", "Idle connections in the Redis pool.", false, func() float64 { return float64(p.client.PoolStats().IdleConns) }},
+		{"jfast_cache_pool_timeouts_total", "Times a command waited for a pooled connection longer than command_timeout.", true, func() float64 { return float64(p.client.PoolStats().Timeouts) }},
+	} {
+		if s.counter {
+			m.collectors = append(m.collectors, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: s.name, Help: s.help}, s.value))
+		} else {
+			m.collectors = append(m.collectors, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: s.name, Help: s.help}, s.value))
+		}
+	}
 	return m
 }
 
 func (m *metrics) register(r *prometheus.Registry) error {
-	for _, c := range m.collectors {
-		if err := r.Register(c); err != nil {
-			return err
-		}
-	}
-	return nil
+	return framework.RegisterAll(r, m.collectors...)
 }
 
 // failOpen counts a call that went on without Redis and logs it once per

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jfastframework/jfast/framework"
 )
 
 // metrics are the plugin's Prometheus collectors. Channels are declared in
@@ -31,45 +33,16 @@ type publishCounters struct {
 
 func newMetrics(p *Plugin) (*metrics, error) {
 	m := &metrics{
-		p: p,
-		published: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jfast_channels_published_total",
-			Help: "Publish calls by channel and outcome (ok; unavailable: redis did not take it; too_large: over max_payload_bytes).",
-		}, []string{"channel", "outcome"}),
-		publishDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "jfast_channels_publish_duration_seconds",
-			Help:    "Time of a publish sent to Redis (ok or unavailable), by channel: one command on the cache plugin's client.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
-		}, []string{"channel"}),
-		handledV: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jfast_channels_handled_total",
-			Help: "Handler runs by channel and outcome (ok, error, permanent, timeout, panic; dropped: a broadcast message the handler's buffer had no room for).",
-		}, []string{"channel", "outcome"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "jfast_channels_handler_duration_seconds",
-			Help:    "Duration of handler runs by channel.",
-			Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30},
-		}, []string{"channel"}),
-		claimedV: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jfast_channels_claimed_total",
-			Help: "Durable messages this process claimed after visibility_timeout (their consumer died or its handler failed).",
-		}, []string{"channel"}),
-		deadV: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jfast_channels_dead_lettered_total",
-			Help: "Durable messages moved to the dead letter stream.",
-		}, []string{"channel"}),
-		sseOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "jfast_channels_sse_clients",
-			Help: "Server-sent events streams open now, by channel.",
-		}, []string{"channel"}),
-		sseClose: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jfast_channels_sse_closed_total",
-			Help: "Server-sent events streams ended, by channel and reason (client_gone, slow_client, write_failed, shutdown, catch_up_failed).",
-		}, []string{"channel", "reason"}),
-		sseRefuse: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jfast_channels_sse_refused_total",
-			Help: "Server-sent events requests answered 503, by channel and reason (process_limit: sse_max_streams; client_limit: sse_max_streams_per_client).",
-		}, []string{"channel", "reason"}),
+		p:          p,
+		published:  framework.NewCounterVec("jfast_channels_published_total", "Publish calls by channel and outcome (ok; unavailable: redis did not take it; too_large: over max_payload_bytes).", "channel", "outcome"),
+		publishDur: framework.NewHistogramVec("jfast_channels_publish_duration_seconds", "Time of a publish sent to Redis (ok or unavailable), by channel: one command on the cache plugin's client.", []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}, "channel"),
+		handledV:   framework.NewCounterVec("jfast_channels_handled_total", "Handler runs by channel and outcome (ok, error, permanent, timeout, panic; dropped: a broadcast message the handler's buffer had no room for).", "channel", "outcome"),
+		duration:   framework.NewHistogramVec("jfast_channels_handler_duration_seconds", "Duration of handler runs by channel.", []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30}, "channel"),
+		claimedV:   framework.NewCounterVec("jfast_channels_claimed_total", "Durable messages this process claimed after visibility_timeout (their consumer died or its handler failed).", "channel"),
+		deadV:      framework.NewCounterVec("jfast_channels_dead_lettered_total", "Durable messages moved to the dead letter stream.", "channel"),
+		sseOpen:    framework.NewGaugeVec("jfast_channels_sse_clients", "Server-sent events streams open now, by channel.", "channel"),
+		sseClose:   framework.NewCounterVec("jfast_channels_sse_closed_total", "Server-sent events streams ended, by channel and reason (client_gone, slow_client, write_failed, shutdown, catch_up_failed).", "channel", "reason"),
+		sseRefuse:  framework.NewCounterVec("jfast_channels_sse_refused_total", "Server-sent events requests answered 503, by channel and reason (process_limit: sse_max_streams; client_limit: sse_max_streams_per_client).", "channel", "reason"),
 	}
 	for _, c := range p.chans {
 		c.pub = &publishCounters{
@@ -83,12 +56,7 @@ func newMetrics(p *Plugin) (*metrics, error) {
 }
 
 func (m *metrics) register(reg *prometheus.Registry) error {
-	for _, c := range []prometheus.Collector{m.published, m.publishDur, m.handledV, m.duration, m.claimedV, m.deadV, m.sseOpen, m.sseClose, m.sseRefuse} {
-		if err := reg.Register(c); err != nil {
-			return err
-		}
-	}
-	return nil
+	return framework.RegisterAll(reg, m.published, m.publishDur, m.handledV, m.duration, m.claimedV, m.deadV, m.sseOpen, m.sseClose, m.sseRefuse)
 }
 
 func (m *metrics) handled(c *channel, outcome string, d time.Duration) {

@@ -1,6 +1,10 @@
 package idempotency
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jfastframework/jfast/framework"
+)
 
 // Outcomes of a request on a guarded route, the outcome label of
 // jfast_idempotency_requests_total.
@@ -26,19 +30,11 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jfast_idempotency_requests_total",
-			Help: "Requests on routes guarded by the idempotency plugin, by store and outcome.",
-		}, []string{"store", "outcome"}),
-		swept: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "jfast_idempotency_swept_total",
-			Help: "Expired idempotency records deleted by the PostgreSQL store's sweep.",
-		}),
+		requests: framework.NewCounterVec("jfast_idempotency_requests_total", "Requests on routes guarded by the idempotency plugin, by store and outcome.", "store", "outcome"),
+		swept:    framework.NewCounter("jfast_idempotency_swept_total", "Expired idempotency records deleted by the PostgreSQL store's sweep."),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.swept} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := framework.RegisterAll(reg, m.requests, m.swept); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -79,27 +79,23 @@ const (
 	KindThrottled
 )
 
+// kindNames are the kinds' names, as the metrics' "outcome" label has them.
+var kindNames = [...]string{
+	KindStatus:       "status",
+	KindRateLimited:  "rate_limited",
+	KindTimeout:      "timeout",
+	KindUnavailable:  "unavailable",
+	KindCircuitOpen:  "circuit_open",
+	KindBulkheadFull: "bulkhead_full",
+	KindCancelled:    "cancelled",
+	KindClosed:       "closed",
+	KindThrottled:    "throttled",
+}
+
 // String returns the kind's name, as the metrics' "outcome" label has it.
 func (k Kind) String() string {
-	switch k {
-	case KindStatus:
-		return "status"
-	case KindRateLimited:
-		return "rate_limited"
-	case KindTimeout:
-		return "timeout"
-	case KindUnavailable:
-		return "unavailable"
-	case KindCircuitOpen:
-		return "circuit_open"
-	case KindBulkheadFull:
-		return "bulkhead_full"
-	case KindCancelled:
-		return "cancelled"
-	case KindClosed:
-		return "closed"
-	case KindThrottled:
-		return "throttled"
+	if int(k) < len(kindNames) {
+		return kindNames[k]
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jfastframework/jfast/framework"
 )
 
 type metrics struct {
@@ -25,31 +27,15 @@ type metrics struct {
 
 func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	m := &metrics{
-		enq: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jfast_queue_enqueued_total",
-			Help: "Enqueue calls by job kind and outcome (ok; error: not enqueued; unconfirmed: may have been enqueued; breaker_open; cancelled; retried: a second attempt made).",
-		}, []string{"kind", "outcome"}),
-		enqDur: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "jfast_queue_enqueue_duration_seconds",
-			Help:    "Time of an enqueue that reached the broker, its retry included, to the broker's answer or enqueue_timeout.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-		}),
-		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jfast_queue_attempts_total",
-			Help: "Job attempts by kind and outcome (done, failed, permanent, interrupted, unknown_kind).",
-		}, []string{"kind", "outcome"}),
-		dur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "jfast_queue_attempt_duration_seconds",
-			Help:    "Duration of job attempts by kind.",
-			Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30, 60, 300},
-		}, []string{"kind"}),
+		enq:    framework.NewCounterVec("jfast_queue_enqueued_total", "Enqueue calls by job kind and outcome (ok; error: not enqueued; unconfirmed: may have been enqueued; breaker_open; cancelled; retried: a second attempt made).", "kind", "outcome"),
+		enqDur: framework.NewHistogram("jfast_queue_enqueue_duration_seconds", "Time of an enqueue that reached the broker, its retry included, to the broker's answer or enqueue_timeout.", []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}),
+		jobs:   framework.NewCounterVec("jfast_queue_attempts_total", "Job attempts by kind and outcome (done, failed, permanent, interrupted, unknown_kind).", "kind", "outcome"),
+		dur:    framework.NewHistogramVec("jfast_queue_attempt_duration_seconds", "Duration of job attempts by kind.", []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30, 60, 300}, "kind"),
 	}
 	m.enqOK.Store(&map[string]prometheus.Counter{})
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.enq, m.enqDur, m.jobs, m.dur} {
-			if err := reg.Register(c); err != nil {
-				return nil, err
-			}
+		if err := framework.RegisterAll(reg, m.enq, m.enqDur, m.jobs, m.dur); err != nil {
+			return nil, err
 		}
 	}
 	return m, nil
