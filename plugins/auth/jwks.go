@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
+	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/problem"
 )
@@ -161,15 +162,11 @@ func (c *jwksCache) stop(ctx context.Context) error {
 		return nil
 	}
 	c.cancel()
-	done := make(chan struct{})
-	go func() { c.wg.Wait(); close(done) }()
 	defer c.transport.CloseIdleConnections()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("auth: stop jwks refresh: %w", ctx.Err())
+	if err := framework.Wait(ctx, &c.wg); err != nil {
+		return fmt.Errorf("auth: stop jwks refresh: %w", err)
 	}
+	return nil
 }
 
 // loop refreshes the keys every interval. After a failed fetch, whoever

@@ -27,27 +27,29 @@ type signer interface {
 	Public() crypto.PublicKey
 }
 
-// readPEM returns the PEM text of value: the value itself when it holds a PEM
-// block, else the file it names. Errors never quote the value (it may be a key).
-func readPEM(value string) ([]byte, error) {
-	if strings.Contains(value, "-----BEGIN") {
-		return []byte(value), nil
-	}
-	b, err := os.ReadFile(value)
-	if err != nil {
-		return nil, fmt.Errorf("is neither inline PEM nor a readable file: %w", errors.Unwrap(err))
-	}
-	return b, nil
-}
-
-func loadPublicKey(value string) (crypto.PublicKey, error) {
-	text, err := readPEM(value)
-	if err != nil {
-		return nil, err
+// readPEM returns the first PEM block of value: the value itself when it
+// holds a PEM block, else the file it names. Errors never quote the value (it
+// may be a key).
+func readPEM(value string) (*pem.Block, error) {
+	text := []byte(value)
+	if !strings.Contains(value, "-----BEGIN") {
+		b, err := os.ReadFile(value)
+		if err != nil {
+			return nil, fmt.Errorf("is neither inline PEM nor a readable file: %w", errors.Unwrap(err))
+		}
+		text = b
 	}
 	block, _ := pem.Decode(text)
 	if block == nil {
 		return nil, errors.New("holds no PEM block")
+	}
+	return block, nil
+}
+
+func loadPublicKey(value string) (crypto.PublicKey, error) {
+	block, err := readPEM(value)
+	if err != nil {
+		return nil, err
 	}
 	if k, err := x509.ParsePKIXPublicKey(block.Bytes); err == nil {
 		return k, nil
@@ -62,13 +64,9 @@ func loadPublicKey(value string) (crypto.PublicKey, error) {
 }
 
 func loadPrivateKey(value string) (signer, error) {
-	text, err := readPEM(value)
+	block, err := readPEM(value)
 	if err != nil {
 		return nil, err
-	}
-	block, _ := pem.Decode(text)
-	if block == nil {
-		return nil, errors.New("holds no PEM block")
 	}
 	var k any
 	if k, err = x509.ParsePKCS8PrivateKey(block.Bytes); err != nil {

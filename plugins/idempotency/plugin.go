@@ -116,14 +116,10 @@ func (p *Plugin) Stop(ctx context.Context) error {
 		return nil
 	}
 	p.cancel()
-	done := make(chan struct{})
-	go func() { p.sweeps.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("idempotency: stop: waiting for the sweep: %w", ctx.Err())
+	if err := framework.Wait(ctx, &p.sweeps); err != nil {
+		return fmt.Errorf("idempotency: stop: waiting for the sweep: %w", err)
 	}
+	return nil
 }
 
 // Check implements framework.Checker: the store answers (and, for PostgreSQL,

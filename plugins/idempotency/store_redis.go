@@ -37,21 +37,23 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0`)
 	// completeScript replaces KEYS[1] when its token is ARGV[1].
-	completeScript = redis.NewScript(`
-local v = redis.call('GET', KEYS[1])
-if v and string.sub(v, 1, ` + fmt.Sprint(tokenLen) + `) == ARGV[1] then
-	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-	return 1
-end
-return 0`)
+	completeScript = whenToken(`	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+	return 1`)
 	// releaseScript deletes KEYS[1] when its token is ARGV[1].
-	releaseScript = redis.NewScript(`
+	releaseScript = whenToken(`	return redis.call('DEL', KEYS[1])`)
+)
+
+// whenToken returns the script that runs body when the value of KEYS[1]
+// starts with the token ARGV[1] (the request still holds the key), and
+// returns 0 otherwise.
+func whenToken(body string) *redis.Script {
+	return redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, ` + fmt.Sprint(tokenLen) + `) == ARGV[1] then
-	return redis.call('DEL', KEYS[1])
+` + body + `
 end
 return 0`)
-)
+}
 
 func newRedisStore(client redis.UniversalClient, prefix string, ttl time.Duration) *redisStore {
 	return &redisStore{client: client, prefix: prefix, ttl: ttl}

@@ -421,20 +421,21 @@ func (b *asynqBackend) archived(ctx context.Context, id string) (string, string,
 }
 
 func (b *asynqBackend) RetryDead(ctx context.Context, id string) error {
-	q, tid, err := b.archived(ctx, id)
-	if err != nil {
-		return err
-	}
-	_, err = call(ctx, func() (struct{}, error) { return struct{}{}, b.inspector.RunTask(q, tid) })
-	return err
+	return b.onDead(ctx, id, b.inspector.RunTask)
 }
 
 func (b *asynqBackend) DeleteDead(ctx context.Context, id string) error {
+	return b.onDead(ctx, id, b.inspector.DeleteTask)
+}
+
+// onDead applies op (the inspector's RunTask or DeleteTask) to the dead job
+// id names, ErrNotFound when there is none.
+func (b *asynqBackend) onDead(ctx context.Context, id string, op func(queue, taskID string) error) error {
 	q, tid, err := b.archived(ctx, id)
 	if err != nil {
 		return err
 	}
-	_, err = call(ctx, func() (struct{}, error) { return struct{}{}, b.inspector.DeleteTask(q, tid) })
+	_, err = call(ctx, func() (struct{}, error) { return struct{}{}, op(q, tid) })
 	return err
 }
 

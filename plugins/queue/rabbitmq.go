@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -304,25 +305,14 @@ func (b *rabbitBackend) release(lock string) {
 	b.names.Delete("queue:" + lock) // the list stays as long as the pending locks
 }
 
-// hdrInt reads an integer header whatever width the broker gave it.
+// hdrInt reads an integer header whatever width the broker gave it (a
+// signed integer, or an unsigned one of up to 32 bits).
 func hdrInt(t amqp.Table, key string) int64 {
-	switch v := t[key].(type) {
-	case int64:
-		return v
-	case int32:
-		return int64(v)
-	case int16:
-		return int64(v)
-	case int8:
-		return int64(v)
-	case int:
-		return int64(v)
-	case uint8:
-		return int64(v)
-	case uint16:
-		return int64(v)
-	case uint32:
-		return int64(v)
+	switch v := reflect.ValueOf(t[key]); v.Kind() {
+	case reflect.Int64, reflect.Int32, reflect.Int16, reflect.Int8, reflect.Int:
+		return v.Int()
+	case reflect.Uint8, reflect.Uint16, reflect.Uint32:
+		return int64(v.Uint())
 	}
 	return 0
 }

@@ -68,22 +68,7 @@ func (p *Plugin) ExtractJob(ctx context.Context, metadata map[string]string) con
 // the returned function is called. A job enqueued outside a trace starts a
 // trace of its own (subject to sample_ratio).
 func (p *Plugin) ObserveJob(ctx context.Context, kind string, metadata map[string]string) (context.Context, func(error)) {
-	tp := p.tracer.Load()
-	if tp == nil {
-		return ctx, endNothing
-	}
-	if len(metadata) > 0 {
-		ctx = p.prop.Extract(ctx, propagation.MapCarrier(metadata))
-	}
-	ctx, span := (*tp).Start(ctx, "job "+kind, trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(attribute.String("jfast.job.kind", kind)))
-	return ctx, func(err error) {
-		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
-		}
-		span.End()
-	}
+	return p.observeConsumer(ctx, metadata, "job", kind, "jfast.job.kind")
 }
 
 // InjectMessage implements framework.MessagePropagator: the publishing
@@ -97,6 +82,14 @@ func (p *Plugin) InjectMessage(ctx context.Context, metadata map[string]string) 
 // ends when the returned function is called. A message published outside a
 // trace starts a trace of its own (subject to sample_ratio).
 func (p *Plugin) ObserveMessage(ctx context.Context, channel string, metadata map[string]string) (context.Context, func(error)) {
+	return p.observeConsumer(ctx, metadata, "channel", channel, "jfast.channel")
+}
+
+// observeConsumer starts the consumer span "<what> <name>", with name in
+// the attribute key, under the trace metadata carries (a trace of its own
+// without one), and returns the function that ends it, recording the
+// handler's error. With tracing off it costs nothing.
+func (p *Plugin) observeConsumer(ctx context.Context, metadata map[string]string, what, name, key string) (context.Context, func(error)) {
 	tp := p.tracer.Load()
 	if tp == nil {
 		return ctx, endNothing
@@ -104,8 +97,8 @@ func (p *Plugin) ObserveMessage(ctx context.Context, channel string, metadata ma
 	if len(metadata) > 0 {
 		ctx = p.prop.Extract(ctx, propagation.MapCarrier(metadata))
 	}
-	ctx, span := (*tp).Start(ctx, "channel "+channel, trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(attribute.String("jfast.channel", channel)))
+	ctx, span := (*tp).Start(ctx, what+" "+name, trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String(key, name)))
 	return ctx, func(err error) {
 		if err != nil {
 			span.RecordError(err)

@@ -239,13 +239,7 @@ func retries(t *testing.T, h Harness) {
 			return nil
 		}))
 	})
-	_, err := plugin(t, svc).Enqueue(context.Background(), "flaky", struct{}{})
-	must(t, err)
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("job not done after 3 attempts within 20s")
-	}
+	enqueueAndAwait(t, svc, "flaky", done, "job not done after 3 attempts within 20s")
 	time.Sleep(300 * time.Millisecond) // nothing runs after success
 	mu.Lock()
 	defer mu.Unlock()
@@ -256,6 +250,19 @@ func retries(t *testing.T, h Harness) {
 	must(t, err)
 	if len(dead) != 0 {
 		t.Fatalf("dead letter = %+v, want empty", dead)
+	}
+}
+
+// enqueueAndAwait enqueues a job of kind and waits up to 20s for its handler
+// to close done; past it the test fails with what.
+func enqueueAndAwait(t *testing.T, svc *jfasttest.Service, kind string, done <-chan struct{}, what string) {
+	t.Helper()
+	_, err := plugin(t, svc).Enqueue(context.Background(), kind, struct{}{})
+	must(t, err)
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal(what)
 	}
 }
 
@@ -276,13 +283,7 @@ func retryAfter(t *testing.T, h Harness) {
 			return nil
 		}))
 	})
-	_, err := plugin(t, svc).Enqueue(context.Background(), "later", struct{}{})
-	must(t, err)
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("retried job not done within 20s")
-	}
+	enqueueAndAwait(t, svc, "later", done, "retried job not done within 20s")
 	mu.Lock()
 	defer mu.Unlock()
 	if gap := at[1].Sub(at[0]); gap < 1500*time.Millisecond {
