@@ -253,6 +253,19 @@ func retries(t *testing.T, h Harness) {
 	}
 }
 
+// awaitDead waits up to within for the dead letter of queue name to hold n
+// jobs, and returns them; past it the test fails with what.
+func awaitDead(t *testing.T, q *queue.Plugin, name string, n int, within time.Duration, what string) []queue.DeadJob {
+	t.Helper()
+	var dead []queue.DeadJob
+	Eventually(t, within, what, func() bool {
+		var err error
+		dead, err = q.DeadJobs(context.Background(), queue.DeadQuery{Queue: name})
+		return err == nil && len(dead) == n
+	})
+	return dead
+}
+
 // enqueueAndAwait enqueues a job of kind and waits up to 20s for its handler
 // to close done; past it the test fails with what.
 func enqueueAndAwait(t *testing.T, svc *jfasttest.Service, kind string, done <-chan struct{}, what string) {
@@ -303,11 +316,7 @@ func permanent(t *testing.T, h Harness) {
 	q := plugin(t, svc)
 	res, err := q.Enqueue(context.Background(), "bounce", Receipt{Order: 7, Email: "nobody@example.com"})
 	must(t, err)
-	var dead []queue.DeadJob
-	Eventually(t, 10*time.Second, "permanent failure in the dead letter", func() bool {
-		dead, err = q.DeadJobs(context.Background(), queue.DeadQuery{Queue: name})
-		return err == nil && len(dead) == 1
-	})
+	dead := awaitDead(t, q, name, 1, 10*time.Second, "permanent failure in the dead letter")
 	time.Sleep(300 * time.Millisecond)
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("handler called %d times, want 1 (no retry)", n)
@@ -338,11 +347,7 @@ func deadLetter(t *testing.T, h Harness) {
 	must(t, err)
 	b, err := q.Enqueue(ctx, "doomed", Receipt{Order: 2})
 	must(t, err)
-	var dead []queue.DeadJob
-	Eventually(t, 30*time.Second, "both jobs dead after 3 attempts", func() bool {
-		dead, err = q.DeadJobs(context.Background(), queue.DeadQuery{Queue: name})
-		return err == nil && len(dead) == 2
-	})
+	dead := awaitDead(t, q, name, 2, 30*time.Second, "both jobs dead after 3 attempts")
 	if n := calls.Load(); n != 6 {
 		t.Fatalf("handler called %d times, want 6 (2 jobs × attempts 3)", n)
 	}
@@ -376,10 +381,7 @@ func deadLetter(t *testing.T, h Harness) {
 	heal.Store(true)
 	must(t, q.RetryDead(context.Background(), a.ID))
 	Eventually(t, 10*time.Second, "retried dead job handled", func() bool { return healed.Load() == 1 })
-	Eventually(t, 5*time.Second, "dead letter empty", func() bool {
-		dead, err = q.DeadJobs(context.Background(), queue.DeadQuery{Queue: name})
-		return err == nil && len(dead) == 0
-	})
+	awaitDead(t, q, name, 0, 5*time.Second, "dead letter empty")
 	if err := q.RetryDead(context.Background(), a.ID); !errors.Is(err, queue.ErrNotFound) {
 		t.Fatalf("RetryDead of a job no longer dead = %v, want ErrNotFound", err)
 	}
@@ -404,11 +406,7 @@ func jobTimeout(t *testing.T, h Harness) {
 	q := plugin(t, svc)
 	_, err := q.Enqueue(context.Background(), "slow", struct{}{})
 	must(t, err)
-	var dead []queue.DeadJob
-	Eventually(t, 20*time.Second, "timed-out job dead after 2 attempts", func() bool {
-		dead, err = q.DeadJobs(context.Background(), queue.DeadQuery{Queue: name})
-		return err == nil && len(dead) == 1
-	})
+	dead := awaitDead(t, q, name, 1, 20*time.Second, "timed-out job dead after 2 attempts")
 	if n := calls.Load(); n != 2 {
 		t.Fatalf("attempts = %d, want 2", n)
 	}
@@ -652,11 +650,7 @@ func unknownKind(t *testing.T, h Harness) {
 	must(t, err)
 	_, err = q.Enqueue(context.Background(), "known", struct{}{})
 	must(t, err)
-	var dead []queue.DeadJob
-	Eventually(t, 30*time.Second, "the orphan job dead after 3 attempts", func() bool {
-		dead, err = q.DeadJobs(context.Background(), queue.DeadQuery{Queue: name})
-		return err == nil && len(dead) == 1
-	})
+	dead := awaitDead(t, q, name, 1, 30*time.Second, "the orphan job dead after 3 attempts")
 	d := dead[0]
 	if d.ID != res.ID || d.Kind != "orphan" || d.Attempts != 3 || !strings.Contains(d.LastError, "orphan") || payloadOrder(t, d.Payload) != 9 {
 		t.Fatalf("dead job = %+v, want the orphan job after 3 attempts naming its kind", d)
