@@ -28,7 +28,9 @@ const (
 	// is stronger evidence: when the dependency answered no call at all
 	// since the hung call was admitted, the breaker goes half-open at once,
 	// so the next call probes while every other fails fast (see
-	// [Ticket.Done]). A call cut by its caller's deadline is not a Hang but
+	// [Ticket.Done]); [Ticket.TripOnSilence], which the policy's loop
+	// applies to every attempt that hung ([Run.Attempts]), opens it outright
+	// instead. A call cut by its caller's deadline is not a Hang but
 	// [Ignore] ([CutByCaller]).
 	Hang
 )
@@ -428,20 +430,39 @@ func (t Ticket) Done(o Outcome) {
 // makes the breaker half-open, so that the next call probes and may pay the
 // same deadline again, TripOnSilence opens it for a full cool-down. It suits
 // a dependency whose calls in one request follow each other (a cache's
-// commands): the second call of the request is then refused at once instead
-// of being the probe. When something answered meanwhile it is Done(Hang);
-// a probe's TripOnSilence opens the breaker as Done(Hang) does.
+// commands, an upstream's calls, a disk's transfers): the second call of the
+// request is then refused at once instead of being the probe. When something
+// answered meanwhile it is Done(Hang); a probe's TripOnSilence opens the
+// breaker as Done(Hang) does. The policy's loop ends the tickets it holds
+// so after an attempt that hung ([Run.Attempts]), and an [Attempter] the
+// tickets it takes with [Ticket.DoneAttempt].
 func (t Ticket) TripOnSilence() {
-	b := t.b
-	if b == nil || t.probe {
+	if t.b == nil || t.probe || !t.trip() {
 		t.Done(Hang)
+	}
+}
+
+// DoneAttempt reports the outcome of one attempt of a policy's loop on a
+// ticket the [Attempter] took itself (an instance's breaker, in
+// [Attempter.Report]): Done, except that a [Hang] is reported by the
+// silence rule ([Ticket.TripOnSilence]), as the loop reports the call's.
+func (t Ticket) DoneAttempt(o Outcome) {
+	if o == Hang {
+		t.TripOnSilence()
 		return
 	}
+	t.Done(o)
+}
+
+// trip opens the breaker for a hung call, the silence rule in closed state,
+// and reports whether it did: it does nothing when the breaker changed
+// state since the ticket was taken, or something answered meanwhile.
+func (t Ticket) trip() bool {
+	b := t.b
 	b.mu.Lock()
 	if t.gen != b.gen || b.state != StateClosed || b.answers.Load() != t.answers {
 		b.mu.Unlock()
-		t.Done(Hang)
-		return
+		return false
 	}
 	now := b.now()
 	b.win.add(now, 1, 1)
@@ -450,6 +471,44 @@ func (t Ticket) TripOnSilence() {
 	c.Hang = true
 	b.unlockAndNotify(&c)
 	b.tick(now)
+	return true
+}
+
+// hung applies the silence rule to the ticket of a call still running (the
+// policy's loop, after an attempt that hung): a probe's ticket, or one
+// whose dependency answered nothing since the call was admitted, opens the
+// breaker and is spent; any other stays the call's, for the outcome of its
+// last attempt (a hang while the dependency answered others is one failure
+// among them). refuses reports whether the breaker now refuses calls (open
+// within its cool-down, or half-open with a probe in flight): a retry would
+// wait on the silence this call, or another, met.
+func (t Ticket) hung() (spent, refuses bool) {
+	b := t.b
+	if b == nil {
+		return false, false
+	}
+	switch {
+	case t.probe:
+		t.Done(Hang)
+		spent = true
+	case t.trip():
+		spent = true
+	}
+	return spent, b.refuses()
+}
+
+// refuses reports whether Allow would refuse a call now, without taking a
+// ticket or moving an open breaker whose cool-down ended to half-open.
+func (b *Breaker) refuses() bool {
+	v := b.sg.Load()
+	switch State(v & sgStateMask) {
+	case StateOpen:
+		e := b.openErr.Load()
+		return e != nil && b.now() < e.until
+	case StateHalfOpen:
+		return v&sgProbing != 0
+	}
+	return false
 }
 
 // Trip opens the breaker now for a full cool-down, whatever its state, on

@@ -123,6 +123,11 @@ const (
 	// StopWaitCut: the call's context ended during the wait before the
 	// retry (reported by [Run.Stopped], after the attempt's record).
 	StopWaitCut
+	// StopOpen: the attempt hung and the call's breaker now refuses calls:
+	// opened by the silence rule (the dependency answered nothing since the
+	// call was admitted, or the call was the probe), or by another call. A
+	// retry would wait on the same silence.
+	StopOpen
 )
 
 // String returns the reason in the words of metrics and logs.
@@ -146,6 +151,8 @@ func (s Stop) String() string {
 		return "hedged"
 	case StopWaitCut:
 		return "wait_cut"
+	case StopOpen:
+		return "open"
 	}
 	return fmt.Sprintf("Stop(%d)", uint8(s))
 }
@@ -202,14 +209,16 @@ type Run struct {
 	outcome   Outcome
 	stop      Stop
 	ended     bool
+	refused   bool // an attempt hung and the call's breaker refused calls then
 	hedge     bool // RunOpts.Hedge on a policy with hedge_after
 }
 
 // Attempts runs the call's attempts, the one loop of jfast's outbound
 // calls: attempt, read the verdict (an attempt cut by the caller is no
-// evidence), then stop or retry by one rule, in this order: the verdict
-// asks for no retry; the call made its attempts; the call's context ended;
-// the wait (the dependency's, or the full-jitter backoff) plus another
+// evidence; one that hung ends the call's breaker ticket by the silence
+// rule, see below), then stop or retry by one rule, in this order: the
+// verdict asks for no retry; the call made its attempts; the call's context
+// ended; the attempt hung and the call's breaker refuses calls; the wait (the dependency's, or the full-jitter backoff) plus another
 // attempt as long as this one would not end before the deadline (the
 // policy's timeout or the caller's sooner one); the adaptive throttle
 // drops the retry (when on); the retry budget refuses. Each attempt that is
@@ -219,13 +228,27 @@ type Run struct {
 // It returns the last attempt's verdict; [Run.Outcome] is what the breaker
 // will count at [Run.End].
 //
+// The silence rule: an attempt whose verdict is a [Hang] (the plugin's own
+// deadline passed with no answer) ends the call's ticket at once as
+// [Ticket.TripOnSilence] does when the call is its breaker's probe, or
+// when the dependency answered no call since this one was admitted: the
+// breaker opens for a full cool-down, the call makes no retry (StopOpen),
+// and [Run.End] counts nothing more. So a request's next call to the
+// dependency is refused at once, and one request pays one bound per
+// outage, not one per call or per attempt. When the dependency answered
+// meanwhile the ticket stays the call's (a retry may follow, unless the
+// breaker refuses calls by then), and End counts the last attempt's
+// outcome as before: a Hang then is one failure among answers.
+//
 // A hedgeable call ([RunOpts].Hedge, on a policy with hedge_after, and an
 // Attempter that is a [Hedger]) runs its attempts on branches that may
 // overlap: see [Hedger]. A choice among a
 // dependency's instances is the attempt's own: [Attempter.Attempt] picks
 // the instance and takes its breaker's ticket, [Attempter.Report] gives the
-// ticket the attempt's outcome (after the rule above), and the call is
-// admitted with [RunOpts].NoBreaker (the http plugin's upstream instances).
+// ticket the attempt's outcome (after the rule above) with
+// [Ticket.DoneAttempt], which applies the silence rule to a Hang, and the
+// call is admitted with [RunOpts].NoBreaker (the http plugin's upstream
+// instances).
 func (r *Run) Attempts(a Attempter) Verdict {
 	if r.hedge {
 		if h, ok := a.(Hedger); ok {
@@ -248,6 +271,7 @@ func (r *Run) Attempts(a Attempter) Verdict {
 			// wait.
 			v.Outcome = Ignore
 		}
+		r.silence(v)
 		r.outcome = v.Outcome
 		r.p.throttle.record(v)
 		rec := AttemptRecord{N: n, Took: elapsed(clock, r.start) - began, Verdict: v}
@@ -280,6 +304,8 @@ func (r *Run) next(v Verdict, took time.Duration) (Stop, time.Duration) {
 		return StopAttempts, 0
 	case r.ctx.Err() != nil:
 		return StopEnded, 0
+	case r.refused:
+		return StopOpen, 0
 	}
 	wait := v.Wait
 	if !v.Asked {
@@ -295,6 +321,20 @@ func (r *Run) next(v Verdict, took time.Duration) (Stop, time.Duration) {
 		return StopBudget, 0
 	}
 	return StopNone, wait
+}
+
+// silence applies the silence rule to an attempt that hung (see
+// [Run.Attempts]): the call's ticket opens its breaker and is spent when
+// the call probed or nothing answered since it was admitted.
+func (r *Run) silence(v Verdict) {
+	if v.Outcome != Hang {
+		return
+	}
+	spent, refuses := r.ticket.hung()
+	if spent {
+		r.ticket = Ticket{} // counted: End has nothing more to count
+	}
+	r.refused = r.refused || refuses
 }
 
 // left returns what the call has left: until the policy's timeout on its

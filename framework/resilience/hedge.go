@@ -133,7 +133,9 @@ type branchResult struct {
 // that asks for no retry wins: the others are cancelled, reported with
 // StopHedged and dropped. A retryable failure while another attempt is in
 // flight is dropped the same way; the last one standing decides as in the
-// sequential loop (stop, or wait and attempt again, hedges re-armed).
+// sequential loop (stop, or wait and attempt again, hedges re-armed), the
+// silence rule included: a hang while another attempt is in flight decides
+// nothing, since the other may still answer.
 func (r *Run) hedged(h Hedger, delay time.Duration) Verdict {
 	clock := r.p.clock
 	results := make(chan branchResult, r.max)
@@ -189,6 +191,7 @@ func (r *Run) hedged(h Hedger, delay time.Duration) Verdict {
 			}
 			disarm()
 			r.cancelLosers(h, live, results)
+			r.silence(v)
 			r.outcome = v.Outcome
 			stop, wait := r.next(v, res.took)
 			r.stop = stop
