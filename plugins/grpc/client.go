@@ -341,7 +341,7 @@ func (u *unary) Attempt(callCtx context.Context, n int) resilience.Verdict {
 func (u *unary) Report(rec resilience.AttemptRecord) {
 	if in := u.inst; in != nil {
 		u.inst = nil
-		u.ticket.Done(rec.Verdict.Outcome)
+		u.ticket.DoneAttempt(rec.Verdict.Outcome) // a Hang by the silence rule
 		in.outstanding.Add(-1)
 		u.tried = append(u.tried, in)
 	}

@@ -284,8 +284,8 @@ func TestBulkhead(t *testing.T) {
 // accepts and never answers: calls whose caller's deadline (50 ms) is sooner
 // than timeout (300 ms) are UpstreamTimeout 503s like any other, but
 // the breaker counts none of them, however many; a call cut by timeout
-// with the caller still waiting is a hang (half-open at once), and the probe's
-// hang opens it.
+// with the caller still waiting is a hang, which opens it at once (nothing
+// answered meanwhile), and the next call is refused without waiting.
 func TestBreakerCallerDeadlineIsNoEvidence(t *testing.T) {
 	t.Parallel()
 	c, _, _ := newClient(t, jhttp.Upstream{
@@ -310,11 +310,11 @@ func TestBreakerCallerDeadlineIsNoEvidence(t *testing.T) {
 		t.Fatalf("after 5 calls cut by the caller's deadline: %+v, want closed with nothing counted", snap)
 	}
 	timeout(ctxTimeout(t, time.Minute))
-	if got := c.Breaker().Snapshot().State; got != resilience.StateHalfOpen {
-		t.Fatalf("after a call cut by timeout with nothing answered meanwhile: %s, want half_open", got)
-	}
-	timeout(ctxTimeout(t, time.Minute)) // the probe
 	if got := c.Breaker().Snapshot().State; got != resilience.StateOpen {
-		t.Fatalf("after the probe was cut by timeout: %s, want open", got)
+		t.Fatalf("after a call cut by timeout with nothing answered meanwhile: %s, want open", got)
+	}
+	var co *jhttp.CircuitOpen
+	if _, err := c.Get(ctxTimeout(t, time.Minute), "/x"); !errors.As(err, &co) {
+		t.Fatalf("the next call: %v (%T), want CircuitOpen at once", err, err)
 	}
 }

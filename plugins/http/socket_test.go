@@ -54,8 +54,8 @@ func withinOneOf(t *testing.T, what string, want time.Duration, tolerance float6
 }
 
 // An upstream that accepts and never answers: the total deadline holds, and
-// the call is a hang that makes the breaker half-open at once (the upstream
-// answered nothing while it waited). Each try uses a new client.
+// the call is a hang that opens the breaker at once (the silence rule: the
+// upstream answered nothing while it waited). Each try uses a new client.
 func TestSilentUpstreamTotalDeadline(t *testing.T) { // not parallel: it measures time
 	base := silentUpstream(t)
 	withinOneOf(t, "a call to a silent upstream", 300*time.Millisecond, 0.10, func() error {
@@ -71,8 +71,8 @@ func TestSilentUpstreamTotalDeadline(t *testing.T) { // not parallel: it measure
 		if got := metric(t, reg, "jfast_client_calls_total", "outcome", "timeout"); got != 1 {
 			return fmt.Errorf("timeout calls = %v, want 1", got)
 		}
-		if snap := c.Breaker().Snapshot(); snap.State != resilience.StateHalfOpen {
-			return fmt.Errorf("breaker after one silent call = %+v, want half_open: the next call probes", snap)
+		if snap := c.Breaker().Snapshot(); snap.State != resilience.StateOpen {
+			return fmt.Errorf("breaker after one silent call = %+v, want open: the next call is refused", snap)
 		}
 		return nil
 	})

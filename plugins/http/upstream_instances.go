@@ -211,7 +211,7 @@ func (ia *instanceAttempt) report(rec resilience.AttemptRecord, keepLive bool) {
 		return
 	}
 	ia.inst = nil
-	ia.ticket.Done(rec.Verdict.Outcome)
+	ia.ticket.DoneAttempt(rec.Verdict.Outcome) // a Hang by the silence rule, as the loop ends the call's ticket
 	ia.tried = append(ia.tried, in)
 	if keepLive && rec.Stop != resilience.StopNone {
 		ia.live = in
