@@ -328,9 +328,11 @@ func TestDrillDefaultsRedisPaused(t *testing.T) {
 }
 
 // TestDrillDefaultsUpstreamBlackhole: an upstream behind a proxy that
-// accepts and never answers. A GET is retried within timeout (10 s):
-// the first request pays it (half-open), the second is the probe and pays it
-// again (open).
+// accepts and never answers. The first request's GET waits read_timeout
+// (5 s) within timeout (10 s); its hang, with nothing answered meanwhile,
+// opens the breaker at once (the policy loop's silence rule), so no retry
+// follows and the next requests are refused: one request pays, within the
+// promise of at most two.
 func TestDrillDefaultsUpstreamBlackhole(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
