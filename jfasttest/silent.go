@@ -3,6 +3,7 @@ package jfasttest
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -12,6 +13,15 @@ import (
 // every connection close when the test ends.
 func SilentServer(t testing.TB) string {
 	t.Helper()
+	addr, _ := CountingSilentServer(t)
+	return addr
+}
+
+// CountingSilentServer is SilentServer that also counts the connections it
+// accepted: a test shows that a call never reached the hung dependency.
+func CountingSilentServer(t testing.TB) (string, *atomic.Int32) {
+	t.Helper()
+	accepted := new(atomic.Int32)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -26,6 +36,7 @@ func SilentServer(t testing.TB) string {
 			if err != nil {
 				return
 			}
+			accepted.Add(1)
 			mu.Lock()
 			conns = append(conns, c)
 			mu.Unlock()
@@ -40,5 +51,5 @@ func SilentServer(t testing.TB) string {
 		}
 		mu.Unlock()
 	})
-	return ln.Addr().String()
+	return ln.Addr().String(), accepted
 }

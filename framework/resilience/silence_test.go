@@ -83,47 +83,40 @@ func TestRunHangOpensOnSilence(t *testing.T) {
 
 // When the dependency answered another call while the attempt hung, it is
 // alive: the ticket stays the call's, the retry is made, and the breaker
-// counts the call's last outcome as before (one call, answered).
-func TestRunHangWhileOthersAnswerRetries(t *testing.T) {
+// counts the call's last outcome as before: one answered call, or one
+// failure among answers when every attempt hung (Done(Hang) with answers).
+func TestRunHangWhileOthersAnswer(t *testing.T) {
 	t.Parallel()
-	s := setupPolicy(t, 3, time.Minute, withBucket)
-	r := new(Run)
-	if err := s.p.Begin(t.Context(), r, RunOpts{}); err != nil {
-		t.Fatal(err)
-	}
-	a := &during{script: script{clock: s.clock, took: readGap, verdicts: []Verdict{hung, answered}}, n: 1,
-		fn: func() { otherCall(t, s.p, Success) }}
-	v := r.Attempts(a)
-	r.End(r.Outcome())
-	if v.Err != nil || r.Made() != 2 || r.Outcome() != Success {
-		t.Fatalf("verdict %+v after %d attempts, outcome %s; want the retry's answer", v, r.Made(), r.Outcome())
-	}
-	if got, want := a.stops(), []Stop{StopNone, StopFinal}; !slices.Equal(got, want) {
-		t.Fatalf("stops = %v, want %v", got, want)
-	}
-	if snap := s.p.Breaker().Snapshot(); snap.State != StateClosed || snap.WindowCalls != 2 || snap.WindowFailures != 0 {
-		t.Fatalf("breaker = %+v, want closed, 2 calls answered", snap)
-	}
-}
-
-// A call whose every attempt hung while others were answered is one failure
-// among answers: the breaker stays closed (Done(Hang) with answers).
-func TestRunHangsWhileOthersAnswerCountOneFailure(t *testing.T) {
-	t.Parallel()
-	s := setupPolicy(t, 2, time.Minute, withBucket)
-	r := new(Run)
-	if err := s.p.Begin(t.Context(), r, RunOpts{}); err != nil {
-		t.Fatal(err)
-	}
-	a := &during{script: script{clock: s.clock, took: readGap, verdicts: []Verdict{hung}}, n: 1,
-		fn: func() { otherCall(t, s.p, Success) }}
-	r.Attempts(a)
-	r.End(r.Outcome())
-	if got, want := a.stops(), []Stop{StopNone, StopAttempts}; !slices.Equal(got, want) {
-		t.Fatalf("stops = %v, want %v", got, want)
-	}
-	if snap := s.p.Breaker().Snapshot(); snap.State != StateClosed || snap.Consecutive != 1 || snap.WindowFailures != 1 {
-		t.Fatalf("breaker = %+v, want closed with one failure", snap)
+	for _, tc := range []struct {
+		name     string
+		attempts int
+		verdicts []Verdict
+		stops    []Stop
+		calls    int // the breaker's window: the other call and this one
+		failures int
+	}{
+		{name: "the retry answers", attempts: 3, verdicts: []Verdict{hung, answered}, stops: []Stop{StopNone, StopFinal}, calls: 2},
+		{name: "every attempt hangs", attempts: 2, verdicts: []Verdict{hung}, stops: []Stop{StopNone, StopAttempts}, calls: 2, failures: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := setupPolicy(t, tc.attempts, time.Minute, withBucket)
+			r := new(Run)
+			if err := s.p.Begin(t.Context(), r, RunOpts{}); err != nil {
+				t.Fatal(err)
+			}
+			a := &during{script: script{clock: s.clock, took: readGap, verdicts: tc.verdicts}, n: 1,
+				fn: func() { otherCall(t, s.p, Success) }}
+			r.Attempts(a)
+			r.End(r.Outcome())
+			if got := a.stops(); !slices.Equal(got, tc.stops) {
+				t.Fatalf("stops = %v, want %v", got, tc.stops)
+			}
+			snap := s.p.Breaker().Snapshot()
+			if snap.State != StateClosed || snap.WindowCalls != tc.calls || snap.WindowFailures != tc.failures || snap.Consecutive != tc.failures {
+				t.Fatalf("breaker = %+v, want closed, %d calls, %d failures", snap, tc.calls, tc.failures)
+			}
+		})
 	}
 }
 

@@ -3,10 +3,7 @@ package http_test
 import (
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,47 +13,6 @@ import (
 	"github.com/jfastframework/jfast/jfasttest"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
 )
-
-// hungUpstream is a loopback listener that accepts connections and never
-// answers (a paused process), counting the connections it accepted.
-type hungUpstream struct {
-	accepted atomic.Int32
-}
-
-func newHungUpstream(t *testing.T) (*hungUpstream, string) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &hungUpstream{}
-	var mu sync.Mutex
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			h.accepted.Add(1)
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	return h, "http://" + ln.Addr().String()
-}
 
 // A handler that calls a hung upstream twice in one request pays one bound,
 // not two: the first call's hang opens the breaker (nothing answered since
@@ -77,7 +33,8 @@ func TestHungUpstreamTwoCallsOneBound(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			hung, base := newHungUpstream(t)
+			addr, accepted := jfasttest.CountingSilentServer(t) // accepts and never answers
+			base := "http://" + addr
 			firstErr := make(chan error, 1)
 			svc := jfasttest.Start(t, jfasttest.Options{
 				TOML:    "[plugins]\nenabled = [\"http\"]\n[plugin.http.upstreams.billing]\nbase_url = \"" + base + "\"\n" + tc.keys,
@@ -108,7 +65,7 @@ func TestHungUpstreamTwoCallsOneBound(t *testing.T) {
 			if res.Status != http.StatusServiceUnavailable || json.Unmarshal(res.Body, &body) != nil || body["upstream"] != "billing" {
 				t.Fatalf("the second call: %d %s, want a 503 naming billing", res.Status, res.Body)
 			}
-			if got := hung.accepted.Load(); got != 1 {
+			if got := accepted.Load(); got != 1 {
 				t.Errorf("the upstream accepted %d connections, want 1: one attempt of one call", got)
 			}
 			// One bound paid, the refusal at once: less than two bounds.
