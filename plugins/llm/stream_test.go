@@ -75,37 +75,72 @@ func TestStreamStalledAfterChunksIsCutNotRetried(t *testing.T) {
 	}
 }
 
-// A stream that stalls before its first chunk is cut at read_gap and
-// retried; the retry's chunks reach the caller.
-func TestStreamStalledBeforeFirstChunkIsRetried(t *testing.T) {
+// A stream stalled for read_gap before its first chunk is a hang. While the
+// provider answered another call meanwhile it is alive: the stream is
+// retried and the retry's chunks are read. With nothing answered since the
+// stream was sent, the silence rule opens the breaker at once and no retry
+// waits read_gap again: the next call is refused unsent.
+func TestStreamStalledBeforeFirstChunk(t *testing.T) {
 	t.Parallel()
-	p := newProvider(t)
-	p.script = []answer{p.streamAnswer(true), p.streamAnswer(false, "a", "b")}
-	clk := jfasttest.NewClock()
-	clk.SetAutoAdvance(true) // the backoff wait passes at once
-	c := client(t, p, llm.ProviderConfig{ReadGap: 30 * time.Second}, clk)
 	type result struct {
 		s   *llm.Stream
 		err error
 	}
-	done := make(chan result, 1)
-	go func() {
-		s, err := c.ChatStream(context.Background(), params("hi"))
-		done <- result{s, err}
-	}()
-	// Once the provider has the request (and has sent only headers), the
-	// attempt's silence is 30 s on the clock.
-	waitFor(t, func() bool { return p.Requests() == 1 })
-	clk.BlockUntil(1)
-	clk.Advance(30 * time.Second)
-	var r result
-	within(t, 10*time.Second, func() { r = <-done })
-	if r.err != nil {
-		t.Fatal(r.err)
+	stall := func(t *testing.T, p *provider, c *llm.Client, clk *resilience.TestClock, meanwhile func()) result {
+		t.Helper()
+		done := make(chan result, 1)
+		go func() {
+			s, err := c.ChatStream(context.Background(), params("hi"))
+			done <- result{s, err}
+		}()
+		// Once the provider has the request (and has sent only headers), the
+		// attempt's silence is 30 s on the clock.
+		waitFor(t, func() bool { return p.Requests() == 1 })
+		meanwhile()
+		clk.BlockUntil(1)
+		clk.Advance(30 * time.Second)
+		var r result
+		within(t, 10*time.Second, func() { r = <-done })
+		return r
 	}
-	if got := readAll(r.s); got != "ab" || r.s.Attempts() != 2 || p.Requests() != 2 {
-		t.Fatalf("read %q in %d attempts (%d requests), want ab in 2", got, r.s.Attempts(), p.Requests())
-	}
+	t.Run("retried while others are answered", func(t *testing.T) {
+		t.Parallel()
+		p := newProvider(t)
+		p.script = []answer{p.streamAnswer(true), complete("other"), p.streamAnswer(false, "a", "b")}
+		clk := jfasttest.NewClock()
+		clk.SetAutoAdvance(true) // the backoff wait passes at once
+		c := client(t, p, llm.ProviderConfig{ReadGap: 30 * time.Second}, clk)
+		r := stall(t, p, c, clk, func() {
+			if _, err := c.Chat(context.Background(), params("other")); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if got := readAll(r.s); got != "ab" || r.s.Attempts() != 2 || p.Requests() != 3 {
+			t.Fatalf("read %q in %d attempts (%d requests), want ab in 2 (and the other call)", got, r.s.Attempts(), p.Requests())
+		}
+	})
+	t.Run("silence opens the breaker", func(t *testing.T) {
+		t.Parallel()
+		p := newProvider(t)
+		p.script = []answer{p.streamAnswer(true), p.streamAnswer(false, "a", "b")}
+		clk := jfasttest.NewClock()
+		clk.SetAutoAdvance(true)
+		c := client(t, p, llm.ProviderConfig{ReadGap: 30 * time.Second}, clk)
+		r := stall(t, p, c, clk, func() {})
+		if e := llmError(t, r.err); e.Kind != llm.KindTimeout || e.Attempts != 1 || p.Requests() != 1 {
+			t.Fatalf("err = %v after %d requests, want a timeout after one attempt", r.err, p.Requests())
+		}
+		if s := c.Breaker().Snapshot(); s.State != resilience.StateOpen {
+			t.Fatalf("breaker = %+v, want open", s)
+		}
+		_, err := c.ChatStream(context.Background(), params("hi"))
+		if e := llmError(t, err); e.Kind != llm.KindCircuitOpen || p.Requests() != 1 {
+			t.Fatalf("the next call: %v after %d requests, want refused unsent", err, p.Requests())
+		}
+	})
 }
 
 // A stream answered 500 before its first chunk is retried.
