@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/problem"
@@ -34,6 +35,20 @@ func watchUntil(t *testing.T, b *bundle, cond func() bool) int {
 			t.Fatalf("the watchdog did not wait on the clock again: %v", err)
 		}
 		b.clock.Advance(tick)
+	}
+}
+
+// waitPool waits until the pool's statistics satisfy cond (what names it),
+// for at most within.
+func waitPool(t *testing.T, d *DB, within time.Duration, what string, cond func(*pgxpool.Stat) bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond(d.Stat()) {
+		if time.Now().After(deadline) {
+			s := d.Stat()
+			t.Fatalf("the pool is not %s after %s: %d connections, %d in use, %d idle", what, within, s.TotalConns(), s.AcquiredConns(), s.IdleConns())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -115,8 +130,11 @@ func TestWatchdogCutsStatementsOnAHungServer(t *testing.T) {
 		t.Fatalf("%d trips; want 1", n)
 	}
 
-	// The probe after the cool-down: the pool was reset, so it opens a new
-	// connection, bounded by ping_timeout since the server is suspect.
+	// The probe after the cool-down, bounded by ping_timeout since the
+	// server is suspect: it fails, whether it waits for a free slot (the
+	// cut connections keep theirs while pgconn sends their cancel requests
+	// to the held server, the connect begun for the third statement is
+	// held too) or opens a new connection.
 	b.clock.Advance(resilience.DefaultBreakerCoolDown)
 	var probeErr error
 	probe := timed(func() { _, probeErr = b.db.Exec(context.Background(), "SELECT 1") })
@@ -128,6 +146,25 @@ func TestWatchdogCutsStatementsOnAHungServer(t *testing.T) {
 	}
 
 	_ = b.proxy.Pass()
+	// The test clock passes the cool-down at once, but the pool's slots
+	// free on real time, as the resumed server answers what was held: the
+	// cut connections' cancel requests (pgxpool's destructor waits for
+	// pgconn's cleanup) and the connect begun before the reset (destroyed
+	// once it completes, within connect_timeout). In production the 15 s
+	// cool-down covers that; here the test waits for the pool to report
+	// it empty. Then a connection opened outside the breaker (as River's
+	// through DB.Pool), bounded by connect_timeout rather than by the
+	// suspect server's ping_timeout, which a new session on a loaded
+	// machine may exceed, lands in the pool for the probe.
+	waitPool(t, b.db, connectTimeout, "empty", func(s *pgxpool.Stat) bool { return s.TotalConns() == 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+	c, err := b.db.Pool().Acquire(ctx)
+	cancel()
+	if err != nil {
+		t.Fatalf("a connection to the resumed server: %v", err)
+	}
+	c.Release()
+	waitPool(t, b.db, connectTimeout, "holding one idle connection", func(s *pgxpool.Stat) bool { return s.IdleConns() == 1 })
 	b.clock.Advance(resilience.DefaultBreakerCoolDown)
 	if r := b.svc.Get(t, "/one"); r.Status != 200 {
 		t.Fatalf("after the resume and the cool-down: %d %s", r.Status, r.Body)
