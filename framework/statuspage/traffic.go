@@ -62,6 +62,14 @@ type source struct {
 func plus(family string) term  { return term{family: family, sign: 1} }
 func minus(family string) term { return term{family: family, sign: -1} }
 
+// except is every series of family but those whose label only has the
+// value is: the calls or attempts a family counts, less those it counts
+// but that sent nothing (refused by an open breaker, too large) or were
+// not calls of their own (an enqueue's second attempt).
+func except(family, only, is string) []term {
+	return []term{plus(family), {family: family, sign: -1, only: only, is: is}}
+}
+
 // policy is one of the policy families every client plugin shares
 // (framework.ClientMetrics), for plugin's series.
 func policy(family, plugin string) term {
@@ -103,14 +111,14 @@ var sources = []source{
 		dep:   func(disk string) string { return "storage." + disk },
 		calls: []term{plus("jfast_storage_operations_total")},
 		// An operation its open breaker refused sent nothing.
-		attempts:    []term{plus("jfast_storage_operations_total"), {family: "jfast_storage_operations_total", sign: -1, only: "outcome", is: "rejected"}},
+		attempts:    except("jfast_storage_operations_total", "outcome", "rejected"),
 		duration:    "jfast_storage_operation_duration_seconds",
 		notMeasured: "the retries the AWS SDK makes within one S3 operation: an attempt is an operation sent",
 	},
 	{
 		owner: "auth", dep: func(string) string { return "jwks" },
 		calls:    []term{plus("jfast_auth_jwks_fetches_total")},
-		attempts: []term{plus("jfast_auth_jwks_fetches_total"), {family: "jfast_auth_jwks_fetches_total", sign: -1, only: "result", is: "breaker_open"}},
+		attempts: except("jfast_auth_jwks_fetches_total", "result", "breaker_open"),
 		duration: "jfast_auth_jwks_fetch_duration_seconds",
 	},
 	{
@@ -118,8 +126,8 @@ var sources = []source{
 		// "breaker_open" one refused with no I/O (by the queue's breaker or
 		// the db's or cache's).
 		owner: "queue", dep: func(string) string { return "queue" },
-		calls:    []term{plus("jfast_queue_enqueued_total"), {family: "jfast_queue_enqueued_total", sign: -1, only: "outcome", is: "retried"}},
-		attempts: []term{plus("jfast_queue_enqueued_total"), {family: "jfast_queue_enqueued_total", sign: -1, only: "outcome", is: "breaker_open"}},
+		calls:    except("jfast_queue_enqueued_total", "outcome", "retried"),
+		attempts: except("jfast_queue_enqueued_total", "outcome", "breaker_open"),
 		duration: "jfast_queue_enqueue_duration_seconds",
 	},
 	{
@@ -136,7 +144,7 @@ var sources = []source{
 		// sent nothing.
 		owner: "channels", label: "channel",
 		calls:    []term{plus("jfast_channels_published_total")},
-		attempts: []term{plus("jfast_channels_published_total"), {family: "jfast_channels_published_total", sign: -1, only: "outcome", is: "too_large"}},
+		attempts: except("jfast_channels_published_total", "outcome", "too_large"),
 		duration: "jfast_channels_publish_duration_seconds",
 	},
 	{
@@ -156,7 +164,7 @@ var sources = []source{
 		// it.
 		owner: "cache", dep: func(string) string { return "redis" },
 		calls:       []term{plus("jfast_cache_commands_total")},
-		attempts:    []term{plus("jfast_cache_commands_total"), {family: "jfast_cache_commands_total", sign: -1, only: "outcome", is: "refused"}},
+		attempts:    except("jfast_cache_commands_total", "outcome", "refused"),
 		duration:    "jfast_cache_command_duration_seconds",
 		notMeasured: "pub/sub subscriptions, which are not commands; a pipeline or MULTI/EXEC counts as one call",
 	},
