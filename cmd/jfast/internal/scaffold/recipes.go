@@ -9,8 +9,6 @@ import "github.com/jfastframework/jfast/internal/roster"
 type recipe struct {
 	// Name is the plugin's name in [plugins] enabled.
 	Name string
-	// Import is the plugin's package; Ident the name main.go uses for it.
-	Import, Ident string
 	// Settings are the keys jfast.toml sets (uncommented), full key → TOML value.
 	Settings map[string]string
 	// Route is the example route, for the README.
@@ -25,13 +23,17 @@ type recipe struct {
 	NeedsOneOf []string
 }
 
+// Import is the plugin's package.
+func (r recipe) Import() string { return roster.Import(r.Name) }
+
+// Ident is the name main.go uses for the plugin's package: its own.
+func (r recipe) Ident() string { return r.Name }
+
 // recipeList are the plugins jfast new knows how to add, in any order: recipes()
 // returns them in the roster's (internal/roster), the order of [plugins] enabled.
 var recipeList = []recipe{
 	{
-		Name:   "http",
-		Import: modulePath + "/plugins/http",
-		Ident:  "http",
+		Name: "http",
 		Settings: map[string]string{
 			"plugin.http.upstreams.example.base_url": `"http://127.0.0.1:8199"`,
 		},
@@ -40,9 +42,7 @@ var recipeList = []recipe{
 		Note:  "The `example` upstream is http://127.0.0.1:8199 in jfast.toml, a port nothing of jfast's listens on (until you start it, /upstream answers a 503 naming `example`); point it at your real upstream with `JFAST_HTTP_UPSTREAMS__EXAMPLE__BASE_URL`.",
 	},
 	{
-		Name:   "db",
-		Import: modulePath + "/plugins/db",
-		Ident:  "db",
+		Name: "db",
 		Settings: map[string]string{
 			"plugin.db.url": `"postgres://app:app@127.0.0.1:15432/app?sslmode=disable"`,
 		},
@@ -64,9 +64,7 @@ var recipeList = []recipe{
 		Note: "PostgreSQL is `postgres://app:app@127.0.0.1:15432/app` in jfast.toml: the compose file's, published on host port 15432 so that it never takes the 5432 of a PostgreSQL already on the machine; set `JFAST_DB_URL` for another. The tests make a private database of their own on the machine's PostgreSQL (`jfasttest.PostgresAdminURL`: `$JFAST_TEST_PG_ADMIN_URL`, else postgres@127.0.0.1:5432) and drop it afterwards; without one they are skipped, saying why.",
 	},
 	{
-		Name:   "cache",
-		Import: modulePath + "/plugins/cache",
-		Ident:  "cache",
+		Name: "cache",
 		Settings: map[string]string{
 			"plugin.cache.url": `"redis://127.0.0.1:16379/0"`,
 		},
@@ -84,9 +82,7 @@ var recipeList = []recipe{
 		Note: "Redis is `redis://127.0.0.1:16379/0` in jfast.toml: the compose file's, published on host port 16379 so that it never takes the 6379 of a Redis already on the machine; set `JFAST_CACHE_URL` for another. Its keys start with the service's name (`key_prefix` defaults to app.name + \":\"), so they never mix with another service's on a shared Redis.",
 	},
 	{
-		Name:   "auth",
-		Import: modulePath + "/plugins/auth",
-		Ident:  "auth",
+		Name: "auth",
 		Settings: map[string]string{
 			"plugin.auth.mode":   `"hmac"`,
 			"plugin.auth.secret": `"dev-only-not-a-secret"`,
@@ -96,9 +92,7 @@ var recipeList = []recipe{
 		Note:  "jfast.toml's HMAC secret is a development placeholder, too short for `env = \"production\"`, which refuses to boot with it: set `JFAST_AUTH_SECRET` (32 bytes or more) where the service runs.",
 	},
 	{
-		Name:   "storage",
-		Import: modulePath + "/plugins/storage",
-		Ident:  "storage",
+		Name: "storage",
 		Settings: map[string]string{
 			"plugin.storage.disks.files.driver": `"local"`,
 			"plugin.storage.disks.files.root":   `"data/files"`,
@@ -110,17 +104,13 @@ var recipeList = []recipe{
 		// Jobs live in PostgreSQL (River, the default backend) or, when only the
 		// cache plugin is chosen, in Redis (asynq); see choose.
 		Name:       "queue",
-		Import:     modulePath + "/plugins/queue",
-		Ident:      "queue",
 		Settings:   map[string]string{},
 		Route:      "`POST /greetings`: enqueues a `greet` job, which the service's workers run",
 		Note:       "The queue's backend is PostgreSQL (the db plugin) unless only the cache plugin is chosen (Redis, `backend = \"redis\"`). The service works one queue named after itself (`[plugin.queue.queues.<name>]`), so services sharing a database or a Redis never take each other's jobs; the tests rename it to one of their own (`<name>-test-<random>`, in setup), so a running dev server never takes a test's jobs; on Redis the test deletes its queue when it ends. `go run . worker` runs only the jobs; with `workers = true` (the default) `serve` runs them too. Without the backend the /greetings test is skipped, saying why.",
 		NeedsOneOf: []string{"db", "cache"},
 	},
 	{
-		Name:   "mail",
-		Import: modulePath + "/plugins/mail",
-		Ident:  "mail",
+		Name: "mail",
 		Settings: map[string]string{
 			"plugin.mail.from": `"Example <noreply@example.com>"`,
 		},
@@ -129,16 +119,12 @@ var recipeList = []recipe{
 		NeedsOneOf: []string{"queue"},
 	},
 	{
-		Name:   "telemetry",
-		Import: modulePath + "/plugins/telemetry",
-		Ident:  "telemetry",
-		Route:  "`GET /trace`: the trace and span of the request, continuing a caller's W3C traceparent",
-		Note:   "Spans go over OTLP/HTTP to http://localhost:4318 unless `JFAST_TELEMETRY_ENDPOINT` (or `OTEL_EXPORTER_OTLP_ENDPOINT`) says otherwise; an unreachable collector never slows a request.",
+		Name:  "telemetry",
+		Route: "`GET /trace`: the trace and span of the request, continuing a caller's W3C traceparent",
+		Note:  "Spans go over OTLP/HTTP to http://localhost:4318 unless `JFAST_TELEMETRY_ENDPOINT` (or `OTEL_EXPORTER_OTLP_ENDPOINT`) says otherwise; an unreachable collector never slows a request.",
 	},
 	{
-		Name:   "llm",
-		Import: modulePath + "/plugins/llm",
-		Ident:  "llm",
+		Name: "llm",
 		Settings: map[string]string{
 			"plugin.llm.providers.example.base_url": `"http://127.0.0.1:11434/v1"`,
 			"plugin.llm.providers.example.model":    `"llama3.2"`,
@@ -148,9 +134,7 @@ var recipeList = []recipe{
 		Note:  "The `example` provider is an OpenAI-compatible server at http://127.0.0.1:11434/v1 (Ollama's) with the model `llama3.2`; point it elsewhere with `JFAST_LLM_PROVIDERS__EXAMPLE__BASE_URL` and give a key with `JFAST_LLM_PROVIDERS__EXAMPLE__API_KEY`.",
 	},
 	{
-		Name:   "grpc",
-		Import: modulePath + "/plugins/grpc",
-		Ident:  "grpc",
+		Name: "grpc",
 		Settings: map[string]string{
 			"plugin.grpc.server.listen":                        `"127.0.0.1:9100"`,
 			"plugin.grpc.upstreams.example.target":             `"127.0.0.1:9100"`,
@@ -165,8 +149,6 @@ var recipeList = []recipe{
 		// Keys are kept in PostgreSQL (the default store) or, when only the cache
 		// plugin is chosen, in Redis; see choose.
 		Name:       "idempotency",
-		Import:     modulePath + "/plugins/idempotency",
-		Ident:      "idempotency",
 		Settings:   map[string]string{},
 		Route:      "`POST /payments`: runs once per Idempotency-Key; a retry gets the stored response",
 		Note:       "The idempotency store is PostgreSQL (the db plugin) unless only the cache plugin is chosen (Redis, `store = \"redis\"`). Without the store the /payments test accepts the 503 naming it.",
