@@ -50,8 +50,10 @@ func TestPoolTimeout(t *testing.T) {
 	if !errors.As(err, &to) || !errors.Is(err, errPoolTimeout) {
 		t.Fatalf("err = %v (%T), want UpstreamTimeout wrapping errPoolTimeout", err, err)
 	}
-	if elapsed < 90*time.Millisecond || elapsed > 2500*time.Millisecond { // timeout is 10s
-		t.Errorf("took %s, want about pool_timeout (100ms)", elapsed)
+	// errPoolTimeout, not the total (10s), says pool_timeout ended the wait;
+	// the wait is due pool_timeout after the attempt starts, never sooner.
+	if elapsed < 100*time.Millisecond {
+		t.Errorf("took %s, less than pool_timeout (100ms)", elapsed)
 	}
 	close(release)
 	if err := <-held; err != nil {
