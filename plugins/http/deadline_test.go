@@ -26,6 +26,8 @@ type downstream struct {
 	header  atomic.Value // the framework.TimeoutHeader value it got
 	left    atomic.Int64 // time to its deadline at entry, in ns
 	stopped atomic.Int64 // from entry to its context's end, in ns
+	cut     atomic.Bool  // its context ended it, not the 10 s fallback
+	served  atomic.Value // the deadline /deadline was served with (time.Time)
 	done    chan struct{}
 }
 
@@ -43,6 +45,7 @@ func startDownstream(t *testing.T) *downstream {
 				d.left.Store(int64(deadline.Sub(entry)))
 				select {
 				case <-r.Context().Done():
+					d.cut.Store(true)
 				case <-time.After(10 * time.Second):
 				}
 				d.stopped.Store(int64(time.Since(entry)))
@@ -57,7 +60,7 @@ func startDownstream(t *testing.T) *downstream {
 			r.Get("/deadline", func(w http.ResponseWriter, r *http.Request) {
 				d.runs.Add(1)
 				deadline, _ := r.Context().Deadline()
-				_, _ = w.Write([]byte(strconv.FormatInt(time.Until(deadline).Milliseconds(), 10)))
+				d.served.Store(deadline)
 			})
 			return nil
 		},
@@ -99,9 +102,7 @@ attempts = 1
 			return nil
 		},
 	})
-	start := time.Now()
 	resp := edge.Get(t, "/edge")
-	elapsed := time.Since(start)
 	if resp.Status != 503 || !strings.Contains(resp.String(), `"upstream":"work"`) {
 		t.Fatalf("edge: %d %s, want the upstream's 503", resp.Status, resp)
 	}
@@ -110,17 +111,20 @@ attempts = 1
 	if before < 100*time.Millisecond {
 		t.Fatalf("the edge spent %s before calling, want at least 100ms", before)
 	}
-	if left > 300*time.Millisecond-before || left < 300*time.Millisecond-before-150*time.Millisecond {
+	// A bound the code keeps on any machine: the header carries what the
+	// edge has left when it sends (rounded down), and the second service
+	// counts it from when it reads the header, so at its handler's entry at
+	// most 300ms less what the edge spent is left (not its own 30s). No lower
+	// bound: a starved machine may spend any part of it in transit.
+	if left > 300*time.Millisecond-before {
 		t.Errorf("the second service's deadline was %s away at entry, want at most 300ms - %s spent at the edge", left, before)
 	}
 	if ms, err := strconv.Atoi(down.header.Load().(string)); err != nil || time.Duration(ms)*time.Millisecond > 300*time.Millisecond-before {
 		t.Errorf("%s = %q, want at most %s", framework.TimeoutHeader, down.header.Load(), 300*time.Millisecond-before)
 	}
-	if stopped > left+150*time.Millisecond {
-		t.Errorf("the second service's handler ran %s, past its deadline (%s away at entry)", stopped, left)
-	}
-	if elapsed > 2*time.Second {
-		t.Errorf("the edge answered after %s", elapsed)
+	// Its context, not the 10 s fallback, ended the handler.
+	if !down.cut.Load() {
+		t.Errorf("the second service's handler ran %s, to its 10s fallback: its context never ended (deadline %s away at entry)", stopped, left)
 	}
 }
 
@@ -140,18 +144,24 @@ func TestCallerDeadlineAtTheServer(t *testing.T) {
 	if n := down.runs.Load(); n != 0 {
 		t.Fatalf("the handler ran %d times for expired requests", n)
 	}
+	// The server counts the timeout from when it takes the request, which
+	// is between sending it and getting the answer: so the deadline is the
+	// timeout after a moment in that window, however long the machine takes.
 	for _, tc := range []struct {
-		value  string
-		lo, hi time.Duration
+		value   string
+		timeout time.Duration
 	}{
-		{"250", 150 * time.Millisecond, 250 * time.Millisecond},
-		{"3600000", 29 * time.Second, 30 * time.Second}, // capped by request_timeout
-		{"soon", 29 * time.Second, 30 * time.Second},    // ignored
+		{"250", 250 * time.Millisecond},
+		{"3600000", 30 * time.Second}, // capped by request_timeout
+		{"soon", 30 * time.Second},    // ignored
 	} {
+		sent := time.Now()
 		resp := down.Get(t, "/deadline", framework.TimeoutHeader, tc.value)
-		ms, err := strconv.Atoi(resp.String())
-		if resp.Status != 200 || err != nil || time.Duration(ms)*time.Millisecond < tc.lo || time.Duration(ms)*time.Millisecond > tc.hi {
-			t.Errorf("%s: %s: deadline %s ms away, want within [%s, %s]", framework.TimeoutHeader, tc.value, resp, tc.lo, tc.hi)
+		answered := time.Now()
+		served, _ := down.served.Load().(time.Time)
+		if resp.Status != 200 || served.Before(sent.Add(tc.timeout)) || served.After(answered.Add(tc.timeout)) {
+			t.Errorf("%s: %s: %d, deadline %s after sending (answered after %s), want %s after a moment in between",
+				framework.TimeoutHeader, tc.value, resp.Status, served.Sub(sent), answered.Sub(sent), tc.timeout)
 		}
 	}
 }
