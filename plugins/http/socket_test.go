@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -98,15 +99,15 @@ func TestSilentUpstreamReadTimeout(t *testing.T) {
 	notBefore(t, start, 100*time.Millisecond, "the read gap")
 }
 
-// drip sends the headers at once, then one byte every 80 ms, n bytes in all.
-func drip(n int) func(http.ResponseWriter, *http.Request, int) {
+// drip sends the headers at once, then one byte after each pause, n bytes in all.
+func drip(n int, pause time.Duration) func(http.ResponseWriter, *http.Request, int) {
 	return func(w http.ResponseWriter, r *http.Request, _ int) {
 		w.Header().Set("Content-Type", "text/plain")
 		w.WriteHeader(200)
 		w.(http.Flusher).Flush()
 		for range n {
 			select {
-			case <-time.After(80 * time.Millisecond):
+			case <-time.After(pause):
 			case <-r.Context().Done():
 				return
 			}
@@ -117,24 +118,29 @@ func drip(n int) func(http.ResponseWriter, *http.Request, int) {
 }
 
 // The read timeout is the gap between bytes, not the whole response: a byte
-// every 80 ms fits read_timeout = 300ms however long the body, and only the
+// every 20 ms fits read_timeout = 500ms however long the body, and only the
 // total deadline cuts it (docs/design.md, "Calling other services").
 func TestDripReadGapVersusTotal(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, drip(8))
+	up := newUpstream(t, drip(8, 80*time.Millisecond))
 	t.Run("a steady drip fits the read timeout", func(t *testing.T) {
 		t.Parallel()
-		c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, ReadTimeout: 300 * time.Millisecond, PolicyConfig: resilience.PolicyConfig{Timeout: 3 * time.Second}})
+		// 30 pauses of 20ms take at least 600ms, longer than the 500ms read
+		// timeout, while each pause leaves 480ms to spare for a starved
+		// machine to deliver the next byte.
+		const n, pause, gap = 30, 20 * time.Millisecond, 500 * time.Millisecond
+		steady := newUpstream(t, drip(n, pause))
+		c, _, _ := newClient(t, jhttp.Upstream{BaseURL: steady.URL, ReadTimeout: gap, PolicyConfig: resilience.PolicyConfig{Timeout: noTotal}})
 		start := time.Now()
 		resp, err := c.Get(context.Background(), "/drip")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := string(jhttp.BodyBytes(resp)); got != "xxxxxxxx" {
+		if got := string(jhttp.BodyBytes(resp)); got != strings.Repeat("x", n) {
 			t.Fatalf("body %q", got)
 		}
-		if d := time.Since(start); d < 8*80*time.Millisecond*9/10 {
-			t.Errorf("took %s: the body was not dripped", d)
+		if d := time.Since(start); d < n*pause || d < gap {
+			t.Errorf("took %s: the body was not dripped for longer than the read timeout (%s)", d, gap)
 		}
 	})
 	t.Run("the total deadline cuts it", func(t *testing.T) {
