@@ -103,3 +103,33 @@ func TestWaitingStampsTheCallersRead(t *testing.T) {
 		t.Fatalf("silence after the read began = %s, want none to speak of", s)
 	}
 }
+
+// An upload to a silent S3 may fail with the writer's "use of closed network
+// connection" when the reader's gap fired first and the transport closed the
+// connection: a hang all the same, since a connection of the operation saw
+// its gap expire; the same error without a gap that fired is a failure.
+func TestClassifyGapFiredOnAConnection(t *testing.T) {
+	t.Parallel()
+	client, server := net.Pipe()
+	defer server.Close()
+	gc := &gapConn{Conn: client, gap: 20 * time.Millisecond}
+	defer gc.Close()
+	if _, err := gc.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a read from a silent peer returned no error")
+	}
+	if !gc.fired.Load() {
+		t.Fatal("the gap expired and the connection did not note it")
+	}
+	closed := &net.OpError{Op: "write", Net: "tcp", Err: net.ErrClosed}
+	bg := context.Background()
+	fired := progressSince(time.Now())
+	fired.conns = []*gapConn{gc}
+	if got := classify(bg, closed, fired, 5*time.Second); got != resilience.Hang {
+		t.Fatalf("closed connection after the gap fired: %s, want hang", got)
+	}
+	quiet := progressSince(time.Now())
+	quiet.conns = []*gapConn{{Conn: server, gap: time.Minute}}
+	if got := classify(bg, closed, quiet, 5*time.Second); got != resilience.Failure {
+		t.Fatalf("closed connection with no gap fired: %s, want failure", got)
+	}
+}

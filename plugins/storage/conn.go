@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -46,6 +47,12 @@ type gapConn struct {
 	// start, and of each write's end: the last time this connection was not
 	// waiting on S3. The time is the one the deadline code reads anyway.
 	lastIO atomic.Int64
+	// fired is set once a read or write deadline of the gap expired: S3 was
+	// silent for the read gap. The transport then closes the connection, so
+	// the request may fail with another error ("use of closed network
+	// connection" from the writer when the reader's deadline fired first);
+	// classify asks this instead of that error.
+	fired atomic.Bool
 
 	mu     sync.Mutex
 	guards int // uploads in flight that want a reset on close (see s3Driver.putObject)
@@ -81,7 +88,17 @@ func (c *gapConn) Read(p []byte) (int, error) {
 	if err := c.renewRead(now); err != nil {
 		return 0, err
 	}
-	return c.Conn.Read(p)
+	n, err := c.Conn.Read(p)
+	c.noteTimeout(err)
+	return n, err
+}
+
+// noteTimeout sets fired when err is a deadline of the gap expiring.
+func (c *gapConn) noteTimeout(err error) {
+	var ne net.Error
+	if err != nil && errors.As(err, &ne) && ne.Timeout() {
+		c.fired.Store(true)
+	}
 }
 
 func (c *gapConn) renewRead(now time.Time) error {
@@ -110,6 +127,7 @@ func (c *gapConn) Write(p []byte) (int, error) {
 			}
 		}
 		n, err := c.Conn.Write(chunk)
+		c.noteTimeout(err)
 		written += n
 		if n > 0 {
 			now := time.Now()

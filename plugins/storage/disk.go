@@ -313,6 +313,8 @@ func (b *downloadBody) settle(o resilience.Outcome) {
 		return
 	}
 	if !b.late {
+		// Done, not DoneAttempt: o is never a Hang here (Read makes a body
+		// that went silent after the headers a Failure: S3 answered).
 		b.ticket.Done(o)
 		return
 	}
@@ -477,7 +479,11 @@ func (d *Disk) run(ctx context.Context, op, key string, body watched, hold bool,
 			held.late = true
 		}
 	} else {
-		ticket.Done(classify(ctx, err, pr, d.connect))
+		// DoneAttempt: a hang with nothing answered since the operation
+		// was admitted opens the breaker for a full cool-down (the silence
+		// rule), so a request's next operation is refused at once instead
+		// of being the half-open probe and paying the same bound again.
+		ticket.DoneAttempt(classify(ctx, err, pr, d.connect))
 	}
 	switch {
 	case err == nil:
@@ -537,8 +543,12 @@ func classify(ctx context.Context, err error, pr *progress, connect time.Duratio
 		}
 		return resilience.Failure
 	}
-	if !answered && resilience.IsTimeout(err) {
-		return resilience.Hang // the read gap or connect_timeout expired before any answer
+	if !answered && (resilience.IsTimeout(err) || pr != nil && pr.gapFired()) {
+		// The read gap or connect_timeout expired before any answer. A gap
+		// that fired on the reader while an upload was still being written
+		// fails the write with "use of closed network connection": asked of
+		// the connections, not of the error.
+		return resilience.Hang
 	}
 	return resilience.Failure
 }

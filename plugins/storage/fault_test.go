@@ -268,8 +268,9 @@ func TestS3HalfOpenProbe(t *testing.T) {
 // operation after less silence than connect_timeout, are no evidence however
 // many they are — each still a 503 storage dependency error for the deadline,
 // a plain context.Canceled for the cancel — while operations cut by the read
-// gap with the caller still waiting count, and breaker_failures of them open
-// the breaker.
+// gap with the caller still waiting count: the first, with nothing answered
+// meanwhile, opens the breaker at once (the silence rule) and the next
+// operation is refused.
 func TestS3CallerCancellationAndDeadline(t *testing.T) {
 	t.Parallel()
 	s, fs := startFault(t, `read_timeout = "300ms"`, `attempts = 1`, `breaker_failures = 2`)
@@ -307,11 +308,16 @@ func TestS3CallerCancellationAndDeadline(t *testing.T) {
 	if st := s.disk.Breaker().Snapshot(); st.State != resilience.StateClosed || st.Consecutive != 0 || st.WindowCalls != 0 {
 		t.Fatalf("after a cancel and 5 calls cut by the caller's deadline: %+v, want closed with nothing counted", st)
 	}
-	for range 2 {
-		get(time.Minute)
+	get(time.Minute)
+	if st := s.disk.Breaker().Snapshot(); st.State != resilience.StateOpen || st.Opens != 1 {
+		t.Fatalf("after a call cut by the read gap: %+v, want opened once", st)
 	}
-	if st := s.disk.Breaker().Snapshot(); st.State != resilience.StateOpen {
-		t.Fatalf("after 2 calls cut by the read gap: %+v, want open", st)
+	before := fs.requests.Load()
+	if _, err := s.disk.Get(context.Background(), "k"); !errors.Is(err, resilience.ErrOpen) || !errors.As(err, &de) {
+		t.Fatalf("after the hang: %v, want the open breaker's storage error", err)
+	}
+	if got := fs.requests.Load(); got != before {
+		t.Fatalf("the open breaker let %d requests through", got-before)
 	}
 }
 
@@ -319,10 +325,11 @@ func TestS3CallerCancellationAndDeadline(t *testing.T) {
 // defaults in a request (read_timeout and app.request_timeout both 30 s), a
 // hung S3 is counted through the callers' deadlines: an operation cut by its
 // caller's deadline after S3 had been silent for connect_timeout (300 ms) or
-// longer is a failure, and breaker_failures of them open the breaker, after
-// which the next operation is refused with no request. Cuts after less silence
-// (a 50 ms deadline) are no evidence, and neither is a cancel after any
-// silence.
+// longer is a hang: with nothing answered meanwhile it opens the breaker at
+// once (the silence rule, before breaker_failures), after which the next
+// operation is refused with no request, and a probe cut the same way reopens
+// it. Cuts after less silence (a 50 ms deadline) are no evidence, and neither
+// is a cancel after any silence.
 func TestS3CallerDeadlineAfterSilenceCounts(t *testing.T) {
 	t.Parallel()
 	s, fs := startFault(t, `connect_timeout = "300ms"`, `read_timeout = "2s"`, `attempts = 1`,
@@ -372,10 +379,14 @@ func TestS3CallerDeadlineAfterSilenceCounts(t *testing.T) {
 	}
 	nothingCounted("6 callers' deadlines after 50 ms of silence")
 
-	// A cut after 1 s of silence is a hang: the first (nothing answered
-	// meanwhile) makes the breaker half-open, the second is the probe and
-	// opens it.
-	for i, op := range ops[:2] {
+	// A cut after 1 s of silence is a hang: the put's, with nothing answered
+	// meanwhile, opens the breaker; after each cool-down the get and then the
+	// stat are the probe, cut the same way, and reopen it (a cut counted as
+	// nothing would leave it half-open).
+	for i, op := range ops {
+		if i > 0 {
+			s.clock.Advance(20 * time.Second)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		err := op.run(ctx)
 		cancel()
@@ -383,12 +394,9 @@ func TestS3CallerDeadlineAfterSilenceCounts(t *testing.T) {
 			t.Fatalf("%s with a 1 s deadline: %v, want the storage dependency error", op.name, err)
 		}
 		st := s.disk.Breaker().Snapshot()
-		if i == 0 && (st.State != resilience.StateHalfOpen || st.Consecutive != 1) {
-			t.Fatalf("after a caller's deadline after 1 s of silence: %+v, want half_open with 1 failure", st)
+		if st.State != resilience.StateOpen || st.RetryAfter != 20*time.Second {
+			t.Fatalf("after the %s's deadline after 1 s of silence: %+v, want open for 20s", op.name, st)
 		}
-	}
-	if st := s.disk.Breaker().Snapshot(); st.State != resilience.StateOpen {
-		t.Fatalf("after the probe's deadline after 1 s of silence: %+v, want open", st)
 	}
 
 	before := fs.requests.Load()

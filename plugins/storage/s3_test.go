@@ -18,6 +18,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/plugins/storage"
 	"github.com/jfastframework/jfast/problem"
 )
@@ -342,10 +343,12 @@ func (r *trickle) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// A paused S3 (SIGSTOP: connections are accepted, nothing answers) costs each
-// operation at most the deadlines; after breaker_failures the breaker answers
-// at once with a 503 naming storage, /ready says degraded; once S3 is back and
-// the cool-down has passed, the next operation succeeds on the same App.
+// A paused S3 (SIGSTOP: connections are accepted, nothing answers) costs an
+// operation at most its deadlines. Its hang, with nothing answered meanwhile,
+// opens the breaker at once (the silence rule, not breaker_failures): the
+// next operation answers at once with a 503 naming storage, a probe after the
+// cool-down that hangs again reopens it, /ready says degraded; once S3 is back
+// and the cool-down has passed, the next operation succeeds on the same App.
 func TestS3PausedServerDeadlineThenBreakerThenRecovery(t *testing.T) {
 	t.Parallel()
 	srv := privateS3(t)
@@ -365,9 +368,12 @@ func TestS3PausedServerDeadlineThenBreakerThenRecovery(t *testing.T) {
 		}
 	}()
 
-	// Each call: 2 attempts × 400 ms gap + the SDK's short backoff. The first
-	// is a 16 MiB upload (more than the socket buffers take: the write side
-	// stalls), the second a download (the read side waits).
+	// Each hung operation: 2 attempts × 400 ms gap + the SDK's short backoff.
+	// The first is a 16 MiB upload (more than the socket buffers take: the
+	// write side stalls, and the request fails with a write timeout or, when
+	// the reader's gap fired first, a closed connection: a hang either way),
+	// which opens the breaker; the second, after the cool-down, is the probe:
+	// a download (the read side waits), which reopens it.
 	big := make([]byte, 16<<20)
 	for i := range 2 {
 		t0 := time.Now()
@@ -375,17 +381,21 @@ func TestS3PausedServerDeadlineThenBreakerThenRecovery(t *testing.T) {
 		if i == 0 {
 			err = d.Put(ctx, "big", bytes.NewReader(big), "")
 		} else {
+			s.clock.Advance(10 * time.Second)
 			_, err = d.Get(ctx, "k")
 		}
 		el := time.Since(t0)
+		t.Logf("call %d on a paused S3 failed after %s: %v", i, el, err)
 		var de *problem.DependencyError
-		if !errors.As(err, &de) || de.Dependency != "storage" {
+		if !errors.As(err, &de) || de.Dependency != "storage" || errors.Is(err, resilience.ErrOpen) {
 			t.Fatalf("call %d on a paused S3: %v", i, err)
 		}
 		if el < 800*time.Millisecond || el > 3*time.Second {
 			t.Fatalf("call %d took %s, want about 2 × read_timeout", i, el)
 		}
-		t.Logf("call %d on a paused S3 failed after %s: %v", i, el, err)
+		if snap := d.Breaker().Snapshot(); snap.State != resilience.StateOpen || snap.Opens != uint64(i+1) {
+			t.Fatalf("after call %d on a paused S3 the breaker is %+v, want opened %d times", i, snap, i+1)
+		}
 	}
 
 	// The breaker is open: no I/O, an immediate 503 with the time left.

@@ -126,3 +126,17 @@ func (p *progress) silence(now time.Time) time.Duration {
 	p.mu.Unlock()
 	return max(0, time.Duration(stampAt(now)-last)-progressGrain)
 }
+
+// gapFired reports whether the read gap expired on a connection of the
+// operation: S3 left it silent that long, whatever error the request then
+// failed with.
+func (p *progress) gapFired() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		if c.fired.Load() {
+			return true
+		}
+	}
+	return false
+}
