@@ -282,8 +282,10 @@ func TestDurableRedisKilled(t *testing.T) {
 }
 
 // Redis down at boot does not stop the boot: the subscriptions report
-// "connecting" (not degraded) for health_check_interval plus command_timeout,
-// then down; once Redis is there they connect by themselves.
+// "connecting" (not down) for health_check_interval plus command_timeout,
+// then down; once Redis is there they connect by themselves. The durable
+// loops' refused commands go through the cache's breaker, so it may open
+// (breaker_failures = 3) before /ready is first read.
 func TestRedisDownAtBoot(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
@@ -298,10 +300,7 @@ func TestRedisDownAtBoot(t *testing.T) {
 		}
 		return ch.Subscribe("orders", in.handler)
 	})
-	if status, e := readyEntry(t, rep.svc); status != 200 || e["healthy"] != true ||
-		!strings.Contains(rep.svc.Get(t, "/ready").String(), `"state":"connecting"`) {
-		t.Fatalf("/ready right after the boot: %d %v", status, e)
-	}
+	assertReadyAtBoot(t, rep)
 	waitDegraded(t, rep, healthInterval+commandTimeout+2*margin, "down")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -317,4 +316,39 @@ func TestRedisDownAtBoot(t *testing.T) {
 		}
 	}
 	in.wait(t, 2, 10*time.Second)
+}
+
+// assertReadyAtBoot checks /ready right after a boot with Redis refusing
+// connections: 200, not critical, no subscription down yet, and healthy
+// exactly while the cache's breaker is closed. The subscriptions' refused
+// commands count against that breaker as they happen, so it is open or not by
+// the time /ready is read (breaker_failures refused commands open it); the
+// entry must agree with the breaker state it reports.
+func assertReadyAtBoot(t *testing.T, rep *replica) {
+	t.Helper()
+	status, e := readyEntry(t, rep.svc)
+	meta, _ := e["meta"].(map[string]any)
+	subs, _ := meta["subscriptions"].(map[string]any)
+	breaker, _ := meta["breaker"].(map[string]any)
+	if status != http.StatusOK || e["critical"] != false || len(subs) < 2 || breaker == nil {
+		t.Fatalf("/ready right after the boot: %d %v", status, e)
+	}
+	for name, s := range subs {
+		if st, _ := s.(map[string]any)["state"].(string); st != "connecting" {
+			t.Fatalf("/ready right after the boot: subscription %s is %q, want connecting: %v", name, st, e)
+		}
+	}
+	detail, _ := e["detail"].(string)
+	switch breaker["state"] {
+	case "closed":
+		if e["healthy"] != true {
+			t.Fatalf("/ready right after the boot, breaker closed: %v, want healthy", e)
+		}
+	case "open":
+		if e["healthy"] != false || !strings.Contains(detail, "breaker is open") {
+			t.Fatalf("/ready right after the boot, breaker open: %v, want unhealthy naming the open breaker", e)
+		}
+	default:
+		t.Fatalf("/ready right after the boot: breaker %v, want closed or open (no cool-down has passed)", breaker)
+	}
 }

@@ -164,6 +164,7 @@ func TestEnqueueOutcomeRabbitMQ(t *testing.T) {
 	}, rabbitOpts{url: "amqp://guest:guest@" + proxy.Addr() + "/", clock: clk})
 	ctx := context.Background()
 	count := func(orders ...int) bool { return handledAll(&mu, handled, orders...) }
+	waitRabbitConnected(t, svc)
 	if _, err := q.Enqueue(ctx, "order", queuetest.Receipt{Order: 1}); err != nil {
 		t.Fatal(err)
 	}

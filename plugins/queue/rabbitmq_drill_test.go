@@ -47,6 +47,7 @@ func TestRabbitMQBrokerDrill(t *testing.T) {
 	}, rabbitOpts{url: "amqp://guest:guest@" + proxy.Addr() + "/", heartbeat: "1s", clock: clk, routes: ordersRoute(&q)})
 	ctx := context.Background()
 	count := func(orders ...int) bool { return handledAll(&mu, handled, orders...) }
+	waitRabbitConnected(t, svc)
 	enqueueBeforeOutage(t, q)
 	if _, err := q.Enqueue(ctx, "order", queuetest.Receipt{Order: 50}); err != nil {
 		t.Fatal(err)

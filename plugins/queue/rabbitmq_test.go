@@ -189,3 +189,16 @@ func TestRabbitMQURLFromEnvironment(t *testing.T) {
 		t.Fatalf("url = %q, want the environment's", got)
 	}
 }
+
+// waitRabbitConnected waits until /ready reports the queue healthy: the
+// publishing connection is up and the topology declared. An App boots without
+// waiting for the broker, so a test whose enqueue_timeout is short waits for
+// this before its first enqueue, which would otherwise wait for the
+// connection (under load, longer than enqueue_timeout) and fail "not
+// connected yet".
+func waitRabbitConnected(t testing.TB, svc *jfasttest.Service) {
+	t.Helper()
+	queuetest.Eventually(t, 30*time.Second, "the queue's rabbitmq connection up (/ready reports the queue healthy)", func() bool {
+		return strings.Contains(svc.Get(t, "/ready").String(), `"queue":{"healthy":true`)
+	})
+}
