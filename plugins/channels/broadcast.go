@@ -31,7 +31,7 @@ type broadcaster struct {
 }
 
 func newBroadcaster(p *Plugin) *broadcaster {
-	return &broadcaster{p: p, state: newLoop("broadcast"), chans: map[string]*channel{}}
+	return &broadcaster{p: p, state: newLoop("broadcast", p.clock), chans: map[string]*channel{}}
 }
 
 // add subscribes the connection to c (now, when it is up; otherwise the next

@@ -161,7 +161,7 @@ func (sc *sseConn) caughtUp() bool {
 func newHub(p *Plugin, c *channel) *hub {
 	h := &hub{p: p, c: c, conns: make(map[*sseConn]struct{}), closed: make(chan struct{})}
 	if c.mode == modeDurable {
-		h.tail = newLoop("sse tail " + c.name)
+		h.tail = newLoop("sse tail "+c.name, p.clock)
 	}
 	return h
 }

@@ -282,10 +282,11 @@ func TestDurableRedisKilled(t *testing.T) {
 }
 
 // Redis down at boot does not stop the boot: the subscriptions report
-// "connecting" (not down) for health_check_interval plus command_timeout,
-// then down; once Redis is there they connect by themselves. The durable
-// loops' refused commands go through the cache's breaker, so it may open
-// (breaker_failures = 3) before /ready is first read.
+// "connecting" (not down) for health_check_interval plus command_timeout on
+// the App's clock (held still here), then down; once Redis is there they
+// connect by themselves. The durable loops' refused commands go through the
+// cache's breaker, so it may open (breaker_failures = 3) before /ready is
+// first read.
 func TestRedisDownAtBoot(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
@@ -301,6 +302,9 @@ func TestRedisDownAtBoot(t *testing.T) {
 		return ch.Subscribe("orders", in.handler)
 	})
 	assertReadyAtBoot(t, rep)
+	// The grace is on the App's clock: past it, the subscriptions that never
+	// connected are down.
+	cl.clock.Advance(healthInterval + commandTimeout)
 	waitDegraded(t, rep, healthInterval+commandTimeout+2*margin, "down")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -319,7 +323,8 @@ func TestRedisDownAtBoot(t *testing.T) {
 }
 
 // assertReadyAtBoot checks /ready right after a boot with Redis refusing
-// connections: 200, not critical, no subscription down yet, and healthy
+// connections: 200, not critical, every subscription connecting (the test
+// clock has not moved: the grace has not passed), and healthy
 // exactly while the cache's breaker is closed. The subscriptions' refused
 // commands count against that breaker as they happen, so it is open or not by
 // the time /ready is read (breaker_failures refused commands open it); the

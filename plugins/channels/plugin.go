@@ -31,6 +31,7 @@ type Plugin struct {
 	client     redis.UniversalClient
 	breaker    *resilience.Breaker
 	cmdTimeout time.Duration
+	clock      resilience.Clock // the App's: the subscriptions' states and their boot grace
 	log        *slog.Logger
 	prop       framework.MessagePropagator
 	metrics    *metrics
@@ -123,6 +124,7 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 		return errors.New("channels: the cache plugin has no client; it must start before the channels plugin")
 	}
 	p.client, p.breaker, p.cmdTimeout = rp.Client(), rp.Breaker(), rp.CommandTimeout()
+	p.clock = app.Clock()
 	p.log = app.Logger().With(slog.String("plugin", pluginName))
 	p.prop = framework.MessagePropagatorOf(app)
 	p.draining = app.Draining()
@@ -263,7 +265,7 @@ func (p *Plugin) Subscribe(channelName string, h Handler) error {
 		}
 		p.broadcast(c)
 	case modeDurable:
-		l := newLoop("durable " + c.name)
+		l := newLoop("durable "+c.name, p.clock)
 		c.mu.Lock()
 		c.loop = l
 		c.mu.Unlock()

@@ -13,9 +13,11 @@ import (
 )
 
 // loop is the health of one reading loop (the pub/sub connection, a durable
-// channel's consumer, a durable channel's SSE tail), for /ready.
+// channel's consumer, a durable channel's SSE tail), for /ready. Its times are
+// on the App's clock, which Check reads too.
 type loop struct {
-	name string
+	name  string
+	clock resilience.Clock
 
 	mu        sync.Mutex
 	up        bool
@@ -25,8 +27,8 @@ type loop struct {
 	reconnect int       // times it came back
 }
 
-func newLoop(name string) *loop {
-	return &loop{name: name, since: time.Now(), err: "connecting"}
+func newLoop(name string, clock resilience.Clock) *loop {
+	return &loop{name: name, clock: clock, since: clock.Now(), err: "connecting"}
 }
 
 // setUp records that the loop reads again; it reports whether it was down.
@@ -36,7 +38,7 @@ func (l *loop) setUp() bool {
 	if l.up {
 		return false
 	}
-	l.up, l.wasUp, l.since, l.err = true, true, time.Now(), ""
+	l.up, l.wasUp, l.since, l.err = true, true, l.clock.Now(), ""
 	return true
 }
 
@@ -48,7 +50,7 @@ func (l *loop) setDown(err error) bool {
 	if !l.up {
 		return false
 	}
-	l.up, l.since = false, time.Now()
+	l.up, l.since = false, l.clock.Now()
 	l.reconnect++
 	return true
 }
@@ -109,9 +111,10 @@ func (p *Plugin) allLoops() []*loop {
 func (p *Plugin) Check(context.Context) readiness.Report {
 	subs := map[string]any{}
 	var down []string
-	now := time.Now()
+	now := p.clock.Now()
 	// A subscription that has not connected yet is given the time a
-	// failure takes to show, so /ready is not degraded at every boot.
+	// failure takes to show (on the App's clock), so /ready is not degraded
+	// at every boot.
 	grace := p.cfg.HealthCheckInterval + p.cmdTimeout
 	for _, l := range p.allLoops() {
 		up, wasUp, since, err, reconnects := l.snapshot()
