@@ -2,6 +2,7 @@ package framework_test
 
 import (
 	"container/heap"
+	"context"
 	"math"
 	"slices"
 	"testing"
@@ -128,7 +129,7 @@ func (m oneCore) run(t *testing.T, l *framework.Limiter, clk *resilience.TestClo
 				}
 				continue
 			}
-			p, err := l.Acquire(nil, framework.PriorityNormal)
+			p, err := l.Acquire(context.Background(), framework.PriorityNormal)
 			if err != nil {
 				cpuFree = start + m.read + m.shed
 				continue
