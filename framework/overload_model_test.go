@@ -2,7 +2,6 @@ package framework_test
 
 import (
 	"container/heap"
-	"context"
 	"math"
 	"slices"
 	"testing"
@@ -129,7 +128,7 @@ func (m oneCore) run(t *testing.T, l *framework.Limiter, clk *resilience.TestClo
 				}
 				continue
 			}
-			p, err := l.Acquire(context.Background(), framework.PriorityNormal)
+			p, err := l.Acquire(nil, framework.PriorityNormal)
 			if err != nil {
 				cpuFree = start + m.read + m.shed
 				continue
