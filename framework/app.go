@@ -185,9 +185,6 @@ func New(opts Options) (*App, error) {
 		if sw := newSchedWait(); sw != nil {
 			a.limiter.cpuWait = sw.p99
 		}
-		if pc := newProcCPU(); pc != nil {
-			a.limiter.cpuBusy = pc.busy
-		}
 		a.registry.MustRegister(newLimiterCollector(a.limiter))
 	}
 	return a, nil

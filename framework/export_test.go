@@ -30,22 +30,3 @@ func SetLimit(l *Limiter, limit float64) {
 	defer l.mu.Unlock()
 	l.limit = limit
 }
-
-// SetCPUBusy gives l the share of its CPUs the process used (the App gives
-// getrusage's over GOMAXPROCS).
-func SetCPUBusy(l *Limiter, f func() float64) { l.cpuBusy = f }
-
-// ProcCPUBusy spins until the process used d more of CPU and returns its
-// CPU use over that time, or false where it cannot be read.
-func ProcCPUBusy(d time.Duration) (float64, bool) {
-	p := newProcCPU()
-	if p == nil {
-		return 0, false
-	}
-	start, _ := p.readings()
-	for {
-		if now, _ := p.readings(); now-start >= d {
-			return p.busy(), true
-		}
-	}
-}

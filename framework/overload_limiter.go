@@ -124,10 +124,6 @@ type Limiter struct {
 	// lastCPUWait is the last window's.
 	cpuWait     func() time.Duration
 	lastCPUWait time.Duration
-	// cpuBusy, when set, returns the share of its CPUs the process used
-	// since it was last asked (the App gives getrusage's over GOMAXPROCS).
-	cpuBusy  func() float64
-	lastBusy float64
 
 	// The stale count: requests in flight for longer than staleAfter.
 	origin     time.Time
@@ -477,15 +473,12 @@ func (l *Limiter) adaptLocked(now time.Time) {
 		return
 	}
 	gradient := l.cfg.Tolerance * float64(base) / float64(mean)
-	if l.cpuBusy != nil {
-		l.lastBusy = l.cpuBusy()
-	}
 	if l.cpuWait != nil {
 		// Requests that wait for a CPU before the front door sees them are
 		// queueing all the same: past max_cpu_wait, the limit shrinks as it
 		// does for latency.
 		l.lastCPUWait = l.cpuWait()
-		if l.lastCPUWait > l.cfg.MaxCPUWait && l.ownCPUWaitLocked() {
+		if l.lastCPUWait > l.cfg.MaxCPUWait {
 			// Gently (at most a quarter a window): a host that starves
 			// the process of CPU makes the wait long whatever the limit.
 			gradient = min(gradient, max(float64(l.cfg.MaxCPUWait)/float64(l.lastCPUWait), cpuWaitStep))
@@ -520,20 +513,6 @@ func (l *Limiter) Limit() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.limitLocked()
-}
-
-// busyShare is how much of its CPUs the process must have used in a window
-// for its goroutines' wait for a CPU to be its own doing. A process that used
-// less, yet waited, waited for a host that lent its CPUs elsewhere (a noisy
-// neighbour, a CPU quota): shedding its own requests would not shorten that.
-const busyShare = 0.5
-
-// ownCPUWaitLocked reports whether the window's wait for a CPU is the
-// process's own: it kept at least busyShare of its CPUs busy (or it cannot
-// tell). adaptLocked reads the CPU use every window, so the reading is the
-// window's.
-func (l *Limiter) ownCPUWaitLocked() bool {
-	return l.cpuBusy == nil || l.lastBusy >= busyShare
 }
 
 // LimiterState is what the Limiter reads now, for metrics and the status page.

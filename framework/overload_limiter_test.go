@@ -545,36 +545,3 @@ func TestShedRequestsAreLoggedOnceASecond(t *testing.T) {
 		t.Fatalf("an access log line for a shed request:\n%s", logs.String())
 	}
 }
-
-// Goroutines that wait for a CPU while the process used less than half of
-// its CPUs waited for the host (a noisy neighbour, a quota), not for the
-// service's own work: the limit does not shrink on it.
-func TestCPUWaitOfAStarvedProcessDoesNotShrinkTheLimit(t *testing.T) {
-	t.Parallel()
-	l, clk, cfg := limiterSetup(t, func(c *framework.OverloadConfig) { c.InitialLimit = 100 })
-	busy := 0.3
-	framework.SetCPUWait(l, func() time.Duration { return 8 * cfg.MaxCPUWait })
-	framework.SetCPUBusy(l, func() float64 { return busy })
-	window(t, l, clk, cfg, 100, 10*time.Millisecond)
-	limit := 100 + math.Sqrt(100)
-	if got := framework.LimitOf(l); got != limit {
-		t.Fatalf("CPU wait with the process 30 %% busy: limit %v, want it grown to %v", got, limit)
-	}
-	busy = 0.9
-	window(t, l, clk, cfg, int(limit), 10*time.Millisecond)
-	if got, want := framework.LimitOf(l), limit*0.85; math.Abs(got-want) > 1e-9 {
-		t.Fatalf("CPU wait with the process 90 %% busy: limit %v, want %v", got, want)
-	}
-}
-
-// The process's CPU use is read from the system: spinning for 20 ms of CPU
-// makes it more than nothing.
-func TestProcCPUReadsTheProcessesUse(t *testing.T) {
-	busy, ok := framework.ProcCPUBusy(20 * time.Millisecond)
-	if !ok {
-		t.Skip("no getrusage here")
-	}
-	if busy <= 0 {
-		t.Fatalf("busy %v after 20 ms of CPU, want more than 0", busy)
-	}
-}
