@@ -16,17 +16,3 @@ func (a *App) WarnAdminExposure() { a.warnAdminExposure(a.Config().AdminListen) 
 // SetCPUWait gives l the signal of goroutines' wait for a CPU (the App
 // gives the Go scheduler's).
 func SetCPUWait(l *Limiter, f func() time.Duration) { l.cpuWait = f }
-
-// LimitOf is l's limit with its fraction.
-func LimitOf(l *Limiter) float64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.limit
-}
-
-// SetLimit sets l's limit, fraction and all.
-func SetLimit(l *Limiter, limit float64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.limit = limit
-}

@@ -96,16 +96,8 @@ type Limiter struct {
 	cfg   OverloadConfig
 	clock resilience.Clock
 
-	mu    sync.Mutex
-	limit float64
-	// over is the error diffusion of the limit's fraction: at the limit's
-	// whole part, a request is admitted one over it in that fraction of
-	// the tries, so a limit of 2.5 holds 2 and 3 in turn.
-	over float64
-	// knee is the limit the last shrink started from (0: none since the
-	// limit last grew past it): near it the limit grows by kneeStep.
-	knee     float64
-	shrank   bool // the last window shrank the limit
+	mu       sync.Mutex
+	limit    float64
 	inflight int
 	waiting  [priorities][]*waiter // per class, oldest first
 	queued   int
@@ -137,15 +129,7 @@ type Limiter struct {
 }
 
 // cpuWaitStep is the most a window's wait for a CPU shrinks the limit by.
-const cpuWaitStep = 0.85
-
-// growthStep is the most a window grows the limit by, as a share of it;
-// kneeStep is its growth near the limit that last shrank.
-const (
-	growthStep = 0.25
-	kneeStep   = 1.0 / 32
-	kneeZone   = 0.75 // near the knee: from this share of it up
-)
+const cpuWaitStep = 0.75
 
 // windowMinSamples is how many requests a window needs before the limit
 // moves on it: a mean of fewer is noise. At low traffic a window lasts until
@@ -299,26 +283,9 @@ func (l *Limiter) limitLocked() int { return int(l.limit) }
 
 // freeLocked reports whether a request may start: fewer than the limit
 // hold a slot, not counting the stale ones, and fewer than max_limit in
-// all. At the limit's whole part, its fraction decides (l.over): a CPU-bound
-// service on one core may serve best at 2.4 requests at once, which neither
-// 2 (a fifth idle) nor 3 (a queue that only grows) is.
+// all.
 func (l *Limiter) freeLocked() bool {
-	if l.inflight >= l.cfg.MaxLimit {
-		return false
-	}
-	n, whole := l.inflight-l.stale, l.limitLocked()
-	if n < whole {
-		return true
-	}
-	if n > whole {
-		return false
-	}
-	l.over += l.limit - float64(whole)
-	if l.over < 1 {
-		return false
-	}
-	l.over--
-	return true
+	return l.inflight-l.stale < l.limitLocked() && l.inflight < l.cfg.MaxLimit
 }
 
 // admitLocked gives a request a slot and returns the epoch it is counted in.
@@ -487,24 +454,10 @@ func (l *Limiter) adaptLocked(now time.Time) {
 	limit := l.limit
 	switch {
 	case gradient < 1:
-		if !l.shrank {
-			l.knee = limit // a new overrun: the first shrink's limit
-		}
 		limit *= max(gradient, 0.5)
-	case used && l.knee > 0 && limit >= l.knee*kneeZone:
-		// Near the limit that last overran the service: by a sixteenth,
-		// so it overruns it again by little and not for long.
-		limit += limit * kneeStep
-		if limit > l.knee {
-			l.knee = 0 // past it without trouble: the service has changed
-		}
 	case used:
-		// By its square root, and by at most a quarter: from a small
-		// limit a root is most of it, and a core that two requests keep
-		// busy is overrun by a third.
-		limit += min(math.Sqrt(limit), limit*growthStep)
+		limit += math.Sqrt(limit)
 	}
-	l.shrank = gradient < 1
 	l.limit = min(max(limit, float64(l.cfg.MinLimit)), float64(l.cfg.MaxLimit))
 }
 

@@ -19,7 +19,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
@@ -118,41 +117,8 @@ func serveJfast(ctx context.Context, ln net.Listener, work http.Handler) error {
 	if err := app.Start(ctx); err != nil {
 		return err
 	}
-	if path := os.Getenv("OVERLOAD_TRACE"); path != "" {
-		go traceLimiter(ctx, app.Overload(), path)
-	}
 	<-ctx.Done()
 	return app.Stop(context.Background())
-}
-
-// traceLimiter writes the limiter's state every 100 ms to path, one line
-// each: the seconds since the start, the limit, in flight, queued, the
-// baseline, the last window's mean and CPU wait (ms), and the requests shed.
-func traceLimiter(ctx context.Context, l *framework.Limiter, path string) {
-	f, err := os.Create(path)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	start := time.Now()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		s := l.State()
-		var shed uint64
-		for _, byClass := range s.Shed {
-			for _, n := range byClass {
-				shed += n
-			}
-		}
-		fmt.Fprintf(f, "%.1f limit %d inflight %d queued %d baseline %.1f recent %.1f cpuwait %.1f shed %d\n",
-			time.Since(start).Seconds(), s.Limit, s.InFlight, s.Queued, ms(s.Baseline), ms(s.Recent), ms(s.CPUWait), shed)
-	}
 }
 
 type statusRecorder struct {

@@ -13,11 +13,6 @@
 // admitted latencies count from each request's scheduled send, so a server
 // that falls behind cannot hide its queue. /ready is probed every 100 ms on
 // a new connection, as an orchestrator does.
-//
-// OVERLOAD_CPUPROFILE=path writes each server's CPU profile to path.<arm>;
-// OVERLOAD_TRACE=path has the jfast server write its limiter's state (limit,
-// in flight, queued, baseline, last window's mean and CPU wait, shed) every
-// 100 ms to path.
 package main
 
 import (
