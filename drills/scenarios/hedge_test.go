@@ -44,9 +44,12 @@ breaker_cool_down = "` + coolDown + `"
 `
 	if hedge {
 		// Half the calls meet the slow replica first and need a hedge: more
-		// than the default retry budget (0.2 of the calls) grants, so the
-		// budget is raised to let every one through.
-		toml += `hedge_after = "` + drillHedge.String() + `"` + "\nretry_budget_ratio = 0.8\n"
+		// than the default retry budget (0.2 of the calls) grants. With
+		// ratio 1 every call's one hedge fits: the call is counted before
+		// its hedge asks, so the hedges of n calls (at most n-1 before the
+		// n-th asks) stay below the n calls. At 0.8 a run of five calls
+		// meeting the slow replica first was refused its fifth hedge.
+		toml += `hedge_after = "` + drillHedge.String() + `"` + "\nretry_budget_ratio = 1\n"
 	}
 	return jfasttest.Start(t, jfasttest.Options{
 		TOML:    toml,
