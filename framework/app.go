@@ -633,6 +633,24 @@ func Get[T Plugin](a *App, name string) (T, error) {
 	return t, nil
 }
 
+// GetVia returns what get, an accessor of the enabled plugin called name
+// (a P), returns, or Get's error when there is no such plugin: the plugin
+// packages' functions of the App (db.Get, grpc.Server) are this.
+func GetVia[P Plugin, T any](a *App, name string, get func(P) (T, error)) (T, error) {
+	p, err := Get[P](a, name)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return get(p)
+}
+
+// GetNamed is [GetVia] for an accessor by name (the http plugin's Client of
+// an upstream, the storage plugin's Disk): it returns get(p, key).
+func GetNamed[P Plugin, T any](a *App, name string, get func(P, string) (T, error), key string) (T, error) {
+	return GetVia(a, name, func(p P) (T, error) { return get(p, key) })
+}
+
 // Addr is the address the server listens on (useful with port 0).
 func (a *App) Addr() string { return a.addrOf(&a.listener) }
 

@@ -156,6 +156,40 @@ func TestGetByContractNamesTheFix(t *testing.T) {
 	}
 }
 
+// GetNamed asks the enabled plugin's accessor for the key; with the plugin
+// absent it returns Get's error and never calls the accessor.
+func TestGetNamedAsksThePluginsAccessor(t *testing.T) {
+	t.Parallel()
+	var got []string
+	calls := 0
+	entry := func(p *fakePlugin, key string) (string, error) {
+		calls++
+		return p.Name() + "." + key, nil
+	}
+	app, err := jfasttest.New(t, jfasttest.Options{
+		TOML:    "[plugins]\nenabled = [\"fake\"]",
+		Plugins: []framework.Plugin{newFake("fake", nil)},
+		Routes: func(app *framework.App, r chi.Router) error {
+			v, err := framework.GetNamed(app, "fake", entry, "billing")
+			got = append(got, v, fmt.Sprint(err))
+			v, err = framework.GetNamed(app, "db", entry, "billing")
+			got = append(got, v, fmt.Sprint(err))
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = app.Stop(context.Background()) })
+	want := []string{"fake.billing", "<nil>", "", `plugin "db" is not enabled; add "db" to [plugins] enabled`}
+	if !slices.Equal(got, want) || calls != 1 {
+		t.Fatalf("got %q (accessor called %d times), want %q (once)", got, calls, want)
+	}
+}
+
 func TestReadyRunsChecksInParallel(t *testing.T) {
 	t.Parallel()
 	// Each check waits until both have started: run one after the other,

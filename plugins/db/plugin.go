@@ -253,11 +253,7 @@ func From(app *framework.App) (*Plugin, error) {
 // Get returns the main pool of app's db plugin. Call it in Routes, at boot:
 // an error (plugin not enabled, no url) fails the boot.
 func Get(app *framework.App) (*DB, error) {
-	p, err := From(app)
-	if err != nil {
-		return nil, err
-	}
-	return p.DB()
+	return framework.GetVia(app, dependencyName, (*Plugin).DB)
 }
 
 var (

@@ -18,11 +18,7 @@ var tenantName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,63}$`)
 // Tenants returns the per-tenant pools of app's db plugin. Call it in
 // Routes, at boot: it fails when tenant_url_template is not set.
 func Tenants(app *framework.App) (*TenantPools, error) {
-	p, err := From(app)
-	if err != nil {
-		return nil, err
-	}
-	return p.Tenants()
+	return framework.GetVia(app, dependencyName, (*Plugin).Tenants)
 }
 
 // Tenants returns the per-tenant pools, or an error when

@@ -51,11 +51,7 @@ func From(app *framework.App) (*Plugin, error) { return framework.Get[*Plugin](a
 // [plugin.grpc.upstreams.<upstream>]. Call it when mounting routes, not per
 // request; an unknown name is an error, which fails the boot.
 func Client(app *framework.App, upstream string) (*ServiceClient, error) {
-	p, err := From(app)
-	if err != nil {
-		return nil, err
-	}
-	return p.Client(upstream)
+	return framework.GetNamed(app, name, (*Plugin).Client, upstream)
 }
 
 // Server returns what the service registers its gRPC services on, from
@@ -69,11 +65,7 @@ func Client(app *framework.App, upstream string) (*ServiceClient, error) {
 //
 // It is an error when [plugin.grpc.server] listen is not set.
 func Server(app *framework.App) (grpc.ServiceRegistrar, error) {
-	p, err := From(app)
-	if err != nil {
-		return nil, err
-	}
-	return p.Server()
+	return framework.GetVia(app, name, (*Plugin).Server)
 }
 
 // Name implements framework.Plugin.

@@ -56,11 +56,7 @@ func From(app *framework.App) (*Plugin, error) { return framework.Get[*Plugin](a
 // [plugin.http.upstreams.<upstream>]. Call it when mounting routes, not per
 // request; an unknown name is an error, which fails the boot.
 func Client(app *framework.App, upstream string) (*ServiceClient, error) {
-	p, err := From(app)
-	if err != nil {
-		return nil, err
-	}
-	return p.Client(upstream)
+	return framework.GetNamed(app, name, (*Plugin).Client, upstream)
 }
 
 // Transport returns the RoundTripper of the upstream configured as
@@ -87,12 +83,8 @@ func HTTPClient(app *framework.App, upstream string) (*nethttp.Client, error) {
 
 // Shared returns the shared client configured as [plugin.http.shared.<name>],
 // for calls by absolute URL. Call it at boot; an unknown name is an error.
-func Shared(app *framework.App, name string) (*SharedClient, error) {
-	p, err := From(app)
-	if err != nil {
-		return nil, err
-	}
-	return p.Shared(name)
+func Shared(app *framework.App, shared string) (*SharedClient, error) {
+	return framework.GetNamed(app, name, (*Plugin).Shared, shared)
 }
 
 // Name implements framework.Plugin.

@@ -42,11 +42,7 @@ func From(app *framework.App) (*Plugin, error) { return framework.Get[*Plugin](a
 // [plugin.llm.providers.<provider>]. Call it when mounting routes, not per
 // request; an unknown name is an error, which fails the boot.
 func Provider(app *framework.App, provider string) (*Client, error) {
-	p, err := From(app)
-	if err != nil {
-		return nil, err
-	}
-	return p.Client(provider)
+	return framework.GetNamed(app, name, (*Plugin).Client, provider)
 }
 
 // Name implements framework.Plugin.

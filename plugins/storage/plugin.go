@@ -234,11 +234,7 @@ func From(app *framework.App) (*Plugin, error) {
 // Routes function: asking for a disk that is not configured returns an error,
 // which fails the boot.
 func For(app *framework.App, name string) (*Disk, error) {
-	p, err := From(app)
-	if err != nil {
-		return nil, err
-	}
-	return p.Disk(name)
+	return framework.GetNamed(app, pluginName, (*Plugin).Disk, name)
 }
 
 // UsesDependency reports whether a disk is an S3 bucket: local disks have no
