@@ -48,7 +48,7 @@ type ClientMetrics struct {
 func NewClientMetrics() *ClientMetrics {
 	dep := []string{"plugin", "dependency"}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, append(dep, labels...))
+		return NewCounterVec(name, help, append(dep, labels...)...)
 	}
 	return &ClientMetrics{
 		calls:      counter("jfast_client_calls_total", "Outbound calls by outcome, in the words of the plugin that made them.", "outcome"),
@@ -60,10 +60,7 @@ func NewClientMetrics() *ClientMetrics {
 		hedges:     counter("jfast_client_hedges_total", "Hedges sent: attempts started beside another of the same call still in flight."),
 		transitions: counter("jfast_client_breaker_transitions_total",
 			"Breaker state changes of a dependency, by from and to state.", "from", "to"),
-		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "jfast_client_breaker_state",
-			Help: "Breaker state of a dependency: 0 closed, 1 open, 2 half_open.",
-		}, dep),
+		state: NewGaugeVec("jfast_client_breaker_state", "Breaker state of a dependency: 0 closed, 1 open, 2 half_open.", dep...),
 	}
 }
 

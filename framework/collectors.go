@@ -28,7 +28,7 @@ func RegisterOrReuse[C prometheus.Collector](reg prometheus.Registerer, c *C) er
 	return err
 }
 
-// NewCounter, NewCounterVec, NewGaugeVec, NewHistogram and NewHistogramVec
+// NewCounter, NewCounterVec, NewGauge, NewGaugeVec, NewHistogram and NewHistogramVec
 // are prometheus's constructors with the only options jfast's collectors set:
 // a name, its help, the labels of a vector and the buckets of a histogram.
 // No label (a vector with none) is a nil label list, as prometheus has it.
@@ -41,6 +41,11 @@ func NewCounter(name, help string) prometheus.Counter {
 // NewCounterVec returns a counter vector named name, by labels.
 func NewCounterVec(name, help string, labels ...string) *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+// NewGauge returns a gauge named name.
+func NewGauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
 }
 
 // NewGaugeVec returns a gauge vector named name, by labels.

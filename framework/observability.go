@@ -76,19 +76,10 @@ func (o *Observability) Validate(v *Validation) {
 // Start implements Starter: it registers the collectors.
 func (o *Observability) Start(_ context.Context, app *App) error {
 	o.registry = app.Metrics()
-	o.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "http_server_requests_total",
-		Help: "HTTP requests served, by method, route template and status.",
-	}, []string{"method", "route", "status"})
-	o.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "http_server_request_duration_seconds",
-		Help:    "Time to serve an HTTP request, by method, route template and status.",
-		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-	}, []string{"method", "route", "status"})
-	for _, c := range []prometheus.Collector{o.requests, o.duration} {
-		if err := o.registry.Register(c); err != nil {
-			return err
-		}
+	o.requests = NewCounterVec("http_server_requests_total", "HTTP requests served, by method, route template and status.", "method", "route", "status")
+	o.duration = NewHistogramVec("http_server_request_duration_seconds", "Time to serve an HTTP request, by method, route template and status.", []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}, "method", "route", "status")
+	if err := RegisterAll(o.registry, o.requests, o.duration); err != nil {
+		return err
 	}
 	o.runtime = prometheus.NewRegistry()
 	if o.cfg.RuntimeMetrics {

@@ -369,11 +369,9 @@ func newLimiterCollector(l *Limiter) *limiterCollector {
 		recent:   prometheus.NewDesc("jfast_overload_latency_recent_seconds", "The last window's mean latency.", nil, nil),
 		cpuWait:  prometheus.NewDesc("jfast_overload_cpu_wait_seconds", "The last window's p99 wait of goroutines for a CPU (the Go scheduler's).", nil, nil),
 		shed:     prometheus.NewDesc("jfast_overload_shed_total", "Requests turned away by the front door, by reason and priority class (client_gone ones are answered 499, the others 503).", []string{"reason", "class"}, nil),
-		wait: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "jfast_overload_queue_wait_seconds",
-			Help:    "Time requests waited in the front door's queue (those that queued), admitted or shed.",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
-		}),
+		wait: NewHistogram("jfast_overload_queue_wait_seconds",
+			"Time requests waited in the front door's queue (those that queued), admitted or shed.",
+			[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}),
 	}
 	l.mu.Lock()
 	l.onWait = func(d time.Duration) { c.wait.Observe(d.Seconds()) }

@@ -119,23 +119,11 @@ func newJWKSCache(o jwksOpts) (*jwksCache, error) {
 	}
 	c.breaker = resilience.NewBreaker(o.breaker.Opts(jwksDependency, o.clock,
 		resilience.LogStateChanges(c.log, "auth", o.breaker.BreakerCoolDown, nil)))
-	c.fetches = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "jfast_auth_jwks_fetches_total",
-		Help: "JWK Set fetches by result: ok, error, or breaker_open (refused without I/O).",
-	}, []string{"result"})
-	c.duration = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "jfast_auth_jwks_fetch_duration_seconds",
-		Help:    "Time of a JWK Set fetch that made a request, to the key set parsed or the error (jwks_timeout bounds it).",
-		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-	})
-	c.keyCount = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "jfast_auth_jwks_keys",
-		Help: "Keys of the issuer's JWK Set cached in memory.",
-	})
-	for _, col := range []prometheus.Collector{c.fetches, c.duration, c.keyCount} {
-		if err := o.registry.Register(col); err != nil {
-			return nil, fmt.Errorf("auth: register jwks metrics: %w", err)
-		}
+	c.fetches = framework.NewCounterVec("jfast_auth_jwks_fetches_total", "JWK Set fetches by result: ok, error, or breaker_open (refused without I/O).", "result")
+	c.duration = framework.NewHistogram("jfast_auth_jwks_fetch_duration_seconds", "Time of a JWK Set fetch that made a request, to the key set parsed or the error (jwks_timeout bounds it).", []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10})
+	c.keyCount = framework.NewGauge("jfast_auth_jwks_keys", "Keys of the issuer's JWK Set cached in memory.")
+	if err := framework.RegisterAll(o.registry, c.fetches, c.duration, c.keyCount); err != nil {
+		return nil, fmt.Errorf("auth: register jwks metrics: %w", err)
 	}
 	kf, err := keyfunc.New(keyfunc.Options{
 		Storage:      cacheStorage{c.store, c},

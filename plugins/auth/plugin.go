@@ -120,10 +120,7 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 		}
 	}
 
-	p.verifications = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "jfast_auth_verifications_total",
-		Help: "Bearer token verifications by result: ok, a 401 reason, forbidden, or unavailable (503).",
-	}, []string{"result"})
+	p.verifications = framework.NewCounterVec("jfast_auth_verifications_total", "Bearer token verifications by result: ok, a 401 reason, forbidden, or unavailable (503).", "result")
 	if err := app.Metrics().Register(p.verifications); err != nil {
 		return fmt.Errorf("auth: register metrics: %w", err)
 	}

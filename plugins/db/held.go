@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jfastframework/jfast/framework"
 )
 
 // Acquisition time: how long a connection taken through the gate is held,
@@ -122,11 +124,9 @@ func (t heldTracer) TraceRelease(_ *pgxpool.Pool, data pgxpool.TraceReleaseData)
 }
 
 func newHeldHistogram() prometheus.Histogram {
-	return prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "jfast_db_acquisition_duration_seconds",
-		Help:    "Time a connection taken through the db plugin (main pool) was held: from asking for it to giving it back to the pool, so a statement's whole time or a transaction's (waiting for a free connection and the ping included).",
-		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-	})
+	return framework.NewHistogram("jfast_db_acquisition_duration_seconds",
+		"Time a connection taken through the db plugin (main pool) was held: from asking for it to giving it back to the pool, so a statement's whole time or a transaction's (waiting for a free connection and the ping included).",
+		[]float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10})
 }
 
 var (

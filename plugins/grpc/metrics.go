@@ -33,20 +33,10 @@ type metricSet struct {
 
 func newMetricSet() *metricSet {
 	return &metricSet{
-		policy: framework.NewClientMetrics(),
-		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jfast_grpc_client_calls_total",
-			Help: "Calls to a gRPC upstream by method and final code (the gRPC code name, or circuit_open / bulkhead_full / throttled for a call refused before any attempt).",
-		}, []string{"upstream", "method", "code"}),
-		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jfast_grpc_client_attempts_total",
-			Help: "Attempts sent to a gRPC upstream (first attempts, retries and stream restarts) by method and code.",
-		}, []string{"upstream", "method", "code"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "jfast_grpc_client_call_duration_seconds",
-			Help:    "Time of a whole call to a gRPC upstream, retries and waits included (for a stream: until its last message).",
-			Buckets: latencyBuckets,
-		}, []string{"upstream", "method"}),
+		policy:   framework.NewClientMetrics(),
+		calls:    framework.NewCounterVec("jfast_grpc_client_calls_total", "Calls to a gRPC upstream by method and final code (the gRPC code name, or circuit_open / bulkhead_full / throttled for a call refused before any attempt).", "upstream", "method", "code"),
+		attempts: framework.NewCounterVec("jfast_grpc_client_attempts_total", "Attempts sent to a gRPC upstream (first attempts, retries and stream restarts) by method and code.", "upstream", "method", "code"),
+		duration: framework.NewHistogramVec("jfast_grpc_client_call_duration_seconds", "Time of a whole call to a gRPC upstream, retries and waits included (for a stream: until its last message).", latencyBuckets, "upstream", "method"),
 	}
 }
 

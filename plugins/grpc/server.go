@@ -426,15 +426,8 @@ type serverMetrics struct {
 
 func newServerMetrics() *serverMetrics {
 	return &serverMetrics{
-		handledVec: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jfast_grpc_server_handled_total",
-			Help: "RPCs this service served, by method and code.",
-		}, []string{"method", "code"}),
-		durationVec: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "jfast_grpc_server_handling_seconds",
-			Help:    "Time serving an RPC, from its start to its status.",
-			Buckets: latencyBuckets,
-		}, []string{"method"}),
+		handledVec:  framework.NewCounterVec("jfast_grpc_server_handled_total", "RPCs this service served, by method and code.", "method", "code"),
+		durationVec: framework.NewHistogramVec("jfast_grpc_server_handling_seconds", "Time serving an RPC, from its start to its status.", latencyBuckets, "method"),
 	}
 }
 

@@ -104,19 +104,10 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 	}
 	p.jobs = jobs
 	p.sender = &smtpSender{cfg: p.cfg, roots: p.roots}
-	p.sent = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "jfast_mail_deliveries_total",
-		Help: "Mail delivery attempts, by transport and result (sent, transient, permanent).",
-	}, []string{"transport", "result"})
-	p.took = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "jfast_mail_delivery_duration_seconds",
-		Help:    "Time of a mail delivery attempt, by transport: the SMTP session to the server's last reply, or the error.",
-		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
-	}, []string{"transport"})
-	for _, c := range []prometheus.Collector{p.sent, p.took} {
-		if err := app.Metrics().Register(c); err != nil {
-			return fmt.Errorf("mail: register metrics: %w", err)
-		}
+	p.sent = framework.NewCounterVec("jfast_mail_deliveries_total", "Mail delivery attempts, by transport and result (sent, transient, permanent).", "transport", "result")
+	p.took = framework.NewHistogramVec("jfast_mail_delivery_duration_seconds", "Time of a mail delivery attempt, by transport: the SMTP session to the server's last reply, or the error.", []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}, "transport")
+	if err := framework.RegisterAll(app.Metrics(), p.sent, p.took); err != nil {
+		return fmt.Errorf("mail: register metrics: %w", err)
 	}
 	if err := jobs.RegisterJob(JobKind, p.deliver); err != nil {
 		return fmt.Errorf("mail: register the %s job: %w", JobKind, err)

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jfastframework/jfast/framework"
 )
 
 // Operation outcomes, the "outcome" label.
@@ -22,24 +24,12 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jfast_storage_operations_total",
-			Help: "Storage operations by disk, operation and outcome (ok, not_found, error, rejected).",
-		}, []string{"disk", "operation", "outcome"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "jfast_storage_operation_duration_seconds",
-			Help:    "Time to the result of a storage operation (for get: to the response headers).",
-			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
-		}, []string{"disk", "operation"}),
-		breakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "jfast_storage_breaker_state",
-			Help: "State of an s3 disk's breaker: 0 closed, 1 open, 2 half-open.",
-		}, []string{"disk"}),
+		operations:   framework.NewCounterVec("jfast_storage_operations_total", "Storage operations by disk, operation and outcome (ok, not_found, error, rejected).", "disk", "operation", "outcome"),
+		duration:     framework.NewHistogramVec("jfast_storage_operation_duration_seconds", "Time to the result of a storage operation (for get: to the response headers).", []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}, "disk", "operation"),
+		breakerState: framework.NewGaugeVec("jfast_storage_breaker_state", "State of an s3 disk's breaker: 0 closed, 1 open, 2 half-open.", "disk"),
 	}
-	for _, c := range []prometheus.Collector{m.operations, m.duration, m.breakerState} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := framework.RegisterAll(reg, m.operations, m.duration, m.breakerState); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
