@@ -33,7 +33,7 @@ func TestForwardedHeaderValues(t *testing.T) {
 			in.Header = http.Header{}
 		}
 		h := http.Header{}
-		p.forwarded(in, h, "")
+		p.forwarded(in, h, "", nil)
 		if got := h.Get("X-Forwarded-For"); got != c.xff {
 			t.Errorf("%s: X-Forwarded-For = %q, want %q", c.remote, got, c.xff)
 		}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
@@ -104,6 +105,7 @@ type call struct {
 	rc        *http.ResponseController // set for streams and upgrades
 	tun       *tunnel                  // the tunnel opened on a 101
 	body      clientBody               // the response body's wrapper, allocated with the call
+	fwd       forwardedBuf             // the forwarding headers' values, allocated with the call
 }
 
 type callKey struct{}
@@ -290,7 +292,11 @@ func (rt *route) rewrite(pr *httputil.ProxyRequest) {
 	h := out.Header
 	rt.dropInbound(h)
 	// The request ID sent on is the one the gateway accepted or made.
-	rt.p.forwarded(in, h, requestid.FromContext(in.Context()))
+	var buf *forwardedBuf
+	if c := callOf(out.Context()); c != nil {
+		buf = &c.fwd
+	}
+	rt.p.forwarded(in, h, requestid.FromContext(in.Context()), buf)
 }
 
 // dropInbound removes, in one pass over the outgoing header h (net/http's
@@ -330,8 +336,12 @@ func isProxyHeader(k string) bool { return len(k) > 6 && strings.EqualFold(k[:6]
 // otherwise the client could claim any address. It runs on every request:
 // the five values share one slice, the client's address is the inbound
 // RemoteAddr's own text when that is already canonical, and Forwarded is
-// written in one buffer.
-func (p *Plugin) forwarded(in *http.Request, h http.Header, id string) {
+// written in one buffer. The values and that buffer are buf's (the call's,
+// allocated with it; nil: new ones), written once and never changed.
+func (p *Plugin) forwarded(in *http.Request, h http.Header, id string, buf *forwardedBuf) {
+	if buf == nil {
+		buf = new(forwardedBuf)
+	}
 	client := in.RemoteAddr
 	var addr netip.Addr
 	if ap, err := netip.ParseAddrPort(in.RemoteAddr); err == nil {
@@ -370,27 +380,22 @@ func (p *Plugin) forwarded(in *http.Request, h http.Header, id string) {
 			prior = strings.Join(v, ", ") + ", "
 		}
 	}
-	var fwd strings.Builder
-	fwd.Grow(len(prior) + len(client) + len(in.Host) + 32)
-	fwd.WriteString(prior)
-	fwd.WriteString("for=")
+	fwd := append(buf.b[:0], prior...) // on the heap instead when longer than buf.b
+	fwd = append(fwd, "for="...)
 	if addr.Is6() {
 		// An IPv6 node is bracketed, and so always quoted.
-		fwd.WriteString(`"[`)
-		fwd.WriteString(client)
-		fwd.WriteString(`]"`)
+		fwd = append(append(append(fwd, `"[`...), client...), `]"`...)
 	} else {
-		writeForwardedValue(&fwd, client)
+		fwd = appendForwardedValue(fwd, client)
 	}
-	fwd.WriteString(";proto=")
-	fwd.WriteString(proto)
+	fwd = append(append(fwd, ";proto="...), proto...)
 	if in.Host != "" {
-		fwd.WriteString(";host=")
-		writeForwardedValue(&fwd, in.Host)
+		fwd = appendForwardedValue(append(fwd, ";host="...), in.Host)
 	}
 	// The names are written as net/http keeps them, without canonicalising
 	// them again on every request.
-	v := []string{xff, xproto, fwd.String(), xhost, id}
+	buf.v = [5]string{xff, xproto, unsafe.String(&fwd[0], len(fwd)), xhost, id}
+	v := buf.v[:]
 	h["X-Forwarded-For"] = v[0:1:1]
 	h["X-Forwarded-Proto"] = v[1:2:2]
 	h["Forwarded"] = v[2:3:3]
@@ -417,26 +422,32 @@ func canonicalHost(remote string, addr netip.Addr) string {
 	return addr.String()
 }
 
-// writeForwardedValue writes v as an RFC 7239 value: a token as is, anything
-// else (a host with a port) as an RFC 9110 quoted-string.
-func writeForwardedValue(b *strings.Builder, v string) {
+// appendForwardedValue appends v as an RFC 7239 value to b: a token as is,
+// anything else (a host with a port) as an RFC 9110 quoted-string.
+func appendForwardedValue(b []byte, v string) []byte {
 	token := true
 	for i := 0; i < len(v) && token; i++ {
 		c := v[i]
 		token = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 	}
 	if token {
-		b.WriteString(v)
-		return
+		return append(b, v...)
 	}
-	b.WriteByte('"')
+	b = append(b, '"')
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; c == '"' || c == '\\' {
-			b.WriteByte('\\')
+			b = append(b, '\\')
 		}
-		b.WriteByte(v[i])
+		b = append(b, v[i])
 	}
-	b.WriteByte('"')
+	return append(b, '"')
+}
+
+// forwardedBuf holds the forwarding headers' values of one request: the
+// five values, and the Forwarded value's bytes (most fit).
+type forwardedBuf struct {
+	v [5]string
+	b [96]byte
 }
 
 // response runs when the upstream's response headers arrive.

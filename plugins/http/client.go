@@ -207,8 +207,9 @@ func (c *core) do(ctx context.Context, r resolver, method, target string, body a
 			dones = append(dones, done)
 		}
 	}
-	x := exchange{req: req, header: req.Header, payload: payload, retry: retry, pol: pol, br: br, out: out}
-	resp, attempts, err := c.call(ctx, &x)
+	x := newClientExchange()
+	x.req, x.header, x.payload, x.retry, x.pol, x.br, x.out = req, req.Header, payload, retry, pol, br, out
+	resp, attempts, err := c.call(ctx, x)
 	if len(dones) > 0 {
 		status := 0
 		if resp != nil {

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/egress"
@@ -184,6 +185,41 @@ type exchange struct {
 	bodyRead  time.Duration
 	live      liveAttempt   // stream: the attempt whose response body is unread
 	tooLarge  *bodyTooLarge // the last attempt's body was over max_response_bytes
+
+	// Allocated with the exchange, which is on the heap anyway (the loop
+	// reaches it through an interface), so a call makes fewer allocations:
+	// where send puts the body it read (the last attempt's: only the last
+	// response is kept; nil: a new Body), where call puts the RoundTripper's
+	// streamed body (nil: a new one), both allocated with the exchange by
+	// the call's kind (newClientExchange, newStreamExchange), and the first
+	// attempt's Jfast-Timeout-Ms value (request), written once and never
+	// changed.
+	body       *Body
+	streamed   *streamBody
+	timeout    [1]string
+	timeoutBuf [12]byte
+}
+
+// newClientExchange returns an exchange with room for the body its attempts
+// read, in one allocation.
+func newClientExchange() *exchange {
+	x := &struct {
+		exchange
+		body Body
+	}{}
+	x.exchange.body = &x.body
+	return &x.exchange
+}
+
+// newStreamExchange returns an exchange with room for its streamed body, in
+// one allocation.
+func newStreamExchange() *exchange {
+	x := &struct {
+		exchange
+		streamed streamBody
+	}{}
+	x.exchange.streamed = &x.streamed
+	return &x.exchange
 }
 
 // call runs one call through its policy: the breaker, the bulkhead and the
@@ -231,10 +267,15 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 			m.response.Inc()
 			m.latency.Observe(x.headersAt.Sub(run.Start()).Seconds())
 			run.EndTimeout() // an open-ended body is bounded by the read gap and the caller
-			last.Body = &streamBody{
+			sb := x.streamed
+			if sb == nil {
+				sb = new(streamBody)
+			}
+			*sb = streamBody{
 				rc: last.Body, c: c, run: run, live: x.live, status: last.StatusCode, limit: c.up.MaxResponseBytes,
 				headersAt: c.after(x.headersAt), attempts: attempts, dones: x.dones, inst: x.ia.takeLive(),
 			}
+			last.Body = sb
 			x.dones = nil // called when the body ends
 			return last, attempts, nil
 		}
@@ -542,10 +583,14 @@ func (c *core) request(actx context.Context, x *exchange, n int, now time.Time) 
 		x.ia.target(r, x.req.URL)
 	}
 	if deadline, ok := actx.Deadline(); ok {
-		left := []string{strconv.FormatInt(max(deadline.Sub(now).Milliseconds(), 0), 10)}
+		ms := max(deadline.Sub(now).Milliseconds(), 0)
 		if n == 1 && x.parent == nil {
-			x.header[framework.TimeoutHeader] = left
+			// The exchange's own value: written here once, never changed.
+			digits := strconv.AppendInt(x.timeoutBuf[:0], ms, 10)
+			x.timeout[0] = unsafe.String(&digits[0], len(digits))
+			x.header[framework.TimeoutHeader] = x.timeout[:]
 		} else {
+			left := []string{strconv.FormatInt(ms, 10)}
 			// The previous attempt's header may still be being written by
 			// the transport: this attempt gets a copy.
 			h := make(http.Header, len(x.header))
@@ -607,7 +652,15 @@ func (c *core) send(callCtx context.Context, cancel context.CancelFunc, x *excha
 		}
 		return nil, headersAt, read, fmt.Errorf("reading the response body: %w", err)
 	}
-	resp.Body = &Body{b: b, r: *bytes.NewReader(b)}
+	// The exchange's body holds only the last response's: an earlier
+	// attempt's response is dropped when this one is kept (exchange.Attempt).
+	body := x.body
+	if body == nil {
+		body = new(Body)
+	}
+	*body = Body{b: b}
+	body.r.Reset(b)
+	resp.Body = body
 	return resp, headersAt, read, nil
 }
 

@@ -76,7 +76,8 @@ func routeOf(out *framework.OutboundCall) string {
 // the request's framework.OutboundCall, or nil.
 func (c *core) roundTrip(req *http.Request, out *framework.OutboundCall, pol *policy, br *resilience.Breaker) (*http.Response, error) {
 	ctx := req.Context()
-	x := exchange{pol: pol, br: br, stream: true, open: framework.OpenEndedResponse(ctx), out: out}
+	x := newStreamExchange()
+	x.pol, x.br, x.stream, x.open, x.out = pol, br, true, framework.OpenEndedResponse(ctx), out
 	x.retry, x.replay = transportRetry(req)
 	for _, observe := range c.observe {
 		var done func(int, int, error)
@@ -90,7 +91,7 @@ func (c *core) roundTrip(req *http.Request, out *framework.OutboundCall, pol *po
 	} else {
 		x.req, x.header = req, c.outboundHeader(ctx, req.Header)
 	}
-	resp, attempts, err := c.call(ctx, &x)
+	resp, attempts, err := c.call(ctx, x)
 	if !x.sent {
 		closeRequestBody(req) // a RoundTripper closes the body, even when it sends nothing
 	}
