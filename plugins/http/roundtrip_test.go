@@ -607,6 +607,41 @@ func TestTransportCallersClientTrace(t *testing.T) {
 	}
 }
 
+// A caller's trace with the hooks the attempt uses itself (GotConn,
+// WroteRequest) and a network hook: both the caller's hooks and the
+// attempt's run — the attempt's arm the read gap, which cuts the silent body.
+func TestTransportCallersTraceSharesHooks(t *testing.T) {
+	t.Parallel()
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		_, _ = w.Write([]byte("part"))
+		w.(http.Flusher).Flush()
+		select { // then silence
+		case <-stop:
+		case <-r.Context().Done():
+		}
+	})
+	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, ReadTimeout: 100 * time.Millisecond, PolicyConfig: resilience.PolicyConfig{Timeout: noTotal}})
+	var got, wrote, connects atomic.Int64
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		GotConn:      func(httptrace.GotConnInfo) { got.Add(1) },
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Add(1) },
+		ConnectStart: func(string, string) { connects.Add(1) },
+	})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, up.URL+"/x", nil)
+	resp, err := c.Transport().RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.ReadAll(resp.Body)
+	wantGapCut(t, err, "read")
+	_ = resp.Body.Close()
+	if got.Load() != 1 || wrote.Load() != 1 || connects.Load() != 1 {
+		t.Errorf("the caller's hooks ran GotConn %d, WroteRequest %d, ConnectStart %d times, want 1 each", got.Load(), wrote.Load(), connects.Load())
+	}
+}
+
 // A caller's framework.OutboundCall learns how many attempts its call took,
 // through the RoundTripper and ServiceClient.Do alike; one with OwnedHeader
 // gets what travels with the call added to its request's Header in place,

@@ -174,16 +174,68 @@ var attemptPool = sync.Pool{New: func() any {
 }}
 
 // context returns ctx with the attempt's trace hooks. httptrace composes a
-// trace with one the caller put in ctx (a proxy counting attempts,
-// otelhttptrace) by rewriting the trace it is given, so that case gets a
-// copy: the pooled trace must keep only the attempt's own hooks, or a later
-// call would run an earlier caller's.
+// trace with one the caller put in ctx (a proxy counting attempts, the
+// ReverseProxy's own for 1xx responses, otelhttptrace) by rewriting the
+// trace it is given, so that case gets a copy: the pooled trace must keep
+// only the attempt's own hooks, or a later call would run an earlier
+// caller's. The copy is composed here, hook by hook (the attempt's hook
+// first, then the caller's, as httptrace does), instead of by
+// httptrace.WithClientTrace, which composes by reflection over every hook
+// of every attempt's trace.
 func (a *attempt) context(ctx context.Context) context.Context {
-	if httptrace.ContextClientTrace(ctx) == nil {
-		return httptrace.WithClientTrace(ctx, &a.trace)
+	outer := httptrace.ContextClientTrace(ctx)
+	if traceKey == nil {
+		if outer == nil {
+			return httptrace.WithClientTrace(ctx, &a.trace)
+		}
+		t := a.trace
+		return httptrace.WithClientTrace(ctx, &t)
 	}
-	t := a.trace
-	return httptrace.WithClientTrace(ctx, &t)
+	if outer == nil {
+		// The attempt's trace has no network hooks: a value is all
+		// httptrace.WithClientTrace would add.
+		return context.WithValue(ctx, traceKey, &a.trace)
+	}
+	t := *outer // its network hooks, if any, are in ctx already
+	t.GotConn, t.WroteRequest = a.trace.GotConn, a.trace.WroteRequest
+	if f := outer.GotConn; f != nil {
+		t.GotConn = func(info httptrace.GotConnInfo) { a.gotConn(info); f(info) }
+	}
+	if f := outer.WroteRequest; f != nil {
+		t.WroteRequest = func(info httptrace.WroteRequestInfo) { a.wroteRequest(info); f(info) }
+	}
+	return context.WithValue(ctx, traceKey, &t)
+}
+
+// traceKey is the context key httptrace keeps a request's
+// *httptrace.ClientTrace under, found once by watching which key
+// httptrace.ContextClientTrace asks for; nil when that did not work out
+// (attempt.context then leaves the composing to httptrace).
+var traceKey = findTraceKey()
+
+func findTraceKey() any {
+	p := &keyProbe{Context: context.Background()}
+	httptrace.ContextClientTrace(p)
+	if p.key == nil {
+		return nil
+	}
+	t := &httptrace.ClientTrace{}
+	if httptrace.WithClientTrace(context.Background(), t).Value(p.key) != t ||
+		httptrace.ContextClientTrace(context.WithValue(context.Background(), p.key, t)) != t {
+		return nil
+	}
+	return p.key
+}
+
+// keyProbe is a context that remembers the last key it was asked for.
+type keyProbe struct {
+	context.Context
+	key any
+}
+
+func (p *keyProbe) Value(key any) any {
+	p.key = key
+	return nil
 }
 
 // begin prepares the attempt; the pool timer starts now (the time package's
