@@ -120,8 +120,5 @@ func setRetryAfter(p *Problem, d time.Duration) {
 		return
 	}
 	p.RetryAfter = d
-	if p.Extensions == nil {
-		p.Extensions = make(map[string]any, 1)
-	}
-	p.Extensions["retry_after"] = retryAfterSeconds(d)
+	p.SetExtension("retry_after", retryAfterSeconds(d))
 }

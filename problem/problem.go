@@ -85,6 +85,15 @@ func (p *Problem) Error() string {
 // Unwrap returns the cause, so errors.Is and errors.As see through a Problem.
 func (p *Problem) Unwrap() error { return p.Err }
 
+// SetExtension sets the member key of Extensions to value, making the map
+// when there is none.
+func (p *Problem) SetExtension(key string, value any) {
+	if p.Extensions == nil {
+		p.Extensions = make(map[string]any, 1)
+	}
+	p.Extensions[key] = value
+}
+
 // Problem returns p itself, so a *Problem is a [Renderer] too.
 func (p *Problem) Problem() *Problem { return p }
 
@@ -231,10 +240,7 @@ func (p *Problem) UnmarshalJSON(data []byte) error {
 		if err := json.Unmarshal(v, &ext); err != nil {
 			return err
 		}
-		if p.Extensions == nil {
-			p.Extensions = make(map[string]any)
-		}
-		p.Extensions[k] = ext
+		p.SetExtension(k, ext)
 	}
 	return nil
 }

@@ -596,3 +596,18 @@ func TestStringsAreWrittenAsJSONMarshalWritesThem(t *testing.T) {
 		}
 	}
 }
+
+// SetExtension makes the map on a problem that has none and keeps the
+// members already there.
+func TestSetExtension(t *testing.T) {
+	p := problem.New(http.StatusBadGateway, "orders answered 500")
+	p.SetExtension("upstream", "orders")
+	q := problem.ServiceUnavailable("orders", "", 2*time.Second)
+	q.SetExtension("upstream", "orders")
+	got := marshal(t, p) + "\n" + marshal(t, q)
+	want := `{"type":"about:blank","title":"Bad Gateway","status":502,"detail":"orders answered 500","upstream":"orders"}` + "\n" +
+		`{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"orders is unavailable","dependency":"orders","retry_after":2,"upstream":"orders"}`
+	if got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}

@@ -173,10 +173,7 @@ func (e *Error) Problem() *problem.Problem {
 	} else {
 		p = problem.BadGateway(e.Upstream, e.detail())
 	}
-	if p.Extensions == nil {
-		p.Extensions = make(map[string]any, 1)
-	}
-	p.Extensions["upstream"] = e.Upstream
+	p.SetExtension("upstream", e.Upstream)
 	p.Err = e
 	return p
 }

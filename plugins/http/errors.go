@@ -60,10 +60,7 @@ func (e *UpstreamError) Problem() *problem.Problem {
 	// "dependency" like every plugin's 503; "upstream" too, for clients
 	// that read the member this plugin's errors carried first.
 	p := problem.ServiceUnavailable(e.Upstream, e.detail, e.RetryAfter)
-	if p.Extensions == nil {
-		p.Extensions = make(map[string]any, 1)
-	}
-	p.Extensions["upstream"] = e.Upstream
+	p.SetExtension("upstream", e.Upstream)
 	p.Err = e
 	return p
 }

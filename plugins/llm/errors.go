@@ -168,10 +168,7 @@ func (e *Error) Problem() *problem.Problem {
 	} else {
 		p = problem.BadGateway(e.Provider, e.detail())
 	}
-	if p.Extensions == nil {
-		p.Extensions = make(map[string]any, 1)
-	}
-	p.Extensions["upstream"] = e.Provider
+	p.SetExtension("upstream", e.Provider)
 	p.Err = e
 	return p
 }
