@@ -1,7 +1,6 @@
 package resilience
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -35,14 +34,11 @@ const (
 const ProportionalSpread = 0.2
 
 // String returns "full" or "proportional".
-func (j Jitter) String() string {
-	switch j {
-	case JitterFull:
-		return "full"
-	case JitterProportional:
-		return "proportional"
-	}
-	return fmt.Sprintf("Jitter(%d)", uint8(j))
+func (j Jitter) String() string { return enumName(jitterNames, j, "Jitter") }
+
+var jitterNames = []string{
+	JitterFull:         "full",
+	JitterProportional: "proportional",
 }
 
 // Backoff computes exponential delays with jitter: the nominal delay before

@@ -36,18 +36,13 @@ const (
 )
 
 // String returns "success", "failure", "ignore" or "hang".
-func (o Outcome) String() string {
-	switch o {
-	case Success:
-		return "success"
-	case Failure:
-		return "failure"
-	case Ignore:
-		return "ignore"
-	case Hang:
-		return "hang"
-	}
-	return fmt.Sprintf("Outcome(%d)", uint8(o))
+func (o Outcome) String() string { return enumName(outcomeNames, o, "Outcome") }
+
+var outcomeNames = []string{
+	Success: "success",
+	Failure: "failure",
+	Ignore:  "ignore",
+	Hang:    "hang",
 }
 
 // State is a breaker's state.
@@ -63,16 +58,21 @@ const (
 )
 
 // String returns "closed", "open" or "half_open".
-func (s State) String() string {
-	switch s {
-	case StateClosed:
-		return "closed"
-	case StateOpen:
-		return "open"
-	case StateHalfOpen:
-		return "half_open"
+func (s State) String() string { return enumName(stateNames, s, "State") }
+
+var stateNames = []string{
+	StateClosed:   "closed",
+	StateOpen:     "open",
+	StateHalfOpen: "half_open",
+}
+
+// enumName is the String of v, a value of the enum typ: names[v], or
+// typ(v) for a value no constant has.
+func enumName[E ~uint8](names []string, v E, typ string) string {
+	if int(v) < len(names) && names[v] != "" {
+		return names[v]
 	}
-	return fmt.Sprintf("State(%d)", uint8(s))
+	return fmt.Sprintf("%s(%d)", typ, uint8(v))
 }
 
 // Breaker defaults (docs/design.md, "Resilience rules", has their reasons).

@@ -416,7 +416,9 @@ func TestStringers(t *testing.T) {
 	t.Parallel()
 	for v, want := range map[fmt.Stringer]string{
 		StateClosed: "closed", StateOpen: "open", StateHalfOpen: "half_open", State(9): "State(9)",
-		Success: "success", Failure: "failure", Ignore: "ignore", Outcome(7): "Outcome(7)",
+		Success: "success", Failure: "failure", Ignore: "ignore", Hang: "hang", Outcome(7): "Outcome(7)",
+		StopNone: "retry", StopWaitCut: "wait_cut", StopOpen: "open", Stop(10): "Stop(10)",
+		JitterFull: "full", JitterProportional: "proportional", Jitter(2): "Jitter(2)",
 	} {
 		if got := v.String(); got != want {
 			t.Errorf("String() = %q, want %q", got, want)

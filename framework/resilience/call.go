@@ -131,30 +131,19 @@ const (
 )
 
 // String returns the reason in the words of metrics and logs.
-func (s Stop) String() string {
-	switch s {
-	case StopNone:
-		return "retry"
-	case StopFinal:
-		return "final"
-	case StopAttempts:
-		return "attempts"
-	case StopEnded:
-		return "ended"
-	case StopDeadline:
-		return "deadline"
-	case StopBudget:
-		return "budget"
-	case StopThrottled:
-		return "throttled"
-	case StopHedged:
-		return "hedged"
-	case StopWaitCut:
-		return "wait_cut"
-	case StopOpen:
-		return "open"
-	}
-	return fmt.Sprintf("Stop(%d)", uint8(s))
+func (s Stop) String() string { return enumName(stopNames, s, "Stop") }
+
+var stopNames = []string{
+	StopNone:      "retry",
+	StopFinal:     "final",
+	StopAttempts:  "attempts",
+	StopEnded:     "ended",
+	StopDeadline:  "deadline",
+	StopBudget:    "budget",
+	StopThrottled: "throttled",
+	StopHedged:    "hedged",
+	StopWaitCut:   "wait_cut",
+	StopOpen:      "open",
 }
 
 // AttemptRecord is one attempt as the loop reports it to [Attempter.Report],
