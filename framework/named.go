@@ -50,6 +50,22 @@ type Named[T any] struct {
 	byName map[string]T
 }
 
+// BuildNamed builds a value from each entry of a table of named entries
+// (a client per upstream), in name order, with build, and holds them by
+// name. The first error stops it: it returns the error with the values
+// built before it, for the caller to close.
+func BuildNamed[C, T any](entries map[string]C, build func(name string, entry C) (T, error)) (Named[T], error) {
+	var n Named[T]
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		v, err := build(name, entries[name])
+		if err != nil {
+			return n, err
+		}
+		n.Add(name, v)
+	}
+	return n, nil
+}
+
 // Add sets the value of name.
 func (n *Named[T]) Add(name string, v T) {
 	if n.byName == nil {

@@ -1,6 +1,7 @@
 package framework_test
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
@@ -107,5 +108,39 @@ func TestNamedLookup(t *testing.T) {
 	}
 	if _, ok := n.Get("dog"); ok {
 		t.Fatal("Get(dog) found a value")
+	}
+}
+
+// BuildNamed builds the entries in name order and stops at the first error,
+// returning what it built before it.
+func TestBuildNamedInNameOrder(t *testing.T) {
+	pets := map[string]pet{"rex": {Legs: 4}, "ada": {Legs: 2}, "kaa": {Legs: 0}, "tom": {Legs: 4}}
+	var order []string
+	build := func(name string, p pet) (int, error) {
+		order = append(order, name)
+		if p.Legs == 0 {
+			return 0, errors.New(name + " has no legs")
+		}
+		return p.Legs, nil
+	}
+	built, err := framework.BuildNamed(pets, build)
+	if err == nil || err.Error() != "kaa has no legs" {
+		t.Fatalf("err = %v", err)
+	}
+	var names []string
+	for n, legs := range built.All() {
+		names = append(names, n)
+		if legs != pets[n].Legs {
+			t.Errorf("%s: %d legs, want %d", n, legs, pets[n].Legs)
+		}
+	}
+	if !slices.Equal(order, []string{"ada", "kaa"}) || !slices.Equal(names, []string{"ada"}) {
+		t.Fatalf("built %v in order %v, want ada then kaa, holding ada", names, order)
+	}
+	delete(pets, "kaa")
+	order = nil
+	built, err = framework.BuildNamed(pets, build)
+	if err != nil || built.Len() != 3 || !slices.Equal(order, []string{"ada", "rex", "tom"}) {
+		t.Fatalf("err = %v, %d built, order %v", err, built.Len(), order)
 	}
 }

@@ -3,8 +3,6 @@ package grpc
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"sync"
 
@@ -144,17 +142,15 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 	}
 	p.pool = NewPool(base...)
 	opts := []ClientOption{WithClock(app.Clock()), WithLogger(app.Logger()), withMetricSet(set), WithPool(p.pool)}
-	p.clients = framework.Named[*ServiceClient]{}
-	for _, n := range slices.Sorted(maps.Keys(p.cfg.Upstreams)) {
-		u := p.cfg.Upstreams[n]
+	var err error
+	p.clients, err = framework.BuildNamed(p.cfg.Upstreams, func(n string, u Upstream) (*ServiceClient, error) {
 		u.Name = n
-		c, err := newClient(u, opts...)
-		if err != nil {
-			p.stopDiscovery()
-			_ = p.pool.Close()
-			return err
-		}
-		p.clients.Add(n, c)
+		return newClient(u, opts...)
+	})
+	if err != nil {
+		p.stopDiscovery()
+		_ = p.pool.Close()
+		return err
 	}
 	if p.cfg.Server.Listen != "" {
 		s, err := newServer(app, p.cfg.Server, otel)

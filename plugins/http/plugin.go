@@ -184,27 +184,20 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 	for _, f := range p.observers {
 		opts = append(opts, WithCallObserver(f))
 	}
-	p.clients = framework.Named[*ServiceClient]{}
-	for _, n := range slices.Sorted(maps.Keys(p.cfg.Upstreams)) {
-		u := p.cfg.Upstreams[n]
+	var err error
+	p.clients, err = framework.BuildNamed(p.cfg.Upstreams, func(n string, u Upstream) (*ServiceClient, error) {
 		u.Name = n
-		c, err := newClient(u, opts...)
-		if err != nil {
-			p.closeAllLocked()
-			return err
-		}
-		p.clients.Add(n, c)
+		return newClient(u, opts...)
+	})
+	if err == nil {
+		p.shared, err = framework.BuildNamed(p.cfg.Shared, func(n string, s SharedConfig) (*SharedClient, error) {
+			s.Name = n
+			return newSharedClient(s, opts...)
+		})
 	}
-	p.shared = framework.Named[*SharedClient]{}
-	for _, n := range slices.Sorted(maps.Keys(p.cfg.Shared)) {
-		s := p.cfg.Shared[n]
-		s.Name = n
-		c, err := newSharedClient(s, opts...)
-		if err != nil {
-			p.closeAllLocked()
-			return err
-		}
-		p.shared.Add(n, c)
+	if err != nil {
+		p.closeAllLocked()
+		return err
 	}
 	p.started = true
 	return nil

@@ -3,8 +3,6 @@ package llm
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"sync"
 
@@ -94,15 +92,13 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 			opts = append(opts, WithTracerProvider(tp))
 		}
 	}
-	p.clients = framework.Named[*Client]{}
-	for _, n := range slices.Sorted(maps.Keys(p.cfg.Providers)) {
-		pc := p.cfg.Providers[n]
+	var err error
+	p.clients, err = framework.BuildNamed(p.cfg.Providers, func(n string, pc ProviderConfig) (*Client, error) {
 		pc.Name = n
-		c, err := newClient(pc, opts...)
-		if err != nil {
-			return err
-		}
-		p.clients.Add(n, c)
+		return newClient(pc, opts...)
+	})
+	if err != nil {
+		return err
 	}
 	for n, c := range p.clients.All() {
 		if fb := p.cfg.Providers[n].Fallback; fb != "" {
