@@ -128,25 +128,14 @@ func TestRoutesAskingForMissingThingsFailTheBoot(t *testing.T) {
 func TestGetByContractNamesTheFix(t *testing.T) {
 	t.Parallel()
 	var errs []string
-	app, err := jfasttest.New(t, jfasttest.Options{
-		TOML:    "[plugins]\nenabled = [\"fake\"]",
-		Plugins: []framework.Plugin{newFake("fake", nil)},
-		Routes: func(app *framework.App, r chi.Router) error {
-			for _, name := range []string{"db", "fake"} {
-				if _, err := framework.Get[framework.DBPool](app, name); err != nil {
-					errs = append(errs, err.Error())
-				}
+	startWithFake(t, func(app *framework.App, r chi.Router) error {
+		for _, name := range []string{"db", "fake"} {
+			if _, err := framework.Get[framework.DBPool](app, name); err != nil {
+				errs = append(errs, err.Error())
 			}
-			return nil
-		},
+		}
+		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = app.Stop(context.Background()) })
 	want := []string{
 		`plugin "db" is not enabled; add "db" to [plugins] enabled`,
 		`plugin "fake" is a *framework_test.fakePlugin, which is not a framework.DBPool`,
@@ -166,16 +155,27 @@ func TestGetNamedAsksThePluginsAccessor(t *testing.T) {
 		calls++
 		return p.Name() + "." + key, nil
 	}
+	startWithFake(t, func(app *framework.App, r chi.Router) error {
+		v, err := framework.GetNamed(app, "fake", entry, "billing")
+		got = append(got, v, fmt.Sprint(err))
+		v, err = framework.GetNamed(app, "db", entry, "billing")
+		got = append(got, v, fmt.Sprint(err))
+		return nil
+	})
+	want := []string{"fake.billing", "<nil>", "", `plugin "db" is not enabled; add "db" to [plugins] enabled`}
+	if !slices.Equal(got, want) || calls != 1 {
+		t.Fatalf("got %q (accessor called %d times), want %q (once)", got, calls, want)
+	}
+}
+
+// startWithFake starts an App with the fake plugin enabled and routes as
+// its Routes, stopped when the test ends.
+func startWithFake(t *testing.T, routes func(*framework.App, chi.Router) error) {
+	t.Helper()
 	app, err := jfasttest.New(t, jfasttest.Options{
 		TOML:    "[plugins]\nenabled = [\"fake\"]",
 		Plugins: []framework.Plugin{newFake("fake", nil)},
-		Routes: func(app *framework.App, r chi.Router) error {
-			v, err := framework.GetNamed(app, "fake", entry, "billing")
-			got = append(got, v, fmt.Sprint(err))
-			v, err = framework.GetNamed(app, "db", entry, "billing")
-			got = append(got, v, fmt.Sprint(err))
-			return nil
-		},
+		Routes:  routes,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -184,10 +184,6 @@ func TestGetNamedAsksThePluginsAccessor(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = app.Stop(context.Background()) })
-	want := []string{"fake.billing", "<nil>", "", `plugin "db" is not enabled; add "db" to [plugins] enabled`}
-	if !slices.Equal(got, want) || calls != 1 {
-		t.Fatalf("got %q (accessor called %d times), want %q (once)", got, calls, want)
-	}
 }
 
 func TestReadyRunsChecksInParallel(t *testing.T) {
