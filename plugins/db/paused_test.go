@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jfastframework/jfast/drills"
+	"github.com/jfastframework/jfast/framework/resilience"
 )
 
 // pausable is a PostgreSQL that a test may pause for real: a private
@@ -55,6 +56,7 @@ func blackholeProxy(t *testing.T) pausable {
 // pauseResult is what a paused server cost.
 type pauseResult struct {
 	slow     []time.Duration // requests that paid a deadline, in order
+	attempts []uint64        // the gate's attempts each slow request made
 	answered []time.Duration // requests the open breaker answered
 }
 
@@ -80,7 +82,11 @@ func (r pauseResult) String() string {
 // connections have been idle past pingIdle when the server stops (a quiet
 // service), so the first request pings one; without, they were used a moment
 // before (a busy one), so the first request's statement meets the server.
-func sequential(t *testing.T, target pausable, o setupOpts, warm, n int, fast time.Duration, idle bool) (*bundle, pauseResult) {
+// A request is told apart by what it did, not by how long it took (a loaded
+// machine stretches both kinds): the breaker answered it when the gate made
+// no attempt for it; otherwise it is slow, and its attempts are kept. Once
+// the breaker answered, every later request must be answered the same way.
+func sequential(t *testing.T, target pausable, o setupOpts, warm, n int, idle bool) (*bundle, pauseResult) {
 	t.Helper()
 	o.url = target.url
 	b := setup(t, o)
@@ -94,29 +100,37 @@ func sequential(t *testing.T, target pausable, o setupOpts, warm, n int, fast ti
 	target.pause()
 	var r pauseResult
 	for i := 0; ; i++ {
-		var status int
-		took := timed(func() { status = b.svc.Get(t, "/one").Status })
-		if status != 503 {
-			t.Fatalf("request %d against a paused server: %d", i, status)
-		}
-		if took < fast {
+		took, made := b.timedRequest(t, i)
+		if made == 0 {
 			r.answered = append(r.answered, took)
 			break
 		}
-		r.slow = append(r.slow, took)
+		r.slow, r.attempts = append(r.slow, took), append(r.attempts, made)
 		if i > 20 {
 			t.Fatalf("the breaker never answered: %v", r.slow)
 		}
 	}
-	for range n {
-		var status int
-		took := timed(func() { status = b.svc.Get(t, "/one").Status })
-		if status != 503 {
-			t.Fatalf("breaker-answered request: %d", status)
+	for i := range n {
+		took, made := b.timedRequest(t, i)
+		if made != 0 {
+			t.Fatalf("request %d after the breaker answered made %d attempts on the paused server; want none", i, made)
 		}
 		r.answered = append(r.answered, took)
 	}
 	return b, r
+}
+
+// timedRequest sends GET /one against a paused server, wants its 503, and
+// returns how long it took and how many attempts the gate made for it.
+func (b *bundle) timedRequest(t *testing.T, i int) (time.Duration, uint64) {
+	t.Helper()
+	before := b.db.gate.attempts.Load()
+	var status int
+	took := timed(func() { status = b.svc.Get(t, "/one").Status })
+	if status != 503 {
+		t.Fatalf("request %d against a paused server: %d", i, status)
+	}
+	return took, b.db.gate.attempts.Load() - before
 }
 
 // concurrent pauses the server under a warm pool and sends n requests at
@@ -173,20 +187,19 @@ func TestPausedServerCostsBoundedSlowRequests(t *testing.T) {
 	t.Parallel()
 	target := privateCluster(t)
 	const pingTimeout = 500 * time.Millisecond
-	b, r := sequential(t, target, setupOpts{toml: "ping_timeout = \"500ms\""}, 4, 20, pingTimeout/2, true)
+	b, r := sequential(t, target, setupOpts{toml: "ping_timeout = \"500ms\""}, 4, 20, true)
 	t.Log(r)
-	if len(r.slow) != 1 {
-		t.Fatalf("%d slow requests; want 1 (a ping that hangs, then the probe that replaces it)", len(r.slow))
+	if len(r.slow) != 1 || r.attempts[0] != 2 {
+		t.Fatalf("%d slow requests (attempts %v); want 1 of 2 attempts (a ping that hangs, then the probe that replaces it)", len(r.slow), r.attempts)
 	}
-	if d := r.slow[0]; d > pingTimeout*3/2+300*time.Millisecond {
-		t.Fatalf("the request waited %s; want at most 1.5 × ping_timeout plus slack", d)
-	}
-	// Every later request is answered without waiting on the server; the
-	// bound is loose because the suite runs with -race on shared machines.
-	answered := slices.Clone(r.answered)
-	slices.Sort(answered)
-	if med := answered[len(answered)/2]; med > 20*time.Millisecond {
-		t.Fatalf("breaker-answered requests: median %s; want a few milliseconds at most", med)
+	// The two attempts are bounded by ping_timeout and replaceBound: 1.5 ×
+	// ping_timeout on an unloaded machine (logged; real timers fire late
+	// on a loaded one). What is asserted is that neither waited for
+	// connect_timeout (the default, 10 s), which bounds the replacement's
+	// connect when nothing else does.
+	t.Logf("the slow request waited %s; its bounds on an unloaded machine: %s", r.slow[0], pingTimeout+pingTimeout/2)
+	if d := r.slow[0]; d >= defaultConfig().ConnectTimeout/2 {
+		t.Fatalf("the request waited %s; want it bounded by ping_timeout and its replacement's bound, not by connect_timeout (%s)", d, defaultConfig().ConnectTimeout)
 	}
 	target.resume()
 	b.clock.Advance(15 * time.Second)
@@ -206,10 +219,10 @@ func TestPausedServerRecentlyUsedConnections(t *testing.T) {
 	t.Parallel()
 	target := privateCluster(t)
 	const pingTimeout = 500 * time.Millisecond
-	b, r := sequential(t, target, setupOpts{realClock: true, app: requestTimeoutTOML, toml: "ping_timeout = \"500ms\""}, 4, 20, pingTimeout/2, false)
+	b, r := sequential(t, target, setupOpts{realClock: true, app: requestTimeoutTOML, toml: "ping_timeout = \"500ms\""}, 4, 20, false)
 	t.Log(r)
-	if len(r.slow) != 1 {
-		t.Fatalf("%d slow requests; want 1 (the statement that met the paused server)", len(r.slow))
+	if len(r.slow) != 1 || r.attempts[0] != 1 {
+		t.Fatalf("%d slow requests (attempts %v); want 1 of 1 attempt (a connection handed out unpinged, its statement met the paused server)", len(r.slow), r.attempts)
 	}
 	t.Logf("the first request waited %s; the watchdog's bound on an unloaded machine: %s", r.slow[0], cutBound(pingTimeout))
 	if d := r.slow[0]; d >= requestTimeout/2 {
@@ -224,7 +237,9 @@ func TestPausedServerRecentlyUsedConnections(t *testing.T) {
 // while a busy pool meets a paused server: none waits for its
 // request_timeout (the watchdog cuts them, at about 1.75 × ping_timeout), and
 // those that arrive after the watchdog opened the breaker are answered by it
-// at once.
+// without an attempt on the server. Requests keep arriving until afterOpen
+// of them were sent with the breaker open: an event, not a guess at when
+// the watchdog's real timers fire on a loaded machine.
 func TestPausedServerRequestsKeepArriving(t *testing.T) {
 	t.Parallel()
 	target := privateCluster(t)
@@ -236,26 +251,32 @@ func TestPausedServerRequestsKeepArriving(t *testing.T) {
 	type result struct {
 		start, took time.Duration
 		status      int
+		open        bool // the breaker was open when the request was sent
 	}
-	const n, every = 40, pingTimeout * 15 / 100
-	results := make([]result, n)
+	const every, afterOpen = pingTimeout * 15 / 100, 20
+	var results []*result
+	var attemptsAtOpen uint64
 	paused := time.Now()
 	var wg sync.WaitGroup
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			start := time.Since(paused)
-			var status int
-			took := timed(func() { status = b.svc.Get(t, "/one").Status })
-			results[i] = result{start, took, status}
-		}()
-		<-tick.C
+	for sentOpen := 0; sentOpen < afterOpen; <-tick.C {
+		if time.Since(paused) > requestTimeout {
+			t.Fatalf("the breaker did not open within request_timeout (%s) of the pause", requestTimeout)
+		}
+		r := &result{start: time.Since(paused), open: b.db.Breaker().State == resilience.StateOpen}
+		if r.open {
+			if sentOpen == 0 {
+				attemptsAtOpen = b.db.gate.attempts.Load()
+			}
+			sentOpen++
+		}
+		results = append(results, r)
+		wg.Go(func() { r.took = timed(func() { r.status = b.svc.Get(t, "/one").Status }) })
 	}
 	wg.Wait()
-	var opened time.Duration // when the last request that waited ended
+	var opened time.Duration
+	var after []time.Duration
 	for i, r := range results {
 		if r.status != 503 {
 			t.Fatalf("request %d: %d", i, r.status)
@@ -263,24 +284,17 @@ func TestPausedServerRequestsKeepArriving(t *testing.T) {
 		if r.took >= requestTimeout/2 {
 			t.Fatalf("request %d (sent %s after the pause) waited %s; want it cut by the watchdog (%s unloaded), not by its request_timeout (%s)", i, r.start, r.took, cutBound(pingTimeout), requestTimeout)
 		}
-		if r.took >= pingTimeout/2 {
-			opened = max(opened, r.start+r.took)
-		}
-	}
-	var after []time.Duration
-	for _, r := range results {
-		if r.start > opened {
+		if r.open {
 			after = append(after, r.took)
+			if opened == 0 {
+				opened = r.start
+			}
 		}
 	}
 	slices.Sort(after)
-	t.Logf("breaker open %s after the pause; %d requests after it: %s", opened.Round(time.Millisecond), len(after), pauseResult{answered: after})
-	if len(after) < n/2 {
-		t.Fatalf("only %d requests after the breaker opened", len(after))
-	}
-	// Loose: the suite runs with -race on a shared machine.
-	if med := after[len(after)/2]; med > 20*time.Millisecond {
-		t.Fatalf("requests after the breaker opened: median %s; want a few milliseconds", med)
+	t.Logf("breaker open by %s after the pause (the watchdog's bound unloaded: %s); %d requests after it: %s", opened.Round(time.Millisecond), cutBound(pingTimeout), len(after), pauseResult{answered: after})
+	if got := b.db.gate.attempts.Load(); got != attemptsAtOpen {
+		t.Fatalf("%d attempts reached the paused server after the breaker opened; want none", got-attemptsAtOpen)
 	}
 	if n := b.db.gate.watch.trips.Load(); n != 1 {
 		t.Fatalf("%d watchdog trips; want 1", n)
@@ -299,7 +313,7 @@ func TestMeasurePausedServer(t *testing.T) {
 	targets := map[string]func(*testing.T) pausable{"private cluster, SIGSTOP": privateCluster, "blackholing proxy": blackholeProxy}
 	for _, name := range []string{"private cluster, SIGSTOP", "blackholing proxy"} {
 		t.Run(name+"/sequential warm", func(t *testing.T) {
-			b, r := sequential(t, targets[name](t), setupOpts{}, 10, 200, 50*time.Millisecond, true)
+			b, r := sequential(t, targets[name](t), setupOpts{}, 10, 200, true)
 			t.Logf("defaults, 10 idle connections, one request at a time: %s", r)
 			for _, d := range r.slow {
 				if d > 3*time.Second+500*time.Millisecond {
@@ -329,7 +343,7 @@ func TestMeasurePausedServer(t *testing.T) {
 			}
 		})
 		t.Run(name+"/sequential cold", func(t *testing.T) {
-			_, r := sequential(t, targets[name](t), setupOpts{}, 0, 50, 50*time.Millisecond, false)
+			_, r := sequential(t, targets[name](t), setupOpts{}, 0, 50, false)
 			t.Logf("defaults, no pooled connection, one request at a time: %s", r)
 		})
 		t.Run(name+"/concurrent", func(t *testing.T) {
