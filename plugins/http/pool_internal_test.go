@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"testing"
 	"time"
 
@@ -58,5 +59,53 @@ func TestPoolTimeout(t *testing.T) {
 	close(release)
 	if err := <-held; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The pool timer of a pooled attempt stays set across attempts: an attempt
+// that begins while it is set for later (an earlier attempt's, of a client
+// with a longer pool_timeout) sets it for its own due time, and one that
+// begins while it is set for sooner is ended at its own due time, never
+// before.
+func TestPoolTimerAcrossAttempts(t *testing.T) {
+	t.Parallel()
+	a := attemptPool.New().(*attempt)
+	never := func() { t.Error("an attempt that got its connection was ended by the pool timer") }
+
+	// Set for an hour by an attempt that got its connection at once.
+	a.begin(never, time.Hour, time.Now())
+	a.gotConn(httptrace.GotConnInfo{})
+	a.end()
+	fired := make(chan time.Time, 1)
+	due := time.Now().Add(50 * time.Millisecond)
+	a.begin(func() { fired <- time.Now() }, 50*time.Millisecond, due.Add(-50*time.Millisecond))
+	waitPoolTimeout(t, a, fired, due)
+	a.end()
+
+	// Set for 30 ms by an attempt that got its connection; the next one's
+	// due time is later: the timer fires first, and is set again.
+	a.begin(never, 30*time.Millisecond, time.Now())
+	a.gotConn(httptrace.GotConnInfo{})
+	a.end()
+	due = time.Now().Add(80 * time.Millisecond)
+	a.begin(func() { fired <- time.Now() }, 80*time.Millisecond, due.Add(-80*time.Millisecond))
+	waitPoolTimeout(t, a, fired, due)
+	a.end()
+}
+
+// waitPoolTimeout waits for a's pool timeout to end its call, and checks it
+// came no sooner than due.
+func waitPoolTimeout(t *testing.T, a *attempt, fired <-chan time.Time, due time.Time) {
+	t.Helper()
+	select {
+	case at := <-fired:
+		if at.Before(due) {
+			t.Errorf("the pool timeout ended the call %s before its due time", due.Sub(at))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pool timeout never ended the call")
+	}
+	if !a.poolTimedOut() {
+		t.Error("poolTimedOut = false after the pool timeout")
 	}
 }

@@ -150,16 +150,26 @@ var errPoolTimeout = errors.New("no connection within pool_timeout")
 // closure allocations.
 type attempt struct {
 	trace httptrace.ClientTrace
-	pool  *time.Timer // pool_timeout, re-armed per attempt
+	// pool is the pool_timeout timer. It is not stopped when a connection
+	// comes, nor re-armed for each attempt: an attempt that begins while it
+	// is still set, for no later than the attempt's due time, leaves it
+	// set, and when it fires before the attempt's due time it is set again
+	// for the rest. So a run of attempts that get their connections at once
+	// (nearly all) moves the runtime's timer about once per pool_timeout,
+	// not twice per attempt.
+	pool *time.Timer
 
-	mu      sync.Mutex
-	active  bool
-	pending bool      // got a connection, and the transport has not yet said the request is written
-	poolDue time.Time // a timer firing before this belongs to an earlier attempt
-	conn    *gapConn
-	armed   bool
-	cancel  context.CancelFunc // ends the call: a pool timeout leaves no time worth a retry
-	pooled  bool               // the pool timer fired: no connection within pool_timeout
+	mu       sync.Mutex
+	active   bool
+	got      bool      // the transport handed the attempt a connection
+	pending  bool      // got a connection, and the transport has not yet said the request is written
+	poolDue  time.Time // a timer firing before this belongs to an earlier attempt
+	timerSet bool      // pool is set, to fire at timerDue
+	timerDue time.Time
+	conn     *gapConn
+	armed    bool
+	cancel   context.CancelFunc // ends the call: a pool timeout leaves no time worth a retry
+	pooled   bool               // the pool timer fired: no connection within pool_timeout
 }
 
 var attemptPool = sync.Pool{New: func() any {
@@ -244,16 +254,21 @@ func (p *keyProbe) Value(key any) any {
 // RoundTrip starts.
 func (a *attempt) begin(cancel context.CancelFunc, poolTimeout time.Duration, now time.Time) {
 	a.mu.Lock()
-	a.active, a.conn, a.armed, a.cancel, a.pending, a.pooled = true, nil, false, cancel, false, false
+	a.active, a.got, a.conn, a.armed, a.cancel, a.pending, a.pooled = true, false, nil, false, cancel, false, false
 	a.poolDue = now.Add(poolTimeout)
+	if !a.timerSet || a.timerDue.After(a.poolDue) {
+		// Not set, or set for later (an earlier attempt of a client with a
+		// longer pool_timeout).
+		a.pool.Reset(poolTimeout)
+		a.timerSet, a.timerDue = true, a.poolDue
+	}
 	a.mu.Unlock()
-	a.pool.Reset(poolTimeout)
 }
 
 func (a *attempt) gotConn(info httptrace.GotConnInfo) {
-	a.pool.Stop()
 	a.mu.Lock()
 	if a.active {
+		a.got = true
 		a.conn = gapConnOf(info.Conn)
 		a.pending = true
 	}
@@ -270,14 +285,23 @@ func (a *attempt) wroteRequest(info httptrace.WroteRequestInfo) {
 	a.mu.Unlock()
 }
 
+// poolExpired ends the call of an attempt still waiting for a connection at
+// its due time; one whose due time is still to come sets the timer again for
+// the rest of its wait.
 func (a *attempt) poolExpired() {
 	a.mu.Lock()
-	cancel, gotConn := a.cancel, a.conn != nil
-	if a.active && !gotConn && cancel != nil && !time.Now().Before(a.poolDue) {
-		a.pooled = true
-		cancel()
+	defer a.mu.Unlock()
+	a.timerSet = false
+	if !a.active || a.got || a.cancel == nil {
+		return // no attempt waiting
 	}
-	a.mu.Unlock()
+	if left := a.poolDue.Sub(time.Now()); left > 0 {
+		a.pool.Reset(left)
+		a.timerSet, a.timerDue = true, a.poolDue
+		return
+	}
+	a.pooled = true
+	a.cancel()
 }
 
 // poolTimedOut reports whether the attempt was ended because no connection
@@ -293,13 +317,12 @@ func (a *attempt) poolTimedOut() bool {
 // WroteRequest (it does so after flushing the request, so a fast upstream's
 // response can be read before), which would land on the next attempt.
 func (a *attempt) end() (reusable bool) {
-	a.pool.Stop()
 	a.mu.Lock()
 	if a.armed {
 		a.conn.disarm()
 	}
 	reusable = !a.pending
-	a.active, a.conn, a.armed, a.cancel = false, nil, false, nil
+	a.active, a.got, a.conn, a.armed, a.cancel = false, false, nil, false, nil
 	a.mu.Unlock()
 	return reusable
 }
