@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"os"
 	"sync"
 	"time"
 
@@ -17,8 +18,11 @@ import (
 // stops for read_timeout is cut at once. net/http has no such setting, so the
 // client wraps every connection it dials (gapConn) and, while an attempt is
 // waiting for or reading its response, gives every read of that connection a
-// fresh deadline of read_timeout. An idle pooled connection carries no
-// deadline, so keep-alive connections are not closed for being idle.
+// fresh deadline of read_timeout. An idle pooled connection is not closed
+// for being idle: the deadline its last attempt left is not cleared when the
+// attempt ends (the runtime's timer would move twice per call), but when it
+// passes with no attempt on the connection the read that hit it clears it
+// and goes on waiting.
 
 // gapConn is a connection whose reads, while armed, each get a deadline of
 // readGap from the moment they start, and whose writes always get one of
@@ -29,6 +33,7 @@ type gapConn struct {
 
 	mu       sync.Mutex
 	armed    int           // attempts waiting for or reading a response on this connection
+	readOn   bool          // a read deadline is set (readSet + readGap)
 	readSet  time.Duration // when the read deadline was last set, since epoch
 	writeSet time.Duration // when the write deadline was last set, since epoch
 }
@@ -50,16 +55,45 @@ func newGapConn(c net.Conn, readGap, writeGap time.Duration) *gapConn {
 const deadlineSlack = 16
 
 func (c *gapConn) Read(b []byte) (int, error) {
-	c.mu.Lock()
-	if c.armed > 0 {
-		now := time.Since(epoch)
-		if now-c.readSet >= c.readGap/deadlineSlack {
-			c.readSet = now
-			_ = c.Conn.SetReadDeadline(epoch.Add(now + c.readGap))
+	for {
+		c.mu.Lock()
+		if c.armed > 0 {
+			c.setReadDeadline()
+		}
+		c.mu.Unlock()
+		n, err := c.Conn.Read(b)
+		if n > 0 || err == nil || !errors.Is(err, os.ErrDeadlineExceeded) || !c.staleDeadline() {
+			return n, err
 		}
 	}
-	c.mu.Unlock()
-	return c.Conn.Read(b)
+}
+
+// setReadDeadline sets the read deadline readGap from now, unless one set
+// less than readGap/deadlineSlack ago is still on. c.mu is held.
+func (c *gapConn) setReadDeadline() {
+	now := time.Since(epoch)
+	if !c.readOn || now-c.readSet >= c.readGap/deadlineSlack {
+		c.readOn, c.readSet = true, now
+		_ = c.Conn.SetReadDeadline(epoch.Add(now + c.readGap))
+	}
+}
+
+// staleDeadline reports whether a read that hit its deadline should go on
+// waiting, and clears the deadline when no attempt is on the connection: the
+// deadline was an earlier attempt's (the connection idle in the pool, or
+// past a protocol switch), or the one set now is still to come (an attempt
+// set it after the earlier one passed).
+func (c *gapConn) staleDeadline() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.armed == 0 {
+		if c.readOn {
+			c.readOn = false
+			_ = c.Conn.SetReadDeadline(time.Time{})
+		}
+		return true
+	}
+	return c.readOn && time.Since(epoch) < c.readSet+c.readGap
 }
 
 func (c *gapConn) Write(b []byte) (int, error) {
@@ -75,22 +109,21 @@ func (c *gapConn) Write(b []byte) (int, error) {
 
 // arm starts the gap deadline, including for a read already waiting (the
 // transport's reader parks on a pooled connection between responses).
+// A deadline set less than readGap/deadlineSlack ago stays.
 func (c *gapConn) arm() {
 	c.mu.Lock()
 	c.armed++
-	c.readSet = time.Since(epoch)
-	_ = c.Conn.SetReadDeadline(epoch.Add(c.readSet + c.readGap))
+	c.setReadDeadline()
 	c.mu.Unlock()
 }
 
-// disarm ends the gap deadline when no attempt needs it any more.
+// disarm ends the gap deadline when no attempt needs it any more. The
+// deadline stays set: a read that hits it with no attempt on the connection
+// clears it (staleDeadline).
 func (c *gapConn) disarm() {
 	c.mu.Lock()
 	if c.armed > 0 {
 		c.armed--
-		if c.armed == 0 {
-			_ = c.Conn.SetReadDeadline(time.Time{})
-		}
 	}
 	c.mu.Unlock()
 }
