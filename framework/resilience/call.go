@@ -198,8 +198,9 @@ type Run struct {
 	outcome   Outcome
 	stop      Stop
 	ended     bool
-	refused   bool // an attempt hung and the call's breaker refused calls then
-	hedge     bool // RunOpts.Hedge on a policy with hedge_after
+	refused   bool          // an attempt hung and the call's breaker refused calls then
+	hedge     bool          // RunOpts.Hedge on a policy with hedge_after
+	began     time.Duration // since start: when the attempt Again ends began
 }
 
 // Attempts runs the call's attempts, the one loop of jfast's outbound
@@ -254,21 +255,10 @@ func (r *Run) Attempts(a Attempter) Verdict {
 		// the monotonic clock only.
 		began := elapsed(clock, r.start)
 		v := a.Attempt(r.ctx, n)
-		if v.Err != nil && (v.Outcome == Failure || v.Outcome == Hang) && CutByCaller(r.caller, r.own) {
-			// Decided now, not after a wait the caller may cut: a refused
-			// connection stays evidence if the caller's deadline ends the
-			// wait.
-			v.Outcome = Ignore
-		}
-		r.silence(v)
-		r.outcome = v.Outcome
-		r.p.throttle.record(v)
-		rec := AttemptRecord{N: n, Took: elapsed(clock, r.start) - began, Verdict: v}
-		if v.Err == nil {
-			r.p.recordLatency(rec.Took)
-		}
-		rec.Stop, rec.Wait = r.next(v, rec.Took)
-		r.stop = rec.Stop
+		rec := AttemptRecord{N: n, Took: elapsed(clock, r.start) - began}
+		v = r.judge(v, rec.Took)
+		rec.Verdict = v
+		rec.Stop, rec.Wait = r.decide(v, rec.Took)
 		if r.p.observe != nil {
 			r.p.observe(rec)
 		}
@@ -281,6 +271,64 @@ func (r *Run) Attempts(a Attempter) Verdict {
 			return v
 		}
 	}
+}
+
+// Again ends an attempt the plugin made itself, outside [Run.Attempts]: a
+// stream's, which its caller's reads drive. The call's first attempt begins
+// at [Policy.Begin], each next one when Again returns true; a plugin drives
+// a call either with Attempts or with Again, never both. Again counts the
+// attempt ([Run.Made]) and judges v as the loop judges an attempt's
+// verdict: the CutByCaller rule, the throttle's count, the silence rule,
+// then the loop's stop-or-retry rule in its order (the verdict; the
+// attempts; the call's context; the breaker refusing after a hang; the
+// wait plus another attempt as long as this one, which began at Begin or
+// at the last Again that returned true, before the deadline; the throttle;
+// the budget). It reports the attempt to the policy's OnAttempt, then to
+// report when not nil (the place of an [Attempter.Report]), before any
+// wait. It returns true after the wait of a retry, which the plugin then
+// makes under [Run.Context]; false when the call stops ([Run.Stopped] says
+// why, StopWaitCut when the call's context ended during the wait), and
+// false without judging anything once the Run has ended or was never
+// admitted. Unlike Attempts it feeds no latency to a percentile
+// hedge_after: such an attempt (a stream to its end) is not an answer's
+// latency. [Run.Outcome] is then v's outcome after the rules, what
+// [Run.End] is usually given.
+func (r *Run) Again(v Verdict, report func(AttemptRecord)) bool {
+	if r.ended {
+		return false
+	}
+	clock := r.p.clock
+	r.made++
+	rec := AttemptRecord{N: r.made, Took: elapsed(clock, r.start) - r.began}
+	v = r.weigh(v)
+	rec.Verdict = v
+	rec.Stop, rec.Wait = r.decide(v, rec.Took)
+	if r.p.observe != nil {
+		r.p.observe(rec)
+	}
+	if report != nil {
+		report(rec)
+	}
+	if rec.Stop != StopNone {
+		return false
+	}
+	if clock.Sleep(r.ctx, rec.Wait) != nil {
+		r.stop = StopWaitCut
+		return false
+	}
+	r.began = elapsed(clock, r.start)
+	return true
+}
+
+// decide applies the silence rule to attempt r.made, whose judged verdict
+// is v and which took took, makes v's outcome the call's, and returns what
+// follows it ([Run.next]).
+func (r *Run) decide(v Verdict, took time.Duration) (Stop, time.Duration) {
+	r.silence(v)
+	r.outcome = v.Outcome
+	stop, wait := r.next(v, took)
+	r.stop = stop
+	return stop, wait
 }
 
 // next decides what follows attempt r.made, which took took: StopNone and
@@ -361,11 +409,11 @@ func (r *Run) Caller() context.Context { return r.caller }
 // Start returns when the call began, on the policy's clock.
 func (r *Run) Start() time.Time { return r.start }
 
-// Deadline returns the policy's deadline of the call on the policy's clock,
-// and false when the policy has no timeout.
+// Deadline returns the call's deadline (its timeout's: [RunOpts].Timeout,
+// or the policy's) on the policy's clock, and false when it has none.
 func (r *Run) Deadline() (time.Time, bool) { return r.end, !r.end.IsZero() }
 
-// Own returns the policy's deadline of the call on the time package's clock
+// Own returns the call's deadline on the time package's clock
 // (zero: none), for [CutByCaller].
 func (r *Run) Own() time.Time { return r.own }
 

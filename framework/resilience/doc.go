@@ -58,7 +58,9 @@
 // attempt loop every client runs its calls through. [Policy.Begin] admits a
 // call (breaker ticket, bulkhead place, deadline) into a [Run];
 // [Run.Attempts] runs the plugin's [Attempter] by the loop's one rule and
-// reports every attempt; [Run.End] gives the breaker the call's outcome once.
+// reports every attempt ([Run.Again] judges by the same rule an attempt the
+// plugin drives itself, a stream's); [Run.End] gives the breaker the call's
+// outcome once.
 //
 // # Example
 //

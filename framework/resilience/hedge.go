@@ -191,10 +191,7 @@ func (r *Run) hedged(h Hedger, delay time.Duration) Verdict {
 			}
 			disarm()
 			r.cancelLosers(h, live, results)
-			r.silence(v)
-			r.outcome = v.Outcome
-			stop, wait := r.next(v, res.took)
-			r.stop = stop
+			stop, wait := r.decide(v, res.took)
 			r.report(res, v, stop, wait)
 			h.Keep(res.b)
 			if stop != StopNone {
@@ -211,16 +208,25 @@ func (r *Run) hedged(h Hedger, delay time.Duration) Verdict {
 	}
 }
 
-// judge applies the loop's rules to a branch's verdict: the cut-by-caller
-// rule, the throttle's count and the latency of a percentile hedge_after.
+// judge applies the loop's rules to an attempt's verdict ([Run.weigh]) and
+// feeds an answer's latency to a percentile hedge_after.
 func (r *Run) judge(v Verdict, took time.Duration) Verdict {
+	v = r.weigh(v)
+	if v.Err == nil {
+		r.p.recordLatency(took)
+	}
+	return v
+}
+
+// weigh applies the cut-by-caller rule to an attempt's verdict and counts
+// it in the throttle. Decided when the attempt ends, not after a wait the
+// caller may cut: a refused connection stays evidence if the caller's
+// deadline ends the wait.
+func (r *Run) weigh(v Verdict) Verdict {
 	if v.Err != nil && (v.Outcome == Failure || v.Outcome == Hang) && CutByCaller(r.caller, r.own) {
 		v.Outcome = Ignore
 	}
 	r.p.throttle.record(v)
-	if v.Err == nil {
-		r.p.recordLatency(took)
-	}
 	return v
 }
 

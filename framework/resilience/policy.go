@@ -125,6 +125,11 @@ type RunOpts struct {
 	// Attempts, when positive and below the policy's, caps this call's
 	// attempts: 1 for a call that is not safe to repeat.
 	Attempts int
+	// Timeout, when positive, bounds this call instead of the policy's
+	// timeout: its context's deadline, and the deadline checks between
+	// attempts (a stream, bounded by a stream timeout of its own). Defaults
+	// to the policy's timeout.
+	Timeout time.Duration
 	// OpenEnded bounds the call by the policy's timeout only until
 	// [Run.EndTimeout] is called (a streamed response, once its headers are
 	// in): the call's context then has no deadline of the policy's. The
@@ -190,9 +195,13 @@ func (p *Policy) Begin(ctx context.Context, r *Run, o RunOpts) error {
 	return nil
 }
 
-// deadline puts the policy's timeout on the call's context.
+// deadline puts the call's timeout (RunOpts.Timeout, or the policy's) on
+// the call's context.
 func (r *Run) deadline(o RunOpts) {
 	t := r.p.timeout
+	if o.Timeout > 0 {
+		t = o.Timeout
+	}
 	if t <= 0 {
 		r.ctx, r.cancel = context.WithCancel(r.caller)
 		return

@@ -50,10 +50,7 @@ type ServiceClient struct {
 	retryable  [codes.Unauthenticated + 1]bool
 	md         metadata.MD // configured headers
 	policy     *resilience.Policy
-	breaker    *resilience.Breaker // policy's, as are bulkhead, budget and backoff
-	bulkhead   *resilience.Bulkhead
-	budget     *resilience.RetryBudget
-	backoff    resilience.Backoff
+	breaker    *resilience.Breaker // policy's
 	clock      resilience.Clock
 	logger     *slog.Logger
 	metrics    *upstreamMetrics
@@ -95,7 +92,6 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 		clock:      clock,
 		logger:     logger,
 		metrics:    set.forUpstream(u.Name),
-		backoff:    u.Backoff(),
 	}
 	for _, m := range u.IdempotentMethods {
 		c.idempotent[m] = true
@@ -136,7 +132,7 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 		Name: u.Name, Config: u.PolicyConfig, Clock: clock,
 		OnStateChange: resilience.LogStateChanges(logger.With("upstream", u.Name), "grpc", u.BreakerCoolDown, c.metrics.transition),
 	})
-	c.breaker, c.bulkhead, c.budget = c.policy.Breaker(), c.policy.Bulkhead(), c.policy.Budget()
+	c.breaker = c.policy.Breaker()
 	return c, nil
 }
 
@@ -192,16 +188,7 @@ func (c *ServiceClient) Invoke(ctx context.Context, method string, args, reply a
 	ro.Hedge = c.idempotent[method] && isProto // a hedge answers into a reply of its own
 	run := &u.run
 	if err := c.policy.Begin(ctx, run, ro); err != nil {
-		var oe *resilience.OpenError
-		if errors.As(err, &oe) {
-			c.metrics.refused(method, labelCircuitOpen)
-			return circuitOpen(c.up.Name, method, err)
-		}
-		if errors.Is(err, resilience.ErrThrottled) {
-			c.metrics.refused(method, labelThrottled)
-			return &Error{Upstream: c.up.Name, Method: method, Code: codes.Unavailable, Kind: KindThrottled, RetryAfter: time.Second, Err: err}
-		}
-		return c.refusedByBulkhead(ctx, method, err)
+		return c.refusedByPolicy(ctx, method, err)
 	}
 	u.ctx = c.outgoing(run.Context())
 	if run.Probe() {
@@ -345,16 +332,23 @@ func (u *unary) Report(rec resilience.AttemptRecord) {
 		in.outstanding.Add(-1)
 		u.tried = append(u.tried, in)
 	}
+	u.c.reportStop(rec)
+}
+
+// reportStop counts what the loop decided after an attempt, a unary call's
+// or a stream's: a retry, a retry the budget or the throttle refused, a
+// hedge.
+func (c *ServiceClient) reportStop(rec resilience.AttemptRecord) {
 	switch rec.Stop {
 	case resilience.StopNone:
-		u.c.metrics.dep.Retried()
+		c.metrics.dep.Retried()
 	case resilience.StopBudget:
-		u.c.metrics.dep.BudgetRefused()
+		c.metrics.dep.BudgetRefused()
 	case resilience.StopThrottled:
-		u.c.metrics.dep.ThrottledRetry()
+		c.metrics.dep.ThrottledRetry()
 	}
 	if rec.Hedge {
-		u.c.metrics.dep.Hedged()
+		c.metrics.dep.Hedged()
 	}
 }
 
@@ -374,24 +368,20 @@ func (c *ServiceClient) retryableCode(code codes.Code) bool {
 	return int(code) < len(c.retryable) && c.retryable[code]
 }
 
-// waitToRetry waits before a stream's reopening n (1-based) and reports
-// whether it may start: its backoff ends before the stream's deadline (end
-// on the client's clock, or the caller's sooner one), the budget grants it,
-// and the wait was not cut. (Unary calls retry in the policy's loop.)
-func (c *ServiceClient) waitToRetry(callCtx context.Context, end time.Time, n int) bool {
-	wait := c.backoff.Delay(n)
-	if wait >= end.Sub(c.clock.Now()) {
-		return false
+// refusedByPolicy returns the error of a call or stream the policy did not
+// admit (resilience.Policy.Begin): its breaker open, the throttle, the
+// bulkhead.
+func (c *ServiceClient) refusedByPolicy(ctx context.Context, method string, err error) error {
+	var oe *resilience.OpenError
+	if errors.As(err, &oe) {
+		c.metrics.refused(method, labelCircuitOpen)
+		return circuitOpen(c.up.Name, method, err)
 	}
-	if deadline, ok := callCtx.Deadline(); ok && wait >= time.Until(deadline) {
-		return false
+	if errors.Is(err, resilience.ErrThrottled) {
+		c.metrics.refused(method, labelThrottled)
+		return &Error{Upstream: c.up.Name, Method: method, Code: codes.Unavailable, Kind: KindThrottled, RetryAfter: time.Second, Err: err}
 	}
-	if !c.budget.TryRetry() {
-		c.metrics.dep.BudgetRefused()
-		return false
-	}
-	c.metrics.dep.Retried()
-	return c.clock.Sleep(callCtx, wait) == nil
+	return c.refusedByBulkhead(ctx, method, err)
 }
 
 // refusedByBulkhead returns the error of a call that got no place in the

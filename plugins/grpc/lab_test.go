@@ -278,6 +278,42 @@ func TestStreamRestartDuplicatesWhatWasDelivered(t *testing.T) {
 	}
 }
 
+// TestStreamRestartNeedsTimeLeft: a restart is the policy loop's retry
+// (resilience.Run.Again), bounded by stream_timeout: Export fails after 1,
+// 2 once 20 s of a 30 s stream_timeout have passed on the client's clock,
+// and another attempt as long as that one cannot end before the deadline:
+// the caller gets 1, 2 and UNAVAILABLE after one attempt, no restart.
+func TestStreamRestartNeedsTimeLeft(t *testing.T) {
+	t.Parallel()
+	inv := &inventory{failExportOnce: true}
+	u := jgrpc.Upstream{Target: serveInventory(t, inv), StreamTimeout: 30 * time.Second, RestartStreams: []string{export},
+		PolicyConfig: resilience.PolicyConfig{Attempts: 3, BackoffBase: time.Millisecond, RetryBudgetMinPerSecond: lab}}
+	clock := jfasttest.NewClock()
+	clock.SetAutoAdvance(true) // a backoff wait passes at once
+	c := newClient(t, u, jgrpc.WithClock(clock))
+	stream, err := shoppb.NewInventoryClient(c).Export(ctxFor(t), &shoppb.ExportRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for range 2 {
+		item, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, item.GetSeq())
+	}
+	clock.Advance(20 * time.Second)
+	_, err = stream.Recv()
+	var e *jgrpc.Error
+	if !errors.As(err, &e) || e.Code != codes.Unavailable || e.Attempts != 1 {
+		t.Fatalf("err = %v, want UNAVAILABLE after 1 attempt", err)
+	}
+	if !slices.Equal(got, []int64{1, 2}) || inv.exports.Load() != 1 {
+		t.Fatalf("items = %v from %d streams, want 1, 2 from one", got, inv.exports.Load())
+	}
+}
+
 // TestSilentServerIsCutAtTimeout: a server that accepts connections and
 // never answers (no HTTP/2 handshake) is cut at timeout with
 // DEADLINE_EXCEEDED: a hang with nothing answered meanwhile, which opens the

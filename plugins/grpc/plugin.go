@@ -275,7 +275,7 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 	for n, c := range clients.All() {
 		if c.multi {
 			each, out := c.instancesMeta()
-			m := map[string]any{"instances": each, "in_flight": c.bulkhead.InFlight()}
+			m := map[string]any{"instances": each, "in_flight": c.policy.Bulkhead().InFlight()}
 			upstreams[n] = m
 			if c.found != nil {
 				st := c.found.State()
@@ -303,7 +303,7 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 		upstreams[n] = map[string]any{
 			"breaker":   s.Meta(),
 			"channel":   strings.ToLower(c.State().String()),
-			"in_flight": c.bulkhead.InFlight(),
+			"in_flight": c.policy.Bulkhead().InFlight(),
 		}
 		open = open || s.State == resilience.StateOpen
 		if d := s.Suspension("'" + n + "'"); d != "" {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"io"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -18,14 +16,15 @@ import (
 )
 
 // NewStream opens a stream: it implements grpc.ClientConnInterface for the
-// generated stubs. Like a unary call it passes the breaker and the bulkhead
-// (the stream holds its place until it ends) and is bounded by
-// stream_timeout, or the caller's sooner deadline. The breaker counts how the
-// stream ended.
+// generated stubs. Like a unary call it is admitted by the upstream's policy
+// (resilience.Policy.Begin: the throttle, the breaker, the bulkhead, whose
+// place the stream holds until it ends) and is bounded by stream_timeout,
+// or the caller's sooner deadline. The breaker counts how the stream ended.
 //
 // A stream is never retried, unless its method is listed in restart_streams
 // and it is server-streaming: then a failure with a code in retryable_codes
-// opens the stream again (within attempts, the budget and the deadline),
+// opens the stream again when the policy's loop grants a retry
+// (resilience.Run.Again: within attempts, the budget and the deadline),
 // sends the request again, and goes on delivering from the new stream's
 // first message. The caller sees every message the first stream had already
 // delivered a second time (1, 2, 1, 2, 3): opt in only for a method whose
@@ -38,47 +37,34 @@ func (c *ServiceClient) NewStream(ctx context.Context, desc *grpc.StreamDesc, me
 	if c.closed.Load() {
 		return nil, &Error{Upstream: c.up.Name, Method: method, Code: codes.Unavailable, Kind: KindClosed, Err: errClosed}
 	}
-	start := c.clock.Now()
-	conn, in := c.conn, (*instance)(nil)
-	var ticket resilience.Ticket
-	var err error
-	if c.multi {
-		// A stream stays on the instance it opened on, restarts included.
-		in, ticket, err = c.pick(nil)
-		if in != nil {
-			conn = in.conn
-		}
-	} else {
-		ticket, err = c.breaker.Allow()
-	}
-	if err != nil {
-		c.metrics.refused(method, labelCircuitOpen)
-		return nil, circuitOpen(c.up.Name, method, err)
-	}
-	own := time.Now().Add(c.up.StreamTimeout)
-	callCtx, cancel := context.WithDeadline(ctx, own)
-	permit, err := c.bulkhead.Acquire(callCtx)
-	if err != nil {
-		cancel()
-		ticket.Done(resilience.Ignore)
-		if in != nil {
-			in.outstanding.Add(-1)
-		}
-		return nil, c.refusedByBulkhead(ctx, method, err)
-	}
-	callCtx = c.outgoing(callCtx)
-	if ticket.Probe() {
-		opts = probeOptions(conn, opts)
-	}
-	c.budget.RecordCall()
 	s := &clientStream{
-		c: c, conn: conn, inst: in, ctx: ctx, callCtx: callCtx, cancel: cancel, own: own,
-		desc: desc, method: method, opts: opts,
-		ticket: ticket, permit: permit, mm: mm, start: start,
+		c: c, conn: c.conn, desc: desc, method: method, opts: opts, mm: mm,
 		restart: c.restart[method] && desc.ServerStreams && !desc.ClientStreams,
 	}
-	s.attempts.Store(1)
-	cs, err := conn.NewStream(callCtx, desc, method, opts...)
+	ro := resilience.RunOpts{NoBreaker: c.multi, Timeout: c.up.StreamTimeout}
+	if !s.restart {
+		ro.Attempts = 1
+	}
+	run := &s.run
+	if err := c.policy.Begin(ctx, run, ro); err != nil {
+		return nil, c.refusedByPolicy(ctx, method, err)
+	}
+	probe := run.Probe()
+	if c.multi {
+		// A stream stays on the instance it opened on, restarts included.
+		in, ticket, err := c.pick(nil)
+		if err != nil {
+			run.End(resilience.Ignore)
+			c.metrics.refused(method, labelCircuitOpen)
+			return nil, circuitOpen(c.up.Name, method, err)
+		}
+		s.inst, s.ticket, s.conn, probe = in, ticket, in.conn, ticket.Probe()
+	}
+	if probe {
+		s.opts = probeOptions(s.conn, opts)
+	}
+	s.callCtx = c.outgoing(run.Context())
+	cs, err := s.conn.NewStream(s.callCtx, desc, method, s.opts...)
 	if err != nil {
 		c.metrics.attempt(mm, method, status.Code(err))
 		return nil, s.finish(err)
@@ -86,41 +72,42 @@ func (c *ServiceClient) NewStream(ctx context.Context, desc *grpc.StreamDesc, me
 	s.cur = cs
 	// A stream its caller stops reading without cancelling still gives its
 	// place back when stream_timeout ends it.
-	s.stop = context.AfterFunc(callCtx, func() {
-		s.finish(status.FromContextError(callCtx.Err()).Err())
+	s.mu.Lock()
+	s.stop = context.AfterFunc(s.callCtx, func() {
+		s.finish(status.FromContextError(s.callCtx.Err()).Err())
 	})
+	s.mu.Unlock()
 	return s, nil
 }
 
-// clientStream is a stream through the plugin: it ends the breaker ticket and
-// the bulkhead place once, when the stream ends, and restarts an opted-in
-// server stream.
+// clientStream is a stream through the plugin: its Run (the policy's) holds
+// the breaker ticket, the bulkhead place and the deadline, judges each
+// attempt's end and ends once, when the stream ends; it restarts an
+// opted-in server stream.
 type clientStream struct {
 	c       *ServiceClient
 	conn    *grpc.ClientConn
-	inst    *instance       // the stream's instance, with instances
-	ctx     context.Context // the caller's
-	callCtx context.Context
-	cancel  context.CancelFunc
-	own     time.Time
+	inst    *instance         // the stream's instance, with instances
+	ticket  resilience.Ticket // the instance's breaker's, with instances
+	callCtx context.Context   // the Run's, with the outgoing metadata
 	desc    *grpc.StreamDesc
 	method  string
 	opts    []grpc.CallOption
-	ticket  resilience.Ticket
-	permit  resilience.Permit
 	mm      *methodMetrics
-	start   time.Time
 	restart bool
-	stop    func() bool
 
 	// Used by the caller's goroutine only.
 	cur        grpc.ClientStream
 	sent       []any // the messages sent, kept to send again on a restart
 	closedSend bool
-	attempts   atomic.Int32 // read by finish, which a timeout may run on another goroutine
 
-	once sync.Once
-	err  error // the stream's final error, once finished
+	// Guarded by mu: finish may run on another goroutine (stream_timeout's).
+	mu       sync.Mutex
+	run      resilience.Run
+	stop     func() bool
+	judged   bool  // the attempt in flight was judged, and the loop stopped
+	finished bool  // the Run ended
+	err      error // the stream's final error, once finished
 }
 
 func (s *clientStream) Header() (metadata.MD, error) { return s.cur.Header() }
@@ -158,65 +145,90 @@ func (s *clientStream) RecvMsg(m any) error {
 			s.finish(nil)
 			return io.EOF
 		}
-		code := status.Code(err)
-		s.c.metrics.attempt(s.mm, s.method, code)
-		if s.reopen(code) {
+		s.c.metrics.attempt(s.mm, s.method, status.Code(err))
+		if s.reopen(err) {
 			continue
 		}
 		return s.finish(err)
 	}
 }
 
-// reopen opens the stream again after a failure with code, when the method
-// is opted in and attempts, the budget and the deadline allow, and sends the
-// request again. It reports whether the new stream is open.
-func (s *clientStream) reopen(code codes.Code) bool {
-	for s.restart && int(s.attempts.Load()) < s.c.up.Attempts && s.c.retryableCode(code) && s.callCtx.Err() == nil {
-		if !s.c.waitToRetry(s.callCtx, s.start.Add(s.c.up.StreamTimeout), int(s.attempts.Load())) {
-			return false
+// reopen ends the attempt that failed with err in the policy's loop and,
+// when the loop grants a retry (an opted-in stream, a code in
+// retryable_codes, then the loop's attempts, deadline, throttle and budget,
+// after its backoff wait), opens the stream again and sends the request
+// again. It reports whether the new stream is open.
+func (s *clientStream) reopen(err error) bool {
+	for s.again(err) {
+		cs, err2 := s.conn.NewStream(s.callCtx, s.desc, s.method, s.opts...)
+		for i := 0; err2 == nil && i < len(s.sent); i++ {
+			err2 = cs.SendMsg(s.sent[i])
 		}
-		s.attempts.Add(1)
-		cs, err := s.conn.NewStream(s.callCtx, s.desc, s.method, s.opts...)
-		for i := 0; err == nil && i < len(s.sent); i++ {
-			err = cs.SendMsg(s.sent[i])
+		if err2 == nil && s.closedSend {
+			err2 = cs.CloseSend()
 		}
-		if err == nil && s.closedSend {
-			err = cs.CloseSend()
-		}
-		if err == nil || errors.Is(err, io.EOF) { // io.EOF: the failure waits in RecvMsg
+		if err2 == nil || errors.Is(err2, io.EOF) { // io.EOF: the failure waits in RecvMsg
 			s.cur = cs
 			return true
 		}
-		code = status.Code(err)
-		s.c.metrics.attempt(s.mm, s.method, code)
+		err = err2
+		s.c.metrics.attempt(s.mm, s.method, status.Code(err))
 	}
 	return false
 }
 
-// finish ends the stream once: the breaker learns its outcome, the bulkhead
-// place is given back, and err (nil for a stream that ended well) is wrapped
-// as the stream's *Error, which every later call returns.
+// again judges the failed attempt in flight (err) unless the stream ended,
+// and reports whether the loop makes another.
+func (s *clientStream) again(err error) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.finished && s.judge(err, s.restart)
+}
+
+// judge ends the attempt in flight, which ended with err (nil: well), in
+// the policy's loop (resilience.Run.Again: the CutByCaller and silence
+// rules, the throttle's count, the stop-or-retry rule, the wait of a
+// retry), and reports whether another attempt may start. Only an attempt
+// that may restart (restart) asks for a retry. s.mu is held: a finish on
+// stream_timeout's goroutine waits for the wait, which the same deadline
+// cuts.
+func (s *clientStream) judge(err error, restart bool) bool {
+	code := status.Code(err)
+	v := resilience.Verdict{Err: err, Outcome: outcome(code), Retry: restart && err != nil && s.c.retryableCode(code),
+		Overloaded: code == codes.ResourceExhausted}
+	again := s.run.Again(v, s.c.reportStop)
+	s.judged = !again
+	return again
+}
+
+// finish ends the stream once: its last attempt is judged (when a read did
+// not already), the breaker learns the outcome (the instance's too, with
+// instances), the bulkhead place is given back (resilience.Run.End), and
+// err (nil for a stream that ended well) is wrapped as the stream's *Error,
+// which every later call returns.
 func (s *clientStream) finish(err error) error {
-	s.once.Do(func() {
-		if s.stop != nil {
-			s.stop()
-		}
-		code := status.Code(err)
-		o := outcome(code)
-		if o == resilience.Hang && resilience.CutByCaller(s.ctx, s.own) {
-			o = resilience.Ignore // the caller's sooner deadline, not the upstream
-		}
-		s.ticket.Done(o)
-		if s.inst != nil {
-			s.inst.outstanding.Add(-1)
-		}
-		s.permit.Release()
-		s.cancel()
-		s.c.metrics.call(s.mm, s.method, code)
-		s.mm.duration.Observe(s.c.clock.Now().Sub(s.start).Seconds())
-		if err != nil {
-			s.err = s.c.failure(s.method, int(s.attempts.Load()), err)
-		}
-	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.finished {
+		return s.err
+	}
+	s.finished = true
+	if s.stop != nil {
+		s.stop()
+	}
+	if !s.judged {
+		s.judge(err, false)
+	}
+	o := s.run.Outcome() // after the CutByCaller rule: the caller's sooner deadline is no evidence
+	if s.inst != nil {
+		s.ticket.DoneAttempt(o) // a Hang by the silence rule, as the loop's
+		s.inst.outstanding.Add(-1)
+	}
+	s.run.End(o)
+	s.c.metrics.call(s.mm, s.method, status.Code(err))
+	s.mm.duration.Observe(s.c.clock.Now().Sub(s.run.Start()).Seconds())
+	if err != nil {
+		s.err = s.c.failure(s.method, s.run.Made(), err)
+	}
 	return s.err
 }
