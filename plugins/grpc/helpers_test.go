@@ -40,6 +40,10 @@ type inventory struct {
 	// failExportOnce: the first Export sends items 1 and 2, then fails with
 	// UNAVAILABLE; later ones send 1, 2, 3.
 	failExportOnce bool
+	// holdExport: Export sends holdExport items (0: none), then waits for
+	// its stream to end (the client's stream_timeout) instead of the rest.
+	holdExport int64
+	holding    bool
 	// getStockHook, when set, runs in GetStock call n (from 0) after its
 	// deadline is recorded; an error it returns is the call's answer.
 	getStockHook func(ctx context.Context, n int) error
@@ -102,6 +106,10 @@ func (s *inventory) Reserve(ctx context.Context, req *shoppb.ReserveRequest) (*s
 func (s *inventory) Export(_ *shoppb.ExportRequest, stream grpc.ServerStreamingServer[shoppb.Item]) error {
 	first := s.exports.Add(1) == 1
 	for seq := int64(1); seq <= 3; seq++ {
+		if s.holding && seq > s.holdExport {
+			<-stream.Context().Done()
+			return status.FromContextError(stream.Context().Err()).Err()
+		}
 		if first && s.failExportOnce && seq == 3 {
 			return status.Error(codes.Unavailable, "export interrupted")
 		}

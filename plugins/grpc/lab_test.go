@@ -374,3 +374,44 @@ func TestRetryBudgetBucket(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamTimeoutAfterMessagesIsNoHang: a stream that delivered a message
+// and then runs into stream_timeout (a long watch) ended by its own bound
+// while the upstream was answering: the breaker counts nothing. One that
+// delivered nothing before stream_timeout is a hang with nothing answered,
+// which opens the breaker (the silence rule), as for a unary call.
+func TestStreamTimeoutAfterMessagesIsNoHang(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		items int64
+		want  resilience.State
+		opens uint64
+	}{
+		{"after a message", 1, resilience.StateClosed, 0},
+		{"before any message", 0, resilience.StateOpen, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			inv := &inventory{holding: true, holdExport: tc.items}
+			c := newClient(t, jgrpc.Upstream{Target: serveInventory(t, inv), StreamTimeout: 200 * time.Millisecond, PolicyConfig: resilience.PolicyConfig{Attempts: 1}})
+			stream, err := shoppb.NewInventoryClient(c).Export(ctxFor(t), &shoppb.ExportRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got int64
+			for {
+				if _, err = stream.Recv(); err != nil {
+					break
+				}
+				got++
+			}
+			if got != tc.items || status.Code(err) != codes.DeadlineExceeded {
+				t.Fatalf("%d items, then %v; want %d, then DEADLINE_EXCEEDED", got, err, tc.items)
+			}
+			if s := c.Breaker().Snapshot(); s.State != tc.want || s.Opens != tc.opens {
+				t.Fatalf("breaker = %+v, want %s after %d opens", s, tc.want, tc.opens)
+			}
+		})
+	}
+}

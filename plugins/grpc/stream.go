@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -101,6 +102,12 @@ type clientStream struct {
 	sent       []any // the messages sent, kept to send again on a restart
 	closedSend bool
 
+	// delivered is set when the attempt in flight delivered a message:
+	// the upstream answered it, so its running into stream_timeout is the
+	// stream's own bound, not a hang (read by judge, which a timeout may
+	// run on another goroutine).
+	delivered atomic.Bool
+
 	// Guarded by mu: finish may run on another goroutine (stream_timeout's).
 	mu       sync.Mutex
 	run      resilience.Run
@@ -133,6 +140,7 @@ func (s *clientStream) RecvMsg(m any) error {
 	for {
 		err := s.cur.RecvMsg(m)
 		if err == nil {
+			s.delivered.Store(true)
 			if !s.desc.ServerStreams {
 				// The one response of a client stream: the call is over.
 				s.c.metrics.attempt(s.mm, s.method, codes.OK)
@@ -169,6 +177,7 @@ func (s *clientStream) reopen(err error) bool {
 		}
 		if err2 == nil || errors.Is(err2, io.EOF) { // io.EOF: the failure waits in RecvMsg
 			s.cur = cs
+			s.delivered.Store(false) // a new attempt
 			return true
 		}
 		err = err2
@@ -194,7 +203,14 @@ func (s *clientStream) again(err error) bool {
 // cuts.
 func (s *clientStream) judge(err error, restart bool) bool {
 	code := status.Code(err)
-	v := resilience.Verdict{Err: err, Outcome: outcome(code), Retry: restart && err != nil && s.c.retryableCode(code),
+	o := outcome(code)
+	if o == resilience.Hang && s.delivered.Load() {
+		// The upstream was answering this attempt: a long stream (a watch)
+		// that reaches stream_timeout says nothing against it. Only an
+		// attempt that delivered nothing before its deadline is a hang.
+		o = resilience.Ignore
+	}
+	v := resilience.Verdict{Err: err, Outcome: o, Retry: restart && err != nil && s.c.retryableCode(code),
 		Overloaded: code == codes.ResourceExhausted}
 	again := s.run.Again(v, s.c.reportStop)
 	s.judged = !again
