@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -82,7 +83,7 @@ func TestFleetDrill(t *testing.T) {
 
 	t.Logf("machine load (1-minute average) %s before the steps, %s after", loadBefore, loadavg())
 	for _, s := range steps {
-		t.Logf("%-40s requests %4d  errors %d  p99 %s  gateway retries %d  %s", s.name, s.requests, len(s.errors), s.p99.Round(time.Millisecond), s.retries, strings.Join(s.errors[:min(len(s.errors), 3)], "; "))
+		t.Logf("%-40s requests %4d  errors %d  p99 %s  gateway retries %d  POSTs resent after 409 %d  %s", s.name, s.requests, len(s.errors), s.p99.Round(time.Millisecond), s.retries, s.resent, strings.Join(s.errors[:min(len(s.errors), 3)], "; "))
 		if len(s.errors) > 0 {
 			t.Errorf("%s: %d of %d requests failed: %s", s.name, len(s.errors), s.requests, strings.Join(s.errors[:min(len(s.errors), 5)], "; "))
 		}
@@ -505,6 +506,9 @@ type load struct {
 	took    []time.Duration
 	errors  []string
 	keys    atomic.Int64
+	// conflicts counts the keyed POSTs sent again after a 409 with
+	// Retry-After (see postKeyed).
+	conflicts atomic.Int64
 }
 
 type fleetStep struct {
@@ -513,6 +517,7 @@ type fleetStep struct {
 	errors   []string
 	p99      time.Duration
 	retries  int // the gateway's retries to orders during the step
+	resent   int // keyed POSTs sent again after a 409 with Retry-After
 }
 
 func (f *fleet) startLoad(token, sku string, order int64) *load {
@@ -542,7 +547,7 @@ func (f *fleet) startLoad(token, sku string, order int64) *load {
 				start := time.Now()
 				if w == 0 && i%2 == 0 { // one request in eight is a keyed POST
 					key := fmt.Sprintf("fleet-load-%d", l.keys.Add(1))
-					a := f.post(f.gateway, sku, key, token)
+					a := l.postKeyed(sku, key, token)
 					var err error
 					if a.status == 0 {
 						err = fmt.Errorf("%s", a.body)
@@ -580,12 +585,32 @@ func (f *fleet) startLoad(token, sku string, order int64) *load {
 	return l
 }
 
+// postKeyed places an order with key through the gateway as a client of
+// the Idempotency-Key protocol does: a 409 with Retry-After (the order's
+// charge still running at billing, sent by a replica that was killed
+// mid-charge) is sent again with the same key after Retry-After, within
+// billing's request_timeout (30 s: how long that first charge can run);
+// its answer is the step's. Each such retry is counted.
+func (l *load) postKeyed(sku, key, token string) answer {
+	a := l.f.post(l.f.gateway, sku, key, token)
+	for deadline := time.Now().Add(30 * time.Second); a.status == http.StatusConflict && a.retryAfter != "" && time.Now().Before(deadline); {
+		l.conflicts.Add(1)
+		secs, err := strconv.Atoi(a.retryAfter)
+		if err != nil {
+			return answer{body: fmt.Sprintf("409 with Retry-After %q, not a number of seconds", a.retryAfter)}
+		}
+		time.Sleep(time.Duration(secs) * time.Second) // the wait the server asked for
+		a = l.f.post(l.f.gateway, sku, key, token)
+	}
+	return a
+}
+
 func (l *load) stop(name string) fleetStep {
 	close(l.stopc)
 	l.wg.Wait()
 	took := slices.Clone(l.took)
 	slices.Sort(took)
-	s := fleetStep{name: name, requests: len(took), errors: l.errors, retries: l.f.retries() - l.retries}
+	s := fleetStep{name: name, requests: len(took), errors: l.errors, retries: l.f.retries() - l.retries, resent: int(l.conflicts.Load())}
 	if len(took) > 0 {
 		s.p99 = took[len(took)*99/100]
 	}
