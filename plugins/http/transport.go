@@ -328,7 +328,7 @@ func (a *attempt) poolExpired() {
 	if !a.active || a.got || a.cancel == nil {
 		return // no attempt waiting
 	}
-	if left := a.poolDue.Sub(time.Now()); left > 0 {
+	if left := time.Until(a.poolDue); left > 0 {
 		a.pool.Reset(left)
 		a.timerSet, a.timerDue = true, a.poolDue
 		return
