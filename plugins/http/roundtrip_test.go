@@ -267,16 +267,7 @@ func TestTransportBreaker(t *testing.T) {
 // against the breaker.
 func TestTransportReadGapWhileStreaming(t *testing.T) {
 	t.Parallel()
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) })
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, _ int) {
-		_, _ = w.Write([]byte("part"))
-		w.(http.Flusher).Flush()
-		select { // then silence
-		case <-stop:
-		case <-r.Context().Done():
-		}
-	})
+	up := partThenSilent(t)
 	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, ReadTimeout: 100 * time.Millisecond, PolicyConfig: resilience.PolicyConfig{Timeout: noTotal, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}})
 	resp, err := c.HTTPClient().Get(up.URL + "/x")
 	if err != nil {
@@ -612,16 +603,7 @@ func TestTransportCallersClientTrace(t *testing.T) {
 // attempt's run — the attempt's arm the read gap, which cuts the silent body.
 func TestTransportCallersTraceSharesHooks(t *testing.T) {
 	t.Parallel()
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) })
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, _ int) {
-		_, _ = w.Write([]byte("part"))
-		w.(http.Flusher).Flush()
-		select { // then silence
-		case <-stop:
-		case <-r.Context().Done():
-		}
-	})
+	up := partThenSilent(t)
 	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, ReadTimeout: 100 * time.Millisecond, PolicyConfig: resilience.PolicyConfig{Timeout: noTotal}})
 	var got, wrote, connects atomic.Int64
 	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
@@ -691,4 +673,20 @@ func TestTransportOutboundCall(t *testing.T) {
 	if oc.Attempts() != 2 {
 		t.Fatalf("ServiceClient.Do counted %d attempts, want 2", oc.Attempts())
 	}
+}
+
+// partThenSilent starts an upstream that answers "part" and then sends
+// nothing more until the request is cancelled or the test ends.
+func partThenSilent(t *testing.T) *upstream {
+	t.Helper()
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	return newUpstream(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		_, _ = w.Write([]byte("part"))
+		w.(http.Flusher).Flush()
+		select { // then silence
+		case <-stop:
+		case <-r.Context().Done():
+		}
+	})
 }
