@@ -1,12 +1,15 @@
 package grpc_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
+	"google.golang.org/grpc/connectivity"
 
 	"github.com/jfastframework/jfast/examples/inventory/shoppb"
 	"github.com/jfastframework/jfast/framework"
@@ -154,6 +157,17 @@ attempts = 1
 		t.Fatalf("/ready = %+v", ready)
 	}
 	first := svc.Get(t, "/stock/a")
+	// The server answered the call, so the channel is connected; gRPC may
+	// publish READY a moment after the call went through (WaitForState).
+	c, err := jgrpc.Client(svc.App, "inventory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if !c.WaitForState(ctx, connectivity.Ready) {
+		t.Fatalf("the channel is %s after the server answered a call", c.State())
+	}
 	read()
 	inventoryMeta = ready.Checks["grpc"].Meta["upstreams"].(map[string]any)["inventory"].(map[string]any)
 	if ready.Status != "degraded" || ready.Checks["grpc"].Healthy || inventoryMeta["breaker"].(map[string]any)["state"] != "open" || inventoryMeta["channel"] != "ready" {
