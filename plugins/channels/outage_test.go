@@ -140,9 +140,7 @@ func TestBroadcastRedisPaused(t *testing.T) {
 	cl.clock.Advance(coolDown)
 	subscribed(t, ra.ch)
 	subscribed(t, rb.ch)
-	waitFor(t, 10*time.Second, "a publish after the resume", func() bool {
-		return ra.ch.Publish(context.Background(), "news", []byte("after")) == nil
-	})
+	publishOnceBack(t, cl, ra.ch, "news", []byte("after"))
 	for name, in := range map[string]*inbox{"a": a, "b": b} {
 		waitFor(t, 5*time.Second, "replica "+name+" receives after the resume", func() bool {
 			return strings.Contains(strings.Join(in.payloads(), ","), "after")
@@ -182,12 +180,38 @@ func TestBroadcastRedisKilled(t *testing.T) {
 	}
 	cl.clock.Advance(coolDown)
 	subscribed(t, rep.ch)
-	waitFor(t, 10*time.Second, "a publish after the restart", func() bool {
-		return rep.ch.Publish(context.Background(), "news", []byte("after")) == nil
-	})
+	publishOnceBack(t, cl, rep.ch, "news", []byte("after"))
 	waitFor(t, 5*time.Second, "the handler receives after the restart", func() bool {
 		return strings.Contains(strings.Join(in.payloads(), ","), "after")
 	})
+}
+
+// publishOnceBack publishes payload once Redis is back, within 10 s. On the
+// test clock the breaker's cool-down passes only when the test advances it:
+// a publish that met the breaker open again (on a loaded machine a first
+// command after the outage can outlast command_timeout, a hang that opens
+// it by the silence rule) advances the clock by the cool-down, as time
+// would, and publishes again. It reports whether a failed publish may
+// have been published all the same (a hang: UnavailableError.MaybePublished),
+// so the payload may arrive twice.
+func publishOnceBack(t *testing.T, cl *cluster, ch *Plugin, channel string, payload []byte) (maybeTwice bool) {
+	t.Helper()
+	reopened := 0
+	waitFor(t, 10*time.Second, "a publish once redis is back", func() bool {
+		err := ch.Publish(context.Background(), channel, payload)
+		var ue *UnavailableError
+		maybeTwice = maybeTwice || errors.As(err, &ue) && ue.MaybePublished
+		var open *resilience.OpenError
+		if errors.As(err, &open) && !open.Until.IsZero() {
+			reopened++
+			cl.clock.Advance(coolDown)
+		}
+		return err == nil
+	})
+	if reopened > 0 {
+		t.Logf("the breaker opened again %d times before a publish went through", reopened)
+	}
+	return maybeTwice
 }
 
 // countPayloads counts the messages of in by payload.
@@ -231,9 +255,12 @@ func TestDurableRedisPaused(t *testing.T) {
 	}
 	cl.clock.Advance(coolDown)
 	subscribed(t, rep.ch)
+	twice := map[string]bool{} // published after a failure that may have published it
 	for i := range 5 {
 		p := []byte("after-" + strconv.Itoa(i))
-		waitFor(t, 10*time.Second, "a publish after the resume", func() bool { return rep.ch.Publish(ctx, "orders", p) == nil })
+		if publishOnceBack(t, cl, rep.ch, "orders", p) {
+			twice[string(p)] = true
+		}
 	}
 	waitFor(t, 10*time.Second, "everything published handled", func() bool {
 		c := countPayloads(in)
@@ -245,7 +272,7 @@ func TestDurableRedisPaused(t *testing.T) {
 		return true
 	})
 	for p, n := range countPayloads(in) {
-		if n != 1 && p != "during" {
+		if n != 1 && p != "during" && !(twice[p] && n == 2) {
 			t.Errorf("%s handled %d times", p, n)
 		}
 	}
@@ -271,9 +298,7 @@ func TestDurableRedisKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl.clock.Advance(coolDown)
-	waitFor(t, 10*time.Second, "a publish after the restart", func() bool {
-		return rep.ch.Publish(context.Background(), "orders", []byte("after")) == nil
-	})
+	publishOnceBack(t, cl, rep.ch, "orders", []byte("after"))
 	in.wait(t, 1, 10*time.Second)
 	subscribed(t, rep.ch)
 	if got := in.payloads(); len(got) != 1 || got[0] != "after" {
