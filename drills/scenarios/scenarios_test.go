@@ -577,8 +577,10 @@ breaker_cool_down = "` + coolDown + `"
 		Dependency: "storage", Fault: "pause (SIGSTOP versitygw)", BaseURL: svc.URL,
 		Route: "/file", Other: "/plain", Want: http.StatusServiceUnavailable,
 		NameValue: "storage", Check: "storage",
-		// Two attempts of 300 ms plus the SDK's backoff between them.
-		Deadline: 2*300*time.Millisecond + time.Second + margin,
+		// One attempt's read gap (300 ms, to 9/8 of it): its hang, with
+		// nothing answered meanwhile, opens the breaker and the policy's
+		// loop makes no second attempt.
+		Deadline: 300*time.Millisecond*9/8 + margin,
 		Take:     srv.Pause, Give: srv.Resume,
 	})
 }

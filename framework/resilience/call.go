@@ -93,6 +93,11 @@ type Verdict struct {
 	// (Retry-After) when Asked is true; otherwise the backoff decides.
 	Wait  time.Duration
 	Asked bool
+	// Judged says the plugin already applied a rule of its own to an
+	// attempt its caller's context cut (a disk's: a caller's deadline after
+	// connect_timeout of the dependency's silence is a [Hang]), so the loop
+	// keeps Outcome instead of making it [Ignore] by [CutByCaller].
+	Judged bool
 }
 
 // Stop is why the loop made no further attempt after one.
@@ -429,6 +434,20 @@ func (r *Run) Outcome() Outcome { return r.outcome }
 
 // Stopped returns why the loop stopped.
 func (r *Run) Stopped() Stop { return r.stop }
+
+// Settle counts o on the call's breaker now, while the call goes on: the
+// bulkhead place and the call's context stay the call's until [Run.End],
+// which then counts nothing more. It suits a call whose answer arrived and
+// whose transfer may take long (a download that was its breaker's probe:
+// the breaker must not wait for the body to close). Later calls, and calls
+// after End, do nothing.
+func (r *Run) Settle(o Outcome) {
+	if r.ended {
+		return
+	}
+	r.ticket.Done(o)
+	r.ticket = Ticket{}
+}
 
 // End ends the call: the breaker counts o, the bulkhead place is freed and
 // the call's context cancelled. Later calls do nothing.

@@ -223,7 +223,7 @@ func (r *Run) judge(v Verdict, took time.Duration) Verdict {
 // caller may cut: a refused connection stays evidence if the caller's
 // deadline ends the wait.
 func (r *Run) weigh(v Verdict) Verdict {
-	if v.Err != nil && (v.Outcome == Failure || v.Outcome == Hang) && CutByCaller(r.caller, r.own) {
+	if v.Err != nil && !v.Judged && (v.Outcome == Failure || v.Outcome == Hang) && CutByCaller(r.caller, r.own) {
 		v.Outcome = Ignore
 	}
 	r.p.throttle.record(v)

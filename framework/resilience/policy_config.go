@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -264,4 +265,28 @@ func (c PolicyConfig) ThrottleOpts(name string, clock Clock, rnd func() float64)
 		return nil
 	}
 	return &ThrottleOpts{Name: name, K: c.ThrottleK, Window: c.ThrottleWindow, Clock: clock, Rand: rnd}
+}
+
+// PolicyKeys returns the names of the policy keys, breaker_* included, in
+// the order of [PolicyConfig]'s fields: for a plugin that refuses them in a
+// table where they do not apply (a local disk).
+func PolicyKeys() []string {
+	return slices.Clone(policyKeys)
+}
+
+var policyKeys = tagKeys(reflect.TypeFor[PolicyConfig]())
+
+// tagKeys returns the koanf keys of t's fields, descending into squashed
+// structs.
+func tagKeys(t reflect.Type) []string {
+	var keys []string
+	for f := range t.Fields() {
+		tag := f.Tag.Get("koanf")
+		if tag == ",squash" {
+			keys = append(keys, tagKeys(f.Type)...)
+			continue
+		}
+		keys = append(keys, tag)
+	}
+	return keys
 }

@@ -336,3 +336,87 @@ func TestPolicyConfigFillZero(t *testing.T) {
 		t.Fatalf("filled = %+v, want the defaults but max_concurrent", c)
 	}
 }
+
+// A verdict the plugin Judged itself keeps its outcome when the caller's
+// context cut the attempt: storage counts a caller's deadline after
+// connect_timeout of the disk's silence as a hang.
+func TestRunJudgedVerdictKeepsItsOutcome(t *testing.T) {
+	t.Parallel()
+	s := setupPolicy(t, 3, time.Minute, func(c *PolicyConfig) { c.BreakerFailures = 1 })
+	ctx, cancel := context.WithCancel(t.Context())
+	r := new(Run)
+	if err := s.p.Begin(ctx, r, RunOpts{}); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	judged := failed
+	judged.Judged = true
+	a := &script{clock: s.clock, verdicts: []Verdict{judged}}
+	r.Attempts(a)
+	r.End(r.Outcome())
+	if r.Outcome() != Failure || a.records[0].Stop != StopEnded {
+		t.Fatalf("outcome %s, stop %s; want the plugin's failure, ended", r.Outcome(), a.records[0].Stop)
+	}
+	if st := s.p.Breaker().Snapshot().State; st != StateOpen {
+		t.Fatalf("breaker %s after a judged failure with breaker_failures = 1, want open", st)
+	}
+}
+
+// Settle counts the outcome at once and keeps the bulkhead place until End,
+// which counts nothing more: a half-open probe settled at its headers frees
+// the breaker for the next call while its body is still read.
+func TestRunSettleCountsOnceAndKeepsThePlace(t *testing.T) {
+	t.Parallel()
+	s := setupPolicy(t, 1, time.Minute, func(c *PolicyConfig) {
+		c.BreakerFailures, c.MaxConcurrent = 1, 1
+	})
+	br := s.p.Breaker()
+	tk, err := br.Allow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Done(Failure) // open
+	s.clock.Advance(DefaultBreakerCoolDown)
+	r := new(Run)
+	if err := s.p.Begin(t.Context(), r, RunOpts{}); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Probe() {
+		t.Fatal("the first call after the cool-down is not the probe")
+	}
+	r.Attempts(&script{clock: s.clock, verdicts: []Verdict{answered}})
+	r.Settle(Success)
+	if st := br.Snapshot().State; st != StateClosed {
+		t.Fatalf("breaker %s after the probe settled a success, want closed", st)
+	}
+	if n := s.p.Bulkhead().InFlight(); n != 1 {
+		t.Fatalf("%d in flight after Settle, want the settled call's place kept", n)
+	}
+	if r.Context().Err() != nil {
+		t.Fatal("Settle ended the call's context")
+	}
+	r.End(Failure) // counts nothing: the ticket was settled
+	if snap := br.Snapshot(); snap.State != StateClosed || snap.WindowFailures != 0 {
+		t.Fatalf("breaker after End of a settled call = %+v, want closed with no failure", snap)
+	}
+	if n := s.p.Bulkhead().InFlight(); n != 0 || r.Context().Err() == nil {
+		t.Fatalf("after End: %d in flight, context %v; want the place freed and the context ended", n, r.Context().Err())
+	}
+}
+
+func TestPolicyKeysAreTheConfigsTags(t *testing.T) {
+	t.Parallel()
+	keys := PolicyKeys()
+	for _, k := range []string{"attempts", "timeout", "backoff_base", "retry_budget_ratio", "max_concurrent", "throttle_k", "hedge_after", "breaker_failures", "breaker_cool_down"} {
+		if !slices.Contains(keys, k) {
+			t.Errorf("PolicyKeys() lacks %q: %v", k, keys)
+		}
+	}
+	if slices.Contains(keys, "") || slices.Contains(keys, ",squash") {
+		t.Errorf("PolicyKeys() holds a squashed struct's tag: %v", keys)
+	}
+	keys[0] = "changed"
+	if PolicyKeys()[0] == "changed" {
+		t.Error("PolicyKeys() returns its own slice: a caller can change it")
+	}
+}

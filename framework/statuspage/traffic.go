@@ -110,10 +110,10 @@ var sources = []source{
 		owner: "storage", label: "disk",
 		dep:   func(disk string) string { return "storage." + disk },
 		calls: []term{plus("jfast_storage_operations_total")},
-		// An operation its open breaker refused sent nothing.
-		attempts:    except("jfast_storage_operations_total", "outcome", "rejected"),
-		duration:    "jfast_storage_operation_duration_seconds",
-		notMeasured: "the retries the AWS SDK makes within one S3 operation: an attempt is an operation sent",
+		// Every request the disk's policy sent: each try of each S3
+		// request (a multipart upload makes several per operation).
+		attempts: []term{policy("jfast_client_attempts_total", "storage")},
+		duration: "jfast_storage_operation_duration_seconds",
 	},
 	{
 		owner: "auth", dep: func(string) string { return "jwks" },

@@ -94,13 +94,16 @@ type DiskConfig struct {
 	// response to begin. Defaults to 30s (docs/design.md, "Per-dependency defaults").
 	ReadTimeout time.Duration `koanf:"read_timeout"`
 
-	// Attempts is how many times the AWS SDK's retryer tries one S3 request
-	// (first try included), on connection errors, timeouts, throttling and 5xx.
-	// Defaults to 3 (docs/design.md, "Per-dependency defaults").
-	Attempts int `koanf:"attempts"`
-
-	// BreakerConfig is the breaker_* keys of the disk's breaker (s3 only).
-	resilience.BreakerConfig `koanf:",squash"`
+	// PolicyConfig is the policy keys every plugin that calls out shares
+	// (attempts, timeout, backoff, retry budget, bulkhead, throttle,
+	// hedging, breaker_*; docs/resilience.md), s3 only. Each S3 request
+	// of an operation is one call of the disk's policy. timeout bounds a
+	// call until the object's bytes move: a Stat, a Delete and a List page
+	// whole, a Get until its response headers, a Put (or a part of one)
+	// until S3 begins reading its body; a transfer that keeps moving is
+	// bounded by read_timeout's gap only. Defaults to the shared policy
+	// defaults (attempts 3, timeout 10s).
+	resilience.PolicyConfig `koanf:",squash"`
 }
 
 // Drivers and visibilities.
@@ -131,8 +134,7 @@ func (c *DiskConfig) SetDefaults() {
 		Region:         "us-east-1",
 		ConnectTimeout: 5 * time.Second,
 		ReadTimeout:    30 * time.Second,
-		Attempts:       3,
-		BreakerConfig:  resilience.DefaultBreakerConfig(),
+		PolicyConfig:   resilience.DefaultPolicyConfig(),
 	}
 }
 
@@ -185,9 +187,8 @@ func (d *DiskConfig) validate(v *framework.Validation) {
 		checkHTTPURL(v, "base_url", d.BaseURL, `set base_url = "https://cdn.example.com/uploads"`)
 	}
 	local := []string{"root", "signing_key"}
-	s3only := []string{"bucket", "region", "endpoint", "path_style", "access_key", "secret_key",
-		"connect_timeout", "read_timeout", "attempts", "breaker_failures", "breaker_failure_rate",
-		"breaker_window", "breaker_minimum_calls", "breaker_cool_down"}
+	s3only := append([]string{"bucket", "region", "endpoint", "path_style", "access_key", "secret_key",
+		"connect_timeout", "read_timeout"}, resilience.PolicyKeys()...)
 	switch d.Driver {
 	case DriverLocal:
 		refuseKeys(v, s3only, DriverS3)
@@ -224,8 +225,14 @@ func (d *DiskConfig) validate(v *framework.Validation) {
 		}
 		v.Deadline("connect_timeout", d.ConnectTimeout)
 		v.Deadline("read_timeout", d.ReadTimeout)
-		v.Positive("attempts", d.Attempts)
-		d.BreakerConfig.Validate(v)
+		d.PolicyConfig.Validate(v)
+		for _, k := range []string{"hedge_after", "max_hedges"} {
+			if v.IsSet(k) {
+				// Refused rather than ignored: a disk never silently drops a setting.
+				v.Error(k, "storage does not hedge: a second request for the same object would send or fetch it twice",
+					"remove it; timeout and read_timeout bound a slow S3")
+			}
+		}
 	default:
 		v.Error("driver", fmt.Sprintf("must be \"local\" or \"s3\", got %q", d.Driver), `set driver = "local" or driver = "s3"`)
 	}

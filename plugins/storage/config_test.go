@@ -94,6 +94,26 @@ func TestBootRefusesBadAttemptsAndBreaker(t *testing.T) {
 	}
 }
 
+// The policy keys are the shared ones (resilience.PolicyConfig): an s3 disk
+// refuses their bad values in the shared words, a local disk (which has no
+// policy) refuses them all, and hedging, which a disk does not do, is refused
+// rather than ignored.
+func TestBootPolicyKeys(t *testing.T) {
+	t.Parallel()
+	errs := bootErrors(t, "[plugin.storage.disks.files]\ndriver = \"s3\"\nbucket = \"b\"\ntimeout = \"0s\"\nretry_budget_ratio = 2\nmax_concurrent = 0\nhedge_after = \"20ms\"\n", nil)
+	for _, k := range []string{"timeout", "retry_budget_ratio", "max_concurrent", "hedge_after"} {
+		if _, ok := errorFor(errs, "plugin.storage.disks.files."+k); !ok {
+			t.Errorf("s3: no error for %s in %v", k, errs)
+		}
+	}
+	errs = bootErrors(t, "[plugin.storage.disks.files]\ndriver = \"local\"\nroot = \"/tmp/x\"\nattempts = 2\ntimeout = \"1s\"\nbreaker_failures = 3\n", nil)
+	for _, k := range []string{"attempts", "timeout", "breaker_failures"} {
+		if e, ok := errorFor(errs, "plugin.storage.disks.files."+k); !ok || !strings.Contains(e.Problem, "s3") {
+			t.Errorf("local: no s3-only error for %s in %v", k, errs)
+		}
+	}
+}
+
 func TestBootRefusesLocalWithoutRoot(t *testing.T) {
 	t.Parallel()
 	errs := bootErrors(t, "[plugin.storage.disks.files]\ndriver = \"local\"\n", nil)

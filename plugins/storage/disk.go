@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/problem"
 )
@@ -62,7 +63,9 @@ func (o *Object) Close() error { return o.Body.Close() }
 // Keys are validated before a driver sees them. Errors for missing objects wrap
 // fs.ErrNotExist.
 type driver interface {
-	put(ctx context.Context, key string, body io.Reader, size int64, contentType string) error
+	// put stores body; an s3 driver makes each of its requests (one, or a
+	// multipart upload's) through req.
+	put(ctx context.Context, key string, body watched, size int64, contentType string, req requester) error
 	get(ctx context.Context, key string) (*Object, error)
 	stat(ctx context.Context, key string) (Info, error)
 	delete(ctx context.Context, key string) error
@@ -77,7 +80,7 @@ type driver interface {
 }
 
 // Disk is one configured disk. Every method validates the key first, then runs
-// the operation under the disk's breaker (s3) and turns failures into a
+// the operation's requests under the disk's policy (s3) and turns failures into a
 // *problem.DependencyError naming "storage" (503), except a missing object
 // (errors.Is(err, ErrNotExist)), an invalid key (*KeyError, 400), a body that
 // failed (*BodyError, 400/413) and, on a local disk, a key that conflicts
@@ -89,7 +92,8 @@ type Disk struct {
 	driverName string
 	visibility Visibility
 	drv        driver
-	breaker    *resilience.Breaker // nil for local disks: no breaker
+	policy     *resilience.Policy           // nil for local disks: no policy, no breaker
+	dep        *framework.DependencyMetrics // the policy metrics (s3); nil for local disks
 	// connect is an s3 disk's connect_timeout: the silence after which a
 	// caller's deadline that cut an operation is breaker evidence (silentCut).
 	connect time.Duration
@@ -104,7 +108,12 @@ func (d *Disk) Visibility() Visibility { return d.visibility }
 
 // Breaker returns the disk's breaker (nil for a local disk), for tests and
 // operators' tools.
-func (d *Disk) Breaker() *resilience.Breaker { return d.breaker }
+func (d *Disk) Breaker() *resilience.Breaker {
+	if d.policy == nil {
+		return nil
+	}
+	return d.policy.Breaker()
+}
 
 // Put stores body under key, streaming it: the object is never held in memory
 // whole. contentType may be empty: then the key's extension decides, else
@@ -127,15 +136,14 @@ func (d *Disk) Put(ctx context.Context, key string, body io.Reader, contentType 
 		body = s.r
 	}
 	src := watchBody(body)
-	return d.do(ctx, opPut, key, src, func(ctx context.Context) error {
-		err := d.drv.put(ctx, key, src, size, contentType)
-		if rerr := src.failure(); err != nil && rerr != nil {
-			// The body failed (a client that went away mid-upload): the
-			// caller's problem, no evidence against the disk.
-			return &BodyError{Err: rerr}
-		}
-		return err
-	})
+	start := time.Now()
+	err := d.drv.put(ctx, key, src, size, contentType, d.request)
+	if rerr := src.failure(); err != nil && rerr != nil && !errors.As(err, new(*BodyError)) {
+		// The body failed between two requests (a multipart upload reads
+		// each part before sending it): the caller's problem.
+		err = &BodyError{Err: rerr}
+	}
+	return d.result(ctx, opPut, key, start, err)
 }
 
 // BodyError is returned by Put when reading the body failed, for example
@@ -170,15 +178,15 @@ func (e *BodyError) Problem() *problem.Problem {
 // the lock.
 type watchedBody struct {
 	r   io.Reader
-	pr  *progress // set by Disk.do before the operation runs; nil on a local disk
+	pr  atomic.Pointer[progress] // set by each attempt before it runs; nil on a local disk
 	mu  sync.Mutex
 	err error
 }
 
 func (w *watchedBody) Read(p []byte) (int, error) {
-	if w.pr != nil {
-		w.pr.bodyReadStart()
-		defer w.pr.bodyReadDone()
+	if pr := w.pr.Load(); pr != nil {
+		pr.bodyReadStart()
+		defer pr.bodyReadDone()
 	}
 	n, err := w.r.Read(p)
 	if err != nil && err != io.EOF {
@@ -191,7 +199,7 @@ func (w *watchedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (w *watchedBody) track(p *progress) { w.pr = p }
+func (w *watchedBody) track(p *progress) { w.pr.Store(p) }
 
 func (w *watchedBody) failure() error {
 	w.mu.Lock()
@@ -199,7 +207,7 @@ func (w *watchedBody) failure() error {
 	return w.err
 }
 
-// watchedSeeker keeps the body seekable, so the SDK can rewind it to retry.
+// watchedSeeker keeps the body seekable, so a retry can rewind it.
 type watchedSeeker struct {
 	watchedBody
 }
@@ -236,11 +244,13 @@ func (d *Disk) Get(ctx context.Context, key string) (*Object, error) {
 		return nil, err
 	}
 	var obj *Object
-	held, err := d.run(ctx, opGet, key, nil, true, func(ctx context.Context) (err error) {
+	var held *downloadBody
+	start := time.Now()
+	err := d.request(ctx, request{hold: &held}, func(ctx context.Context) (err error) {
 		obj, err = d.drv.get(ctx, key)
 		return err
 	})
-	if err != nil {
+	if err := d.result(ctx, opGet, key, start, err); err != nil {
 		return nil, err
 	}
 	if held != nil {
@@ -250,16 +260,17 @@ func (d *Disk) Get(ctx context.Context, key string) (*Object, error) {
 	return obj, nil
 }
 
-// downloadBody is an s3 Get's body, which reports the operation's outcome to
-// the breaker when the body is done: read to io.EOF (or closed after Size
+// downloadBody is an s3 Get's body, which ends the Get's call of the disk's
+// policy when the body is done, reporting its outcome to the breaker: read to io.EOF (or closed after Size
 // bytes), a Success; a read that failed, what classify says of its error; closed
 // before its end, Ignore (the caller stopped reading: a write to its own
 // destination failed, or it wanted only part). Reads of the body run on the
 // caller's goroutine, each bounded by the connection's read gap, and end with
 // the caller's context (the transport closes the connection then).
 //
-// A closed breaker's ticket holds nothing, so it is kept until the body is
-// done. A half-open breaker's probe is not: a long download would hold the
+// The call keeps its bulkhead place until then. A closed breaker's ticket
+// holds nothing, so it is kept until the body is done. A half-open
+// breaker's probe is not: a long download would hold the
 // probe and refuse every other operation meanwhile, so a probe is settled as a
 // Success when the headers arrive (S3 answered), and a failure of its body
 // afterwards counts as a fresh one, with a ticket of its own.
@@ -271,8 +282,8 @@ type downloadBody struct {
 	pr      *progress
 	connect time.Duration
 	breaker *resilience.Breaker
-	ticket  resilience.Ticket
-	late    bool // ticket was a probe, settled at the headers
+	run     *resilience.Run
+	late    bool // the call was its breaker's probe, settled at the headers
 	done    atomic.Bool
 }
 
@@ -312,13 +323,7 @@ func (b *downloadBody) settle(o resilience.Outcome) {
 	if !b.done.CompareAndSwap(false, true) {
 		return
 	}
-	if !b.late {
-		// Done, not DoneAttempt: o is never a Hang here (Read makes a body
-		// that went silent after the headers a Failure: S3 answered).
-		b.ticket.Done(o)
-		return
-	}
-	if o == resilience.Failure || o == resilience.Hang {
+	if b.late && (o == resilience.Failure || o == resilience.Hang) {
 		// The probe closed the breaker at the headers; the body failing
 		// since is evidence of now. An open breaker refuses the ticket: it
 		// knows already.
@@ -326,6 +331,9 @@ func (b *downloadBody) settle(o resilience.Outcome) {
 			t.Done(o)
 		}
 	}
+	// End, not a Hang: Read makes a body that went silent after the
+	// headers a Failure (S3 answered). A late call's End counts nothing.
+	b.run.End(o)
 }
 
 // Stat returns what is known about key without reading it.
@@ -334,7 +342,7 @@ func (d *Disk) Stat(ctx context.Context, key string) (Info, error) {
 		return Info{}, err
 	}
 	var info Info
-	err := d.do(ctx, opStat, key, nil, func(ctx context.Context) (err error) {
+	err := d.do(ctx, opStat, key, func(ctx context.Context) (err error) {
 		info, err = d.drv.stat(ctx, key)
 		return err
 	})
@@ -358,7 +366,7 @@ func (d *Disk) Delete(ctx context.Context, key string) error {
 	if err := validate(key, false); err != nil {
 		return err
 	}
-	return d.do(ctx, opDelete, key, nil, func(ctx context.Context) error {
+	return d.do(ctx, opDelete, key, func(ctx context.Context) error {
 		return d.drv.delete(ctx, key)
 	})
 }
@@ -378,7 +386,7 @@ func (d *Disk) List(ctx context.Context, prefix string) iter.Seq2[Info, error] {
 		for {
 			var page []Info
 			var next string
-			err := d.do(ctx, opList, prefix, nil, func(ctx context.Context) (err error) {
+			err := d.do(ctx, opList, prefix, func(ctx context.Context) (err error) {
 				page, next, err = d.drv.listPage(ctx, prefix, token)
 				return err
 			})
@@ -440,69 +448,59 @@ const (
 	opList   = "list"
 )
 
-// do runs one operation under the breaker and turns its error into what the
-// caller gets. The breaker's ticket is settled when fn returns. body is Put's
-// body (nil for the other operations).
-func (d *Disk) do(ctx context.Context, op, key string, body watched, fn func(context.Context) error) error {
-	_, err := d.run(ctx, op, key, body, false, fn)
-	return err
+// do runs an operation of one request under the disk's policy and turns its
+// error into what the caller gets.
+func (d *Disk) do(ctx context.Context, op, key string, fn func(context.Context) error) error {
+	start := time.Now()
+	return d.result(ctx, op, key, start, d.request(ctx, request{}, fn))
 }
 
-// run is do. With hold, an operation that succeeded on a disk with a breaker
-// does not settle its ticket: the returned downloadBody does, when the body it
-// will wrap is done (Get). Otherwise the *downloadBody is nil.
-func (d *Disk) run(ctx context.Context, op, key string, body watched, hold bool, fn func(context.Context) error) (*downloadBody, error) {
-	start := time.Now()
-	ticket, err := d.breaker.Allow()
-	if err != nil {
-		d.metrics.observe(d.name, op, outcomeRejected, start)
-		var ra time.Duration
-		var oe *resilience.OpenError
-		if errors.As(err, &oe) {
-			ra = oe.RetryAfter()
-		}
-		return nil, &problem.DependencyError{Dependency: dependency, Err: fmt.Errorf("storage disk %q: %s %q: %w", d.name, op, key, err), RetryAfter: ra}
-	}
-	opCtx, pr := ctx, (*progress)(nil)
-	if d.breaker != nil {
-		opCtx, pr = track(ctx, start)
-		if body != nil {
-			body.track(pr)
-		}
-	}
-	err = fn(opCtx)
-	var held *downloadBody
-	if hold && err == nil && d.breaker != nil {
-		held = &downloadBody{ctx: ctx, pr: pr, connect: d.connect, breaker: d.breaker, ticket: ticket}
-		if ticket.Probe() {
-			ticket.Done(resilience.Success)
-			held.late = true
-		}
-	} else {
-		// DoneAttempt: a hang with nothing answered since the operation
-		// was admitted opens the breaker for a full cool-down (the silence
-		// rule), so a request's next operation is refused at once instead
-		// of being the half-open probe and paying the same bound again.
-		ticket.DoneAttempt(classify(ctx, err, pr, d.connect))
-	}
+// result counts an operation that began at start and ended with err, and
+// turns err into what the caller gets: a refusal of the policy (an open
+// breaker, a full bulkhead, the throttle) or a failure is a
+// *problem.DependencyError naming "storage" (with the breaker's Retry-After
+// when it is open); a missing object, the caller's own errors and a cancel
+// by the caller keep their error.
+func (d *Disk) result(ctx context.Context, op, key string, start time.Time, err error) error {
+	wrap := func(err error) error { return fmt.Errorf("storage disk %q: %s %q: %w", d.name, op, key, err) }
 	switch {
 	case err == nil:
-		d.metrics.observe(d.name, op, outcomeOK, start)
-		return held, nil
+		d.count(op, outcomeOK, start)
+		return nil
+	case errors.Is(err, resilience.ErrOpen), errors.Is(err, resilience.ErrBulkheadFull), errors.Is(err, resilience.ErrThrottled):
+		d.count(op, outcomeRejected, start)
+		if errors.Is(err, resilience.ErrBulkheadFull) {
+			d.dep.Rejected()
+		}
+		var ra time.Duration
+		if oe, ok := errors.AsType[resilience.RetryAfterError](err); ok {
+			ra = oe.RetryAfter()
+		}
+		return &problem.DependencyError{Dependency: dependency, Err: wrap(err), RetryAfter: ra}
 	case errors.Is(err, ErrNotExist):
-		d.metrics.observe(d.name, op, outcomeNotFound, start)
-		return nil, fmt.Errorf("storage disk %q: %s %q: %w", d.name, op, key, err)
+		d.count(op, outcomeNotFound, start)
+		return wrap(err)
 	case errors.Is(err, ErrInvalidKey), errors.Is(err, ErrConflict), errors.As(err, new(*BodyError)):
 		// The caller's: each renders as its own 4xx, not as the disk's 503.
-		d.metrics.observe(d.name, op, outcomeError, start)
-		return nil, fmt.Errorf("storage disk %q: %s %q: %w", d.name, op, key, err)
+		d.count(op, outcomeError, start)
+		return wrap(err)
 	}
-	d.metrics.observe(d.name, op, outcomeError, start)
+	d.count(op, outcomeError, start)
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		// The caller gave up: not the dependency's fault, and nobody reads a 503.
-		return nil, fmt.Errorf("storage disk %q: %s %q: %w", d.name, op, key, err)
+		return wrap(err)
 	}
-	return nil, &problem.DependencyError{Dependency: dependency, Err: fmt.Errorf("storage disk %q: %s %q: %w", d.name, op, key, err)}
+	return &problem.DependencyError{Dependency: dependency, Err: wrap(err)}
+}
+
+// count counts an operation in the disk's metrics and, for an s3 disk, in
+// the policy metrics every plugin shares (jfast_client_calls_total, with
+// the outcome label of jfast_storage_operations_total).
+func (d *Disk) count(op, outcome string, start time.Time) {
+	d.metrics.observe(d.name, op, outcome, start)
+	if d.dep != nil {
+		d.dep.Calls(outcome).Inc()
+	}
 }
 
 // classify decides what an operation's result means for the breaker: a missing
@@ -518,12 +516,21 @@ func (d *Disk) run(ctx context.Context, op, key string, body watched, hold bool,
 // no evidence, a deadline is a failure when S3 had been silent (pr) for
 // connect_timeout (connect) or longer.
 //
-// The disk's own deadlines move with progress (a gap between bytes, a connect
-// per attempt), so there is no fixed deadline to compare with: when the
-// caller's context ended, none of them had fired, or the operation would have
-// failed earlier with the caller still waiting. Hence the zero own deadline,
-// and the silence instead.
+// ctx is the caller's context. The disk's own deadlines other than the
+// policy's timeout move with progress (a gap between bytes, a connect per
+// attempt), so there is no fixed deadline to compare with: when the
+// caller's context ended, none of them had fired, or the operation would
+// have failed earlier with the caller still waiting. Hence the zero own
+// deadline, and the silence instead.
 func classify(ctx context.Context, err error, pr *progress, connect time.Duration) resilience.Outcome {
+	return judge(ctx, time.Time{}, nil, err, pr, connect)
+}
+
+// judge is classify of a request of the disk's policy: own is the policy's
+// timeout of the request (zero once its body moved); call is the request's
+// context, whose cause tells the policy's timeout ending an open-ended
+// request before any answer, a hang as the read gap's is.
+func judge(ctx context.Context, own time.Time, call context.Context, err error, pr *progress, connect time.Duration) resilience.Outcome {
 	switch {
 	case err == nil, errors.Is(err, ErrNotExist), errors.Is(err, ErrInvalidKey), errors.Is(err, ErrConflict):
 		return resilience.Success
@@ -534,7 +541,7 @@ func classify(ctx context.Context, err error, pr *progress, connect time.Duratio
 		return resilience.Success
 	}
 	_, answered := httpStatus(err) // S3 began a response: a failure, never silence
-	if resilience.CutByCaller(ctx, time.Time{}) {
+	if resilience.CutByCaller(ctx, own) {
 		if pr == nil {
 			return resilience.Ignore // a local disk: no breaker, nothing to learn
 		}
@@ -543,7 +550,8 @@ func classify(ctx context.Context, err error, pr *progress, connect time.Duratio
 		}
 		return resilience.Failure
 	}
-	if !answered && (resilience.IsTimeout(err) || pr != nil && pr.gapFired()) {
+	timedOut := call != nil && errors.Is(context.Cause(call), resilience.ErrTimeout)
+	if !answered && (resilience.IsTimeout(err) || timedOut || pr != nil && pr.gapFired()) {
 		// The read gap or connect_timeout expired before any answer. A gap
 		// that fired on the reader while an upload was still being written
 		// fails the write with "use of closed network connection": asked of

@@ -32,9 +32,11 @@
 // # Failures
 //
 // An s3 disk has connect_timeout (5 s), read_timeout (30 s, the gap between
-// bytes: a transfer that keeps moving is never cut), the SDK's retryer with 3
-// attempts, and a [resilience.Breaker]. A hung or failing S3 costs at most
-// those deadlines; then the open breaker answers at once. Every failure is a
+// bytes: a transfer that keeps moving is never cut) and the outbound policy
+// every plugin shares ([resilience.Policy]: attempts 3, a timeout of 10 s
+// until the object's bytes move, backoff, retry budget, bulkhead, breaker),
+// each S3 request one call of it. A hung or failing S3 costs at most those
+// deadlines; then the open breaker answers at once. Every failure is a
 // *problem.DependencyError naming "storage" (503 problem+json, with
 // Retry-After while the breaker is open); a missing object matches
 // [ErrNotExist]. An operation cut by its caller's deadline is a 503 too, and

@@ -73,7 +73,7 @@ func (d *localDriver) close() {
 	}
 }
 
-func (d *localDriver) put(ctx context.Context, key string, body io.Reader, _ int64, _ string) (err error) {
+func (d *localDriver) put(ctx context.Context, key string, body watched, _ int64, _ string, _ requester) (err error) {
 	root, err := d.open()
 	if err != nil {
 		return err

@@ -69,6 +69,10 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 	if err != nil {
 		return err
 	}
+	clientMetrics := framework.NewClientMetrics()
+	if err := clientMetrics.Register(app.Metrics()); err != nil {
+		return err
+	}
 	p.names = slices.Sorted(maps.Keys(p.cfg.Disks))
 	p.fallback = p.cfg.Default
 	if p.fallback == "" && len(p.names) == 1 {
@@ -102,9 +106,17 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 			}
 			d.drv = sd
 			d.connect = cfg.ConnectTimeout
-			d.breaker = resilience.NewBreaker(cfg.BreakerConfig.Opts("storage."+name, app.Clock(),
-				resilience.LogStateChanges(p.log.With(slog.String("disk", name)), pluginName, cfg.BreakerCoolDown,
-					func(c resilience.StateChange) { m.breakerState.WithLabelValues(name).Set(float64(c.To)) })))
+			dep := clientMetrics.For(pluginName, name)
+			d.dep = dep
+			d.policy = resilience.NewPolicy(resilience.PolicyOpts{
+				Name: "storage." + name, Config: cfg.PolicyConfig, Clock: app.Clock(),
+				OnStateChange: resilience.LogStateChanges(p.log.With(slog.String("disk", name)), pluginName, cfg.BreakerCoolDown,
+					func(c resilience.StateChange) {
+						dep.Transition(c)
+						m.breakerState.WithLabelValues(name).Set(float64(c.To))
+					}),
+				OnAttempt: dep.Attempt,
+			})
 			m.breakerState.WithLabelValues(name).Set(0)
 		}
 		p.disks[name] = d
@@ -152,8 +164,8 @@ func (p *Plugin) Check(ctx context.Context) readiness.Report {
 		}
 		wg.Go(func() {
 			r := &results[i]
-			if d.breaker != nil {
-				s := d.breaker.Snapshot()
+			if br := d.Breaker(); br != nil {
+				s := br.Snapshot()
 				r.meta["breaker"] = s.Meta()
 				if s.State == resilience.StateOpen {
 					r.err = fmt.Errorf("calls are suspended for %.1fs after repeated failures (breaker %s)", s.RetryAfter.Seconds(), s.State)

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -82,9 +81,9 @@ func newS3Driver(ctx context.Context, cfg DiskConfig, apiOptions ...func(*middle
 		Region:       cfg.Region,
 		HTTPClient:   httpClient,
 		UsePathStyle: cfg.PathStyle,
-		Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
-			o.MaxAttempts = cfg.Attempts
-		}),
+		// One attempt per SDK call: the disk's policy makes the retries,
+		// under its deadline and retry budget (Disk.request).
+		Retryer: aws.NopRetryer{},
 		// Request checksums only where S3 requires them: a streamed body
 		// cannot be hashed ahead without reading it twice, and many
 		// S3-compatible servers refuse aws-chunked trailers. Responses are
@@ -151,10 +150,12 @@ func unsignedPayload(o *s3.Options) {
 	o.APIOptions = append(o.APIOptions, v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)
 }
 
-func (d *s3Driver) put(ctx context.Context, key string, body io.Reader, size int64, contentType string) error {
+func (d *s3Driver) put(ctx context.Context, key string, body watched, size int64, contentType string, req requester) error {
 	if size >= 0 {
-		return d.putObject(ctx, &s3.PutObjectInput{
-			Bucket: &d.bucket, Key: &key, Body: body, ContentLength: &size, ContentType: &contentType,
+		return req(ctx, request{body: body}, func(ctx context.Context) error {
+			return d.putObject(ctx, &s3.PutObjectInput{
+				Bucket: &d.bucket, Key: &key, Body: body, ContentLength: &size, ContentType: &contentType,
+			})
 		})
 	}
 	bp := partPool.Get().(*[]byte)
@@ -164,27 +165,38 @@ func (d *s3Driver) put(ctx context.Context, key string, body io.Reader, size int
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		// Smaller than one part: one request.
 		size := int64(n)
-		return d.putObject(ctx, &s3.PutObjectInput{
-			Bucket: &d.bucket, Key: &key, Body: bytes.NewReader(buf[:n]), ContentLength: &size, ContentType: &contentType,
+		part := watchBody(bytes.NewReader(buf[:n]))
+		return req(ctx, request{body: part}, func(ctx context.Context) error {
+			return d.putObject(ctx, &s3.PutObjectInput{
+				Bucket: &d.bucket, Key: &key, Body: part, ContentLength: &size, ContentType: &contentType,
+			})
 		})
 	}
 	if err != nil {
 		return fmt.Errorf("read the body: %w", err)
 	}
-	return d.multipart(ctx, key, body, buf, contentType)
+	return d.multipart(ctx, key, body, buf, contentType, req)
 }
 
 // multipart uploads a body of unknown size part by part through buf, which
-// holds the first part already. A failed upload is aborted, so S3 keeps no
-// orphan parts.
-func (d *s3Driver) multipart(ctx context.Context, key string, body io.Reader, buf []byte, contentType string) (err error) {
-	created, err := d.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
-		Bucket: &d.bucket, Key: &key, ContentType: &contentType,
+// holds the first part already. Each request (the upload's creation, each
+// part, its completion) is a call of the disk's policy of its own: a part
+// is retried from buf, the body is read once. A failed upload is aborted,
+// so S3 keeps no orphan parts.
+func (d *s3Driver) multipart(ctx context.Context, key string, body io.Reader, buf []byte, contentType string, req requester) (err error) {
+	var id *string
+	err = req(ctx, request{}, func(ctx context.Context) error {
+		created, err := d.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
+			Bucket: &d.bucket, Key: &key, ContentType: &contentType,
+		})
+		if err == nil {
+			id = created.UploadId
+		}
+		return err
 	})
 	if err != nil {
 		return err
 	}
-	id := created.UploadId
 	defer func() {
 		if err == nil {
 			return
@@ -197,15 +209,11 @@ func (d *s3Driver) multipart(ctx context.Context, key string, body io.Reader, bu
 	var parts []types.CompletedPart
 	n := len(buf)
 	for number := int32(1); ; number++ {
-		size := int64(n)
-		out, err := d.client.UploadPart(ctx, &s3.UploadPartInput{
-			Bucket: &d.bucket, Key: &key, UploadId: id, PartNumber: aws.Int32(number),
-			Body: bytes.NewReader(buf[:n]), ContentLength: &size,
-		}, unsignedPayload)
+		etag, err := d.uploadPart(ctx, key, id, number, buf[:n], req)
 		if err != nil {
 			return err
 		}
-		parts = append(parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(number)})
+		parts = append(parts, types.CompletedPart{ETag: etag, PartNumber: aws.Int32(number)})
 		var rerr error
 		n, rerr = io.ReadFull(body, buf)
 		if errors.Is(rerr, io.EOF) {
@@ -215,11 +223,32 @@ func (d *s3Driver) multipart(ctx context.Context, key string, body io.Reader, bu
 			return fmt.Errorf("read the body: %w", rerr)
 		}
 	}
-	_, err = d.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
-		Bucket: &d.bucket, Key: &key, UploadId: id,
-		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
+	return req(ctx, request{}, func(ctx context.Context) error {
+		_, err := d.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+			Bucket: &d.bucket, Key: &key, UploadId: id,
+			MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
+		})
+		return err
 	})
-	return err
+}
+
+// uploadPart sends one part as a call of the disk's policy and returns its
+// ETag.
+func (d *s3Driver) uploadPart(ctx context.Context, key string, id *string, number int32, part []byte, req requester) (*string, error) {
+	size := int64(len(part))
+	body := watchBody(bytes.NewReader(part))
+	var etag *string
+	err := req(ctx, request{body: body}, func(ctx context.Context) error {
+		out, err := d.client.UploadPart(ctx, &s3.UploadPartInput{
+			Bucket: &d.bucket, Key: &key, UploadId: id, PartNumber: aws.Int32(number),
+			Body: body, ContentLength: &size,
+		}, unsignedPayload)
+		if err == nil {
+			etag = out.ETag
+		}
+		return err
+	})
+	return etag, err
 }
 
 func (d *s3Driver) get(ctx context.Context, key string) (*Object, error) {
@@ -286,10 +315,9 @@ func (d *s3Driver) temporaryURL(ctx context.Context, key string, ttl time.Durati
 }
 
 func (d *s3Driver) check(ctx context.Context) error {
-	_, err := d.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &d.bucket}, func(o *s3.Options) {
-		// One attempt: /ready reports what S3 says now, within readiness_timeout.
-		o.RetryMaxAttempts = 1
-	})
+	// One attempt (the client's retryer is off): /ready reports what S3
+	// says now, within readiness_timeout.
+	_, err := d.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &d.bucket})
 	return err
 }
 

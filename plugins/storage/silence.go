@@ -73,6 +73,9 @@ type progress struct {
 	start   int64        // stamp of the operation's start
 	last    atomic.Int64 // first response bytes, reads of the caller's body that returned, reads of a Get's body that began
 	reading atomic.Int32 // reads of the caller's body in flight
+	// onBody, when set, is told of each read of the request's body: S3 is
+	// taking it.
+	onBody func()
 
 	mu    sync.Mutex
 	conns []*gapConn
@@ -97,7 +100,12 @@ func track(ctx context.Context, start time.Time) (context.Context, *progress) {
 
 // bodyReadStart and bodyReadDone go around each read of the caller's upload
 // body.
-func (p *progress) bodyReadStart() { p.reading.Add(1) }
+func (p *progress) bodyReadStart() {
+	p.reading.Add(1)
+	if p.onBody != nil {
+		p.onBody()
+	}
+}
 
 func (p *progress) bodyReadDone() {
 	stamp(&p.last, stampAt(time.Now()))

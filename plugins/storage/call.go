@@ -1,0 +1,155 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+
+	"github.com/jfastframework/jfast/framework/resilience"
+)
+
+// request is one S3 request of an operation, as the disk's policy runs it:
+// each is a call of the policy's loop (throttle, breaker, bulkhead,
+// attempts, timeout, backoff, retry budget), whose attempts the AWS SDK
+// sends once each (its own retryer is off).
+type request struct {
+	// body is the request's body (a Put's, a part's), nil for none. It is
+	// rewound to where it stood before each retry; a body that cannot seek
+	// is sent once.
+	body watched
+	// hold keeps a Get's call open when it succeeds: *hold is then the
+	// downloadBody that ends it when the body is done.
+	hold **downloadBody
+}
+
+// requester runs one request of an operation under the disk's policy; the
+// s3 driver calls it for each request a multipart upload makes.
+type requester func(ctx context.Context, rq request, fn func(context.Context) error) error
+
+// request runs fn as one S3 request through the disk's policy; a local
+// disk, which has none, runs it once. The error is fn's last, or the
+// policy's refusal (*resilience.OpenError, *resilience.BulkheadFullError,
+// *resilience.ThrottledError).
+func (d *Disk) request(ctx context.Context, rq request, fn func(context.Context) error) error {
+	if d.policy == nil {
+		return fn(ctx)
+	}
+	a := &attempt{d: d, fn: fn, body: rq.body}
+	opts := resilience.RunOpts{OpenEnded: rq.body != nil || rq.hold != nil}
+	if rq.body != nil {
+		if s, ok := rq.body.(io.Seeker); ok {
+			if at, err := s.Seek(0, io.SeekCurrent); err == nil {
+				a.seeker, a.from = s, at
+			}
+		}
+		if a.seeker == nil {
+			opts.Attempts = 1 // nothing to send again
+		}
+	}
+	r := &a.run
+	if err := d.policy.Begin(ctx, r, opts); err != nil {
+		return err
+	}
+	v := r.Attempts(a)
+	if rq.hold != nil && v.Err == nil {
+		// The headers are in: the body is bounded by the read gap and the
+		// caller, and the call ends with it (downloadBody.settle).
+		r.EndTimeout()
+		held := &downloadBody{ctx: ctx, pr: a.pr, connect: d.connect, breaker: d.policy.Breaker(), run: r}
+		if r.Probe() {
+			r.Settle(resilience.Success)
+			held.late = true
+		}
+		*rq.hold = held
+		return nil
+	}
+	r.End(r.Outcome())
+	return v.Err
+}
+
+// attempt is a request's resilience.Attempter.
+type attempt struct {
+	d      *Disk
+	run    resilience.Run
+	fn     func(context.Context) error
+	body   watched
+	seeker io.Seeker // body, when it can be rewound
+	from   int64     // where seeker stood before the first attempt
+	pr     *progress // the last attempt's
+
+	mu      sync.Mutex
+	started bool // the last attempt's body began to move: its timeout ended
+}
+
+func (a *attempt) Attempt(ctx context.Context, n int) resilience.Verdict {
+	if n > 1 && a.seeker != nil {
+		if _, err := a.seeker.Seek(a.from, io.SeekStart); err != nil {
+			return resilience.Verdict{Err: &BodyError{Err: err}, Outcome: resilience.Ignore}
+		}
+	}
+	opCtx, pr := track(ctx, time.Now())
+	a.pr = pr
+	a.mu.Lock()
+	a.started = false
+	a.mu.Unlock()
+	if a.body != nil {
+		pr.onBody = a.bodyStarted
+		a.body.track(pr)
+	}
+	err := a.fn(opCtx)
+	if rerr := a.bodyFailure(); err != nil && rerr != nil {
+		// The body failed (a client that went away mid-upload): the
+		// caller's problem, no evidence against the disk.
+		err = &BodyError{Err: rerr}
+	}
+	// Until the body moved, the call's timeout was the disk's own deadline;
+	// since, only the read gap (which moves with progress) and the caller.
+	own := a.run.Own()
+	a.mu.Lock()
+	if a.started {
+		own = time.Time{}
+	}
+	a.mu.Unlock()
+	o := judge(a.run.Caller(), own, ctx, err, pr, a.d.connect)
+	return resilience.Verdict{Err: err, Outcome: o, Retry: retryable(err), Judged: true}
+}
+
+// bodyStarted ends the call's timeout when S3 begins reading the body: what
+// follows is a transfer, bounded by the read gap.
+func (a *attempt) bodyStarted() {
+	a.mu.Lock()
+	first := !a.started
+	a.started = true
+	a.mu.Unlock()
+	if first {
+		a.run.EndTimeout()
+	}
+}
+
+func (a *attempt) bodyFailure() error {
+	if a.body == nil {
+		return nil
+	}
+	return a.body.failure()
+}
+
+func (a *attempt) Report(resilience.AttemptRecord) {}
+
+// retryable reports whether another attempt of a request that failed with
+// err could succeed, by the AWS SDK's own rules (connection errors,
+// timeouts, throttling codes, 500, 502, 503, 504): the loop still checks
+// attempts, the deadline, the throttle and the budget. A missing object, a
+// refused key, a failing body and every other answer are final.
+func retryable(err error) bool {
+	switch {
+	case err == nil, errors.Is(err, ErrNotExist), errors.Is(err, ErrInvalidKey), errors.Is(err, ErrConflict),
+		errors.As(err, new(*BodyError)):
+		return false
+	}
+	return retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary
+}
