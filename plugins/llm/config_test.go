@@ -44,6 +44,8 @@ func TestConfigErrors(t *testing.T) {
 		{"proxy with a path", `proxy = "http://proxy:3128/x"`, "proxy"},
 		{"address_guard with a proxy", "address_guard = true\nproxy = \"http://proxy:3128\"", "address_guard"},
 		{"allow_hosts with a scheme", `allow_hosts = ["https://models.internal"]`, "allow_hosts"},
+		{"hedge_after: not hedged", `hedge_after = "20ms"`, "hedge_after"},
+		{"max_hedges: not hedged", `max_hedges = 2`, "max_hedges"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
