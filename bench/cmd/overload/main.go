@@ -27,6 +27,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"time"
@@ -114,6 +115,19 @@ func child(arm, addr string, work overload.Work) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if path := os.Getenv("OVERLOAD_TRACE"); path != "" {
+		// An execution trace of the server (go tool trace): where a
+		// request's goroutine waited before the framework saw it.
+		f, err := os.Create(path + "." + arm)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return err
+		}
+		defer trace.Stop()
 	}
 	return overload.Serve(ctx, arm, ln, work)
 }
