@@ -29,7 +29,7 @@ type OverloadConfig struct {
 	InitialLimit int `koanf:"initial_limit"`
 
 	// MinLimit is the lowest the limit goes, however slow requests get.
-	// Defaults to 4.
+	// Defaults to 2.
 	MinLimit int `koanf:"min_limit"`
 
 	// MaxLimit is the highest the limit goes, however fast requests are.
@@ -85,7 +85,7 @@ func DefaultOverloadConfig() OverloadConfig {
 	return OverloadConfig{
 		Enabled:        true,
 		InitialLimit:   20,
-		MinLimit:       4,
+		MinLimit:       2,
 		MaxLimit:       1000,
 		Tolerance:      1.5,
 		MaxCPUWait:     10 * time.Millisecond,
@@ -100,7 +100,7 @@ func DefaultOverloadConfig() OverloadConfig {
 func (c OverloadConfig) validate(v *Validation) {
 	const k = "overload."
 	if c.MinLimit < 1 {
-		v.Error(k+"min_limit", fmt.Sprintf("must be at least 1, got %d", c.MinLimit), "set min_limit = 4")
+		v.Error(k+"min_limit", fmt.Sprintf("must be at least 1, got %d", c.MinLimit), "set min_limit = 2")
 	}
 	if c.MaxLimit < c.MinLimit {
 		v.Error(k+"max_limit", fmt.Sprintf("must be at least min_limit (%d), got %d", c.MinLimit, c.MaxLimit), "set max_limit = 1000")

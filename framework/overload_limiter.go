@@ -455,7 +455,10 @@ func (l *Limiter) adaptLocked(now time.Time) {
 	switch {
 	case gradient < 1:
 		limit *= max(gradient, 0.5)
-	case used:
+	case used && (l.cpuWait == nil || l.lastCPUWait <= l.cfg.MaxCPUWait/2):
+		// Past half of max_cpu_wait the CPU is nearly full: the limit
+		// holds, so that it does not tip the CPU over and shrink back in
+		// waves (the long tail the benchmark showed).
 		limit += math.Sqrt(limit)
 	}
 	l.limit = min(max(limit, float64(l.cfg.MinLimit)), float64(l.cfg.MaxLimit))

@@ -93,7 +93,11 @@ func TestLimitStaysWhenNotUsed(t *testing.T) {
 
 func TestLimitShrinksWhenLatencyRisesPastTolerance(t *testing.T) {
 	t.Parallel()
-	l, clk, cfg := limiterSetup(t, func(c *framework.OverloadConfig) { c.InitialLimit = 100 })
+	l, clk, cfg := limiterSetup(t, func(c *framework.OverloadConfig) {
+		// The baseline of 10 ms must last the whole descent to min_limit
+		// (windows of 100 ms requests, at most the limit at a time).
+		c.InitialLimit, c.BaselineWindow = 100, 10*time.Second
+	})
 	window(t, l, clk, cfg, 100, 10*time.Millisecond) // baseline 10 ms
 	limit := float64(l.State().Limit)
 	// 12 ms is within tolerance (1.5 × 10 ms): the limit is used and grows.
@@ -394,6 +398,26 @@ func TestLimitShrinksWhenRequestsWaitForACPU(t *testing.T) {
 	limit *= 0.75
 	if s := l.State(); s.Limit != int(limit) || s.CPUWait != wait {
 		t.Fatalf("CPU wait 4 × max_cpu_wait: limit %d, CPU wait %v; want %d, %v", s.Limit, s.CPUWait, int(limit), wait)
+	}
+}
+
+// Between half of max_cpu_wait and max_cpu_wait the limit holds: the CPU is
+// nearly full, and one more request a window would tip it over (a limit that
+// kept growing there saturated the CPU, then shrank, in waves the callers saw
+// as a long tail).
+func TestLimitHoldsWhileTheWaitForACPUNearsItsBound(t *testing.T) {
+	t.Parallel()
+	l, clk, cfg := limiterSetup(t, func(c *framework.OverloadConfig) { c.InitialLimit = 100 })
+	wait := cfg.MaxCPUWait/2 + time.Millisecond
+	framework.SetCPUWait(l, func() time.Duration { return wait })
+	window(t, l, clk, cfg, 100, 10*time.Millisecond)
+	if got := l.State().Limit; got != 100 {
+		t.Fatalf("CPU wait just past half of max_cpu_wait: limit %d, want it held at 100", got)
+	}
+	wait = cfg.MaxCPUWait / 2
+	window(t, l, clk, cfg, 100, 10*time.Millisecond)
+	if got, want := l.State().Limit, int(100+math.Sqrt(100)); got != want {
+		t.Fatalf("CPU wait back at half of max_cpu_wait: limit %d, want %d (grown)", got, want)
 	}
 }
 

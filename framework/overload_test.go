@@ -232,7 +232,7 @@ func TestOverloadConfigErrors(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ toml, key string }{
 		{"min_limit = 0", "app.overload.min_limit"},
-		{"max_limit = 2", "app.overload.max_limit"},
+		{"max_limit = 1", "app.overload.max_limit"}, // below min_limit (2)
 		{"initial_limit = 2000", "app.overload.initial_limit"},
 		{"tolerance = 0.9", "app.overload.tolerance"},
 		{"window = \"0s\"", "app.overload.window"},

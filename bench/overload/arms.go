@@ -19,6 +19,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
@@ -103,7 +104,7 @@ func serveJfast(ctx context.Context, ln net.Listener, work http.Handler) error {
 	addr := ln.Addr().String()
 	ln.Close() // the App listens itself, on the same port
 	app, err := framework.New(framework.Options{
-		ConfigText: "[app]\nlisten = \"" + addr + "\"\n",
+		ConfigText: "[app]\nlisten = \"" + addr + "\"\n" + os.Getenv("OVERLOAD_JFAST_CONFIG"),
 		Environ:    []string{},
 		LogOutput:  io.Discard,
 		Routes: func(_ *framework.App, r chi.Router) error {
@@ -117,6 +118,9 @@ func serveJfast(ctx context.Context, ln net.Listener, work http.Handler) error {
 	if err := app.Start(ctx); err != nil {
 		return err
 	}
+	if os.Getenv("OVERLOAD_JFAST_STATE") != "" {
+		go logLimiter(ctx, app.Overload())
+	}
 	<-ctx.Done()
 	return app.Stop(context.Background())
 }
@@ -129,4 +133,22 @@ type statusRecorder struct {
 func (r *statusRecorder) WriteHeader(code int) {
 	r.status = code
 	r.ResponseWriter.WriteHeader(code)
+}
+
+// logLimiter writes the front door's readings to stderr every 250 ms
+// (OVERLOAD_JFAST_STATE): limit, in flight, queued, baseline and recent
+// latency, the wait for a CPU.
+func logLimiter(ctx context.Context, l *framework.Limiter) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s := l.State()
+			fmt.Fprintf(os.Stderr, "limit %d inflight %d queued %d baseline %s recent %s cpuwait %s\n",
+				s.Limit, s.InFlight, s.Queued, s.Baseline, s.Recent, s.CPUWait)
+		}
+	}
 }

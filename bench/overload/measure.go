@@ -89,7 +89,7 @@ func Measure(ctx context.Context, s Setup) (*Run, error) {
 				run.Steps = append(run.Steps, st)
 				fmt.Fprintf(progress, "round %d %4.2f× %-11s goodput %6.0f/s (%3.0f%% of C) p50 %6.1f ms p99 %7.1f ms shed %4.1f%% failed %d /ready slowest %.1f ms\n",
 					round, level, arm, st.Goodput, 100*st.Goodput/run.Capacity, ms(st.P50), ms(st.P99), 100*st.ShedFraction, st.Failed, ms(st.ReadySlowest))
-				time.Sleep(time.Second) // the server settles
+				settle(s.Pinned, progress)
 			}
 		}
 	}
@@ -223,4 +223,58 @@ func (r *Run) Markdown() string {
 			s.Level, s.Arm, s.Goodput, 100*s.Goodput/r.Capacity, ms(s.P50), ms(s.P99), ratio, 100*s.ShedFraction, s.Failed, ms(s.ReadySlowest), s.ReadyOver, s.Probes)
 	}
 	return b.String()
+}
+
+// settle waits until the servers' CPU is idle before the next step: an arm
+// that does not drop the work of callers that gave up (chi, and the peers
+// that queue) goes on burning it for seconds after its step, and the next
+// arm, on the same CPU, would be measured against that backlog. Pinned, it
+// reads CPU 1's busy share from /proc/stat every 200 ms until it is under
+// 5 % (at most a minute); unpinned, the servers share the CPUs with the load
+// generator and it waits a second.
+func settle(pinned bool, progress io.Writer) {
+	if !pinned {
+		time.Sleep(time.Second)
+		return
+	}
+	start := time.Now()
+	prevBusy, prevTotal, ok := cpuTimes("cpu1")
+	for ok && time.Since(start) < time.Minute {
+		time.Sleep(200 * time.Millisecond)
+		busy, total, ok2 := cpuTimes("cpu1")
+		if !ok2 {
+			break
+		}
+		if d := total - prevTotal; d > 0 && float64(busy-prevBusy)/float64(d) < 0.05 {
+			if waited := time.Since(start); waited > time.Second {
+				fmt.Fprintf(progress, "  (the servers' CPU was busy for %.1f s after the step)\n", waited.Seconds())
+			}
+			return
+		}
+		prevBusy, prevTotal = busy, total
+	}
+}
+
+// cpuTimes returns one CPU's busy and total jiffies from /proc/stat.
+func cpuTimes(cpu string) (busy, total uint64, ok bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 || f[0] != cpu {
+			continue
+		}
+		for i, v := range f[1:] {
+			var n uint64
+			fmt.Sscan(v, &n)
+			total += n
+			if i != 3 && i != 4 { // idle, iowait
+				busy += n
+			}
+		}
+		return busy, total, true
+	}
+	return 0, 0, false
 }
