@@ -29,7 +29,7 @@ import (
 const (
 	overloadWait     = 5 * time.Millisecond
 	overloadFactor   = 4
-	overloadFor      = 12 * time.Second
+	overloadFor      = 20 * time.Second
 	overloadReady    = 100 * time.Millisecond // what an orchestrator's probe is held to
 	overloadRSSBound = 256 << 20              // growth of the process's RSS under the load
 	// overloadProbeFailures is Kubernetes' default failureThreshold: that
@@ -132,7 +132,7 @@ func overloadService(t *testing.T, mode string) (string, int) {
 
 // TestDrillOverload: a jfast service with its shipped [app.overload]
 // defaults, in a process of its own, offered 4× its capacity (measured in
-// the same run, so the drill holds on a busy machine) for 12 s, open-loop:
+// the same run, so the drill holds on a busy machine) for 20 s, open-loop:
 // every /ready probe (on a new connection, every 100 ms) answers 200, and
 // never three in a row (Kubernetes' default failureThreshold) take longer
 // than 100 ms more than the slowest probe of an idle server in another
