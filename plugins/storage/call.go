@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"runtime"
 	"sync"
 	"time"
 
@@ -39,7 +40,10 @@ func (d *Disk) request(ctx context.Context, rq request, fn func(context.Context)
 	if d.policy == nil {
 		return fn(ctx)
 	}
-	a := &attempt{d: d, fn: fn, body: rq.body}
+	// The Run is apart from the attempt: a Get's heldCall keeps it, and
+	// must not keep the attempt, whose fn holds the Get's result (and so
+	// the body the cleanup below waits to see collected).
+	a := &attempt{d: d, fn: fn, body: rq.body, run: new(resilience.Run)}
 	opts := resilience.RunOpts{OpenEnded: rq.body != nil || rq.hold != nil}
 	if rq.body != nil {
 		if s, ok := rq.body.(io.Seeker); ok {
@@ -51,7 +55,7 @@ func (d *Disk) request(ctx context.Context, rq request, fn func(context.Context)
 			opts.Attempts = 1 // nothing to send again
 		}
 	}
-	r := &a.run
+	r := a.run
 	if err := d.policy.Begin(ctx, r, opts); err != nil {
 		return err
 	}
@@ -60,11 +64,15 @@ func (d *Disk) request(ctx context.Context, rq request, fn func(context.Context)
 		// The headers are in: the body is bounded by the read gap and the
 		// caller, and the call ends with it (downloadBody.settle).
 		r.EndTimeout()
-		held := &downloadBody{ctx: ctx, pr: a.pr, connect: d.connect, breaker: d.policy.Breaker(), run: r}
+		call := &heldCall{run: r}
+		held := &downloadBody{ctx: ctx, pr: a.pr, connect: d.connect, breaker: d.policy.Breaker(), call: call}
 		if r.Probe() {
 			r.Settle(resilience.Success)
 			held.late = true
 		}
+		// A body dropped without Close gives its place back when it is
+		// collected, as no evidence (and cancels its request).
+		runtime.AddCleanup(held, func(c *heldCall) { c.end(resilience.Ignore) }, call)
 		*rq.hold = held
 		return nil
 	}
@@ -75,7 +83,7 @@ func (d *Disk) request(ctx context.Context, rq request, fn func(context.Context)
 // attempt is a request's resilience.Attempter.
 type attempt struct {
 	d      *Disk
-	run    resilience.Run
+	run    *resilience.Run
 	fn     func(context.Context) error
 	body   watched
 	seeker io.Seeker // body, when it can be rewound

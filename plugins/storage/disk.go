@@ -282,9 +282,27 @@ type downloadBody struct {
 	pr      *progress
 	connect time.Duration
 	breaker *resilience.Breaker
-	run     *resilience.Run
+	call    *heldCall
 	late    bool // the call was its breaker's probe, settled at the headers
-	done    atomic.Bool
+}
+
+// heldCall is a Get's call of the disk's policy, held until its body is
+// done, apart from the body itself so that a cleanup can end it when the
+// caller drops the body without closing it: otherwise its bulkhead place
+// would be lost for good, and max_concurrent such leaks would refuse every
+// operation on the disk.
+type heldCall struct {
+	run  *resilience.Run
+	done atomic.Bool
+}
+
+// end ends the call once, with o.
+func (c *heldCall) end(o resilience.Outcome) bool {
+	if !c.done.CompareAndSwap(false, true) {
+		return false
+	}
+	c.run.End(o)
+	return true
 }
 
 func (b *downloadBody) Read(p []byte) (int, error) {
@@ -320,7 +338,9 @@ func (b *downloadBody) Close() error {
 // settle reports the operation's outcome, once: a Read failing on one
 // goroutine and a Close on another may both try.
 func (b *downloadBody) settle(o resilience.Outcome) {
-	if !b.done.CompareAndSwap(false, true) {
+	// End, not a Hang: Read makes a body that went silent after the
+	// headers a Failure (S3 answered). A late call's End counts nothing.
+	if !b.call.end(o) {
 		return
 	}
 	if b.late && (o == resilience.Failure || o == resilience.Hang) {
@@ -331,9 +351,6 @@ func (b *downloadBody) settle(o resilience.Outcome) {
 			t.Done(o)
 		}
 	}
-	// End, not a Hang: Read makes a body that went silent after the
-	// headers a Failure (S3 answered). A late call's End counts nothing.
-	b.run.End(o)
 }
 
 // Stat returns what is known about key without reading it.

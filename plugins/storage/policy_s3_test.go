@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -166,5 +167,49 @@ func TestS3TimeoutDoesNotCutAMovingUpload(t *testing.T) {
 	got, _ := readAll(t, s.disk, "slow")
 	if len(got) != 3<<10 || got[0] != 'a' || got[len(got)-1] != 'c' {
 		t.Fatalf("stored %d bytes", len(got))
+	}
+}
+
+// A Get holds a place of max_concurrent until its body is done. A body the
+// caller drops without closing it gives the place back when the garbage
+// collector finds it, so a forgotten Close does not end, after
+// max_concurrent of them, with every operation on the disk refused.
+func TestS3DroppedBodyGivesItsPlaceBack(t *testing.T) {
+	t.Parallel()
+	s, _ := startFault(t, `max_concurrent = 1`)
+	ctx := context.Background()
+	if err := s.disk.Put(ctx, "k", strings.NewReader("v"), ""); err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		obj, err := s.disk.Get(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = obj // dropped, never closed
+	}()
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err := s.disk.Stat(short, "k")
+	cancel()
+	if err == nil {
+		t.Fatal("a Stat while the dropped body holds the only place succeeded: the Get did not hold it")
+	}
+	// The place comes back once a collection has found the body: wait for
+	// that event, collecting, within a bound that is not the test's subject.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		_, err = s.disk.Stat(short, "k")
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dropped body's place never came back: %v", err)
+		}
+	}
+	if st := s.disk.Breaker().Snapshot(); st.State != resilience.StateClosed || st.WindowFailures != 0 {
+		t.Fatalf("breaker after a dropped body = %+v, want closed with no failure (a dropped body is no evidence)", st)
 	}
 }
