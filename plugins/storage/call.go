@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"runtime"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -89,9 +88,6 @@ type attempt struct {
 	seeker io.Seeker // body, when it can be rewound
 	from   int64     // where seeker stood before the first attempt
 	pr     *progress // the last attempt's
-
-	mu      sync.Mutex
-	started bool // the last attempt's body began to move: its timeout ended
 }
 
 func (a *attempt) Attempt(ctx context.Context, n int) resilience.Verdict {
@@ -102,11 +98,10 @@ func (a *attempt) Attempt(ctx context.Context, n int) resilience.Verdict {
 	}
 	opCtx, pr := track(ctx, time.Now())
 	a.pr = pr
-	a.mu.Lock()
-	a.started = false
-	a.mu.Unlock()
 	if a.body != nil {
-		pr.onBody = a.bodyStarted
+		// S3 began reading the body: what follows is a transfer, bounded
+		// by the read gap, and the call's timeout ends.
+		pr.onMove = a.run.EndTimeout
 		a.body.track(pr)
 	}
 	err := a.fn(opCtx)
@@ -118,25 +113,11 @@ func (a *attempt) Attempt(ctx context.Context, n int) resilience.Verdict {
 	// Until the body moved, the call's timeout was the disk's own deadline;
 	// since, only the read gap (which moves with progress) and the caller.
 	own := a.run.Own()
-	a.mu.Lock()
-	if a.started {
+	if pr.moved.Load() {
 		own = time.Time{}
 	}
-	a.mu.Unlock()
 	o := judge(a.run.Caller(), own, ctx, err, pr, a.d.connect)
 	return resilience.Verdict{Err: err, Outcome: o, Retry: retryable(err), Judged: true}
-}
-
-// bodyStarted ends the call's timeout when S3 begins reading the body: what
-// follows is a transfer, bounded by the read gap.
-func (a *attempt) bodyStarted() {
-	a.mu.Lock()
-	first := !a.started
-	a.started = true
-	a.mu.Unlock()
-	if first {
-		a.run.EndTimeout()
-	}
 }
 
 func (a *attempt) bodyFailure() error {

@@ -73,9 +73,10 @@ type progress struct {
 	start   int64        // stamp of the operation's start
 	last    atomic.Int64 // first response bytes, reads of the caller's body that returned, reads of a Get's body that began
 	reading atomic.Int32 // reads of the caller's body in flight
-	// onBody, when set, is told of each read of the request's body: S3 is
-	// taking it.
-	onBody func()
+	// moved is set at the first read of the request's body (S3 is taking
+	// it), when onMove, if set, is called once.
+	moved  atomic.Bool
+	onMove func()
 
 	mu    sync.Mutex
 	conns []*gapConn
@@ -102,8 +103,8 @@ func track(ctx context.Context, start time.Time) (context.Context, *progress) {
 // body.
 func (p *progress) bodyReadStart() {
 	p.reading.Add(1)
-	if p.onBody != nil {
-		p.onBody()
+	if !p.moved.Load() && p.moved.CompareAndSwap(false, true) && p.onMove != nil {
+		p.onMove()
 	}
 }
 
