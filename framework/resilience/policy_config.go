@@ -290,3 +290,16 @@ func tagKeys(t reflect.Type) []string {
 	}
 	return keys
 }
+
+// RefuseHedging reports hedge_after and max_hedges, when set, as errors of
+// a dependency whose calls are never hedged, with why and fix: a plugin
+// that embeds the policy keys but has no call it may send twice refuses
+// them rather than ignore them.
+func (c PolicyConfig) RefuseHedging(v Validator, why, fix string) {
+	if c.HedgeAfter != "" {
+		v.Error("hedge_after", why, fix)
+	}
+	if c.MaxHedges != DefaultMaxHedges {
+		v.Error("max_hedges", why, "remove it")
+	}
+}

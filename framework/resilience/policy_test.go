@@ -420,3 +420,19 @@ func TestPolicyKeysAreTheConfigsTags(t *testing.T) {
 		t.Error("PolicyKeys() returns its own slice: a caller can change it")
 	}
 }
+
+func TestRefuseHedgingNamesWhatIsSet(t *testing.T) {
+	t.Parallel()
+	var none problems
+	DefaultPolicyConfig().RefuseHedging(&none, "why", "fix")
+	if len(none) != 0 {
+		t.Fatalf("the defaults were refused: %v", none)
+	}
+	c := DefaultPolicyConfig()
+	c.HedgeAfter, c.MaxHedges = "p95", 2
+	var both problems
+	c.RefuseHedging(&both, "why", "fix")
+	if len(both) != 2 || !strings.HasPrefix(both[0], "hedge_after: why") || !strings.HasPrefix(both[1], "max_hedges: why") {
+		t.Fatalf("refused %v, want hedge_after and max_hedges", both)
+	}
+}

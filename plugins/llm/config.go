@@ -196,14 +196,8 @@ func (p *ProviderConfig) problems() []framework.ConfigError {
 	}
 	l.Deadline("max_retry_after", p.MaxRetryAfter)
 	p.PolicyConfig.Validate(&l)
-	// Refused rather than ignored: a model call is never hedged.
-	const noHedge = "an llm call is not hedged: a second completion costs its tokens again and may answer differently"
-	if p.HedgeAfter != "" {
-		l.Error("hedge_after", noHedge, "remove it; timeout, read_gap and attempts bound a slow provider")
-	}
-	if p.MaxHedges != resilience.DefaultMaxHedges {
-		l.Error("max_hedges", noHedge, "remove it")
-	}
+	p.PolicyConfig.RefuseHedging(&l, "an llm call is not hedged: a second completion costs its tokens again and may answer differently",
+		"remove it; timeout, read_gap and attempts bound a slow provider")
 	return l
 }
 

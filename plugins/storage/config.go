@@ -226,13 +226,8 @@ func (d *DiskConfig) validate(v *framework.Validation) {
 		v.Deadline("connect_timeout", d.ConnectTimeout)
 		v.Deadline("read_timeout", d.ReadTimeout)
 		d.PolicyConfig.Validate(v)
-		for _, k := range []string{"hedge_after", "max_hedges"} {
-			if v.IsSet(k) {
-				// Refused rather than ignored: a disk never silently drops a setting.
-				v.Error(k, "storage does not hedge: a second request for the same object would send or fetch it twice",
-					"remove it; timeout and read_timeout bound a slow S3")
-			}
-		}
+		d.PolicyConfig.RefuseHedging(v, "storage does not hedge: a second request for the same object would send or fetch it twice",
+			"remove it; timeout and read_timeout bound a slow S3")
 	default:
 		v.Error("driver", fmt.Sprintf("must be \"local\" or \"s3\", got %q", d.Driver), `set driver = "local" or driver = "s3"`)
 	}
