@@ -27,6 +27,21 @@ type PolicyOpts struct {
 	// Rand returns a number in [0, 1), the draw of the throttle's
 	// decisions. Defaults to math/rand/v2's Float64.
 	Rand func() float64
+	// WithDeadline puts a call's deadline (on the time package's clock) on
+	// the caller's context, as context.WithDeadline does, and returns what
+	// ends the context when the call ends. A plugin whose calls are many
+	// and short may time them more cheaply: the queue's enqueues whose
+	// caller's context never ends share one timer. Not used for an
+	// open-ended call ([RunOpts].OpenEnded). Defaults to
+	// context.WithDeadline.
+	WithDeadline func(ctx context.Context, d time.Time) (context.Context, context.CancelFunc)
+	// NoBulkhead leaves the policy without a bulkhead: the dependency's
+	// own pool already bounds how many calls are in flight and how long
+	// one waits for a place (the queue's enqueues wait for the db or cache
+	// plugin's connections). [Policy.Bulkhead] then returns nil, and the
+	// max_concurrent and bulkhead_wait keys are not read. Defaults to
+	// false.
+	NoBulkhead bool
 }
 
 // Policy is the outbound policy of one dependency: its breaker, retry
@@ -51,6 +66,9 @@ type Policy struct {
 	timeout    time.Duration
 	observe    func(AttemptRecord)
 	real       bool // clock is the time package's: the deadline is read off the call's start
+	// withDeadline is PolicyOpts.WithDeadline, context.WithDeadline when
+	// not set
+	withDeadline func(context.Context, time.Time) (context.Context, context.CancelFunc)
 }
 
 // NewPolicy returns the policy o describes. It panics, as [NewBreaker] does,
@@ -70,6 +88,14 @@ func NewPolicy(o PolicyOpts) *Policy {
 	if pct > 0 {
 		lat = &latencies{pct: pct}
 	}
+	var bulkhead *Bulkhead // nil: every call has a place
+	if !o.NoBulkhead {
+		bulkhead = NewBulkhead(o.Config.BulkheadOpts(o.Name, o.Clock))
+	}
+	withDeadline := o.WithDeadline
+	if withDeadline == nil {
+		withDeadline = context.WithDeadline
+	}
 	return &Policy{
 		hedgeFixed: fixed,
 		latency:    lat,
@@ -79,12 +105,14 @@ func NewPolicy(o PolicyOpts) *Policy {
 		clock:      clock,
 		breaker:    NewBreaker(o.Config.Opts(o.Name, o.Clock, o.OnStateChange)),
 		budget:     NewRetryBudget(o.Config.BudgetOpts(o.Name, o.Clock)),
-		bulkhead:   NewBulkhead(o.Config.BulkheadOpts(o.Name, o.Clock)),
+		bulkhead:   bulkhead,
 		backoff:    o.Config.Backoff(),
 		attempts:   max(o.Config.Attempts, 1),
 		timeout:    o.Config.Timeout,
 		observe:    o.OnAttempt,
 		real:       real,
+
+		withDeadline: withDeadline,
 	}
 }
 
@@ -97,7 +125,8 @@ func (p *Policy) Breaker() *Breaker { return p.breaker }
 // Budget returns the policy's retry budget.
 func (p *Policy) Budget() *RetryBudget { return p.budget }
 
-// Bulkhead returns the policy's bulkhead.
+// Bulkhead returns the policy's bulkhead, nil for a policy made with
+// [PolicyOpts].NoBulkhead.
 func (p *Policy) Bulkhead() *Bulkhead { return p.bulkhead }
 
 // Throttle returns the policy's adaptive throttle, nil when throttle is
@@ -218,7 +247,7 @@ func (r *Run) deadline(o RunOpts) {
 		r.own = time.Now().Add(t)
 	}
 	if !o.OpenEnded {
-		r.ctx, r.cancel = context.WithDeadline(r.caller, r.own)
+		r.ctx, r.cancel = r.p.withDeadline(r.caller, r.own)
 		return
 	}
 	ctx, cancel := context.WithCancelCause(r.caller)

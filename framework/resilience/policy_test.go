@@ -260,6 +260,55 @@ func TestPolicyBeginRefuses(t *testing.T) {
 	}
 }
 
+// NoBulkhead: every call has a place, max_concurrent is not read.
+// WithDeadline: the call's context is the hook's, with the deadline the
+// policy's timeout gives, and the call's end ends it.
+func TestPolicyNoBulkheadAndWithDeadline(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultPolicyConfig()
+	cfg.MaxConcurrent, cfg.Timeout = 1, time.Minute
+	type made struct {
+		deadline time.Time
+		ended    bool
+	}
+	var got []*made
+	p := NewPolicy(PolicyOpts{Config: cfg, NoBulkhead: true,
+		WithDeadline: func(ctx context.Context, d time.Time) (context.Context, context.CancelFunc) {
+			m := &made{deadline: d}
+			got = append(got, m)
+			return ctx, func() { m.ended = true }
+		}})
+	if p.Bulkhead() != nil {
+		t.Fatal("a policy without a bulkhead returns one")
+	}
+	runs := make([]Run, 3)
+	for i := range runs {
+		before := time.Now()
+		if err := p.Begin(t.Context(), &runs[i], RunOpts{}); err != nil {
+			t.Fatalf("call %d of 3 with max_concurrent = 1 and no bulkhead: %v", i+1, err)
+		}
+		if d := got[i].deadline; d.Before(before.Add(cfg.Timeout)) || d.After(time.Now().Add(cfg.Timeout)) {
+			t.Fatalf("deadline given to WithDeadline = %v, want the call's start + %s", d, cfg.Timeout)
+		}
+		if runs[i].Context() != t.Context() {
+			t.Fatal("the call's context is not the one WithDeadline returned")
+		}
+	}
+	runs[0].End(Success)
+	if !got[0].ended || got[1].ended {
+		t.Fatal("End did not end its own call's context (only)")
+	}
+	// An open-ended call keeps its own timer.
+	var r Run
+	if err := p.Begin(t.Context(), &r, RunOpts{OpenEnded: true}); err != nil {
+		t.Fatal(err)
+	}
+	defer r.End(Ignore)
+	if len(got) != 3 {
+		t.Fatal("WithDeadline was asked for an open-ended call")
+	}
+}
+
 func TestRunOpenEndedTimeout(t *testing.T) {
 	t.Parallel()
 	cause := errors.New("headers too late")

@@ -45,7 +45,7 @@ func BenchmarkEnqueueCPU(b *testing.B) {
 	// Longer than a run, so that a caller's deadline made once below can
 	// come sooner than enqueue_timeout and last the whole run.
 	p.cfg.EnqueueTimeout = 2 * time.Minute
-	p.breaker = p.newBreaker(resilience.NewTestClock(time.Unix(0, 0)))
+	p.usePolicy(resilience.NewTestClock(time.Unix(0, 0)))
 	m, err := newMetrics(nil)
 	if err != nil {
 		b.Fatal(err)

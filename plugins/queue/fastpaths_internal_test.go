@@ -57,6 +57,12 @@ func TestTaskIDsAreUniqueVersion4UUIDs(t *testing.T) {
 
 type ctxKey struct{}
 
+// sharedTimed reports whether ctx is the shared timer's enqueue context.
+func sharedTimed(ctx context.Context) bool {
+	_, ok := ctx.(*enqueueContext)
+	return ok
+}
+
 // enqueueCtxPlugin is a plugin whose enqueue contexts last timeout, on a
 // backend that takes the shared timer's.
 func enqueueCtxPlugin(timeout time.Duration) *Plugin {
@@ -83,10 +89,10 @@ func TestEnqueueContextEndsAtItsDeadline(t *testing.T) {
 	p := enqueueCtxPlugin(50 * time.Millisecond)
 	parent := context.WithValue(context.Background(), ctxKey{}, "v")
 	before := time.Now()
-	ctx, end := p.enqueueContext(parent)
+	ctx, release := p.enqueueContext(parent, time.Now().Add(p.cfg.EnqueueTimeout))
 	after := time.Now()
-	defer end.release()
-	if end.own == nil {
+	defer release()
+	if !sharedTimed(ctx) {
 		t.Fatal("a caller's context that never ends did not get the shared timer's context")
 	}
 	dl, ok := ctx.Deadline()
@@ -111,7 +117,7 @@ func TestEnqueueContextEndsAtItsDeadline(t *testing.T) {
 	if !errors.Is(derived.Err(), context.DeadlineExceeded) {
 		t.Fatalf("derived context: Err %v, want context.DeadlineExceeded", derived.Err())
 	}
-	end.release() // after the deadline: Err stays
+	release() // after the deadline: Err stays
 	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Fatalf("Err after release: %v", ctx.Err())
 	}
@@ -120,10 +126,10 @@ func TestEnqueueContextEndsAtItsDeadline(t *testing.T) {
 func TestEnqueueContextEndsWhenReleased(t *testing.T) {
 	t.Parallel()
 	p := enqueueCtxPlugin(time.Hour)
-	ctx, end := p.enqueueContext(context.Background())
+	ctx, release := p.enqueueContext(context.Background(), time.Now().Add(p.cfg.EnqueueTimeout))
 	derived, cancel := context.WithTimeout(ctx, time.Hour)
 	defer cancel()
-	end.release()
+	release()
 	waitDone(t, ctx)
 	waitDone(t, derived)
 	if !errors.Is(ctx.Err(), context.Canceled) || !errors.Is(context.Cause(ctx), context.Canceled) || !errors.Is(derived.Err(), context.Canceled) {
@@ -144,7 +150,7 @@ func TestEnqueueContextOfCallersWithAnEndOrADeadline(t *testing.T) {
 	// A sooner deadline is the caller's own: its context as is.
 	soon, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if ctx, end := p.enqueueContext(soon); ctx != soon || end.own != nil || end.cancel != nil {
+	if ctx, _ := p.enqueueContext(soon, time.Now().Add(p.cfg.EnqueueTimeout)); ctx != soon {
 		t.Fatal("a caller's sooner deadline was wrapped")
 	}
 
@@ -157,8 +163,8 @@ func TestEnqueueContextOfCallersWithAnEndOrADeadline(t *testing.T) {
 			parent, cancel = context.WithTimeout(context.Background(), later)
 		}
 		before := time.Now()
-		ctx, end := p.enqueueContext(parent)
-		if end.own != nil || end.cancel == nil {
+		ctx, release := p.enqueueContext(parent, time.Now().Add(p.cfg.EnqueueTimeout))
+		if sharedTimed(ctx) {
 			t.Fatal("a caller's context that can end did not get context.WithDeadline")
 		}
 		if dl, _ := ctx.Deadline(); dl.Before(before.Add(time.Hour)) || dl.After(time.Now().Add(time.Hour)) {
@@ -169,7 +175,7 @@ func TestEnqueueContextOfCallersWithAnEndOrADeadline(t *testing.T) {
 		if !errors.Is(ctx.Err(), context.Canceled) {
 			t.Fatalf("Err %v after the caller's cancel", ctx.Err())
 		}
-		end.release()
+		release()
 	}
 
 	// The shared timer only on a backend that takes it: the redis one.
@@ -179,14 +185,14 @@ func TestEnqueueContextOfCallersWithAnEndOrADeadline(t *testing.T) {
 		}
 	}
 	p.sharedTimer = false
-	ctx, end := p.enqueueContext(context.Background())
-	if end.own != nil || end.cancel == nil {
+	ctx, release := p.enqueueContext(context.Background(), time.Now().Add(p.cfg.EnqueueTimeout))
+	if sharedTimed(ctx) {
 		t.Fatal("a backend that does not take the shared timer got its context")
 	}
 	if dl, ok := ctx.Deadline(); !ok || dl.After(time.Now().Add(time.Hour)) {
 		t.Fatalf("deadline %v (%v)", dl, ok)
 	}
-	end.release()
+	release()
 }
 
 // A deadline sooner than the ones timed already (the list's order, and the
@@ -233,7 +239,7 @@ func TestEnqueueContextsInFlight(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 300 {
-				ctx, end := p.enqueueContext(context.Background())
+				ctx, release := p.enqueueContext(context.Background(), time.Now().Add(p.cfg.EnqueueTimeout))
 				dl, _ := ctx.Deadline()
 				if (g+i)%3 == 0 {
 					<-ctx.Done()
@@ -242,7 +248,7 @@ func TestEnqueueContextsInFlight(t *testing.T) {
 						return
 					}
 				}
-				end.release()
+				release()
 				<-ctx.Done()
 				if err := ctx.Err(); !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 					errs <- err

@@ -51,7 +51,7 @@ func guardPlugin(t *testing.T, b Backend, configure ...func(*Config)) *Plugin {
 		c(&p.cfg)
 	}
 	p.backend = b
-	p.breaker = p.newBreaker(resilience.NewTestClock(time.Unix(0, 0)))
+	p.usePolicy(resilience.NewTestClock(time.Unix(0, 0)))
 	m, err := newMetrics(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +94,27 @@ func TestEnqueueRetriedOnceOnTransportErrors(t *testing.T) {
 				t.Fatalf("err = %v, want a queue dependency error", err)
 			}
 		})
+	}
+}
+
+// The retry of a publish spends the retry budget of the policy's loop
+// (its defaults: retries below 20 % of the calls of the last 10 s, or
+// fewer than 1 in the last second): on the test clock, which does not move,
+// the first enqueue's retry is let through by the per-second floor, and
+// the second's is refused, so its broker sees one attempt.
+func TestEnqueueRetrySpendsTheRetryBudget(t *testing.T) {
+	t.Parallel()
+	reset := fmt.Errorf("write: %w", syscall.ECONNRESET)
+	b := &scriptedBackend{errs: []error{reset, nil, reset, nil}}
+	p := guardPlugin(t, b)
+	if _, err := p.Enqueue(context.Background(), "k", struct{}{}); err != nil || b.calls != 2 {
+		t.Fatalf("first enqueue = %v after %d backend calls, want success on the retry", err, b.calls)
+	}
+	if _, err := p.Enqueue(context.Background(), "k", struct{}{}); err == nil || b.calls != 3 {
+		t.Fatalf("second enqueue = %v after %d backend calls in all, want the reset returned with no retry (3 calls)", err, b.calls)
+	}
+	if p.policy.Budget().Snapshot().Denied != 1 {
+		t.Fatalf("budget %+v, want one refusal", p.policy.Budget().Snapshot())
 	}
 }
 

@@ -45,6 +45,8 @@ type Plugin struct {
 	app     *framework.App
 	log     *slog.Logger
 	backend Backend
+	// policy is the enqueues' (newPolicy); breaker is its breaker.
+	policy  *resilience.Policy
 	breaker *resilience.Breaker
 	backoff resilience.Backoff
 	metrics *metrics
@@ -117,7 +119,7 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 		return err
 	}
 	p.backoff = resilience.Backoff{Base: p.cfg.RetryBase, Max: p.cfg.RetryMax}
-	p.breaker = p.newBreaker(app.Clock())
+	p.usePolicy(app.Clock())
 	m, err := newMetrics(app.Metrics())
 	if err != nil {
 		return err
@@ -150,16 +152,6 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 	}
 	p.mu.Unlock()
 	return nil
-}
-
-// newBreaker makes the breaker enqueues go through, from the breaker_* keys.
-func (p *Plugin) newBreaker(clock resilience.Clock) *resilience.Breaker {
-	log := p.log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return resilience.NewBreaker(p.cfg.BreakerConfig.Opts(Name, clock,
-		resilience.LogStateChanges(log, Name, p.cfg.BreakerCoolDown, nil)))
 }
 
 // startWhenServing starts the workers once the App has finished starting: the
@@ -454,57 +446,42 @@ func (p *Plugin) EnqueueTx(ctx context.Context, tx pgx.Tx, kind string, payload 
 	})
 }
 
-// guard runs one enqueue through the breaker and the enqueue deadline, and
-// says in the error whether the job may exist.
+// guard runs one enqueue through the queue's policy (the one attempt loop of
+// jfast's outbound calls: the breaker, enqueue_timeout, a retry of a publish
+// whose connection failed, within the retry budget), and says in the error
+// whether the job may exist.
 func (p *Plugin) guard(ctx context.Context, kind string, fn func(context.Context) (Result, error)) (Result, error) {
-	ticket, err := p.breaker.Allow()
-	if err != nil {
+	c := &enqueueCall{fn: fn}
+	if err := p.policy.Begin(ctx, &c.run, resilience.RunOpts{}); err != nil {
+		// The policy has no bulkhead and no throttle: its breaker refused.
 		p.metrics.enqueued(kind, "breaker_open")
 		return Result{}, &problem.DependencyError{Dependency: Name, Err: notEnqueued(err), RetryAfter: retryAfterOf(err)}
 	}
 	start := time.Now()
-	cctx, end := p.enqueueContext(ctx)
-	res, err := fn(cctx)
-	maybe := err != nil && mayBeEnqueued(err)
-	if err != nil && retryableEnqueue(err) && cctx.Err() == nil {
-		// docs/design.md, "Per-dependency defaults": a publish is retried once, within the same deadline.
-		// If the first attempt may have been stored (its reply was lost),
-		// the job can then exist twice, which at-least-once handlers
-		// tolerate; and if the retry fails too, the job may still exist.
+	c.run.Attempts(c)
+	// The breaker counts the last attempt's outcome, after the loop's rules:
+	// an attempt the caller cut is no evidence, and one that hung with
+	// nothing answered since the enqueue began has opened the breaker
+	// already (not half-open: a request's next enqueue is refused at once
+	// instead of being a probe that waits enqueue_timeout again).
+	c.run.End(c.run.Outcome())
+	if c.run.Made() > 1 {
 		p.metrics.enqueued(kind, "retried")
-		res, err = fn(cctx)
-		maybe = maybe || (err != nil && mayBeEnqueued(err))
 	}
-	end.release()
 	p.metrics.enqDur.Observe(time.Since(start).Seconds())
+	err, maybe := c.err, c.maybe
 	if err == nil {
-		ticket.Done(resilience.Success)
 		p.metrics.enqueuedOK(kind)
-		return res, nil
+		return c.res, nil
 	}
 	switch {
 	case ctx.Err() != nil:
 		// The caller gave up: that says nothing about the broker.
-		ticket.Done(resilience.Ignore)
 		p.metrics.enqueued(kind, "cancelled")
 		return Result{}, mark(fmt.Errorf("queue: enqueue %s: %w", kind, unmark(err)), maybe)
 	case !maybe && refusedByBreaker(err):
-		// The db or cache plugin's breaker refused the connection or the
-		// command, with no I/O: the answer is as fast as the queue's own
-		// breaker would give, and the evidence is that breaker's, so it
-		// does not count again here.
-		ticket.Done(resilience.Ignore)
 		p.metrics.enqueued(kind, "breaker_open")
 		return Result{}, &problem.DependencyError{Dependency: Name, Err: mark(fmt.Errorf("enqueue %s on %s: %w", kind, p.cfg.Backend, unmark(err)), false), RetryAfter: retryAfterOf(err)}
-	}
-	if resilience.IsTimeout(err) {
-		// No answer within enqueue_timeout: a hang, which opens the breaker
-		// at once when the broker answered nothing since this enqueue began
-		// (not half-open: a request's next enqueue is refused at once
-		// instead of being a probe that waits enqueue_timeout again).
-		ticket.TripOnSilence()
-	} else {
-		ticket.Done(resilience.Failure)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("no answer within enqueue_timeout (%s): %w", p.cfg.EnqueueTimeout, unmark(err))
@@ -518,9 +495,82 @@ func (p *Plugin) guard(ctx context.Context, kind string, fn func(context.Context
 	return Result{}, de
 }
 
-// enqueueContext bounds one enqueue by enqueue_timeout, with the deadline
-// context.WithTimeout would give it; call end's release when the enqueue
-// returns.
+// enqueueCall is one enqueue on the policy's loop: its Run, the backend's
+// call, and what its attempts said. It is the loop's resilience.Attempter.
+type enqueueCall struct {
+	run   resilience.Run
+	fn    func(context.Context) (Result, error)
+	res   Result
+	err   error // the last attempt's
+	maybe bool  // an attempt may have stored the job
+}
+
+// Attempt makes one enqueue on the backend and reads it by the queue's rules.
+func (c *enqueueCall) Attempt(ctx context.Context, _ int) resilience.Verdict {
+	c.res, c.err = c.fn(ctx)
+	if c.err == nil {
+		return resilience.Verdict{Outcome: resilience.Success}
+	}
+	maybe := mayBeEnqueued(c.err)
+	c.maybe = c.maybe || maybe
+	v := resilience.Verdict{Err: c.err, Outcome: resilience.Failure}
+	switch {
+	case !maybe && refusedByBreaker(c.err):
+		// The db or cache plugin's breaker refused the connection or the
+		// command, with no I/O: the answer is as fast as the queue's own
+		// breaker would give, and the evidence is that breaker's, so it
+		// does not count again here.
+		v.Outcome = resilience.Ignore
+	case resilience.IsTimeout(c.err):
+		// No answer within enqueue_timeout: a hang (the loop's silence rule).
+		v.Outcome = resilience.Hang
+	case retryableEnqueue(c.err):
+		// docs/design.md, "Per-dependency defaults": a publish is retried
+		// once, at once (the connection failed; the pool hands out another),
+		// within the same deadline. If the first attempt may have been
+		// stored (its reply was lost), the job can then exist twice, which
+		// at-least-once handlers tolerate; and if the retry fails too, the
+		// job may still exist.
+		v.Retry, v.Asked = true, true
+	}
+	return v
+}
+
+// Report implements resilience.Attempter: the retry is counted once the
+// call ends (guard).
+func (c *enqueueCall) Report(resilience.AttemptRecord) {}
+
+// enqueueAttempts is an enqueue's tries: a publish is retried once.
+const enqueueAttempts = 2
+
+// newPolicy makes the policy enqueues go through: the breaker from the
+// breaker_* keys, enqueue_timeout as the whole call's bound, two attempts,
+// the retry budget at the policy defaults, and no bulkhead (an enqueue
+// waits for the db or cache plugin's connection, whose pool bounds how
+// many are in flight). Its deadlines are enqueueContext's.
+func (p *Plugin) newPolicy(clock resilience.Clock) *resilience.Policy {
+	log := p.log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg := resilience.DefaultPolicyConfig()
+	cfg.Attempts, cfg.Timeout, cfg.BreakerConfig = enqueueAttempts, p.cfg.EnqueueTimeout, p.cfg.BreakerConfig
+	return resilience.NewPolicy(resilience.PolicyOpts{
+		Name: Name, Config: cfg, Clock: clock,
+		OnStateChange: resilience.LogStateChanges(log, Name, p.cfg.BreakerCoolDown, nil),
+		WithDeadline:  p.enqueueContext,
+		NoBulkhead:    true,
+	})
+}
+
+// usePolicy makes the plugin's policy (newPolicy) on clock.
+func (p *Plugin) usePolicy(clock resilience.Clock) {
+	p.policy = p.newPolicy(clock)
+	p.breaker = p.policy.Breaker()
+}
+
+// enqueueContext puts an enqueue's deadline on its caller's context, the
+// policy's WithDeadline, with the deadline context.WithTimeout would give it:
 //
 //   - A caller whose own deadline comes no later already bounds it: its
 //     context is used as is (WithTimeout would return a cancel context under
@@ -529,34 +579,21 @@ func (p *Plugin) guard(ctx context.Context, kind string, fn func(context.Context
 //   - A caller's context that never ends (Done is nil), on a backend that
 //     takes it: timed by the plugin's shared timer (see [deadlines]).
 //   - Any other: context.WithDeadline.
-func (p *Plugin) enqueueContext(ctx context.Context) (cctx context.Context, end enqueueEnd) {
-	deadline := time.Now().Add(p.cfg.EnqueueTimeout)
+func (p *Plugin) enqueueContext(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
 	if dl, ok := ctx.Deadline(); ok && !dl.After(deadline) {
-		return ctx, enqueueEnd{}
+		return ctx, noCancel
 	}
 	if ctx.Done() != nil || !p.sharedTimer {
-		cctx, end.cancel = context.WithDeadline(ctx, deadline)
-		return cctx, end
+		return context.WithDeadline(ctx, deadline)
 	}
 	p.deadlinesOnce.Do(func() { p.deadlines = newDeadlines() })
-	end.own = p.deadlines.start(ctx, deadline)
-	return end.own, end
+	c := p.deadlines.start(ctx, deadline)
+	return c, c.cancel
 }
 
-// enqueueEnd ends the context enqueueContext made, if it made one.
-type enqueueEnd struct {
-	own    *enqueueContext
-	cancel context.CancelFunc
-}
-
-func (e enqueueEnd) release() {
-	switch {
-	case e.own != nil:
-		e.own.cancel()
-	case e.cancel != nil:
-		e.cancel()
-	}
-}
+// noCancel ends nothing: the context of an enqueue whose caller's deadline
+// bounds it is the caller's.
+func noCancel() {}
 
 // retryableEnqueue reports whether another attempt may succeed: a transport
 // failure (reset, refused, closed connection), not a timeout (the deadline is
