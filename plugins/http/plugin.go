@@ -2,7 +2,6 @@ package http
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	nethttp "net/http"
@@ -147,24 +146,26 @@ func headerProblems(headers map[string]string) []framework.ConfigError {
 // telemetry plugin calls it from its own Start, which runs first); afterwards
 // it returns an error.
 func (p *Plugin) AddTransportWrapper(w TransportWrapper) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.started {
-		return errors.New("http: AddTransportWrapper after the http plugin started; call it from a plugin that starts before it")
-	}
-	p.wrappers = append(p.wrappers, w)
-	return nil
+	return p.beforeStart("AddTransportWrapper", func() { p.wrappers = append(p.wrappers, w) })
 }
 
 // ObserveCalls adds a [CallObserver] to every upstream's client. Like
 // AddTransportWrapper it must be called before the plugin starts.
 func (p *Plugin) ObserveCalls(f CallObserver) error {
+	return p.beforeStart("ObserveCalls", func() { p.observers = append(p.observers, f) })
+}
+
+// beforeStart runs add, under the plugin's lock, when the plugin has not
+// started; once it has, it returns an error naming method: Start hands the
+// wrappers and observers to the clients it builds, so one added later would
+// reach none of them.
+func (p *Plugin) beforeStart(method string, add func()) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.started {
-		return errors.New("http: ObserveCalls after the http plugin started; call it from a plugin that starts before it")
+		return fmt.Errorf("http: %s after the http plugin started; call it from a plugin that starts before it", method)
 	}
-	p.observers = append(p.observers, f)
+	add()
 	return nil
 }
 
