@@ -175,9 +175,7 @@ func (p *Plugin) stopDiscovery() {
 // Serve implements framework.Server: once the routes (and the services
 // registered from them) are in place, the gRPC server listens.
 func (p *Plugin) Serve(app *framework.App) error {
-	p.mu.Lock()
-	s := p.server
-	p.mu.Unlock()
+	s := p.grpcServer()
 	if s == nil {
 		return nil
 	}
@@ -187,13 +185,19 @@ func (p *Plugin) Serve(app *framework.App) error {
 // Shutdown implements framework.Server: GracefulStop (calls in flight
 // finish, new ones are refused) within ctx, app.shutdown_timeout, then Stop.
 func (p *Plugin) Shutdown(ctx context.Context) error {
-	p.mu.Lock()
-	s := p.server
-	p.mu.Unlock()
+	s := p.grpcServer()
 	if s == nil {
 		return nil
 	}
 	return s.shutdown(ctx)
+}
+
+// grpcServer returns the gRPC server, or nil when listen is empty or
+// before Start built it.
+func (p *Plugin) grpcServer() *server {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.server
 }
 
 // Stop implements framework.Stopper: it closes every channel. It runs after
@@ -239,9 +243,7 @@ func (p *Plugin) Server() (grpc.ServiceRegistrar, error) {
 // with the port chosen when listen ends in ":0"), or "" when it does not
 // serve.
 func (p *Plugin) Addr() string {
-	p.mu.Lock()
-	s := p.server
-	p.mu.Unlock()
+	s := p.grpcServer()
 	if s == nil || !s.serving.Load() {
 		return ""
 	}
