@@ -185,6 +185,9 @@ func New(opts Options) (*App, error) {
 		if sw := newSchedWait(); sw != nil {
 			a.limiter.cpuWait = sw.p99
 		}
+		if q := newRunQueue(); q != nil {
+			a.limiter.cpuBusy = q.busy
+		}
 		a.registry.MustRegister(newLimiterCollector(a.limiter))
 	}
 	return a, nil

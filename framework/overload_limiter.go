@@ -117,6 +117,14 @@ type Limiter struct {
 	cpuWait     func() time.Duration
 	lastCPUWait time.Duration
 
+	// cpuBusy, when set, reports whether a goroutine waits for a CPU now
+	// (the App gives the Go scheduler's run queues; called under mu). With
+	// it a request may take one slot over the limit while none waits: the
+	// spare slot. edge counts this window's decisions at the limit's edge,
+	// edgeBusy those that found a goroutine waiting.
+	cpuBusy        func() bool
+	edge, edgeBusy int
+
 	// The stale count: requests in flight for longer than staleAfter.
 	origin     time.Time
 	admitted   [staleBuckets]epochCount
@@ -281,11 +289,31 @@ func (l *Limiter) Acquire(ctx context.Context, class Priority) (Permit, error) {
 // limitLocked is the limit as a whole number of requests.
 func (l *Limiter) limitLocked() int { return int(l.limit) }
 
-// freeLocked reports whether a request may start: fewer than the limit
-// hold a slot, not counting the stale ones, and fewer than max_limit in
-// all.
+// freeLocked reports whether a request may start: fewer than max_limit
+// hold a slot in all, and fewer than the limit not counting the stale ones;
+// or exactly the limit, while no goroutine waits for a CPU (the spare
+// slot). The spare slot lets the requests in flight follow what the CPU can
+// take between two whole limits: on a core that two requests leave idle
+// while they wait and three saturate, the limit holds at two and a third
+// runs whenever the core is free, instead of the limit stepping up to three,
+// the core tipping over, and every goroutine (the shedding, /ready) waiting.
 func (l *Limiter) freeLocked() bool {
-	return l.inflight-l.stale < l.limitLocked() && l.inflight < l.cfg.MaxLimit
+	if l.inflight >= l.cfg.MaxLimit {
+		return false
+	}
+	n, limit := l.inflight-l.stale, l.limitLocked()
+	if n < limit {
+		return true
+	}
+	if n > limit || l.cpuBusy == nil {
+		return false
+	}
+	l.edge++
+	if l.cpuBusy() {
+		l.edgeBusy++
+		return false
+	}
+	return true
 }
 
 // admitLocked gives a request a slot and returns the epoch it is counted in.
@@ -432,7 +460,13 @@ func (l *Limiter) release(p Permit, sample bool) {
 func (l *Limiter) adaptLocked(now time.Time) {
 	mean := l.winSum / time.Duration(l.winN)
 	used := l.winPeak*2 >= l.limitLocked()
+	// The CPU is what bounds the requests when most of those that found
+	// the limit full also found a goroutine waiting for a CPU: another slot
+	// would only lengthen that wait (the spare slot already takes the CPU's
+	// idle moments).
+	cpuBound := l.edgeBusy*2 > l.edge
 	l.winSum, l.winN, l.winPeak = 0, 0, l.inflight-l.stale
+	l.edge, l.edgeBusy = 0, 0
 	l.recent = mean
 	l.baseline.add(now, mean, l.cfg.BaselineWindow)
 	base := l.baseline.min()
@@ -455,10 +489,12 @@ func (l *Limiter) adaptLocked(now time.Time) {
 	switch {
 	case gradient < 1:
 		limit *= max(gradient, 0.5)
-	case used && (l.cpuWait == nil || l.lastCPUWait <= l.cfg.MaxCPUWait/2):
-		// Past half of max_cpu_wait the CPU is nearly full: the limit
-		// holds, so that it does not tip the CPU over and shrink back in
-		// waves (the long tail the benchmark showed).
+	case used && !cpuBound && (l.cpuWait == nil || l.lastCPUWait <= l.cfg.MaxCPUWait/2):
+		// Past half of max_cpu_wait the CPU is nearly full, and when the
+		// limit's edge mostly finds goroutines waiting for a CPU the CPU
+		// bounds the requests: the limit holds, so that it does not tip
+		// the CPU over and shrink back in waves (the long tail the
+		// benchmark showed).
 		limit += math.Sqrt(limit)
 	}
 	l.limit = min(max(limit, float64(l.cfg.MinLimit)), float64(l.cfg.MaxLimit))

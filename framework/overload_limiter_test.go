@@ -421,6 +421,106 @@ func TestLimitHoldsWhileTheWaitForACPUNearsItsBound(t *testing.T) {
 	}
 }
 
+// One request over the limit may run while no goroutine waits for a CPU
+// (the spare slot): at once on arrival, and from the queue when a slot
+// frees; while one waits, the limit is the limit.
+func TestSpareSlotRunsWhileNoGoroutineWaitsForACPU(t *testing.T) {
+	t.Parallel()
+	l, clk, _ := limiterSetup(t, func(c *framework.OverloadConfig) { c.InitialLimit, c.MinLimit = 2, 2 })
+	busy := false
+	framework.SetCPUBusy(l, func() bool { return busy })
+	// waiter queues a request that keeps its slot once admitted.
+	waiter := func(timers int) <-chan framework.Permit {
+		t.Helper()
+		out := make(chan framework.Permit, 1)
+		go func() {
+			p, err := l.Acquire(context.Background(), framework.PriorityNormal)
+			if err != nil {
+				t.Error(err)
+			}
+			out <- p
+		}()
+		clk.BlockUntil(timers) // queued: its queue_timeout is set
+		return out
+	}
+	held := fill(t, l) // the limit, 2
+	spare, err := l.Acquire(context.Background(), framework.PriorityNormal)
+	if err != nil {
+		t.Fatalf("a third request with the CPU free: %v, want the spare slot", err)
+	}
+	if s := l.State(); s.InFlight != 3 || s.Limit != 2 {
+		t.Fatalf("state %+v, want 3 in flight over a limit of 2", s)
+	}
+	w4 := waiter(1) // a fourth waits: the spare slot is one
+
+	busy = true
+	spare.Release() // back to the limit, with a goroutine waiting for a CPU
+	if s := l.State(); s.InFlight != 2 || s.Queued != 1 {
+		t.Fatalf("state %+v, want the waiter kept queued while the CPU is busy", s)
+	}
+	held[1].Release() // under the limit: the waiter runs whatever the CPU
+	p4 := <-w4
+	w5 := waiter(1)
+	w6 := waiter(2)
+	busy = false
+	held[0].Release() // one slot under the limit, then the spare one
+	p5, p6 := <-w5, <-w6
+	if s := l.State(); s.InFlight != 3 || s.Queued != 0 {
+		t.Fatalf("state %+v, want both waiters running, one in the spare slot", s)
+	}
+	for _, p := range []framework.Permit{p4, p5, p6} {
+		p.Release()
+	}
+}
+
+// The scheduler readings the limit moves on exist on the Go jfast builds
+// with (a Go without them would leave the App's limit without its CPU
+// signals, silently).
+func TestSchedulerSignalsExist(t *testing.T) {
+	if wait, busy := framework.SchedulerSignals(); !wait || !busy {
+		t.Fatalf("scheduler signals: CPU wait %v, run queues %v; want both", wait, busy)
+	}
+}
+
+// The limit grows only while most requests that found it full found no
+// goroutine waiting for a CPU: when they did, the CPU bounds the requests,
+// and another slot would tip it over.
+func TestLimitHoldsWhileItsEdgeFindsTheCPUBusy(t *testing.T) {
+	t.Parallel()
+	l, clk, cfg := limiterSetup(t, func(c *framework.OverloadConfig) { c.InitialLimit, c.Queue = 10, 0 })
+	var busy bool
+	framework.SetCPUBusy(l, func() bool { return busy })
+	edgeWindow := func() {
+		t.Helper()
+		permits := fill(t, l)
+		if p, err := l.Acquire(context.Background(), framework.PriorityNormal); err == nil {
+			permits = append(permits, p) // the spare slot
+		} else if busy == false {
+			t.Fatalf("the CPU free: %v, want the spare slot", err)
+		}
+		clk.Advance(10 * time.Millisecond)
+		for _, p := range permits {
+			p.Release()
+		}
+		p, err := l.Acquire(context.Background(), framework.PriorityNormal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(cfg.Window)
+		p.Abandon() // closes the window
+	}
+	busy = true
+	edgeWindow()
+	if got := l.State().Limit; got != 10 {
+		t.Fatalf("the limit's edge found the CPU busy: limit %d, want it held at 10", got)
+	}
+	busy = false
+	edgeWindow()
+	if got, want := l.State().Limit, int(10+math.Sqrt(10)); got != want {
+		t.Fatalf("the limit's edge found the CPU free: limit %d, want %d (grown)", got, want)
+	}
+}
+
 // A request in flight for longer than 20 × the baseline (at least 1 s)
 // stops counting against the limit: requests hung on a dependency do not
 // shed the routes that do not touch it. They still count against

@@ -66,3 +66,36 @@ func (s *schedWait) p99() time.Duration {
 	}
 	return 0
 }
+
+// runQueue reads whether a goroutine waits for a CPU now while every P
+// runs one: the Go scheduler's /sched/goroutines/runnable and
+// /sched/goroutines/running, read together under the scheduler's lock
+// with GOMAXPROCS (about 100 ns). A runnable goroutine beside an idle P is about to be
+// taken by it, not waiting. Not safe for concurrent use: the Limiter calls
+// it under its mutex.
+type runQueue struct {
+	sample []metrics.Sample
+}
+
+const (
+	schedRunnable = "/sched/goroutines/runnable:goroutines"
+	schedRunning  = "/sched/goroutines/running:goroutines"
+	schedProcs    = "/sched/gomaxprocs:threads"
+)
+
+func newRunQueue() *runQueue {
+	q := &runQueue{sample: []metrics.Sample{{Name: schedRunnable}, {Name: schedRunning}, {Name: schedProcs}}}
+	metrics.Read(q.sample)
+	for _, s := range q.sample {
+		if s.Value.Kind() != metrics.KindUint64 {
+			return nil
+		}
+	}
+	return q
+}
+
+// busy reports whether a runnable goroutine waits while every P runs one.
+func (q *runQueue) busy() bool {
+	metrics.Read(q.sample)
+	return q.sample[0].Value.Uint64() > 0 && q.sample[1].Value.Uint64() >= q.sample[2].Value.Uint64()
+}
