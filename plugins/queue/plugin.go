@@ -423,7 +423,7 @@ func (p *Plugin) Enqueue(ctx context.Context, kind string, payload any, opts ...
 	if err != nil {
 		return Result{}, notEnqueued(err)
 	}
-	return p.guard(ctx, kind, func(ctx context.Context) (Result, error) { return p.backend.Enqueue(ctx, m) })
+	return p.guard(ctx, kind, m, nil)
 }
 
 // EnqueueTx stores a job inside tx: it exists if and only if tx commits. Only
@@ -432,7 +432,7 @@ func (p *Plugin) Enqueue(ctx context.Context, kind string, payload any, opts ...
 // errors match [ErrNotEnqueued]: the job is not in tx (and a tx whose
 // connection broke cannot commit).
 func (p *Plugin) EnqueueTx(ctx context.Context, tx pgx.Tx, kind string, payload any, opts ...Option) (Result, error) {
-	tb, ok := p.backend.(TxBackend)
+	_, ok := p.backend.(TxBackend)
 	if !ok {
 		return Result{}, notEnqueued(fmt.Errorf("queue: EnqueueTx needs backend = \"postgres\"; the %s backend cannot join a PostgreSQL transaction", p.cfg.Backend))
 	}
@@ -440,18 +440,20 @@ func (p *Plugin) EnqueueTx(ctx context.Context, tx pgx.Tx, kind string, payload 
 	if err != nil {
 		return Result{}, notEnqueued(err)
 	}
-	return p.guard(ctx, kind, func(ctx context.Context) (Result, error) {
-		res, err := tb.EnqueueTx(ctx, tx, m)
-		return res, notEnqueued(err)
-	})
+	return p.guard(ctx, kind, m, tx)
 }
 
 // guard runs one enqueue through the queue's policy (the one attempt loop of
 // jfast's outbound calls: the breaker, enqueue_timeout, a retry of a publish
 // whose connection failed, within the retry budget), and says in the error
 // whether the job may exist.
-func (p *Plugin) guard(ctx context.Context, kind string, fn func(context.Context) (Result, error)) (Result, error) {
-	c := &enqueueCall{fn: fn}
+//
+// With tx it stores m inside tx (the backend is a TxBackend: EnqueueTx
+// checked), else on the backend.
+func (p *Plugin) guard(ctx context.Context, kind string, m *Message, tx pgx.Tx) (Result, error) {
+	c := enqueueCalls.Get().(*enqueueCall)
+	c.backend, c.m, c.tx = p.backend, m, tx
+	defer c.put()
 	if err := p.policy.Begin(ctx, &c.run, resilience.RunOpts{}); err != nil {
 		// The policy has no bulkhead and no throttle: its breaker refused.
 		p.metrics.enqueued(kind, "breaker_open")
@@ -497,17 +499,35 @@ func (p *Plugin) guard(ctx context.Context, kind string, fn func(context.Context
 
 // enqueueCall is one enqueue on the policy's loop: its Run, the backend's
 // call, and what its attempts said. It is the loop's resilience.Attempter.
+// They are pooled: an enqueue would otherwise allocate one, and its Run is
+// the larger part of what the policy loop adds to an enqueue.
 type enqueueCall struct {
-	run   resilience.Run
-	fn    func(context.Context) (Result, error)
-	res   Result
-	err   error // the last attempt's
-	maybe bool  // an attempt may have stored the job
+	run     resilience.Run
+	backend Backend
+	m       *Message
+	tx      pgx.Tx // EnqueueTx's; nil: Enqueue
+	res     Result
+	err     error // the last attempt's
+	maybe   bool  // an attempt may have stored the job
+}
+
+var enqueueCalls = sync.Pool{New: func() any { return new(enqueueCall) }}
+
+// put returns c to the pool, holding nothing of its enqueue. The loop has
+// ended: no attempt runs beside the caller (an enqueue is never hedged).
+func (c *enqueueCall) put() {
+	*c = enqueueCall{}
+	enqueueCalls.Put(c)
 }
 
 // Attempt makes one enqueue on the backend and reads it by the queue's rules.
 func (c *enqueueCall) Attempt(ctx context.Context, _ int) resilience.Verdict {
-	c.res, c.err = c.fn(ctx)
+	if c.tx != nil {
+		c.res, c.err = c.backend.(TxBackend).EnqueueTx(ctx, c.tx, c.m)
+		c.err = notEnqueued(c.err) // the job is only in the caller's transaction
+	} else {
+		c.res, c.err = c.backend.Enqueue(ctx, c.m)
+	}
 	if c.err == nil {
 		return resilience.Verdict{Outcome: resilience.Success}
 	}
