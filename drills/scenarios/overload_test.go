@@ -32,9 +32,6 @@ const (
 	overloadFor      = 20 * time.Second
 	overloadReady    = 100 * time.Millisecond // what an orchestrator's probe is held to
 	overloadRSSBound = 256 << 20              // growth of the process's RSS under the load
-	// overloadProbeFailures is Kubernetes' default failureThreshold: that
-	// many slow probes in a row mark a replica unready (or restart it).
-	overloadProbeFailures = 3
 )
 
 // overloadServeVar, set, makes the test binary the drill's service: it
@@ -201,13 +198,16 @@ func TestDrillOverload(t *testing.T) {
 	res.Status = http.StatusServiceUnavailable
 	res.AnsweredP50, res.AnsweredMax = p50, p99
 	res.ReadyMax = probe.Slowest
-	res.Ready = fmt.Sprintf("%d probes, %d over 100 ms, at most %d in a row over 100 ms + an idle server's slowest (%s)", probe.N, probe.Over, probe.Consecutive(bound), openloopMS(quiet.Slowest))
+	res.Ready = fmt.Sprintf("%d probes, %d over 100 ms, slowest %s against 100 ms + an idle server's slowest (%s)", probe.N, probe.Over, openloopMS(probe.Slowest), openloopMS(quiet.Slowest))
 	t.Logf("offered %.0f req/s: goodput %.0f/s (%.0f%% of capacity), admitted p50 %s p99 %s, shed %.0f%%, failed %d; /ready slowest %s over %d probes (an idle server's %s); RSS %d → %d MiB",
 		load.Offered, load.Goodput(), 100*load.Goodput()/capacity, p50, p99, 100*load.ShedFraction(), load.Failed, probe.Slowest, probe.N, quiet.Slowest, rssBefore>>20, rssPeak>>20)
 
 	switch {
-	case probe.N == 0 || probe.Failed > 0 || probe.Consecutive(bound) >= overloadProbeFailures:
-		fail("/ready: %d failed of %d probes, %d in a row over %s (100 ms + the idle server's slowest; slowest %s)", probe.Failed, probe.N, probe.Consecutive(bound), bound, probe.Slowest)
+	case probe.N == 0 || probe.Failed > 0 || probe.Slowest > bound:
+		// Every probe: one slow /ready is a replica an orchestrator may
+		// count against it. The idle server's slowest is what the machine
+		// alone adds (a busy CI host), not what the load does.
+		fail("/ready: %d failed of %d probes, slowest %s, over %s (100 ms + the idle server's slowest)", probe.Failed, probe.N, probe.Slowest, bound)
 	case load.Shed == 0:
 		fail("nothing was shed at %d× the capacity", overloadFactor)
 	case p99 > 500*time.Millisecond+quiet.Slowest:

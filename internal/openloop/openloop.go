@@ -221,21 +221,6 @@ type ProbeResult struct {
 	Times []time.Duration
 }
 
-// Consecutive returns the longest run of probes in a row that took longer
-// than bound: what an orchestrator's failure threshold counts.
-func (r ProbeResult) Consecutive(bound time.Duration) int {
-	run, most := 0, 0
-	for _, d := range r.Times {
-		if d > bound {
-			run++
-			most = max(most, run)
-		} else {
-			run = 0
-		}
-	}
-	return most
-}
-
 // Probe sends GET url on a new connection every interval until ctx ends,
 // each given up after timeout, and reports the slowest and how many took
 // longer than bound.

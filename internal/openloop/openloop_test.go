@@ -46,13 +46,3 @@ func TestPercentile(t *testing.T) {
 		t.Error("percentile of nothing")
 	}
 }
-
-func TestConsecutive(t *testing.T) {
-	r := openloop.ProbeResult{Times: []time.Duration{1, 5, 6, 1, 5, 5, 5, 1}}
-	if got := r.Consecutive(4); got != 3 {
-		t.Fatalf("longest run over 4: %d, want 3", got)
-	}
-	if got := r.Consecutive(10); got != 0 {
-		t.Fatalf("longest run over 10: %d, want 0", got)
-	}
-}
