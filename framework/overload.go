@@ -355,7 +355,7 @@ type limiterCollector struct {
 	l                       *Limiter
 	limit, inflight, queued *prometheus.Desc
 	baseline, recent, shed  *prometheus.Desc
-	cpuWait                 *prometheus.Desc
+	cpuWait, spare          *prometheus.Desc
 	wait                    prometheus.Histogram
 }
 
@@ -368,6 +368,7 @@ func newLimiterCollector(l *Limiter) *limiterCollector {
 		baseline: prometheus.NewDesc("jfast_overload_latency_baseline_seconds", "The lowest window mean latency of the last baseline_window.", nil, nil),
 		recent:   prometheus.NewDesc("jfast_overload_latency_recent_seconds", "The last window's mean latency.", nil, nil),
 		cpuWait:  prometheus.NewDesc("jfast_overload_cpu_wait_seconds", "The last window's p99 wait of goroutines for a CPU (the Go scheduler's).", nil, nil),
+		spare:    prometheus.NewDesc("jfast_overload_spare_total", "Requests admitted one over the limit, into the spare slot, while no goroutine waited for a CPU.", nil, nil),
 		shed:     prometheus.NewDesc("jfast_overload_shed_total", "Requests turned away by the front door, by reason and priority class (client_gone ones are answered 499, the others 503).", []string{"reason", "class"}, nil),
 		wait: NewHistogram("jfast_overload_queue_wait_seconds",
 			"Time requests waited in the front door's queue (those that queued), admitted or shed.",
@@ -380,7 +381,7 @@ func newLimiterCollector(l *Limiter) *limiterCollector {
 }
 
 func (c *limiterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.limit, c.inflight, c.queued, c.baseline, c.recent, c.cpuWait, c.shed} {
+	for _, d := range []*prometheus.Desc{c.limit, c.inflight, c.queued, c.baseline, c.recent, c.cpuWait, c.spare, c.shed} {
 		ch <- d
 	}
 	c.wait.Describe(ch)
@@ -394,6 +395,7 @@ func (c *limiterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.baseline, prometheus.GaugeValue, s.Baseline.Seconds())
 	ch <- prometheus.MustNewConstMetric(c.recent, prometheus.GaugeValue, s.Recent.Seconds())
 	ch <- prometheus.MustNewConstMetric(c.cpuWait, prometheus.GaugeValue, s.CPUWait.Seconds())
+	ch <- prometheus.MustNewConstMetric(c.spare, prometheus.CounterValue, float64(s.Spare))
 	for reason, byClass := range s.Shed {
 		for class, n := range byClass {
 			ch <- prometheus.MustNewConstMetric(c.shed, prometheus.CounterValue, float64(n), reason, class)

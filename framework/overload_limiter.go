@@ -124,6 +124,7 @@ type Limiter struct {
 	// edgeBusy those that found a goroutine waiting.
 	cpuBusy        func() bool
 	edge, edgeBusy int
+	spare          uint64 // admissions into the spare slot since start
 
 	// The stale count: requests in flight for longer than staleAfter.
 	origin     time.Time
@@ -313,6 +314,7 @@ func (l *Limiter) freeLocked() bool {
 		l.edgeBusy++
 		return false
 	}
+	l.spare++ // every true is an admission (Acquire, grantLocked)
 	return true
 }
 
@@ -519,6 +521,9 @@ type LimiterState struct {
 	// CPUWait is the last window's p99 wait of goroutines for a CPU (zero
 	// without that signal).
 	CPUWait time.Duration
+	// Spare counts the requests admitted into the spare slot since start
+	// (one over the limit, while no goroutine waited for a CPU).
+	Spare uint64
 	// Shed counts the requests shed since start, by reason and class.
 	Shed map[string]map[string]uint64
 }
@@ -527,7 +532,7 @@ type LimiterState struct {
 func (l *Limiter) State() LimiterState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := LimiterState{Limit: l.limitLocked(), InFlight: l.inflight, Queued: l.queued, Baseline: l.baseline.min(), Recent: l.recent, CPUWait: l.lastCPUWait, Shed: map[string]map[string]uint64{}}
+	s := LimiterState{Limit: l.limitLocked(), InFlight: l.inflight, Queued: l.queued, Baseline: l.baseline.min(), Recent: l.recent, CPUWait: l.lastCPUWait, Spare: l.spare, Shed: map[string]map[string]uint64{}}
 	for r, byClass := range l.shed {
 		m := map[string]uint64{}
 		for c, n := range byClass {

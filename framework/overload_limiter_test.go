@@ -465,8 +465,8 @@ func TestSpareSlotRunsWhileNoGoroutineWaitsForACPU(t *testing.T) {
 	busy = false
 	held[0].Release() // one slot under the limit, then the spare one
 	p5, p6 := <-w5, <-w6
-	if s := l.State(); s.InFlight != 3 || s.Queued != 0 {
-		t.Fatalf("state %+v, want both waiters running, one in the spare slot", s)
+	if s := l.State(); s.InFlight != 3 || s.Queued != 0 || s.Spare != 2 {
+		t.Fatalf("state %+v, want both waiters running, one in the spare slot, and 2 spare admissions in all", s)
 	}
 	for _, p := range []framework.Permit{p4, p5, p6} {
 		p.Release()

@@ -124,6 +124,7 @@ func TestShedIs503ProblemWithRetryAfterAndHealthIsNeverShed(t *testing.T) {
 		`jfast_overload_shed_total{class="normal",reason="queue_full"} 1`,
 		"jfast_overload_limit 1",
 		"jfast_overload_inflight 1",
+		"jfast_overload_spare_total 0", // max_limit = 1: no slot over it
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
