@@ -147,8 +147,8 @@ func logLimiter(ctx context.Context, l *framework.Limiter) {
 			return
 		case <-t.C:
 			s := l.State()
-			fmt.Fprintf(os.Stderr, "limit %d inflight %d queued %d baseline %s recent %s cpuwait %s\n",
-				s.Limit, s.InFlight, s.Queued, s.Baseline, s.Recent, s.CPUWait)
+			fmt.Fprintf(os.Stderr, "limit %d inflight %d queued %d baseline %s recent %s cpuwait %s spare %d\n",
+				s.Limit, s.InFlight, s.Queued, s.Baseline, s.Recent, s.CPUWait, s.Spare)
 		}
 	}
 }
