@@ -467,6 +467,7 @@ func (l *Limiter) adaptLocked(now time.Time) {
 	// would only lengthen that wait (the spare slot already takes the CPU's
 	// idle moments).
 	cpuBound := l.edgeBusy*2 > l.edge
+	peak := l.winPeak
 	l.winSum, l.winN, l.winPeak = 0, 0, l.inflight-l.stale
 	l.edge, l.edgeBusy = 0, 0
 	l.recent = mean
@@ -488,6 +489,15 @@ func (l *Limiter) adaptLocked(now time.Time) {
 		}
 	}
 	limit := l.limit
+	if l.cpuWait != nil && l.lastCPUWait > l.cfg.MaxCPUWait {
+		// Goroutines waited for a CPU past its bound with at most peak
+		// requests in flight: what the limit allowed above that was
+		// never shown to fit (a limit that grew, or stayed at
+		// initial_limit, while the service was not full). The shrink
+		// starts from what ran, so a load that arrives all at once meets
+		// a limit the CPU can take a window sooner.
+		limit = min(limit, float64(max(peak, l.cfg.MinLimit)))
+	}
 	switch {
 	case gradient < 1:
 		limit *= max(gradient, 0.5)

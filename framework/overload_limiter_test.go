@@ -394,10 +394,31 @@ func TestLimitShrinksWhenRequestsWaitForACPU(t *testing.T) {
 		t.Fatalf("CPU wait under max_cpu_wait: limit %d, want %d", got, int(limit))
 	}
 	wait = 8 * cfg.MaxCPUWait // gradient 0.125, held at 0.75: a quarter a window
-	window(t, l, clk, cfg, 100, 10*time.Millisecond)
+	window(t, l, clk, cfg, int(limit), 10*time.Millisecond) // the whole limit in flight
 	limit *= 0.75
 	if s := l.State(); s.Limit != int(limit) || s.CPUWait != wait {
 		t.Fatalf("CPU wait 4 × max_cpu_wait: limit %d, CPU wait %v; want %d, %v", s.Limit, s.CPUWait, int(limit), wait)
+	}
+}
+
+// Past max_cpu_wait the shrink starts from the most requests in flight in
+// the window, not from a limit above them that nothing showed the CPU can
+// take (initial_limit, or a limit grown while the service was not full).
+func TestLimitShrinkStartsFromWhatRan(t *testing.T) {
+	t.Parallel()
+	l, clk, cfg := limiterSetup(t, func(c *framework.OverloadConfig) { c.InitialLimit = 100 })
+	wait := 8 * cfg.MaxCPUWait
+	framework.SetCPUWait(l, func() time.Duration { return wait })
+	window(t, l, clk, cfg, 10, 10*time.Millisecond) // 10 at once under a limit of 100
+	if got, want := l.State().Limit, 7; got != want { // 10 × 0.75, whole
+		t.Fatalf("CPU wait past max_cpu_wait with 10 in flight under a limit of 100: limit %d, want %d (10 × 0.75)", got, want)
+	}
+	// At max_cpu_wait, not past it, a limit above the window's peak stays.
+	l2, clk2, cfg2 := limiterSetup(t, func(c *framework.OverloadConfig) { c.InitialLimit = 100 })
+	framework.SetCPUWait(l2, func() time.Duration { return cfg2.MaxCPUWait })
+	window(t, l2, clk2, cfg2, 10, 10*time.Millisecond)
+	if got := l2.State().Limit; got != 100 {
+		t.Fatalf("CPU wait at max_cpu_wait (not past it) with 10 in flight: limit %d, want 100", got)
 	}
 }
 
