@@ -393,7 +393,7 @@ func TestLimitShrinksWhenRequestsWaitForACPU(t *testing.T) {
 	if got := l.State().Limit; got != int(limit) {
 		t.Fatalf("CPU wait under max_cpu_wait: limit %d, want %d", got, int(limit))
 	}
-	wait = 8 * cfg.MaxCPUWait // gradient 0.125, held at 0.75: a quarter a window
+	wait = 8 * cfg.MaxCPUWait                               // gradient 0.125, held at 0.75: a quarter a window
 	window(t, l, clk, cfg, int(limit), 10*time.Millisecond) // the whole limit in flight
 	limit *= 0.75
 	if s := l.State(); s.Limit != int(limit) || s.CPUWait != wait {
@@ -409,7 +409,7 @@ func TestLimitShrinkStartsFromWhatRan(t *testing.T) {
 	l, clk, cfg := limiterSetup(t, func(c *framework.OverloadConfig) { c.InitialLimit = 100 })
 	wait := 8 * cfg.MaxCPUWait
 	framework.SetCPUWait(l, func() time.Duration { return wait })
-	window(t, l, clk, cfg, 10, 10*time.Millisecond) // 10 at once under a limit of 100
+	window(t, l, clk, cfg, 10, 10*time.Millisecond)   // 10 at once under a limit of 100
 	if got, want := l.State().Limit, 7; got != want { // 10 × 0.75, whole
 		t.Fatalf("CPU wait past max_cpu_wait with 10 in flight under a limit of 100: limit %d, want %d (10 × 0.75)", got, want)
 	}
