@@ -293,11 +293,11 @@ func (l *Limiter) limitLocked() int { return int(l.limit) }
 // freeLocked reports whether a request may start: fewer than max_limit
 // hold a slot in all, and fewer than the limit not counting the stale ones;
 // or exactly the limit, while no goroutine waits for a CPU (the spare
-// slot). The spare slot lets the requests in flight follow what the CPU can
-// take between two whole limits: on a core that two requests leave idle
-// while they wait and three saturate, the limit holds at two and a third
-// runs whenever the core is free, instead of the limit stepping up to three,
-// the core tipping over, and every goroutine (the shedding, /ready) waiting.
+// slot: a full limit meeting an idle CPU). Each decision at the limit's
+// edge is counted for adaptLocked, which holds the limit while most of them
+// find the CPU busy: on a core that two requests leave nearly idle and three
+// saturate, that keeps the limit at two instead of stepping to three, the
+// core tipping over, and every goroutine (the shedding, /ready) waiting.
 func (l *Limiter) freeLocked() bool {
 	if l.inflight >= l.cfg.MaxLimit {
 		return false
@@ -464,8 +464,7 @@ func (l *Limiter) adaptLocked(now time.Time) {
 	used := l.winPeak*2 >= l.limitLocked()
 	// The CPU is what bounds the requests when most of those that found
 	// the limit full also found a goroutine waiting for a CPU: another slot
-	// would only lengthen that wait (the spare slot already takes the CPU's
-	// idle moments).
+	// would only lengthen that wait.
 	cpuBound := l.edgeBusy*2 > l.edge
 	peak := l.winPeak
 	l.winSum, l.winN, l.winPeak = 0, 0, l.inflight-l.stale

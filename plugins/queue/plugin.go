@@ -459,7 +459,6 @@ func (p *Plugin) guard(ctx context.Context, kind string, m *Message, tx pgx.Tx) 
 		p.metrics.enqueued(kind, "breaker_open")
 		return Result{}, &problem.DependencyError{Dependency: Name, Err: notEnqueued(err), RetryAfter: retryAfterOf(err)}
 	}
-	start := time.Now()
 	c.run.Attempts(c)
 	// The breaker counts the last attempt's outcome, after the loop's rules:
 	// an attempt the caller cut is no evidence, and one that hung with
@@ -470,7 +469,9 @@ func (p *Plugin) guard(ctx context.Context, kind string, m *Message, tx pgx.Tx) 
 	if c.run.Made() > 1 {
 		p.metrics.enqueued(kind, "retried")
 	}
-	p.metrics.enqDur.Observe(time.Since(start).Seconds())
+	// From the call's admission, on the policy's clock: one reading more,
+	// where the call's start is the loop's own.
+	p.metrics.enqDur.Observe(p.policy.Clock().Now().Sub(c.run.Start()).Seconds())
 	err, maybe := c.err, c.maybe
 	if err == nil {
 		p.metrics.enqueuedOK(kind)
