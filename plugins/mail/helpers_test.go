@@ -259,18 +259,6 @@ func silent(t *testing.T) int {
 	return n
 }
 
-// closedPort returns a loopback port nothing listens on (connection refused).
-func closedPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	return port
-}
-
 func msg(subject string) mail.Message {
 	return mail.Message{To: []string{"ada@example.com"}, Subject: subject, Text: "hello " + subject}
 }
