@@ -1,0 +1,61 @@
+package mail
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/readiness"
+)
+
+// unansweredQueue is a queue whose dead-letter count answers only when its
+// context ends (a database that has not answered yet: tables being migrated
+// at boot, a busy server, a hang its breaker does not know about yet).
+type unansweredQueue struct{ framework.Jobs }
+
+func (unansweredQueue) CountDeadJobs(ctx context.Context, _ string) (int, error) {
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+// TestCheckAnswersWhenTheDeadLetterCountDoesNot: a queue that does not answer
+// the count in time costs the "dead" entry, not the check: /ready reports the
+// last delivery (critical = true, so a timeout would make it 503), as
+// docs/mail.md says.
+func TestCheckAnswersWhenTheDeadLetterCountDoesNot(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name       string
+		last       *Delivery
+		status     readiness.Status
+		overall    readiness.Overall
+		detailHead string
+	}{
+		{"before any delivery", nil, readiness.Pass, readiness.OK, "no delivery attempted yet"},
+		{"after a refused delivery", &Delivery{Result: "transient", Error: "mail: smtp 127.0.0.1:2525: dial failed: connection refused"},
+			readiness.Fail, readiness.Unavailable, "last delivery failed: mail: smtp 127.0.0.1:2525: dial failed: connection refused"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			p := New()
+			p.cfg.Transport, p.cfg.Host, p.cfg.Port = "smtp", "127.0.0.1", 2525
+			p.sender = &smtpSender{cfg: p.cfg}
+			p.jobs = unansweredQueue{}
+			p.last = c.last
+			agg := readiness.NewAggregator(readiness.DefaultTimeout, readiness.Check{Name: Name, Critical: true, Run: p.Check})
+			res := agg.Run(context.Background())
+			r := res.Checks[Name]
+			if r.Status != c.status || res.Status != c.overall {
+				t.Fatalf("mail check %s (%q), /ready %s; want %s and %s, not a timeout", r.Status, r.Detail, res.Status, c.status, c.overall)
+			}
+			if want := c.detailHead + "; dead letter unknown: the queue did not answer"; r.Detail != want {
+				t.Fatalf("detail %q, want %q", r.Detail, want)
+			}
+			if _, ok := r.Meta["dead"]; ok || !strings.Contains(r.Meta["server"].(string), "127.0.0.1:2525") {
+				t.Fatalf("meta %v, want the server and no dead count", r.Meta)
+			}
+		})
+	}
+}
