@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -78,13 +77,7 @@ func TestFailedStartStopsWhatStartedInReverse(t *testing.T) {
 
 func TestUnreachableDependencyDoesNotFailTheBoot(t *testing.T) {
 	t.Parallel()
-	// A port nothing listens on: take one and close it.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := jfasttest.RefusedAddr(t) // a port nothing listens on
 
 	svc := jfasttest.Start(t, jfasttest.Options{
 		TOML:    fmt.Sprintf("[plugins]\nenabled = [\"observability\", \"fake\"]\n[plugin.fake]\naddress = %q", addr),

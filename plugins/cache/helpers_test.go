@@ -3,7 +3,6 @@ package cache
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"regexp"
 	"sync/atomic"
@@ -49,18 +48,9 @@ type setupOpts struct {
 
 // setup starts a service with the cache plugin on a unique key prefix and a test
 // clock, and deletes the prefix's keys when the test ends.
-// refusedAddr is a loopback address nothing listens at: connections to it are
-// refused at once.
-func refusedAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now
-	return addr
-}
+// refusedAddr is a loopback address where connections are refused at once
+// until the test ends (jfasttest.RefusedAddr holds the port).
+func refusedAddr(t testing.TB) string { return jfasttest.RefusedAddr(t) }
 
 func setup(t testing.TB, o setupOpts) bundle {
 	t.Helper()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/jfasttest"
 	"github.com/jfastframework/jfast/problem"
 )
 
@@ -436,12 +437,7 @@ func TestCallerDeadlineIsNoEvidence(t *testing.T) {
 // not the breaker.
 func TestCriticalFromBootWithTheDatabaseDown(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := jfasttest.RefusedAddr(t)
 	b := setup(t, setupOpts{url: "postgres://postgres@" + addr + "/test?sslmode=disable", toml: "critical = true"})
 	for i := range 12 {
 		if i == 3 {

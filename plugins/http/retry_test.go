@@ -3,12 +3,12 @@ package http_test
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/jfasttest"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
 )
 
@@ -138,14 +138,9 @@ func TestDroppedConnectionRetried(t *testing.T) {
 // A connect error (nothing listens) is retried and ends as UpstreamUnavailable.
 func TestConnectErrorRetried(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
+	addr := jfasttest.RefusedAddr(t)
 	c, clk, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: "http://" + addr}))
-	_, err = c.Get(context.Background(), "/x")
+	_, err := c.Get(context.Background(), "/x")
 	var ua *jhttp.UpstreamUnavailable
 	if !errors.As(err, &ua) {
 		t.Fatalf("err = %v (%T), want *UpstreamUnavailable", err, err)

@@ -282,12 +282,7 @@ func TestUnreachableProviderFailsWithinConnectTimeout(t *testing.T) {
 		t.Fatalf("failed after %s, want about the 300ms connect timeout", took)
 	}
 	// Refused: at once, retried, then a 503 naming it.
-	ln, lerr := net.Listen("tcp", "127.0.0.1:0")
-	if lerr != nil {
-		t.Fatal(lerr)
-	}
-	refused := ln.Addr().String()
-	_ = ln.Close()
+	refused := jfasttest.RefusedAddr(t)
 	c2 := client(t, nil, llm.ProviderConfig{BaseURL: "http://" + refused + "/v1"}, autoClock())
 	_, err = c2.Chat(context.Background(), params("hi"))
 	if e := llmError(t, err); e.Kind != llm.KindUnavailable || e.Attempts != 3 {

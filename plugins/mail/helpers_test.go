@@ -271,3 +271,20 @@ func contains(s string, subs ...string) bool {
 	}
 	return true
 }
+
+// closedPort returns a loopback port where connections are refused until the
+// test ends (jfasttest.RefusedAddr: the port is held, so no other test's
+// server on 127.0.0.1:0 can take it and turn each refused attempt into a
+// wait of connect_timeout).
+func closedPort(t *testing.T) int {
+	t.Helper()
+	_, port, err := net.SplitHostPort(jfasttest.RefusedAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

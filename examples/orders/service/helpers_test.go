@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -178,16 +177,8 @@ func billingPayments(t *testing.T, order int64) int {
 	return n
 }
 
-// closedPort returns a loopback address where nothing listens.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
-}
+// closedPort returns a loopback address where connections are refused until
+// the test ends (jfasttest.RefusedAddr holds the port).
+func closedPort(t *testing.T) string { return jfasttest.RefusedAddr(t) }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

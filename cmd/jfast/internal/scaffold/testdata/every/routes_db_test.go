@@ -2,10 +2,11 @@ package main
 
 import (
 	"encoding/json"
-	"net"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/jfastframework/jfast/jfasttest"
 )
 
 // TestDBNow asks /db/now of a service on a private database (privateDB): 200
@@ -30,12 +31,7 @@ func TestDBNow(t *testing.T) {
 // answers a 503 problem naming "db", within the deadlines.
 func TestDBDown(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := jfasttest.RefusedAddr(t) // connections refused until the test ends
 	svc := setup(t, map[string]string{"JFAST_DB_URL": "postgres://app:app@" + addr + "/app?sslmode=disable"})
 	resp := svc.Get(t, "/db/now")
 	var p struct{ Dependency string }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/jfastframework/jfast/jfasttest"
 	"github.com/jfastframework/jfast/plugins/grpc"
 )
 
@@ -67,12 +68,7 @@ func TestGreetCall(t *testing.T) {
 // listens: /grpc/greet answers a 503 problem naming it.
 func TestGreetCallDown(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := jfasttest.RefusedAddr(t) // connections refused until the test ends
 	svc := setup(t, map[string]string{"JFAST_GRPC_UPSTREAMS__EXAMPLE__TARGET": addr})
 	resp := svc.Get(t, "/grpc/greet?name=jfast")
 	var p struct{ Dependency string }

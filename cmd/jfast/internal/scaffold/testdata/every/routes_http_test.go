@@ -1,11 +1,12 @@
 package main
 
 import (
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/jfastframework/jfast/jfasttest"
 )
 
 func TestUpstream(t *testing.T) {
@@ -27,13 +28,7 @@ func TestUpstream(t *testing.T) {
 
 func TestUpstreamDown(t *testing.T) {
 	t.Parallel()
-	// An address where nothing listens.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := jfasttest.RefusedAddr(t) // connections refused until the test ends
 	svc := setup(t, map[string]string{"JFAST_HTTP_UPSTREAMS__EXAMPLE__BASE_URL": "http://" + addr})
 	resp := svc.Get(t, "/upstream")
 	if resp.Status != http.StatusServiceUnavailable || !strings.Contains(resp.String(), `"example"`) {
