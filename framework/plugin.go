@@ -163,3 +163,70 @@ type Server interface {
 	Serve(app *App) error
 	Shutdown(ctx context.Context) error
 }
+
+// ClientPlugin is the set of capabilities a plugin that calls remote services
+// with credentials has in common: the http, grpc and llm clients, the mail
+// sender, auth's key set, storage's disks. Its table is validated; the
+// remote's address and credentials are deploy keys, and the credentials are
+// secret keys too; it builds its clients at Start without waiting on the
+// remote; and it reports the remote's state to /ready.
+//
+// It is a compile-time guard and nothing more: such a plugin writes one line
+// for it, and one for each capability it has beyond it,
+//
+//	var (
+//		_ framework.ClientPlugin = (*Plugin)(nil)
+//		_ framework.Dependent    = (*Plugin)(nil)
+//		_ framework.Stopper      = (*Plugin)(nil)
+//	)
+//
+// while the framework still finds each one-method capability on its own, by
+// type assertion, and asks for no composite. A plugin that lacks one of these
+// capabilities guards the ones it has, one line each.
+type ClientPlugin interface {
+	Configurable
+	Validator
+	DeployKeyer
+	SecretKeyer
+	Starter
+	Checker
+}
+
+// BackingServicePlugin is the set of capabilities a plugin that holds the
+// connection to a backing service has in common: the cache's Redis client,
+// the db plugin's PostgreSQL pool, the queue's broker, the telemetry plugin's
+// exporter to its collector. Its table is validated; defaults that come from
+// [app] (a key prefix, an application or service name) are resolved into it;
+// the service's address is a deploy key; it makes its client at Start without
+// waiting on the service, and releases it at Stop (the pool closed, the spans
+// flushed, the running jobs drained).
+//
+// Like [ClientPlugin] it is a compile-time guard only: the plugin writes one
+// line for it and one for each capability beyond it, and the framework finds
+// every capability by type assertion.
+type BackingServicePlugin interface {
+	Configurable
+	Validator
+	Resolver
+	DeployKeyer
+	Starter
+	Stopper
+}
+
+// LayeredPlugin is the set of capabilities a plugin that works through
+// another plugin has in common: channels through the cache's Redis client,
+// the gateway through the http plugin's upstreams, idempotency through the db
+// or cache plugin's store. Its table is validated; it declares that plugin as
+// a dependency and takes it from the App at Start; it stops its own work at
+// Stop, before that plugin stops; and it reports to /ready what it sees of it
+// (the store's answer, the upstreams' breakers).
+//
+// Like [ClientPlugin] it is a compile-time guard only.
+type LayeredPlugin interface {
+	Configurable
+	Validator
+	Dependent
+	Starter
+	Stopper
+	Checker
+}
