@@ -195,12 +195,7 @@ var errNotStarted = errors.New("auth: the plugin has not started")
 func (p *Plugin) UsesDependency() bool { return p.cfg.Mode == ModeJWKS }
 
 var (
-	_ framework.Configurable = (*Plugin)(nil)
-	_ framework.Validator    = (*Plugin)(nil)
-	_ framework.DeployKeyer  = (*Plugin)(nil)
-	_ framework.SecretKeyer  = (*Plugin)(nil)
+	_ framework.ClientPlugin = (*Plugin)(nil)
 	_ framework.Dependent    = (*Plugin)(nil)
-	_ framework.Starter      = (*Plugin)(nil)
 	_ framework.Stopper      = (*Plugin)(nil)
-	_ framework.Checker      = (*Plugin)(nil)
 )

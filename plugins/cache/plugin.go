@@ -279,14 +279,9 @@ func parseURL(raw string) (*url.URL, error) {
 }
 
 var (
-	_ framework.Configurable       = (*Plugin)(nil)
-	_ framework.Validator          = (*Plugin)(nil)
-	_ framework.Resolver           = (*Plugin)(nil)
-	_ framework.DeployKeyer        = (*Plugin)(nil)
-	_ framework.Starter            = (*Plugin)(nil)
-	_ framework.Stopper            = (*Plugin)(nil)
-	_ framework.Checker            = (*Plugin)(nil)
-	_ framework.RevocationProvider = (*Plugin)(nil)
+	_ framework.BackingServicePlugin = (*Plugin)(nil)
+	_ framework.Checker              = (*Plugin)(nil)
+	_ framework.RevocationProvider   = (*Plugin)(nil)
 )
 
 // urlPoolParam is the url's query parameter go-redis reads as the pool size.

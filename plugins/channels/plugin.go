@@ -320,11 +320,4 @@ func (p *Plugin) goLoop(f func()) bool {
 	return true
 }
 
-var (
-	_ framework.Configurable = (*Plugin)(nil)
-	_ framework.Validator    = (*Plugin)(nil)
-	_ framework.Dependent    = (*Plugin)(nil)
-	_ framework.Starter      = (*Plugin)(nil)
-	_ framework.Stopper      = (*Plugin)(nil)
-	_ framework.Checker      = (*Plugin)(nil)
-)
+var _ framework.LayeredPlugin = (*Plugin)(nil)

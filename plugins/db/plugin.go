@@ -257,12 +257,7 @@ func Get(app *framework.App) (*DB, error) {
 }
 
 var (
-	_ framework.Configurable = (*Plugin)(nil)
-	_ framework.Validator    = (*Plugin)(nil)
-	_ framework.Resolver     = (*Plugin)(nil)
-	_ framework.DeployKeyer  = (*Plugin)(nil)
-	_ framework.Starter      = (*Plugin)(nil)
-	_ framework.Stopper      = (*Plugin)(nil)
-	_ framework.Checker      = (*Plugin)(nil)
-	_ framework.Migrator     = (*Plugin)(nil)
+	_ framework.BackingServicePlugin = (*Plugin)(nil)
+	_ framework.Checker              = (*Plugin)(nil)
+	_ framework.Migrator             = (*Plugin)(nil)
 )

@@ -191,11 +191,6 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 }
 
 var (
-	_ framework.Configurable = (*Plugin)(nil)
-	_ framework.Validator    = (*Plugin)(nil)
-	_ framework.Dependent    = (*Plugin)(nil)
-	_ framework.Starter      = (*Plugin)(nil)
-	_ framework.Stopper      = (*Plugin)(nil)
-	_ framework.RouteMounter = (*Plugin)(nil)
-	_ framework.Checker      = (*Plugin)(nil)
+	_ framework.LayeredPlugin = (*Plugin)(nil)
+	_ framework.RouteMounter  = (*Plugin)(nil)
 )

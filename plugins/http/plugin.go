@@ -426,14 +426,9 @@ func (c *SharedClient) notClosedOrigins() (int, map[string]resilience.BreakerSna
 }
 
 var (
-	_ framework.Configurable = (*Plugin)(nil)
-	_ framework.Validator    = (*Plugin)(nil)
-	_ framework.DeployKeyer  = (*Plugin)(nil)
-	_ framework.SecretKeyer  = (*Plugin)(nil)
+	_ framework.ClientPlugin = (*Plugin)(nil)
 	_ framework.Dependent    = (*Plugin)(nil)
-	_ framework.Starter      = (*Plugin)(nil)
 	_ framework.Stopper      = (*Plugin)(nil)
-	_ framework.Checker      = (*Plugin)(nil)
 
 	_ framework.HTTPInstrumentable = (*Plugin)(nil)
 	_ framework.HTTPTransports     = (*Plugin)(nil)

@@ -187,11 +187,6 @@ func (p *Plugin) releaseLater(c claim) {
 }
 
 var (
-	_ framework.Configurable = (*Plugin)(nil)
-	_ framework.Validator    = (*Plugin)(nil)
-	_ framework.Resolver     = (*Plugin)(nil)
-	_ framework.Dependent    = (*Plugin)(nil)
-	_ framework.Starter      = (*Plugin)(nil)
-	_ framework.Stopper      = (*Plugin)(nil)
-	_ framework.Checker      = (*Plugin)(nil)
+	_ framework.LayeredPlugin = (*Plugin)(nil)
+	_ framework.Resolver      = (*Plugin)(nil)
 )

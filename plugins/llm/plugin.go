@@ -164,12 +164,7 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 }
 
 var (
-	_ framework.Configurable = (*Plugin)(nil)
-	_ framework.Validator    = (*Plugin)(nil)
-	_ framework.DeployKeyer  = (*Plugin)(nil)
-	_ framework.SecretKeyer  = (*Plugin)(nil)
+	_ framework.ClientPlugin = (*Plugin)(nil)
 	_ framework.Dependent    = (*Plugin)(nil)
-	_ framework.Starter      = (*Plugin)(nil)
 	_ framework.Stopper      = (*Plugin)(nil)
-	_ framework.Checker      = (*Plugin)(nil)
 )

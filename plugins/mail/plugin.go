@@ -322,11 +322,6 @@ func build(pl *payload) (*gomail.Msg, error) {
 func (p *Plugin) UsesDependency() bool { return p.cfg.Transport == "smtp" }
 
 var (
-	_ framework.Configurable = (*Plugin)(nil)
-	_ framework.Validator    = (*Plugin)(nil)
-	_ framework.DeployKeyer  = (*Plugin)(nil)
-	_ framework.SecretKeyer  = (*Plugin)(nil)
+	_ framework.ClientPlugin = (*Plugin)(nil)
 	_ framework.Dependent    = (*Plugin)(nil)
-	_ framework.Starter      = (*Plugin)(nil)
-	_ framework.Checker      = (*Plugin)(nil)
 )

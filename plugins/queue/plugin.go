@@ -680,12 +680,8 @@ func (p *Plugin) BackendName() string { return p.cfg.Backend }
 func (p *Plugin) Breaker() *resilience.Breaker { return p.breaker }
 
 var (
-	_ framework.Configurable = (*Plugin)(nil)
-	_ framework.Validator    = (*Plugin)(nil)
-	_ framework.Resolver     = (*Plugin)(nil)
-	_ framework.Dependent    = (*Plugin)(nil)
-	_ framework.Starter      = (*Plugin)(nil)
-	_ framework.Stopper      = (*Plugin)(nil)
-	_ framework.Checker      = (*Plugin)(nil)
-	_ framework.WorkerRunner = (*Plugin)(nil)
+	_ framework.BackingServicePlugin = (*Plugin)(nil)
+	_ framework.Dependent            = (*Plugin)(nil)
+	_ framework.Checker              = (*Plugin)(nil)
+	_ framework.WorkerRunner         = (*Plugin)(nil)
 )

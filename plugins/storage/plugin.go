@@ -261,13 +261,8 @@ func (p *Plugin) UsesDependency() bool {
 }
 
 var (
-	_ framework.Configurable = (*Plugin)(nil)
-	_ framework.Validator    = (*Plugin)(nil)
-	_ framework.DeployKeyer  = (*Plugin)(nil)
-	_ framework.SecretKeyer  = (*Plugin)(nil)
-	_ framework.Starter      = (*Plugin)(nil)
+	_ framework.ClientPlugin = (*Plugin)(nil)
 	_ framework.Stopper      = (*Plugin)(nil)
-	_ framework.Checker      = (*Plugin)(nil)
 	_ framework.RouteMounter = (*Plugin)(nil)
 	_ framework.Defaulter    = (*DiskConfig)(nil)
 )

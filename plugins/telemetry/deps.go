@@ -107,3 +107,10 @@ func (p *Plugin) observeConsumer(ctx context.Context, metadata map[string]string
 		span.End()
 	}
 }
+
+// The tracing seams of framework/instrument.go, implemented in this file.
+var (
+	_ framework.DependencyInstrumenter = (*Plugin)(nil)
+	_ framework.JobPropagator          = (*Plugin)(nil)
+	_ framework.MessagePropagator      = (*Plugin)(nil)
+)

@@ -313,14 +313,6 @@ func logSource(ctx context.Context) []slog.Attr {
 }
 
 var (
-	_ framework.Configurable           = (*Plugin)(nil)
-	_ framework.Validator              = (*Plugin)(nil)
-	_ framework.Resolver               = (*Plugin)(nil)
-	_ framework.DeployKeyer            = (*Plugin)(nil)
-	_ framework.Starter                = (*Plugin)(nil)
-	_ framework.Stopper                = (*Plugin)(nil)
-	_ framework.Middlewarer            = (*Plugin)(nil)
-	_ framework.DependencyInstrumenter = (*Plugin)(nil)
-	_ framework.JobPropagator          = (*Plugin)(nil)
-	_ framework.MessagePropagator      = (*Plugin)(nil)
+	_ framework.BackingServicePlugin = (*Plugin)(nil)
+	_ framework.Middlewarer          = (*Plugin)(nil)
 )
