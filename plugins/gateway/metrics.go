@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jfastframework/jfast/framework"
 )
 
 // metrics are the jfast_gateway_* collectors, labelled by route.
@@ -23,35 +25,13 @@ var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jfast_gateway_requests_total",
-			Help: "Requests a gateway route answered, by route and status (the upstream's, or the gateway's own problem).",
-		}, []string{"route", "status"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "jfast_gateway_upstream_duration_seconds",
-			Help:    "Time from a proxied request's start to the upstream's response headers, retries included.",
-			Buckets: latencyBuckets,
-		}, []string{"route"}),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jfast_gateway_retries_total",
-			Help: "Attempts a route's requests made past their first (retries within the upstream's rules and budget).",
-		}, []string{"route"}),
-		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jfast_gateway_breaker_refusals_total",
-			Help: "Requests a route answered with 503 at once because its upstream's breaker was open.",
-		}, []string{"route"}),
-		gone: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jfast_gateway_client_gone_total",
-			Help: "Proxied requests ended by their client going away (or the service draining) before the response was complete: no upstream failure.",
-		}, []string{"route"}),
-		tunnels: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "jfast_gateway_tunnels",
-			Help: "WebSocket (upgraded) connections open through a route; each holds a place in its upstream's max_concurrent.",
-		}, []string{"route"}),
-		idle: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jfast_gateway_tunnels_idle_closed_total",
-			Help: "Tunnels closed after tunnel_idle_timeout without a byte either way.",
-		}, []string{"route"}),
+		requests: framework.NewCounterVec("jfast_gateway_requests_total", "Requests a gateway route answered, by route and status (the upstream's, or the gateway's own problem).", "route", "status"),
+		latency:  framework.NewHistogramVec("jfast_gateway_upstream_duration_seconds", "Time from a proxied request's start to the upstream's response headers, retries included.", latencyBuckets, "route"),
+		retries:  framework.NewCounterVec("jfast_gateway_retries_total", "Attempts a route's requests made past their first (retries within the upstream's rules and budget).", "route"),
+		refusals: framework.NewCounterVec("jfast_gateway_breaker_refusals_total", "Requests a route answered with 503 at once because its upstream's breaker was open.", "route"),
+		gone:     framework.NewCounterVec("jfast_gateway_client_gone_total", "Proxied requests ended by their client going away (or the service draining) before the response was complete: no upstream failure.", "route"),
+		tunnels:  framework.NewGaugeVec("jfast_gateway_tunnels", "WebSocket (upgraded) connections open through a route; each holds a place in its upstream's max_concurrent.", "route"),
+		idle:     framework.NewCounterVec("jfast_gateway_tunnels_idle_closed_total", "Tunnels closed after tunnel_idle_timeout without a byte either way.", "route"),
 	}
 	var errs []error
 	for _, c := range []prometheus.Collector{m.requests, m.latency, m.retries, m.refusals, m.gone, m.tunnels, m.idle} {
