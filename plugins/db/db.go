@@ -147,11 +147,7 @@ func (d *DB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandT
 // Query runs sql. The connection goes back to the pool when the rows are
 // closed (pgx.CollectRows and ForEachRow close them; otherwise call Close).
 func (d *DB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	rows, err := d.query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
-	}
-	return rows, nil
+	return asRows(d.query(ctx, sql, args...))
 }
 
 func (d *DB) query(ctx context.Context, sql string, args ...any) (*releasingRows, error) {
@@ -174,11 +170,7 @@ func (d *DB) query(ctx context.Context, sql string, args ...any) (*releasingRows
 
 // QueryRow runs sql; its error, if any, is returned by Scan.
 func (d *DB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	rows, err := d.query(ctx, sql, args...)
-	if err != nil {
-		return errRow{err}
-	}
-	return (*rowOf)(rows)
+	return asRow(d.query(ctx, sql, args...))
 }
 
 // SendBatch sends every query of b in one round trip. The connection goes
@@ -381,6 +373,24 @@ func (ro *rowOf) Scan(dest ...any) error {
 	return r.Err()
 }
 
+// asRows is Query's answer from query's, for DB and poolTx alike: with an
+// error the rows are a nil interface, not a nil *releasingRows in one.
+func asRows(rows *releasingRows, err error) (pgx.Rows, error) {
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// asRow is QueryRow's answer from query's, for DB and poolTx alike: an error
+// waits for Scan.
+func asRow(rows *releasingRows, err error) pgx.Row {
+	if err != nil {
+		return errRow{err}
+	}
+	return (*rowOf)(rows)
+}
+
 type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
@@ -452,11 +462,7 @@ func (t *poolTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 }
 
 func (t *poolTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	rows, err := t.query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
-	}
-	return rows, nil
+	return asRows(t.query(ctx, sql, args...))
 }
 
 func (t *poolTx) query(ctx context.Context, sql string, args ...any) (*releasingRows, error) {
@@ -472,11 +478,7 @@ func (t *poolTx) query(ctx context.Context, sql string, args ...any) (*releasing
 }
 
 func (t *poolTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	rows, err := t.query(ctx, sql, args...)
-	if err != nil {
-		return errRow{err}
-	}
-	return (*rowOf)(rows)
+	return asRow(t.query(ctx, sql, args...))
 }
 
 func (t *poolTx) CopyFrom(ctx context.Context, tableName pgx.Identifier, columnNames []string, rowSrc pgx.CopyFromSource) (int64, error) {
