@@ -53,6 +53,14 @@ func NewGaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
 	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
 }
 
+// LatencyBuckets are the bounds, in seconds, of jfast's request and call
+// duration histograms: the server's requests, the http and grpc clients'
+// calls, the gRPC server's RPCs and the gateway's upstream latency. They run
+// from 1 ms, a loopback call, to 30 s, the longest default deadline
+// (app.request_timeout), so every series of one service can be read against
+// the same bounds. Do not change the slice: the histograms share it.
+var LatencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
 // NewHistogram returns a histogram named name with buckets.
 func NewHistogram(name, help string, buckets []float64) prometheus.Histogram {
 	return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})

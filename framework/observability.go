@@ -77,7 +77,7 @@ func (o *Observability) Validate(v *Validation) {
 func (o *Observability) Start(_ context.Context, app *App) error {
 	o.registry = app.Metrics()
 	o.requests = NewCounterVec("http_server_requests_total", "HTTP requests served, by method, route template and status.", "method", "route", "status")
-	o.duration = NewHistogramVec("http_server_request_duration_seconds", "Time to serve an HTTP request, by method, route template and status.", []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}, "method", "route", "status")
+	o.duration = NewHistogramVec("http_server_request_duration_seconds", "Time to serve an HTTP request, by method, route template and status.", LatencyBuckets, "method", "route", "status")
 	if err := RegisterAll(o.registry, o.requests, o.duration); err != nil {
 		return err
 	}

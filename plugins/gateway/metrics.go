@@ -21,12 +21,10 @@ type metrics struct {
 	idle     *prometheus.CounterVec
 }
 
-var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
-
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		requests: framework.NewCounterVec("jfast_gateway_requests_total", "Requests a gateway route answered, by route and status (the upstream's, or the gateway's own problem).", "route", "status"),
-		latency:  framework.NewHistogramVec("jfast_gateway_upstream_duration_seconds", "Time from a proxied request's start to the upstream's response headers, retries included.", latencyBuckets, "route"),
+		latency:  framework.NewHistogramVec("jfast_gateway_upstream_duration_seconds", "Time from a proxied request's start to the upstream's response headers, retries included.", framework.LatencyBuckets, "route"),
 		retries:  framework.NewCounterVec("jfast_gateway_retries_total", "Attempts a route's requests made past their first (retries within the upstream's rules and budget).", "route"),
 		refusals: framework.NewCounterVec("jfast_gateway_breaker_refusals_total", "Requests a route answered with 503 at once because its upstream's breaker was open.", "route"),
 		gone:     framework.NewCounterVec("jfast_gateway_client_gone_total", "Proxied requests ended by their client going away (or the service draining) before the response was complete: no upstream failure.", "route"),

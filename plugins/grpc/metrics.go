@@ -18,8 +18,6 @@ const (
 	labelThrottled    = "throttled"
 )
 
-var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
-
 // metricSet is the collectors of a registry's grpc clients: the policy
 // metrics every plugin shares (framework.ClientMetrics, plugin "grpc",
 // dependency the upstream, outcome the final code's name or circuit_open /
@@ -36,7 +34,7 @@ func newMetricSet() *metricSet {
 		policy:   framework.NewClientMetrics(),
 		calls:    framework.NewCounterVec("jfast_grpc_client_calls_total", "Calls to a gRPC upstream by method and final code (the gRPC code name, or circuit_open / bulkhead_full / throttled for a call refused before any attempt).", "upstream", "method", "code"),
 		attempts: framework.NewCounterVec("jfast_grpc_client_attempts_total", "Attempts sent to a gRPC upstream (first attempts, retries and stream restarts) by method and code.", "upstream", "method", "code"),
-		duration: framework.NewHistogramVec("jfast_grpc_client_call_duration_seconds", "Time of a whole call to a gRPC upstream, retries and waits included (for a stream: until its last message).", latencyBuckets, "upstream", "method"),
+		duration: framework.NewHistogramVec("jfast_grpc_client_call_duration_seconds", "Time of a whole call to a gRPC upstream, retries and waits included (for a stream: until its last message).", framework.LatencyBuckets, "upstream", "method"),
 	}
 }
 

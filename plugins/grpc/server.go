@@ -427,7 +427,7 @@ type serverMetrics struct {
 func newServerMetrics() *serverMetrics {
 	return &serverMetrics{
 		handledVec:  framework.NewCounterVec("jfast_grpc_server_handled_total", "RPCs this service served, by method and code.", "method", "code"),
-		durationVec: framework.NewHistogramVec("jfast_grpc_server_handling_seconds", "Time serving an RPC, from its start to its status.", latencyBuckets, "method"),
+		durationVec: framework.NewHistogramVec("jfast_grpc_server_handling_seconds", "Time serving an RPC, from its start to its status.", framework.LatencyBuckets, "method"),
 	}
 }
 

@@ -30,14 +30,12 @@ const (
 	resultTooLarge    = "response_too_large"
 )
 
-var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
-
 func newMetricSet() *metricSet {
 	up := []string{"upstream"}
 	return &metricSet{
 		policy:   framework.NewClientMetrics(),
-		latency:  framework.NewHistogramVec("jfast_http_client_call_duration_seconds", "Time from the start of a call to the headers of the response it returned, retries and waits included.", latencyBuckets, up...),
-		bodyRead: framework.NewHistogramVec("jfast_http_client_body_read_duration_seconds", "Time reading the body of the response a call returned.", latencyBuckets, up...),
+		latency:  framework.NewHistogramVec("jfast_http_client_call_duration_seconds", "Time from the start of a call to the headers of the response it returned, retries and waits included.", framework.LatencyBuckets, up...),
+		bodyRead: framework.NewHistogramVec("jfast_http_client_body_read_duration_seconds", "Time reading the body of the response a call returned.", framework.LatencyBuckets, up...),
 	}
 }
 
