@@ -74,6 +74,28 @@ func (w *ResponseRecorder) Flush() {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *ResponseRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// ResponseStatus returns the status the response went out with: the
+// [ResponseRecorder]'s (or any writer's with a Status method) found through
+// w and the writers wrapping it (Unwrap). It is 200 when the handler wrote
+// nothing, which net/http then sends, and when no writer on the way records
+// a status (outside a jfast App). Middleware that reports a request after
+// its handler returns (a span, a route's metrics) reads it.
+func ResponseStatus(w http.ResponseWriter) int {
+	for {
+		switch x := w.(type) {
+		case interface{ Status() int }:
+			if s := x.Status(); s != 0 {
+				return s
+			}
+			return http.StatusOK
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return http.StatusOK
+		}
+	}
+}
+
 // exchange is what the framework keeps per request, pooled: the recorder the
 // response goes through, the wrapper the body is read through, and what a
 // shutdown that cuts the request logs about it.

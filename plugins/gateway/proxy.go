@@ -130,7 +130,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Connection", "close")
 		}
 		problem.Write(w, r, p)
-		rt.m.request(statusOf(w))
+		rt.m.request(framework.ResponseStatus(w))
 		return
 	}
 	ctx := r.Context()
@@ -162,7 +162,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	if err := rt.bufferBody(r); err != nil {
 		problem.Write(w, r, problem.From(err))
-		rt.m.request(statusOf(w))
+		rt.m.request(framework.ResponseStatus(w))
 		return
 	}
 	rt.rp.ServeHTTP(w, r.WithContext(c))
@@ -170,7 +170,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if n := c.Attempts(); n > 1 {
 		rt.m.retries.Add(float64(n - 1))
 	}
-	rt.m.request(statusOf(w))
+	rt.m.request(framework.ResponseStatus(w))
 }
 
 // refuse returns the problem a request is answered with before anything is
@@ -581,24 +581,6 @@ func isUpgrade(r *http.Request) bool {
 		}
 	}
 	return false
-}
-
-// statusOf returns the status the response went out with, as the framework
-// recorded it.
-func statusOf(w http.ResponseWriter) int {
-	for {
-		switch x := w.(type) {
-		case *framework.ResponseRecorder:
-			if s := x.Status(); s != 0 {
-				return s
-			}
-			return http.StatusOK
-		case interface{ Unwrap() http.ResponseWriter }:
-			w = x.Unwrap()
-		default:
-			return 0
-		}
-	}
 }
 
 // streamWriter bounds each write to a stream route's client.

@@ -62,7 +62,7 @@ func endServerSpan(span trace.Span, w http.ResponseWriter, r *http.Request, pani
 		span.SetName(spanMethod(r.Method) + " " + route)
 		span.SetAttributes(attribute.String("http.route", route))
 	}
-	status := statusOf(w)
+	status := framework.ResponseStatus(w)
 	if panicked {
 		status = http.StatusInternalServerError
 		span.SetStatus(codes.Error, "panic")
@@ -71,25 +71,6 @@ func endServerSpan(span trace.Span, w http.ResponseWriter, r *http.Request, pani
 	}
 	span.SetAttributes(attribute.Int("http.response.status_code", status))
 	span.End()
-}
-
-// statusOf is the status the response was sent with (200 when the handler
-// wrote nothing), through the framework's ResponseRecorder or any writer that
-// wraps it.
-func statusOf(w http.ResponseWriter) int {
-	for {
-		switch x := w.(type) {
-		case interface{ Status() int }:
-			if s := x.Status(); s != 0 {
-				return s
-			}
-			return http.StatusOK
-		case interface{ Unwrap() http.ResponseWriter }:
-			w = x.Unwrap()
-		default:
-			return http.StatusOK
-		}
-	}
 }
 
 // spanMethod is the request's method when it is a standard one, else "_OTHER":
