@@ -115,8 +115,9 @@ var (
 
 // serveRequest is the framework's middleware, fused into one handler around the
 // service's chi router so a request pays for one context and one request copy:
-// request ID, panic recovery, the request deadline and the access log, outermost
-// first. The request's values (requestValues) also carry chi's routing
+// the request ID and the request deadline (one context), then the access log,
+// the panic recovery inside it (a panicking request is logged with its 500),
+// the front door, and chi with the plugins' middleware. The request's values (requestValues) also carry chi's routing
 // context, taken from a pool here, so chi does not make a context and a
 // request copy of its own.
 type serveRequest struct {

@@ -104,9 +104,9 @@ type Route struct {
 	// app.request_timeout: server-sent events, long downloads, WebSocket
 	// connections. Its requests are not cut by app.request_timeout (nor a
 	// caller's Jfast-Timeout-Ms); the upstream's read_timeout still cuts a
-	// response that goes silent, its timeout still bounds the whole
-	// call (give such a route an upstream of its own with a long
-	// timeout), and each write to the client must finish within
+	// response that goes silent, its timeout bounds the wait for the
+	// response's headers (attempts and retries) but not the body that
+	// follows, and each write to the client must finish within
 	// stream_write_timeout. A WebSocket upgrade becomes a tunnel on every
 	// route once the upstream answers 101 (tunnel_idle_timeout bounds it).
 	// Defaults to false.
