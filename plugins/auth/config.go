@@ -103,7 +103,7 @@ type Config struct {
 	resilience.BreakerConfig `koanf:",squash"`
 
 	// JWKSRefreshInterval is how often the key set is fetched while the issuer
-	// answers (after a failure the next fetch is tried after jwks_cool_down).
+	// answers (after a failure the next fetch is tried after breaker_cool_down).
 	// Defaults to 15m.
 	JWKSRefreshInterval time.Duration `koanf:"jwks_refresh_interval"`
 

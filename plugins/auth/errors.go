@@ -23,7 +23,7 @@ const (
 	ReasonNotYetValid  Reason = "not_yet_valid" // nbf or iat in the future (beyond the leeway)
 	ReasonIssuer       Reason = "issuer"        // iss is not the configured issuer
 	ReasonAudience     Reason = "audience"      // aud does not hold the configured audience
-	ReasonClaims       Reason = "claims"        // exp missing, or a claim of the wrong type
+	ReasonClaims       Reason = "claims"        // exp missing (a registered claim of the wrong type is malformed)
 	ReasonRevoked      Reason = "revoked"       // the jti was revoked
 	ReasonNoJTI        Reason = "no_jti"        // check_revocation is on and the token has no jti
 	ReasonUnverifiable Reason = "unverifiable"  // any other reason the token cannot be verified
