@@ -55,7 +55,9 @@ type riverArgs struct {
 
 func (a riverArgs) Kind() string { return a.kind }
 
-// riverQuiet keeps River's own logs at warning and above, under the plugin's.
+// logger is the plugin's logger for River, with the backend named; config
+// wraps its handler in levelHandler, so River's own logs go out at warning
+// and above.
 func (b *riverBackend) logger() *slog.Logger {
 	if l, ok := b.env.Logger.(*slog.Logger); ok {
 		return l.With(slog.String("backend", "river"))
