@@ -2,6 +2,7 @@ package drills
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/cli"
 )
 
@@ -60,6 +62,28 @@ type drillFlags struct {
 	deadline           time.Duration
 }
 
+// drilledPlugins returns the enabled plugins to drill, and those of them
+// declared critical ([plugin.X] critical = true: their outage makes /ready
+// 503, not a degraded 200). The plugins are the App's own, configured by
+// Load: each says whether its configuration has a dependency to take away,
+// and one that has none is named on out and left out.
+func drilledPlugins(app *framework.App, plugins []framework.Plugin, out io.Writer) (drilled, critical []string) {
+	for _, p := range plugins {
+		if !app.Enabled(p.Name()) {
+			continue
+		}
+		if u, ok := p.(DependencyUser); ok && !u.UsesDependency() {
+			fmt.Fprintf(out, "no drill for %s: its configuration uses no dependency that can be taken away\n", p.Name())
+			continue
+		}
+		drilled = append(drilled, p.Name())
+		if app.Critical(p.Name()) {
+			critical = append(critical, p.Name())
+		}
+	}
+	return drilled, critical
+}
+
 func runCommand(s *cli.Service, cmd *cobra.Command, f *drillFlags) error {
 	app, err := s.Load(cmd)
 	if err != nil {
@@ -77,18 +101,7 @@ func runCommand(s *cli.Service, cmd *cobra.Command, f *drillFlags) error {
 		}
 		o.BaseURL = "http://" + net.JoinHostPort(host, port)
 	}
-	// The plugins are the App's own, configured by Load: each says whether its
-	// configuration has a dependency to take away.
-	for _, p := range s.Options().Plugins {
-		if !app.Enabled(p.Name()) {
-			continue
-		}
-		if u, ok := p.(DependencyUser); ok && !u.UsesDependency() {
-			fmt.Fprintf(cmd.OutOrStdout(), "no drill for %s: its configuration uses no dependency that can be taken away\n", p.Name())
-			continue
-		}
-		o.Plugins = append(o.Plugins, p.Name())
-	}
+	o.Plugins, o.Critical = drilledPlugins(app, s.Options().Plugins, cmd.OutOrStdout())
 	for _, r := range f.routes {
 		if plugin, path, ok := strings.Cut(r, "="); ok {
 			o.Routes[plugin] = path

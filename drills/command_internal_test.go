@@ -1,0 +1,38 @@
+package drills
+
+import (
+	"bytes"
+	"slices"
+	"testing"
+
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/plugins/cache"
+	"github.com/jfastframework/jfast/plugins/db"
+)
+
+// A plugin declared critical is drilled as critical (its outage must make
+// /ready 503); one that is not, as degraded (200). Without the list a drill
+// of examples/orders' database ([plugin.db] critical = true) expected a
+// degraded 200 and failed on the 503 the service rightly answered.
+func TestDrilledPluginsCarryCritical(t *testing.T) {
+	app, err := framework.New(framework.Options{
+		Plugins: []framework.Plugin{db.New(), cache.New()},
+		ConfigText: `[plugins]
+enabled = ["observability", "db", "cache"]
+[plugin.db]
+url = "postgres://postgres@127.0.0.1:5432/test"
+critical = true
+[plugin.cache]
+url = "redis://127.0.0.1:6379/0"
+`,
+		Environ: []string{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	drilled, critical := drilledPlugins(app, []framework.Plugin{db.New(), cache.New()}, &out)
+	if !slices.Equal(drilled, []string{"db", "cache"}) || !slices.Equal(critical, []string{"db"}) {
+		t.Fatalf("drilled %v, critical %v; want [db cache] and [db]", drilled, critical)
+	}
+}
