@@ -363,7 +363,7 @@ func newLimiterCollector(l *Limiter) *limiterCollector {
 	c := &limiterCollector{
 		l:        l,
 		limit:    prometheus.NewDesc("jfast_overload_limit", "The front door's concurrency limit now.", nil, nil),
-		inflight: prometheus.NewDesc("jfast_overload_inflight", "Requests holding a slot of the concurrency limit.", nil, nil),
+		inflight: prometheus.NewDesc("jfast_overload_inflight", "Requests admitted by the front door and not yet finished, including hung ones that no longer count against the limit.", nil, nil),
 		queued:   prometheus.NewDesc("jfast_overload_queued", "Requests waiting for a slot.", nil, nil),
 		baseline: prometheus.NewDesc("jfast_overload_latency_baseline_seconds", "The lowest window mean latency of the last baseline_window.", nil, nil),
 		recent:   prometheus.NewDesc("jfast_overload_latency_recent_seconds", "The last window's mean latency.", nil, nil),

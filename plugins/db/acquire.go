@@ -569,8 +569,9 @@ func (g *gate) attempt(ctx context.Context, pool *pgxpool.Pool, bound time.Durat
 		ticket.Done(resilience.Ignore)
 		return nil, false, g.unavailable(cause)
 	case errors.As(err, &pt) || pingTimeout:
-		// The ping got no answer within ping_timeout: a hang, which opens
-		// the breaker at once when nothing answered meanwhile.
+		// The ping got no answer within ping_timeout: a hang, which makes
+		// the breaker half-open at once when nothing answered meanwhile (the
+		// next acquire probes); the watchdog, not this ping, trips it.
 		ticket.Done(resilience.Hang)
 		g.suspect.Store(true)
 		return nil, ctx.Err() == nil, g.unavailable(cause)

@@ -434,8 +434,9 @@ func (c *ServiceClient) outgoing(ctx context.Context) context.Context {
 
 // outcome classifies a call's final code for the breaker. UNAVAILABLE is a
 // failure: the upstream is not there; a DEADLINE_EXCEEDED of the client's own
-// timeout is a hang (resilience.Hang: with nothing answered meanwhile the
-// breaker goes half-open at once, docs/resilience.md). A call its caller
+// timeout is a hang (resilience.Hang: the policy's loop applies the silence
+// rule, so with nothing answered meanwhile the breaker opens at once for a
+// cool-down, docs/resilience.md). A call its caller
 // cancelled says nothing about the upstream, nor does one cut by the
 // caller's sooner deadline (resilience.CutByCaller, which the policy's loop
 // and a stream's end apply). RESOURCE_EXHAUSTED asks for calm

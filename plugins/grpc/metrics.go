@@ -21,7 +21,7 @@ const (
 // metricSet is the collectors of a registry's grpc clients: the policy
 // metrics every plugin shares (framework.ClientMetrics, plugin "grpc",
 // dependency the upstream, outcome the final code's name or circuit_open /
-// bulkhead_full), and the grpc client's own series by method.
+// bulkhead_full / throttled), and the grpc client's own series by method.
 type metricSet struct {
 	policy   *framework.ClientMetrics
 	calls    *prometheus.CounterVec

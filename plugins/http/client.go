@@ -153,7 +153,7 @@ func (c *ServiceClient) Patch(ctx context.Context, path string, body any, opts .
 // can be read again (see [Body]); closing it is optional. Only a call that got
 // no response at all, or one whose body was over max_response_bytes, returns
 // an error, always an [UpstreamError] kind: [CircuitOpen], [BulkheadFull],
-// [UpstreamTimeout], [UpstreamUnavailable] or [ResponseTooLarge].
+// [Throttled], [UpstreamTimeout], [UpstreamUnavailable] or [ResponseTooLarge].
 // A body that cannot be encoded or a malformed path is a plain error and
 // nothing is sent.
 func (c *ServiceClient) Do(ctx context.Context, method, path string, body any, opts ...CallOption) (*http.Response, error) {

@@ -271,7 +271,7 @@ func (u *Upstream) policyProblems(l *framework.Problems) {
 	for _, name := range names {
 		switch canonical := http.CanonicalHeaderKey(name); {
 		case !validHeaderName(name):
-			add("headers."+name, "is not a valid header name", "use letters, digits and - only")
+			add("headers."+name, "is not a valid header name", "use a token: letters, digits and !#$%&'*+-.^_`|~ only (no spaces, colons or other separators)")
 		case seen[canonical] != "":
 			// Header names are case-insensitive, so both entries are one
 			// header and which value is sent would be chance. The usual cause

@@ -12,7 +12,7 @@ import (
 // at all, or whose response could not be used. (A call that got a usable
 // response returns it, whatever its status.) It is never returned bare: each
 // failure is one of [UpstreamTimeout], [UpstreamUnavailable], [CircuitOpen],
-// [BulkheadFull] and [ResponseTooLarge], and errors.As finds the
+// [BulkheadFull], [Throttled] and [ResponseTooLarge], and errors.As finds the
 // UpstreamError inside any of them:
 //
 //	var ue *http.UpstreamError
@@ -95,8 +95,9 @@ type BulkheadFull struct{ UpstreamError }
 // max_response_bytes: the upstream answered, but with nothing this service
 // can use. The client read at most Limit+1 bytes of the body (none when the
 // Content-Length already said too much) and closed the connection. It is
-// never retried (the same request gets the same body) and is no evidence for
-// the breaker (the upstream is up), like a 500. It renders as a 502.
+// never retried (the same request gets the same body); the breaker counts
+// the answer by its status (a 200 or a 500 is a success, a 503 a failure),
+// as any other response. It renders as a 502.
 type ResponseTooLarge struct {
 	UpstreamError
 	// Limit is the upstream's max_response_bytes.

@@ -293,8 +293,9 @@ func (p *Plugin) UpstreamBulkhead(upstream string) (*resilience.Bulkhead, error)
 // Check implements framework.Checker. It sends nothing: it lists every
 // upstream's breaker in meta (and, with breaker_key = "route", the route
 // breakers that are not closed). An open breaker reports the upstream
-// unreachable (the failures that opened it said so), which takes the replica
-// out of rotation only when [plugin.http] critical = true; a half-open one is
+// unreachable (the failures that opened it said so), never critical
+// (critical = true is refused: every replica sees the same upstream down, so
+// all would leave rotation together); a half-open one is
 // impaired (degraded): the next call probes, and with no check of its own the
 // plugin cannot know sooner. Shared clients are listed (origins held, breakers
 // not closed) but never fail the check: one of the many hosts a webhook sender
