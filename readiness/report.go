@@ -32,8 +32,10 @@ type Report struct {
 	// Status is Pass, Fail or Timeout.
 	Status Status `json:"status"`
 	// Detail explains a failure in a sentence that names the dependency.
-	// It is served to anyone who can reach /ready, so it must hold no
-	// secrets (no passwords, no full DSNs).
+	// It must hold no secrets (no passwords, no full DSNs): the public
+	// /ready serves it to anyone in development without an admin listener
+	// (redacted in production and whenever admin_listen is set), and the
+	// admin listener's /ready and the status page always show it.
 	Detail string `json:"detail,omitempty"`
 	// Unreachable, in a check's report, says the failure is that the
 	// dependency cannot be reached: it refused, did not answer, or its

@@ -265,8 +265,9 @@ func (p *Plugin) Channels() int {
 // instances, each instance's), and the server's address. An upstream with
 // instances is unreachable only when every instance's breaker is open; an
 // ejected instance is named in the detail and the check passes. As the http client's: an open breaker reports the
-// upstream unreachable (503 only with [plugin.grpc] critical = true), a
-// half-open one impaired (the next call probes).
+// upstream unreachable, never critical (critical = true is refused: every
+// replica sees the same upstream down), a half-open one impaired (the next
+// call probes).
 func (p *Plugin) Check(context.Context) readiness.Report {
 	p.mu.Lock()
 	clients, srv := p.clients, p.server

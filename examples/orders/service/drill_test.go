@@ -19,8 +19,9 @@ import (
 // App serves the order again.
 //
 // The drill shortens billing's deadlines and cool-down so it runs in seconds:
-// with the file's timeout (10 s) each of the first five requests would
-// wait 10 s, and the breaker would wait 15 s before its probe.
+// with the file's read_timeout (5 s) the first request would wait 5 s before
+// its silence opened the breaker, and the breaker would wait 15 s before its
+// probe.
 func TestDrillBilling(t *testing.T) {
 	t.Parallel()
 	bill := startBilling(t)

@@ -151,7 +151,7 @@ var recipeList = []recipe{
 		Name:       "idempotency",
 		Settings:   map[string]string{},
 		Route:      "`POST /payments`: runs once per Idempotency-Key; a retry gets the stored response",
-		Note:       "The idempotency store is PostgreSQL (the db plugin) unless only the cache plugin is chosen (Redis, `store = \"redis\"`). Without the store the /payments test accepts the 503 naming it.",
+		Note:       "The idempotency store is PostgreSQL (the db plugin) unless only the cache plugin is chosen (Redis, `store = \"redis\"`). With PostgreSQL the /payments test runs on a private database; with Redis it is skipped, saying why, while the store answers the 503 naming it.",
 		NeedsOneOf: []string{"db", "cache"},
 	},
 }
