@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"runtime"
 	"time"
 
@@ -117,7 +118,25 @@ func (a *attempt) Attempt(ctx context.Context, n int) resilience.Verdict {
 		own = time.Time{}
 	}
 	o := judge(a.run.Caller(), own, ctx, err, pr, a.d.connect)
-	return resilience.Verdict{Err: err, Outcome: o, Retry: retryable(err), Judged: true}
+	return resilience.Verdict{Err: err, Outcome: o, Retry: retryable(err), Overloaded: overloaded(err), Judged: true}
+}
+
+// overloaded reports whether S3 refused the request for load: a 503 (S3's
+// SlowDown) or a 429, or an error code the AWS SDK counts as throttling
+// (SlowDown, Throttling, RequestLimitExceeded, …). The adaptive throttle
+// (throttle = true) counts such an answer as not accepted, as the http
+// plugin counts a 429 or a 503; the breaker still judges it by its outcome.
+func overloaded(err error) bool {
+	if err == nil {
+		return false
+	}
+	var re interface{ HTTPStatusCode() int }
+	if errors.As(err, &re) {
+		if s := re.HTTPStatusCode(); s == http.StatusTooManyRequests || s == http.StatusServiceUnavailable {
+			return true
+		}
+	}
+	return retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(err) == aws.TrueTernary
 }
 
 func (a *attempt) bodyFailure() error {
