@@ -9,7 +9,7 @@ import (
 )
 
 // ClientMetrics is the one set of outbound-policy metrics, the same for every
-// plugin that calls out (http, grpc, llm), labelled by plugin and dependency
+// plugin that calls out (http, grpc, llm, storage), labelled by plugin and dependency
 // (docs/status.md, "Metrics"):
 //
 //   - jfast_client_calls_total{plugin,dependency,outcome}: calls by how they

@@ -213,7 +213,7 @@ type Run struct {
 // evidence; one that hung ends the call's breaker ticket by the silence
 // rule, see below), then stop or retry by one rule, in this order: the
 // verdict asks for no retry; the call made its attempts; the call's context
-// ended; the attempt hung and the call's breaker refuses calls; the wait (the dependency's, or the full-jitter backoff) plus another
+// ended; the attempt hung and the call's breaker refuses calls; the wait (the dependency's, or the policy's backoff, full or proportional jitter by backoff_jitter) plus another
 // attempt as long as this one would not end before the deadline (the
 // policy's timeout or the caller's sooner one); the adaptive throttle
 // drops the retry (when on); the retry budget refuses. Each attempt that is

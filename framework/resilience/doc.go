@@ -47,8 +47,8 @@
 // below 0.2 × the calls of the last 10 s, or while fewer than 1 retry was
 // made in the last second; [TokenBucketOpts] selects the token-bucket
 // variant instead. A [Bulkhead] admits at most 50 calls in flight and makes
-// a call wait at most 0.5 s for a slot. [Backoff] computes full-jitter
-// delays and [ParseRetryAfter] reads a Retry-After header.
+// a call wait at most 0.5 s for a slot. [Backoff] computes full-jitter (or
+// proportional-jitter) delays and [ParseRetryAfter] reads a Retry-After header.
 //
 // # Policy
 //
@@ -70,7 +70,7 @@
 //
 //	var run resilience.Run
 //	if err := p.Begin(ctx, &run, resilience.RunOpts{}); err != nil {
-//		return err // *OpenError, *BulkheadFullError or the context's error
+//		return err // *OpenError, *BulkheadFullError, *ThrottledError (throttle = true) or the context's error
 //	}
 //	v := run.Attempts(call) // call.Attempt(ctx, n) returns a Verdict
 //	run.End(run.Outcome())

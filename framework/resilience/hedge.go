@@ -109,7 +109,7 @@ func (p *Policy) hedgeDelay() (time.Duration, bool) {
 	return d, d > 0
 }
 
-// record feeds an attempt's latency to a percentile hedge_after.
+// recordLatency feeds an attempt's latency to a percentile hedge_after.
 func (p *Policy) recordLatency(took time.Duration) {
 	if p.latency != nil {
 		p.latency.add(took)

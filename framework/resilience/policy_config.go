@@ -71,8 +71,9 @@ type PolicyConfig struct {
 	// attempts. The caller's context deadline, when sooner, wins.
 	// Defaults to 10s.
 	Timeout time.Duration `koanf:"timeout"`
-	// BackoffBase is the ceiling of the first full-jitter wait; the n-th wait
-	// is uniform in [0, backoff_base × 2^(n−1)], capped at backoff_max.
+	// BackoffBase is the ceiling of the first wait; with full jitter the n-th
+	// wait is uniform in [0, backoff_base × 2^(n−1)], capped at backoff_max
+	// (backoff_jitter = "proportional": that ceiling ±20 %).
 	// Defaults to 100ms.
 	BackoffBase time.Duration `koanf:"backoff_base"`
 	// BackoffMax caps every backoff ceiling. Defaults to 2s.

@@ -67,9 +67,11 @@ type ThrottleOpts struct {
 // Throttle is the client-side adaptive throttle of one dependency: it
 // counts the requests made to it and those it accepted over a sliding
 // window, and refuses a new one locally with probability
-// max(0, (requests − K·accepts) / (requests + 1)). An accept is an answer
-// that is not the dependency refusing for load (429, 503,
-// RESOURCE_EXHAUSTED) and not a timeout; a request refused locally counts
+// max(0, (requests − K·accepts) / (requests + 1)). An accept is any
+// attempt that is not the dependency refusing for load (429, 503,
+// RESOURCE_EXHAUSTED, S3's SlowDown) and not a hang: an answer, and a
+// refused connection too (the throttle is for load, the breaker for
+// outages); a request refused locally counts
 // as a request. So a dependency that accepts C per second, offered more
 // than K·C, receives about K·C. It is safe for concurrent use; a nil
 // *Throttle refuses nothing.
