@@ -65,7 +65,8 @@ func WithTracerProvider(tp trace.TracerProvider) ClientOption {
 }
 
 // WithFallback names the client a call goes to when this one refuses it at
-// once (its breaker open or its bulkhead full). Defaults to none.
+// once (its breaker open, its bulkhead full, or its throttle dropping the
+// call). Defaults to none.
 func WithFallback(c *Client) ClientOption { return func(o *clientOptions) { o.fallback = c } }
 
 func withMetricSet(m *metricSet) ClientOption { return func(o *clientOptions) { o.metrics = m } }
@@ -173,8 +174,8 @@ func (r *Response) Text() string {
 // Chat sends a chat completion and returns the whole answer. params.Model
 // may be empty: the provider's model is used. A failed attempt is retried
 // by the rules of docs/llm.md ("What is retried"); a call the provider
-// refuses at once (open breaker, full bulkhead) goes to its fallback. Every
-// error is an [*Error].
+// refuses at once (open breaker, full bulkhead, the throttle) goes to its
+// fallback. Every error is an [*Error].
 func (c *Client) Chat(ctx context.Context, params openai.ChatCompletionNewParams) (*Response, error) {
 	k, err := c.begin(ctx, params, false, false)
 	if err != nil {

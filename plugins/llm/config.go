@@ -117,7 +117,8 @@ type ProviderConfig struct {
 	resilience.PolicyConfig `koanf:",squash"`
 
 	// Fallback names another provider that answers a call this one refuses
-	// at once: its breaker is open or its bulkhead full. The fallback uses
+	// at once: its breaker is open, its bulkhead full, or its adaptive
+	// throttle (throttle = true) drops the call. The fallback uses
 	// its own model. Defaults to none.
 	Fallback string `koanf:"fallback"`
 }

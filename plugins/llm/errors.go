@@ -179,7 +179,8 @@ var errClosed = errors.New("client is closed")
 // errReadGap is the cause of an attempt cut by read_gap.
 var errReadGap = errors.New("no byte arrived within read_gap")
 
-// refused returns the error of a call the breaker or the bulkhead refused.
+// refused returns the error of a call the breaker, the bulkhead or the
+// adaptive throttle refused.
 func refused(provider string, err error) *Error {
 	var oe *resilience.OpenError
 	if errors.As(err, &oe) {

@@ -29,12 +29,12 @@ type metricSet struct {
 func newMetricSet() *metricSet {
 	return &metricSet{
 		policy:     framework.NewClientMetrics(),
-		calls:      framework.NewCounterVec("jfast_llm_calls_total", "Calls to a model provider by model and outcome (ok, or the error kind: status, rate_limited, timeout, unavailable, circuit_open, bulkhead_full, cancelled, closed).", "provider", "model", "outcome"),
+		calls:      framework.NewCounterVec("jfast_llm_calls_total", "Calls to a model provider by model and outcome (ok, or the error kind: status, rate_limited, timeout, unavailable, circuit_open, bulkhead_full, throttled, cancelled, closed).", "provider", "model", "outcome"),
 		attempts:   framework.NewCounterVec("jfast_llm_attempts_total", "Requests sent to a model provider by result: the HTTP status, or timeout, unavailable, cancelled for an attempt that got none.", "provider", "result"),
 		firstToken: framework.NewHistogramVec("jfast_llm_first_token_seconds", "Time from the call to its first chunk reaching the caller (streamed calls), retries and waits included.", latencyBuckets, "provider", "model"),
 		duration:   framework.NewHistogramVec("jfast_llm_call_duration_seconds", "Time of a whole call to a model provider, retries and waits included (for a stream: until its end).", latencyBuckets, "provider", "model"),
 		tokens:     framework.NewCounterVec("jfast_llm_tokens_total", "Tokens a model provider reported using, by direction: in (the prompt) and out (the answer).", "provider", "model", "direction"),
-		fallbacks:  framework.NewCounterVec("jfast_llm_fallbacks_total", "Calls a provider refused at once (open breaker, full bulkhead) that went to its fallback.", "provider", "fallback"),
+		fallbacks:  framework.NewCounterVec("jfast_llm_fallbacks_total", "Calls a provider refused at once (open breaker, full bulkhead, the throttle) that went to its fallback.", "provider", "fallback"),
 	}
 }
 
