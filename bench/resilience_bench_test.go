@@ -45,7 +45,11 @@ func newJfast() jfast {
 	}
 }
 
-// do is one call with up to 3 attempts, the loop plugins/http runs.
+// do is one call with up to 3 attempts, written out with the core's
+// primitives (breaker, budget, bulkhead) as the other rows are with their
+// libraries'. The plugins run them through resilience.Policy instead, which
+// holds one bulkhead place for the whole call (not one per attempt) and
+// records the budget at the call's start; this row measures the primitives.
 func (j jfast) do(ctx context.Context) (int, error) {
 	tk, err := j.br.Allow()
 	if err != nil {

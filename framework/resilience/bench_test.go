@@ -21,8 +21,10 @@ func loopCPU(b *testing.B, body func()) {
 	}
 }
 
-// The hot path every plugin runs per call: breaker check, budget record,
-// bulkhead slot, the call, release, outcome.
+// The primitives of a call's hot path: breaker check, budget record,
+// bulkhead slot, the call, release, outcome. Plugins run them through
+// Policy.Begin and Run.End, which take the bulkhead's slot without waiting
+// when one is free and record the budget at the call's start.
 func allowedCall(ctx context.Context, br *Breaker, budget *RetryBudget, bh *Bulkhead) {
 	tk, err := br.Allow()
 	if err != nil {

@@ -18,15 +18,17 @@ import (
 // stops for read_timeout is cut at once. net/http has no such setting, so the
 // client wraps every connection it dials (gapConn) and, while an attempt is
 // waiting for or reading its response, gives every read of that connection a
-// fresh deadline of read_timeout. An idle pooled connection is not closed
+// deadline of read_timeout from its start (one set less than
+// read_timeout/16 ago is kept: a read ends at most a sixteenth of the gap
+// early, and the runtime's timer moves once per sixteenth, not per read). An idle pooled connection is not closed
 // for being idle: the deadline its last attempt left is not cleared when the
 // attempt ends (the runtime's timer would move twice per call), but when it
 // passes with no attempt on the connection the read that hit it clears it
 // and goes on waiting.
 
 // gapConn is a connection whose reads, while armed, each get a deadline of
-// readGap from the moment they start, and whose writes always get one of
-// writeGap.
+// readGap from the moment they start, and whose writes one of writeGap
+// (in both, one set less than a sixteenth of the gap ago is kept).
 type gapConn struct {
 	net.Conn
 	readGap, writeGap time.Duration
