@@ -324,3 +324,57 @@ func unreachableAddr(t *testing.T) string {
 	t.Skip("the accept queue never filled: cannot make a connect hang here")
 	return ""
 }
+
+// A stream that is the half-open breaker's probe closes the breaker at its
+// first chunk, not when it ends: the provider's other calls go through while
+// it streams. A failure of the stream after that counts as evidence of its
+// own.
+func TestStreamProbeClosesTheBreakerAtItsFirstChunk(t *testing.T) {
+	t.Parallel()
+	p := newProvider(t)
+	p.script = []answer{status(503), p.streamAnswer(true, "a"), complete("b")}
+	clk := jfasttest.NewClock()
+	clk.SetAutoAdvance(true)
+	const coolDown, readGap = 10 * time.Second, 30 * time.Second
+	c := client(t, p, llm.ProviderConfig{ReadGap: readGap, PolicyConfig: resilience.PolicyConfig{
+		Attempts:      1,
+		BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1, BreakerCoolDown: coolDown},
+	}}, clk)
+	if _, err := c.Chat(context.Background(), params("fail")); err == nil {
+		t.Fatal("a 503 answered as a success")
+	}
+	if st := c.Breaker().Snapshot().State; st != resilience.StateOpen {
+		t.Fatalf("breaker %s after a 503 with breaker_failures = 1, want open", st)
+	}
+	clk.Advance(coolDown)
+	s, err := c.ChatStream(context.Background(), params("probe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if st := c.Breaker().Snapshot().State; st != resilience.StateClosed {
+		t.Fatalf("breaker %s while the probe streams after its first chunk, want closed", st)
+	}
+	resp, err := c.Chat(context.Background(), params("other"))
+	if err != nil {
+		t.Fatalf("a call while the probe streams: %v, want it sent and answered", err)
+	}
+	if got := resp.Text(); got != "b" {
+		t.Fatalf("other call answered %q, want b", got)
+	}
+	if !s.Next() || s.Current().Choices[0].Delta.Content != "a" {
+		t.Fatalf("the probe's first chunk: %v", s.Err())
+	}
+	// The stream goes silent for read_gap: a hang, counted on its own
+	// ticket now that the probe's was settled.
+	clk.Advance(readGap + time.Second)
+	if s.Next() {
+		t.Fatal("a chunk after the stream went silent")
+	}
+	if e := llmError(t, s.Err()); e.Kind != llm.KindTimeout {
+		t.Fatalf("stream error %+v, want a timeout", e)
+	}
+	if st := c.Breaker().Snapshot().State; st == resilience.StateClosed {
+		t.Fatal("breaker closed after the probe's stream hung: the hang was not counted")
+	}
+}
