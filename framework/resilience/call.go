@@ -203,6 +203,7 @@ type Run struct {
 	outcome   Outcome
 	stop      Stop
 	ended     bool
+	settled   bool          // Settle counted the call's outcome before End
 	refused   bool          // an attempt hung and the call's breaker refused calls then
 	hedge     bool          // RunOpts.Hedge on a policy with hedge_after
 	began     time.Duration // since start: when the attempt Again ends began
@@ -436,21 +437,22 @@ func (r *Run) Outcome() Outcome { return r.outcome }
 func (r *Run) Stopped() Stop { return r.stop }
 
 // Settle counts o on the call's breaker now, while the call goes on: the
-// bulkhead place and the call's context stay the call's until [Run.End],
-// which then counts nothing more. It suits a call whose answer arrived and
-// whose transfer may take long (a download that was its breaker's probe:
-// the breaker must not wait for the body to close). Later calls, and calls
-// after End, do nothing.
+// bulkhead place and the call's context stay the call's until [Run.End].
+// It suits a call whose answer arrived and whose transfer may take long (a
+// download or a stream that was its breaker's probe: the breaker must not
+// wait for the body to end). Later calls, and calls after End, do nothing.
 func (r *Run) Settle(o Outcome) {
-	if r.ended {
+	if r.ended || r.settled {
 		return
 	}
+	r.settled = true
 	r.ticket.Done(o)
 	r.ticket = Ticket{}
 }
 
 // End ends the call: the breaker counts o, the bulkhead place is freed and
-// the call's context cancelled. Later calls do nothing.
+// the call's context cancelled. Later calls do nothing. After [Run.Settle]
+// it counts nothing more.
 func (r *Run) End(o Outcome) {
 	if r.ended {
 		return
@@ -459,4 +461,23 @@ func (r *Run) End(o Outcome) {
 	r.ticket.Done(o)
 	r.permit.Release()
 	r.cancel()
+}
+
+// EndTransfer ends a call whose transfer outlived its answer (a download, a
+// stream) as [Run.End] does. When the call was settled at its answer
+// ([Run.Settle], its breaker's probe), a Failure or a Hang of the transfer
+// since is evidence of now: it is counted on a ticket of its own, when the
+// breaker admits one (an open breaker knows already). Any other outcome
+// counts nothing more.
+func (r *Run) EndTransfer(o Outcome) {
+	if r.ended {
+		return
+	}
+	settled := r.settled
+	r.End(o)
+	if settled && (o == Failure || o == Hang) {
+		if t, err := r.breaker.Allow(); err == nil {
+			t.Done(o)
+		}
+	}
 }

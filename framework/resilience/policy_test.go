@@ -453,6 +453,59 @@ func TestRunSettleCountsOnceAndKeepsThePlace(t *testing.T) {
 	}
 }
 
+// EndTransfer after Settle counts a failure or a hang of the transfer on a
+// ticket of its own (the probe's was spent at its answer), and nothing for
+// any other outcome; without Settle it is End.
+func TestRunEndTransferCountsAFailureSinceTheSettle(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		settle bool
+		end    Outcome
+		opens  bool // breaker_failures = 1: one counted failure opens it
+	}{
+		{"settled, transfer failed", true, Failure, true},
+		{"settled, transfer hung", true, Hang, true},
+		{"settled, transfer ended", true, Success, false},
+		{"settled, caller left", true, Ignore, false},
+		{"not settled, failed", false, Failure, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := setupPolicy(t, 1, time.Minute, func(pc *PolicyConfig) { pc.BreakerFailures = 1 })
+			br := s.p.Breaker()
+			tk, err := br.Allow()
+			if err != nil {
+				t.Fatal(err)
+			}
+			tk.Done(Failure) // open
+			s.clock.Advance(DefaultBreakerCoolDown)
+			r := new(Run)
+			if err := s.p.Begin(t.Context(), r, RunOpts{}); err != nil {
+				t.Fatal(err)
+			}
+			r.Attempts(&script{clock: s.clock, verdicts: []Verdict{answered}})
+			if c.settle {
+				r.Settle(Success)
+				if st := br.Snapshot().State; st != StateClosed {
+					t.Fatalf("breaker %s after the probe settled, want closed", st)
+				}
+			}
+			r.EndTransfer(c.end)
+			snap := br.Snapshot()
+			if (snap.State == StateOpen) != c.opens {
+				t.Fatalf("breaker %s after EndTransfer(%s), want open: %v", snap.State, c.end, c.opens)
+			}
+			if !c.opens && snap.State != StateClosed {
+				t.Fatalf("breaker %s after EndTransfer(%s), want closed", snap.State, c.end)
+			}
+			if n := s.p.Bulkhead().InFlight(); n != 0 || r.Context().Err() == nil {
+				t.Fatalf("after EndTransfer: %d in flight, context %v; want the call ended", n, r.Context().Err())
+			}
+		})
+	}
+}
+
 func TestPolicyKeysAreTheConfigsTags(t *testing.T) {
 	t.Parallel()
 	keys := PolicyKeys()

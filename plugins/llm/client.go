@@ -280,13 +280,12 @@ func (k *call) do() (*callResult, error) {
 	k.run.Attempts(k)
 	switch {
 	case k.res != nil && k.stream:
-		if s := k.res.stream; k.run.Probe() {
+		if k.run.Probe() {
 			// The half-open breaker's probe answered: it closes now, so
 			// the provider's other calls need not wait for this stream to
 			// end (up to timeout); its bulkhead place and deadline stay
 			// the call's until then (Stream.finish).
 			k.run.Settle(resilience.Success)
-			s.late = true
 		}
 		return k.res, nil // the stream ends the call when it ends
 	case k.res != nil:

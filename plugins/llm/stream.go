@@ -39,11 +39,6 @@ type Stream struct {
 	in, out int64
 	err     error
 	done    bool
-	// late is set when the call was its breaker's half-open probe: the
-	// first chunk settled it as a success (closing the breaker at once, not
-	// after a stream that may last minutes), so a failure since counts as
-	// a call of its own.
-	late bool
 }
 
 // Next advances to the next chunk; it returns false when the stream ended
@@ -121,15 +116,9 @@ func (s *Stream) finish(err error, closed bool) {
 		e = f.err
 	}
 	s.acancel(nil)
-	s.k.run.End(o) // the breaker counts the stream's end, once per call
-	if s.late && (o == resilience.Failure || o == resilience.Hang) {
-		// The probe closed the breaker at its first chunk; the stream
-		// failing since is evidence of now. An open breaker refuses the
-		// ticket: it knows already.
-		if t, err := s.k.c.policy.Breaker().Allow(); err == nil {
-			t.Done(o)
-		}
-	}
+	// The breaker counts the stream's end, once per call (a probe's was
+	// counted at its first chunk: then only a failure since counts).
+	s.k.run.EndTransfer(o)
 	if e != nil {
 		s.err = s.k.end(e, s.in, s.out)
 		return

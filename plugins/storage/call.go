@@ -65,10 +65,9 @@ func (d *Disk) request(ctx context.Context, rq request, fn func(context.Context)
 		// caller, and the call ends with it (downloadBody.settle).
 		r.EndTimeout()
 		call := &heldCall{run: r}
-		held := &downloadBody{ctx: ctx, pr: a.pr, connect: d.connect, breaker: d.policy.Breaker(), call: call}
+		held := &downloadBody{ctx: ctx, pr: a.pr, connect: d.connect, call: call}
 		if r.Probe() {
-			r.Settle(resilience.Success)
-			held.late = true
+			r.Settle(resilience.Success) // a failure of the body since counts on its own (Run.EndTransfer)
 		}
 		// A body dropped without Close gives its place back when it is
 		// collected, as no evidence (and cancels its request).

@@ -281,9 +281,7 @@ type downloadBody struct {
 	ctx     context.Context
 	pr      *progress
 	connect time.Duration
-	breaker *resilience.Breaker
 	call    *heldCall
-	late    bool // the call was its breaker's probe, settled at the headers
 }
 
 // heldCall is a Get's call of the disk's policy, held until its body is
@@ -301,7 +299,7 @@ func (c *heldCall) end(o resilience.Outcome) bool {
 	if !c.done.CompareAndSwap(false, true) {
 		return false
 	}
-	c.run.End(o)
+	c.run.EndTransfer(o) // a probe settled at the headers counts only a failure since
 	return true
 }
 
@@ -339,18 +337,8 @@ func (b *downloadBody) Close() error {
 // goroutine and a Close on another may both try.
 func (b *downloadBody) settle(o resilience.Outcome) {
 	// End, not a Hang: Read makes a body that went silent after the
-	// headers a Failure (S3 answered). A late call's End counts nothing.
-	if !b.call.end(o) {
-		return
-	}
-	if b.late && (o == resilience.Failure || o == resilience.Hang) {
-		// The probe closed the breaker at the headers; the body failing
-		// since is evidence of now. An open breaker refuses the ticket: it
-		// knows already.
-		if t, err := b.breaker.Allow(); err == nil {
-			t.Done(o)
-		}
-	}
+	// headers a Failure (S3 answered).
+	b.call.end(o)
 }
 
 // Stat returns what is known about key without reading it.
