@@ -82,17 +82,22 @@ func (w *ResponseRecorder) Unwrap() http.ResponseWriter { return w.ResponseWrite
 // its handler returns (a span, a route's metrics) reads it.
 func ResponseStatus(w http.ResponseWriter) int {
 	for {
+		var s int
 		switch x := w.(type) {
+		case *ResponseRecorder: // the usual case, without an interface lookup
+			s = x.Status()
 		case interface{ Status() int }:
-			if s := x.Status(); s != 0 {
-				return s
-			}
-			return http.StatusOK
+			s = x.Status()
 		case interface{ Unwrap() http.ResponseWriter }:
 			w = x.Unwrap()
+			continue
 		default:
 			return http.StatusOK
 		}
+		if s == 0 {
+			return http.StatusOK // nothing written yet: net/http sends 200
+		}
+		return s
 	}
 }
 
