@@ -411,14 +411,10 @@ func TestRunJudgedVerdictKeepsItsOutcome(t *testing.T) {
 	}
 }
 
-// Settle counts the outcome at once and keeps the bulkhead place until End,
-// which counts nothing more: a half-open probe settled at its headers frees
-// the breaker for the next call while its body is still read.
-func TestRunSettleCountsOnceAndKeepsThePlace(t *testing.T) {
-	t.Parallel()
-	s := setupPolicy(t, 1, time.Minute, func(c *PolicyConfig) {
-		c.BreakerFailures, c.MaxConcurrent = 1, 1
-	})
+// beginProbe opens s's breaker (breaker_failures = 1), lets its cool-down
+// pass and begins the call that is its probe.
+func beginProbe(t *testing.T, s policyBundle) (*Breaker, *Run) {
+	t.Helper()
 	br := s.p.Breaker()
 	tk, err := br.Allow()
 	if err != nil {
@@ -430,6 +426,18 @@ func TestRunSettleCountsOnceAndKeepsThePlace(t *testing.T) {
 	if err := s.p.Begin(t.Context(), r, RunOpts{}); err != nil {
 		t.Fatal(err)
 	}
+	return br, r
+}
+
+// Settle counts the outcome at once and keeps the bulkhead place until End,
+// which counts nothing more: a half-open probe settled at its headers frees
+// the breaker for the next call while its body is still read.
+func TestRunSettleCountsOnceAndKeepsThePlace(t *testing.T) {
+	t.Parallel()
+	s := setupPolicy(t, 1, time.Minute, func(c *PolicyConfig) {
+		c.BreakerFailures, c.MaxConcurrent = 1, 1
+	})
+	br, r := beginProbe(t, s)
 	if !r.Probe() {
 		t.Fatal("the first call after the cool-down is not the probe")
 	}
@@ -473,17 +481,7 @@ func TestRunEndTransferCountsAFailureSinceTheSettle(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			s := setupPolicy(t, 1, time.Minute, func(pc *PolicyConfig) { pc.BreakerFailures = 1 })
-			br := s.p.Breaker()
-			tk, err := br.Allow()
-			if err != nil {
-				t.Fatal(err)
-			}
-			tk.Done(Failure) // open
-			s.clock.Advance(DefaultBreakerCoolDown)
-			r := new(Run)
-			if err := s.p.Begin(t.Context(), r, RunOpts{}); err != nil {
-				t.Fatal(err)
-			}
+			br, r := beginProbe(t, s)
 			r.Attempts(&script{clock: s.clock, verdicts: []Verdict{answered}})
 			if c.settle {
 				r.Settle(Success)
