@@ -58,14 +58,27 @@ type Tracing interface {
 }
 
 // HTTPUpstreams is the http plugin as a reverse proxy (the gateway) sees it:
-// each upstream's policies as a RoundTripper, its base_url to aim requests
-// at, and its breaker and bulkhead to report. Each method's unknown name is an
-// error naming the configured upstreams.
+// ProxiedUpstream returns what the proxy needs of one configured upstream, in
+// one lookup; an unknown name is an error naming the configured upstreams.
 type HTTPUpstreams interface {
 	HTTPTransports
-	UpstreamBaseURL(name string) (string, error)
-	UpstreamBreaker(name string) (*resilience.Breaker, error)
-	UpstreamBulkhead(name string) (*resilience.Bulkhead, error)
+	ProxiedUpstream(name string) (ProxiedUpstream, error)
+}
+
+// ProxiedUpstream is one configured upstream as a reverse proxy uses it.
+type ProxiedUpstream struct {
+	// Transport is the upstream's policies as a RoundTripper (the one
+	// HTTPTransports.UpstreamTransport returns).
+	Transport http.RoundTripper
+	// BaseURL is its base_url, which requests are aimed at.
+	BaseURL string
+	// Breaker is its breaker (its origin's, with breaker_key = "route"
+	// too), for the proxy to report.
+	Breaker *resilience.Breaker
+	// Bulkhead is its bulkhead (max_concurrent, bulkhead_wait), for a place
+	// held beyond a call: a WebSocket tunnel, whose call ends at the
+	// upstream's 101.
+	Bulkhead *resilience.Bulkhead
 }
 
 // DeadJobCounter is a Jobs plugin that counts the dead jobs of one kind (the

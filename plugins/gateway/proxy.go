@@ -42,28 +42,16 @@ type route struct {
 }
 
 func (p *Plugin) newRoute(name string, rc Route, h framework.HTTPUpstreams, m *metrics) (*route, error) {
-	rt, err := h.UpstreamTransport(rc.Upstream)
+	up, err := h.ProxiedUpstream(rc.Upstream)
 	if err != nil {
 		return nil, err
 	}
-	raw, err := h.UpstreamBaseURL(rc.Upstream)
-	if err != nil {
-		return nil, err
-	}
-	base, err := url.Parse(raw)
+	base, err := url.Parse(up.BaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("http: upstream '%s' has a base_url that does not parse: check [plugin.http.upstreams.%s] base_url", rc.Upstream, rc.Upstream)
 	}
-	br, err := h.UpstreamBreaker(rc.Upstream)
-	if err != nil {
-		return nil, err
-	}
-	bh, err := h.UpstreamBulkhead(rc.Upstream)
-	if err != nil {
-		return nil, err
-	}
 	r := &route{
-		name: name, cfg: rc, p: p, base: base, breaker: br, bulkhead: bh, m: m.forRoute(name),
+		name: name, cfg: rc, p: p, base: base, breaker: up.Breaker, bulkhead: up.Bulkhead, m: m.forRoute(name),
 		basePath: strings.TrimSuffix(base.EscapedPath(), "/"),
 		target:   rc.Prefix,
 		template: rc.Prefix,
@@ -80,7 +68,7 @@ func (p *Plugin) newRoute(name string, rc Route, h framework.HTTPUpstreams, m *m
 	r.asIs = r.basePath+r.target == rc.Prefix
 	r.rp = &httputil.ReverseProxy{
 		Rewrite:        r.rewrite,
-		Transport:      handshakeTransport{rt},
+		Transport:      handshakeTransport{up.Transport},
 		BufferPool:     bufferPool{},
 		ModifyResponse: r.response,
 		ErrorHandler:   r.fail,

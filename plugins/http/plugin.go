@@ -256,38 +256,15 @@ func (p *Plugin) UpstreamTransport(upstream string) (nethttp.RoundTripper, error
 	return c.Transport(), nil
 }
 
-// UpstreamBaseURL returns the base_url of [plugin.http.upstreams.<upstream>],
-// for a plugin that builds requests for its RoundTripper (a reverse proxy).
-// An unknown name is the error of [Plugin.Client].
-func (p *Plugin) UpstreamBaseURL(upstream string) (string, error) {
+// ProxiedUpstream implements framework.HTTPUpstreams: what a reverse proxy
+// (the gateway) needs of [plugin.http.upstreams.<upstream>], found in one
+// lookup. An unknown name is the error of [Plugin.Client].
+func (p *Plugin) ProxiedUpstream(upstream string) (framework.ProxiedUpstream, error) {
 	c, err := p.Client(upstream)
 	if err != nil {
-		return "", err
+		return framework.ProxiedUpstream{}, err
 	}
-	return c.up.BaseURL, nil
-}
-
-// UpstreamBreaker returns the breaker of [plugin.http.upstreams.<upstream>]
-// (its origin's, with breaker_key = "route" too), for a plugin that reports
-// it. An unknown name is the error of [Plugin.Client].
-func (p *Plugin) UpstreamBreaker(upstream string) (*resilience.Breaker, error) {
-	c, err := p.Client(upstream)
-	if err != nil {
-		return nil, err
-	}
-	return c.Breaker(), nil
-}
-
-// UpstreamBulkhead returns the bulkhead of [plugin.http.upstreams.<upstream>]
-// (max_concurrent, bulkhead_wait), for a plugin that holds a place in it
-// beyond a call: the gateway's WebSocket tunnels, whose call ends at the
-// upstream's 101. An unknown name is the error of [Plugin.Client].
-func (p *Plugin) UpstreamBulkhead(upstream string) (*resilience.Bulkhead, error) {
-	c, err := p.Client(upstream)
-	if err != nil {
-		return nil, err
-	}
-	return c.pol.bulkhead, nil
+	return framework.ProxiedUpstream{Transport: c.Transport(), BaseURL: c.up.BaseURL, Breaker: c.Breaker(), Bulkhead: c.pol.bulkhead}, nil
 }
 
 // Check implements framework.Checker. It sends nothing: it lists every
