@@ -203,23 +203,26 @@ type exchange struct {
 // newClientExchange returns an exchange with room for the body its attempts
 // read, in one allocation.
 func newClientExchange() *exchange {
-	x := &struct {
-		exchange
-		body Body
-	}{}
-	x.exchange.body = &x.body
-	return &x.exchange
+	x, body := exchangeWith[Body]()
+	x.body = body
+	return x
 }
 
 // newStreamExchange returns an exchange with room for its streamed body, in
 // one allocation.
 func newStreamExchange() *exchange {
+	x, sb := exchangeWith[streamBody]()
+	x.streamed = sb
+	return x
+}
+
+// exchangeWith allocates an exchange and a T together, in one allocation.
+func exchangeWith[T any]() (*exchange, *T) {
 	x := &struct {
 		exchange
-		streamed streamBody
+		t T
 	}{}
-	x.exchange.streamed = &x.streamed
-	return &x.exchange
+	return &x.exchange, &x.t
 }
 
 // call runs one call through its policy: the breaker, the bulkhead and the
