@@ -26,6 +26,7 @@ import (
 // ServiceClient is safe for concurrent use.
 type ServiceClient struct {
 	*core
+	verbs
 	base      string
 	scheme    string // of base_url, for the RoundTripper's origin check
 	host      string
@@ -74,6 +75,7 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 		c.pol.instances.Start()
 		c.health = startHealth(c)
 	}
+	c.verbs = verbs{c.Do}
 	c.transport = &upstreamTransport{c: c}
 	return c, nil
 }
@@ -103,41 +105,9 @@ func (c *ServiceClient) Close() error {
 // is its one instance.
 func (c *ServiceClient) Instances() *egress.Instances { return c.pol.instances }
 
-// Get calls GET path. See [ServiceClient.Do].
-func (c *ServiceClient) Get(ctx context.Context, path string, opts ...CallOption) (*http.Response, error) {
-	return c.Do(ctx, http.MethodGet, path, nil, opts...)
-}
-
-// Head calls HEAD path. See [ServiceClient.Do].
-func (c *ServiceClient) Head(ctx context.Context, path string, opts ...CallOption) (*http.Response, error) {
-	return c.Do(ctx, http.MethodHead, path, nil, opts...)
-}
-
-// Delete calls DELETE path. See [ServiceClient.Do].
-func (c *ServiceClient) Delete(ctx context.Context, path string, opts ...CallOption) (*http.Response, error) {
-	return c.Do(ctx, http.MethodDelete, path, nil, opts...)
-}
-
 // Options calls OPTIONS path. See [ServiceClient.Do].
 func (c *ServiceClient) Options(ctx context.Context, path string, opts ...CallOption) (*http.Response, error) {
 	return c.Do(ctx, http.MethodOptions, path, nil, opts...)
-}
-
-// Post calls POST path with body. A POST is retried only with an
-// [IdempotencyKey] (or Retry(true)). See [ServiceClient.Do].
-func (c *ServiceClient) Post(ctx context.Context, path string, body any, opts ...CallOption) (*http.Response, error) {
-	return c.Do(ctx, http.MethodPost, path, body, opts...)
-}
-
-// Put calls PUT path with body. See [ServiceClient.Do].
-func (c *ServiceClient) Put(ctx context.Context, path string, body any, opts ...CallOption) (*http.Response, error) {
-	return c.Do(ctx, http.MethodPut, path, body, opts...)
-}
-
-// Patch calls PATCH path with body. A PATCH is retried only with an
-// [IdempotencyKey] (or Retry(true)). See [ServiceClient.Do].
-func (c *ServiceClient) Patch(ctx context.Context, path string, body any, opts ...CallOption) (*http.Response, error) {
-	return c.Do(ctx, http.MethodPatch, path, body, opts...)
 }
 
 // Do calls method on the upstream's base_url followed by path ("/invoices/7",
@@ -166,6 +136,46 @@ func (c *ServiceClient) Do(ctx context.Context, method, path string, body any, o
 // resolve implements resolver: every call goes to the upstream's origin.
 func (c *ServiceClient) resolve(_ *url.URL, route string) (*policy, *resilience.Breaker, error) {
 	return c.pol, c.breakerFor(c.pol, route), nil
+}
+
+// verbs are the Get, Head, Delete, Post, Put and Patch of both clients: each
+// is the client's Do with the method named. target is a path on the upstream
+// for a [ServiceClient], an absolute URL for a [SharedClient].
+type verbs struct {
+	send func(ctx context.Context, method, target string, body any, opts ...CallOption) (*http.Response, error)
+}
+
+// Get calls GET target: a path on a [ServiceClient]'s upstream, or a
+// [SharedClient]'s absolute URL. See [ServiceClient.Do] and [SharedClient.Do].
+func (v verbs) Get(ctx context.Context, target string, opts ...CallOption) (*http.Response, error) {
+	return v.send(ctx, http.MethodGet, target, nil, opts...)
+}
+
+// Head calls HEAD target. See [ServiceClient.Do] and [SharedClient.Do].
+func (v verbs) Head(ctx context.Context, target string, opts ...CallOption) (*http.Response, error) {
+	return v.send(ctx, http.MethodHead, target, nil, opts...)
+}
+
+// Delete calls DELETE target. See [ServiceClient.Do] and [SharedClient.Do].
+func (v verbs) Delete(ctx context.Context, target string, opts ...CallOption) (*http.Response, error) {
+	return v.send(ctx, http.MethodDelete, target, nil, opts...)
+}
+
+// Post calls POST target with body. A POST is retried only with an
+// [IdempotencyKey] (or Retry(true)). See [ServiceClient.Do] and [SharedClient.Do].
+func (v verbs) Post(ctx context.Context, target string, body any, opts ...CallOption) (*http.Response, error) {
+	return v.send(ctx, http.MethodPost, target, body, opts...)
+}
+
+// Put calls PUT target with body. See [ServiceClient.Do] and [SharedClient.Do].
+func (v verbs) Put(ctx context.Context, target string, body any, opts ...CallOption) (*http.Response, error) {
+	return v.send(ctx, http.MethodPut, target, body, opts...)
+}
+
+// Patch calls PATCH target with body. A PATCH is retried only with an
+// [IdempotencyKey] (or Retry(true)). See [ServiceClient.Do] and [SharedClient.Do].
+func (v verbs) Patch(ctx context.Context, target string, body any, opts ...CallOption) (*http.Response, error) {
+	return v.send(ctx, http.MethodPatch, target, body, opts...)
 }
 
 // resolver finds the policy and the breaker of a call to u on route.

@@ -108,6 +108,7 @@ func (s *SharedConfig) problems() []framework.ConfigError {
 // [NewSharedClient]. A SharedClient is safe for concurrent use.
 type SharedClient struct {
 	*core
+	verbs
 	cfg       SharedConfig
 	origins   *bounded[*policy]
 	transport *sharedTransport
@@ -135,6 +136,7 @@ func newSharedClient(s SharedConfig, opts ...ClientOption) (*SharedClient, error
 	}
 	c := &SharedClient{core: core, cfg: s}
 	c.origins = newBounded(s.MaxOrigins, func(p *policy) bool { return p.bulkhead.InFlight() > 0 })
+	c.verbs = verbs{c.Do}
 	c.transport = &sharedTransport{c: c}
 	return c, nil
 }
@@ -164,38 +166,6 @@ func (c *SharedClient) Breaker(rawURL string) *resilience.Breaker {
 func (c *SharedClient) Close() error {
 	c.close()
 	return nil
-}
-
-// Get calls GET rawURL. See [SharedClient.Do].
-func (c *SharedClient) Get(ctx context.Context, rawURL string, opts ...CallOption) (*http.Response, error) {
-	return c.Do(ctx, http.MethodGet, rawURL, nil, opts...)
-}
-
-// Head calls HEAD rawURL. See [SharedClient.Do].
-func (c *SharedClient) Head(ctx context.Context, rawURL string, opts ...CallOption) (*http.Response, error) {
-	return c.Do(ctx, http.MethodHead, rawURL, nil, opts...)
-}
-
-// Delete calls DELETE rawURL. See [SharedClient.Do].
-func (c *SharedClient) Delete(ctx context.Context, rawURL string, opts ...CallOption) (*http.Response, error) {
-	return c.Do(ctx, http.MethodDelete, rawURL, nil, opts...)
-}
-
-// Post calls POST rawURL with body; it is retried only with an
-// [IdempotencyKey] (or Retry(true)). See [SharedClient.Do].
-func (c *SharedClient) Post(ctx context.Context, rawURL string, body any, opts ...CallOption) (*http.Response, error) {
-	return c.Do(ctx, http.MethodPost, rawURL, body, opts...)
-}
-
-// Put calls PUT rawURL with body. See [SharedClient.Do].
-func (c *SharedClient) Put(ctx context.Context, rawURL string, body any, opts ...CallOption) (*http.Response, error) {
-	return c.Do(ctx, http.MethodPut, rawURL, body, opts...)
-}
-
-// Patch calls PATCH rawURL with body; it is retried only with an
-// [IdempotencyKey] (or Retry(true)). See [SharedClient.Do].
-func (c *SharedClient) Patch(ctx context.Context, rawURL string, body any, opts ...CallOption) (*http.Response, error) {
-	return c.Do(ctx, http.MethodPatch, rawURL, body, opts...)
 }
 
 // Do calls method on rawURL, an absolute http or https URL, through the
