@@ -105,6 +105,22 @@ func ServiceUnavailable(dependency, detail string, retryAfter time.Duration) *Pr
 	return p
 }
 
+// UpstreamFailed returns the problem of a failed call to an upstream (an
+// http or gRPC upstream, a model provider): a 503 like [ServiceUnavailable]
+// when outage is true, otherwise a 502 like [BadGateway]. Both name the
+// upstream in the "upstream" member, and cause is kept in Err for the logs.
+func UpstreamFailed(upstream, detail string, outage bool, retryAfter time.Duration, cause error) *Problem {
+	var p *Problem
+	if outage {
+		p = ServiceUnavailable(upstream, detail, retryAfter)
+	} else {
+		p = BadGateway(upstream, detail)
+	}
+	p.SetExtension("upstream", upstream)
+	p.Err = cause
+	return p
+}
+
 // Internal returns a 500 with a generic detail. It is what an unexpected
 // error becomes; see [From].
 func Internal() *Problem {

@@ -163,19 +163,13 @@ var httpStatus = map[codes.Code]int{
 // 403; UNAUTHENTICATED 401; RESOURCE_EXHAUSTED 429; anything else (INTERNAL,
 // UNKNOWN, DATA_LOSS, UNIMPLEMENTED) 502.
 func (e *Error) Problem() *problem.Problem {
-	var p *problem.Problem
-	if e.Outage() {
-		// "dependency" like every plugin's 503, and "upstream" as the http
-		// client's errors carry it.
-		p = problem.ServiceUnavailable(e.Upstream, e.detail(), e.RetryAfter)
-	} else if s, ok := httpStatus[e.Code]; ok {
-		p = problem.New(s, e.detail())
-	} else {
-		p = problem.BadGateway(e.Upstream, e.detail())
+	if s, ok := httpStatus[e.Code]; ok && !e.Outage() {
+		p := problem.New(s, e.detail())
+		p.SetExtension("upstream", e.Upstream)
+		p.Err = e
+		return p
 	}
-	p.SetExtension("upstream", e.Upstream)
-	p.Err = e
-	return p
+	return problem.UpstreamFailed(e.Upstream, e.detail(), e.Outage(), e.RetryAfter, e)
 }
 
 // errClosed is the cause of a call on a closed client.

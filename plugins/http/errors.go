@@ -52,17 +52,7 @@ func (e *UpstreamError) Unwrap() error { return e.Err }
 // Problem renders the error as a 503 naming the upstream, or a 502 for a
 // [ResponseTooLarge].
 func (e *UpstreamError) Problem() *problem.Problem {
-	if e.badGateway {
-		p := problem.BadGateway(e.Upstream, e.detail)
-		p.Err = e
-		return p
-	}
-	// "dependency" like every plugin's 503; "upstream" too, for clients
-	// that read the member this plugin's errors carried first.
-	p := problem.ServiceUnavailable(e.Upstream, e.detail, e.RetryAfter)
-	p.SetExtension("upstream", e.Upstream)
-	p.Err = e
-	return p
+	return problem.UpstreamFailed(e.Upstream, e.detail, !e.badGateway, e.RetryAfter, e)
 }
 
 // UpstreamTimeout is a call that did not get its response in time: the total

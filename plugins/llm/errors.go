@@ -162,15 +162,7 @@ func (e *Error) detail() string {
 // 4xx the provider answered (the request this service built, or its key,
 // was refused).
 func (e *Error) Problem() *problem.Problem {
-	var p *problem.Problem
-	if e.Outage() {
-		p = problem.ServiceUnavailable(e.Provider, e.detail(), e.RetryAfter)
-	} else {
-		p = problem.BadGateway(e.Provider, e.detail())
-	}
-	p.SetExtension("upstream", e.Provider)
-	p.Err = e
-	return p
+	return problem.UpstreamFailed(e.Provider, e.detail(), e.Outage(), e.RetryAfter, e)
 }
 
 // errClosed is the cause of a call on a closed client.
