@@ -1,10 +1,8 @@
 package grpc
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -74,24 +72,17 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 	if err := framework.ClientConfigError("grpc: upstream '"+u.Name+"'", u.problems()); err != nil {
 		return nil, err
 	}
-	clock := cmp.Or(o.clock, resilience.RealClock())
-	logger := cmp.Or(o.logger, slog.New(slog.DiscardHandler))
-	set := o.metrics
-	if set == nil {
-		set = newMetricSet()
-		if o.registry != nil {
-			if err := set.register(o.registry); err != nil {
-				return nil, fmt.Errorf("grpc: upstream '%s': registering metrics: %w", u.Name, err)
-			}
-		}
+	if err := o.Resolve("grpc: upstream '"+u.Name+"'", newMetricSet); err != nil {
+		return nil, err
 	}
+	clock, logger := o.Clock, o.Logger
 	c := &ServiceClient{
 		up:         u,
 		idempotent: make(map[string]bool, len(u.IdempotentMethods)),
 		restart:    make(map[string]bool, len(u.RestartStreams)),
 		clock:      clock,
 		logger:     logger,
-		metrics:    set.forUpstream(u.Name),
+		metrics:    o.Metrics.forUpstream(u.Name),
 	}
 	for _, m := range u.IdempotentMethods {
 		c.idempotent[m] = true

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
 )
 
@@ -15,13 +16,10 @@ import (
 type ClientOption func(*clientOptions)
 
 type clientOptions struct {
-	clock    resilience.Clock
-	registry prometheus.Registerer
-	metrics  *metricSet
-	logger   *slog.Logger
-	pool     *Pool
-	dial     []grpc.DialOption
-	lookup   func(context.Context, string) ([]netip.Addr, error)
+	framework.ClientOptions[*metricSet]
+	pool   *Pool
+	dial   []grpc.DialOption
+	lookup func(context.Context, string) ([]netip.Addr, error)
 }
 
 // WithLookup sets how a discovered upstream's name (discover = true) is
@@ -35,17 +33,17 @@ func WithLookup(lookup func(ctx context.Context, host string) ([]netip.Addr, err
 // and of what a retry has left of timeout (a resilience.TestClock in tests).
 // The deadline of the first attempt and of a stream is real time: gRPC
 // sends it from the context. Defaults to the real clock.
-func WithClock(c resilience.Clock) ClientOption { return func(o *clientOptions) { o.clock = c } }
+func WithClock(c resilience.Clock) ClientOption { return func(o *clientOptions) { o.Clock = c } }
 
 // WithMetrics registers the client's metrics (jfast_grpc_client_*, labelled
 // with the upstream's name) in reg. Defaults to no registration: the client
 // counts but nothing exports.
 func WithMetrics(reg prometheus.Registerer) ClientOption {
-	return func(o *clientOptions) { o.registry = reg }
+	return func(o *clientOptions) { o.Registry = reg }
 }
 
 // WithLogger sets where breaker changes are logged. Defaults to no logging.
-func WithLogger(l *slog.Logger) ClientOption { return func(o *clientOptions) { o.logger = l } }
+func WithLogger(l *slog.Logger) ClientOption { return func(o *clientOptions) { o.Logger = l } }
 
 // WithPool takes the client's channel from p, shared with every other client
 // of p whose channel settings are the same. p's owner closes it; the
@@ -61,4 +59,8 @@ func WithDialOptions(opts ...grpc.DialOption) ClientOption {
 	return func(o *clientOptions) { o.dial = append(o.dial, opts...) }
 }
 
-func withMetricSet(m *metricSet) ClientOption { return func(o *clientOptions) { o.metrics = m } }
+// withShared sets what the plugin's clients share: the App's clock and
+// logger and the plugin's metric set.
+func withShared(s framework.ClientOptions[*metricSet]) ClientOption {
+	return func(o *clientOptions) { o.ClientOptions = s }
+}

@@ -131,9 +131,9 @@ func otelOptions(app *framework.App) []otelgrpc.Option {
 func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	set := newMetricSet()
-	if err := set.register(app.Metrics()); err != nil {
-		return fmt.Errorf("grpc: registering metrics: %w", err)
+	shared, err := framework.AppClientOptions(app, name, newMetricSet)
+	if err != nil {
+		return err
 	}
 	otel := otelOptions(app)
 	var base []grpc.DialOption
@@ -141,8 +141,7 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 		base = append(base, grpc.WithStatsHandler(otelgrpc.NewClientHandler(otel...)))
 	}
 	p.pool = NewPool(base...)
-	opts := []ClientOption{WithClock(app.Clock()), WithLogger(app.Logger()), withMetricSet(set), WithPool(p.pool)}
-	var err error
+	opts := []ClientOption{withShared(shared), WithPool(p.pool)}
 	p.clients, err = framework.BuildNamed(p.cfg.Upstreams, func(n string, u Upstream) (*ServiceClient, error) {
 		u.Name = n
 		return newClient(u, opts...)

@@ -42,21 +42,20 @@ type Client struct {
 // ClientOption configures [NewClient].
 type ClientOption func(*clientOptions)
 
+// clientOptions leaves Registry unused: an llm client has no WithMetrics.
 type clientOptions struct {
-	clock    resilience.Clock
-	logger   *slog.Logger
+	framework.ClientOptions[*metricSet]
 	tracer   trace.TracerProvider
 	fallback *Client
-	metrics  *metricSet
 }
 
 // WithClock sets the clock of the breaker, the budget, the bulkhead, the
 // waits between attempts and the read gap. Defaults to the real clock.
-func WithClock(c resilience.Clock) ClientOption { return func(o *clientOptions) { o.clock = c } }
+func WithClock(c resilience.Clock) ClientOption { return func(o *clientOptions) { o.Clock = c } }
 
 // WithLogger sets where the breaker's state changes are logged. Defaults to
 // slog.Default().
-func WithLogger(l *slog.Logger) ClientOption { return func(o *clientOptions) { o.logger = l } }
+func WithLogger(l *slog.Logger) ClientOption { return func(o *clientOptions) { o.Logger = l } }
 
 // WithTracerProvider records a span per call (see docs/llm.md, "Traces").
 // Defaults to none.
@@ -69,7 +68,11 @@ func WithTracerProvider(tp trace.TracerProvider) ClientOption {
 // call). Defaults to none.
 func WithFallback(c *Client) ClientOption { return func(o *clientOptions) { o.fallback = c } }
 
-func withMetricSet(m *metricSet) ClientOption { return func(o *clientOptions) { o.metrics = m } }
+// withShared sets what the plugin's clients share: the App's clock and
+// logger and the plugin's metric set.
+func withShared(s framework.ClientOptions[*metricSet]) ClientOption {
+	return func(o *clientOptions) { o.ClientOptions = s }
+}
 
 // NewClient returns a client of one provider, for scripts and tests; a
 // service takes its clients from the plugin with [Provider]. Zero fields of
@@ -87,18 +90,18 @@ func newClient(cfg ProviderConfig, opts ...ClientOption) (*Client, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.clock == nil {
-		o.clock = resilience.RealClock()
+	if o.Clock == nil {
+		o.Clock = resilience.RealClock()
 	}
-	if o.metrics == nil {
-		o.metrics = newMetricSet() // registered nowhere
+	if o.Metrics == nil {
+		o.Metrics = newMetricSet() // registered nowhere
 	}
 	c := &Client{
 		cfg:      cfg,
 		pool:     newTransport(cfg),
-		clock:    o.clock,
+		clock:    o.Clock,
 		fallback: o.fallback,
-		metrics:  o.metrics,
+		metrics:  o.Metrics,
 		tracer:   noop.NewTracerProvider().Tracer(instrumentationName),
 	}
 	if o.tracer != nil {
@@ -107,8 +110,8 @@ func newClient(cfg ProviderConfig, opts ...ClientOption) (*Client, error) {
 	name := cfg.Name
 	c.dep = c.metrics.policy.For("llm", name)
 	c.policy = resilience.NewPolicy(resilience.PolicyOpts{
-		Name: name, Config: cfg.PolicyConfig, Clock: o.clock,
-		OnStateChange: resilience.LogStateChanges(o.logger, "llm", cfg.BreakerCoolDown, c.dep.Transition),
+		Name: name, Config: cfg.PolicyConfig, Clock: o.Clock,
+		OnStateChange: resilience.LogStateChanges(o.Logger, "llm", cfg.BreakerCoolDown, c.dep.Transition),
 		OnAttempt:     c.dep.Attempt,
 	})
 	sdkOpts := []option.RequestOption{

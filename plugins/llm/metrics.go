@@ -38,9 +38,9 @@ func newMetricSet() *metricSet {
 	}
 }
 
-// register registers every collector in reg; a collector already registered
+// Register registers every collector in reg; a collector already registered
 // there (by another client) is reused.
-func (m *metricSet) register(reg prometheus.Registerer) error {
+func (m *metricSet) Register(reg prometheus.Registerer) error {
 	return errors.Join(
 		m.policy.Register(reg),
 		framework.RegisterOrReuse(reg, &m.calls),

@@ -82,17 +82,16 @@ func (p *Plugin) Validate(v *framework.Validation) {
 func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	set := newMetricSet()
-	if err := set.register(app.Metrics()); err != nil {
-		return fmt.Errorf("llm: registering metrics: %w", err)
+	shared, err := framework.AppClientOptions(app, name, newMetricSet)
+	if err != nil {
+		return err
 	}
-	opts := []ClientOption{WithClock(app.Clock()), WithLogger(app.Logger()), withMetricSet(set)}
+	opts := []ClientOption{withShared(shared)}
 	if t, err := framework.Get[framework.Tracing](app, "telemetry"); err == nil {
 		if tp := t.TracerProvider(); tp != nil {
 			opts = append(opts, WithTracerProvider(tp))
 		}
 	}
-	var err error
 	p.clients, err = framework.BuildNamed(p.cfg.Providers, func(n string, pc ProviderConfig) (*Client, error) {
 		pc.Name = n
 		return newClient(pc, opts...)
