@@ -44,32 +44,35 @@ func buildOptions(raw string, u *url.URL, cfg Config) (func() redis.UniversalCli
 	disabled := &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	switch {
 	case q.Has("master_name"):
-		o, err := redis.ParseFailoverURL(raw)
-		if err != nil {
-			return nil, parseError(err)
-		}
-		shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
-			&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries, &o.PoolSize}.set(cfg)
-		return func() redis.UniversalClient { return redis.NewFailoverClient(o) }, nil
+		return parsed(raw, cfg, redis.ParseFailoverURL, redis.NewFailoverClient, func(o *redis.FailoverOptions) shared {
+			return shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
+				&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries, &o.PoolSize}
+		})
 	case q.Has("addr"):
-		o, err := redis.ParseClusterURL(raw)
-		if err != nil {
-			return nil, parseError(err)
-		}
-		shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
-			&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries, &o.PoolSize}.set(cfg)
-		o.MaintNotificationsConfig = disabled
-		return func() redis.UniversalClient { return redis.NewClusterClient(o) }, nil
+		return parsed(raw, cfg, redis.ParseClusterURL, redis.NewClusterClient, func(o *redis.ClusterOptions) shared {
+			o.MaintNotificationsConfig = disabled
+			return shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
+				&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries, &o.PoolSize}
+		})
 	default:
-		o, err := redis.ParseURL(raw)
-		if err != nil {
-			return nil, parseError(err)
-		}
-		shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
-			&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries, &o.PoolSize}.set(cfg)
-		o.MaintNotificationsConfig = disabled
-		return func() redis.UniversalClient { return redis.NewClient(o) }, nil
+		return parsed(raw, cfg, redis.ParseURL, redis.NewClient, func(o *redis.Options) shared {
+			o.MaintNotificationsConfig = disabled
+			return shared{&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout,
+				&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries, &o.PoolSize}
+		})
 	}
+}
+
+// parsed parses raw with go-redis's parser of one mode, writes jfast's
+// settings to the fields fields points at (setting there what the mode's
+// options need besides), and returns the constructor of the mode's client.
+func parsed[O any, C redis.UniversalClient](raw string, cfg Config, parse func(string) (*O, error), newClient func(*O) C, fields func(*O) shared) (func() redis.UniversalClient, error) {
+	o, err := parse(raw)
+	if err != nil {
+		return nil, parseError(err)
+	}
+	fields(o).set(cfg)
+	return func() redis.UniversalClient { return newClient(o) }, nil
 }
 
 // shared points at the fields go-redis's three options types have in common
