@@ -19,6 +19,7 @@ import (
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/internal/background"
 )
 
 // An upstream with several instances (the http plugin's instances and
@@ -166,8 +167,8 @@ type Instances struct {
 	resolved time.Time  // last successful resolution
 	lastErr  error      // of the last resolution, nil when it succeeded
 	refused  []string   // addresses the last resolution left out, with why
-	cancel   context.CancelFunc
-	done     chan struct{}
+
+	resolving background.Task // Start's resolutions
 }
 
 // NewInstances returns the instance set o describes. A static set holds its
@@ -326,40 +327,15 @@ func (s *Instances) Start() {
 	if s.template == nil {
 		return
 	}
-	s.mu.Lock()
-	if s.cancel != nil {
-		s.mu.Unlock()
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel, s.done = cancel, make(chan struct{})
-	s.mu.Unlock()
-	_ = s.Resolve(ctx)
-	go func() {
-		defer close(s.done)
-		for {
-			t := s.opts.Clock.NewTimer(s.opts.ResolveEvery)
-			select {
-			case <-t.C():
-			case <-ctx.Done():
-				t.Stop()
-				return
-			}
-			_ = s.Resolve(ctx)
-		}
-	}()
+	// Stop does not cut a resolution in progress (within ResolveTimeout): cut
+	// mid-lookup, it would be logged as a failed one.
+	s.resolving.Every(s.opts.Clock, s.opts.ResolveEvery, func(ctx context.Context) {
+		_ = s.Resolve(context.WithoutCancel(ctx))
+	})
 }
 
 // Stop ends the resolutions Start began and waits for the one in progress.
-func (s *Instances) Stop() {
-	s.mu.Lock()
-	cancel, done := s.cancel, s.done
-	s.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-}
+func (s *Instances) Stop() { s.resolving.Stop() }
 
 // InstancesState is what /ready and the status page show of a set.
 type InstancesState struct {

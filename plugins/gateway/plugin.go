@@ -15,6 +15,7 @@ import (
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/internal/background"
 	"github.com/jfastframework/jfast/readiness"
 )
 
@@ -32,8 +33,7 @@ type Plugin struct {
 	log     *slog.Logger
 	clock   resilience.Clock
 	drain   context.Context // ends when the App starts draining or the plugin stops
-	stop    context.CancelFunc
-	done    chan struct{}
+	watch   background.Task // drain's: waits for the App to start draining
 }
 
 // New returns the gateway plugin with its defaults.
@@ -100,18 +100,15 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 		return errs
 	}
 
-	drain, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	p.watch.Stop() // a watch of an earlier Start
+	drain := p.watch.Go(func(ctx context.Context) {
 		select {
 		case <-app.Draining():
-			stop()
-		case <-drain.Done():
+		case <-ctx.Done():
 		}
-	}()
+	})
 	p.mu.Lock()
-	p.routes, p.drain, p.stop, p.done = routes, drain, stop, done
+	p.routes, p.drain = routes, drain
 	p.mu.Unlock()
 	return nil
 }
@@ -119,13 +116,7 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 // Stop implements framework.Stopper. It runs after the server drained, so no
 // proxied request is in flight.
 func (p *Plugin) Stop(context.Context) error {
-	p.mu.Lock()
-	stop, done := p.stop, p.done
-	p.mu.Unlock()
-	if stop != nil {
-		stop()
-		<-done
-	}
+	p.watch.Stop()
 	return nil
 }
 

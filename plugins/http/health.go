@@ -13,6 +13,7 @@ import (
 
 	"github.com/jfastframework/jfast/framework/egress"
 	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/internal/background"
 )
 
 // DefaultHealthEvery is the time between two active health checks of an
@@ -36,9 +37,8 @@ type healthChecker struct {
 	clock   resilience.Clock
 	log     *slog.Logger
 	name    string
-	cancel  context.CancelFunc
-	done    chan struct{}
 	timeout time.Duration
+	rounds  background.Task
 }
 
 // startHealth starts the health checks of c's instances when health_path
@@ -49,7 +49,6 @@ func startHealth(c *ServiceClient) *healthChecker {
 		return nil
 	}
 	base, _ := url.Parse(u.BaseURL) // checked by newClient
-	ctx, cancel := context.WithCancel(context.Background())
 	h := &healthChecker{
 		set:     c.pol.instances,
 		client:  &http.Client{Transport: c.raw, CheckRedirect: noRedirects},
@@ -60,33 +59,15 @@ func startHealth(c *ServiceClient) *healthChecker {
 		clock:   c.clock,
 		log:     c.logger,
 		name:    u.Name,
-		cancel:  cancel,
-		done:    make(chan struct{}),
 	}
-	h.round(ctx) // before the first call
-	go h.run(ctx)
+	h.rounds.Every(h.clock, h.every, h.round) // the first round before the first call
 	return h
-}
-
-func (h *healthChecker) run(ctx context.Context) {
-	defer close(h.done)
-	for {
-		t := h.clock.NewTimer(h.every)
-		select {
-		case <-t.C():
-		case <-ctx.Done():
-			t.Stop()
-			return
-		}
-		h.round(ctx)
-	}
 }
 
 // stop ends the checks and waits for the round in progress.
 func (h *healthChecker) stop() {
 	if h != nil {
-		h.cancel()
-		<-h.done
+		h.rounds.Stop()
 	}
 }
 
