@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"cmp"
 	"fmt"
 	"iter"
 	"maps"
@@ -20,9 +21,30 @@ type NamedTable struct {
 	// Needs is what a new entry must set, said after "add a [...] table":
 	// "with its base_url". Empty when the table needs nothing.
 	Needs string
+	// DeployKey is the entry's key its environment variable is shown for in
+	// the fix of a bad name ("base_url": JFAST_<PLUGIN>_<KEY>__<NAME>__BASE_URL).
+	// Empty: the entry's variables as a whole (…__<NAME>__*).
+	DeployKey string
 	// BadName and NameFix are the problem and fix reported for an entry
-	// whose name [ValidName] refuses.
+	// whose name [ValidName] refuses. Empty: "is not a valid <noun> name",
+	// and a fix that states [NameRule] and where the name is used (the
+	// metrics, the entry's environment variables).
 	BadName, NameFix string
+}
+
+// badName returns the problem and fix of an entry whose name [ValidName]
+// refuses.
+func (t NamedTable) badName() (problem, fix string) {
+	problem, fix = t.BadName, t.NameFix
+	if problem == "" {
+		problem = "is not a valid " + t.Noun + " name"
+	}
+	if fix == "" {
+		key := cmp.Or(t.DeployKey, "*")
+		env := strings.ToUpper("JFAST_" + t.Plugin + "_" + t.Key + "__<NAME>__" + key)
+		fix = "rename it: a name is " + NameRule + " (it names the " + t.Noun + " in metrics and in " + env + ")"
+	}
+	return problem, fix
 }
 
 // ValidateNamed checks every entry of a table of named entries, in name
@@ -30,10 +52,11 @@ type NamedTable struct {
 // is reported with the table's BadName and NameFix, then every problem the
 // entry's problems function returns (keys relative to the entry).
 func ValidateNamed[C any](v *Validation, t NamedTable, entries map[string]C, problems func(C) []ConfigError) {
+	problem, fix := t.badName()
 	for _, n := range slices.Sorted(maps.Keys(entries)) {
 		sub := v.Sub(t.Key + "." + n)
 		if !ValidName(n) {
-			sub.Error("", t.BadName, t.NameFix)
+			sub.Error("", problem, fix)
 		}
 		for _, e := range problems(entries[n]) {
 			sub.Error(e.Key, e.Problem, e.Fix)

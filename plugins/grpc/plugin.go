@@ -35,8 +35,7 @@ type Plugin struct {
 // upstreamsTable is [plugin.grpc.upstreams], in the words of its errors.
 var upstreamsTable = framework.NamedTable{
 	Plugin: name, Key: "upstreams", Noun: "upstream", Nouns: "upstreams",
-	Needs: "with its target (or instances)", BadName: "is not a valid upstream name",
-	NameFix: "rename it: a name is " + framework.NameRule + " (it names the upstream in metrics and in JFAST_GRPC_UPSTREAMS__<NAME>__TARGET)",
+	Needs: "with its target (or instances)", DeployKey: "target",
 }
 
 // New returns the grpc plugin with its defaults.

@@ -30,18 +30,14 @@ type Plugin struct {
 	observers []CallObserver
 }
 
-// nameFix is the fix for an upstream or shared client name ValidName refuses.
-const nameFix = "rename it: a name is " + framework.NameRule + " (it names the client in metrics and in JFAST_HTTP_* variables)"
-
 // The tables of named clients, in the words of their errors.
 var (
 	upstreamsTable = framework.NamedTable{
 		Plugin: name, Key: "upstreams", Noun: "upstream", Nouns: "upstreams",
-		Needs: "with its base_url", BadName: "is not a valid name", NameFix: nameFix,
+		Needs: "with its base_url", DeployKey: "base_url",
 	}
 	sharedTable = framework.NamedTable{
 		Plugin: name, Key: "shared", Noun: "shared client", Nouns: "shared clients",
-		BadName: "is not a valid name", NameFix: nameFix,
 	}
 )
 

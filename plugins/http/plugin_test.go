@@ -159,6 +159,21 @@ func TestConfigErrors(t *testing.T) {
 	})
 }
 
+// A name that breaks the name rule is refused in the words every named table
+// shares: the noun, the rule, and the variable the name appears in.
+func TestBadNamesInTheSharedWords(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ toml, key, problem, env string }{
+		{"[plugin.http.upstreams.Billing]\nbase_url = \"http://127.0.0.1:1\"\n", "plugin.http.upstreams.Billing", "is not a valid upstream name", "JFAST_HTTP_UPSTREAMS__<NAME>__BASE_URL)"},
+		{"[plugin.http.shared.Hooks]\n", "plugin.http.shared.Hooks", "is not a valid shared client name", "JFAST_HTTP_SHARED__<NAME>__*)"},
+	} {
+		e := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: "[plugins]\nenabled = [\"http\"]\n" + tc.toml, Plugins: []framework.Plugin{jhttp.New()}}).Only(t, tc.key)
+		if e.Problem != tc.problem || !strings.HasPrefix(e.Fix, "rename it: a name is "+framework.NameRule) || !strings.HasSuffix(e.Fix, tc.env) {
+			t.Errorf("%s: %+v", tc.key, e)
+		}
+	}
+}
+
 func TestDefaults(t *testing.T) {
 	t.Parallel()
 	var u jhttp.Upstream

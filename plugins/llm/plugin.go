@@ -26,8 +26,7 @@ type Plugin struct {
 // providersTable is [plugin.llm.providers], in the words of its errors.
 var providersTable = framework.NamedTable{
 	Plugin: name, Key: "providers", Noun: "provider", Nouns: "providers",
-	Needs: "with its base_url and model", BadName: "is not a valid provider name",
-	NameFix: "rename it: a name is " + framework.NameRule + " (it names the provider in metrics and in JFAST_LLM_PROVIDERS__<NAME>__BASE_URL)",
+	Needs: "with its base_url and model", DeployKey: "base_url",
 }
 
 // New returns the llm plugin with its defaults.
