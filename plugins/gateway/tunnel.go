@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jfastframework/jfast/framework/resilience"
@@ -28,12 +27,7 @@ type tunnel struct {
 	io.ReadWriteCloser // the upstream's side
 	permit             resilience.Permit
 	rc                 *http.ResponseController
-	idle               time.Duration
-	clock              resilience.Clock
-	last               atomic.Int64 // the clock's UnixNano of the last byte either way
-	timer              resilience.Timer
-	done               chan struct{}
-	exited             chan struct{}
+	watch              *resilience.IdleWatch // touched by a byte either way
 	once               sync.Once
 	m                  *routeMetrics
 }
@@ -60,28 +54,21 @@ func (rt *route) openTunnel(c *call, resp *http.Response) error {
 	// watch, not by the request's deadlines, which the framework set on it.
 	_ = c.rc.SetReadDeadline(time.Time{})
 	_ = c.rc.SetWriteDeadline(time.Time{})
-	t := &tunnel{
-		ReadWriteCloser: conn, permit: permit, rc: c.rc, idle: rt.p.cfg.TunnelIdleTimeout,
-		clock: rt.p.clock, done: make(chan struct{}), exited: make(chan struct{}), m: rt.m,
-	}
-	t.touch()
-	// The timer is made here, before the client sees the 101, so a test
-	// clock moved after it finds the timer.
-	t.timer = t.clock.NewTimer(t.idle)
-	go t.watch()
+	t := &tunnel{ReadWriteCloser: conn, permit: permit, rc: c.rc, m: rt.m}
+	// The watch's timer is made here, before the client sees the 101, so
+	// a test clock moved after it finds the timer.
+	t.watch = resilience.WatchIdle(rt.p.clock, rt.p.cfg.TunnelIdleTimeout, t.closeIdle)
 	rt.m.tunnels.Inc()
 	c.tun = t
 	resp.Body = t
 	return nil
 }
 
-func (t *tunnel) touch() { t.last.Store(t.clock.Now().UnixNano()) }
-
 // Read reads what the upstream sends the client.
 func (t *tunnel) Read(p []byte) (int, error) {
 	n, err := t.ReadWriteCloser.Read(p)
 	if n > 0 {
-		t.touch()
+		t.watch.Touch()
 	}
 	return n, err
 }
@@ -90,36 +77,21 @@ func (t *tunnel) Read(p []byte) (int, error) {
 func (t *tunnel) Write(p []byte) (int, error) {
 	n, err := t.ReadWriteCloser.Write(p)
 	if n > 0 {
-		t.touch()
+		t.watch.Touch()
 	}
 	return n, err
 }
 
-// watch closes the tunnel after idle without a byte either way. Closing the
-// upstream's side ends the copy from it; the client's side is given a past
-// deadline, so a copy blocked writing to a client that stopped reading, or
-// reading from one that sends nothing, ends too.
-func (t *tunnel) watch() {
-	defer close(t.exited)
-	timer := t.timer
-	for {
-		select {
-		case <-t.done:
-			timer.Stop()
-			return
-		case <-timer.C():
-		}
-		idle := t.clock.Now().Sub(time.Unix(0, t.last.Load()))
-		if idle >= t.idle {
-			t.m.tunnelsIdle.Inc()
-			_ = t.ReadWriteCloser.Close()
-			_ = t.rc.SetReadDeadline(time.Unix(1, 0))
-			_ = t.rc.SetWriteDeadline(time.Unix(1, 0))
-			<-t.done
-			return
-		}
-		timer = t.clock.NewTimer(t.idle - idle)
-	}
+// closeIdle closes the tunnel after tunnel_idle_timeout without a byte
+// either way. Closing the upstream's side ends the copy from it; the
+// client's side is given a past deadline, so a copy blocked writing to a
+// client that stopped reading, or reading from one that sends nothing, ends
+// too.
+func (t *tunnel) closeIdle() {
+	t.m.tunnelsIdle.Inc()
+	_ = t.ReadWriteCloser.Close()
+	_ = t.rc.SetReadDeadline(time.Unix(1, 0))
+	_ = t.rc.SetWriteDeadline(time.Unix(1, 0))
 }
 
 // close ends the tunnel once the ReverseProxy is done with it: the watch
@@ -132,8 +104,7 @@ func (t *tunnel) close() {
 		// The ReverseProxy closes the upstream's side, except when it
 		// refused the switch (another protocol than asked for).
 		_ = t.ReadWriteCloser.Close()
-		close(t.done)
-		<-t.exited
+		t.watch.Stop()
 		t.permit.Release()
 		t.m.tunnels.Dec()
 	})

@@ -380,7 +380,7 @@ func (k *call) streamAttempt(callCtx context.Context) (*callResult, failure, res
 	}
 	err := sdk.Err()
 	_ = sdk.Close()
-	w.end()
+	w.Stop()
 	f, o := k.classify(err, actx, 0)
 	acancel(nil)
 	return nil, f, o

@@ -30,7 +30,7 @@ import (
 type Stream struct {
 	k       *call
 	sdk     *ssestream.Stream[openai.ChatCompletionChunk]
-	w       *watch
+	w       *resilience.IdleWatch
 	actx    context.Context
 	acancel context.CancelCauseFunc
 	cur     openai.ChatCompletionChunk
@@ -103,7 +103,7 @@ func (s *Stream) Chunks() int { return s.chunks }
 // breaker's outcome and the call.
 func (s *Stream) finish(err error, closed bool) {
 	s.done = true
-	s.w.end()
+	s.w.Stop()
 	_ = s.sdk.Close()
 	o := resilience.Success
 	var e *Error

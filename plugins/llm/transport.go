@@ -5,8 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jfastframework/jfast/framework/egress"
@@ -43,7 +41,7 @@ func newTransport(cfg ProviderConfig) *http.Transport {
 }
 
 // gapTransport watches the bytes of a streamed attempt's response: every
-// read that returns data tells the attempt's [watch] the stream is alive.
+// read that returns data tells the attempt's read-gap watch (startWatch) the stream is alive.
 // A request whose context carries no watch (a plain call) passes as is.
 type gapTransport struct{ rt http.RoundTripper }
 
@@ -51,7 +49,7 @@ type watchKey struct{}
 
 // RoundTrip implements http.RoundTripper.
 func (t gapTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	w, _ := req.Context().Value(watchKey{}).(*watch)
+	w, _ := req.Context().Value(watchKey{}).(*resilience.IdleWatch)
 	resp, err := t.rt.RoundTrip(req)
 	if err != nil || w == nil {
 		return resp, err
@@ -64,68 +62,21 @@ func (t gapTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 type gapBody struct {
 	io.ReadCloser
-	w *watch
+	w *resilience.IdleWatch
 }
 
 func (b *gapBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if n > 0 {
-		b.w.touch()
+		b.w.Touch()
 	}
 	return n, err
 }
 
-// watch cuts a streamed attempt that stays silent for read_gap: from the
-// request to the first byte of the body, then between two reads. Its timer is the
-// client's clock, so tests move it; a read only records the time (no timer
-// is reset per chunk), and when the timer fires the watch re-arms for what
-// is left of the gap since the last read.
-type watch struct {
-	gap    time.Duration
-	clock  resilience.Clock
-	cancel context.CancelCauseFunc
-	last   atomic.Int64 // the clock's UnixNano of the last read
-	done   chan struct{}
-	stop   sync.Once
-	exited chan struct{}
-}
-
-// startWatch arms a watch over the attempt whose context cancel ends.
-func startWatch(clock resilience.Clock, gap time.Duration, cancel context.CancelCauseFunc) *watch {
-	w := &watch{gap: gap, clock: clock, cancel: cancel, done: make(chan struct{}), exited: make(chan struct{})}
-	w.touch()
-	go w.run()
-	return w
-}
-
-func (w *watch) touch() { w.last.Store(w.clock.Now().UnixNano()) }
-
-func (w *watch) run() {
-	defer close(w.exited)
-	wait := w.gap
-	for {
-		t := w.clock.NewTimer(wait)
-		select {
-		case <-w.done:
-			t.Stop()
-			return
-		case <-t.C():
-		}
-		idle := w.clock.Now().Sub(time.Unix(0, w.last.Load()))
-		if idle >= w.gap {
-			w.cancel(errReadGap)
-			return
-		}
-		wait = w.gap - idle
-	}
-}
-
-// end stops the watch and waits for its goroutine; safe to call twice and
-// on a nil watch.
-func (w *watch) end() {
-	if w == nil {
-		return
-	}
-	w.stop.Do(func() { close(w.done) })
-	<-w.exited
+// startWatch arms the read-gap watch of a streamed attempt, which cuts it
+// (cancel, with errReadGap) when it stays silent for gap: from the request to
+// the first byte of the body, then between two reads. Its timer is the
+// client's clock, so tests move it; a read only records the time.
+func startWatch(clock resilience.Clock, gap time.Duration, cancel context.CancelCauseFunc) *resilience.IdleWatch {
+	return resilience.WatchIdle(clock, gap, func() { cancel(errReadGap) })
 }
