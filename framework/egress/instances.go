@@ -327,14 +327,11 @@ func (s *Instances) Start() {
 	if s.template == nil {
 		return
 	}
-	// Stop does not cut a resolution in progress (within ResolveTimeout): cut
-	// mid-lookup, it would be logged as a failed one.
-	s.resolving.Every(s.opts.Clock, s.opts.ResolveEvery, func(ctx context.Context) {
-		_ = s.Resolve(context.WithoutCancel(ctx))
-	})
+	s.resolving.Every(s.opts.Clock, s.opts.ResolveEvery, func(ctx context.Context) { _ = s.Resolve(ctx) })
 }
 
-// Stop ends the resolutions Start began and waits for the one in progress.
+// Stop ends the resolutions Start began, cutting the one in progress, and
+// waits for it to return.
 func (s *Instances) Stop() { s.resolving.Stop() }
 
 // InstancesState is what /ready and the status page show of a set.
