@@ -148,8 +148,11 @@ password = "log-transport-secret"`})
 	if err := b.mail.Send(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "message in the log", func() bool {
-		return strings.Contains(b.svc.Logs(), "log transport")
+	// The delivery is recorded just after the line is written: wait for
+	// both.
+	eventually(t, 20*time.Second, "message in the log, delivery recorded", func() bool {
+		_, recorded := b.mail.LastDelivery()
+		return recorded && strings.Contains(b.svc.Logs(), "log transport")
 	})
 	logs := b.svc.Logs()
 	if !contains(logs, "subject=logged", "hello logged", "<p>logged html</p>", "a.txt (text/plain, 3 bytes)", "ada@example.com") {
