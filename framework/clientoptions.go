@@ -56,9 +56,9 @@ func (o *ClientOptions[S]) Resolve(client string, newSet func() S) error {
 // the App's clock and logger, and one metric set from newSet, registered in
 // the App's registry. plugin names the plugin in the error.
 func AppClientOptions[S ClientMetricSet](app *App, plugin string, newSet func() S) (ClientOptions[S], error) {
-	set := newSet()
-	if err := set.Register(app.Metrics()); err != nil {
-		return ClientOptions[S]{}, fmt.Errorf("%s: registering metrics: %w", plugin, err)
+	o := ClientOptions[S]{Clock: app.Clock(), Logger: app.Logger(), Registry: app.Metrics()}
+	if err := o.Resolve(plugin, newSet); err != nil {
+		return ClientOptions[S]{}, err
 	}
-	return ClientOptions[S]{Clock: app.Clock(), Logger: app.Logger(), Metrics: set}, nil
+	return o, nil
 }
