@@ -1,6 +1,7 @@
 package resilience
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -30,9 +31,21 @@ func TestIdleWatchFiresAfterTheGapSinceTheLastTouch(t *testing.T) {
 func TestIdleWatchStoppedNeverFires(t *testing.T) {
 	t.Parallel()
 	clock := NewTestClock(time.Unix(1000, 0))
-	w := WatchIdle(clock, time.Second, func() { t.Error("fired after Stop") })
+	var fired atomic.Bool
+	w := WatchIdle(clock, time.Second, func() { fired.Store(true) })
+	if n := clock.Waiters(); n != 1 {
+		t.Fatalf("timers pending after WatchIdle = %d, want 1 (made before it returns)", n)
+	}
 	w.Stop()
 	w.Stop() // twice is safe
+	// Stop returned after the watch's goroutine did: its timer is stopped,
+	// and nothing can fire it.
+	if n := clock.Waiters(); n != 0 {
+		t.Fatalf("timers pending after Stop = %d, want 0", n)
+	}
 	clock.Advance(time.Hour)
+	if fired.Load() {
+		t.Fatal("fired after Stop")
+	}
 	(*IdleWatch)(nil).Stop()
 }
