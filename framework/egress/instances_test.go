@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -236,6 +237,38 @@ func TestResolveEveryInterval(t *testing.T) {
 	s.Stop()
 	if clock.Waiters() != 0 {
 		t.Fatalf("a timer is left after Stop")
+	}
+}
+
+// Stop cuts a resolution in progress (its lookup's context ends) rather than
+// waiting out ResolveTimeout, an hour here.
+func TestStopCutsAResolutionInProgress(t *testing.T) {
+	t.Parallel()
+	clock := resilience.NewTestClock(time.Unix(0, 0))
+	var calls atomic.Int32
+	waiting := make(chan struct{})
+	s, err := egress.NewInstances(egress.InstancesOpts{
+		Discover: "http://orders-instances:8000", ResolveTimeout: time.Hour, Clock: clock,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Lookup: func(ctx context.Context, _ string) ([]netip.Addr, error) {
+			if calls.Add(1) == 1 {
+				return []netip.Addr{netip.MustParseAddr("10.1.0.1")}, nil
+			}
+			close(waiting)
+			<-ctx.Done() // the second resolution hangs until it is cut
+			return nil, ctx.Err()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	clock.BlockUntil(1)
+	clock.Advance(egress.DefaultResolveEvery)
+	<-waiting
+	s.Stop() // returns only once the lookup's context ended
+	if got := addrs(s); !slices.Equal(got, []string{"10.1.0.1:8000"}) {
+		t.Fatalf("instances after the cut resolution: %v, want the set kept", got)
 	}
 }
 
