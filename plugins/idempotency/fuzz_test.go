@@ -14,6 +14,7 @@ func FuzzFingerprint(f *testing.F) {
 	f.Add("POST", "/payments", "ada", []byte(`{"a":1}`), "POST", "/payments", "bob", []byte(`{"a":1}`), "k1", "k1")
 	f.Add("POST", "/a", "b", []byte("c"), "POST", "/ab", "", []byte("c"), "x", "x")
 	f.Add("POST", "/a\x00b", "", []byte{}, "POST", "/a", "b", []byte{}, "k", "k")
+	f.Add("POST", "/a\x00", "", []byte{}, "POST", "/a", "\x00", []byte{}, "k", "k")
 	f.Add("PUT", "/x?y=1", "s", []byte(nil), "PUT", "/x?y=1", "s", []byte{}, "a:b", "b")
 	f.Fuzz(func(t *testing.T, m1, t1, s1 string, b1 []byte, m2, t2, s2 string, b2 []byte, k1, k2 string) {
 		same := m1 == m2 && t1 == t2 && s1 == s2 && bytes.Equal(b1, b2)

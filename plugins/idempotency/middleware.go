@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -144,13 +145,17 @@ func storeKey(scope, subject, key string) string {
 	return "caller:" + hex.EncodeToString(sum[:]) + ":" + key
 }
 
-// fingerprint identifies a request: method, target, subject and body.
+// fingerprint identifies a request: method, target, subject and body. Each
+// field is written after its length, so no byte of one field (a NUL included)
+// can be read as part of its neighbour.
 func fingerprint(method, target, subject string, body []byte) string {
 	b := sha256.Sum256(body)
 	h := sha256.New()
-	for _, s := range []string{method, target, subject, hex.EncodeToString(b[:])} {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
+	var n [8]byte
+	for _, s := range [][]byte{[]byte(method), []byte(target), []byte(subject), b[:]} {
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write(s)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
