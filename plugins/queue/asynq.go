@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -88,7 +89,7 @@ func newAsynqOptions(env BackendEnv) asynqOptions {
 // and the task ID is its tail.
 func taskID(m *Message) (id, resultID string) {
 	if m.UniqueKey != "" {
-		id = "u:" + m.Kind + ":" + m.UniqueKey
+		id = uniqueTaskID(m.Kind, m.UniqueKey)
 		return id, m.Queue + "/" + id
 	}
 	var u [36]byte
@@ -100,6 +101,20 @@ func taskID(m *Message) (id, resultID string) {
 	b.Write(u[:])
 	resultID = b.String()
 	return resultID[len(m.Queue)+1:], resultID
+}
+
+// uniqueTaskID is the task ID of a job with a unique key: one per kind and
+// key, never the same for two. A kind without a colon is written as
+// u:<kind>:<key>, where the first colon after "u:" ends the kind. A kind may
+// hold colons (email:send), and then that form would let the kind "a:b"
+// with the key "c" and the kind "a" with the key "b:c" share an ID, the
+// second job taken for a duplicate of the first: such a kind is written
+// after its length instead, as uk<length>:<kind>:<key>.
+func uniqueTaskID(kind, key string) string {
+	if !strings.Contains(kind, ":") {
+		return "u:" + kind + ":" + key
+	}
+	return "uk" + strconv.Itoa(len(kind)) + ":" + kind + ":" + key
 }
 
 // putUUIDv4 writes the random bits hi, lo as a version 4 UUID in its text form

@@ -273,3 +273,35 @@ func TestEnqueueContextsInFlight(t *testing.T) {
 		t.Fatal("released contexts are still timed")
 	}
 }
+
+// TestUniqueTaskIDsNeverShared: every kind and key built from pieces that
+// hold colons, digits and the letters of the two forms gets its own task ID,
+// and a kind without a colon keeps the u:<kind>:<key> form.
+func TestUniqueTaskIDsNeverShared(t *testing.T) {
+	pieces := []string{"a", "b", ":", "u", "k", "1", "uk1"}
+	var words []string
+	for _, x := range pieces {
+		for _, y := range append([]string{""}, pieces...) {
+			for _, z := range append([]string{""}, pieces...) {
+				words = append(words, x+y+z)
+			}
+		}
+	}
+	type pair struct{ kind, key string }
+	seen := map[string]pair{}
+	for _, kind := range words {
+		if kind[0] == ':' {
+			continue // not a kind: kindRe wants a letter or digit first
+		}
+		for _, key := range words {
+			id := uniqueTaskID(kind, key)
+			if p, ok := seen[id]; ok && p != (pair{kind, key}) {
+				t.Fatalf("kind %q key %q and kind %q key %q share the task ID %q", kind, key, p.kind, p.key, id)
+			}
+			seen[id] = pair{kind, key}
+		}
+	}
+	if id := uniqueTaskID("order", "a:b"); id != "u:order:a:b" {
+		t.Fatalf("kind without a colon: task ID %q, want u:order:a:b", id)
+	}
+}

@@ -429,6 +429,7 @@ func uniqueKey(t *testing.T, h Harness) {
 	var calls atomic.Int32
 	svc := h.Start(t, Config{Queue: QueueTOML(name, 1)}, func(q *queue.Plugin) {
 		must(t, queue.Handle(q, "welcome", func(ctx context.Context, _ Receipt) error { calls.Add(1); return nil }))
+		must(t, queue.Handle(q, "welcome:vip", func(ctx context.Context, _ Receipt) error { return nil }))
 	})
 	q := plugin(t, svc)
 	ctx := context.Background()
@@ -448,6 +449,15 @@ func uniqueKey(t *testing.T, h Harness) {
 	must(t, err)
 	if c.Duplicate || c.ID == a.ID {
 		t.Fatalf("another key = %+v, want a new job", c)
+	}
+	// A kind may hold a colon: the kind welcome:vip with a key and the kind
+	// welcome with vip: before the same key are two jobs, not one.
+	vip, err := q.Enqueue(ctx, "welcome:vip", Receipt{Order: 6}, key("user-4"), later)
+	must(t, err)
+	plain, err := q.Enqueue(ctx, "welcome", Receipt{Order: 7}, queue.UniqueKey("vip:"+name+"-user-4"), later)
+	must(t, err)
+	if vip.Duplicate || plain.Duplicate || vip.ID == plain.ID {
+		t.Fatalf("kind welcome:vip = %+v, kind welcome with the key vip:… = %+v: want two new jobs", vip, plain)
 	}
 	// Without delay: runs once; after it finished the key is free again.
 	d, err := q.Enqueue(ctx, "welcome", Receipt{Order: 4}, key("user-3"))
