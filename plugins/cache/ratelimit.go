@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,7 +20,7 @@ import (
 type RateLimitOpts struct {
 	// Name names the limiter in its Redis keys and in
 	// jfast_cache_rate_limited_total. Limiters with the same name share their
-	// counts. Defaults to "default".
+	// counts. Defaults to "default". It may not hold a colon.
 	Name string
 
 	// Limit is how many requests a key may make per Period. Required.
@@ -86,8 +87,8 @@ return {1, math.floor((now - allow_at) / interval), 0, new_tat - now}
 // in jfast_cache_fail_open_total{component="ratelimit"}: an outage of the
 // limiter's store must not become an outage of the service.
 //
-// RateLimit panics if Limit or Period is not positive, or Burst is negative:
-// those are programming errors found at boot.
+// RateLimit panics if Limit or Period is not positive, Burst is negative, or
+// Name holds a colon: those are programming errors found at boot.
 func (p *Plugin) RateLimit(opts RateLimitOpts) func(http.Handler) http.Handler {
 	return p.NewRateLimiter(opts).Middleware
 }
@@ -98,6 +99,14 @@ func (p *Plugin) RateLimit(opts RateLimitOpts) func(http.Handler) http.Handler {
 func (p *Plugin) NewRateLimiter(opts RateLimitOpts) *RateLimiter {
 	if opts.Limit <= 0 || opts.Period <= 0 || opts.Burst < 0 {
 		panic(fmt.Sprintf("cache: RateLimit needs a positive Limit and Period and a non-negative Burst, got Limit %d, Period %s, Burst %d", opts.Limit, opts.Period, opts.Burst))
+	}
+	if strings.Contains(opts.Name, ":") {
+		// ratelimit:<Name>:<key>: the first colon after ratelimit: ends the
+		// name only while names hold none. Otherwise the limiter "a:b" with
+		// the key "c" and the limiter "a" with the key "b:c" would count
+		// against one bucket.
+		panic(fmt.Sprintf("cache: RateLimit Name %q holds a colon, so its Redis keys could be another limiter's: name it without one (%q)",
+			opts.Name, strings.ReplaceAll(opts.Name, ":", "-")))
 	}
 	if opts.Name == "" {
 		opts.Name = "default"

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -130,4 +131,18 @@ func TestRateLimitPanicsOnBadOpts(t *testing.T) {
 			(&Plugin{}).RateLimit(o)
 		}()
 	}
+}
+
+// TestRateLimitNameWithAColonPanics: a Name holding a colon is refused with
+// its own message (the key ratelimit:<Name>:<key> would be ambiguous), not by
+// some later nil dereference.
+func TestRateLimitNameWithAColonPanics(t *testing.T) {
+	t.Parallel()
+	defer func() {
+		msg, _ := recover().(string)
+		if !strings.Contains(msg, `Name "login:ip" holds a colon`) || !strings.Contains(msg, `"login-ip"`) {
+			t.Fatalf("RateLimit with Name login:ip: panic %q, want one naming the colon and the fix", msg)
+		}
+	}()
+	(&Plugin{}).RateLimit(RateLimitOpts{Name: "login:ip", Limit: 1, Period: time.Second})
 }
