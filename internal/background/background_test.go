@@ -46,13 +46,17 @@ func TestGoContextEndsWhenFReturnsOrOnStop(t *testing.T) {
 	<-ctx.Done() // f returned
 	task.Stop()
 
-	ctx = task.Go(func(ctx context.Context) { <-ctx.Done() })
+	var returned atomic.Bool
+	ctx = task.Go(func(ctx context.Context) { <-ctx.Done(); returned.Store(true) })
 	if ctx == nil {
 		t.Fatal("Go after Stop returned nil: the task does not start again")
 	}
 	task.Stop()
 	if ctx.Err() == nil {
 		t.Fatal("Stop left the context running")
+	}
+	if !returned.Load() {
+		t.Fatal("Stop returned before f did")
 	}
 	var never Task
 	never.Stop() // nothing started: returns at once
