@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -90,11 +91,11 @@ func newClient(cfg ProviderConfig, opts ...ClientOption) (*Client, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.Clock == nil {
-		o.Clock = resilience.RealClock()
-	}
-	if o.Metrics == nil {
-		o.Metrics = newMetricSet() // registered nowhere
+	// Unlike the other clients', an llm client logs its breaker to
+	// slog.Default() unless told otherwise (WithLogger).
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	if err := o.Resolve("llm: provider '"+cfg.Name+"'", newMetricSet); err != nil { // no Registry: registers nothing
+		return nil, err
 	}
 	c := &Client{
 		cfg:      cfg,
