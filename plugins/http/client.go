@@ -220,6 +220,7 @@ func (c *core) do(ctx context.Context, r resolver, method, target string, body a
 	x := newClientExchange()
 	x.req, x.header, x.payload, x.retry, x.pol, x.br, x.out = req, req.Header, payload, retry, pol, br, out
 	resp, attempts, err := c.call(ctx, x)
+	x.release()
 	if len(dones) > 0 {
 		status := 0
 		if resp != nil {

@@ -186,43 +186,75 @@ type exchange struct {
 	live      liveAttempt   // stream: the attempt whose response body is unread
 	tooLarge  *bodyTooLarge // the last attempt's body was over max_response_bytes
 
-	// Allocated with the exchange, which is on the heap anyway (the loop
-	// reaches it through an interface), so a call makes fewer allocations:
-	// where send puts the body it read (the last attempt's: only the last
-	// response is kept; nil: a new Body), where call puts the RoundTripper's
-	// streamed body (nil: a new one), both allocated with the exchange by
-	// the call's kind (newClientExchange, newStreamExchange), and the first
-	// attempt's Jfast-Timeout-Ms value (request), written once and never
-	// changed.
-	body       *Body
-	streamed   *streamBody
-	timeout    [1]string
-	timeoutBuf [12]byte
+	// What outlives the call, allocated apart from the exchange (which
+	// goes back to a pool when the call returns): where send puts the body
+	// it read (the last attempt's: only the last response is kept; nil: a
+	// new Body), where call puts the RoundTripper's streamed body and the
+	// call it ends (nil: a new one), and the first attempt's
+	// Jfast-Timeout-Ms value (request), which the request's header holds.
+	// newClientExchange and newStreamExchange allocate each kind's in one
+	// allocation.
+	body     *Body
+	streamed *streamCall
+	timeout  *timeoutValue
 }
 
-// newClientExchange returns an exchange with room for the body its attempts
-// read, in one allocation.
+// streamCall is what a streamed call (the RoundTripper's) keeps after it
+// returns its response: the body, and the call (its Run, moved here from
+// the exchange), which the body ends.
+type streamCall struct {
+	body streamBody
+	run  resilience.Run
+}
+
+// timeoutValue is the first attempt's Jfast-Timeout-Ms value: the header's
+// value slice and the digits it points at, written once and never changed.
+type timeoutValue struct {
+	v   [1]string
+	buf [12]byte
+}
+
+// exchanges holds the exchanges of calls that have returned. An exchange
+// is most of a call's own allocation: taking it from a pool leaves the
+// collector less to do per call.
+var exchanges = sync.Pool{New: func() any { return new(exchange) }}
+
+// newClientExchange returns an exchange for a client call (core.do), from
+// the pool, with what outlives the call (the body its attempts read, the
+// Jfast-Timeout-Ms value) in one new allocation. The call gives it back
+// with release.
 func newClientExchange() *exchange {
-	x, body := exchangeWith[Body]()
-	x.body = body
+	x := exchanges.Get().(*exchange)
+	kept := new(struct {
+		Body
+		timeoutValue
+	})
+	x.body, x.timeout = &kept.Body, &kept.timeoutValue
 	return x
 }
 
-// newStreamExchange returns an exchange with room for its streamed body, in
-// one allocation.
+// newStreamExchange returns an exchange for a RoundTripper call, from the
+// pool, with what outlives the call (its streamed body and Run, the
+// Jfast-Timeout-Ms value) in one new allocation. The call gives it back
+// with release.
 func newStreamExchange() *exchange {
-	x, sb := exchangeWith[streamBody]()
-	x.streamed = sb
+	x := exchanges.Get().(*exchange)
+	kept := new(struct {
+		streamCall
+		timeoutValue
+	})
+	x.streamed, x.timeout = &kept.streamCall, &kept.timeoutValue
 	return x
 }
 
-// exchangeWith allocates an exchange and a T together, in one allocation.
-func exchangeWith[T any]() (*exchange, *T) {
-	x := &struct {
-		exchange
-		t T
-	}{}
-	return &x.exchange, &x.t
+// release returns an exchange to the pool once its call has returned: its
+// attempts, hedges included, have all ended (the loop waits for a hedge it
+// drops), and nothing the caller gets points into it (the response's body,
+// the request's header and a streamed call's Run are in what
+// newClientExchange and newStreamExchange allocated apart).
+func (x *exchange) release() {
+	*x = exchange{}
+	exchanges.Put(x)
 }
 
 // call runs one call through its policy: the breaker, the bulkhead and the
@@ -270,12 +302,16 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 			m.response.Inc()
 			m.latency.Observe(x.headersAt.Sub(run.Start()).Seconds())
 			run.EndTimeout() // an open-ended body is bounded by the read gap and the caller
-			sb := x.streamed
-			if sb == nil {
-				sb = new(streamBody)
+			kept := x.streamed
+			if kept == nil {
+				kept = new(streamCall)
 			}
+			// The call moves to the body, which ends it: the exchange
+			// goes back to its pool when the call returns.
+			kept.run = *run
+			sb := &kept.body
 			*sb = streamBody{
-				rc: last.Body, c: c, run: run, live: x.live, status: last.StatusCode, limit: c.up.MaxResponseBytes,
+				rc: last.Body, c: c, run: &kept.run, live: x.live, status: last.StatusCode, limit: c.up.MaxResponseBytes,
 				headersAt: c.after(x.headersAt), attempts: attempts, dones: x.dones, inst: x.ia.takeLive(),
 			}
 			last.Body = sb
@@ -588,10 +624,11 @@ func (c *core) request(actx context.Context, x *exchange, n int, now time.Time) 
 	if deadline, ok := actx.Deadline(); ok {
 		ms := max(deadline.Sub(now).Milliseconds(), 0)
 		if n == 1 && x.parent == nil {
-			// The exchange's own value: written here once, never changed.
-			digits := strconv.AppendInt(x.timeoutBuf[:0], ms, 10)
-			x.timeout[0] = unsafe.String(&digits[0], len(digits))
-			x.header[framework.TimeoutHeader] = x.timeout[:]
+			// The call's own value (x.timeout): written here once, never changed.
+			t := x.timeout
+			digits := strconv.AppendInt(t.buf[:0], ms, 10)
+			t.v[0] = unsafe.String(&digits[0], len(digits))
+			x.header[framework.TimeoutHeader] = t.v[:]
 		} else {
 			left := []string{strconv.FormatInt(ms, 10)}
 			// The previous attempt's header may still be being written by

@@ -92,15 +92,17 @@ func (c *core) roundTrip(req *http.Request, out *framework.OutboundCall, pol *po
 		x.req, x.header = req, c.outboundHeader(ctx, req.Header)
 	}
 	resp, attempts, err := c.call(ctx, x)
-	if !x.sent {
+	sent, dones := x.sent, x.dones
+	x.release()
+	if !sent {
 		closeRequestBody(req) // a RoundTripper closes the body, even when it sends nothing
 	}
-	if len(x.dones) > 0 { // not handed to the streamed body
+	if len(dones) > 0 { // not handed to the streamed body
 		status := 0
 		if resp != nil {
 			status = resp.StatusCode
 		}
-		for _, done := range x.dones {
+		for _, done := range dones {
 			done(status, attempts, err)
 		}
 	}
