@@ -219,32 +219,32 @@ type timeoutValue struct {
 // collector less to do per call.
 var exchanges = sync.Pool{New: func() any { return new(exchange) }}
 
-// newClientExchange returns an exchange for a client call (core.do), from
-// the pool, with what outlives the call (the body its attempts read, the
-// Jfast-Timeout-Ms value) in one new allocation. The call gives it back
-// with release.
+// newClientExchange returns an exchange for a client call (core.do), with
+// the body its attempts read. The call gives it back with release.
 func newClientExchange() *exchange {
-	x := exchanges.Get().(*exchange)
-	kept := new(struct {
-		Body
-		timeoutValue
-	})
-	x.body, x.timeout = &kept.Body, &kept.timeoutValue
+	x, body := newExchange[Body]()
+	x.body = body
 	return x
 }
 
-// newStreamExchange returns an exchange for a RoundTripper call, from the
-// pool, with what outlives the call (its streamed body and Run, the
-// Jfast-Timeout-Ms value) in one new allocation. The call gives it back
-// with release.
+// newStreamExchange returns an exchange for a RoundTripper call, with its
+// streamed body and room for its Run. The call gives it back with release.
 func newStreamExchange() *exchange {
+	x, kept := newExchange[streamCall]()
+	x.streamed = kept
+	return x
+}
+
+// newExchange returns an exchange from the pool, and what of the call
+// outlives it (a T, and the Jfast-Timeout-Ms value) in one new allocation.
+func newExchange[T any]() (*exchange, *T) {
 	x := exchanges.Get().(*exchange)
 	kept := new(struct {
-		streamCall
-		timeoutValue
+		t  T
+		tv timeoutValue
 	})
-	x.streamed, x.timeout = &kept.streamCall, &kept.timeoutValue
-	return x
+	x.timeout = &kept.tv
+	return x, &kept.t
 }
 
 // release returns an exchange to the pool once its call has returned: its
