@@ -5,7 +5,7 @@ GO ?= go
 # packages start real servers.
 TEST_FLAGS ?= -race -count=1 -p 2 -timeout 15m
 
-.PHONY: run reset test test-loaded test-loaded-ci test-servers bench vet fmt lint fuzz docs-check
+.PHONY: run reset test test-loaded test-loaded-ci test-servers bench vet fmt lint fuzz docs-check instructions
 
 ## run: the examples on loopback: billing on 127.0.0.1:8010, orders on 127.0.0.1:8000,
 ## inventory (gRPC) on 127.0.0.1:9020 and the gateway on 127.0.0.1:8090, with the
@@ -79,6 +79,11 @@ fuzz:
 ## bench: the benchmarks behind docs/performance.md
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+## instructions: instructions per call of the http client and the gateway
+## against their baselines, counted by callgrind (scripts/instructions.sh)
+instructions:
+	N=$(or $(N),5000) bash scripts/instructions.sh
 
 vet:
 	$(GO) vet ./...
