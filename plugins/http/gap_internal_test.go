@@ -18,8 +18,8 @@ func TestGapDeadlineLeftByAnAttempt(t *testing.T) {
 	t.Cleanup(func() { _ = client.Close(); _ = server.Close() })
 	g := newGapConn(client, 1, 1<<40)
 
-	g.arm()
-	g.disarm() // the deadline stays, and has passed
+	g.arm(nil, 0)
+	g.disarm(nil) // the deadline stays, and has passed
 	got := make(chan error, 1)
 	go func() {
 		b := make([]byte, 1)
@@ -34,10 +34,10 @@ func TestGapDeadlineLeftByAnAttempt(t *testing.T) {
 		t.Fatalf("an idle connection's read past the deadline its last attempt left: %v, want it to wait for the byte", err)
 	}
 
-	g.arm()
+	g.arm(nil, 0)
 	_, err := g.Read(make([]byte, 1))
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("a read past an armed attempt's deadline: %v, want the deadline error", err)
 	}
-	g.disarm()
+	g.disarm(nil)
 }

@@ -99,6 +99,56 @@ func TestSilentUpstreamReadTimeout(t *testing.T) {
 	notBefore(t, start, 100*time.Millisecond, "the read gap")
 }
 
+// An upstream that stops answering on a keep-alive connection it answered on
+// before: the read gap cuts the attempt, and the request reaches the upstream
+// once. (net/http sends a replayable request again when a reused connection
+// fails before any response; the cut must not set that off, or the call
+// waits for the total deadline on a second connection with no read gap.)
+// Both ways of calling: the client, and the RoundTripper the gateway uses.
+func TestReadGapOnReusedConnectionSendsOnce(t *testing.T) {
+	t.Parallel()
+	for _, way := range []string{"client", "transport"} {
+		t.Run(way, func(t *testing.T) {
+			t.Parallel()
+			var hung atomic.Int64
+			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+				if r.URL.Path == "/hang" {
+					hung.Add(1)
+					<-r.Context().Done() // the client closed the connection
+					return
+				}
+				w.WriteHeader(200)
+			})
+			c, _, _ := newClient(t, jhttp.Upstream{BaseURL: up.URL, ReadTimeout: 100 * time.Millisecond, PolicyConfig: resilience.PolicyConfig{Timeout: noTotal, Attempts: 1}})
+			get := func(path string) error {
+				if way == "client" {
+					_, err := c.Get(context.Background(), path)
+					return err
+				}
+				resp, err := c.HTTPClient().Get(up.URL + path)
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					_ = resp.Body.Close()
+				}
+				return err
+			}
+			if err := get("/ok"); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			err := get("/hang")
+			wantGapCut(t, err, "read")
+			notBefore(t, start, 100*time.Millisecond, "the read gap")
+			if n := hung.Load(); n != 1 {
+				t.Errorf("the upstream got the request %d times, want 1", n)
+			}
+			if n := up.conns.Load(); n != 1 {
+				t.Errorf("%d connections, want 1: the request was sent again on a new one", n)
+			}
+		})
+	}
+}
+
 // drip sends the headers at once, then one byte after each pause, n bytes in all.
 func drip(n int, pause time.Duration) func(http.ResponseWriter, *http.Request, int) {
 	return func(w http.ResponseWriter, r *http.Request, _ int) {

@@ -6,8 +6,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jfastframework/jfast/framework/egress"
@@ -35,6 +37,8 @@ type gapConn struct {
 
 	mu       sync.Mutex
 	armed    int           // attempts waiting for or reading a response on this connection
+	owner    *attempt      // the attempt that armed the connection last: the one a cut ends
+	ownerGen uint64        // owner's gen when it armed the connection
 	readOn   bool          // a read deadline is set (readSet + readGap)
 	readSet  time.Duration // when the read deadline was last set, since epoch
 	writeSet time.Duration // when the write deadline was last set, since epoch
@@ -64,7 +68,15 @@ func (c *gapConn) Read(b []byte) (int, error) {
 		}
 		c.mu.Unlock()
 		n, err := c.Conn.Read(b)
-		if n > 0 || err == nil || !errors.Is(err, os.ErrDeadlineExceeded) || !c.staleDeadline() {
+		if n > 0 || err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return n, err
+		}
+		stale, owner, gen := c.staleDeadline()
+		if !stale {
+			if owner != nil {
+				// Before the transport hears of the cut: see attempt.cut.
+				owner.cut(gen, err)
+			}
 			return n, err
 		}
 	}
@@ -84,8 +96,9 @@ func (c *gapConn) setReadDeadline() {
 // waiting, and clears the deadline when no attempt is on the connection: the
 // deadline was an earlier attempt's (the connection idle in the pool, or
 // past a protocol switch), or the one set now is still to come (an attempt
-// set it after the earlier one passed).
-func (c *gapConn) staleDeadline() bool {
+// set it after the earlier one passed). When the read is cut, it returns
+// the attempt the cut ends (the last to arm the connection) and its gen.
+func (c *gapConn) staleDeadline() (stale bool, owner *attempt, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.armed == 0 {
@@ -93,9 +106,12 @@ func (c *gapConn) staleDeadline() bool {
 			c.readOn = false
 			_ = c.Conn.SetReadDeadline(time.Time{})
 		}
-		return true
+		return true, nil, 0
 	}
-	return c.readOn && time.Since(epoch) < c.readSet+c.readGap
+	if c.readOn && time.Since(epoch) < c.readSet+c.readGap {
+		return true, nil, 0
+	}
+	return false, c.owner, c.ownerGen
 }
 
 func (c *gapConn) Write(b []byte) (int, error) {
@@ -109,23 +125,28 @@ func (c *gapConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-// arm starts the gap deadline, including for a read already waiting (the
-// transport's reader parks on a pooled connection between responses).
-// A deadline set less than readGap/deadlineSlack ago stays.
-func (c *gapConn) arm() {
+// arm starts the gap deadline for attempt a (at its gen), including for a
+// read already waiting (the transport's reader parks on a pooled
+// connection between responses). A deadline set less than
+// readGap/deadlineSlack ago stays.
+func (c *gapConn) arm(a *attempt, gen uint64) {
 	c.mu.Lock()
 	c.armed++
+	c.owner, c.ownerGen = a, gen
 	c.setReadDeadline()
 	c.mu.Unlock()
 }
 
-// disarm ends the gap deadline when no attempt needs it any more. The
+// disarm ends a's gap deadline when no attempt needs it any more. The
 // deadline stays set: a read that hits it with no attempt on the connection
 // clears it (staleDeadline).
-func (c *gapConn) disarm() {
+func (c *gapConn) disarm(a *attempt) {
 	c.mu.Lock()
 	if c.armed > 0 {
 		c.armed--
+	}
+	if c.owner == a {
+		c.owner = nil
 	}
 	c.mu.Unlock()
 }
@@ -161,7 +182,7 @@ func newTransport(u Upstream, dial dialFunc, maxIdle int) *http.Transport {
 		maxIdle = u.MaxConcurrent
 	}
 	readGap, writeGap := u.ReadTimeout, u.WriteTimeout
-	return egress.NewTransport(egress.TransportOpts{
+	t := egress.NewTransport(egress.TransportOpts{
 		ConnectTimeout: u.ConnectTimeout,
 		Dial:           dial,
 		WrapConn: func(c net.Conn) net.Conn {
@@ -174,6 +195,8 @@ func newTransport(u Upstream, dial dialFunc, maxIdle int) *http.Transport {
 		// The gap deadline covers the wait for the headers, so no
 		// ResponseHeaderTimeout.
 	})
+	t.Proxy = refuseResend(t.Proxy)
+	return t
 }
 
 // errPoolTimeout is the cause of an attempt that waited pool_timeout for a
@@ -195,6 +218,7 @@ type attempt struct {
 	pool *time.Timer
 
 	mu       sync.Mutex
+	gen      uint64 // counts begin: a cut meant for an earlier use of this pooled attempt is dropped
 	active   bool
 	got      bool      // the transport handed the attempt a connection
 	pending  bool      // got a connection, and the transport has not yet said the request is written
@@ -205,6 +229,9 @@ type attempt struct {
 	armed    bool
 	cancel   context.CancelFunc // ends the call: a pool timeout leaves no time worth a retry
 	pooled   bool               // the pool timer fired: no connection within pool_timeout
+	// wasCut is the error of the read the gap deadline cut, if it did: the
+	// attempt is over, and net/http must not send it again (see cut).
+	wasCut atomic.Pointer[error]
 }
 
 var attemptPool = sync.Pool{New: func() any {
@@ -230,6 +257,7 @@ var attemptPool = sync.Pool{New: func() any {
 func (a *attempt) context(ctx context.Context) context.Context {
 	outer := httptrace.ContextClientTrace(ctx)
 	if traceKey == nil {
+		ctx = context.WithValue(ctx, attemptKey{}, a)
 		if outer == nil {
 			return httptrace.WithClientTrace(ctx, &a.trace)
 		}
@@ -239,7 +267,7 @@ func (a *attempt) context(ctx context.Context) context.Context {
 	if outer == nil {
 		// The attempt's trace has no network hooks: a value is all
 		// httptrace.WithClientTrace would add.
-		return context.WithValue(ctx, traceKey, &a.trace)
+		return &attemptCtx{Context: ctx, a: a, trace: &a.trace}
 	}
 	t := *outer // its network hooks, if any, are in ctx already
 	t.GotConn, t.WroteRequest = a.trace.GotConn, a.trace.WroteRequest
@@ -249,7 +277,29 @@ func (a *attempt) context(ctx context.Context) context.Context {
 	if f := outer.WroteRequest; f != nil {
 		t.WroteRequest = func(info httptrace.WroteRequestInfo) { a.wroteRequest(info); f(info) }
 	}
-	return context.WithValue(ctx, traceKey, &t)
+	return &attemptCtx{Context: ctx, a: a, trace: &t}
+}
+
+// attemptCtx is an attempt's context: the call's, with the attempt's trace
+// (under httptrace's key) and the attempt itself (for refuseResend), in one
+// value.
+type attemptCtx struct {
+	context.Context
+	a     *attempt
+	trace *httptrace.ClientTrace
+}
+
+// attemptKey is the context key of the *attempt a request belongs to.
+type attemptKey struct{}
+
+func (c *attemptCtx) Value(key any) any {
+	switch key {
+	case traceKey:
+		return c.trace
+	case attemptKey{}:
+		return c.a
+	}
+	return c.Context.Value(key)
 }
 
 // traceKey is the context key httptrace keeps a request's
@@ -289,6 +339,8 @@ func (p *keyProbe) Value(key any) any {
 // RoundTrip starts.
 func (a *attempt) begin(cancel context.CancelFunc, poolTimeout time.Duration, now time.Time) {
 	a.mu.Lock()
+	a.gen++
+	a.wasCut.Store(nil)
 	a.active, a.got, a.conn, a.armed, a.cancel, a.pending, a.pooled = true, false, nil, false, cancel, false, false
 	a.poolDue = now.Add(poolTimeout)
 	if !a.timerSet || a.timerDue.After(a.poolDue) {
@@ -300,9 +352,17 @@ func (a *attempt) begin(cancel context.CancelFunc, poolTimeout time.Duration, no
 	a.mu.Unlock()
 }
 
+// gotConn hears of the connection the request is written on. A second one
+// in the same attempt is net/http sending the request again after the
+// first connection, a reused one, closed before any response: the gap
+// deadline moves to the new connection.
 func (a *attempt) gotConn(info httptrace.GotConnInfo) {
 	a.mu.Lock()
 	if a.active {
+		if a.armed {
+			a.conn.disarm(a)
+			a.armed = false
+		}
 		a.got = true
 		a.conn = gapConnOf(info.Conn)
 		a.pending = true
@@ -315,7 +375,7 @@ func (a *attempt) wroteRequest(info httptrace.WroteRequestInfo) {
 	a.pending = false
 	if info.Err == nil && a.active && a.conn != nil && !a.armed {
 		a.armed = true
-		a.conn.arm()
+		a.conn.arm(a, a.gen)
 	}
 	a.mu.Unlock()
 }
@@ -354,10 +414,42 @@ func (a *attempt) poolTimedOut() bool {
 func (a *attempt) end() (reusable bool) {
 	a.mu.Lock()
 	if a.armed {
-		a.conn.disarm()
+		a.conn.disarm(a)
 	}
 	reusable = !a.pending
 	a.active, a.got, a.conn, a.armed, a.cancel = false, false, nil, false, nil
 	a.mu.Unlock()
 	return reusable
+}
+
+// cut marks attempt a (still at gen) as ended by the read gap, with the
+// error of the read it cut. It runs before the transport hears of that
+// read: net/http sends a replayable request again, on another connection,
+// when a reused one fails before any response, and would do so here,
+// silently and with no read gap on the new connection. refuseResend stops
+// that send.
+func (a *attempt) cut(gen uint64, err error) {
+	a.mu.Lock()
+	if a.active && a.gen == gen {
+		a.wasCut.Store(&err)
+	}
+	a.mu.Unlock()
+}
+
+// refuseResend wraps a transport's Proxy function, which net/http calls
+// before each time it sends a request, the times it sends one again
+// included: a request whose attempt the read gap cut gets that cut's error
+// instead of a second send.
+func refuseResend(proxy func(*http.Request) (*url.URL, error)) func(*http.Request) (*url.URL, error) {
+	return func(r *http.Request) (*url.URL, error) {
+		if a, ok := r.Context().Value(attemptKey{}).(*attempt); ok {
+			if err := a.wasCut.Load(); err != nil {
+				return nil, *err
+			}
+		}
+		if proxy == nil {
+			return nil, nil
+		}
+		return proxy(r)
+	}
 }
