@@ -483,7 +483,7 @@ func (a *App) bind(errs *ConfigErrors) {
 			rp.ResolveDefaults(&Resolution{prefix: key, app: &a.cfg, set: b.set, sources: a.raw.sources, notes: a.computed})
 		}
 		if vp, ok := p.(Validator); ok {
-			pv := &Validation{prefix: key, app: &a.cfg, errs: errs, set: b.set, critical: a.critical[name]}
+			pv := &Validation{prefix: key, app: &a.cfg, errs: errs, set: b.set, critical: a.critical[name], enabled: enabled}
 			if a.opts.StandIn {
 				pv.undecided = &a.undecided
 			}

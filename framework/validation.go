@@ -63,6 +63,8 @@ type Validation struct {
 	undecided *ConfigErrors
 	// critical is the plugin's [plugin.X] critical.
 	critical bool
+	// enabled is [plugins] enabled, the names compiled in.
+	enabled map[string]bool
 }
 
 // App returns the validated [app] table, for rules that depend on it (production).
@@ -93,6 +95,20 @@ func (v *Validation) RefuseCritical() {
 		v.Error("critical", "cannot be true: this plugin's check reports other services' breakers, and a sibling's outage must not take this replica out of rotation (every replica sees the same sibling down, so all would leave together)",
 			"remove it: an open or half-open breaker leaves /ready degraded (200), and the calls to that upstream fail fast with a 503 naming it")
 	}
+}
+
+// RequirePlugin records an error at key unless plugin name is enabled: what
+// key chose runs on that plugin (the queue's backend "postgres" on the db
+// plugin's pool). uses says so, in those words; otherwise is the fix that
+// keeps the plugin out ("set [plugin.queue] backend = \"redis\""). Whether
+// name is enabled is the file's to say, so the rule is refused with the rest
+// of the configuration, by check as by the boot, not at Start.
+func (v *Validation) RequirePlugin(key, name, uses, otherwise string) {
+	if v.enabled[name] {
+		return
+	}
+	v.Error(key, fmt.Sprintf("%s, and plugin %q is not enabled", uses, name),
+		fmt.Sprintf("add %q to [plugins] enabled, or %s", name, otherwise))
 }
 
 // IsSet reports whether the file or the environment set key (relative).
