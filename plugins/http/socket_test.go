@@ -1,6 +1,7 @@
 package http_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -146,6 +147,61 @@ func TestReadGapOnReusedConnectionSendsOnce(t *testing.T) {
 				t.Errorf("%d connections, want 1: the request was sent again on a new one", n)
 			}
 		})
+	}
+}
+
+// net/http's own resend (the upstream closed a reused connection without
+// answering) keeps the read gap: the request goes out again on a new
+// connection, where the upstream stays silent, and the gap cuts it there.
+func TestResendAfterClosedConnectionKeepsReadGap(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	var requests, conns atomic.Int64
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n := conns.Add(1)
+			go func() {
+				defer conn.Close()
+				br := bufio.NewReader(conn)
+				for i := 1; ; i++ {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					requests.Add(1)
+					_ = req.Body.Close()
+					switch {
+					case n == 1 && i == 1:
+						_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+					case n == 1:
+						return // closed without an answer: net/http sends the request again
+					default:
+						_, _ = io.Copy(io.Discard, conn) // silent until the client closes
+						return
+					}
+				}
+			}()
+		}
+	}()
+	c, _, _ := newClient(t, jhttp.Upstream{BaseURL: "http://" + ln.Addr().String(), ReadTimeout: 100 * time.Millisecond, PolicyConfig: resilience.PolicyConfig{Timeout: noTotal, Attempts: 1}})
+	if _, err := c.Get(context.Background(), "/a"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Get(context.Background(), "/b")
+	wantGapCut(t, err, "read")
+	if got := conns.Load(); got != 2 {
+		t.Errorf("%d connections, want 2 (the second is net/http's resend)", got)
+	}
+	if got := requests.Load(); got != 3 {
+		t.Errorf("%d requests, want 3: /a, /b and /b sent again", got)
 	}
 }
 
