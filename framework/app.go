@@ -159,7 +159,7 @@ func New(opts Options) (*App, error) {
 		a.configFile = path
 	}
 
-	a.raw = loadRaw(a.configFile, text, environ, a.isDeploy, a.quiet, a.holdsSecret)
+	a.raw = loadRaw(a.configFile, text, environ, a.isDeploy, a.holdsSecret)
 	errs := a.raw.errs
 	a.bind(&errs)
 	if len(opts.ConfigText) == 0 && len(errs) > 0 {

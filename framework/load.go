@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/knadh/koanf/maps"
@@ -64,9 +63,10 @@ func envKey(name string) string {
 
 // loadRaw reads the TOML text and the environment and merges them. isDeploy says
 // whether a flat key is a deploy key (environment wins) or a shape key (file
-// wins); quiet whether a key's value must not be quoted in a message; secret
-// whether it holds a secret (never shown, even in a syntax error's line).
-func loadRaw(fileName string, text []byte, environ []string, isDeploy, quiet, secret func(string) bool) *rawConfig {
+// wins); secret whether a key holds a secret (never shown, even in a syntax
+// error's line). The warnings about a variable and the file disagreeing name
+// the key, the variable and the file, never a value.
+func loadRaw(fileName string, text []byte, environ []string, isDeploy, secret func(string) bool) *rawConfig {
 	raw := &rawConfig{sources: map[string]Source{}}
 	fileValues := map[string]any{}
 	var emptyTables []string
@@ -134,12 +134,9 @@ func loadRaw(fileName string, text []byte, environ []string, isDeploy, quiet, se
 			}
 		case inFile:
 			if differs {
-				w := fmt.Sprintf("%s: %s is ignored; %s wins because %s is a shape key (remove the variable or change the file)", key, name, fileName, key)
-				if !quiet(key) {
-					w = fmt.Sprintf("%s: %s=%s is ignored; %s sets %s and wins because %s is a shape key (remove the variable or change the file)",
-						key, name, strconv.Quote(value), fileName, tomlValue(fileValue), key)
-				}
-				raw.warnings = append(raw.warnings, w)
+				// No value either: which keys hold a secret is the plugin's
+				// word, and a value under a key nobody declared can still be one.
+				raw.warnings = append(raw.warnings, fmt.Sprintf("%s: %s is ignored; %s wins because %s is a shape key (remove the variable or change the file)", key, name, fileName, key))
 			}
 		default:
 			merged[key] = value
@@ -187,14 +184,6 @@ func putTable(tree map[string]any, path []string) {
 		}
 		tree = m
 	}
-}
-
-// tomlValue writes a value of the file as TOML would, for a message.
-func tomlValue(v any) string {
-	if s, ok := v.(string); ok {
-		return strconv.Quote(s)
-	}
-	return describe(v)
 }
 
 // rawBytes is a koanf provider over bytes already read.
