@@ -507,3 +507,54 @@ func (d *dnsTable) lookup(_ context.Context, host string) ([]netip.Addr, error) 
 	}
 	return out, nil
 }
+
+// Every instance failing its health check fails the readiness check
+// (degraded) as every breaker open does, while the calls go on (the checks
+// are ignored when all fail); one passing again leaves the others named in
+// the detail and the check passing.
+func TestEveryInstanceUnhealthyInReady(t *testing.T) {
+	t.Parallel()
+	rs := []*replica{{}, {}, {}}
+	for _, r := range rs {
+		r.ready.Store(503)
+	}
+	ups, _ := replicas(3, t, rs[0].handle, rs[1].handle, rs[2].handle)
+	toml := `[plugins]
+enabled = ["observability", "http"]
+[plugin.http.upstreams.orders]
+base_url = "http://orders.internal:8000"
+instances = ["` + ups[0].URL + `", "` + ups[1].URL + `", "` + ups[2].URL + `"]
+health_path = "/ready"
+`
+	clk := jfasttest.NewClock()
+	var orders *jhttp.ServiceClient
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML: toml, Plugins: []framework.Plugin{jhttp.New()}, Clock: clk,
+		Routes: func(app *framework.App, _ chi.Router) error {
+			var err error
+			orders, err = jhttp.Client(app, "orders")
+			return err
+		},
+	})
+	ready := readyBody(t, svc)
+	check := ready.Checks["http"]
+	if ready.Status != "degraded" || check.Healthy || !strings.Contains(check.Detail, "every instance of 'orders' is ejected: ") {
+		t.Fatalf("every instance unhealthy: status %q, healthy %v, detail %q", ready.Status, check.Healthy, check.Detail)
+	}
+	for _, up := range ups {
+		if !strings.Contains(check.Detail, strings.TrimPrefix(up.URL, "http://")+" (/ready answered 503)") {
+			t.Fatalf("detail %q does not name %s", check.Detail, up.URL)
+		}
+	}
+	if resp, err := orders.Get(t.Context(), "/x"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("every instance unhealthy refused the call: %v %v", resp, err)
+	}
+	rs[1].ready.Store(200)
+	clk.BlockUntil(1)
+	clk.Advance(jhttp.DefaultHealthEvery)
+	clk.BlockUntil(1) // the round is over
+	check = readyBody(t, svc).Checks["http"]
+	if !check.Healthy || !strings.Contains(check.Detail, "instances of 'orders' ejected: ") || strings.Contains(check.Detail, "every instance") {
+		t.Fatalf("one healthy: healthy %v, detail %q", check.Healthy, check.Detail)
+	}
+}

@@ -270,7 +270,11 @@ func (p *Plugin) ProxiedUpstream(upstream string) (framework.ProxiedUpstream, er
 // (critical = true is refused: every replica sees the same upstream down, so
 // all would leave rotation together); a half-open one is
 // impaired (degraded): the next call probes, and with no check of its own the
-// plugin cannot know sooner. Shared clients are listed (origins held, breakers
+// plugin cannot know sooner. An upstream with instances is unreachable when
+// every instance is ejected, by its breaker or its health check (the calls
+// still go to those failing only their check, but the upstream is as good
+// as down), or none is resolved; some ejected are named in the detail and
+// leave the check passing. Shared clients are listed (origins held, breakers
 // not closed) but never fail the check: one of the many hosts a webhook sender
 // calls being down says nothing about this service.
 func (p *Plugin) Check(context.Context) readiness.Report {
@@ -289,13 +293,13 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 	var ejected []string // instances ejected while others serve: said, not a failure
 	for n, c := range clients.All() {
 		if set := c.pol.instances; set != nil {
-			entry, openN, skipped, all := instancesMeta(set)
+			entry, skipped, all := instancesMeta(set)
 			entry["in_flight"] = c.pol.bulkhead.InFlight()
 			switch {
 			case all == 0:
 				open = true
 				suspended = append(suspended, fmt.Sprintf("upstream '%s': %v", n, noInstance(set)))
-			case openN == all:
+			case skipped == all: // by breakers, health checks, or both
 				open = true
 				suspended = append(suspended, "every instance of '"+n+"' is ejected: "+ejectedDetail(set))
 			case skipped > 0:

@@ -240,9 +240,8 @@ func (ia *instanceAttempt) target(r *http.Request, call *url.URL) {
 
 // instancesMeta is the upstream's instances in /ready: the set's state and
 // each instance's breaker, outstanding attempts and health. It counts the
-// instances whose breaker is open, those skipped (open or unhealthy), and
-// all.
-func instancesMeta(set *egress.Instances) (meta map[string]any, open, ejected, all int) {
+// instances ejected (breaker open, or health check failed) and all.
+func instancesMeta(set *egress.Instances) (meta map[string]any, ejected, all int) {
 	st := set.State()
 	list := set.List()
 	each := make(map[string]any, len(list))
@@ -251,20 +250,16 @@ func instancesMeta(set *egress.Instances) (meta map[string]any, open, ejected, a
 		if p, checked := in.Health(); checked {
 			e["health"] = cmp.Or(p, "pass")
 		}
-		if !in.Healthy() {
-			ejected++
-		}
+		open := false
 		if br := in.CurrentBreaker(); br != nil {
 			s := br.Snapshot()
 			e["breaker"] = s.Meta()
-			if s.State == resilience.StateOpen {
-				open++
-				if in.Healthy() {
-					ejected++
-				}
-			}
+			open = s.State == resilience.StateOpen
 		} else {
 			e["breaker"] = map[string]any{"state": resilience.StateClosed.String()}
+		}
+		if open || !in.Healthy() {
+			ejected++
 		}
 		each[in.Addr()] = e
 	}
@@ -281,7 +276,7 @@ func instancesMeta(set *egress.Instances) (meta map[string]any, open, ejected, a
 			meta["refused"] = st.Refused
 		}
 	}
-	return meta, open, ejected, len(list)
+	return meta, ejected, len(list)
 }
 
 // ejectedDetail says which instances are skipped: their breaker open (and
