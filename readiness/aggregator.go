@@ -89,10 +89,10 @@ type outcome struct {
 	i        int
 	report   Report
 	panicked bool
-	// late is set when the check's context had ended by the time it
-	// returned: it answered only because it was told to stop (typically
-	// with a "context deadline exceeded" failure), so it did not answer in
-	// time. Deciding this in the check's goroutine keeps a check that
+	// late is set when the check's context had ended, or its deadline had
+	// passed, by the time it returned: it answered only because it was told
+	// to stop (typically with a "context deadline exceeded" or "i/o timeout"
+	// failure), so it did not answer in time. Deciding this in the check's goroutine keeps a check that
 	// honours its context from being reported as "fail" or "timeout" at
 	// random, depending on which of two ready channels select picks.
 	late bool
@@ -103,7 +103,8 @@ type outcome struct {
 // timeout has passed, whichever comes first. It never waits for a check that
 // ignores its context: that check is reported as Timeout and its goroutine
 // finishes on its own, touching nothing Run returned. A check that returns
-// only after its context ended is reported as Timeout too, whatever it
+// only after its context ended, or at or after its deadline even before the
+// context's own timer marked it done, is reported as Timeout too, whatever it
 // returned. A check that panics is reported as Fail with the detail "check
 // panicked"; the panic and its stack go to the log, never to the body.
 //
@@ -226,5 +227,20 @@ func runOne(ctx context.Context, i int, c Check, results chan<- outcome, logger 
 		}
 	}()
 	r := c.Run(ctx)
-	results <- outcome{i: i, report: r, late: ctx.Err() != nil}
+	results <- outcome{i: i, report: r, late: expired(ctx)}
+}
+
+// expired reports whether ctx has ended or its deadline has passed. The
+// deadline is read too because ctx.Err is set by the context's own timer: a
+// check whose client arms a socket deadline at ctx's deadline (the Redis
+// client under the cache plugin's check does) can see that one fire, and return "i/o timeout", a moment
+// before ctx's timer marks ctx done. Both deadlines are on the monotonic
+// clock time.Now reads, so a check that returned at or after its deadline is
+// late whichever timer ran first.
+func expired(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }

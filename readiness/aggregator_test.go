@@ -131,6 +131,43 @@ func TestTimeoutIsDeterministic(t *testing.T) {
 	}
 }
 
+// pastDeadline is a context whose deadline has passed but which nothing has
+// marked done yet: the instant after a socket deadline armed at the
+// context's deadline fired and before the context's own timer did.
+type pastDeadline struct{ context.Context }
+
+func (pastDeadline) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+// A check whose client gives up at the context's deadline on its own (go-redis
+// arms the socket deadline from ctx.Deadline) can return before ctx.Err is
+// set. It returned at its deadline, so it is a timeout, not a failure of the
+// dependency: the two timers firing in either order must not change the
+// verdict.
+func TestCheckReturningAtItsDeadlineIsATimeout(t *testing.T) {
+	t.Parallel()
+	a := readiness.NewAggregator(readiness.DefaultTimeout, readiness.Check{
+		Name:     "cache",
+		Critical: true,
+		Run: func(ctx context.Context) readiness.Report {
+			if ctx.Err() != nil {
+				t.Error("the context is already done: the case under test is the instant before")
+			}
+			if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+				return readiness.Unreachable("redis unreachable: i/o timeout", nil)
+			}
+			return readiness.Passed("", nil)
+		},
+	})
+	res := a.Run(pastDeadline{context.Background()})
+	got := res.Checks["cache"]
+	if got.Status != readiness.Timeout || got.Detail != "no answer within 800ms" || !got.Critical {
+		t.Fatalf("cache = %+v, want a critical timeout with the detail %q", got, "no answer within 800ms")
+	}
+	if res.Status != readiness.Unavailable {
+		t.Fatalf("overall = %s, want unavailable", res.Status)
+	}
+}
+
 // The default timeout is 800 ms and a check that ignores its context cannot
 // hold Run past it.
 func TestCheckIgnoringContext(t *testing.T) {
