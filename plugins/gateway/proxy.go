@@ -518,6 +518,10 @@ func (rt *route) fail(w http.ResponseWriter, r *http.Request, err error) {
 		problem.Write(w, client, problem.From(tooLarge))
 		return
 	case errors.As(err, &bodyErr):
+		// The client's body, late or broken off (the upstream's
+		// RoundTripper counts it against no one): the rest of it cannot be
+		// trusted to arrive, so the connection is not kept for it.
+		w.Header().Set("Connection", "close")
 		problem.Write(w, client, problem.From(bodyErr))
 		return
 	case errors.Is(r.Context().Err(), context.Canceled) && !errors.Is(err, resilience.ErrOpen):

@@ -163,6 +163,7 @@ type exchange struct {
 	stream  bool          // return the response with its body unread (the RoundTripper)
 	open    bool          // stream: timeout ends at the response headers (WithOpenEndedResponse)
 	sent    bool          // the first attempt was handed to the transport (which closes req.Body)
+	reqBody *callerBody   // stream: a streamed req.Body, as the first attempt sends it; nil when none
 	pol     *policy
 	br      *resilience.Breaker
 	dones   []func(int, int, error) // stream: the observers' ends, called when the body ends
@@ -526,6 +527,9 @@ func finalResponse(last *http.Response, lastErr error) *http.Response {
 // timeout) is no evidence: the loop applies resilience.CutByCaller.
 // One cut by timeout, read_timeout or connect_timeout is a failure.
 func outcome(resp *http.Response, err error) resilience.Outcome {
+	if _, ok := err.(*RequestBodyError); ok {
+		return resilience.Ignore // the caller's body, not the upstream
+	}
 	if err != nil && errors.Is(err, ErrAddressNotAllowed) {
 		return resilience.Ignore // this client's own refusal
 	}
@@ -546,6 +550,9 @@ func (c *core) retryable(callCtx context.Context, resp *http.Response, err error
 		return false
 	}
 	if err != nil {
+		if _, ok := err.(*RequestBodyError); ok {
+			return false // the same body would be as late again
+		}
 		if errors.Is(err, ErrAddressNotAllowed) {
 			return false
 		}
@@ -583,6 +590,9 @@ func (c *core) retryAfter(resp *http.Response) (wait time.Duration, asked, retry
 // noResponse turns the error of a call that got no response into its kind.
 func (c *core) noResponse(ctx, callCtx context.Context, err error) error {
 	name := c.up.Name
+	if rb, ok := err.(*RequestBodyError); ok {
+		return rb // the caller's: no upstream timeout or unavailability to count
+	}
 	switch {
 	case errors.Is(ctx.Err(), context.Canceled):
 		c.metrics.unavailable.Inc()

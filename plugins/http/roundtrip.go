@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -79,6 +80,10 @@ func (c *core) roundTrip(req *http.Request, out *framework.OutboundCall, pol *po
 	x := newStreamExchange()
 	x.pol, x.br, x.stream, x.open, x.out = pol, br, true, framework.OpenEndedResponse(ctx), out
 	x.retry, x.replay = transportRetry(req)
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		// A streamed body: the transport may wait on the caller for it.
+		x.reqBody = &callerBody{rc: req.Body}
+	}
 	for _, observe := range c.observe {
 		var done func(int, int, error)
 		ctx, done = observe(ctx, c.up.Name, req.Method)
@@ -230,11 +235,24 @@ func (c *core) open(callCtx context.Context, cancel context.CancelFunc, x *excha
 		return nil, c.after(now), liveAttempt{}, err
 	}
 	x.sent = true
+	body := x.reqBody
+	if n > 1 {
+		body = nil // a retry's body is GetBody's, held in memory
+	}
+	if body != nil {
+		body.ctx = callCtx
+		r.Body = body
+	}
 	resp, err := c.rt.RoundTrip(r)
 	headersAt := c.after(now)
 	if err != nil {
 		pooled := a.poolTimedOut()
 		live.end()
+		if body != nil {
+			if blamed := body.blame(c.up.Name, x.req.Context(), err); blamed != nil {
+				return nil, headersAt, liveAttempt{}, blamed
+			}
+		}
 		if pooled {
 			err = fmt.Errorf("%w: %w", errPoolTimeout, err)
 		}
@@ -378,4 +396,87 @@ func (b *streamBody) finish(o resilience.Outcome, err error) {
 	for _, done := range b.dones {
 		done(status, b.attempts, err)
 	}
+}
+
+// RequestBodyError is a RoundTripper call that failed on its request body,
+// not on the upstream: an attempt ended (the call's timeout, the caller's
+// deadline) while the transport was waiting for the next bytes of a streamed body (a reverse proxy's client uploading slowly),
+// or the body's Read failed. An upstream cannot answer a request it has not
+// had whole, so the call says nothing about it: the breaker and the
+// adaptive throttle do not count it, and it is not retried.
+//
+// Err is the body's own read error when its Read failed (a
+// *framework.BodyReadError for a request body the framework serves: 408 or
+// 400; an *http.MaxBytesError: 413), otherwise a *framework.BodyReadError
+// with Status 408 (the body did not arrive in time), so problem.From
+// answers the client in its own terms. A body the upstream stops reading is
+// no RequestBodyError: the transport is then blocked writing to the
+// upstream's connection, not waiting on the caller, and the write gap
+// (write_timeout) or the call's timeout that cuts it is the upstream's
+// failure.
+type RequestBodyError struct {
+	// Upstream is the upstream's name, as configured.
+	Upstream string
+	// Err is the body's read error, or the 408 *framework.BodyReadError
+	// wrapping what ended the attempt while the body was awaited.
+	Err error
+}
+
+// Error names the upstream and the cause.
+func (e *RequestBodyError) Error() string {
+	return "http: upstream '" + e.Upstream + "': the request body failed: " + e.Err.Error()
+}
+
+// Unwrap returns the cause.
+func (e *RequestBodyError) Unwrap() error { return e.Err }
+
+// callerBody is a streamed request body as the transport reads it. It
+// records whether the transport was waiting on the caller (in Read) when
+// the call's context ended, and a Read that failed: an attempt that fails
+// then is the caller's (RequestBodyError). Once the call's context has
+// ended, a Read fails as soon as the bytes it waited for arrive: net/http
+// writes a body of known length through a 4 KiB buffer, so a write to the
+// closed connection fails only when that fills, and RoundTrip, which waits
+// for its writer, would otherwise go on reading a trickled body to its end
+// (or to the caller's read deadline) for a call that is over.
+type callerBody struct {
+	rc      io.ReadCloser
+	ctx     context.Context // the call's; set before the transport reads
+	reading atomic.Bool     // a Read is waiting on the caller now
+	late    atomic.Bool     // a Read was waiting on the caller when ctx ended
+	failed  atomic.Pointer[error]
+}
+
+// errCallEnded ends the read of a request body whose call is over.
+var errCallEnded = errors.New("http: the call ended while its request body was being read")
+
+func (b *callerBody) Read(p []byte) (int, error) {
+	b.reading.Store(true)
+	n, err := b.rc.Read(p)
+	b.reading.Store(false)
+	switch {
+	case err != nil && err != io.EOF:
+		b.failed.CompareAndSwap(nil, &err)
+	case err == nil && b.ctx.Err() != nil:
+		b.late.Store(true)
+		err = errCallEnded
+	}
+	return n, err
+}
+
+func (b *callerBody) Close() error { return b.rc.Close() }
+
+// blame returns the *RequestBodyError of an attempt that failed with err
+// while the transport waited on the body, or on a Read of it that failed;
+// nil when the attempt failed on the upstream, and when the caller
+// cancelled the call (it went away: that is no late body).
+func (b *callerBody) blame(upstream string, caller context.Context, err error) error {
+	if f := b.failed.Load(); f != nil {
+		return &RequestBodyError{Upstream: upstream, Err: *f}
+	}
+	if !b.reading.Load() && !b.late.Load() || errors.Is(caller.Err(), context.Canceled) {
+		return nil
+	}
+	return &RequestBodyError{Upstream: upstream, Err: &framework.BodyReadError{Status: http.StatusRequestTimeout,
+		Err: fmt.Errorf("the call ended while the request body was awaited (%w): %w", os.ErrDeadlineExceeded, err)}}
 }

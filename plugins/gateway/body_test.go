@@ -1,0 +1,80 @@
+package gateway_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A client that sends its request body slowly is the client's failure, not
+// the upstream's: whether the upstream's timeout or the request's deadline
+// cuts the call while the gateway waits on the client's next bytes, the
+// client gets a 408 problem, the upstream's breaker stays closed (its
+// silence rule would open it on one hung call), nothing is logged at WARN,
+// and the next request is served.
+func TestSlowRequestBodyIsTheClients(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, app, upstream, route string
+	}{
+		// The upstream's timeout, which bounds a stream route's wait for
+		// the response headers, passes first.
+		{"stream route, the upstream's timeout", `request_timeout = "30s"`, `timeout = "300ms"`, "stream = true"},
+		{"the upstream's timeout", `request_timeout = "30s"`, `timeout = "300ms"`, ""},
+		// The request's deadline (the connection's read deadline and the
+		// call's context) passes first.
+		{"the request's deadline", `request_timeout = "300ms"`, `timeout = "30s"`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				_, _ = io.WriteString(w, "ok")
+			})
+			svc := gatewayService(t, "[app]\n"+tc.app+"\n"+
+				upstreamTOML("slow", up.URL, tc.upstream, `read_timeout = "30s"`)+`
+[plugin.gateway.routes.up]
+prefix = "/api/up"
+upstream = "slow"
+`+tc.route+"\n")
+			conn, br := rawRequest(t, svc.URL, "POST /api/up/x HTTP/1.1\r\nHost: gw\r\nContent-Length: 100\r\n\r\n")
+			answered := make(chan struct{})
+			go func() {
+				// One byte every 20 ms: 2 s for the whole body, well past
+				// either 300 ms bound.
+				tick := time.NewTicker(20 * time.Millisecond)
+				defer tick.Stop()
+				for range 100 {
+					select {
+					case <-answered:
+						return
+					case <-tick.C:
+					}
+					if _, err := conn.Write([]byte("x")); err != nil {
+						return
+					}
+				}
+			}()
+			resp, err := http.ReadResponse(br, nil)
+			close(answered)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusRequestTimeout || resp.Header.Get("Content-Type") != "application/problem+json" {
+				t.Fatalf("%d %s %s, want a 408 problem", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+			}
+			if r := svc.Get(t, "/api/up/next"); r.Status != 200 {
+				t.Errorf("the next GET: %d %s, want the upstream's 200 (its breaker closed)", r.Status, r.Body)
+			}
+			if r := svc.Get(t, "/ready"); r.Status != 200 || strings.Contains(string(r.Body), `"open"`) {
+				t.Errorf("/ready: %d %s, want the upstream's breaker closed", r.Status, r.Body)
+			}
+			if logs := svc.Logs(); strings.Contains(logs, "WARN") || strings.Contains(logs, "ERROR") {
+				t.Errorf("a slow client was logged as a failure:\n%s", logs)
+			}
+		})
+	}
+}
