@@ -124,21 +124,48 @@ func (c OverloadConfig) validate(v *Validation) {
 	if c.RetryAfter < time.Second {
 		v.Error(k+"retry_after", fmt.Sprintf("must be at least 1s (Retry-After is whole seconds), got %s", c.RetryAfter), `set retry_after = "1s"`)
 	}
-	seen := map[string]string{}
+	// Entries are compared as the front door reads them, not as written:
+	// "GET  /a" is "GET /a". A pattern alone is every method, so "/a" in one
+	// list and "GET /a" in another say two things about GET /a; which one
+	// should win is a guess about what was meant, so the boot is refused.
+	type entry struct{ key, route, method, pattern string }
+	var entries []entry
 	for _, list := range []struct {
 		key    string
 		routes []string
 	}{{"critical", c.Critical}, {"sheddable", c.Sheddable}, {"exempt", c.Exempt}} {
 		for _, route := range list.routes {
-			if _, _, err := parseRoute(route); err != "" {
+			method, pattern, err := parseRoute(route)
+			if err != "" {
 				v.Error(k+list.key, fmt.Sprintf("%q %s", route, err), `write "POST /orders", or "/orders/{id}" for every method`)
 				continue
 			}
-			if other, dup := seen[route]; dup && other != list.key {
-				v.Error(k+list.key, fmt.Sprintf("%q is also in %s", route, other), "give each route one class")
+			e := entry{list.key, route, method, strings.ReplaceAll(pattern, "/*/", "/")}
+			for _, o := range entries {
+				if o.key == e.key || o.pattern != e.pattern || (o.method != e.method && o.method != "" && e.method != "") {
+					continue
+				}
+				v.Error(k+e.key, routeOverlap(e.route, e.method, o.route, o.method, "app."+k+o.key),
+					`give each route one class; a pattern alone is every method, so to class one method apart list the others one by one ("POST /orders")`)
+				break
 			}
-			seen[route] = list.key
+			entries = append(entries, e)
 		}
+	}
+}
+
+// routeOverlap says why route (of method, "" for every method) is in two
+// lists: the other, of otherMethod, is under otherKey.
+func routeOverlap(route, method, other, otherMethod, otherKey string) string {
+	switch {
+	case method == otherMethod && route == other:
+		return fmt.Sprintf("%q is also in %s", route, otherKey)
+	case method == otherMethod:
+		return fmt.Sprintf("%q is also in %s, written %q", route, otherKey, other)
+	case otherMethod == "":
+		return fmt.Sprintf("%q is also in %s, whose %q is every method", route, otherKey, other)
+	default:
+		return fmt.Sprintf("%q is every method, %q among them, which is in %s", route, other, otherKey)
 	}
 }
 

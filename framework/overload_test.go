@@ -253,6 +253,50 @@ func TestOverloadConfigErrors(t *testing.T) {
 	}
 }
 
+// A route is in two lists when the front door would read two entries as
+// the same route, however they are written, and when a pattern alone (every
+// method) covers an entry with a method: either way the config says two things
+// about one route, and the boot is refused naming both keys.
+func TestOverloadRouteInTwoLists(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, toml string
+		key, want  string // key "" means the config is valid
+	}{
+		{"same entry", `critical = ["/a"]` + "\n" + `sheddable = ["/a"]`,
+			"app.overload.sheddable", `"/a" is also in app.overload.critical`},
+		{"spaces inside", `critical = ["GET  /work"]` + "\n" + `sheddable = ["GET /work"]`,
+			"app.overload.sheddable", `"GET /work" is also in app.overload.critical, written "GET  /work"`},
+		{"spaces around", `critical = [" GET /work "]` + "\n" + `exempt = ["GET /work"]`,
+			"app.overload.exempt", `"GET /work" is also in app.overload.critical, written " GET /work "`},
+		{"every method first", `critical = ["/crit"]` + "\n" + `exempt = ["GET /crit"]`,
+			"app.overload.exempt", `"GET /crit" is also in app.overload.critical, whose "/crit" is every method`},
+		{"every method second", `critical = ["GET /crit"]` + "\n" + `sheddable = [" /crit"]`,
+			"app.overload.sheddable", `" /crit" is every method, "GET /crit" among them, which is in app.overload.critical`},
+		{"two methods", `critical = ["GET /a"]` + "\n" + `sheddable = ["POST /a"]`, "", ""},
+		{"one list twice", `critical = ["/a", "GET /a", "GET  /a"]`, "", ""},
+		{"other pattern", `critical = ["/a"]` + "\n" + `sheddable = ["GET /a/b"]`, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			errs := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: "[app.overload]\n" + tc.toml})
+			if tc.key == "" {
+				if len(errs) > 0 {
+					t.Fatalf("refused: %v", errs)
+				}
+				return
+			}
+			e, ok := errs.For(tc.key)
+			if !ok || e.Problem != tc.want {
+				t.Fatalf("error for %s = %q, want %q (all: %v)", tc.key, e.Problem, tc.want, errs)
+			}
+			if len(errs) != 1 {
+				t.Fatalf("%d errors, want one: %v", len(errs), errs)
+			}
+		})
+	}
+}
+
 func TestUnknownPriorityRouteFailsTheStart(t *testing.T) {
 	t.Parallel()
 	app, err := jfasttest.New(t, jfasttest.Options{TOML: "[app.overload]\ncritical = [\"POST /nowhere\"]"})
