@@ -74,7 +74,12 @@ func differentialRun(seed uint64, steps int) error {
 	ours := resilience.NewBreaker(resilience.BreakerOpts{
 		Name: "diff", Failures: 5, MinimumCalls: 1 << 30, CoolDown: diffCoolDown, Clock: clock,
 	})
-	var theirsOpenedAt time.Time // written under gobreaker's lock, read on this goroutine
+	// theirsOpenedAt is when the gobreaker call that opened it began: the
+	// earliest time it can have read for its cool-down (its state-change
+	// hook runs after it read the clock, perhaps long after on a loaded
+	// machine, so the hook's own time.Now would be too late). Written under
+	// gobreaker's lock, on this goroutine.
+	var theirsOpenedAt, callStart time.Time
 	theirs := gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:        "diff",
 		MaxRequests: 1,
@@ -83,7 +88,7 @@ func differentialRun(seed uint64, steps int) error {
 		IsExcluded:  func(err error) bool { return errors.Is(err, errIgnored) },
 		OnStateChange: func(_ string, _, to gobreaker.State) {
 			if to == gobreaker.StateOpen {
-				theirsOpenedAt = time.Now()
+				theirsOpenedAt = callStart
 			}
 		},
 	})
@@ -94,6 +99,7 @@ func differentialRun(seed uint64, steps int) error {
 		switch r := rng.IntN(100); {
 		case r < 45 || len(outstanding) == 0 && r < 90:
 			tk, errOurs := ours.Allow()
+			callStart = time.Now()
 			done, errTheirs := theirs.Allow()
 			desc = fmt.Sprintf("allow: ours %v, theirs %v", errOurs, errTheirs)
 			if (errOurs == nil) != (errTheirs == nil) {
@@ -121,6 +127,7 @@ func differentialRun(seed uint64, steps int) error {
 			}
 			desc = fmt.Sprintf("done %s (probe %v)", o, p.ours.Probe())
 			p.ours.Done(o)
+			callStart = time.Now()
 			p.theirs(err)
 		default:
 			wait := diffCoolDown + 5*time.Millisecond
