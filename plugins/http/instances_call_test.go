@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -279,6 +280,15 @@ attempts = 1
 	inst, _, healthy := entry()
 	if len(inst) != 2 || !healthy {
 		t.Fatalf("/ready instances %v, healthy %v", inst, healthy)
+	}
+	// Before any call, each instance's breaker shows every member a
+	// breaker shows, at zero.
+	want := map[string]any{"state": "closed", "retry_after": 0.0, "consecutive_failures": 0.0,
+		"window_calls": 0.0, "window_failures": 0.0, "opens": 0.0}
+	for addr, e := range inst {
+		if got := e.(map[string]any)["breaker"]; !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s's breaker before any call: %v, want %v", addr, got, want)
+		}
 	}
 	a.status.Store(503)
 	for range 10 {

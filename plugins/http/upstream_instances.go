@@ -256,7 +256,9 @@ func instancesMeta(set *egress.Instances) (meta map[string]any, ejected, all int
 			e["breaker"] = s.Meta()
 			open = s.State == resilience.StateOpen
 		} else {
-			e["breaker"] = map[string]any{"state": resilience.StateClosed.String()}
+			// Not called yet: the members of a breaker just made, so
+			// /ready has one shape for every breaker.
+			e["breaker"] = resilience.BreakerSnapshot{State: resilience.StateClosed}.Meta()
 		}
 		if open || !in.Healthy() {
 			ejected++
