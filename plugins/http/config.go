@@ -112,8 +112,10 @@ type Upstream struct {
 	// health_timeout is skipped until it does, before any call pays for it.
 	// Needs instances or discover. Defaults to "" (no health checks).
 	HealthPath string `koanf:"health_path"`
-	// HealthEvery is the time between two health checks of the instances.
-	// Defaults to 5s.
+	// HealthEvery is the time from the start of one round of health checks
+	// (every instance at once) to the start of the next; a round lasts at
+	// most health_timeout, so a hung instance delays the others' checks
+	// only when health_timeout is not shorter. Defaults to 5s.
 	HealthEvery time.Duration `koanf:"health_every"`
 	// HealthTimeout bounds one health check: a jfast instance's /ready
 	// answers within its readiness_timeout (800ms) and the round trip.

@@ -60,8 +60,29 @@ func startHealth(c *ServiceClient) *healthChecker {
 		log:     c.logger,
 		name:    u.Name,
 	}
-	h.rounds.Every(h.clock, h.every, h.round) // the first round before the first call
+	start := h.clock.Now()
+	h.round(context.Background()) // the first round before the first call, within health_timeout
+	h.rounds.Go(func(ctx context.Context) { h.loop(ctx, start) })
 	return h
+}
+
+// loop starts a round every health_every, counted from the previous
+// round's start rather than its end: a round lasts as long as its slowest
+// check, and one hung instance (held up to health_timeout) must not delay
+// the checks of the others. A round that outlasts health_every is followed
+// at once by the next.
+func (h *healthChecker) loop(ctx context.Context, last time.Time) {
+	for {
+		timer := h.clock.NewTimer(h.every - h.clock.Now().Sub(last))
+		select {
+		case <-timer.C():
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		}
+		last = h.clock.Now()
+		h.round(ctx)
+	}
 }
 
 // stop ends the checks and waits for the round in progress.

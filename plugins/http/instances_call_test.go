@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -566,5 +567,51 @@ health_path = "/ready"
 	check = readyBody(t, svc).Checks["http"]
 	if !check.Healthy || !strings.Contains(check.Detail, "instances of 'orders' ejected: ") || strings.Contains(check.Detail, "every instance") {
 		t.Fatalf("one healthy: healthy %v, detail %q", check.Healthy, check.Detail)
+	}
+}
+
+// The rounds of checks start every health_every from the previous round's
+// start: an instance whose check hangs for part of the period (here 3 s of
+// the test clock) does not push back the next check of the others.
+func TestHealthRoundsKeepTheirPeriod(t *testing.T) {
+	t.Parallel()
+	var slowChecks, fastChecks atomic.Int64
+	hang := make(chan struct{}, 1)    // set: the slow instance's next check hangs
+	entered := make(chan struct{}, 1) // its hung check arrived
+	release := make(chan struct{})
+	slow := func(w http.ResponseWriter, r *http.Request, _ int) {
+		if r.URL.Path == "/ready" {
+			slowChecks.Add(1)
+			select {
+			case <-hang:
+				entered <- struct{}{}
+				<-release
+			default:
+			}
+		}
+	}
+	fast := func(_ http.ResponseWriter, r *http.Request, _ int) {
+		if r.URL.Path == "/ready" {
+			fastChecks.Add(1)
+		}
+	}
+	_, u := replicas(2, t, slow, fast)
+	u.HealthPath = "/ready"
+	u.HealthTimeout = time.Minute // the check ends when the test releases it, not on the real clock
+	_, clk, _ := newClient(t, u)
+	if slowChecks.Load() != 1 || fastChecks.Load() != 1 {
+		t.Fatalf("checks at start %d and %d", slowChecks.Load(), fastChecks.Load())
+	}
+	hang <- struct{}{}
+	clk.BlockUntil(1)
+	clk.Advance(jhttp.DefaultHealthEvery) // round 2: the slow instance's check hangs
+	<-entered
+	clk.Advance(3 * time.Second) // while it hangs
+	close(release)
+	clk.BlockUntil(1) // round 2 is over
+	clk.Advance(jhttp.DefaultHealthEvery - 3*time.Second)
+	clk.BlockUntil(1) // round 3, due health_every after round 2 started, is over
+	if slowChecks.Load() != 3 || fastChecks.Load() != 3 {
+		t.Fatalf("checks after two periods %d and %d, want 3 each", slowChecks.Load(), fastChecks.Load())
 	}
 }
