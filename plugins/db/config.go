@@ -305,6 +305,38 @@ func (c *Config) resolveURLSettings(r *framework.Resolution) {
 	}
 }
 
+// resolveApplicationName puts app.name into application_name when neither the
+// file nor the environment sets it and no connection string names the
+// sessions (an application_name in url or tenant_url_template, or PGAPPNAME,
+// which pgconn reads into every connection string). The sessions get the same
+// name either way (applyConnConfig falls back to app.name); this makes config
+// show the name in force instead of "". Where a connection string names them,
+// each pool keeps its own (a template's may hold {tenant}), so there is no one
+// value to show and config says where it comes from.
+func (c *Config) resolveApplicationName(r *framework.Resolution) {
+	if r.IsSet("application_name") {
+		return
+	}
+	if namesSessions(c.URL) || namesSessions(c.tenantDSN()) {
+		r.Computed("application_name", "default: the connection string's application_name, else app.name")
+		return
+	}
+	if name := r.App().Name; name != "" {
+		c.ApplicationName = name
+		r.Computed("application_name", "default: app.name")
+	}
+}
+
+// namesSessions reports whether dsn gives the sessions an application_name.
+// A malformed dsn is the url rule's to report.
+func namesSessions(dsn string) bool {
+	if dsn == "" {
+		return false
+	}
+	pc, err := pgconn.ParseConfig(dsn)
+	return err == nil && pc.RuntimeParams["application_name"] != ""
+}
+
 // validateURLSettings refuses a setting given two different values.
 func (c *Config) validateURLSettings(v *framework.Validation) {
 	for _, s := range urlSettings {

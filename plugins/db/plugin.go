@@ -76,7 +76,12 @@ func (p *Plugin) Validate(v *framework.Validation) {
 // same for tenant_url_template and tenant_pool_size), so the pool has the size
 // the connection string asks for and config says where it came from; the same
 // for min_idle, max_conn_lifetime and max_conn_idle (urlSettings).
-func (p *Plugin) ResolveDefaults(r *framework.Resolution) { p.cfg.resolveURLSettings(r) }
+// application_name left unset is app.name where no connection string names
+// the sessions (resolveApplicationName).
+func (p *Plugin) ResolveDefaults(r *framework.Resolution) {
+	p.cfg.resolveURLSettings(r)
+	p.cfg.resolveApplicationName(r)
+}
 
 // DeployKeys implements framework.DeployKeyer: the environment
 // (JFAST_DB_URL, JFAST_DB_TENANT_URL_TEMPLATE) wins over the file.
