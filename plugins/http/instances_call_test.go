@@ -334,7 +334,7 @@ func TestInstanceConfigErrors(t *testing.T) {
 		{"an instance not a URL", `instances = ["10.0.0.1:8000"]`, "instances[0]", "is not a valid URL"},
 		{"route breakers with instances", "discover = true\nbreaker_key = \"route\"", "breaker_key", "each instance has a breaker of its own"},
 		{"zero resolve_every", `resolve_every = 0`, "resolve_every", ""},
-		{"health_path with one instance", `health_path = "/ready"`, "health_path", "needs instances or discover"},
+		{"health_path without instances", `health_path = "/ready"`, "health_path", "needs instances or discover"},
 		{"health_path not a path", "discover = true\nhealth_path = \"ready\"", "health_path", "starting with /"},
 		{"zero health_every", `health_every = 0`, "health_every", ""},
 		{"zero health_timeout", `health_timeout = 0`, "health_timeout", ""},
@@ -613,5 +613,37 @@ func TestHealthRoundsKeepTheirPeriod(t *testing.T) {
 	clk.BlockUntil(1) // round 3, due health_every after round 2 started, is over
 	if slowChecks.Load() != 3 || fastChecks.Load() != 3 {
 		t.Fatalf("checks after two periods %d and %d, want 3 each", slowChecks.Load(), fastChecks.Load())
+	}
+}
+
+// health_path with a one-entry instances list (the deploy key can shrink a
+// file's list to one) is accepted: the instance failing its check is still
+// called, there being no other, and fails the readiness check.
+func TestHealthPathWithOneInstance(t *testing.T) {
+	t.Parallel()
+	r := &replica{}
+	r.ready.Store(503)
+	ups, _ := replicas(1, t, r.handle)
+	toml := `[plugins]
+enabled = ["http"]
+[plugin.http.upstreams.orders]
+base_url = "http://orders.internal:8000"
+instances = ["` + ups[0].URL + `"]
+health_path = "/ready"
+`
+	var orders *jhttp.ServiceClient
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML: toml, Plugins: []framework.Plugin{jhttp.New()}, Clock: jfasttest.NewClock(),
+		Routes: func(app *framework.App, _ chi.Router) error {
+			var err error
+			orders, err = jhttp.Client(app, "orders")
+			return err
+		},
+	})
+	if resp, err := orders.Get(t.Context(), "/x"); err != nil || resp.StatusCode != 200 || r.calls.Load() != 1 {
+		t.Fatalf("the one instance, failing its check, was not called: %v %v", resp, err)
+	}
+	if check := readyBody(t, svc).Checks["http"]; check.Healthy || !strings.Contains(check.Detail, "every instance of 'orders' is ejected") {
+		t.Fatalf("healthy %v, detail %q", check.Healthy, check.Detail)
 	}
 }

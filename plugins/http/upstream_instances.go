@@ -62,8 +62,8 @@ func (u *Upstream) instanceProblems(l *framework.Problems) {
 	case !strings.HasPrefix(u.HealthPath, "/"):
 		l.Error("health_path", "must be a path starting with /", `set a path such as "/ready"`)
 	case len(u.Instances) == 0 && !u.Discover:
-		l.Error("health_path", "needs instances or discover = true: with one instance there is none to call instead",
-			"list the instances, set discover = true, or remove health_path")
+		l.Error("health_path", "needs instances or discover = true: it checks the instances listed or discovered, and base_url alone is neither",
+			"list the instances (one will do), set discover = true, or remove health_path")
 	}
 	l.Deadline("health_every", u.HealthEvery)
 	l.Deadline("health_timeout", u.HealthTimeout)
