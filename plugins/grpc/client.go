@@ -303,14 +303,14 @@ func (u *unary) Attempt(callCtx context.Context, n int) resilience.Verdict {
 	var err error
 	if end, ok := run.Deadline(); n > 1 && ok {
 		ctx, cancel := context.WithTimeout(base, end.Sub(c.clock.Now()))
-		err = conn.Invoke(ctx, u.method, u.args, u.reply, opts...)
+		err = answered(ctx, conn.Invoke(ctx, u.method, u.args, u.reply, opts...))
 		cancel()
 	} else {
-		err = conn.Invoke(base, u.method, u.args, u.reply, opts...)
+		err = answered(base, conn.Invoke(base, u.method, u.args, u.reply, opts...))
 	}
 	code := status.Code(err)
 	c.metrics.attempt(u.mm, u.method, code)
-	return resilience.Verdict{Err: err, Outcome: outcome(code), Retry: err != nil && c.retryableCode(code),
+	return resilience.Verdict{Err: err, Outcome: outcome(err), Retry: err != nil && c.retryableCode(code),
 		Overloaded: code == codes.ResourceExhausted}
 }
 
@@ -388,7 +388,7 @@ func (c *ServiceClient) refusedByBulkhead(ctx context.Context, method string, er
 // failure wraps the error of a call's last attempt.
 func (c *ServiceClient) failure(method string, attempts int, err error) *Error {
 	e := &Error{Upstream: c.up.Name, Method: method, Code: status.Code(err), Attempts: attempts, Err: err}
-	if e.Code == codes.DeadlineExceeded {
+	if e.Code == codes.DeadlineExceeded && !errors.As(err, new(deadlineAnswer)) {
 		e.Kind = KindTimeout
 	}
 	return e
@@ -423,25 +423,31 @@ func (c *ServiceClient) outgoing(ctx context.Context) context.Context {
 	return metadata.NewOutgoingContext(ctx, md)
 }
 
-// outcome classifies a call's final code for the breaker. UNAVAILABLE is a
-// failure: the upstream is not there; a DEADLINE_EXCEEDED of the client's own
+// outcome classifies an attempt's error for the breaker. UNAVAILABLE is a
+// failure: the upstream is not there. A DEADLINE_EXCEEDED of the client's own
 // timeout is a hang (resilience.Hang: the policy's loop applies the silence
 // rule, so with nothing answered meanwhile the breaker opens at once for a
-// cool-down, docs/resilience.md). A call its caller
-// cancelled says nothing about the upstream, nor does one cut by the
-// caller's sooner deadline (resilience.CutByCaller, which the policy's loop
-// and a stream's end apply). RESOURCE_EXHAUSTED asks for calm
-// (an open breaker would turn it into an outage) and INTERNAL, UNKNOWN and
-// DATA_LOSS prove a server that answers, with a bug the same call meets
-// again: no evidence either way, like the http client's 429 and 500. Every
-// other code is an answer: the upstream is there.
-func outcome(code codes.Code) resilience.Outcome {
-	switch code {
+// cool-down, docs/resilience.md); one the upstream sent while the call still
+// had time ([deadlineAnswer]) is an answer, and a failure among the others:
+// the upstream is alive, and what it could not do in time is its own
+// dependency's, like the http client's 504. A call its caller cancelled says
+// nothing about the upstream, nor does one cut by the caller's sooner
+// deadline (resilience.CutByCaller, which the policy's loop and a stream's
+// end apply). RESOURCE_EXHAUSTED asks for calm (an open breaker would turn
+// it into an outage) and INTERNAL, UNKNOWN and DATA_LOSS prove a server that
+// answers, with a bug the same call meets again: no evidence either way,
+// like the http client's 429 and 500. Every other code is an answer: the
+// upstream is there.
+func outcome(err error) resilience.Outcome {
+	switch status.Code(err) {
 	case codes.OK:
 		return resilience.Success
 	case codes.Canceled:
 		return resilience.Ignore
 	case codes.DeadlineExceeded:
+		if errors.As(err, new(deadlineAnswer)) {
+			return resilience.Failure
+		}
 		return resilience.Hang // the client's own timeout expired with no answer
 	case codes.Unavailable:
 		return resilience.Failure
@@ -449,6 +455,33 @@ func outcome(code codes.Code) resilience.Outcome {
 		return resilience.Ignore
 	}
 	return resilience.Success
+}
+
+// deadlineAnswer is a DEADLINE_EXCEEDED status the upstream sent while the
+// attempt still had time: its handler's own dependency timed out (a jfast
+// server answers a 504 problem so). gRPC gives the same code to a call whose
+// own deadline expired; only the attempt's context tells them apart
+// ([answered]). Its text and status are the upstream's.
+type deadlineAnswer struct{ error }
+
+func (e deadlineAnswer) Unwrap() error              { return e.error }
+func (e deadlineAnswer) GRPCStatus() *status.Status { return status.Convert(e.error) }
+
+// answered returns err, the error of a call made under ctx, marked as a
+// [deadlineAnswer] when it is a DEADLINE_EXCEEDED that ctx does not explain:
+// ctx had not ended, nor reached its deadline, when the call returned. The
+// deadline is read from the clock too, as resilience.CutByCaller does: ctx's
+// timer may fire a moment after an upstream that timed the call by the
+// grpc-timeout it was sent answered, and that answer is the call's own
+// deadline.
+func answered(ctx context.Context, err error) error {
+	if status.Code(err) != codes.DeadlineExceeded || ctx.Err() != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return err
+	}
+	return deadlineAnswer{err}
 }
 
 var _ grpc.ClientConnInterface = (*ServiceClient)(nil)

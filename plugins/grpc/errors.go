@@ -25,7 +25,7 @@ import (
 //
 // status.Code(err) and status.FromError(err) give the same code (Error has a
 // GRPCStatus method). A handler that lets it escape answers problem+json:
-// 503 naming the upstream for an outage (UNAVAILABLE, the client's own
+// 503 naming the upstream for an outage (UNAVAILABLE,
 // DEADLINE_EXCEEDED, an open breaker, a full bulkhead), the HTTP meaning of
 // any other code (see [Error.Problem]).
 type Error struct {
@@ -35,7 +35,8 @@ type Error struct {
 	Method string
 	// Code is the status code: the upstream's, or UNAVAILABLE for a call the
 	// breaker or the bulkhead refused, DEADLINE_EXCEEDED for one that ran out
-	// of time, CANCELLED for one its caller cancelled.
+	// of time ([KindTimeout]) or that the upstream answered so in time
+	// ([KindStatus]), CANCELLED for one its caller cancelled.
 	Code codes.Code
 	// Kind says why the call failed: [KindStatus] when the upstream (or the
 	// gRPC library) gave Code, else the plugin's reason.
@@ -67,7 +68,9 @@ const (
 	// resilience.ErrBulkheadFull) holds.
 	KindBulkheadFull
 	// KindTimeout is a call that ran out of the client's timeout (or the
-	// caller's sooner deadline): Code is DEADLINE_EXCEEDED.
+	// caller's sooner deadline): Code is DEADLINE_EXCEEDED. A
+	// DEADLINE_EXCEEDED the upstream sent back while the call still had
+	// time (its own dependency timed out) is an answer: [KindStatus].
 	KindTimeout
 	// KindClosed is a call on a client whose plugin has stopped.
 	KindClosed

@@ -44,6 +44,9 @@ type inventory struct {
 	// its stream to end (the client's stream_timeout) instead of the rest.
 	holdExport int64
 	holding    bool
+	// failExport, when set, is the status every Export ends with after it
+	// sent item 1.
+	failExport error
 	// getStockHook, when set, runs in GetStock call n (from 0) after its
 	// deadline is recorded; an error it returns is the call's answer.
 	getStockHook func(ctx context.Context, n int) error
@@ -109,6 +112,9 @@ func (s *inventory) Export(_ *shoppb.ExportRequest, stream grpc.ServerStreamingS
 		if s.holding && seq > s.holdExport {
 			<-stream.Context().Done()
 			return status.FromContextError(stream.Context().Err()).Err()
+		}
+		if s.failExport != nil && seq == 2 {
+			return s.failExport
 		}
 		if first && s.failExportOnce && seq == 3 {
 			return status.Error(codes.Unavailable, "export interrupted")

@@ -67,6 +67,8 @@ func (s *servedInventory) GetStock(ctx context.Context, req *shoppb.GetStockRequ
 		return nil, errors.New("index out of range in the secret algorithm")
 	case "missing":
 		return nil, status.Error(codes.NotFound, "no such sku")
+	case "dependency-timeout":
+		return nil, problem.New(http.StatusGatewayTimeout, "the warehouse did not answer in time")
 	case "slow":
 		close(s.started)
 		<-s.release

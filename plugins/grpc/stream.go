@@ -67,6 +67,7 @@ func (c *ServiceClient) NewStream(ctx context.Context, desc *grpc.StreamDesc, me
 	s.callCtx = c.outgoing(run.Context())
 	cs, err := s.conn.NewStream(s.callCtx, desc, method, s.opts...)
 	if err != nil {
+		err = answered(s.callCtx, err)
 		c.metrics.attempt(mm, method, status.Code(err))
 		return nil, s.finish(err)
 	}
@@ -153,6 +154,7 @@ func (s *clientStream) RecvMsg(m any) error {
 			s.finish(nil)
 			return io.EOF
 		}
+		err = answered(s.callCtx, err)
 		s.c.metrics.attempt(s.mm, s.method, status.Code(err))
 		if s.reopen(err) {
 			continue
@@ -180,7 +182,7 @@ func (s *clientStream) reopen(err error) bool {
 			s.delivered.Store(false) // a new attempt
 			return true
 		}
-		err = err2
+		err = answered(s.callCtx, err2)
 		s.c.metrics.attempt(s.mm, s.method, status.Code(err))
 	}
 	return false
@@ -203,7 +205,7 @@ func (s *clientStream) again(err error) bool {
 // cuts.
 func (s *clientStream) judge(err error, restart bool) bool {
 	code := status.Code(err)
-	o := outcome(code)
+	o := outcome(err)
 	if o == resilience.Hang && s.delivered.Load() {
 		// The upstream was answering this attempt: a long stream (a watch)
 		// that reaches stream_timeout says nothing against it. Only an
