@@ -101,6 +101,29 @@ func ResponseStatus(w http.ResponseWriter) int {
 	}
 }
 
+// SetHijackedStatus records status as the one the response went out with,
+// on the [ResponseRecorder] found through w and the writers wrapping it,
+// for a response the handler wrote on a connection it hijacked: a reverse
+// proxy passing a WebSocket upgrade on writes the upstream's 101 itself,
+// past the ResponseWriter, so without it the access log, the request
+// metrics and [ResponseStatus] would say 200. It does nothing when a
+// status was already recorded, or when w has no recorder.
+func SetHijackedStatus(w http.ResponseWriter, status int) {
+	for {
+		switch x := w.(type) {
+		case *ResponseRecorder:
+			if x.status == 0 {
+				x.status = status
+			}
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return
+		}
+	}
+}
+
 // exchange is what the framework keeps per request, pooled: the recorder the
 // response goes through, the wrapper the body is read through, and what a
 // shutdown that cuts the request logs about it.

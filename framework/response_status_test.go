@@ -41,3 +41,33 @@ func TestResponseStatus(t *testing.T) {
 		t.Fatalf("ResponseStatus of a writer with no recorder = %d, want 200", s)
 	}
 }
+
+// SetHijackedStatus records the status a handler wrote past the
+// ResponseWriter, through the writers wrapping the recorder, and leaves a
+// status already written alone.
+func TestSetHijackedStatus(t *testing.T) {
+	t.Parallel()
+	got := make(chan int, 2)
+	svc := jfasttest.Start(t, jfasttest.Options{Routes: func(_ *framework.App, r chi.Router) error {
+		r.Get("/switched", func(w http.ResponseWriter, _ *http.Request) {
+			framework.SetHijackedStatus(wrapper{w}, http.StatusSwitchingProtocols)
+			got <- framework.ResponseStatus(w)
+			w.WriteHeader(http.StatusNoContent) // what the client sees here: no hijack in this test
+		})
+		r.Get("/written", func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusTeapot)
+			framework.SetHijackedStatus(wrapper{w}, http.StatusSwitchingProtocols)
+			got <- framework.ResponseStatus(w)
+		})
+		return nil
+	}})
+	svc.Get(t, "/switched")
+	if g := <-got; g != http.StatusSwitchingProtocols {
+		t.Errorf("ResponseStatus after SetHijackedStatus(101) = %d, want 101", g)
+	}
+	svc.Get(t, "/written")
+	if g := <-got; g != http.StatusTeapot {
+		t.Errorf("ResponseStatus after WriteHeader(418) and SetHijackedStatus(101) = %d, want 418", g)
+	}
+	framework.SetHijackedStatus(httptest.NewRecorder(), http.StatusSwitchingProtocols) // no recorder: nothing
+}

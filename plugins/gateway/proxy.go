@@ -154,6 +154,11 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rt.rp.ServeHTTP(w, r.WithContext(c))
+	if c.tun != nil {
+		// The ReverseProxy wrote the upstream's 101 on the hijacked
+		// connection, past w: the access log and the metrics say so.
+		framework.SetHijackedStatus(w, http.StatusSwitchingProtocols)
+	}
 	c.tun.close()
 	if n := c.Attempts(); n > 1 {
 		rt.m.retries.Add(float64(n - 1))

@@ -47,4 +47,16 @@ upstream = "chat"
 	if err := c.Close(websocket.StatusNormalClosure, "done"); err != nil {
 		t.Fatalf("close: %v", err)
 	}
+	// The request is counted, and logged, with the 101 the client got once
+	// the tunnel closed (the ReverseProxy writes it past the
+	// ResponseWriter, on the hijacked connection).
+	eventually(t, 10*time.Second, "the upgrade counted", func() bool {
+		return metric(t, svc.Metrics(), "jfast_gateway_requests_total", "route", "chat") == 1
+	})
+	if n := metric(t, svc.Metrics(), "jfast_gateway_requests_total", "route", "chat", "status", "101"); n != 1 {
+		t.Errorf("jfast_gateway_requests_total{status=\"101\"} = %v, want 1", n)
+	}
+	if logs := svc.Logs(); !strings.Contains(logs, "path=/chat/room status=101") {
+		t.Errorf("no access log line with status=101 for the upgrade:\n%s", logs)
+	}
 }
