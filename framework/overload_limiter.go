@@ -238,6 +238,8 @@ func (l *Limiter) Acquire(ctx context.Context, class Priority) (Permit, error) {
 	w.state, w.since = waiting, now
 	l.waiting[class] = append(l.waiting[class], w)
 	l.queued++
+	deadline := now.Add(l.cfg.QueueTimeout)
+	staleTimer := l.staleTimerLocked(now, deadline)
 	l.mu.Unlock()
 
 	timer := l.clock.NewTimer(l.cfg.QueueTimeout)
@@ -246,13 +248,44 @@ func (l *Limiter) Acquire(ctx context.Context, class Priority) (Permit, error) {
 		done = ctx.Done()
 	}
 	signalled := false
-	select {
-	case <-w.ch:
-		signalled = true
-	case <-timer.C():
-	case <-done:
+wait:
+	for {
+		var staleC <-chan time.Time
+		if staleTimer != nil {
+			staleC = staleTimer.C()
+		}
+		select {
+		case <-w.ch:
+			signalled = true
+			break wait
+		case <-timer.C():
+			break wait
+		case <-done:
+			break wait
+		case <-staleC:
+			// Requests in flight turned stale: their slots are free now,
+			// not at the next arrival or release.
+			now := l.clock.Now()
+			l.mu.Lock()
+			staleTimer = nil
+			if w.state == waiting {
+				l.staleLocked(now)
+				l.grantLocked()
+				if w.state == waiting {
+					staleTimer = l.staleTimerLocked(now, deadline)
+				}
+			}
+			answered := w.state != waiting
+			l.mu.Unlock()
+			if answered {
+				break wait // its signal is taken below
+			}
+		}
 	}
 	timer.Stop()
+	if staleTimer != nil {
+		staleTimer.Stop()
+	}
 	end := l.clock.Now()
 
 	l.mu.Lock()
@@ -350,7 +383,14 @@ type epochCount struct {
 	n     int
 }
 
-func (l *Limiter) epochOf(t time.Time) int64 { return int64(t.Sub(l.origin) / l.cfg.Window) }
+// epochOf is the window t falls in; -1 before the first (division truncates
+// toward zero, and a time just before origin is not in epoch 0).
+func (l *Limiter) epochOf(t time.Time) int64 {
+	if t.Before(l.origin) {
+		return -1
+	}
+	return int64(t.Sub(l.origin) / l.cfg.Window)
+}
 
 // staleAfter is how long a request runs before it stops counting.
 func (l *Limiter) staleAfter() time.Duration {
@@ -381,6 +421,27 @@ func (l *Limiter) staleLocked(now time.Time) {
 			l.stale += b.n
 		}
 	}
+}
+
+// staleTimerLocked returns a timer that fires when the oldest request still
+// counted against the limit turns stale, if that is before deadline (the
+// waiter's queue_timeout), or nil. A waiter waits on it too: a slot freed
+// by the stale rule is nobody's release, and without it the queue would
+// wait for the next arrival or release to notice, or time out with every
+// slot held by requests that no longer count. The scan covers the windows
+// between the last one already stale and the last that can turn stale by
+// deadline: about queue_timeout / window of them, at most the ring.
+func (l *Limiter) staleTimerLocked(now, deadline time.Time) resilience.Timer {
+	after := l.staleAfter()
+	last := min(l.epochOf(deadline.Add(-after)), l.staleEpoch+staleBuckets)
+	for e := l.staleEpoch + 1; e <= last; e++ {
+		if b := l.admitted[e%staleBuckets]; b.epoch == e && b.n > 0 {
+			// staleLocked counts epoch e once epochOf(t - after) reaches it.
+			at := l.origin.Add(time.Duration(e)*l.cfg.Window + after)
+			return l.clock.NewTimer(at.Sub(now))
+		}
+	}
+	return nil
 }
 
 // victimLocked takes from the queue the oldest waiter of the lowest class

@@ -580,6 +580,40 @@ func TestStaleRequestsStopCounting(t *testing.T) {
 	p.Release()
 }
 
+// A request already queued gets a slot the stale rule frees at the moment
+// the requests holding the slots turn stale: nobody releases it and no new
+// request need arrive for the queue to notice.
+func TestQueuedRequestsGetSlotsFreedByTheStaleRule(t *testing.T) {
+	t.Parallel()
+	l, clk, _ := limiterSetup(t, func(c *framework.OverloadConfig) {
+		c.InitialLimit, c.QueueTimeout = 4, 10*time.Second
+	})
+	held := fill(t, l) // hung on a dependency, at the clock's start
+	defer func() {
+		for _, p := range held {
+			p.Release()
+		}
+	}()
+	clk.Advance(300 * time.Millisecond)
+	waited := queued(l, context.Background(), framework.PriorityNormal, "", nil)
+	clk.BlockUntil(1) // queued: its timers are made after it joins the queue
+
+	// They turn stale 1 s (the floor: no baseline yet) after they started.
+	clk.Advance(700*time.Millisecond - time.Nanosecond)
+	if s := l.State(); s.Queued != 1 {
+		t.Fatalf("before the held requests turned stale: %+v, want the request waiting", s)
+	}
+	clk.Advance(time.Nanosecond)
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatalf("the queued request: %v", err)
+		}
+	case <-time.After(10 * time.Second): // the real clock: a bound on a failure only
+		t.Fatalf("still queued after the slots turned stale (state %+v)", l.State())
+	}
+}
+
 // Shed requests are logged at INFO in aggregate, at most once a second (the
 // first at once), not each with an access log line.
 func TestShedRequestsAreLoggedOnceASecond(t *testing.T) {
