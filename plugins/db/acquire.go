@@ -199,6 +199,15 @@ type gate struct {
 	// statements waiting out their callers' deadlines.
 	stale atomic.Bool
 
+	// open counts the pool's connections, from AfterConnect to BeforeClose.
+	// With none open and the server not suspect, its liveness is unknown:
+	// see coldTurn.
+	open atomic.Int64
+	// cold, while an acquisition opens a connection to a pool with none
+	// open, is closed when that acquisition is over (coldTurn).
+	coldMu sync.Mutex
+	cold   chan struct{}
+
 	// The breaker's opening ends the attempts in progress at once
 	// (cancelInflight). Those of callers whose context cannot end wait
 	// under epoch, which it ends (nothing per attempt); the others are held
@@ -470,6 +479,16 @@ func (g *gate) acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn, 
 	var bound time.Duration
 	if g.suspect.Load() {
 		bound = g.pingTimeout
+	} else if g.open.Load() == 0 {
+		done, err := g.coldTurn(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		if done != nil {
+			defer done()
+		} else if g.suspect.Load() {
+			bound = g.pingTimeout
+		}
 	}
 	c, retry, err := g.attempt(ctx, pool, bound)
 	if err != nil && retry {
@@ -487,6 +506,47 @@ func (g *gate) acquire(ctx context.Context, pool *pgxpool.Pool) (*pgxpool.Conn, 
 		s.asked.Store(asked)
 	}
 	return c, s, nil
+}
+
+// coldTurn makes the acquisitions that find no connection open, on a server
+// not known to be in trouble, wait for the first one's outcome instead of
+// each opening a connection of its own: on a server that hangs, each of those
+// would wait the whole connect_timeout, and a service receiving requests
+// throughout the first connect would have every one of them pay it (and then
+// queue for a pool slot). The first returns a done func, to call once its
+// acquisition is over; the others return nil once it is (the pool then has a
+// connection, or the server is suspect and the breaker decides: one probe,
+// bounded by ping_timeout, the others refused at once), or their context's
+// error. When the first ended without evidence (its caller's deadline cut
+// it), one of the waiters opens next.
+func (g *gate) coldTurn(ctx context.Context) (done func(), _ error) {
+	for {
+		g.coldMu.Lock()
+		ch := g.cold
+		if ch == nil {
+			ch = make(chan struct{})
+			g.cold = ch
+			g.coldMu.Unlock()
+			return func() {
+				g.coldMu.Lock()
+				g.cold = nil
+				g.coldMu.Unlock()
+				close(ch)
+			}, nil
+		}
+		g.coldMu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return nil, ctx.Err()
+			}
+			return nil, g.unavailable(fmt.Errorf("no connection within the caller's deadline while the first connection to the server was opening: %w", ctx.Err()))
+		}
+		if g.open.Load() > 0 || g.suspect.Load() {
+			return nil, nil
+		}
+	}
 }
 
 // replaceBound is how long the attempt that replaces a connection whose

@@ -98,6 +98,7 @@ func (g *gate) addSlot(c *pgx.Conn) {
 	g.watch.slotsMu.Lock()
 	g.watch.slots[s] = struct{}{}
 	g.watch.slotsMu.Unlock()
+	g.open.Add(1)
 }
 
 // removeSlot forgets a connection the pool destroys (its BeforeClose).
@@ -106,6 +107,7 @@ func (g *gate) removeSlot(c *pgx.Conn) {
 		g.watch.slotsMu.Lock()
 		delete(g.watch.slots, s)
 		g.watch.slotsMu.Unlock()
+		g.open.Add(-1)
 	}
 }
 
