@@ -119,6 +119,7 @@ func newClient(cfg ProviderConfig, opts ...ClientOption) (*Client, error) {
 		option.WithBaseURL(cfg.BaseURL),
 		// No redirect is followed: the key must not go to another host.
 		option.WithHTTPClient(&http.Client{Transport: gapTransport{rt: c.pool}, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}),
+		option.WithMiddleware(redirectAnswer),
 		// One level of retries: this client's, which see every attempt.
 		option.WithMaxRetries(0),
 	}
@@ -130,6 +131,20 @@ func newClient(cfg ProviderConfig, opts ...ClientOption) (*Client, error) {
 	// OPENAI_API_KEY in the environment never goes to another provider.
 	c.chat = openai.NewChatCompletionService(sdkOpts...)
 	return c, nil
+}
+
+// redirectAnswer makes a 3xx the provider answered the SDK's status error,
+// as a 4xx is. The http.Client follows no redirect, and the SDK takes every
+// status below 400 for success: it would decode the redirect's body as an
+// empty answer, or as a stream of no chunks.
+func redirectAnswer(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	res, err := next(req)
+	if err != nil || res.StatusCode < 300 || res.StatusCode > 399 {
+		return res, err
+	}
+	_ = res.Body.Close()
+	res.Body = http.NoBody
+	return nil, &openai.Error{StatusCode: res.StatusCode, Request: req, Response: res}
 }
 
 const instrumentationName = "github.com/jfastframework/jfast/plugins/llm"
@@ -411,7 +426,10 @@ func (k *call) classify(err error, actx context.Context, chunks int) (failure, r
 			e.Kind, f.retryable = KindStatus, true
 			return f, resilience.Failure
 		}
-		e.Kind = KindStatus // 400, 401, 403, 404, 422...: the same request fails the same way
+		// 400, 401, 403, 404, 422...: the same request fails the same way.
+		// So does a 3xx: a redirect is never followed (the key would go
+		// with it), so base_url names an address the provider has left.
+		e.Kind = KindStatus
 		return f, resilience.Success
 	}
 	var o resilience.Outcome

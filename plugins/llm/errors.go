@@ -50,7 +50,8 @@ type Kind uint8
 
 const (
 	// KindStatus is an error status the provider answered: a 4xx other than
-	// 429 (never retried), or a 5xx whose retries ran out.
+	// 429 or a 3xx (a redirect, never followed), never retried; or a 5xx
+	// whose retries ran out.
 	KindStatus Kind = iota
 	// KindRateLimited is a 429 whose wait (RetryAfter) was longer than
 	// max_retry_after or than the deadline could afford, or which came back
@@ -113,8 +114,8 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 // Outage reports whether the error says the provider is unavailable to this
-// service, rather than answering that the request is wrong: every kind but
-// a 4xx status.
+// service, rather than answering that the request is wrong (or sent to
+// the wrong place): every kind but a 3xx or 4xx status.
 func (e *Error) Outage() bool {
 	return e.Kind != KindStatus || e.StatusCode >= 500
 }
@@ -152,6 +153,9 @@ func (e *Error) detail() string {
 	if e.StatusCode >= 500 {
 		return fmt.Sprintf("model provider '%s' is failing (answered %d, %d attempts)", p, e.StatusCode, e.Attempts)
 	}
+	if e.StatusCode < 400 {
+		return fmt.Sprintf("model provider '%s' answered %d, a redirect, which is never followed (check its base_url)", p, e.StatusCode)
+	}
 	return fmt.Sprintf("model provider '%s' refused the request (answered %d)", p, e.StatusCode)
 }
 
@@ -160,7 +164,7 @@ func (e *Error) detail() string {
 // rate limit included, with Retry-After when the wait is known: this
 // service's caller did nothing wrong, its dependency is busy), a 502 for a
 // 4xx the provider answered (the request this service built, or its key,
-// was refused).
+// was refused) or a 3xx (a redirect, never followed).
 func (e *Error) Problem() *problem.Problem {
 	return problem.UpstreamFailed(e.Provider, e.detail(), e.Outage(), e.RetryAfter, e)
 }
