@@ -236,6 +236,8 @@ methods = ["GET"]
 		"/api/orders/..%5Cadmin",
 		"/api/orders/..\\admin",
 		"/api/orders/x%2F..%2F..%2Fadmin",
+		"/api/orders/..;/admin",
+		"/api/orders/%2E%2E;jsessionid=1/admin",
 	} {
 		r := rawGet(t, svc.URL, path)
 		if r.StatusCode != http.StatusBadRequest || r.Header.Get("Content-Type") != "application/problem+json" {
@@ -245,7 +247,7 @@ methods = ["GET"]
 	if n := up.hits.Load(); n != 0 {
 		t.Errorf("the upstream got %d requests, last %s", n, up.last.Load().URL.EscapedPath())
 	}
-	for _, path := range []string{"/api/orders/a..b", "/api/orders/.well-known/x", "/api/orders/%2Efoo", "/api/orders/...", "/api/orders/v1.2"} {
+	for _, path := range []string{"/api/orders/a..b", "/api/orders/.well-known/x", "/api/orders/%2Efoo", "/api/orders/...", "/api/orders/v1.2", "/api/orders/a..;b"} {
 		if r := rawGet(t, svc.URL, path); r.StatusCode != 200 {
 			t.Errorf("%s: %d, want 200", path, r.StatusCode)
 		}

@@ -182,7 +182,11 @@ func refuse(r *http.Request) *problem.Problem {
 
 // hasDotSegment reports whether the escaped path p has a "." or ".."
 // segment, raw or percent-encoded ("%2E%2E", ".%2e"), counting "/" and "\"
-// inside a segment (encoded or not) as separators, as some servers do.
+// inside a segment (encoded or not) as separators, as some servers do, and
+// a segment whose part before its first ";" is one ("..;", "..;x=1"):
+// Tomcat and the servlet containers after it remove a segment's path
+// parameters before resolving dot segments, so "/api/keep/..;/x" is
+// "/api/x" to them.
 func hasDotSegment(p string) bool {
 	if !strings.Contains(p, ".") && !strings.Contains(p, "%") {
 		return false // the common path: nothing to decode
@@ -196,6 +200,7 @@ func hasDotSegment(p string) bool {
 			return true // a malformed escape: not a path anyone means
 		}
 		for part := range strings.FieldsFuncSeq(dec, func(r rune) bool { return r == '/' || r == '\\' }) {
+			part, _, _ = strings.Cut(part, ";") // its path parameters off
 			if part == "." || part == ".." {
 				return true
 			}
