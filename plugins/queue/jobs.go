@@ -70,18 +70,33 @@ func (p *Plugin) EnqueueJob(ctx context.Context, kind string, payload []byte, op
 	return err
 }
 
-// deadCountLimit caps how many dead jobs CountDeadJobs reads.
+// deadCountLimit caps how many dead jobs CountDeadJobs looks at.
 const deadCountLimit = 1000
 
-// CountDeadJobs counts the dead jobs of kind over the configured queues, reading
-// at most the newest 1000 dead jobs of each (so a count of 1000 means "at least").
-// The mail plugin reports it on /ready through a one-method interface.
+// deadCounter is a backend that counts dead jobs where they are stored,
+// without sending them to the process: a dead job keeps its payload (a mail's
+// attachments make it megabytes of JSON), and a count that listed the dead
+// letter would read and decode them all, the decoding deaf to its context.
+type deadCounter interface {
+	// CountDead counts the jobs of kind among the newest limit dead jobs of
+	// the configured queues (the ones Dead would list).
+	CountDead(ctx context.Context, kind string, limit int) (int, error)
+}
+
+// CountDeadJobs counts the dead jobs of kind among the newest 1000 dead jobs
+// of the configured queues together (so a count of 1000 means "at least").
+// The mail plugin reports it on /ready through a one-method interface. The
+// postgres backend counts in the database; the others list the dead letter.
 //
 // While the queue's breaker is open it answers at once with the breaker's
 // error, without asking the broker: the broker is known not to answer.
 func (p *Plugin) CountDeadJobs(ctx context.Context, kind string) (int, error) {
 	if s := p.breaker.Snapshot(); s.State == resilience.StateOpen {
 		return 0, p.depErr("count dead jobs", fmt.Errorf("enqueues are suspended for %.1fs: %w", s.RetryAfter.Seconds(), resilience.ErrOpen))
+	}
+	if dc, ok := p.backend.(deadCounter); ok {
+		n, err := dc.CountDead(ctx, kind, deadCountLimit)
+		return n, p.depErr("count dead jobs", err)
 	}
 	jobs, err := p.DeadJobs(ctx, DeadQuery{Limit: deadCountLimit})
 	if err != nil {

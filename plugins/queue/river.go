@@ -430,6 +430,30 @@ func (b *riverBackend) Dead(ctx context.Context, q DeadQuery) ([]DeadJob, error)
 	return out, nil
 }
 
+// CountDead counts in the database: the payloads stay there (the rows are
+// ordered and filtered on finalized_at and kind, never reading args).
+func (b *riverBackend) CountDead(ctx context.Context, kind string, limit int) (int, error) {
+	if err := b.ensureMigrated(ctx); err != nil {
+		return 0, err
+	}
+	table := "river_job"
+	if s := b.env.Config.Schema; s != "" {
+		table = pgx.Identifier{s, "river_job"}.Sanitize()
+	}
+	// Through the db plugin's breaker, as Dead.
+	conn, err := b.acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Release()
+	var n int
+	err = conn.QueryRow(ctx, `SELECT count(*) FROM (
+		SELECT kind FROM `+table+` WHERE state IN ('discarded','cancelled') AND queue = ANY($1)
+		ORDER BY finalized_at DESC LIMIT $2) AS newest
+		WHERE kind = $3`, b.env.Queues, limit, kind).Scan(&n)
+	return n, err
+}
+
 func riverDead(j *rivertype.JobRow) DeadJob {
 	d := DeadJob{ID: strconv.FormatInt(j.ID, 10), Kind: j.Kind, Queue: j.Queue, Attempts: j.Attempt}
 	var a riverArgs
@@ -549,3 +573,5 @@ func (h levelHandler) WithAttrs(a []slog.Attr) slog.Handler {
 func (h levelHandler) WithGroup(n string) slog.Handler {
 	return levelHandler{h.Handler.WithGroup(n), h.min}
 }
+
+var _ deadCounter = (*riverBackend)(nil)
