@@ -335,6 +335,34 @@ timeout = "later"
 	}
 }
 
+// TestListElementErrorsNameTheirLine: an error about an element of a list
+// (app.admin_hosts[1]) names the line of the list's key, not its table's;
+// with the list from the environment, none.
+func TestListElementErrorsNameTheirLine(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "jfast.toml")
+	text := "[app]\nname = \"x\"\n\nadmin_hosts = [\"a.internal\", \"b.internal:9000\"]\n"
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		environ []string
+		line    int
+	}{
+		{nil, 4},
+		{[]string{"JFAST_APP_ADMIN_HOSTS=a.internal,b.internal:9000"}, 0},
+	} {
+		_, err := framework.New(framework.Options{ConfigFile: path, Environ: tc.environ, LogOutput: io.Discard})
+		var errs framework.ConfigErrors
+		if !errors.As(err, &errs) || len(errs) != 1 || errs[0].Key != "app.admin_hosts[1]" {
+			t.Fatalf("environ %v: want one error about app.admin_hosts[1], got %v", tc.environ, err)
+		}
+		if errs[0].Line != tc.line {
+			t.Errorf("environ %v: line %d, want %d (%v)", tc.environ, errs[0].Line, tc.line, errs[0])
+		}
+	}
+}
+
 func TestPluginTableForPluginsAndOneSuggestion(t *testing.T) {
 	t.Parallel()
 	errs := configErrors(t, jfasttest.Options{

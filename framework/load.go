@@ -157,13 +157,29 @@ func loadRaw(fileName string, text []byte, environ []string, isDeploy, secret fu
 func (raw *rawConfig) locate(fileName string, text []byte, errs ConfigErrors) {
 	lines := keyLines(text)
 	for i, e := range errs {
-		if e.Line > 0 || strings.HasPrefix(e.Key, fileName+":") || raw.sources[e.Key].Kind == "env" {
+		key := listKey(e.Key)
+		if e.Line > 0 || strings.HasPrefix(e.Key, fileName+":") || raw.sources[key].Kind == "env" {
 			continue
 		}
-		if l := lineOf(lines, e.Key); l > 0 {
+		if l := lineOf(lines, key); l > 0 {
 			errs[i].File, errs[i].Line = fileName, l
 		}
 	}
+}
+
+// listKey returns the key that writes the value an error is about: for an
+// element of a list ("plugin.http.upstreams.orders.instances[1]") the
+// list's, whose line is the element's (or the line the list starts on), or
+// whose variable set it.
+func listKey(key string) string {
+	for strings.HasSuffix(key, "]") {
+		i := strings.LastIndexByte(key, '[')
+		if i < 0 || strings.Trim(key[i+1:len(key)-1], "0123456789") != "" || i+2 == len(key) {
+			break
+		}
+		key = key[:i]
+	}
+	return key
 }
 
 // putTable makes an empty table at path in tree unless something is already
