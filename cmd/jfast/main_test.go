@@ -187,3 +187,32 @@ func TestHelpEveryCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckRefusesAPluginThatIsNotEnabled: a store or backend that runs on
+// another plugin is refused when that plugin is not enabled, by check as by
+// the boot (one rule, in the plugin's Validate), naming the key and the fix.
+func TestCheckRefusesAPluginThatIsNotEnabled(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ name, text, want string }{
+		{"idempotency without db", `enabled = ["observability", "idempotency"]`,
+			`plugin.idempotency.store: store "postgres" keeps its keys in the db plugin's database, and plugin "db" is not enabled; fix: add "db" to [plugins] enabled, or set [plugin.idempotency] store = "redis"`},
+		{"idempotency redis without cache", "enabled = [\"observability\", \"db\", \"idempotency\"]\n[plugin.db]\nurl = \"postgres://db/orders\"\n[plugin.idempotency]\nstore = \"redis\"",
+			`plugin.idempotency.store: store "redis" keeps its keys in the cache plugin's Redis, and plugin "cache" is not enabled; fix: add "cache" to [plugins] enabled`},
+		{"queue without db", `enabled = ["observability", "queue"]`,
+			`plugin.queue.backend: backend "postgres" uses the db plugin's pool, and plugin "db" is not enabled; fix: add "db" to [plugins] enabled`},
+		{"queue redis without cache", "enabled = [\"observability\", \"queue\"]\n[plugin.queue]\nbackend = \"redis\"",
+			`plugin.queue.backend: backend "redis" uses the cache plugin's client, and plugin "cache" is not enabled; fix: add "cache" to [plugins] enabled`},
+		{"auth revocation without cache", "enabled = [\"observability\", \"auth\"]\n[plugin.auth]\nmode = \"hmac\"\nhmac_secret = \"0123456789abcdef0123456789abcdef\"\ncheck_revocation = true",
+			`plugin.auth.check_revocation: is true, and revoked token IDs are kept by the cache plugin, and plugin "cache" is not enabled; fix: add "cache" to [plugins] enabled, or set check_revocation = false`},
+	} {
+		file := filepath.Join(t.TempDir(), "jfast.toml")
+		text := "[app]\nname = \"orders\"\n[plugins]\n" + c.text + "\n"
+		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := jfast(t, "check", "--config", file)
+		if code != 1 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%s: exit %d, stdout %q, stderr:\n%s\nwant %s", c.name, code, stdout, stderr, c.want)
+		}
+	}
+}

@@ -189,6 +189,9 @@ func (p *Plugin) Validate(v *framework.Validation) {
 	default:
 		v.Error("mode", fmt.Sprintf("must be hmac, public_key or jwks, got %q", c.Mode), `set mode = "hmac", "public_key" or "jwks"`)
 	}
+	if c.CheckRevocation {
+		v.RequirePlugin("check_revocation", revocationPlugin, "is true, and revoked token IDs are kept by the cache plugin", "set check_revocation = false")
+	}
 	if c.Issue {
 		switch {
 		case c.Mode == ModeJWKS:

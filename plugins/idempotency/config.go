@@ -185,7 +185,10 @@ func (p *Plugin) ResolveDefaults(r *framework.Resolution) {
 func (p *Plugin) Validate(v *framework.Validation) {
 	c := &p.cfg
 	switch c.Store {
-	case StorePostgres, StoreRedis:
+	case StorePostgres:
+		v.RequirePlugin("store", "db", `store "postgres" keeps its keys in the db plugin's database`, `set [plugin.idempotency] store = "redis" (with the cache plugin)`)
+	case StoreRedis:
+		v.RequirePlugin("store", "cache", `store "redis" keeps its keys in the cache plugin's Redis`, `set [plugin.idempotency] store = "postgres" (with the db plugin)`)
 	default:
 		v.Error("store", fmt.Sprintf("must be %q or %q, got %q", StorePostgres, StoreRedis, c.Store),
 			`set store = "postgres" (with the db plugin) or store = "redis" (with the cache plugin)`)

@@ -1,7 +1,6 @@
 package idempotency
 
 import (
-	"context"
 	"reflect"
 	"slices"
 	"strings"
@@ -96,35 +95,27 @@ func TestConfigDefaults(t *testing.T) {
 	}
 }
 
-// The configured store's plugin must be enabled: the start fails naming the fix.
-func TestStartRefusesAStoreWithoutItsPlugin(t *testing.T) {
+// The configured store's plugin must be enabled: the configuration is
+// refused (by check as by the boot), naming the key and the fix.
+func TestStoreWithoutItsPluginIsRefused(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name, toml string
 		plugins    []framework.Plugin
 		want       string
 	}{
-		{"postgres without db", "[plugins]\nenabled = [\"idempotency\"]\n", []framework.Plugin{db.New(), New()}, `add "db" to [plugins] enabled`},
+		{"postgres without db", "[plugins]\nenabled = [\"idempotency\"]\n", []framework.Plugin{db.New(), New()},
+			`store "postgres" keeps its keys in the db plugin's database, and plugin "db" is not enabled; fix: add "db" to [plugins] enabled`},
 		{"redis without cache", "[plugins]\nenabled = [\"db\", \"idempotency\"]\n[plugin.idempotency]\nstore = \"redis\"\n",
-			[]framework.Plugin{db.New(), cache.New(), New()}, `add "cache" to [plugins] enabled`},
+			[]framework.Plugin{db.New(), cache.New(), New()}, `store "redis" keeps its keys in the cache plugin's Redis, and plugin "cache" is not enabled; fix: add "cache" to [plugins] enabled`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			app, err := jfasttest.New(t, jfasttest.Options{TOML: c.toml, Plugins: c.plugins,
-				Env: map[string]string{"JFAST_DB_URL": testURL("")}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			err = app.Start(ctx)
-			if err == nil {
-				_ = app.Stop(ctx)
-				t.Fatal("started")
-			}
-			if !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("error %q, want it to say %q", err, c.want)
+			e := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: c.toml, Plugins: c.plugins,
+				Env: map[string]string{"JFAST_DB_URL": testURL("")}}).Only(t, "plugin.idempotency.store")
+			if !strings.Contains(e.Error(), c.want) {
+				t.Fatalf("error %q, want it to say %q", e, c.want)
 			}
 		})
 	}

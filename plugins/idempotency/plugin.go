@@ -55,7 +55,8 @@ func (p *Plugin) Name() string { return pluginName }
 func (p *Plugin) Config() any { return &p.cfg }
 
 // Dependencies implements framework.Dependent: both stores' plugins are
-// optional, for ordering; Start refuses a store whose plugin is not enabled.
+// optional, for ordering; Validate refuses a store whose plugin is not
+// enabled.
 func (p *Plugin) Dependencies() []framework.Dependency {
 	return []framework.Dependency{{Name: "db", Optional: true}, {Name: "cache", Optional: true}}
 }

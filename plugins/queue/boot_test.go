@@ -17,13 +17,20 @@ func newApp(t *testing.T, table string) (*framework.App, error) {
 	return jfasttest.New(t, options(table))
 }
 
-// options is a service with the queue plugin and table as [plugin.queue].
+// options is a service with the queue plugin and table as [plugin.queue],
+// beside stand-ins for the plugins its backends run on.
 func options(table string) jfasttest.Options {
 	return jfasttest.Options{
-		TOML:    "[plugins]\nenabled = [\"queue\"]\n[plugin.queue]\n" + table,
-		Plugins: []framework.Plugin{queue.New()},
+		TOML:    "[plugins]\nenabled = [\"db\", \"cache\", \"queue\"]\n[plugin.queue]\n" + table,
+		Plugins: []framework.Plugin{queue.New(), standIn("db"), standIn("cache")},
 	}
 }
+
+// standIn is a plugin that is only a name, enabled where the queue's rules
+// ask whether its backend's plugin is.
+type standIn string
+
+func (p standIn) Name() string { return string(p) }
 
 // One test per boot rule: each bad value is refused naming its full key.
 func TestBootRules(t *testing.T) {
@@ -86,28 +93,28 @@ func TestDefaultsAreValid(t *testing.T) {
 	}
 }
 
-// The chosen backend's plugin must be enabled: the boot stops naming the fix.
+// The chosen backend's plugin must be enabled: the configuration is refused
+// (by check as by the boot), naming the key and the fix.
 func TestBackendPluginMissing(t *testing.T) {
 	t.Parallel()
 	for backend, want := range map[string]string{
-		"postgres": `add "db" to [plugins] enabled`,
-		"redis":    `add "cache" to [plugins] enabled`,
+		"postgres": `backend "postgres" uses the db plugin's pool, and plugin "db" is not enabled; fix: add "db" to [plugins] enabled`,
+		"redis":    `backend "redis" uses the cache plugin's client, and plugin "cache" is not enabled; fix: add "cache" to [plugins] enabled`,
 	} {
-		app, err := jfasttest.New(t, jfasttest.Options{
-			TOML:    "[app]\nlisten = \"127.0.0.1:0\"\n[plugins]\nenabled = [\"queue\"]\n[plugin.queue]\nbackend = \"" + backend + "\"\n",
+		e := jfasttest.ConfigErrors(t, jfasttest.Options{
+			TOML:    "[plugins]\nenabled = [\"queue\"]\n[plugin.queue]\nbackend = \"" + backend + "\"\n",
 			Plugins: []framework.Plugin{queue.New()},
-		})
-		if err != nil {
-			t.Fatal(err)
+		}).Only(t, "plugin.queue.backend")
+		if !strings.Contains(e.Error(), want) {
+			t.Errorf("%s: %v, want it to say %s", backend, e, want)
 		}
-		err = app.Start(context.Background())
-		if err == nil {
-			_ = app.Stop(context.Background())
-			t.Fatalf("%s: start succeeded without its plugin", backend)
-		}
-		if !strings.Contains(err.Error(), want) {
-			t.Fatalf("%s: start error = %v, want it to say %s", backend, err, want)
-		}
+	}
+	// rabbitmq runs on its own connections.
+	if _, err := jfasttest.New(t, jfasttest.Options{
+		TOML:    "[plugins]\nenabled = [\"queue\"]\n[plugin.queue]\nbackend = \"rabbitmq\"\n",
+		Plugins: []framework.Plugin{queue.New()},
+	}); err != nil {
+		t.Errorf("rabbitmq alone: %v", err)
 	}
 }
 

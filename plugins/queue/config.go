@@ -138,8 +138,13 @@ func (c *Config) validate(v *framework.Validation) {
 	for _, b := range backendNames {
 		known = known || c.Backend == b
 	}
-	if !known {
+	switch {
+	case !known:
 		v.Error("backend", fmt.Sprintf("unknown backend %q", c.Backend), `set backend = "postgres", "redis" or "rabbitmq"`)
+	case c.Backend == "postgres":
+		v.RequirePlugin("backend", "db", `backend "postgres" uses the db plugin's pool`, `set [plugin.queue] backend = "redis" (with the cache plugin) or "rabbitmq"`)
+	case c.Backend == "redis":
+		v.RequirePlugin("backend", "cache", `backend "redis" uses the cache plugin's client`, `set [plugin.queue] backend = "postgres" (with the db plugin) or "rabbitmq"`)
 	}
 	names := make([]string, 0, len(c.Queues))
 	for name := range c.Queues {

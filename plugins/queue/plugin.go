@@ -101,8 +101,8 @@ func (p *Plugin) ResolveDefaults(*framework.Resolution) {
 }
 
 // Dependencies implements framework.Dependent: the db plugin (postgres backend)
-// or the cache plugin (redis backend) must start first when enabled; Start
-// refuses to boot when the chosen backend's plugin is not enabled.
+// or the cache plugin (redis backend) must start first when enabled; Validate
+// refuses the chosen backend when its plugin is not enabled.
 func (p *Plugin) Dependencies() []framework.Dependency {
 	return []framework.Dependency{{Name: "db", Optional: true}, {Name: "cache", Optional: true}}
 }
