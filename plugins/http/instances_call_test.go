@@ -531,7 +531,7 @@ func TestEveryInstanceUnhealthyInReady(t *testing.T) {
 	}
 	ups, _ := replicas(3, t, rs[0].handle, rs[1].handle, rs[2].handle)
 	toml := `[plugins]
-enabled = ["observability", "http"]
+enabled = ["http"]
 [plugin.http.upstreams.orders]
 base_url = "http://orders.internal:8000"
 instances = ["` + ups[0].URL + `", "` + ups[1].URL + `", "` + ups[2].URL + `"]
