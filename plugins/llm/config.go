@@ -197,9 +197,30 @@ func (p *ProviderConfig) problems() []framework.ConfigError {
 	}
 	l.Deadline("max_retry_after", p.MaxRetryAfter)
 	p.PolicyConfig.Validate(&l)
-	p.PolicyConfig.RefuseHedging(&l, "an llm call is not hedged: a second completion costs its tokens again and may answer differently",
-		"remove it; timeout, read_gap and attempts bound a slow provider")
+	p.PolicyConfig.RefuseHedging(&l, notHedged, notHedgedFix)
 	return l
+}
+
+// notHedged and notHedgedFix are the words of the refusal of hedge_after
+// and max_hedges.
+const (
+	notHedged    = "an llm call is not hedged: a second completion costs its tokens again and may answer differently"
+	notHedgedFix = "remove it; timeout, read_gap and attempts bound a slow provider"
+)
+
+// refuseHedgingKeys refuses hedge_after and max_hedges when the file or the
+// environment set them (v is the provider's table), whatever their value.
+// The provider's problems see only values, and a max_hedges = 1 or a
+// hedge_after = "" equals the default: it would pass, and read as if the
+// key did something. Only a key the value test let through is reported
+// here, so none is reported twice.
+func refuseHedgingKeys(v *framework.Validation, p ProviderConfig) {
+	if v.IsSet("hedge_after") && p.HedgeAfter == "" {
+		v.Error("hedge_after", notHedged, notHedgedFix)
+	}
+	if v.IsSet("max_hedges") && p.MaxHedges == resilience.DefaultMaxHedges {
+		v.Error("max_hedges", notHedged, "remove it")
+	}
 }
 
 // checkBaseURL returns what is wrong with a provider's base URL, or "".

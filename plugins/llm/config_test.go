@@ -46,6 +46,8 @@ func TestConfigErrors(t *testing.T) {
 		{"allow_hosts with a scheme", `allow_hosts = ["https://models.internal"]`, "allow_hosts"},
 		{"hedge_after: not hedged", `hedge_after = "20ms"`, "hedge_after"},
 		{"max_hedges: not hedged", `max_hedges = 2`, "max_hedges"},
+		{"max_hedges at its default: not hedged", `max_hedges = 1`, "max_hedges"},
+		{"empty hedge_after: not hedged", `hedge_after = ""`, "hedge_after"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -57,6 +59,34 @@ func TestConfigErrors(t *testing.T) {
 			}
 			if e.Problem == "" || e.Fix == "" {
 				t.Fatalf("error without a problem or a fix: %+v", e)
+			}
+		})
+	}
+}
+
+// hedge_after and max_hedges are refused whenever the file or the
+// environment sets them, at the default value too, and once each.
+func TestHedgingKeysRefusedWhenSet(t *testing.T) {
+	t.Parallel()
+	for name, o := range map[string]jfasttest.Options{
+		"file":         {TOML: primaryTable + "max_hedges = 1\nhedge_after = \"\"\n"},
+		"environment":  {TOML: primaryTable, Env: map[string]string{"JFAST_LLM_PROVIDERS__PRIMARY__MAX_HEDGES": "1", "JFAST_LLM_PROVIDERS__PRIMARY__HEDGE_AFTER": ""}},
+		"other values": {TOML: primaryTable + "max_hedges = 3\nhedge_after = \"p95\"\n"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			o.Plugins = []framework.Plugin{llm.New()}
+			errs := jfasttest.ConfigErrors(t, o)
+			for _, key := range []string{"hedge_after", "max_hedges"} {
+				n := 0
+				for _, e := range errs {
+					if e.Key == "plugin.llm.providers.primary."+key {
+						n++
+					}
+				}
+				if n != 1 || !errs.Has("plugin.llm.providers.primary."+key, "not hedged", "remove it") {
+					t.Errorf("%d errors for %s, want one saying it is not hedged:\n%v", n, key, errs)
+				}
 			}
 		})
 	}

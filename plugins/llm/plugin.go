@@ -3,6 +3,8 @@ package llm
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -70,6 +72,9 @@ func (p *Plugin) Dependencies() []framework.Dependency {
 func (p *Plugin) Validate(v *framework.Validation) {
 	framework.ValidateNamed(v, providersTable, p.cfg.Providers, func(pc ProviderConfig) []framework.ConfigError { return pc.problems() })
 	sub := v.Sub("providers")
+	for _, n := range slices.Sorted(maps.Keys(p.cfg.Providers)) {
+		refuseHedgingKeys(sub.Sub(n), p.cfg.Providers[n])
+	}
 	for _, e := range fallbackProblems(p.cfg.Providers) {
 		sub.Error(e.Key, e.Problem, e.Fix)
 	}
