@@ -3,6 +3,7 @@ package mail
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jfastframework/jfast/framework"
@@ -22,7 +23,7 @@ import (
 // its backend goes through) answer at once while open, so this check never
 // waits on a broker known to be down, and a queue that is slow to answer
 // (its tables being migrated at boot, a busy database) costs the count, not
-// the check (see countContext).
+// the check (see deadCounts.count).
 func (p *Plugin) Check(ctx context.Context) readiness.Report {
 	meta := map[string]any{"transport": p.cfg.Transport}
 	if p.cfg.Transport == "smtp" {
@@ -30,9 +31,7 @@ func (p *Plugin) Check(ctx context.Context) readiness.Report {
 	}
 	deadDetail := ""
 	if dc, ok := p.jobs.(framework.DeadJobCounter); ok {
-		cctx, cancel := countContext(ctx)
-		n, err := dc.CountDeadJobs(cctx, JobKind)
-		cancel()
+		n, err := p.dead.count(ctx, dc)
 		if err != nil {
 			deadDetail = "; dead letter unknown: the queue did not answer"
 		} else {
@@ -54,17 +53,66 @@ func (p *Plugin) Check(ctx context.Context) readiness.Report {
 	return readiness.Passed("last delivery sent"+deadDetail, meta)
 }
 
+// deadCounts runs the checks' dead-letter counts, one at a time.
+type deadCounts struct {
+	mu      sync.Mutex
+	running *deadCount // the count in flight; nil when none is
+}
+
+// deadCount is one count; done is closed once n and err are set.
+type deadCount struct {
+	done chan struct{}
+	n    int
+	err  error
+}
+
+// count asks dc for the number of dead mail jobs and waits for it until
+// countContext's deadline, not after: the count is extra information, and a
+// check that waited for a late queue would answer late, which /ready reports
+// as a timeout — unhealthy, and critical with critical = true — whatever the
+// last delivery was. The count's context is not enough to bound the wait: a
+// count can return well after its context ends (a driver that notices it
+// late, a backend that read its rows in time and decodes them after), so the
+// count runs on a goroutine of its own and the check gives up on it ("dead
+// letter unknown") at the deadline.
+//
+// A count still running when another check comes is shared, not started
+// again: a queue whose counts outlive their deadlines has one in flight at a
+// time, not one more for every /ready.
+func (c *deadCounts) count(ctx context.Context, dc framework.DeadJobCounter) (int, error) {
+	cctx, cancel := countContext(ctx)
+	c.mu.Lock()
+	r := c.running
+	if r == nil {
+		r = &deadCount{done: make(chan struct{})}
+		c.running = r
+		go func() {
+			// The count's context ends at its deadline or when it
+			// returns, not when this check does.
+			defer cancel()
+			r.n, r.err = dc.CountDeadJobs(cctx, JobKind)
+			c.mu.Lock()
+			c.running = nil
+			c.mu.Unlock()
+			close(r.done)
+		}()
+	} else {
+		defer cancel()
+	}
+	c.mu.Unlock()
+	select {
+	case <-r.done:
+		return r.n, r.err
+	case <-cctx.Done():
+		return 0, cctx.Err()
+	}
+}
+
 // countContext is ctx for the dead-letter count: it ends a third of the
 // check's remaining time early (267 ms of the default readiness_timeout of
-// 800 ms). The count is extra information. Given the check's whole deadline,
-// a queue that answers late makes the check answer late, and /ready reports a
-// late check as a timeout — unhealthy, and critical with critical = true —
-// whatever the last delivery was. Ended early, the count gives up ("dead
-// letter unknown") and the check still answers in time. The third is for
-// the giving up: with both cores of a 2-core machine busy and the race
-// detector on, a count returned up to 126 ms after its deadline (a query in
-// flight notices late); the slow counts that answered there took 300–450 ms,
-// a few at boot longer (waiting for the migration or a new connection).
+// 800 ms). The check stops waiting for the count then; the third left is
+// slack for a busy machine, where the check and the readiness aggregator
+// waiting for it are scheduled late.
 func countContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	dl, ok := ctx.Deadline()
 	if !ok {

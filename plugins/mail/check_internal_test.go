@@ -3,6 +3,7 @@ package mail
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jfastframework/jfast/framework"
@@ -57,5 +58,60 @@ func TestCheckAnswersWhenTheDeadLetterCountDoesNot(t *testing.T) {
 				t.Fatalf("meta %v, want the server and no dead count", r.Meta)
 			}
 		})
+	}
+}
+
+// lateQueue is a queue whose dead-letter count returns when the test lets it,
+// whatever its context says: a count that notices its deadline late, or a
+// backend that read its rows in time and decodes them after (a dead mail
+// with attachments is megabytes of JSON).
+type lateQueue struct {
+	framework.Jobs
+	release chan struct{}
+	calls   atomic.Int32
+}
+
+func (q *lateQueue) CountDeadJobs(context.Context, string) (int, error) {
+	q.calls.Add(1)
+	<-q.release
+	return 3, nil
+}
+
+// TestCheckDoesNotWaitForALateDeadLetterCount: a count that does not return
+// by its deadline costs the "dead" entry, not the check (critical = true, so
+// a timeout would make /ready 503), as docs/mail.md says; a later check
+// shares the count still running instead of starting another, and takes its
+// answer once it comes.
+func TestCheckDoesNotWaitForALateDeadLetterCount(t *testing.T) {
+	t.Parallel()
+	q := &lateQueue{release: make(chan struct{})}
+	released := false
+	defer func() {
+		if !released {
+			close(q.release)
+		}
+	}()
+	p := New()
+	p.cfg.Transport = "log"
+	p.jobs = q
+	agg := readiness.NewAggregator(readiness.DefaultTimeout, readiness.Check{Name: Name, Critical: true, Run: p.Check})
+	for i := range 2 {
+		res := agg.Run(context.Background())
+		r := res.Checks[Name]
+		if r.Status != readiness.Pass || res.Status != readiness.OK {
+			t.Fatalf("check %d: mail check %s (%q), /ready %s; want passed and ok, not a timeout", i+1, r.Status, r.Detail, res.Status)
+		}
+		if want := "no delivery attempted yet; dead letter unknown: the queue did not answer"; r.Detail != want {
+			t.Fatalf("check %d: detail %q, want %q", i+1, r.Detail, want)
+		}
+	}
+	if n := q.calls.Load(); n != 1 {
+		t.Fatalf("the queue was asked for %d counts while the first had not returned; want 1, shared", n)
+	}
+	close(q.release)
+	released = true
+	r := agg.Run(context.Background()).Checks[Name]
+	if r.Status != readiness.Pass || r.Meta["dead"] != 3 || r.Detail != "no delivery attempted yet; 3 in the dead letter" {
+		t.Fatalf("after the count returned: mail check %s (%q), meta %v; want passed with dead = 3", r.Status, r.Detail, r.Meta)
 	}
 }

@@ -44,6 +44,8 @@ type Plugin struct {
 
 	mu   sync.Mutex
 	last *Delivery // the last delivery attempt in this process, nil before one
+
+	dead deadCounts // the /ready check's dead-letter counts
 }
 
 // Delivery is the outcome of one delivery attempt, as /ready reports the last.
