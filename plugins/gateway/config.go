@@ -91,8 +91,10 @@ type Route struct {
 	// rewrite).
 	RewritePrefix string `koanf:"rewrite_prefix"`
 
-	// Methods are the methods the route accepts; any other gets a 405
-	// problem. Defaults to none listed, which accepts every method.
+	// Methods are the methods the route accepts, from GET, HEAD, POST,
+	// PUT, PATCH, DELETE and OPTIONS; any other gets a 405 problem listing
+	// them. Defaults to none listed, which accepts those seven: TRACE,
+	// CONNECT and the WebDAV methods are never proxied (see validMethods).
 	Methods []string `koanf:"methods"`
 
 	// ForwardAuthorization sends the client's Authorization header on to
@@ -122,7 +124,12 @@ type Route struct {
 // cover.
 var reservedPaths = []string{"/live", "/ready", "/metrics"}
 
-// validMethods are the methods a route may list.
+// validMethods are the methods a route may list, and those a route that
+// lists none accepts. TRACE is not one: an upstream (or a server behind it)
+// that answers it reflects the request, the client's cookies and the
+// headers the gateway adds included, back to whoever sent it (cross-site
+// tracing). CONNECT asks a proxy for a tunnel, which a route is not, and the
+// WebDAV methods (PROPFIND, MKCOL, …) are for file servers, not services.
 var validMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
 	http.MethodPatch, http.MethodDelete, http.MethodOptions}
 

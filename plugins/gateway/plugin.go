@@ -121,8 +121,9 @@ func (p *Plugin) Stop(context.Context) error {
 }
 
 // MountRoutes implements framework.RouteMounter: each route serves its prefix
-// and everything under it, for its methods (every method when none is
-// listed), with its body limit.
+// and everything under it, for its methods (GET, HEAD, POST, PUT, PATCH,
+// DELETE and OPTIONS when none is listed), with its body limit. Any other
+// method gets the framework's 405 problem, whose Allow lists the route's.
 func (p *Plugin) MountRoutes(r chi.Router) {
 	p.mu.Lock()
 	routes := p.routes
@@ -136,12 +137,12 @@ func (p *Plugin) MountRoutes(r chi.Router) {
 		if rt.cfg.Pattern != "" {
 			patterns = []string{rt.cfg.Pattern}
 		}
+		methods := rt.cfg.Methods
+		if len(methods) == 0 {
+			methods = validMethods
+		}
 		for _, pattern := range patterns {
-			if len(rt.cfg.Methods) == 0 {
-				r.Handle(pattern, h)
-				continue
-			}
-			for _, m := range rt.cfg.Methods {
+			for _, m := range methods {
 				r.Method(m, pattern, h)
 			}
 		}

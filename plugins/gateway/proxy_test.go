@@ -61,6 +61,51 @@ upstream = "orders"
 	}
 }
 
+// A route that lists no methods serves GET, HEAD, POST, PUT, PATCH, DELETE
+// and OPTIONS, the methods a route can list; TRACE (which would reflect the
+// request back), CONNECT and WebDAV's methods get a 405 problem whose Allow
+// lists those seven, and nothing reaches the upstream. A route that lists
+// methods allows only those.
+func TestMethods(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, r.Method)
+	})
+	svc := gatewayService(t, upstreamTOML("orders", up.URL)+`
+[plugin.gateway.routes.all]
+prefix = "/api/all"
+upstream = "orders"
+[plugin.gateway.routes.read]
+prefix = "/api/read"
+upstream = "orders"
+methods = ["GET", "HEAD"]
+`)
+	const seven = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
+	for _, m := range strings.Split(seven, ", ") {
+		if got := svc.Do(t, m, "/api/all/1", ""); got.Status != 200 {
+			t.Errorf("%s on a route that lists no methods: %d, want 200", m, got.Status)
+		}
+	}
+	served := up.hits.Load()
+	for _, tc := range []struct{ method, path, allow string }{
+		{"TRACE", "/api/all/1", seven},
+		{"PROPFIND", "/api/all/1", seven},
+		{"MKCOL", "/api/all", seven},
+		{"TRACE", "/api/read/1", "GET, HEAD"},
+		{"DELETE", "/api/read/1", "GET, HEAD"},
+	} {
+		got := svc.Do(t, tc.method, tc.path, "")
+		if got.Status != 405 || got.Header.Get("Allow") != tc.allow {
+			t.Errorf("%s %s: %d Allow %q, want 405 Allow %q", tc.method, tc.path, got.Status, got.Header.Get("Allow"), tc.allow)
+			continue
+		}
+		problemOf(t, got)
+	}
+	if n := up.hits.Load() - served; n != 0 {
+		t.Errorf("the upstream got %d refused requests", n)
+	}
+}
+
 // What travels: the request ID, X-Forwarded-*/Forwarded (a client's own
 // are replaced when it is not a trusted proxy), the caller's time left, no
 // hop-by-hop header either way, Authorization only where configured.
