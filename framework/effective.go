@@ -57,6 +57,17 @@ func (a *App) WriteEffectiveConfig(w io.Writer) error {
 	return ew.err
 }
 
+// ConditionalKeys is a configuration table some of whose keys apply only
+// with some values of its others: a storage disk's S3 keys apply only with
+// driver = "s3", and its validation refuses them on a local disk. The config
+// command and the jfast.toml jfast new writes leave out the keys for which
+// Applies is false, so what they print (secrets filled back in) is a
+// configuration the validation accepts. key is the key's name in the table;
+// the method has a value receiver, as a map's tables are not addressable.
+type ConditionalKeys interface {
+	Applies(key string) bool
+}
+
 type errWriter struct {
 	w   io.Writer
 	err error
@@ -93,8 +104,12 @@ func (t *tomlWriter) table(path string, v reflect.Value, extra []tomlLine) {
 		typ := v.Type()
 		switch typ.Kind() {
 		case reflect.Struct:
+			ck, _ := v.Interface().(ConditionalKeys)
 			for _, f := range tomltext.Fields(typ) {
 				name := f.Name
+				if ck != nil && !ck.Applies(name) {
+					continue
+				}
 				key := path + "." + name
 				fv := v.FieldByIndex(f.Index)
 				switch {
