@@ -61,6 +61,40 @@ upstream = "orders"
 	}
 }
 
+// TE and Trailer are hop-by-hop, with the two exceptions the ReverseProxy
+// makes on purpose: a client's "TE: trailers" is sent on (any other TE value
+// is not), and an upstream's trailers reach the client, announced in a
+// Trailer header the gateway writes.
+func TestTrailersPassThrough(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Checksum")
+		_, _ = io.WriteString(w, "body")
+		w.Header().Set("X-Checksum", "c0ffee")
+	})
+	svc := gatewayService(t, upstreamTOML("orders", up.URL)+`
+[plugin.gateway.routes.orders]
+prefix = "/api/orders"
+upstream = "orders"
+`)
+	for te, want := range map[string]string{"trailers, gzip": "trailers", "gzip": ""} {
+		req, _ := http.NewRequest(http.MethodGet, svc.URL+"/api/orders/1", nil)
+		req.Header.Set("TE", te)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if got := up.last.Load().Header.Get("Te"); got != want {
+			t.Errorf("client TE %q: upstream got TE %q, want %q", te, got, want)
+		}
+		if string(body) != "body" || resp.Trailer.Get("X-Checksum") != "c0ffee" {
+			t.Errorf("client got %q with trailers %v, want the body and X-Checksum: c0ffee", body, resp.Trailer)
+		}
+	}
+}
+
 // A route that lists no methods serves GET, HEAD, POST, PUT, PATCH, DELETE
 // and OPTIONS, the methods a route can list; TRACE (which would reflect the
 // request back), CONNECT and WebDAV's methods get a 405 problem whose Allow
