@@ -10,7 +10,9 @@ import (
 
 // UpstreamError is what every failed call returns: a call that got no response
 // at all, or whose response could not be used. (A call that got a usable
-// response returns it, whatever its status.) It is never returned bare: each
+// response returns it, whatever its status. The one failure that is not the
+// upstream's, a RoundTripper call whose streamed request body the caller was
+// late with or failed, returns a [RequestBodyError] instead.) It is never returned bare: each
 // failure is one of [UpstreamTimeout], [UpstreamUnavailable], [CircuitOpen],
 // [BulkheadFull], [Throttled] and [ResponseTooLarge], and errors.As finds the
 // UpstreamError inside any of them:
