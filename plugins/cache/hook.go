@@ -158,6 +158,22 @@ func (h *hook) call(ctx context.Context, limit time.Duration, bounded, timed boo
 	return h.done(ctx, ticket, run(bound(ctx, own)), limit, own, start, timed)
 }
 
+// outside runs one ordinary call without asking the breaker, for the
+// readiness check when the half-open breaker's probe is another call's: bounded
+// by command_timeout (or the caller's deadline, when sooner) and counted like
+// any command, its outcome reported to no breaker. It is not timed: the
+// histogram holds the calls the breaker admitted.
+func (h *hook) outside(ctx context.Context, run func(context.Context) error) error {
+	err := run(bound(ctx, ownDeadline(time.Now(), h.timeout, true)))
+	var reply redis.Error
+	if err == nil || err == redis.Nil || errors.As(err, &reply) && !unavailableReply(reply.Error()) {
+		h.metrics.ok.Inc()
+	} else {
+		h.metrics.failed.Inc()
+	}
+	return err
+}
+
 // limit returns a command's deadline from now, and false when only the caller's
 // context bounds it (a blocking command with a wait of 0).
 func (h *hook) limit(wait time.Duration, blocking bool) (time.Duration, bool) {

@@ -76,6 +76,7 @@ type Plugin struct {
 
 	client  redis.UniversalClient
 	breaker *resilience.Breaker
+	hook    *hook
 	log     *slog.Logger
 	flight  singleflight.Group
 	metrics *metrics
@@ -164,7 +165,8 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 	addTraceHook(app, client)
 	p.client = client
 	p.metrics = newMetrics(p)
-	client.AddHook(&hook{timeout: p.cfg.CommandTimeout, breaker: p.breaker, metrics: &p.metrics.commands})
+	p.hook = &hook{timeout: p.cfg.CommandTimeout, breaker: p.breaker, metrics: &p.metrics.commands}
+	client.AddHook(p.hook)
 	if err := p.metrics.register(app.Metrics()); err != nil {
 		_ = client.Close()
 		return fmt.Errorf("cache: register metrics: %w", err)
@@ -204,8 +206,19 @@ func (p *Plugin) CommandTimeout() time.Duration { return p.cfg.CommandTimeout }
 
 // Check implements framework.Checker: a PING bounded by the readiness context
 // and command_timeout, with the breaker state and pool stats in meta.
+//
+// The PING goes through the breaker, so an open one answers at once, and a
+// half-open one takes it as its probe. When the probe is another call's (a
+// request's command, another plugin's check on this client), the PING goes to
+// Redis outside the breaker: the check must say whether Redis answers, not
+// that something else asked first, and one PING per poll is no load on a
+// Redis that is coming back. Its answer is the check's alone; the probe's
+// decides the breaker.
 func (p *Plugin) Check(ctx context.Context) readiness.Report {
 	err := p.client.Ping(ctx).Err()
+	if probeTaken(err) {
+		err = p.hook.outside(ctx, func(ctx context.Context) error { return p.client.Ping(ctx).Err() })
+	}
 	meta := p.readyMeta()
 	if err == nil {
 		return readiness.Passed("redis answered PING", meta)
@@ -218,6 +231,13 @@ func (p *Plugin) Check(ctx context.Context) readiness.Report {
 		return readiness.Unreachable("redis unreachable: no answer to PING within the readiness timeout", meta)
 	}
 	return readiness.Unreachable(errorDetail(err), meta)
+}
+
+// probeTaken reports whether err is the refusal of a half-open breaker whose
+// probe call is in flight.
+func probeTaken(err error) bool {
+	var oe *resilience.OpenError
+	return errors.As(err, &oe) && oe.Until.IsZero()
 }
 
 // errorDetail is err's text with "redis unreachable" in front when it is not

@@ -90,7 +90,11 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 		if client == nil {
 			return errors.New(`idempotency: store "redis" needs the cache plugin's client, and it has none`)
 		}
-		p.store = newRedisStore(client, p.cfg.KeyPrefix, p.cfg.TTL)
+		var ready func(context.Context) readiness.Report
+		if c, ok := cp.(framework.Checker); ok {
+			ready = c.Check
+		}
+		p.store = newRedisStore(client, p.cfg.KeyPrefix, p.cfg.TTL, ready)
 	default:
 		return fmt.Errorf("idempotency: unknown store %q", p.cfg.Store)
 	}
@@ -124,7 +128,8 @@ func (p *Plugin) Stop(ctx context.Context) error {
 }
 
 // Check implements framework.Checker: the store answers (and, for PostgreSQL,
-// the table exists).
+// the table exists). On Redis it is the cache plugin's check, so both report
+// the one Redis alike.
 func (p *Plugin) Check(ctx context.Context) readiness.Report {
 	meta := map[string]any{"store": p.store.name(), "dependency": p.dep}
 	if err := p.store.check(ctx); err != nil {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jfastframework/jfast/readiness"
 )
 
 // redisStore keeps one string per key: the holder's token (tokenLen hex
@@ -24,6 +26,12 @@ type redisStore struct {
 	client redis.UniversalClient
 	prefix string
 	ttl    time.Duration
+	// ready is the cache plugin's readiness check, which check reports:
+	// one Redis, one verdict. A PING of the store's own would compete with
+	// the cache's for the half-open breaker's single probe, and the loser
+	// would report a Redis that answers as failing. Nil when the plugin
+	// serving the client has no check: the store PINGs.
+	ready func(context.Context) readiness.Report
 }
 
 const tokenLen = 32
@@ -55,8 +63,8 @@ end
 return 0`)
 }
 
-func newRedisStore(client redis.UniversalClient, prefix string, ttl time.Duration) *redisStore {
-	return &redisStore{client: client, prefix: prefix, ttl: ttl}
+func newRedisStore(client redis.UniversalClient, prefix string, ttl time.Duration, ready func(context.Context) readiness.Report) *redisStore {
+	return &redisStore{client: client, prefix: prefix, ttl: ttl, ready: ready}
 }
 
 func (s *redisStore) name() string { return StoreRedis }
@@ -160,4 +168,12 @@ func (s *redisStore) ensure(context.Context) error { return nil }
 
 func (s *redisStore) sweep(context.Context, time.Time) (int64, error) { return 0, nil }
 
-func (s *redisStore) check(ctx context.Context) error { return s.client.Ping(ctx).Err() }
+func (s *redisStore) check(ctx context.Context) error {
+	if s.ready == nil {
+		return s.client.Ping(ctx).Err()
+	}
+	if r := s.ready(ctx); !r.Healthy {
+		return errors.New(r.Detail)
+	}
+	return nil
+}
