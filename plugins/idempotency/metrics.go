@@ -12,7 +12,8 @@ const (
 	outcomeNoKey       = "no_key"            // no Idempotency-Key: ran unguarded
 	outcomeInvalidKey  = "invalid_key"       // 400
 	outcomeNoSubject   = "no_subject"        // 500: scope caller, and no caller subject
-	outcomeTooLarge    = "request_too_large" // 413
+	outcomeTooLarge    = "request_too_large" // 413: over max_request_body or the route's body limit
+	outcomeUnreadable  = "body_unreadable"   // 400 (or 408): the body could not be read to its end
 	outcomeExecuted    = "executed"          // ran and its response was stored
 	outcomeReleased    = "released"          // ran, answered 5xx or 429: key released
 	outcomeNotKept     = "not_kept"          // ran, response over max_response_body

@@ -193,15 +193,18 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	body, err := io.ReadAll(io.LimitReader(r.Body, int64(p.cfg.MaxRequestBody)+1))
-	if err != nil {
-		g.count(outcomeInvalidKey)
-		problem.Write(w, r, problem.BadRequest("the request body could not be read"))
+	var overLimit *http.MaxBytesError
+	switch {
+	case errors.As(err, &overLimit):
+		// The route's own limit (app.max_body_bytes, framework.MaxBodyBytes)
+		// stopped the read first: over either limit is a 413.
+		g.refuseTooLarge(w, r, min(overLimit.Limit, int64(p.cfg.MaxRequestBody)))
 		return
-	}
-	if len(body) > p.cfg.MaxRequestBody {
-		g.count(outcomeTooLarge)
-		problem.Write(w, r, problem.New(http.StatusRequestEntityTooLarge,
-			fmt.Sprintf("a request with an Idempotency-Key may carry at most %d bytes of body on this route", p.cfg.MaxRequestBody)))
+	case err != nil:
+		g.refuseUnreadable(w, r, err)
+		return
+	case len(body) > p.cfg.MaxRequestBody:
+		g.refuseTooLarge(w, r, int64(p.cfg.MaxRequestBody))
 		return
 	}
 	_ = r.Body.Close()
@@ -233,6 +236,29 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.run(w, r, c)
+}
+
+// refuseTooLarge answers a keyed request whose body is over limit bytes, the
+// lower of max_request_body and the route's body limit.
+func (g *guard) refuseTooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
+	g.count(outcomeTooLarge)
+	problem.Write(w, r, problem.ContentTooLarge(
+		fmt.Sprintf("a request with an Idempotency-Key may carry at most %d bytes of body on this route", limit)))
+}
+
+// refuseUnreadable answers a keyed request whose body could not be read to
+// its end as the framework answers it: 400 when the client broke off or sent
+// a malformed body, 408 when the request's deadline passed while it was still
+// sending. Nothing ran and nothing is stored.
+func (g *guard) refuseUnreadable(w http.ResponseWriter, r *http.Request, err error) {
+	g.count(outcomeUnreadable)
+	var bre *framework.BodyReadError
+	if errors.As(err, &bre) {
+		framework.WriteError(w, r, err)
+		return
+	}
+	// A body the framework does not serve (a test driving the router).
+	problem.Write(w, r, problem.BadRequest("the request body could not be read to its end"))
 }
 
 // refuseNoSubject answers a keyed request whose caller the route cannot tell
