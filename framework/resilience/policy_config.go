@@ -295,12 +295,21 @@ func tagKeys(t reflect.Type) []string {
 // RefuseHedging reports hedge_after and max_hedges, when set, as errors of
 // a dependency whose calls are never hedged, with why and fix: a plugin
 // that embeds the policy keys but has no call it may send twice refuses
-// them rather than ignore them.
+// them rather than ignore them. A key is set when its value is not the
+// default, or, when v can say what the file or the environment set (an
+// IsSet(key string) bool method with keys relative to the table, as
+// framework.Validation has), when it was set at all: a max_hedges = 1 or a
+// hedge_after = "" equals the default, and would pass and read as if the
+// key did something.
 func (c PolicyConfig) RefuseHedging(v Validator, why, fix string) {
-	if c.HedgeAfter != "" {
+	isSet := func(string) bool { return false }
+	if ks, ok := v.(interface{ IsSet(key string) bool }); ok {
+		isSet = ks.IsSet
+	}
+	if c.HedgeAfter != "" || isSet("hedge_after") {
 		v.Error("hedge_after", why, fix)
 	}
-	if c.MaxHedges != DefaultMaxHedges {
+	if c.MaxHedges != DefaultMaxHedges || isSet("max_hedges") {
 		v.Error("max_hedges", why, "remove it")
 	}
 }

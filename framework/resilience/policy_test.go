@@ -536,3 +536,28 @@ func TestRefuseHedgingNamesWhatIsSet(t *testing.T) {
 		t.Fatalf("refused %v, want hedge_after and max_hedges", both)
 	}
 }
+
+// setProblems is problems that knows which keys the configuration set, as
+// framework.Validation does.
+type setProblems struct {
+	problems
+	set []string
+}
+
+func (p *setProblems) IsSet(key string) bool { return slices.Contains(p.set, key) }
+
+// A validator that can say what was set has hedge_after and max_hedges
+// refused whenever they are set, at their default value too.
+func TestRefuseHedgingRefusesSetDefaults(t *testing.T) {
+	t.Parallel()
+	var none setProblems
+	DefaultPolicyConfig().RefuseHedging(&none, "why", "fix")
+	if len(none.problems) != 0 {
+		t.Fatalf("the defaults, not set, were refused: %v", none.problems)
+	}
+	both := setProblems{set: []string{"hedge_after", "max_hedges"}}
+	DefaultPolicyConfig().RefuseHedging(&both, "why", "fix")
+	if p := both.problems; len(p) != 2 || !strings.HasPrefix(p[0], "hedge_after: why") || !strings.HasPrefix(p[1], "max_hedges: why") {
+		t.Fatalf("refused %v, want hedge_after and max_hedges, set to their defaults", p)
+	}
+}
