@@ -189,7 +189,7 @@ func parseRoute(s string) (method, pattern, problem string) {
 // WithPriority gives h's route the priority class p in the front door's
 // queue, as listing it in [app.overload] critical, sheddable or exempt
 // would (the file wins when both say). Use it on the handler given to the
-// router: r.With(auth).Post("/checkout", framework.WithPriority(framework.PriorityCritical, h)).
+// router: r.With(auth).Method(http.MethodPost, "/checkout", framework.WithPriority(framework.PriorityCritical, h)).
 func WithPriority(p Priority, h http.Handler) http.Handler {
 	return &prioritized{Handler: h, class: p}
 }

@@ -27,7 +27,7 @@
 //		if err != nil {
 //			return err
 //		}
-//		r.Get("/orders/{id}", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+//		r.Method(http.MethodGet, "/orders/{id}", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
 //			var total int64
 //			err := pg.QueryRow(r.Context(), "SELECT total FROM orders WHERE id = $1", chi.URLParam(r, "id")).Scan(&total)
 //			if errors.Is(err, pgx.ErrNoRows) {

@@ -21,7 +21,7 @@
 //			}); err != nil {
 //				return err
 //			}
-//			r.Post("/orders", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+//			r.Method(http.MethodPost, "/orders", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
 //				_, err := q.Enqueue(r.Context(), "send_receipt", Receipt{Order: 42}) // 503 naming "queue" when down
 //				return err
 //			}))

@@ -9,7 +9,7 @@
 //	if err != nil {
 //		return err // no such disk: the boot fails naming it
 //	}
-//	r.Put("/avatars/{id}", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+//	r.Method(http.MethodPut, "/avatars/{id}", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
 //		key := "avatars/" + chi.URLParam(r, "id")
 //		body := storage.Sized(r.Body, r.ContentLength)
 //		if err := uploads.Put(r.Context(), key, body, r.Header.Get("Content-Type")); err != nil {
