@@ -326,6 +326,42 @@ func TestLeaseExpiryFreesAStuckKey(t *testing.T) {
 	})
 }
 
+// A key whose lease ended still belongs to its first request: another request
+// with it gets 422 and does not run (the client reused a key), and only the
+// same request takes it over.
+func TestLeaseEndedKeyKeepsItsFingerprint(t *testing.T) {
+	t.Parallel()
+	forStores(t, func(t *testing.T, store string) {
+		b := setup(t, setupOpts{store: store, toml: `lease = "2m"`})
+		entered, release := b.hold()
+		defer release()
+		firstDone := make(chan jfasttest.Response, 1)
+		go func() { firstDone <- b.post(t, "/payments", "t6", `{"amount":1}`) }()
+		<-entered
+
+		b.clock.Advance(2 * time.Minute) // the lease ends
+		p := wantProblem(t, b.post(t, "/payments", "t6", `{"amount":2}`), http.StatusUnprocessableEntity)
+		if !strings.Contains(fmt.Sprint(p["detail"]), "different request") {
+			t.Fatalf("detail %q", p["detail"])
+		}
+		if n := b.effects.Load(); n != 1 {
+			t.Fatalf("%d side effects after another request with the key, want 1", n)
+		}
+		if r := b.post(t, "/payments", "t6", `{"amount":1}`); r.Status != http.StatusCreated || r.Header.Get(HeaderReplayed) != "" {
+			t.Fatalf("the same request after the lease: %d replayed=%q %s", r.Status, r.Header.Get(HeaderReplayed), r.Body)
+		}
+		wantProblem(t, b.post(t, "/payments", "t6", `{"amount":2}`), http.StatusUnprocessableEntity)
+		release()
+		<-firstDone
+		if n := b.effects.Load(); n != 2 {
+			t.Fatalf("%d side effects, want 2", n)
+		}
+		if got := counterValue(t, b.idem.metrics.requests.WithLabelValues(store, outcomeMismatch)); got != 2 {
+			t.Errorf("mismatch: %v, want 2", got)
+		}
+	})
+}
+
 func TestTTLExpiry(t *testing.T) {
 	t.Parallel()
 	forStores(t, func(t *testing.T, store string) {

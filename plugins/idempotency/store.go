@@ -36,17 +36,25 @@ type claim struct {
 	ExpiresAt   time.Time
 }
 
-// stale reports whether rec may be taken over at now: it expired, or its first
-// request's lease ran out before it stored a response.
-func (rec *record) stale(now time.Time) bool {
-	return !now.Before(rec.ExpiresAt) || (rec.State == stateRunning && !now.Before(rec.LeaseUntil))
+// takeableBy reports whether c may take over rec: rec expired (the key is
+// forgotten), or its first request's lease ran out before it stored a
+// response and c is that same request again. A key whose lease ran out still
+// belongs to its first request: another request with it is the client reusing
+// a key, which gets 422, not a run that would store another request's
+// response under it.
+func (rec *record) takeableBy(c claim) bool {
+	if !c.Now.Before(rec.ExpiresAt) {
+		return true
+	}
+	return rec.State == stateRunning && !c.Now.Before(rec.LeaseUntil) && rec.Fingerprint == c.Fingerprint
 }
 
 // store keeps idempotency records. Every method is bounded by ctx; an error
 // means the store did not answer and the caller must fail closed.
 type store interface {
-	// acquire takes c.Key for c.Token when it is free or stale, and returns
-	// (true, nil); otherwise it returns the record that holds it.
+	// acquire takes c.Key for c.Token when it is free or its record is
+	// takeable by c (record.takeableBy), and returns (true, nil); otherwise
+	// it returns the record that holds it.
 	acquire(ctx context.Context, c claim) (bool, *record, error)
 	// complete stores rec under key if token still holds it; it reports
 	// whether it did.

@@ -15,8 +15,9 @@ import (
 )
 
 // postgresStore keeps one row per key. Taking a key is one INSERT ... ON
-// CONFLICT DO UPDATE ... WHERE stale: PostgreSQL serializes concurrent inserts
-// of one key on the primary key, so exactly one of them gets the row back.
+// CONFLICT DO UPDATE ... WHERE the row is takeable (record.takeableBy):
+// PostgreSQL serializes concurrent inserts of one key on the primary key, so
+// exactly one of them gets the row back.
 type postgresStore struct {
 	// conn takes a connection through the db plugin's breaker and bounded
 	// ping: while PostgreSQL is known to be down, a request gets the 503 at
@@ -40,7 +41,7 @@ VALUES ($1, $2, 'running', $3, $4, $5, $6)
 ON CONFLICT (key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, state = 'running', token = EXCLUDED.token,
 	lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at, created_at = EXCLUDED.created_at,
 	status = NULL, header = NULL, body = NULL
-WHERE t.expires_at <= $6 OR (t.state = 'running' AND t.lease_until <= $6)
+WHERE t.expires_at <= $6 OR (t.state = 'running' AND t.lease_until <= $6 AND t.fingerprint = EXCLUDED.fingerprint)
 RETURNING token`
 	s.qSelect = `SELECT fingerprint, state, lease_until, expires_at, coalesce(status, 0), header, body FROM ` + t + ` WHERE key = $1`
 	s.qComplete = `UPDATE ` + t + ` SET state = $3, lease_until = $4, expires_at = $5, status = $6, header = $7, body = $8 WHERE key = $1 AND token = $2`
@@ -120,7 +121,7 @@ func (s *postgresStore) acquire(ctx context.Context, c claim) (bool, *record, er
 	if err != nil {
 		return false, nil, err
 	}
-	if rec != nil && !rec.stale(c.Now) {
+	if rec != nil && !rec.takeableBy(c) {
 		return false, rec, nil
 	}
 	for range acquireAttempts {
@@ -139,7 +140,7 @@ func (s *postgresStore) acquire(ctx context.Context, c claim) (bool, *record, er
 		if err != nil {
 			return false, nil, err
 		}
-		if rec == nil || rec.stale(c.Now) {
+		if rec == nil || rec.takeableBy(c) {
 			continue // released or gone stale between the two statements: try again
 		}
 		return false, rec, nil

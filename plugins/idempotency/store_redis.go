@@ -131,7 +131,7 @@ func (s *redisStore) acquire(ctx context.Context, c claim) (bool, *record, error
 		if err != nil {
 			return false, nil, fmt.Errorf("decode stored record: %w", err)
 		}
-		if !rec.stale(c.Now) {
+		if !rec.takeableBy(c) {
 			return false, rec, nil
 		}
 		n, err := takeOver.Run(ctx, s.client, []string{k}, old, val, px.Milliseconds()).Int()
