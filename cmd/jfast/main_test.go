@@ -216,3 +216,100 @@ func TestCheckRefusesAPluginThatIsNotEnabled(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigRoundTripsThroughCheck: the config command's output, with the
+// secrets (***) filled back in, is a configuration check accepts: keys that
+// do not apply to a table (a local disk's S3 keys, an llm provider's hedging
+// keys) are not printed. One file has a local and an s3 disk; the other is
+// jfast new's with every plugin it offers, plus channels and gateway, at
+// their defaults.
+func TestConfigRoundTripsThroughCheck(t *testing.T) {
+	t.Parallel()
+	disks := filepath.Join(t.TempDir(), "jfast.toml")
+	text := `[app]
+name = "orders"
+[plugins]
+enabled = ["observability", "db", "storage"]
+[plugin.db]
+url = "postgres://orders:hunter2@127.0.0.1:5432/orders"
+[plugin.storage]
+default = "files"
+[plugin.storage.disks.files]
+driver = "local"
+root = "data/files"
+signing_key = "local-signing-key-of-thirty-two-bytes"
+[plugin.storage.disks.archive]
+driver = "s3"
+bucket = "archive"
+endpoint = "http://127.0.0.1:7070"
+path_style = true
+access_key = "archive"
+secret_key = "hunter2hunter2"
+`
+	if err := os.WriteFile(disks, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "shop")
+	if code, _, stderr := jfast(t, "new", "shop", "--dir", dir, "--plugins", "http,db,cache,auth,storage,queue,mail,telemetry,idempotency,grpc,llm"); code != 0 {
+		t.Fatalf("new: exit %d: %s", code, stderr)
+	}
+	generated, err := os.ReadFile(filepath.Join(dir, "jfast.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	everyPlugin := regexp.MustCompile(`(?m)^enabled = \[(.*)\]$`).ReplaceAll(generated, []byte(`enabled = [$1, "channels", "gateway"]`))
+	if err := os.WriteFile(filepath.Join(dir, "jfast.toml"), everyPlugin, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The generated file's commented keys, uncommented (but those of a
+	// [<name>] placeholder table), are a configuration check accepts too.
+	uncommented := filepath.Join(t.TempDir(), "uncommented.toml")
+	if err := os.WriteFile(uncommented, uncomment(everyPlugin), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := jfast(t, "check", "--config", uncommented); code != 0 {
+		t.Errorf("check of jfast new's jfast.toml with every key uncommented: exit %d:\n%s", code, stderr)
+	}
+	for _, file := range []string{disks, filepath.Join(dir, "jfast.toml")} {
+		code, stdout, stderr := jfast(t, "config", "--config", file)
+		if code != 0 {
+			t.Fatalf("config %s: exit %d: %s", file, code, stderr)
+		}
+		if strings.Contains(stdout, "hunter2") || !strings.Contains(stdout, "***") {
+			t.Fatalf("config %s: secrets not masked:\n%s", file, stdout)
+		}
+		filled := filepath.Join(t.TempDir(), "filled.toml")
+		if err := os.WriteFile(filled, []byte(strings.ReplaceAll(stdout, "***", "filled-in-secret-of-thirty-two-bytes-or-more")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, _, stderr := jfast(t, "check", "--config", filled); code != 0 {
+			t.Errorf("check of config's output for %s: exit %d:\n%s", file, code, stderr)
+		}
+	}
+}
+
+// uncomment turns jfast new's commented keys ("# key = value") and tables
+// ("# [table]") into settings, but those of placeholder tables ("<name>").
+func uncomment(text []byte) []byte {
+	key := regexp.MustCompile(`^# ([a-z0-9_]+ = .+)$`)
+	table := regexp.MustCompile(`^# (\[[^\] ]+\])$`)
+	var out []string
+	placeholder := false
+	for _, line := range strings.Split(string(text), "\n") {
+		if m := table.FindStringSubmatch(line); m != nil {
+			placeholder = strings.Contains(line, "<name>")
+			if !placeholder {
+				out = append(out, m[1])
+			}
+			continue
+		}
+		if strings.HasPrefix(line, "[") {
+			placeholder = false
+		}
+		if m := key.FindStringSubmatch(line); m != nil && !placeholder {
+			line = m[1]
+		}
+		out = append(out, line)
+	}
+	return []byte(strings.Join(out, "\n"))
+}

@@ -186,12 +186,9 @@ func (d *DiskConfig) validate(v *framework.Validation) {
 	if d.BaseURL != "" {
 		checkHTTPURL(v, "base_url", d.BaseURL, `set base_url = "https://cdn.example.com/uploads"`)
 	}
-	local := []string{"root", "signing_key"}
-	s3only := append([]string{"bucket", "region", "endpoint", "path_style", "access_key", "secret_key",
-		"connect_timeout", "read_timeout"}, resilience.PolicyKeys()...)
 	switch d.Driver {
 	case DriverLocal:
-		refuseKeys(v, s3only, DriverS3)
+		refuseKeys(v, s3Keys, DriverS3)
 		if d.Root == "" {
 			v.Error("root", "a local disk needs a root directory", `set root = "/var/lib/app/uploads"`)
 		}
@@ -205,7 +202,7 @@ func (d *DiskConfig) validate(v *framework.Validation) {
 				`set base_url to where a web server or CDN serves root, e.g. "https://cdn.example.com/uploads", or make the disk private`)
 		}
 	case DriverS3:
-		refuseKeys(v, local, DriverLocal)
+		refuseKeys(v, localKeys, DriverLocal)
 		if d.Bucket == "" {
 			v.Error("bucket", "an s3 disk needs a bucket", `set bucket = "my-bucket"`)
 		}
@@ -231,6 +228,30 @@ func (d *DiskConfig) validate(v *framework.Validation) {
 	default:
 		v.Error("driver", fmt.Sprintf("must be \"local\" or \"s3\", got %q", d.Driver), `set driver = "local" or driver = "s3"`)
 	}
+}
+
+// localKeys and s3Keys are the keys of one driver: a disk of the other
+// refuses them.
+var (
+	localKeys = []string{"root", "signing_key"}
+	s3Keys    = append([]string{"bucket", "region", "endpoint", "path_style", "access_key", "secret_key",
+		"connect_timeout", "read_timeout"}, resilience.PolicyKeys()...)
+)
+
+// Applies implements framework.ConditionalKeys: a disk's keys are those of
+// its driver, without hedge_after and max_hedges (storage does not hedge),
+// so the config command prints a local disk without the S3 keys its
+// validation would refuse.
+func (d DiskConfig) Applies(key string) bool {
+	switch {
+	case key == "hedge_after" || key == "max_hedges":
+		return false
+	case d.Driver == DriverLocal:
+		return !slices.Contains(s3Keys, key)
+	case d.Driver == DriverS3:
+		return !slices.Contains(localKeys, key)
+	}
+	return true
 }
 
 // refuseKeys reports keys of the other driver that the file or environment set.

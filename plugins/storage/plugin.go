@@ -261,8 +261,9 @@ func (p *Plugin) UsesDependency() bool {
 }
 
 var (
-	_ framework.ClientPlugin = (*Plugin)(nil)
-	_ framework.Stopper      = (*Plugin)(nil)
-	_ framework.RouteMounter = (*Plugin)(nil)
-	_ framework.Defaulter    = (*DiskConfig)(nil)
+	_ framework.ClientPlugin    = (*Plugin)(nil)
+	_ framework.Stopper         = (*Plugin)(nil)
+	_ framework.RouteMounter    = (*Plugin)(nil)
+	_ framework.Defaulter       = (*DiskConfig)(nil)
+	_ framework.ConditionalKeys = DiskConfig{}
 )

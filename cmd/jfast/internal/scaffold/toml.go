@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/jfastframework/jfast/internal/tomltext"
@@ -138,8 +139,12 @@ func (w *configWriter) fields(path string, v reflect.Value, commented bool) {
 	t := v.Type()
 	var subs []subTable
 	first := true
+	ck := w.conditional(path, v)
 	for _, tf := range tomltext.Fields(t) {
 		f, name := tf.Field, tf.Name
+		if ck != nil && !ck.Applies(name) {
+			continue // uncommented, the validation would refuse it
+		}
 		key := path + "." + name
 		fv := v.FieldByIndex(tf.Index)
 		doc := w.docs.field(tf.Owner, f.Name)
@@ -213,6 +218,26 @@ func (w *configWriter) fields(path string, v reflect.Value, commented bool) {
 			w.fields(s.path, s.v, false)
 		}
 	}
+}
+
+// conditional returns v as a framework.ConditionalKeys, or nil, judged with
+// the values the generated file sets in its table (a disk's driver) in place
+// of v's defaults.
+func (w *configWriter) conditional(path string, v reflect.Value) framework.ConditionalKeys {
+	if _, ok := v.Interface().(framework.ConditionalKeys); !ok {
+		return nil
+	}
+	c := reflect.New(v.Type()).Elem()
+	c.Set(v)
+	for _, tf := range tomltext.Fields(v.Type()) {
+		f := c.FieldByIndex(tf.Index)
+		if val, ok := w.set[path+"."+tf.Name]; ok && f.Kind() == reflect.String {
+			if s, err := strconv.Unquote(val); err == nil {
+				f.SetString(s)
+			}
+		}
+	}
+	return c.Interface().(framework.ConditionalKeys)
 }
 
 // entries lists the map entries the set keys name under key ("plugin.http.upstreams"
