@@ -502,6 +502,7 @@ func (a *App) bind(errs *ConfigErrors) {
 		*errs = append(*errs, err...)
 	}
 	a.plugins = order
+	a.raw.nameVariables(*errs)
 }
 
 func (a *App) compileFix(name string) string {

@@ -363,6 +363,60 @@ func TestListElementErrorsNameTheirLine(t *testing.T) {
 	}
 }
 
+// TestEnvironmentErrorsNameTheirVariable: an error about a value the
+// environment set names the variable that set it, after the key, whether the
+// value has the wrong type or breaks a rule; an element of a list names the
+// list's variable. A value of the file names its line and no variable.
+func TestEnvironmentErrorsNameTheirVariable(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "jfast.toml")
+	text := "[app]\nidle_timeout = \"0s\"\n[plugins]\nenabled = [\"fake\"]\n"
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := framework.New(framework.Options{
+		ConfigFile: path,
+		Plugins:    []framework.Plugin{newFake("fake", nil)},
+		Environ: []string{
+			"JFAST_APP_REQUEST_TIMEOUT=0",                   // a rule: must be positive
+			"JFAST_APP_SHUTDOWN_TIMEOUT=soon",               // a type: not a duration
+			"JFAST_FAKE_RETRIES=ten",                        // a type: not an integer
+			"JFAST_FAKE_TARGETS__BILLING__TIMEOUT=0",        // a rule, in a map's entry
+			"JFAST_FAKE_TARGETS__BILLING__URL=http://b",     // with a valid sibling
+			"JFAST_APP_ADMIN_HOSTS=a.internal,b.internal:9", // an element of a list
+		},
+		LogOutput: io.Discard,
+	})
+	var errs framework.ConfigErrors
+	if !errors.As(err, &errs) {
+		t.Fatalf("want ConfigErrors, got %v", err)
+	}
+	want := map[string]string{
+		"app.request_timeout":                 "app.request_timeout (JFAST_APP_REQUEST_TIMEOUT): must be a positive duration, got 0s; fix: ",
+		"app.shutdown_timeout":                `app.shutdown_timeout (JFAST_APP_SHUTDOWN_TIMEOUT): "soon" is not a duration; fix: `,
+		"plugin.fake.retries":                 `plugin.fake.retries (JFAST_FAKE_RETRIES): must be an integer, got "ten"; fix: `,
+		"plugin.fake.targets.billing.timeout": "plugin.fake.targets.billing.timeout (JFAST_FAKE_TARGETS__BILLING__TIMEOUT): must be a positive duration, got 0s; fix: ",
+		"app.admin_hosts[1]":                  "app.admin_hosts[1] (JFAST_APP_ADMIN_HOSTS): ",
+		"app.idle_timeout":                    path + ":2: app.idle_timeout: must be a positive duration, got 0s; fix: ",
+	}
+	if len(errs) != len(want) {
+		t.Errorf("%d errors, want %d: %v", len(errs), len(want), errs)
+	}
+	for _, e := range errs {
+		prefix, ok := want[e.Key]
+		if !ok {
+			t.Errorf("unexpected error %v", e)
+			continue
+		}
+		if !strings.HasPrefix(e.Error(), prefix) {
+			t.Errorf("%s:\n got %s\nwant it to begin %s", e.Key, e.Error(), prefix)
+		}
+		if fromFile := e.Key == "app.idle_timeout"; fromFile != (e.EnvVar == "") || fromFile != (e.Line > 0) {
+			t.Errorf("%s: EnvVar %q, line %d", e.Key, e.EnvVar, e.Line)
+		}
+	}
+}
+
 func TestPluginTableForPluginsAndOneSuggestion(t *testing.T) {
 	t.Parallel()
 	errs := configErrors(t, jfasttest.Options{

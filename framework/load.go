@@ -167,6 +167,20 @@ func (raw *rawConfig) locate(fileName string, text []byte, errs ConfigErrors) {
 	}
 }
 
+// nameVariables gives each error about a value the environment set the
+// variable that set it (ConfigError.EnvVar): such a value has no line in
+// the file, so the variable is what says where to correct it. An error
+// about an element of a list names the list's variable; one about a table
+// the environment alone wrote, every variable under it. An error about a
+// key nobody set (one the file lacks) names none.
+func (raw *rawConfig) nameVariables(errs ConfigErrors) {
+	for i, e := range errs {
+		if e.EnvVar == "" {
+			errs[i].EnvVar = strings.Join(envOnly(raw.sources, listKey(e.Key)), ", ")
+		}
+	}
+}
+
 // listKey returns the key that writes the value an error is about: for an
 // element of a list ("plugin.http.upstreams.orders.instances[1]") the
 // list's, whose line is the element's (or the line the list starts on), or

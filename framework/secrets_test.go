@@ -173,7 +173,7 @@ retries = "three"
 		"plugin.vault.headers: must be a table, got a string (not shown",
 		"plugin.vault.token_value: must be a string, got a list (not shown",
 		`plugin.vault.retries: must be an integer, got "three"`,
-		`plugin.vault.url: parse "https://ops:***@vault:8200"`,
+		`plugin.vault.url (JFAST_VAULT_URL): parse "https://ops:***@vault:8200"`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("errors lack %q:\n%s", want, text)

@@ -18,12 +18,18 @@ type ConfigError struct {
 	// Options.ConfigText, which has no file to point into).
 	File string
 	Line int
+	// EnvVar names the variable that set Key's value, when the environment
+	// did: it says where the value comes from, as File and Line do for a
+	// file's. An error about a table the environment alone wrote names each
+	// of its variables, comma-separated. It is "" otherwise.
+	EnvVar string
 }
 
 // Error returns "file:line: key: problem; fix: fix", without "file:line: "
-// when Line is 0.
+// when Line is 0, and with the variable after the key when the environment
+// set the value: "key (JFAST_...): problem; fix: fix".
 func (e ConfigError) Error() string {
-	s := e.Key + ": " + e.Problem
+	s := e.KeyAndSource() + ": " + e.Problem
 	if e.Line > 0 {
 		s = fmt.Sprintf("%s:%d: %s", e.File, e.Line, s)
 	}
@@ -31,6 +37,16 @@ func (e ConfigError) Error() string {
 		return s
 	}
 	return s + "; fix: " + e.Fix
+}
+
+// KeyAndSource returns Key, followed by the variable that set its value in
+// parentheses when the environment did: "app.request_timeout
+// (JFAST_APP_REQUEST_TIMEOUT)".
+func (e ConfigError) KeyAndSource() string {
+	if e.EnvVar == "" {
+		return e.Key
+	}
+	return e.Key + " (" + e.EnvVar + ")"
 }
 
 // ConfigErrors is every problem found in a configuration, reported together so one

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -90,6 +91,31 @@ timeout = "-1s"
 	}
 	if strings.Contains(errOut, "\x1b[") {
 		t.Error("colour written to a stream that is not a terminal")
+	}
+}
+
+// TestEnvironmentErrorsNameTheirVariableInCheckAndServe: check and serve
+// print an error about a value the environment set with its variable after
+// the key, where a file's error has its line; the wrong type and the broken
+// rule alike.
+func TestEnvironmentErrorsNameTheirVariableInCheckAndServe(t *testing.T) {
+	t.Parallel()
+	path := writeConfig(t, "[app]\nidle_timeout = \"0s\"\n")
+	want := []string{
+		`app.shutdown_timeout (JFAST_APP_SHUTDOWN_TIMEOUT): "soon" is not a duration; fix: write a duration such as "250ms" or "5s", or a number of seconds`,
+		`app.request_timeout (JFAST_APP_REQUEST_TIMEOUT): must be a positive duration, got 0s; fix: set a duration such as "5s" or a number of seconds; deadlines cannot be switched off`,
+		path + `:2: app.idle_timeout: must be a positive duration, got 0s; fix: set a duration such as "5s" or a number of seconds; deadlines cannot be switched off`,
+		"3 configuration errors",
+	}
+	for _, command := range []string{"check", "serve"} {
+		opts := framework.Options{Environ: []string{"JFAST_APP_REQUEST_TIMEOUT=0", "JFAST_APP_SHUTDOWN_TIMEOUT=soon"}}
+		code, _, errOut := run(t, opts, command, "--config", path)
+		if code != 1 {
+			t.Fatalf("%s: exit %d, want 1; stderr %s", command, code, errOut)
+		}
+		if lines := strings.Split(strings.TrimSpace(errOut), "\n"); !slices.Equal(lines, want) {
+			t.Errorf("%s: stderr\n%s\nwant\n%s", command, errOut, strings.Join(want, "\n"))
+		}
 	}
 }
 

@@ -52,10 +52,11 @@ func lookupEnv(environ []string, name string) string {
 }
 
 // writeConfigErrors prints one line per problem — where the file writes it
-// (file:line:, when it does), key, rule, fix — then a count.
+// (file:line:, when it does), key (with its variable, when the environment
+// set it), rule, fix — then a count.
 func writeConfigErrors(w io.Writer, errs framework.ConfigErrors, color bool) {
 	for _, e := range errs {
-		key, fix := e.Key, e.Fix
+		key, fix := e.KeyAndSource(), e.Fix
 		if color {
 			key = ansiBold + ansiRed + key + ansiReset
 		}
