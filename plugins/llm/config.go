@@ -223,6 +223,13 @@ func refuseHedgingKeys(v *framework.Validation, p ProviderConfig) {
 	}
 }
 
+// Applies implements framework.ConditionalKeys: hedge_after and max_hedges
+// are refused whenever they are set, so the config command and jfast new
+// leave them out of a provider's table.
+func (p ProviderConfig) Applies(key string) bool {
+	return key != "hedge_after" && key != "max_hedges"
+}
+
 // checkBaseURL returns what is wrong with a provider's base URL, or "".
 func checkBaseURL(s string) string { return framework.BaseURLProblem(s, "api_key") }
 

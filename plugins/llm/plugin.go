@@ -167,7 +167,8 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 }
 
 var (
-	_ framework.ClientPlugin = (*Plugin)(nil)
-	_ framework.Dependent    = (*Plugin)(nil)
-	_ framework.Stopper      = (*Plugin)(nil)
+	_ framework.ClientPlugin    = (*Plugin)(nil)
+	_ framework.Dependent       = (*Plugin)(nil)
+	_ framework.Stopper         = (*Plugin)(nil)
+	_ framework.ConditionalKeys = ProviderConfig{}
 )
