@@ -139,9 +139,11 @@ func (p *Plugin) closeDisks() {
 	}
 }
 
-// Check implements framework.Checker: every disk in parallel, each bounded by
-// ctx (readiness_timeout). A disk whose breaker is open is reported from the
-// breaker, with no I/O; otherwise a HEAD of the bucket or a stat of the root.
+// Check implements framework.Checker: every disk in parallel, each given two
+// thirds of ctx's time (readiness_timeout), so the check answers in time with
+// the disk that did not (see probe). A disk whose breaker is open is reported
+// from the breaker, with no I/O; otherwise a HEAD of the bucket or a stat of
+// the root.
 // An unreachable disk and an open breaker (opened by such failures) are both
 // reported unreachable, so the verdict holds for the whole outage: /ready is
 // unavailable only when [plugin.storage] critical = true; otherwise the
@@ -173,7 +175,7 @@ func (p *Plugin) Check(ctx context.Context) readiness.Report {
 					return
 				}
 			}
-			if err := d.drv.check(ctx); err != nil {
+			if err := probe(ctx, d); err != nil {
 				r.err, r.critical = err, true
 			}
 		})
