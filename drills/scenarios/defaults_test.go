@@ -104,8 +104,13 @@ func TestDrillDefaultsPostgresPaused(t *testing.T) {
 			var l *load
 			if tc.busy {
 				take = func() error {
+					// The load starts once the server is paused: pausing
+					// the postmaster and its backends can take longer than
+					// the load's first 0.3 s on a loaded machine, and a
+					// request answered before the pause is no part of it.
+					err := srv.Pause()
 					l = startLoad(svc.URL+"/db", 300*time.Millisecond)
-					return srv.Pause()
+					return err
 				}
 				give = func() error {
 					// The drill gives the server back once the breaker
