@@ -102,10 +102,17 @@ func (b *binder) unknown(key, name string, known []string) {
 			b.errorf(strings.Join(vars, ", "), fix, "%s %s", envName(key), problem)
 			return
 		}
-		// No file holds this key: name what the user wrote.
+		// No file holds this key: name what the user wrote, and what it
+		// could have been, as variables too.
 		fix := "remove the variable"
 		if s := suggest(name, known); s != "" {
 			fix = fmt.Sprintf("did you mean %s?", envName(join(parent, s)))
+		} else if len(known) > 0 {
+			names := make([]string, 0, len(known))
+			for _, k := range slices.Sorted(slices.Values(known)) {
+				names = append(names, envName(join(parent, k)))
+			}
+			fix = "remove the variable; known variables here: " + strings.Join(names, ", ")
 		}
 		b.errorf(strings.Join(vars, ", "), fix, "%s has no key %q", parent, name)
 		return

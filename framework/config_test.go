@@ -229,6 +229,31 @@ func TestEnvironmentUnknownKeyIsAnError(t *testing.T) {
 	}
 }
 
+// TestUnknownKeyWithNoCloseMatchListsTheKnownKeys: an unknown key with no
+// known key within edit distance 2 gets the table's known keys, in the
+// file's words from the file and as variables from the environment.
+func TestUnknownKeyWithNoCloseMatchListsTheKnownKeys(t *testing.T) {
+	t.Parallel()
+	errs := configErrors(t, jfasttest.Options{
+		TOML:    "[plugins]\nenabled = [\"fake\"]\n[plugin.fake]\ncolour = \"red\"\n",
+		Plugins: []framework.Plugin{newFake("fake", nil)},
+		Env: map[string]string{
+			"JFAST_FAKE_FLAVOUR":                "vanilla",
+			"JFAST_FAKE_TARGETS__CRM__URL":      "http://crm",
+			"JFAST_FAKE_TARGETS__CRM__PRIORITY": "1",
+		},
+	})
+	for key, fix := range map[string]string{
+		"plugin.fake.colour":                "remove it; known keys here: address, retries, secret, targets, timeout",
+		"JFAST_FAKE_FLAVOUR":                "remove the variable; known variables here: JFAST_FAKE_ADDRESS, JFAST_FAKE_RETRIES, JFAST_FAKE_SECRET, JFAST_FAKE_TARGETS, JFAST_FAKE_TIMEOUT",
+		"JFAST_FAKE_TARGETS__CRM__PRIORITY": "remove the variable; known variables here: JFAST_FAKE_TARGETS__CRM__TIMEOUT, JFAST_FAKE_TARGETS__CRM__URL",
+	} {
+		if e, ok := errs[key]; !ok || e.Fix != fix {
+			t.Errorf("%s: fix %q, want %q; all: %v", key, e.Fix, fix, errs)
+		}
+	}
+}
+
 func TestTOMLErrorsSayWhere(t *testing.T) {
 	t.Parallel()
 	cases := []struct{ name, text, key, problem, fix string }{
