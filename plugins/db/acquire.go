@@ -527,12 +527,7 @@ func (g *gate) coldTurn(ctx context.Context) (done func(), _ error) {
 			ch = make(chan struct{})
 			g.cold = ch
 			g.coldMu.Unlock()
-			return func() {
-				g.coldMu.Lock()
-				g.cold = nil
-				g.coldMu.Unlock()
-				close(ch)
-			}, nil
+			return func() { g.endColdTurn(ch) }, nil
 		}
 		g.coldMu.Unlock()
 		select {
@@ -547,6 +542,16 @@ func (g *gate) coldTurn(ctx context.Context) (done func(), _ error) {
 			return nil, nil
 		}
 	}
+}
+
+// endColdTurn ends the turn coldTurn gave (ch is its channel): the next
+// acquire that finds no connection open may open one, and the waiters look
+// again.
+func (g *gate) endColdTurn(ch chan struct{}) {
+	g.coldMu.Lock()
+	g.cold = nil
+	g.coldMu.Unlock()
+	close(ch)
 }
 
 // replaceBound is how long the attempt that replaces a connection whose
