@@ -29,7 +29,8 @@ const (
 )
 
 // Defaults of the [plugin.idempotency] table. The lease has no constant: it
-// defaults to LeaseFactor × app.request_timeout.
+// defaults to LeaseFactor × app.request_timeout, at least app.request_timeout
+// + 2s.
 const (
 	DefaultTTL             = 24 * time.Hour
 	DefaultStoreTimeout    = 5 * time.Second
@@ -42,6 +43,21 @@ const (
 	// 30s default request_timeout.
 	LeaseFactor = 4
 )
+
+// writeGrace is how long past its request deadline a request may still write
+// its response: the framework sets the write deadline at the request's
+// deadline plus one second (framework/body.go's writeGrace, unexported;
+// docs/framework.md, "Slow clients"). A lease must outlast it too, or a first
+// request whose key was taken over could still send its response.
+const writeGrace = time.Second
+
+// defaultLease is LeaseFactor × request_timeout, but at least request_timeout
+// + 2s: under a 333ms request_timeout, the factor alone would not clear the
+// write grace, and the second above it keeps a margin for a handler that runs
+// late.
+func defaultLease(requestTimeout time.Duration) time.Duration {
+	return max(LeaseFactor*requestTimeout, requestTimeout+2*writeGrace)
+}
 
 // DefaultHeaders are the response headers stored and replayed by default:
 // the ones that describe the stored body or the resource it created.
@@ -75,11 +91,13 @@ type Config struct {
 	// Lease is how long a first request holds its key while it runs. A repeat
 	// during the lease gets 409; after it, the key is taken over and the
 	// handler runs again, so a crashed first request does not hold its key for
-	// the whole TTL. It must be longer than app.request_timeout: the request
-	// deadline stops a handler that watches its context, but a handler that
-	// ignores it, a GC pause or a slow store write can run past it, and a lease
-	// that ends while the first request still runs lets a second one start.
-	// Defaults to 4 × app.request_timeout (2m with the 30s default).
+	// the whole TTL. It must be longer than app.request_timeout + 1s (the
+	// request's write deadline): the request deadline stops a handler that
+	// watches its context, but a handler that ignores it, a GC pause or a slow
+	// store write can run past it, and a lease that ends while the first
+	// request still runs, or can still write its response, lets a second one
+	// start. Defaults to 4 × app.request_timeout (2m with the 30s default), at
+	// least app.request_timeout + 2s.
 	Lease time.Duration `koanf:"lease"`
 
 	// StoreTimeout bounds every call to the store (take the key, store the
@@ -168,12 +186,17 @@ func validTable(t string) bool {
 }
 
 // ResolveDefaults implements framework.Resolver: lease defaults to
-// LeaseFactor × app.request_timeout and key_prefix to app.name + ":idempotency:".
+// LeaseFactor × app.request_timeout (at least app.request_timeout + 2s) and key_prefix to app.name + ":idempotency:".
 func (p *Plugin) ResolveDefaults(r *framework.Resolution) {
 	c := &p.cfg
 	if !r.IsSet("lease") && c.Lease == 0 {
-		c.Lease = LeaseFactor * r.App().RequestTimeout
-		r.Computed("lease", fmt.Sprintf("default: %d × app.request_timeout", LeaseFactor))
+		rt := r.App().RequestTimeout
+		c.Lease = defaultLease(rt)
+		if c.Lease == LeaseFactor*rt {
+			r.Computed("lease", fmt.Sprintf("default: %d × app.request_timeout", LeaseFactor))
+		} else {
+			r.Computed("lease", "default: app.request_timeout + 2s")
+		}
 	}
 	if c.KeyPrefix == "" {
 		c.KeyPrefix = r.App().Name + ":idempotency:"
@@ -203,10 +226,10 @@ func (p *Plugin) Validate(v *framework.Validation) {
 	v.Deadline("store_timeout", c.StoreTimeout)
 	v.Deadline("retry_after", c.RetryAfter)
 	v.Deadline("sweep_interval", c.SweepInterval)
-	if c.Lease > 0 && rt > 0 && c.Lease <= rt {
-		v.Error("lease", fmt.Sprintf("must be longer than app.request_timeout (%s), got %s: a lease that ends while the first request may still run lets a second one run",
-			framework.FormatDuration(rt), framework.FormatDuration(c.Lease)),
-			fmt.Sprintf("set lease = %q or remove it (the default is %d × app.request_timeout)", framework.FormatDuration(LeaseFactor*rt), LeaseFactor))
+	if c.Lease > 0 && rt > 0 && c.Lease <= rt+writeGrace {
+		v.Error("lease", fmt.Sprintf("must be longer than app.request_timeout + 1s (%s), got %s: a lease that ends while the first request may still run or write its response lets a second one run",
+			framework.FormatDuration(rt+writeGrace), framework.FormatDuration(c.Lease)),
+			fmt.Sprintf("set lease = %q or remove it (the default is %d × app.request_timeout, at least app.request_timeout + 2s)", framework.FormatDuration(defaultLease(rt)), LeaseFactor))
 	}
 	if c.TTL > 0 && c.Lease > 0 && c.TTL <= c.Lease {
 		v.Error("ttl", fmt.Sprintf("must be longer than lease (%s), got %s: a key would expire while its first request runs",

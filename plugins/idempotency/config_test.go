@@ -60,6 +60,52 @@ func TestConfigRefusals(t *testing.T) {
 	}
 }
 
+// The lease must outlast the request's write deadline (request_timeout + 1s),
+// not only its deadline: a lease within that second lets a first request whose
+// key was taken over still send its response.
+func TestLeaseMustOutlastWriteDeadline(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, app, toml string
+		refused         bool
+	}{
+		{"equal to request_timeout", "", `lease = "30s"`, true},
+		{"half a second above", "", `lease = "30.5s"`, true},
+		{"exactly request_timeout + 1s", "", `lease = "31s"`, true},
+		{"just above request_timeout + 1s", "", `lease = "31001ms"`, false},
+		{"default lease, default request_timeout", "", "", false},
+		{"default lease, 500ms request_timeout", `request_timeout = "500ms"`, "", false},
+		{"default lease, 200ms request_timeout", `request_timeout = "200ms"`, "", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ces := jfasttest.ConfigErrors(t, jfasttest.Options{
+				TOML:    "[app]\n" + c.app + "\n[plugins]\nenabled = [\"db\", \"idempotency\"]\n[plugin.idempotency]\n" + c.toml + "\n",
+				Plugins: []framework.Plugin{db.New(), New()},
+				Env:     map[string]string{"JFAST_DB_URL": testURL("")},
+			})
+			i := slices.IndexFunc(ces, func(e framework.ConfigError) bool { return e.Key == "plugin.idempotency.lease" })
+			if !c.refused {
+				if i >= 0 {
+					t.Fatalf("lease refused: %v", ces[i])
+				}
+				return
+			}
+			if i < 0 {
+				t.Fatalf("no error for plugin.idempotency.lease in %v", ces)
+			}
+			want := "must be longer than app.request_timeout + 1s (31s)"
+			if !strings.Contains(ces[i].Problem, want) {
+				t.Fatalf("problem %q, want it to say %q", ces[i].Problem, want)
+			}
+			if want := `set lease = "2m"`; !strings.Contains(ces[i].Fix, want) {
+				t.Fatalf("fix %q, want it to say %q", ces[i].Fix, want)
+			}
+		})
+	}
+}
+
 func TestConfigReportsEveryProblemAtOnce(t *testing.T) {
 	t.Parallel()
 	ces := configErrors(t, "[plugin.idempotency]\nstore = \"x\"\nttl = 0\ntable = \"-\"\n")
