@@ -255,19 +255,23 @@ func (a *App) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	// A listen error is made while every listener still listens, so it
+	// can name this process when one of them holds the port.
 	ln, err := net.Listen("tcp", a.cfg.Listen)
 	if err != nil {
+		err = ListenError("app.listen", "JFAST_APP_LISTEN", a.cfg.Listen, err)
 		a.shutdownServers(context.Background())
 		a.stopPlugins(context.Background())
-		return ListenError("app.listen", "JFAST_APP_LISTEN", a.cfg.Listen, err)
+		return err
 	}
 	var adminLn net.Listener
 	if admin != nil {
 		if adminLn, err = net.Listen("tcp", a.cfg.AdminListen); err != nil {
+			err = ListenError("app.admin_listen", "JFAST_APP_ADMIN_LISTEN", a.cfg.AdminListen, err)
 			ln.Close()
 			a.shutdownServers(context.Background())
 			a.stopPlugins(context.Background())
-			return ListenError("app.admin_listen", "JFAST_APP_ADMIN_LISTEN", a.cfg.AdminListen, err)
+			return err
 		}
 	}
 	a.listener, a.adminListener, a.adminRouter = ln, adminLn, admin

@@ -455,6 +455,7 @@ func (a *App) bind(errs *ConfigErrors) {
 		}
 		*errs = append(*errs, ConfigError{Key: "plugin." + name, Problem: "configures a plugin that is not compiled into this service", Fix: fix})
 	}
+	var listens []listenAddr
 	for _, name := range slices.Sorted(maps.Keys(a.compiled)) {
 		p := a.compiled[name]
 		key := "plugin." + name
@@ -490,7 +491,7 @@ func (a *App) bind(errs *ConfigErrors) {
 			rp.ResolveDefaults(&Resolution{prefix: key, app: &a.cfg, set: b.set, sources: a.raw.sources, notes: a.computed})
 		}
 		if vp, ok := p.(Validator); ok {
-			pv := &Validation{prefix: key, app: &a.cfg, errs: errs, set: b.set, critical: a.critical[name], enabled: enabled}
+			pv := &Validation{prefix: key, app: &a.cfg, errs: errs, set: b.set, critical: a.critical[name], enabled: enabled, listens: &listens}
 			if a.opts.StandIn {
 				pv.undecided = &a.undecided
 			}
@@ -504,6 +505,7 @@ func (a *App) bind(errs *ConfigErrors) {
 	}
 	a.enabled = plugins.Enabled
 	a.validatePublicAdmin(errs, enabled)
+	*errs = append(*errs, sharedPorts(&a.cfg, listens)...)
 	order, err := startOrder(plugins.Enabled, a.compiled, enabled)
 	if err != nil {
 		*errs = append(*errs, err...)

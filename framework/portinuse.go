@@ -99,3 +99,59 @@ func portHolder(port int) (pid int, cmd string, ok bool) {
 	}
 	return 0, "", false
 }
+
+// listenAddr is one listener of a configuration: its full key and address.
+type listenAddr struct{ key, addr string }
+
+// sharedPorts refuses two listeners of one configuration that cannot both
+// listen (app.listen, app.admin_listen and the keys plugins report with
+// [Validation.Listens]): the second would fail the start with "address
+// already in use", held by the service itself, and the file says so before
+// anything listens. app.admin_listen equal to app.listen is its own rule's
+// (validateAdminListen), so that pair is left to it.
+func sharedPorts(cfg *AppConfig, plugins []listenAddr) ConfigErrors {
+	all := []listenAddr{{"app.listen", cfg.Listen}}
+	if cfg.AdminListen != "" {
+		all = append(all, listenAddr{"app.admin_listen", cfg.AdminListen})
+	}
+	all = append(all, plugins...)
+	var errs ConfigErrors
+	for j, b := range all {
+		for _, a := range all[:j] {
+			if !sharePort(a.addr, b.addr) || a.key == "app.listen" && b.key == "app.admin_listen" && a.addr == b.addr {
+				continue
+			}
+			errs = append(errs, ConfigError{Key: b.key,
+				Problem: fmt.Sprintf("is %s, and %s is %s: two listeners of this service cannot share a port (the second would fail the start with address already in use)", b.addr, a.key, a.addr),
+				Fix:     fmt.Sprintf("give one of them a port of its own: %s (%s) or %s (%s)", b.key, envName(b.key), a.key, envName(a.key))})
+			break
+		}
+	}
+	return errs
+}
+
+// sharePort reports whether listeners on a and b cannot both listen: the
+// same port (not 0, which the system picks) on the same host, or on a
+// wildcard host and a host it covers.
+func sharePort(a, b string) bool {
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil || pa != pb || pa == "0" {
+		return false
+	}
+	return ha == hb || covers(ha, hb) || covers(hb, ha)
+}
+
+// covers reports whether a listener on host w takes the port on host h too:
+// Go listens on both address families for "" and "::", on IPv4 for
+// "0.0.0.0" (a name is taken to be one of its addresses).
+func covers(w, h string) bool {
+	switch w {
+	case "", "::":
+		return true
+	case "0.0.0.0":
+		ip := net.ParseIP(h)
+		return ip == nil || ip.To4() != nil
+	}
+	return false
+}

@@ -104,3 +104,87 @@ func TestPortInUseSaysWhoAndTheFix(t *testing.T) {
 		})
 	}
 }
+
+// heldListener is a plugin that serves a protocol of its own on a listener
+// it is given (as the grpc plugin's server does on its listen key), without
+// reporting its address to the validation.
+type heldListener struct{ ln net.Listener }
+
+func (p *heldListener) Name() string                       { return "held" }
+func (p *heldListener) Serve(*framework.App) error         { return nil }
+func (p *heldListener) Shutdown(ctx context.Context) error { return p.ln.Close() }
+
+// TestPortHeldByTheServiceItself: app.listen on the port another listener of
+// the same service holds says so, though that listener is shut down before
+// the start returns.
+func TestPortHeldByTheServiceItself(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	app, err := framework.New(framework.Options{
+		ConfigText: fmt.Sprintf("[app]\nlisten = %q\n[plugins]\nenabled = [\"held\"]\n", ln.Addr()),
+		Environ:    []string{}, LogOutput: io.Discard,
+		Plugins: []framework.Plugin{&heldListener{ln: ln}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = app.Start(context.Background())
+	if err == nil {
+		_ = app.Stop(context.Background())
+		t.Fatal("started on a port the service holds")
+	}
+	if want := "(by this process: another of its listeners has port " + port + ")"; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q lacks %q", err, want)
+	}
+}
+
+// listensOn is a plugin whose validation reports a listener of its own on
+// [plugin.listens] listen.
+type listensOn struct{ cfg struct{ Listen string } }
+
+func (p *listensOn) Name() string                     { return "listens" }
+func (p *listensOn) Config() any                      { return &p.cfg }
+func (p *listensOn) Validate(v *framework.Validation) { v.Listens("listen", p.cfg.Listen) }
+
+// TestListenersThatShareAPortAreRefused: two listeners of one configuration
+// that cannot both listen are refused before anything listens, naming both
+// keys; different ports, port 0 and hosts of another family pass.
+func TestListenersThatShareAPortAreRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, app, plugin, key, want string }{
+		{"plugin on app.listen", `listen = "127.0.0.1:27200"`, "127.0.0.1:27200", "plugin.listens.listen",
+			"plugin.listens.listen: is 127.0.0.1:27200, and app.listen is 127.0.0.1:27200: two listeners of this service cannot share a port (the second would fail the start with address already in use); fix: give one of them a port of its own: plugin.listens.listen (JFAST_LISTENS_LISTEN) or app.listen (JFAST_APP_LISTEN)"},
+		{"plugin on the admin port", "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:27201\"", "127.0.0.1:27201", "plugin.listens.listen", "and app.admin_listen is 127.0.0.1:27201"},
+		{"app on every address", `listen = ":27202"`, "127.0.0.1:27202", "plugin.listens.listen", "and app.listen is :27202"},
+		{"plugin on every IPv4 address", `listen = "127.0.0.1:27203"`, "0.0.0.0:27203", "plugin.listens.listen", "is 0.0.0.0:27203, and app.listen"},
+		{"admin on every address", "listen = \"127.0.0.1:27204\"\nadmin_listen = \"[::]:27204\"", "", "app.admin_listen", "is [::]:27204, and app.listen is 127.0.0.1:27204"},
+		{"another port", `listen = "127.0.0.1:27205"`, "127.0.0.1:27206", "", ""},
+		{"port 0 twice", `listen = "127.0.0.1:0"`, "127.0.0.1:0", "", ""},
+		{"IPv4 wildcard and IPv6 loopback", `listen = "0.0.0.0:27207"`, "[::1]:27207", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			text := "[app]\n" + tc.app + "\n[plugins]\nenabled = [\"listens\"]\n"
+			if tc.plugin != "" {
+				text += fmt.Sprintf("[plugin.listens]\nlisten = %q\n", tc.plugin)
+			}
+			_, err := framework.New(framework.Options{ConfigText: text, Environ: []string{}, LogOutput: io.Discard,
+				Plugins: []framework.Plugin{&listensOn{}}})
+			var errs framework.ConfigErrors
+			if tc.key == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if !errors.As(err, &errs) || len(errs) != 1 || errs[0].Key != tc.key || !strings.Contains(errs[0].Error(), tc.want) {
+				t.Fatalf("error %v, want one on %s saying %q", err, tc.key, tc.want)
+			}
+		})
+	}
+}

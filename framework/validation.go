@@ -81,6 +81,8 @@ type Validation struct {
 	critical bool
 	// enabled is [plugins] enabled, the names compiled in.
 	enabled map[string]bool
+	// listens collects the plugins' listeners (Listens).
+	listens *[]listenAddr
 }
 
 // App returns the validated [app] table, for rules that depend on it (production).
@@ -125,6 +127,16 @@ func (v *Validation) RequirePlugin(key, name, uses, otherwise string) {
 	}
 	v.Error(key, fmt.Sprintf("%s, and plugin %q is not enabled", uses, name),
 		fmt.Sprintf("add %q to [plugins] enabled, or %s", name, otherwise))
+}
+
+// Listens records that the plugin listens on addr, the value of key
+// (relative to the table), as the grpc plugin's server does: the boot, and
+// check, refuse two listeners of one configuration (app.listen and
+// app.admin_listen among them) that cannot share a port, naming both keys.
+func (v *Validation) Listens(key, addr string) {
+	if v.listens != nil && addr != "" {
+		*v.listens = append(*v.listens, listenAddr{v.Key(key), addr})
+	}
 }
 
 // IsSet reports whether the file or the environment set key (relative).

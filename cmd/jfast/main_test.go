@@ -313,3 +313,19 @@ func uncomment(text []byte) []byte {
 	}
 	return []byte(strings.Join(out, "\n"))
 }
+
+// TestCheckRefusesListenersOnOnePort: app.listen and the grpc server's listen
+// on one address are refused by check, as by the boot, naming both keys.
+func TestCheckRefusesListenersOnOnePort(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "jfast.toml")
+	text := "[app]\nname = \"orders\"\nlisten = \"127.0.0.1:27200\"\n[plugins]\nenabled = [\"observability\", \"grpc\"]\n[plugin.grpc.server]\nlisten = \"127.0.0.1:27200\"\n"
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := jfast(t, "check", "--config", file)
+	want := "plugin.grpc.server.listen: is 127.0.0.1:27200, and app.listen is 127.0.0.1:27200: two listeners of this service cannot share a port"
+	if code != 1 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "JFAST_GRPC_SERVER__LISTEN") {
+		t.Fatalf("exit %d, stderr:\n%s\nwant %s", code, stderr, want)
+	}
+}

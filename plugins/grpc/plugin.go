@@ -101,6 +101,7 @@ func (p *Plugin) Validate(v *framework.Validation) {
 		if problem := checkListen(l); problem != "" {
 			v.Sub("server").Error("listen", problem, `set an address such as "127.0.0.1:9000", in the file or in JFAST_GRPC_SERVER__LISTEN, or remove it to serve no gRPC`)
 		}
+		v.Sub("server").Listens("listen", l)
 	}
 }
 
