@@ -35,17 +35,18 @@ func tomlError(fileName string, text []byte, err error, secret func(string) bool
 	}
 	problem := "is not valid TOML: " + msg
 	// A missing `]` is found where the parser runs into what follows the
-	// array (the next table, lines below): the mistake is the array's.
-	if strings.Contains(msg, "array") {
-		if l, c, ok := unclosedArray(text, row); ok && l < row {
-			row, col = l, c
-			problem = fmt.Sprintf("is not valid TOML: the array opened on line %d, column %d is not closed (%s)", l, c, msg)
-			lines := strings.Split(string(text), "\n")
-			return ConfigError{
-				Key:     fmt.Sprintf("%s:%d:%d", fileName, row, col),
-				Problem: fmt.Sprintf("%s; line %d reads `%s`", problem, row, maskLine(lines[:row], secret)),
-				Fix:     fmt.Sprintf("close the array that line %d opens with ]", row),
-			}
+	// array, whatever that is (an element without a comma, the next table
+	// read as an array, a key, the end of the file), and its message is
+	// about that: the mistake is the array's, and is reported at its `[`.
+	// An error on the array's own line, before the end of the file, is
+	// that line's (an element without its comma).
+	if l, c, ok := unclosedArray(text); ok && (l < row || l == row && atEnd(text, row, col)) {
+		problem = fmt.Sprintf("is not valid TOML: the array opened on line %d, column %d is not closed (%s)", l, c, msg)
+		lines := strings.Split(string(text), "\n")
+		return ConfigError{
+			Key:     fmt.Sprintf("%s:%d:%d", fileName, l, c),
+			Problem: fmt.Sprintf("%s; line %d reads `%s`", problem, l, maskLine(lines[:l], secret)),
+			Fix:     fmt.Sprintf("close the array that line %d opens with ]", l),
 		}
 	}
 	if first > 0 {
@@ -248,17 +249,18 @@ func lineOf(lines map[string]int, key string) int {
 	return 0
 }
 
-// unclosedArray finds the array still open at line row of text (1-based),
-// where a parser that runs on past a missing `]` reports it: the line and
-// column of its `[`, or ok false when no array is open there. Strings and
-// comments are skipped; a `[` is an array only after a key's `=` or inside
-// another array (elsewhere it starts a table header).
-func unclosedArray(text []byte, row int) (line, col int, ok bool) {
+// unclosedArray finds the array text leaves open: the line and column of
+// the `[` of the outermost array still open at the end of the file, or ok
+// false when every array is closed. Strings and comments are skipped; a `[`
+// is an array only after a key's `=` or inside another array (elsewhere it
+// starts a table header), so a header below an open array counts as an
+// array inside it, opened and closed, and the open one stays open.
+func unclosedArray(text []byte) (line, col int, ok bool) {
 	type open struct{ line, col int }
 	var stack []open
 	inValue := false
 	l, start := 1, 0 // the line, and where it starts in text
-	for i := 0; i < len(text) && l < row; i++ {
+	for i := 0; i < len(text); i++ {
 		switch ch := text[i]; {
 		case ch == '\n':
 			l, start = l+1, i+1
@@ -299,4 +301,19 @@ func unclosedArray(text []byte, row int) (line, col int, ok bool) {
 		return 0, 0, false
 	}
 	return stack[0].line, stack[0].col, true
+}
+
+// atEnd reports whether line row, column col (1-based, where the parser
+// stopped) is at the end of text, but for blanks.
+func atEnd(text []byte, row, col int) bool {
+	off := 0
+	for l := 1; l < row; l++ {
+		i := bytes.IndexByte(text[off:], '\n')
+		if i < 0 {
+			return true
+		}
+		off += i + 1
+	}
+	off += max(col-1, 0)
+	return off >= len(text) || len(bytes.TrimSpace(text[off:])) == 0
 }
