@@ -12,7 +12,9 @@ import (
 
 // Check implements framework.Checker: a SELECT 1 through the breaker and the
 // bounded ping, under the readiness context. An open breaker is reported
-// without I/O. A server that cannot be reached and an open breaker (opened by
+// without I/O; a half-open one takes the check as its probe, and when the
+// probe is another call's, the check asks the server outside the breaker (see
+// checkOutside). A server that cannot be reached and an open breaker (opened by
 // such failures) are both reported unreachable, so the verdict holds for the
 // whole outage; it takes the replica out of rotation only when
 // [plugin.db] critical = true.
@@ -53,6 +55,9 @@ func (d *DB) check(ctx context.Context) readiness.Report {
 		return readiness.Unreachable(fmt.Sprintf("db unreachable: calls to 'db' are suspended for %.1fs", snap.RetryAfter.Seconds()), d.meta())
 	}
 	c, err := d.Acquire(ctx)
+	if probeTaken(err) {
+		return d.checkOutside(ctx)
+	}
 	if err != nil {
 		cause := err
 		var de *problem.DependencyError
@@ -67,4 +72,36 @@ func (d *DB) check(ctx context.Context) readiness.Report {
 		return readiness.Unreachable("db did not answer SELECT 1: "+redactText(err.Error()), d.meta())
 	}
 	return readiness.Passed("", d.meta())
+}
+
+// checkOutside is the check when the half-open breaker's probe is another
+// call's (a request's statement, the idempotency store's, River's): SELECT 1
+// on a connection taken from the pool without asking the breaker (an idle
+// one, or a new one opened for it), the whole of it bounded by ping_timeout
+// and the readiness context. The check must say whether PostgreSQL answers,
+// not that something else asked first, and one SELECT 1 per poll is no load
+// on a server that is coming back. Its outcome is the check's alone: it is
+// reported to no breaker, and only the probe's closes or reopens it. (The
+// pool's PrepareConn hook pings the connection on the way out too: it cannot
+// tell this acquisition from one of Pool()'s, which it pings all.)
+func (d *DB) checkOutside(ctx context.Context) readiness.Report {
+	ctx, cancel := context.WithTimeout(ctx, d.gate.pingTimeout)
+	defer cancel()
+	c, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return readiness.Unreachable("db unreachable: "+redactError(err), d.meta())
+	}
+	_, err = c.Conn().PgConn().Exec(ctx, pingSQL).ReadAll()
+	c.Release()
+	if err != nil {
+		return readiness.Unreachable("db did not answer SELECT 1: "+redactText(err.Error()), d.meta())
+	}
+	return readiness.Passed("", d.meta())
+}
+
+// probeTaken reports whether err is the refusal of a half-open breaker whose
+// probe call is in flight.
+func probeTaken(err error) bool {
+	var oe *resilience.OpenError
+	return errors.As(err, &oe) && oe.Until.IsZero()
 }

@@ -79,7 +79,11 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 		if pp.Pool() == nil {
 			return errors.New(`idempotency: store "postgres" needs the db plugin's main pool, and it has none: set [plugin.db] url`)
 		}
-		p.store = newPostgresStore(pp.Acquire, p.cfg.Table)
+		var ready func(context.Context) readiness.Report
+		if c, ok := pp.(framework.Checker); ok {
+			ready = c.Check
+		}
+		p.store = newPostgresStore(pp.Acquire, p.cfg.Table, ready)
 	case StoreRedis:
 		p.dep = "cache"
 		cp, err := framework.Get[framework.Redis](app, "cache")
@@ -128,8 +132,8 @@ func (p *Plugin) Stop(ctx context.Context) error {
 }
 
 // Check implements framework.Checker: the store answers (and, for PostgreSQL,
-// the table exists). On Redis it is the cache plugin's check, so both report
-// the one Redis alike.
+// the table exists). It is first the store plugin's own check (the db's, the
+// cache's), so both entries report the one server alike.
 func (p *Plugin) Check(ctx context.Context) readiness.Report {
 	meta := map[string]any{"store": p.store.name(), "dependency": p.dep}
 	if err := p.store.check(ctx); err != nil {

@@ -12,6 +12,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/readiness"
 )
 
 // postgresStore keeps one row per key. Taking a key is one INSERT ... ON
@@ -24,6 +27,12 @@ type postgresStore struct {
 	// once instead of waiting out store_timeout.
 	conn  func(context.Context) (*pgxpool.Conn, error)
 	table string // validated identifier or schema.identifier
+	// ready is the db plugin's readiness check, which check reports first:
+	// one PostgreSQL, one verdict. The store's own queries through the
+	// breaker would compete with the db's check for the half-open breaker's
+	// single probe, and the loser would report a server that answers as
+	// failing. Nil when the plugin serving the pool has no check.
+	ready func(context.Context) readiness.Report
 
 	// sem lets one ensure run at a time without making a request wait past
 	// its own context; ensured skips it once the table is known to exist.
@@ -33,8 +42,8 @@ type postgresStore struct {
 	qAcquire, qSelect, qComplete, qRelease, qSweep, qCheck string
 }
 
-func newPostgresStore(conn func(context.Context) (*pgxpool.Conn, error), table string) *postgresStore {
-	s := &postgresStore{conn: conn, table: table, sem: make(chan struct{}, 1)}
+func newPostgresStore(conn func(context.Context) (*pgxpool.Conn, error), table string, ready func(context.Context) readiness.Report) *postgresStore {
+	s := &postgresStore{conn: conn, table: table, ready: ready, sem: make(chan struct{}, 1)}
 	t := table
 	s.qAcquire = `INSERT INTO ` + t + ` AS t (key, fingerprint, state, token, lease_until, expires_at, created_at)
 VALUES ($1, $2, 'running', $3, $4, $5, $6)
@@ -214,12 +223,34 @@ func (s *postgresStore) sweep(ctx context.Context, now time.Time) (int64, error)
 	return tag.RowsAffected(), nil
 }
 
+// check reports the db plugin's check, then whether the table exists
+// (creating it if needed). The table's query goes through the db breaker:
+// when the breaker refuses it only because its half-open probe is another
+// call's, the db's verdict stands (the server answered it), and the table is
+// created on first use if it is still missing, as after a start with the
+// database down.
 func (s *postgresStore) check(ctx context.Context) error {
-	if err := s.ensure(ctx); err != nil {
-		return err
+	if s.ready != nil {
+		if r := s.ready(ctx); !r.Healthy {
+			return errors.New(r.Detail)
+		}
 	}
-	return s.with(ctx, func(c *pgxpool.Conn) error {
-		_, err := c.Exec(ctx, s.qCheck)
-		return err
-	})
+	err := s.ensure(ctx)
+	if err == nil {
+		err = s.with(ctx, func(c *pgxpool.Conn) error {
+			_, err := c.Exec(ctx, s.qCheck)
+			return err
+		})
+	}
+	if s.ready != nil && probeTaken(err) {
+		return nil
+	}
+	return err
+}
+
+// probeTaken reports whether err is the refusal of a half-open breaker whose
+// probe call is in flight.
+func probeTaken(err error) bool {
+	var oe *resilience.OpenError
+	return errors.As(err, &oe) && oe.Until.IsZero()
 }
