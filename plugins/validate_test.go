@@ -8,6 +8,7 @@ import (
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/plugins/auth"
 	"github.com/jfastframework/jfast/plugins/cache"
+	"github.com/jfastframework/jfast/plugins/channels"
 	"github.com/jfastframework/jfast/plugins/db"
 	"github.com/jfastframework/jfast/plugins/gateway"
 	jgrpc "github.com/jfastframework/jfast/plugins/grpc"
@@ -51,7 +52,7 @@ func (s *validateSpy) Validate(v *framework.Validation) {
 // shows them and Validate checks what will run.
 func TestValidateOnlyReads(t *testing.T) {
 	t.Parallel()
-	for _, p := range []framework.Plugin{auth.New(), cache.New(), db.New(), jhttp.New(), idempotency.New(), mail.New(), queue.New(), storage.New(), telemetry.New(), jgrpc.New(), gateway.New(), llm.New()} {
+	for _, p := range []framework.Plugin{auth.New(), cache.New(), channels.New(), db.New(), jhttp.New(), idempotency.New(), mail.New(), queue.New(), storage.New(), telemetry.New(), jgrpc.New(), gateway.New(), llm.New()} {
 		spy := &validateSpy{Plugin: p}
 		_, _ = framework.New(framework.Options{
 			Plugins:    []framework.Plugin{spy},

@@ -329,3 +329,26 @@ func TestCheckRefusesListenersOnOnePort(t *testing.T) {
 		t.Fatalf("exit %d, stderr:\n%s\nwant %s", code, stderr, want)
 	}
 }
+
+// TestConfigSaysHowChannelsDefaultsAreComputed: the channels plugin's
+// key_prefix and group, computed from app.name, say so in config's output.
+func TestConfigSaysHowChannelsDefaultsAreComputed(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "jfast.toml")
+	text := "[app]\nname = \"orders\"\n[plugins]\nenabled = [\"observability\", \"cache\", \"channels\"]\n[plugin.channels]\ndurable = [\"order.paid\"]\n"
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := jfast(t, "config", "--config", file)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^key_prefix += "orders:channels:" +# default: app\.name \+ ":channels:"$`),
+		regexp.MustCompile(`(?m)^group += "orders" +# default: app\.name$`),
+	} {
+		if !want.MatchString(stdout) {
+			t.Errorf("config output lacks %s:\n%s", want, stdout)
+		}
+	}
+}

@@ -142,15 +142,23 @@ func defaultConfig() Config {
 	}
 }
 
+// ResolveDefaults implements framework.Resolver: key_prefix defaults to
+// app.name + ":channels:" and group to app.name, where the file and the
+// environment leave them unset; the config command says so.
+func (p *Plugin) ResolveDefaults(r *framework.Resolution) {
+	if !r.IsSet("key_prefix") {
+		p.cfg.KeyPrefix = r.App().Name + ":channels:"
+		r.Computed("key_prefix", `default: app.name + ":channels:"`)
+	}
+	if !r.IsSet("group") {
+		p.cfg.Group = r.App().Name
+		r.Computed("group", "default: app.name")
+	}
+}
+
 // Validate implements framework.Validator.
 func (p *Plugin) Validate(v *framework.Validation) {
 	c := &p.cfg
-	if !v.IsSet("key_prefix") {
-		c.KeyPrefix = v.App().Name + ":channels:"
-	}
-	if !v.IsSet("group") {
-		c.Group = v.App().Name
-	}
 	if c.Group == "" {
 		v.Error("group", "must not be empty", `set group = "<service name>", or leave it out for app.name`)
 	}

@@ -320,4 +320,7 @@ func (p *Plugin) goLoop(f func()) bool {
 	return true
 }
 
-var _ framework.LayeredPlugin = (*Plugin)(nil)
+var (
+	_ framework.LayeredPlugin = (*Plugin)(nil)
+	_ framework.Resolver      = (*Plugin)(nil)
+)
