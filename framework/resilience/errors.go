@@ -47,6 +47,15 @@ func (e *OpenError) RetryAfter() time.Duration {
 	return max(e.Until.Sub(clockOrReal(e.clock).Now()), 0)
 }
 
+// ProbeTaken reports whether err is a half-open breaker's refusal because its
+// one probe is another call's, in flight. A readiness check that meets it asks
+// the dependency itself, outside the breaker: whether the dependency answers
+// is the check's question, not whether another call asked first.
+func ProbeTaken(err error) bool {
+	var oe *OpenError
+	return errors.As(err, &oe) && oe.Until.IsZero()
+}
+
 // Error reports the dependency and the remaining wait, for example
 // "calls to 'billing' are suspended for 3.2s".
 func (e *OpenError) Error() string {

@@ -216,7 +216,7 @@ func (p *Plugin) CommandTimeout() time.Duration { return p.cfg.CommandTimeout }
 // decides the breaker.
 func (p *Plugin) Check(ctx context.Context) readiness.Report {
 	err := p.client.Ping(ctx).Err()
-	if probeTaken(err) {
+	if resilience.ProbeTaken(err) {
 		err = p.hook.outside(ctx, func(ctx context.Context) error { return p.client.Ping(ctx).Err() })
 	}
 	meta := p.readyMeta()
@@ -231,13 +231,6 @@ func (p *Plugin) Check(ctx context.Context) readiness.Report {
 		return readiness.Unreachable("redis unreachable: no answer to PING within the readiness timeout", meta)
 	}
 	return readiness.Unreachable(errorDetail(err), meta)
-}
-
-// probeTaken reports whether err is the refusal of a half-open breaker whose
-// probe call is in flight.
-func probeTaken(err error) bool {
-	var oe *resilience.OpenError
-	return errors.As(err, &oe) && oe.Until.IsZero()
 }
 
 // errorDetail is err's text with "redis unreachable" in front when it is not

@@ -55,7 +55,7 @@ func (d *DB) check(ctx context.Context) readiness.Report {
 		return readiness.Unreachable(fmt.Sprintf("db unreachable: calls to 'db' are suspended for %.1fs", snap.RetryAfter.Seconds()), d.meta())
 	}
 	c, err := d.Acquire(ctx)
-	if probeTaken(err) {
+	if resilience.ProbeTaken(err) {
 		return d.checkOutside(ctx)
 	}
 	if err != nil {
@@ -97,11 +97,4 @@ func (d *DB) checkOutside(ctx context.Context) readiness.Report {
 		return readiness.Unreachable("db did not answer SELECT 1: "+redactText(err.Error()), d.meta())
 	}
 	return readiness.Passed("", d.meta())
-}
-
-// probeTaken reports whether err is the refusal of a half-open breaker whose
-// probe call is in flight.
-func probeTaken(err error) bool {
-	var oe *resilience.OpenError
-	return errors.As(err, &oe) && oe.Until.IsZero()
 }

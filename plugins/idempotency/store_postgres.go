@@ -242,15 +242,8 @@ func (s *postgresStore) check(ctx context.Context) error {
 			return err
 		})
 	}
-	if s.ready != nil && probeTaken(err) {
+	if s.ready != nil && resilience.ProbeTaken(err) {
 		return nil
 	}
 	return err
-}
-
-// probeTaken reports whether err is the refusal of a half-open breaker whose
-// probe call is in flight.
-func probeTaken(err error) bool {
-	var oe *resilience.OpenError
-	return errors.As(err, &oe) && oe.Until.IsZero()
 }
