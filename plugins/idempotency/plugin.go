@@ -134,9 +134,19 @@ func (p *Plugin) Stop(ctx context.Context) error {
 // Check implements framework.Checker: the store answers (and, for PostgreSQL,
 // the table exists). It is first the store plugin's own check (the db's, the
 // cache's), so both entries report the one server alike.
+//
+// On PostgreSQL the table's query goes through the db breaker after the db's
+// own check passed: when the breaker refuses it only because its half-open
+// probe is another call's, the db's verdict stands (the server answered it),
+// and the table is created on first use if it is still missing, as after a
+// start with the database down.
 func (p *Plugin) Check(ctx context.Context) readiness.Report {
 	meta := map[string]any{"store": p.store.name(), "dependency": p.dep}
-	if err := p.store.check(ctx); err != nil {
+	err := p.store.check(ctx)
+	if pg, ok := p.store.(*postgresStore); ok && pg.checkedFirst() && resilience.ProbeTaken(err) {
+		err = nil
+	}
+	if err != nil {
 		return readiness.Unreachable(fmt.Sprintf("idempotency store %s unavailable: guarded routes answer 503 (%s)", p.store.name(), scrub(err)), meta)
 	}
 	return readiness.Passed("idempotency store "+p.store.name()+" answered", meta)

@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/readiness"
 )
 
@@ -224,11 +223,8 @@ func (s *postgresStore) sweep(ctx context.Context, now time.Time) (int64, error)
 }
 
 // check reports the db plugin's check, then whether the table exists
-// (creating it if needed). The table's query goes through the db breaker:
-// when the breaker refuses it only because its half-open probe is another
-// call's, the db's verdict stands (the server answered it), and the table is
-// created on first use if it is still missing, as after a start with the
-// database down.
+// (creating it if needed). The table's query goes through the db breaker
+// (Plugin.Check says what a refusal beside the half-open probe means).
 func (s *postgresStore) check(ctx context.Context) error {
 	if s.ready != nil {
 		if r := s.ready(ctx); !r.Healthy {
@@ -242,8 +238,8 @@ func (s *postgresStore) check(ctx context.Context) error {
 			return err
 		})
 	}
-	if s.ready != nil && resilience.ProbeTaken(err) {
-		return nil
-	}
 	return err
 }
+
+// checkedFirst reports whether check asks the db plugin's own check first.
+func (s *postgresStore) checkedFirst() bool { return s.ready != nil }
