@@ -21,7 +21,17 @@ func SilentServer(t testing.TB) string {
 // accepted: a test shows that a call never reached the hung dependency.
 func CountingSilentServer(t testing.TB) (string, *atomic.Int32) {
 	t.Helper()
-	accepted := new(atomic.Int32)
+	addr, _, accepted := WatchedSilentServer(t)
+	return addr, accepted
+}
+
+// WatchedSilentServer is CountingSilentServer that also signals each
+// connection on arrived as it is accepted, so a test can wait for a client
+// to be connected (the channel holds 100 signals; more are dropped).
+func WatchedSilentServer(t testing.TB) (addr string, arrived <-chan struct{}, accepted *atomic.Int32) {
+	t.Helper()
+	accepted = new(atomic.Int32)
+	signal := make(chan struct{}, 100)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -40,6 +50,10 @@ func CountingSilentServer(t testing.TB) (string, *atomic.Int32) {
 			mu.Lock()
 			conns = append(conns, c)
 			mu.Unlock()
+			select {
+			case signal <- struct{}{}:
+			default:
+			}
 		}
 	}()
 	t.Cleanup(func() {
@@ -51,5 +65,5 @@ func CountingSilentServer(t testing.TB) (string, *atomic.Int32) {
 		}
 		mu.Unlock()
 	})
-	return ln.Addr().String(), accepted
+	return ln.Addr().String(), signal, accepted
 }

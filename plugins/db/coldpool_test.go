@@ -3,53 +3,12 @@ package db
 import (
 	"context"
 	"errors"
-	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jfastframework/jfast/jfasttest"
 	"github.com/jfastframework/jfast/problem"
 )
-
-// hungServer accepts connections and never answers, as a paused PostgreSQL
-// does; accepted receives once per connection, and count counts them.
-func hungServer(t *testing.T) (addr string, accepted <-chan struct{}, count *atomic.Int32) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch := make(chan struct{}, 100)
-	count = new(atomic.Int32)
-	var mu sync.Mutex
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			count.Add(1)
-			ch <- struct{}{}
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	return ln.Addr().String(), ch, count
-}
 
 // With no connection open and a server that hangs, the requests arriving
 // while the first connection is opening wait for its outcome instead of each
@@ -57,7 +16,7 @@ func hungServer(t *testing.T) (addr string, accepted <-chan struct{}, count *ato
 // server sees the first connection and at most the probe's.
 func TestColdPoolConcurrentArrivalsWaitForTheFirstConnect(t *testing.T) {
 	t.Parallel()
-	addr, accepted, count := hungServer(t)
+	addr, accepted, count := jfasttest.WatchedSilentServer(t)
 	b := setup(t, setupOpts{
 		url:  "postgres://postgres@" + addr + "/" + testDB + "?sslmode=disable",
 		toml: "connect_timeout = \"3s\"\nping_timeout = \"300ms\"",

@@ -81,7 +81,7 @@ func TestReadyWhileAnotherCallHoldsTheProbe(t *testing.T) {
 // ping_timeout, and reports nothing to the breaker either: the probe decides.
 func TestReadyOutsideTheBreakerIsBounded(t *testing.T) {
 	t.Parallel()
-	addr, _, _ := hungServer(t)
+	addr := jfasttest.SilentServer(t)
 	b := setup(t, setupOpts{
 		url:  "postgres://postgres@" + addr + "/" + testDB + "?sslmode=disable",
 		toml: "connect_timeout = \"10s\"\nping_timeout = \"300ms\"\nbreaker_cool_down = \"15s\"",
