@@ -393,6 +393,14 @@ func startFleet(t *testing.T) *fleet {
 		ordersURLs = append(ordersURLs, "http://"+o.addr)
 	}
 	gw := startGatewayEnv(t,
+		// The drill is of replicas failing, not of overload (which has
+		// drills of its own): the gateway runs in this test's process,
+		// which shares two cores with the six replicas and whatever else
+		// the machine runs, and on a starved machine the latency of a
+		// replica's death made its adaptive limit fall to the floor (2)
+		// and shed the drill's 4 workers. A floor above them keeps the
+		// front door out of this drill's counts.
+		"JFAST_APP_OVERLOAD__MIN_LIMIT=16",
 		"JFAST_HTTP_UPSTREAMS__ORDERS__BASE_URL="+ordersURLs[0],
 		"JFAST_HTTP_UPSTREAMS__ORDERS__INSTANCES="+strings.Join(ordersURLs, ","),
 		// Readiness-driven ejection: each replica's /ready asked every
