@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -131,27 +133,72 @@ func sharedPorts(cfg *AppConfig, plugins []listenAddr) ConfigErrors {
 }
 
 // sharePort reports whether listeners on a and b cannot both listen: the
-// same port (not 0, which the system picks) on the same host, or on a
-// wildcard host and a host it covers.
+// same port (not 0, which the system picks) on hosts that overlap.
 func sharePort(a, b string) bool {
 	ha, pa, errA := net.SplitHostPort(a)
 	hb, pb, errB := net.SplitHostPort(b)
-	if errA != nil || errB != nil || pa != pb || pa == "0" {
+	if errA != nil || errB != nil || !samePort(pa, pb) {
 		return false
 	}
-	return ha == hb || covers(ha, hb) || covers(hb, ha)
+	return hostsOverlap(ha, hb)
 }
 
-// covers reports whether a listener on host w takes the port on host h too:
-// Go listens on both address families for "" and "::", on IPv4 for
-// "0.0.0.0" (a name is taken to be one of its addresses).
-func covers(w, h string) bool {
-	switch w {
-	case "", "::":
+// samePort reports whether a and b are one port other than 0; "08080" is
+// 8080, as the listener reads it. A service name ("http") is compared as
+// written.
+func samePort(a, b string) bool {
+	na, errA := strconv.ParseUint(a, 10, 16)
+	nb, errB := strconv.ParseUint(b, 10, 16)
+	if errA != nil || errB != nil {
+		return a != "" && strings.EqualFold(a, b)
+	}
+	return na == nb && na != 0
+}
+
+// hostsOverlap reports whether listeners on hosts a and b take a common
+// address. A wildcard takes every address of both families: Go listens on
+// [::] for "0.0.0.0" as well as for "" and "::", and on Linux, with
+// net.ipv6.bindv6only at its default of 0, [::] takes the IPv4 addresses too.
+// Names are not looked up, so the validation does no network I/O: localhost
+// stands for the loopback addresses, and other names are compared as written.
+func hostsOverlap(a, b string) bool {
+	if wildcard(a) || wildcard(b) {
 		return true
-	case "0.0.0.0":
-		ip := net.ParseIP(h)
-		return ip == nil || ip.To4() != nil
+	}
+	addrsA, okA := hostAddrs(a)
+	addrsB, okB := hostAddrs(b)
+	if !okA || !okB {
+		return strings.EqualFold(a, b)
+	}
+	for _, x := range addrsA {
+		if slices.Contains(addrsB, x) {
+			return true
+		}
 	}
 	return false
+}
+
+// wildcard reports whether a listener on host takes the port on every
+// address: "", or an unspecified address (0.0.0.0, ::, ::ffff:0.0.0.0).
+func wildcard(host string) bool {
+	ip, err := netip.ParseAddr(host)
+	return host == "" || err == nil && ip.Unmap().IsUnspecified()
+}
+
+// loopback is what localhost stands for.
+var loopback = []netip.Addr{netip.AddrFrom4([4]byte{127, 0, 0, 1}), netip.IPv6Loopback()}
+
+// hostAddrs returns the addresses host stands for without a lookup: an IP
+// address (an IPv4-mapped one as IPv4, which is how Go listens on it), or
+// the loopback addresses for localhost and the names under it, which RFC
+// 6761 (section 6.3) reserves for loopback. ok is false for other names.
+func hostAddrs(host string) (addrs []netip.Addr, ok bool) {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{ip.Unmap()}, true
+	}
+	name := strings.ToLower(strings.TrimSuffix(host, "."))
+	if name == "localhost" || strings.HasSuffix(name, ".localhost") {
+		return loopback, true
+	}
+	return nil, false
 }

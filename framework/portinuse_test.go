@@ -165,7 +165,7 @@ func TestListenersThatShareAPortAreRefused(t *testing.T) {
 		{"admin on every address", "listen = \"127.0.0.1:27204\"\nadmin_listen = \"[::]:27204\"", "", "app.admin_listen", "is [::]:27204, and app.listen is 127.0.0.1:27204"},
 		{"another port", `listen = "127.0.0.1:27205"`, "127.0.0.1:27206", "", ""},
 		{"port 0 twice", `listen = "127.0.0.1:0"`, "127.0.0.1:0", "", ""},
-		{"IPv4 wildcard and IPv6 loopback", `listen = "0.0.0.0:27207"`, "[::1]:27207", "", ""},
+		{"IPv4 wildcard and IPv6 loopback", `listen = "0.0.0.0:27207"`, "[::1]:27207", "plugin.listens.listen", "is [::1]:27207, and app.listen is 0.0.0.0:27207"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -186,5 +186,91 @@ func TestListenersThatShareAPortAreRefused(t *testing.T) {
 				t.Fatalf("error %v, want one on %s saying %q", err, tc.key, tc.want)
 			}
 		})
+	}
+}
+
+// TestListenersOnOverlappingHosts classifies pairs of listen addresses: they
+// conflict when their port is one (not 0) and their hosts overlap. A
+// wildcard overlaps everything (Go listens on [::] for 0.0.0.0, and [::]
+// takes IPv4 too); IP addresses are compared parsed; localhost and the names
+// under it are the loopback addresses; other names are compared as written,
+// never looked up. Each pair is tried in both orders, as app.listen and a
+// plugin's key, and as app.listen and app.admin_listen; only the validation
+// runs, nothing listens or dials.
+func TestListenersOnOverlappingHosts(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		a, b     string
+		conflict bool
+	}{
+		{"127.0.0.1:8080", "127.0.0.1:8080", true},
+		{"localhost:8080", "127.0.0.1:8080", true},
+		{"localhost:8080", "[::1]:8080", true},
+		{"LocalHost:8080", "127.0.0.1:8080", true},
+		{"localhost.:8080", "[::1]:8080", true},
+		{"api.localhost:8080", "127.0.0.1:8080", true},
+		{"api.localhost:8080", "localhost:8080", true},
+		{"0.0.0.0:8080", "127.0.0.1:8080", true},
+		{"0.0.0.0:8080", "[::1]:8080", true},
+		{"0.0.0.0:8080", "[::]:8080", true},
+		{"[::]:8080", "127.0.0.1:8080", true},
+		{"[::]:8080", "localhost:8080", true},
+		{"[::ffff:0.0.0.0]:8080", "[::1]:8080", true},
+		{":8080", "10.0.0.7:8080", true},
+		{":8080", "orders.internal:8080", true},
+		{":8080", "[::1]:8080", true},
+		{"[::1]:8080", "[0:0:0:0:0:0:0:1]:8080", true},
+		{"[::ffff:127.0.0.1]:8080", "127.0.0.1:8080", true},
+		{"127.0.0.1:08080", "127.0.0.1:8080", true},
+		{"Orders.Internal:8080", "orders.internal:8080", true},
+
+		{"localhost:8080", "127.0.0.1:8081", false},
+		{"localhost:8080", "127.0.0.2:8080", false},
+		{"localhost:8080", "10.0.0.7:8080", false},
+		{"127.0.0.1:8080", "[::1]:8080", false},
+		{"10.0.0.7:8080", "10.0.0.8:8080", false},
+		{"0.0.0.0:8080", "0.0.0.0:8081", false},
+		{"0.0.0.0:0", "127.0.0.1:0", false},
+		{":0", "[::]:0", false},
+		{"localhost:0", "127.0.0.1:0", false},
+		{"orders.internal:8080", "10.0.0.7:8080", false},
+		{"orders.internal:8080", "localhost:8080", false},
+		{"orders.internal:8080", "billing.internal:8080", false},
+	} {
+		for _, shape := range []struct{ name, first, second, key string }{
+			{"plugin after app.listen", tc.a, tc.b, "plugin.listens.listen"},
+			{"app.listen after plugin", tc.b, tc.a, "plugin.listens.listen"},
+			{"admin after app.listen", tc.a, tc.b, "app.admin_listen"},
+		} {
+			t.Run(tc.a+" "+tc.b+" "+shape.name, func(t *testing.T) {
+				t.Parallel()
+				text := fmt.Sprintf("[app]\nlisten = %q\n", shape.first)
+				if shape.key == "app.admin_listen" {
+					text += fmt.Sprintf("admin_listen = %q\n", shape.second)
+				}
+				text += "[plugins]\nenabled = [\"listens\"]\n"
+				if shape.key == "plugin.listens.listen" {
+					text += fmt.Sprintf("[plugin.listens]\nlisten = %q\n", shape.second)
+				}
+				_, err := framework.New(framework.Options{ConfigText: text, Environ: []string{}, LogOutput: io.Discard,
+					Plugins: []framework.Plugin{&listensOn{}}})
+				if !tc.conflict {
+					if err != nil {
+						t.Fatalf("refused: %v", err)
+					}
+					return
+				}
+				var errs framework.ConfigErrors
+				if !errors.As(err, &errs) || len(errs) != 1 || errs[0].Key != shape.key {
+					t.Fatalf("error %v, want one on %s", err, shape.key)
+				}
+				// The same text on both app keys is validateAdminListen's
+				// ("must differ from app.listen").
+				want := fmt.Sprintf("is %s, and app.listen is %s: two listeners of this service cannot share a port", shape.second, shape.first)
+				if shape.first != shape.second && !strings.Contains(errs[0].Error(), want) {
+					t.Fatalf("error %q lacks %q", errs[0].Error(), want)
+				}
+			})
+		}
 	}
 }
