@@ -455,43 +455,30 @@ func (a *App) bind(errs *ConfigErrors) {
 		}
 		*errs = append(*errs, ConfigError{Key: "plugin." + name, Problem: "configures a plugin that is not compiled into this service", Fix: fix})
 	}
+	// Every table is bound, and every enabled plugin's defaults resolved,
+	// before any plugin validates: Validation.RequirePlugin asks the plugin a
+	// rule runs on (a Provider) about its table, whichever name sorts first.
+	// A table's binding errors are still reported just before its
+	// validation's, as one plugin's errors.
+	names := slices.Sorted(maps.Keys(a.compiled))
+	bindErrs := map[string]*ConfigErrors{}
+	for _, name := range names {
+		pb := *b
+		pb.errs = &ConfigErrors{}
+		bindErrs[name] = pb.errs
+		a.bindPlugin(&pb, name, pluginTables)
+		if rp, ok := a.compiled[name].(Resolver); ok && enabled[name] {
+			rp.ResolveDefaults(&Resolution{prefix: "plugin." + name, app: &a.cfg, set: b.set, sources: a.raw.sources, notes: a.computed})
+		}
+	}
 	var listens []listenAddr
-	for _, name := range slices.Sorted(maps.Keys(a.compiled)) {
-		p := a.compiled[name]
-		key := "plugin." + name
-		m, _ := tableAt(b, pluginTables, name)
-		if m == nil {
-			m = map[string]any{}
-		}
-		if c, ok := m["critical"]; ok {
-			crit, isBool := c.(bool)
-			if s, isString := c.(string); isString && (s == "true" || s == "false") {
-				crit, isBool = s == "true", true
-			}
-			if !isBool {
-				*errs = append(*errs, ConfigError{Key: key + ".critical", Problem: fmt.Sprintf("must be true or false, got %s", describe(c)), Fix: "set critical = true only for a dependency without which this replica is useless"})
-			}
-			a.critical[name] = crit
-			b.set[key+".critical"] = ""
-			m = mapWithout(m, "critical")
-		}
-		if cp, ok := p.(Configurable); ok {
-			cfg := cp.Config()
-			b.bindStruct(key, reflectValue(cfg), m)
-			a.tables[name] = cfg
-		} else {
-			for _, k := range slices.Sorted(maps.Keys(m)) {
-				b.unknown(key+"."+k, k, []string{"critical"})
-			}
-		}
+	for _, name := range names {
+		*errs = append(*errs, *bindErrs[name]...)
 		if !enabled[name] {
 			continue
 		}
-		if rp, ok := p.(Resolver); ok {
-			rp.ResolveDefaults(&Resolution{prefix: key, app: &a.cfg, set: b.set, sources: a.raw.sources, notes: a.computed})
-		}
-		if vp, ok := p.(Validator); ok {
-			pv := &Validation{prefix: key, app: &a.cfg, errs: errs, set: b.set, critical: a.critical[name], enabled: enabled, listens: &listens}
+		if vp, ok := a.compiled[name].(Validator); ok {
+			pv := &Validation{prefix: "plugin." + name, app: &a.cfg, errs: errs, set: b.set, critical: a.critical[name], enabled: enabled, compiled: a.compiled, listens: &listens}
 			if a.opts.StandIn {
 				pv.undecided = &a.undecided
 			}
@@ -512,6 +499,37 @@ func (a *App) bind(errs *ConfigErrors) {
 	}
 	a.plugins = order
 	a.raw.nameVariables(*errs)
+}
+
+// bindPlugin decodes the [plugin.<name>] table (its critical key, then the
+// plugin's own keys) into the plugin's configuration, reporting into b.
+func (a *App) bindPlugin(b *binder, name string, pluginTables map[string]any) {
+	key := "plugin." + name
+	m, _ := tableAt(b, pluginTables, name)
+	if m == nil {
+		m = map[string]any{}
+	}
+	if c, ok := m["critical"]; ok {
+		crit, isBool := c.(bool)
+		if s, isString := c.(string); isString && (s == "true" || s == "false") {
+			crit, isBool = s == "true", true
+		}
+		if !isBool {
+			*b.errs = append(*b.errs, ConfigError{Key: key + ".critical", Problem: fmt.Sprintf("must be true or false, got %s", describe(c)), Fix: "set critical = true only for a dependency without which this replica is useless"})
+		}
+		a.critical[name] = crit
+		b.set[key+".critical"] = ""
+		m = mapWithout(m, "critical")
+	}
+	if cp, ok := a.compiled[name].(Configurable); ok {
+		cfg := cp.Config()
+		b.bindStruct(key, reflectValue(cfg), m)
+		a.tables[name] = cfg
+	} else {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			b.unknown(key+"."+k, k, []string{"critical"})
+		}
+	}
 }
 
 func (a *App) compileFix(name string) string {

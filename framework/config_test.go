@@ -614,6 +614,60 @@ func TestRequiredDependencyMustBeEnabled(t *testing.T) {
 	}
 }
 
+// consumer runs on the plugin called on, as the queue's postgres backend runs
+// on the db plugin's main pool.
+type consumer struct{ on string }
+
+func (c consumer) Name() string { return "consumer" }
+func (c consumer) Validate(v *framework.Validation) {
+	v.RequirePlugin("backend", c.on, `backend "x" uses the provider's pool`, `set backend = "y"`)
+}
+
+// provider offers its pool only with an address, as the db plugin offers its
+// main pool only with url.
+type provider struct{ *fakePlugin }
+
+func (p provider) Lacks() (problem, fix string) {
+	if p.cfg.Address != "" {
+		return "", ""
+	}
+	return "the provider has no pool (no address)", "set [plugin." + p.name + "] address"
+}
+
+// TestRequirePluginAsksTheProvider: a plugin that is enabled but whose table
+// leaves out what another runs on is refused at the other's key, with the
+// provider's problem and fix beside the other's; the provider's table is
+// bound whether its name sorts before the consumer's or after.
+func TestRequirePluginAsksTheProvider(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, provider, address, want string // want "" when valid
+	}{
+		{"bound after the consumer", "zeta", "",
+			`plugin.consumer.backend: backend "x" uses the provider's pool, and the provider has no pool (no address); fix: set [plugin.zeta] address, or set backend = "y"`},
+		{"bound before the consumer", "alpha", "",
+			`plugin.consumer.backend: backend "x" uses the provider's pool, and the provider has no pool (no address); fix: set [plugin.alpha] address, or set backend = "y"`},
+		{"with an address", "zeta", "address = \"127.0.0.1:9\"\n", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			es := jfasttest.ConfigErrors(t, jfasttest.Options{
+				TOML:    fmt.Sprintf("[plugins]\nenabled = [%q, \"consumer\"]\n[plugin.%s]\n%s", c.provider, c.provider, c.address),
+				Plugins: []framework.Plugin{consumer{c.provider}, provider{newFake(c.provider, nil)}},
+			})
+			if c.want == "" {
+				if len(es) > 0 {
+					t.Fatalf("refused: %v", es)
+				}
+				return
+			}
+			if e := es.Only(t, "plugin.consumer.backend"); e.Error() != c.want {
+				t.Fatalf("error\n %q\nwant\n %q", e, c.want)
+			}
+		})
+	}
+}
+
 func TestCriticalIsAcceptedForEveryPlugin(t *testing.T) {
 	t.Parallel()
 	app, err := jfasttest.New(t, jfasttest.Options{TOML: `

@@ -29,11 +29,29 @@ import (
 // connection through the db plugin's connection breaker and bounded ping and
 // answers the db plugin's dependency error (errors.Is resilience.ErrOpen, with
 // the cool-down left) at once while that breaker is open. Pool is nil before
-// Start or without [plugin.db] url.
+// Start or without [plugin.db] url; a plugin that runs on it says so with
+// [Validation.RequirePlugin], which refuses a db plugin without url (a
+// [Provider] that lacks its main pool) with the configuration.
 type DBPool interface {
 	Plugin
 	Pool() *pgxpool.Pool
 	Acquire(ctx context.Context) (*pgxpool.Conn, error)
+}
+
+// Provider is a plugin other plugins run on whose own table can enable it
+// without what they run on: the db plugin with only tenant_url_template has
+// per-tenant pools and no main pool for the queue's postgres backend or the
+// idempotency store. [Validation.RequirePlugin] asks it, once every table is
+// bound and its defaults resolved, so a plugin that runs on what it lacks is
+// refused with the configuration, by check as by the boot, not at Start.
+type Provider interface {
+	Plugin
+	// Lacks returns what the plugin's table leaves out of what other plugins
+	// run on ("the db plugin has no main pool ([plugin.db] has only
+	// tenant_url_template, no url)") and the fix in that table ("set
+	// [plugin.db] url (or JFAST_DB_URL)"), or two empty strings when nothing
+	// is missing. A table its own Validate refuses may say nothing here.
+	Lacks() (problem, fix string)
 }
 
 // Redis is the cache plugin as other plugins see it (the queue's redis

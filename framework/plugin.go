@@ -27,7 +27,9 @@ import (
 //     prefix from app.name) are filled in, once, where the table left them unset.
 //  3. Validate: the plugin checks its decoded table, reading only; every error of
 //     every plugin is collected and printed together, and a single one stops the
-//     boot.
+//     boot. Every table is decoded and resolved before any plugin validates, so
+//     a rule may ask another plugin about its table ([Validation.RequirePlugin]
+//     asks a [Provider]).
 //  4. Start: plugins start in dependency order (declared dependencies, then the
 //     order of [plugins] enabled), each bounded by app.start_timeout. A start must
 //     not wait on its dependency: a dependency that is down never fails the boot.

@@ -81,6 +81,9 @@ type Validation struct {
 	critical bool
 	// enabled is [plugins] enabled, the names compiled in.
 	enabled map[string]bool
+	// compiled is every plugin compiled in, by name, their tables bound
+	// and resolved, for RequirePlugin to ask a Provider.
+	compiled map[string]Plugin
 	// listens collects the plugins' listeners (Listens).
 	listens *[]listenAddr
 }
@@ -115,18 +118,25 @@ func (v *Validation) RefuseCritical() {
 	}
 }
 
-// RequirePlugin records an error at key unless plugin name is enabled: what
-// key chose runs on that plugin (the queue's backend "postgres" on the db
-// plugin's pool). uses says so, in those words; otherwise is the fix that
-// keeps the plugin out ("set [plugin.queue] backend = \"redis\""). Whether
-// name is enabled is the file's to say, so the rule is refused with the rest
-// of the configuration, by check as by the boot, not at Start.
+// RequirePlugin records an error at key unless plugin name is enabled and
+// offers what key chose runs on (the queue's backend "postgres" on the db
+// plugin's main pool): a [Provider] whose table leaves it out is refused too,
+// with the provider's own problem and fix. uses says what runs on the plugin,
+// in those words; otherwise is the fix that keeps the plugin out ("set
+// [plugin.queue] backend = \"redis\""). Which plugins are enabled, and what
+// their tables hold, is the file's to say, so the rule is refused with the
+// rest of the configuration, by check as by the boot, not at Start.
 func (v *Validation) RequirePlugin(key, name, uses, otherwise string) {
-	if v.enabled[name] {
+	if !v.enabled[name] {
+		v.Error(key, fmt.Sprintf("%s, and plugin %q is not enabled", uses, name),
+			fmt.Sprintf("add %q to [plugins] enabled, or %s", name, otherwise))
 		return
 	}
-	v.Error(key, fmt.Sprintf("%s, and plugin %q is not enabled", uses, name),
-		fmt.Sprintf("add %q to [plugins] enabled, or %s", name, otherwise))
+	if p, ok := v.compiled[name].(Provider); ok {
+		if problem, fix := p.Lacks(); problem != "" {
+			v.Error(key, uses+", and "+problem, fix+", or "+otherwise)
+		}
+	}
 }
 
 // Listens records that the plugin listens on addr, the value of key

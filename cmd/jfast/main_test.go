@@ -352,3 +352,49 @@ func TestConfigSaysHowChannelsDefaultsAreComputed(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckRefusesTheMainPoolWithOnlyTenants: the queue's postgres backend
+// and the idempotency store run on the db plugin's main pool, which a db
+// plugin with only tenant_url_template does not have. Check refuses it, as the
+// boot does, naming each key and the fix, instead of passing it to a failed
+// Start; with url set beside the template it passes.
+func TestCheckRefusesTheMainPoolWithOnlyTenants(t *testing.T) {
+	t.Parallel()
+	const db = "[plugin.db]\ntenant_url_template = \"postgres://app@127.0.0.1:5432/tenant_{tenant}\"\n"
+	for _, c := range []struct {
+		name, text string
+		want       []string // nil when check passes
+	}{
+		{"idempotency", "enabled = [\"observability\", \"db\", \"idempotency\"]\n" + db, []string{
+			`plugin.idempotency.store: store "postgres" keeps its keys in the db plugin's database, and the db plugin has no main pool ([plugin.db] has only tenant_url_template, no url); fix: set [plugin.db] url (or JFAST_DB_URL), or set [plugin.idempotency] store = "redis" (with the cache plugin)`,
+		}},
+		{"queue", "enabled = [\"observability\", \"db\", \"queue\"]\n" + db, []string{
+			`plugin.queue.backend: backend "postgres" uses the db plugin's pool, and the db plugin has no main pool ([plugin.db] has only tenant_url_template, no url); fix: set [plugin.db] url (or JFAST_DB_URL), or set [plugin.queue] backend = "redis" (with the cache plugin) or "rabbitmq"`,
+		}},
+		{"mail on the queue", "enabled = [\"observability\", \"db\", \"queue\", \"mail\"]\n" + db + "[plugin.mail]\nhost = \"127.0.0.1\"\nfrom = \"orders@example.com\"\n", []string{
+			`plugin.queue.backend: backend "postgres" uses the db plugin's pool, and the db plugin has no main pool`,
+		}},
+		{"url beside the template", "enabled = [\"observability\", \"db\", \"idempotency\", \"queue\"]\n" + db + "url = \"postgres://app@127.0.0.1:5432/orders\"\n", nil},
+	} {
+		file := filepath.Join(t.TempDir(), "jfast.toml")
+		text := "[app]\nname = \"orders\"\n[plugins]\n" + c.text
+		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := jfast(t, "check", "--config", file)
+		if c.want == nil {
+			if code != 0 {
+				t.Errorf("%s: exit %d, stderr:\n%s", c.name, code, stderr)
+			}
+			continue
+		}
+		if code != 1 {
+			t.Errorf("%s: exit %d, stdout %q, want 1", c.name, code, stdout)
+		}
+		for _, want := range c.want {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("%s: stderr:\n%s\nwant %s", c.name, stderr, want)
+			}
+		}
+	}
+}

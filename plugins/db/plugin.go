@@ -83,6 +83,18 @@ func (p *Plugin) ResolveDefaults(r *framework.Resolution) {
 	p.cfg.resolveApplicationName(r)
 }
 
+// Lacks implements framework.Provider: with only tenant_url_template there
+// are per-tenant pools and no main pool, and the plugins that run on the
+// main pool (the queue's postgres backend, the idempotency store, through
+// framework.DBPool) are refused with the configuration instead of failing at
+// Start. Neither url nor tenant_url_template set is Validate's own error.
+func (p *Plugin) Lacks() (problem, fix string) {
+	if p.cfg.URL != "" || p.cfg.TenantURLTemplate == "" {
+		return "", ""
+	}
+	return "the db plugin has no main pool ([plugin.db] has only tenant_url_template, no url)", "set [plugin.db] url (or JFAST_DB_URL)"
+}
+
 // DeployKeys implements framework.DeployKeyer: the environment
 // (JFAST_DB_URL, JFAST_DB_TENANT_URL_TEMPLATE) wins over the file.
 func (p *Plugin) DeployKeys() []string { return []string{"url", "tenant_url_template"} }
@@ -265,4 +277,6 @@ var (
 	_ framework.BackingServicePlugin = (*Plugin)(nil)
 	_ framework.Checker              = (*Plugin)(nil)
 	_ framework.Migrator             = (*Plugin)(nil)
+	_ framework.Provider             = (*Plugin)(nil)
+	_ framework.DBPool               = (*Plugin)(nil)
 )

@@ -141,6 +141,43 @@ func TestConfigDefaults(t *testing.T) {
 	}
 }
 
+// The postgres store runs on the db plugin's main pool: a db plugin with
+// only tenant_url_template has none, and the configuration is refused (by
+// check as by the boot), naming the key and both fixes; with url it is not.
+func TestPostgresStoreNeedsTheMainPool(t *testing.T) {
+	t.Parallel()
+	const tenants = "[plugin.db]\ntenant_url_template = \"postgres://app@127.0.0.1:5432/tenant_{tenant}\"\n"
+	cases := []struct {
+		name, toml string
+		env        map[string]string
+		want       string // "" when the configuration is valid
+	}{
+		{"only tenant_url_template", tenants, nil,
+			`plugin.idempotency.store: store "postgres" keeps its keys in the db plugin's database, and the db plugin has no main pool ([plugin.db] has only tenant_url_template, no url); fix: set [plugin.db] url (or JFAST_DB_URL), or set [plugin.idempotency] store = "redis" (with the cache plugin)`},
+		{"tenant_url_template and url", tenants, map[string]string{"JFAST_DB_URL": testURL("")}, ""},
+		{"tenant_url_template and redis", tenants + "[plugin.idempotency]\nstore = \"redis\"\n", nil, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			es := jfasttest.ConfigErrors(t, jfasttest.Options{
+				TOML:    "[plugins]\nenabled = [\"db\", \"cache\", \"idempotency\"]\n" + c.toml,
+				Plugins: []framework.Plugin{db.New(), cache.New(), New()},
+				Env:     c.env,
+			})
+			if c.want == "" {
+				if len(es) > 0 {
+					t.Fatalf("refused: %v", es)
+				}
+				return
+			}
+			if e := es.Only(t, "plugin.idempotency.store"); e.Error() != c.want {
+				t.Fatalf("error\n %q\nwant\n %q", e, c.want)
+			}
+		})
+	}
+}
+
 // The configured store's plugin must be enabled: the configuration is
 // refused (by check as by the boot), naming the key and the fix.
 func TestStoreWithoutItsPluginIsRefused(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/jfasttest"
+	"github.com/jfastframework/jfast/plugins/db"
 	"github.com/jfastframework/jfast/plugins/queue"
 	"github.com/jfastframework/jfast/plugins/queue/queuetest"
 )
@@ -115,6 +116,40 @@ func TestBackendPluginMissing(t *testing.T) {
 		Plugins: []framework.Plugin{queue.New()},
 	}); err != nil {
 		t.Errorf("rabbitmq alone: %v", err)
+	}
+}
+
+// The postgres backend runs on the db plugin's main pool: a db plugin with
+// only tenant_url_template has none, and the configuration is refused (by
+// check as by the boot), naming the key and both fixes; with url it is not.
+func TestPostgresBackendNeedsTheMainPool(t *testing.T) {
+	t.Parallel()
+	const tenants = "[plugin.db]\ntenant_url_template = \"postgres://app@127.0.0.1:5432/tenant_{tenant}\"\n"
+	for _, c := range []struct {
+		name, toml string
+		want       string // "" when the configuration is valid
+	}{
+		{"only tenant_url_template", tenants,
+			`plugin.queue.backend: backend "postgres" uses the db plugin's pool, and the db plugin has no main pool ([plugin.db] has only tenant_url_template, no url); fix: set [plugin.db] url (or JFAST_DB_URL), or set [plugin.queue] backend = "redis" (with the cache plugin) or "rabbitmq"`},
+		{"tenant_url_template and url", tenants + "url = \"postgres://app@127.0.0.1:5432/orders\"\n", ""},
+		{"tenant_url_template and rabbitmq", tenants + "[plugin.queue]\nbackend = \"rabbitmq\"\n", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			es := jfasttest.ConfigErrors(t, jfasttest.Options{
+				TOML:    "[plugins]\nenabled = [\"db\", \"queue\"]\n" + c.toml,
+				Plugins: []framework.Plugin{db.New(), queue.New()},
+			})
+			if c.want == "" {
+				if len(es) > 0 {
+					t.Fatalf("refused: %v", es)
+				}
+				return
+			}
+			if e := es.Only(t, "plugin.queue.backend"); e.Error() != c.want {
+				t.Fatalf("error\n %q\nwant\n %q", e, c.want)
+			}
+		})
 	}
 }
 
