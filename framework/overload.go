@@ -289,8 +289,9 @@ func (f *frontDoor) class(r *http.Request) Priority {
 }
 
 // admit waits for the request's slot. When it is shed, admit answers it (a
-// 503 with Retry-After, or a 499 for a client that went away) and returns
-// false.
+// 503 with Retry-After, or a 499 for a client that went away while it
+// waited) and returns false. Either way the front door gave up on it, so it
+// is logged as shed, not in the access log.
 func (f *frontDoor) admit(w *ResponseRecorder, r *http.Request, held *heldPermit) bool {
 	class := f.class(r)
 	p, err := f.limiter.Acquire(r.Context(), class)
@@ -299,12 +300,14 @@ func (f *frontDoor) admit(w *ResponseRecorder, r *http.Request, held *heldPermit
 		return true
 	}
 	var shed *ShedError
-	if errors.As(err, &shed) && shed.Reason == ShedClientGone {
+	errors.As(err, &shed)
+	w.quiet = true
+	if shed.Reason == ShedClientGone {
+		f.logShed(r, shed.Reason, class, StatusClientClosedRequest)
 		clientGone(w, r)
 		return false
 	}
-	w.quiet = true
-	f.logShed(r, shed.Reason, class)
+	f.logShed(r, shed.Reason, class, http.StatusServiceUnavailable)
 	problem.Write(w, r, shed.Problem())
 	return false
 }
@@ -312,11 +315,12 @@ func (f *frontDoor) admit(w *ResponseRecorder, r *http.Request, held *heldPermit
 // shedLogEvery is the most often the front door logs the requests it shed.
 const shedLogEvery = time.Second
 
-// logShed logs a shed request: at DEBUG each one, at INFO a count at most
-// once every shedLogEvery. Under overload a service sheds most of what it
-// is offered, and an access log line each would spend the CPU (and the log
-// pipeline) the shedding is there to save.
-func (f *frontDoor) logShed(r *http.Request, reason string, class Priority) {
+// logShed logs a shed request, answered status: at DEBUG each one, at INFO
+// a count at most once every shedLogEvery, with the last one's reason and
+// status. Under overload a service sheds most of what it is offered, and an
+// access log line each would spend the CPU (and the log pipeline) the
+// shedding is there to save.
+func (f *frontDoor) logShed(r *http.Request, reason string, class Priority, status int) {
 	f.log.LogAttrs(r.Context(), slog.LevelDebug, "request shed",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path),
 		slog.String("reason", reason), slog.String("class", class.String()))
@@ -328,7 +332,7 @@ func (f *frontDoor) logShed(r *http.Request, reason string, class Priority) {
 	}
 	f.log.LogAttrs(r.Context(), slog.LevelInfo, "requests shed",
 		slog.Int64("count", f.shed.Swap(0)), slog.String("reason", reason),
-		slog.Int("limit", f.limiter.Limit()), slog.Int("status", http.StatusServiceUnavailable))
+		slog.Int("limit", f.limiter.Limit()), slog.Int("status", status))
 }
 
 // heldPermit is the Permit of the request being served, released once: when

@@ -3,6 +3,7 @@ package framework_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -314,19 +315,20 @@ func BenchmarkShed(b *testing.B) {
 		serveLoop(b, r)
 	})
 	b.Run("impl=jfast", func(b *testing.B) {
-		app := fullApp(b, io.Discard, nil)
+		app := fullApp(b, io.Discard, nil, 0)
 		serveLoop(b, app.Router())
 	})
 }
 
-// fullApp starts an App whose limit (1, no queue) a request to /hold fills
-// until the test ends, so every request to /hello is shed; it logs to out,
-// on clock (nil: the real one).
-func fullApp(tb testing.TB, out io.Writer, clock resilience.Clock) *framework.App {
+// fullApp starts an App whose limit (1) a request to /hold fills until the
+// test ends, so every request to /hello waits in a queue of queue places
+// (for up to 10 s) or, with queue 0, is shed at once; it logs to out, on
+// clock (nil: the real one).
+func fullApp(tb testing.TB, out io.Writer, clock resilience.Clock, queue int) *framework.App {
 	tb.Helper()
 	hold, entered := make(chan struct{}), make(chan struct{})
 	app, err := framework.New(framework.Options{
-		ConfigText: "[app]\nlisten = \"127.0.0.1:0\"\n[app.overload]\ninitial_limit = 1\nmin_limit = 1\nmax_limit = 1\nqueue = 0\n",
+		ConfigText: fmt.Sprintf("[app]\nlisten = \"127.0.0.1:0\"\n[app.overload]\ninitial_limit = 1\nmin_limit = 1\nmax_limit = 1\nqueue = %d\nqueue_timeout = \"10s\"\n", queue),
 		Environ:    []string{},
 		LogOutput:  out,
 		Clock:      clock,
@@ -620,7 +622,7 @@ func TestShedRequestsAreLoggedOnceASecond(t *testing.T) {
 	t.Parallel()
 	clk := resilience.NewTestClock(time.Unix(1_700_000_000, 0))
 	var logs jfasttest.Logs
-	app := fullApp(t, &logs, clk)
+	app := fullApp(t, &logs, clk, 0)
 	shed := func(n int) {
 		for range n {
 			w := httptest.NewRecorder()
@@ -650,5 +652,40 @@ func TestShedRequestsAreLoggedOnceASecond(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "path=/hello status=503") {
 		t.Fatalf("an access log line for a shed request:\n%s", logs.String())
+	}
+}
+
+// A request whose client left while it waited in the queue is one the front
+// door gave up on, as it gives up on one whose wait ran out: shed, in the
+// "requests shed" line with its reason and status (499: nobody is there to
+// read a 503), with no access log line of its own.
+func TestQueuedRequestWhoseClientLeftIsLoggedAsShed(t *testing.T) {
+	t.Parallel()
+	clk := resilience.NewTestClock(time.Unix(1_700_000_000, 0))
+	var logs jfasttest.Logs
+	app := fullApp(t, &logs, clk, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	timers := clk.Waiters()
+	answered := make(chan *httptest.ResponseRecorder, 1)
+	go func() {
+		w := httptest.NewRecorder()
+		app.Router().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/hello", nil).WithContext(ctx))
+		answered <- w
+	}()
+	clk.BlockUntil(timers + 1) // queued: its timers are made after it joins the queue
+	cancel()
+	if w := <-answered; w.Code != framework.StatusClientClosedRequest {
+		t.Fatalf("status %d, want %d", w.Code, framework.StatusClientClosedRequest)
+	}
+	if got := app.Overload().State().Shed[framework.ShedClientGone]["normal"]; got != 1 {
+		t.Fatalf("shed as client_gone: %d, want 1", got)
+	}
+	out := logs.String()
+	if !strings.Contains(out, `msg="requests shed"`) || !strings.Contains(out, "count=1 reason=client_gone limit=1 status=499") {
+		t.Fatalf("want a \"requests shed\" line with count=1, reason=client_gone and status=499:\n%s", out)
+	}
+	if strings.Contains(out, "path=/hello") {
+		t.Fatalf("an access log line for a request shed from the queue:\n%s", out)
 	}
 }
