@@ -213,7 +213,7 @@ func (b *binder) bindValue(key string, dst reflect.Value, val any) {
 			Result:           dst.Addr().Interface(),
 			WeaklyTypedInput: true,
 			DecodeHook: mapstructure.ComposeDecodeHookFunc(
-				mapstructure.StringToSliceHookFunc(","),
+				listFromString,
 				mapstructure.TextUnmarshallerHookFunc(),
 			),
 		})
@@ -229,6 +229,26 @@ func (b *binder) bindValue(key string, dst reflect.Value, val any) {
 			b.errorf(key, "write a "+describeType(t), "must be %s, got %s", describeKind(t), describe(val))
 		}
 	}
+}
+
+// listFromString splits a string given for a list (the environment's
+// JFAST_APP_ADMIN_HOSTS="a.internal, b.internal") on its commas and trims
+// the spaces around each element: "a,b" and "a, b" are one list, where a
+// space kept would make " b" a host, an origin or a plugin name that
+// nothing matches. An empty string is the empty list.
+func listFromString(from, to reflect.Type, data any) (any, error) {
+	if from.Kind() != reflect.String || to.Kind() != reflect.Slice {
+		return data, nil
+	}
+	s := reflect.ValueOf(data).String()
+	if s == "" {
+		return []string{}, nil
+	}
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		parts[i] = strings.TrimSpace(p)
+	}
+	return parts, nil
 }
 
 // parseDuration accepts a Go duration string ("250ms", "5s") or a bare number of

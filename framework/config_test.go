@@ -442,6 +442,36 @@ func TestEnvironmentErrorsNameTheirVariable(t *testing.T) {
 	}
 }
 
+// A list from the environment is split on its commas, and the spaces
+// around each element are dropped: "a, b" is the list "a,b" is.
+func TestEnvironmentListsTrimTheirElements(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		value string
+		want  []string
+	}{
+		{"a.internal,b.internal", []string{"a.internal", "b.internal"}},
+		{"a.internal, b.internal", []string{"a.internal", "b.internal"}},
+		{" a.internal ,\tb.internal ", []string{"a.internal", "b.internal"}},
+		{"a.internal", []string{"a.internal"}},
+		{"", []string{}},
+	} {
+		app, err := jfasttest.New(t, jfasttest.Options{Env: map[string]string{
+			"JFAST_APP_ADMIN_HOSTS": tc.value,
+			"JFAST_PLUGINS_ENABLED": "observability, fake",
+		}, Plugins: []framework.Plugin{newFake("fake", nil)}})
+		if err != nil {
+			t.Fatalf("%q: %v", tc.value, err)
+		}
+		if got := app.Config().AdminHosts; !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("JFAST_APP_ADMIN_HOSTS=%q: admin_hosts = %q, want %q", tc.value, got, tc.want)
+		}
+		if !app.Enabled("fake") {
+			t.Errorf("JFAST_PLUGINS_ENABLED=\"observability, fake\": fake is not enabled")
+		}
+	}
+}
+
 func TestPluginTableForPluginsAndOneSuggestion(t *testing.T) {
 	t.Parallel()
 	errs := configErrors(t, jfasttest.Options{
