@@ -111,10 +111,13 @@ func (d *DependencyMetrics) Calls(outcome string) prometheus.Counter {
 	return d.m.calls.WithLabelValues(d.plugin, d.dependency, outcome)
 }
 
-// Attempt counts one attempt the policy's loop made, and the retry or the
+// Attempt counts one attempt the policy's loop made and sent (not one
+// that found no instance to take it, Verdict.Unsent), and the retry or the
 // budget refusal that followed it: a resilience.PolicyOpts OnAttempt hook.
 func (d *DependencyMetrics) Attempt(rec resilience.AttemptRecord) {
-	d.Sent()
+	if !rec.Verdict.Unsent {
+		d.Sent()
+	}
 	switch rec.Stop {
 	case resilience.StopNone:
 		d.Retried()
@@ -125,6 +128,18 @@ func (d *DependencyMetrics) Attempt(rec resilience.AttemptRecord) {
 	}
 	if rec.Hedge {
 		d.Hedged()
+	}
+}
+
+// HedgeRefused counts a hedge the retry budget refused or the adaptive
+// throttle dropped, as the retry it is: a resilience.PolicyOpts
+// OnHedgeRefused hook.
+func (d *DependencyMetrics) HedgeRefused(stop resilience.Stop) {
+	switch stop {
+	case resilience.StopBudget:
+		d.BudgetRefused()
+	case resilience.StopThrottled:
+		d.ThrottledRetry()
 	}
 }
 

@@ -12,7 +12,8 @@ import (
 
 // Two plugins' sets in one registry count in the same families, told apart
 // by the plugin label; an attempt record counts the attempt and what
-// followed it.
+// followed it (not an attempt that sent nothing), a refused hedge counts
+// as the refused retry it is.
 func TestClientMetricsOneSetForEveryPlugin(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
@@ -25,6 +26,9 @@ func TestClientMetricsOneSetForEveryPlugin(t *testing.T) {
 	billing, inventory := httpSet.For("http", "billing"), grpcSet.For("grpc", "inventory")
 	billing.Attempt(resilience.AttemptRecord{N: 1, Stop: resilience.StopNone})
 	billing.Attempt(resilience.AttemptRecord{N: 2, Stop: resilience.StopBudget})
+	billing.Attempt(resilience.AttemptRecord{N: 1, Stop: resilience.StopFinal, Verdict: resilience.Verdict{Unsent: true}}) // no instance took it: not sent
+	billing.HedgeRefused(resilience.StopBudget)
+	billing.HedgeRefused(resilience.StopThrottled)
 	billing.Calls("response").Inc()
 	billing.Rejected()
 	inventory.Sent()
@@ -47,7 +51,8 @@ func TestClientMetricsOneSetForEveryPlugin(t *testing.T) {
 		"jfast_client_attempts_total{dependency=billing,plugin=http}":                                  2,
 		"jfast_client_attempts_total{dependency=inventory,plugin=grpc}":                                1,
 		"jfast_client_retries_total{dependency=billing,plugin=http}":                                   1,
-		"jfast_client_retry_budget_refusals_total{dependency=billing,plugin=http}":                     1,
+		"jfast_client_retry_budget_refusals_total{dependency=billing,plugin=http}":                     2,
+		"jfast_client_throttled_retries_total{dependency=billing,plugin=http}":                         1,
 		"jfast_client_bulkhead_rejections_total{dependency=billing,plugin=http}":                       1,
 		"jfast_client_calls_total{dependency=billing,outcome=response,plugin=http}":                    1,
 		"jfast_client_breaker_state{dependency=inventory,plugin=grpc}":                                 1,

@@ -98,6 +98,16 @@ type Verdict struct {
 	// connect_timeout of the dependency's silence is a [Hang]), so the loop
 	// keeps Outcome instead of making it [Ignore] by [CutByCaller].
 	Judged bool
+	// Unsent says the attempt sent nothing to the dependency: no instance
+	// would take it (every one's breaker open, or none resolved). The loop
+	// counts it in the call's attempts; attempt metrics leave it out.
+	Unsent bool
+	// Elsewhere says a retry would go to another instance than this
+	// attempt's, one neither tried nor refusing. For a [Hang] the deadline
+	// rule then asks only that the wait end before the deadline: the hang's
+	// time is the cut that ended it, and says nothing of how long another
+	// instance takes to answer.
+	Elsewhere bool
 }
 
 // Stop is why the loop made no further attempt after one.
@@ -354,7 +364,11 @@ func (r *Run) next(v Verdict, took time.Duration) (Stop, time.Duration) {
 	if !v.Asked {
 		wait = r.p.backoff.Delay(r.made)
 	}
-	if r.left() <= wait+took {
+	next := took // another attempt as long as this one
+	if v.Outcome == Hang && v.Elsewhere {
+		next = 0
+	}
+	if r.left() <= wait+next {
 		return StopDeadline, 0
 	}
 	if r.p.throttle.Allow() != nil {

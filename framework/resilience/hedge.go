@@ -174,7 +174,10 @@ func (r *Run) hedged(h Hedger, delay time.Duration) Verdict {
 		select {
 		case <-fire:
 			timer, fire = nil, nil
-			if r.ctx.Err() != nil || r.left() <= 0 || r.p.throttle.Allow() != nil || !r.p.budget.TryRetry() {
+			if stop := r.mayHedge(); stop != StopNone {
+				if r.p.hedgeNo != nil && (stop == StopThrottled || stop == StopBudget) {
+					r.p.hedgeNo(stop)
+				}
 				continue // no more hedges for this attempt
 			}
 			hedges++
@@ -206,6 +209,21 @@ func (r *Run) hedged(h Hedger, delay time.Duration) Verdict {
 			arm()
 		}
 	}
+}
+
+// mayHedge returns StopNone when a hedge that is due may start, else why
+// not: the call's context ended or no time is left (StopEnded), the
+// throttle drops it, the budget refuses it.
+func (r *Run) mayHedge() Stop {
+	switch {
+	case r.ctx.Err() != nil || r.left() <= 0:
+		return StopEnded
+	case r.p.throttle.Allow() != nil:
+		return StopThrottled
+	case !r.p.budget.TryRetry():
+		return StopBudget
+	}
+	return StopNone
 }
 
 // judge applies the loop's rules to an attempt's verdict ([Run.weigh]) and

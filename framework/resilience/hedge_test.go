@@ -186,3 +186,30 @@ func TestParseHedgeAfter(t *testing.T) {
 		}
 	}
 }
+
+// A hedge the retry budget refuses is not sent: it is reported to
+// OnHedgeRefused as the retry it is (StopBudget), and the call is its first
+// attempt's.
+func TestHedgeRefusedIsReported(t *testing.T) {
+	clock := NewTestClock(epoch)
+	cfg := DefaultPolicyConfig()
+	cfg.HedgeAfter = "20ms"
+	cfg.RetryBudget = BudgetBucket
+	cfg.RetryBudgetMaxTokens = 1
+	refused := make(chan Stop, 1)
+	p := NewPolicy(PolicyOpts{Name: "billing", Config: cfg, Clock: clock, OnHedgeRefused: func(s Stop) { refused <- s }})
+	if !p.Budget().TryRetry() {
+		t.Fatal("the bucket did not start with its token")
+	}
+	r := newRacer(clock, Verdict{Outcome: Success})
+	run, done := startHedged(t, p, clock, r)
+	if s := <-refused; s != StopBudget {
+		t.Fatalf("hedge refused with %v, want StopBudget", s)
+	}
+	close(r.gate(1))
+	v := <-done
+	run.End(run.Outcome())
+	if v.Err != nil || run.Made() != 1 || len(r.kept) != 1 || r.kept[0] != 1 {
+		t.Fatalf("verdict %+v, made %d, kept %v; want the first attempt alone", v, run.Made(), r.kept)
+	}
+}

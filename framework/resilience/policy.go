@@ -24,6 +24,11 @@ type PolicyOpts struct {
 	// does and before it: the place of the policy metrics every plugin
 	// shares (framework.DependencyMetrics). Defaults to nil.
 	OnAttempt func(AttemptRecord)
+	// OnHedgeRefused hears of each hedge that was due and not sent
+	// because the adaptive throttle dropped it (StopThrottled) or the
+	// retry budget refused it (StopBudget): a hedge is a retry, counted
+	// with them. Defaults to nil.
+	OnHedgeRefused func(Stop)
 	// Rand returns a number in [0, 1), the draw of the throttle's
 	// decisions. Defaults to math/rand/v2's Float64.
 	Rand func() float64
@@ -65,6 +70,7 @@ type Policy struct {
 	attempts   int
 	timeout    time.Duration
 	observe    func(AttemptRecord)
+	hedgeNo    func(Stop)
 	real       bool // clock is the time package's: the deadline is read off the call's start
 	// withDeadline is PolicyOpts.WithDeadline, context.WithDeadline when
 	// not set
@@ -110,6 +116,7 @@ func NewPolicy(o PolicyOpts) *Policy {
 		attempts:   max(o.Config.Attempts, 1),
 		timeout:    o.Config.Timeout,
 		observe:    o.OnAttempt,
+		hedgeNo:    o.OnHedgeRefused,
 		real:       real,
 
 		withDeadline: withDeadline,

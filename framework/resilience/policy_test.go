@@ -118,6 +118,17 @@ func TestRunStops(t *testing.T) {
 		// The attempt took 600 ms of a 1 s timeout: the wait and another
 		// 600 ms cannot fit in the 400 ms left.
 		{name: "deadline", attempts: 3, timeout: time.Second, took: 600 * time.Millisecond, verdicts: []Verdict{failed}, want: []Stop{StopDeadline}},
+		// A hang whose retry goes to another instance (NoBreaker: the
+		// instances' breakers are the plugin's): its 600 ms are the cut
+		// that ended it, so only the wait must fit in the 400 ms left.
+		{
+			name: "hang retried elsewhere", attempts: 3, timeout: time.Second, took: 600 * time.Millisecond, edit: withBucket, opts: RunOpts{NoBreaker: true},
+			verdicts: []Verdict{{Err: errRefused, Outcome: Hang, Retry: true, Elsewhere: true}, answered}, want: []Stop{StopNone, StopFinal},
+		},
+		{
+			name: "hang retried on the same instance", attempts: 3, timeout: time.Second, took: 600 * time.Millisecond, edit: withBucket, opts: RunOpts{NoBreaker: true},
+			verdicts: []Verdict{{Err: errRefused, Outcome: Hang, Retry: true}, answered}, want: []Stop{StopDeadline},
+		},
 		{
 			name: "asked wait past the deadline", attempts: 3, timeout: time.Second,
 			verdicts: []Verdict{{Err: errRefused, Outcome: Failure, Retry: true, Wait: time.Second, Asked: true}}, want: []Stop{StopDeadline},

@@ -121,7 +121,8 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 	}
 	c.policy = resilience.NewPolicy(resilience.PolicyOpts{
 		Name: u.Name, Config: u.PolicyConfig, Clock: clock,
-		OnStateChange: resilience.LogStateChanges(logger.With("upstream", u.Name), "grpc", u.BreakerCoolDown, c.metrics.transition),
+		OnStateChange:  resilience.LogStateChanges(logger.With("upstream", u.Name), "grpc", u.BreakerCoolDown, c.metrics.transition),
+		OnHedgeRefused: c.metrics.dep.HedgeRefused,
 	})
 	c.breaker = c.policy.Breaker()
 	return c, nil

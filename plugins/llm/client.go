@@ -112,8 +112,9 @@ func newClient(cfg ProviderConfig, opts ...ClientOption) (*Client, error) {
 	c.dep = c.metrics.policy.For("llm", name)
 	c.policy = resilience.NewPolicy(resilience.PolicyOpts{
 		Name: name, Config: cfg.PolicyConfig, Clock: o.Clock,
-		OnStateChange: resilience.LogStateChanges(o.Logger, "llm", cfg.BreakerCoolDown, c.dep.Transition),
-		OnAttempt:     c.dep.Attempt,
+		OnStateChange:  resilience.LogStateChanges(o.Logger, "llm", cfg.BreakerCoolDown, c.dep.Transition),
+		OnAttempt:      c.dep.Attempt,
+		OnHedgeRefused: c.dep.HedgeRefused,
 	})
 	sdkOpts := []option.RequestOption{
 		option.WithBaseURL(cfg.BaseURL),
