@@ -109,8 +109,8 @@ type PolicyConfig struct {
 	// for load (429, 503, RESOURCE_EXHAUSTED) or times out, calls and retries
 	// are refused locally with probability
 	// max(0, (requests − throttle_k × accepts) / (requests + 1)) over the
-	// last throttle_window, before the breaker and the retry budget are
-	// asked. Defaults to false.
+	// last throttle_window, at most 0.9, before the breaker and the retry
+	// budget are asked. Defaults to false.
 	Throttle bool `koanf:"throttle"`
 	// ThrottleK is the throttle's multiplier: the dependency receives about
 	// throttle_k times what it accepts. Must be at least 1. Defaults to 2.

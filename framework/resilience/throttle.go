@@ -25,6 +25,17 @@ const (
 // are exact to within Window/24 (5 s by default).
 const throttleBuckets = 24
 
+// ThrottleMaxDrop caps the refusal probability: at least a tenth of the
+// calls offered still reach the dependency, however much it refused. A
+// request dropped locally counts as a request, so without the cap a
+// dependency that refused everything for a window is then sent almost
+// nothing: it gets too few requests to be seen to recover, and the window
+// must forget the outage several times over (more than 3 windows, 6
+// minutes by default) before the calls flow again. With it they do within
+// 2 windows: the tenth it keeps receiving is answered from the moment it is
+// back, and the accepts it brings lower the probability again.
+const ThrottleMaxDrop = 0.9
+
 // ErrThrottled matches, with errors.Is, every [*ThrottledError].
 var ErrThrottled = errors.New("call throttled locally")
 
@@ -67,7 +78,8 @@ type ThrottleOpts struct {
 // Throttle is the client-side adaptive throttle of one dependency: it
 // counts the requests made to it and those it accepted over a sliding
 // window, and refuses a new one locally with probability
-// max(0, (requests − K·accepts) / (requests + 1)). An accept is any
+// max(0, (requests − K·accepts) / (requests + 1)), at most
+// [ThrottleMaxDrop]. An accept is any
 // attempt that is not the dependency refusing for load (429, 503,
 // RESOURCE_EXHAUSTED, S3's SlowDown) and not a hang: an answer, and a
 // refused connection too (the throttle is for load, the breaker for
@@ -150,10 +162,11 @@ func (t *Throttle) record(v Verdict) {
 	}
 }
 
-// probability is the refusal probability; t.mu is held.
+// probability is the refusal probability, at most ThrottleMaxDrop; t.mu
+// is held.
 func (t *Throttle) probability() float64 {
 	req, acc := float64(max(t.w.a, 0)), float64(max(t.w.b, 0))
-	return max(0, (req-t.k*acc)/(req+1))
+	return min(ThrottleMaxDrop, max(0, (req-t.k*acc)/(req+1)))
 }
 
 // ThrottleSnapshot is a throttle's state, for metrics and tests.

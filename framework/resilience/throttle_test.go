@@ -155,3 +155,55 @@ func TestThrottleCounts(t *testing.T) {
 		t.Fatalf("snapshot %+v, want one request, not accepted", s)
 	}
 }
+
+// TestThrottleSeesRecovery: a dependency that refused every call for two
+// windows still receives about 1 − ThrottleMaxDrop of the calls offered;
+// once it accepts them all again, every call reaches it within two windows
+// (the cap's doing: without it the throttle, counting its own drops as
+// requests, sends almost nothing and needs about four).
+func TestThrottleSeesRecovery(t *testing.T) {
+	const rate = 50 // calls offered per second
+	clock := NewTestClock(epoch)
+	cfg := DefaultPolicyConfig()
+	cfg.Throttle, cfg.Attempts = true, 1
+	p := NewPolicy(PolicyOpts{Name: "billing", Config: cfg, Clock: clock, Rand: rand.New(rand.NewPCG(1, 2)).Float64})
+	d := &shedder{clock: clock, received: map[int64]int{}, accepted: map[int64]int{}}
+	window := int64(DefaultThrottleWindow / time.Second)
+	down, secs := 2*window, 5*window
+	for range secs * rate {
+		if clock.Now().Sub(epoch) >= time.Duration(down)*time.Second {
+			d.capacity = rate
+		}
+		var run Run
+		if p.Begin(context.Background(), &run, RunOpts{}) == nil {
+			run.Attempts(d)
+			run.End(run.Outcome())
+		}
+		clock.Advance(time.Second / rate)
+	}
+	during := 0
+	for s := window; s < down; s++ {
+		during += d.received[s]
+	}
+	if floor := (1 - ThrottleMaxDrop) * rate * float64(window); float64(during) < 0.8*floor {
+		t.Errorf("the outage's second window: the dependency received %d calls, want about %v", during, floor)
+	}
+	// Recovered: from some second on, every span of 5 s (a bucket) delivers
+	// all but a few of the calls offered.
+	const span = 5
+	recovered := secs
+	for s := secs - span; s >= down; s-- {
+		sum := 0
+		for i := range int64(span) {
+			sum += d.received[s+i]
+		}
+		if sum < rate*span*95/100 {
+			break
+		}
+		recovered = s
+	}
+	if recovered-down > 2*window {
+		t.Fatalf("every call reached the dependency again %d s after it recovered, want within two windows (%d s)", recovered-down, 2*window)
+	}
+	t.Logf("recovered %d s after the dependency did; %d calls received in the outage's second window", recovered-down, during)
+}
