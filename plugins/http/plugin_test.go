@@ -93,6 +93,8 @@ func TestConfigErrors(t *testing.T) {
 		{"ftp base_url", `base_url = "ftp://billing"`, "base_url"},
 		{"base_url with credentials", `base_url = "http://u:secret@billing"`, "base_url"},
 		{"base_url with a query", `base_url = "http://billing/?a=1"`, "base_url"},
+		{"base_url with a port above 65535", `base_url = "http://billing:99999"`, "base_url"},
+		{"base_url with port 0", `base_url = "http://billing:0"`, "base_url"},
 	}
 	for _, tc := range urls {
 		t.Run(tc.name, func(t *testing.T) {

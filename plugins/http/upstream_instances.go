@@ -6,10 +6,12 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/jfastframework/jfast/framework"
@@ -34,19 +36,22 @@ func (u *Upstream) instanceProblems(l *framework.Problems) {
 		l.Error("discover", "cannot be set together with instances",
 			"keep instances (a fixed list of origins) or discover = true (base_url's host resolved again and again), not both")
 	}
-	seen := map[string]bool{}
+	seen := map[string]int{} // an origin, as instanceOrigin writes it → the first instances[i] listing it
 	for n, raw := range u.Instances {
 		key := fmt.Sprintf("instances[%d]", n)
 		problem := checkBaseURL(raw)
 		if problem == "" {
 			v, _ := url.Parse(raw)
+			origin := instanceOrigin(v)
+			first, listed := seen[origin]
 			switch {
 			case v.Path != "" && v.Path != "/":
 				problem = "must be an origin (scheme, host and port) without a path: the path comes from base_url"
-			case seen[v.Host]:
-				problem = "lists the same host and port again"
+			case listed:
+				problem = fmt.Sprintf("is the origin of instances[%d] again, %s (a host name ignores case, and a missing port is the scheme's): each instance is listed once", first, origin)
+			default:
+				seen[origin] = n
 			}
-			seen[v.Host] = true
 		}
 		if problem != "" {
 			l.Error(key, problem, `list origins such as "http://10.0.0.7:8010", in the file or comma-separated in JFAST_HTTP_UPSTREAMS__<NAME>__INSTANCES`)
@@ -67,6 +72,22 @@ func (u *Upstream) instanceProblems(l *framework.Problems) {
 	}
 	l.Deadline("health_every", u.HealthEvery)
 	l.Deadline("health_timeout", u.HealthTimeout)
+}
+
+// instanceOrigin returns the origin of an instance as two listings of one
+// server compare: the scheme and the host in lower case, an IP address in
+// its one form ([::1], not [0:0::1]), the port as a number, the scheme's
+// when none is written ("http://Billing" and "http://billing:80" are one).
+func instanceOrigin(u *url.URL) string {
+	scheme, host := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname())
+	if a, err := netip.ParseAddr(host); err == nil {
+		host = a.String()
+	}
+	port := cmp.Or(u.Port(), defaultPort(scheme))
+	if n, err := strconv.Atoi(port); err == nil {
+		port = strconv.Itoa(n)
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
 }
 
 // instanceTLS returns u's TLS configuration. With instances over https it
