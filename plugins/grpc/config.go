@@ -362,6 +362,9 @@ func checkTarget(s string) string {
 		if rest == "" {
 			return "names no address after the scheme"
 		}
+		if _, port, err := net.SplitHostPort(rest); err == nil && scheme != "unix" {
+			return framework.PortProblem(port)
+		}
 		return ""
 	}
 	if strings.HasPrefix(s, "unix:") {
@@ -371,7 +374,7 @@ func checkTarget(s string) string {
 	if err != nil || host == "" || port == "" {
 		return `must be "host:port" or a URI such as "dns:///host:port"`
 	}
-	return ""
+	return framework.PortProblem(port)
 }
 
 // checkCAFile returns what is wrong with a CA file, or "".

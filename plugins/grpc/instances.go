@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -54,22 +55,40 @@ func (u *Upstream) instanceProblems(l *framework.Problems) {
 		l.Error("discover", "cannot be set together with instances",
 			`keep instances (a fixed list of "host:port") or discover = true (target's name resolved again and again), not both`)
 	}
-	seen := map[string]bool{}
+	seen := map[string]int{} // an address, as instanceAddr writes it → the first instances[i] listing it
 	for n, addr := range u.Instances {
 		problem := ""
 		host, port, err := net.SplitHostPort(addr)
+		first, listed := seen[instanceAddr(host, port)]
 		switch {
 		case err != nil || host == "" || port == "" || strings.Contains(addr, "/"):
 			problem = fmt.Sprintf("%q is not \"host:port\"", addr)
-		case seen[addr]:
-			problem = fmt.Sprintf("lists %q twice", addr)
+		case framework.PortProblem(port) != "":
+			problem = fmt.Sprintf("%q %s", addr, framework.PortProblem(port))
+		case listed:
+			problem = fmt.Sprintf("is the address of instances[%d] again, %q (a host name ignores case): each instance is listed once", first, u.Instances[first])
+		default:
+			seen[instanceAddr(host, port)] = n
 		}
-		seen[addr] = true
 		if problem != "" {
 			l.Error(fmt.Sprintf("instances[%d]", n), problem,
 				`list addresses such as "10.0.0.7:9000", in the file or comma-separated in JFAST_GRPC_UPSTREAMS__<NAME>__INSTANCES`)
 		}
 	}
+}
+
+// instanceAddr returns host:port as two listings of one server compare:
+// the host in lower case, an IP address in its one form ([::1], not
+// [0:0::1]), the port as a number (9000, not 09000).
+func instanceAddr(host, port string) string {
+	host = strings.ToLower(host)
+	if a, err := netip.ParseAddr(host); err == nil {
+		host = a.String()
+	}
+	if n, err := strconv.Atoi(port); err == nil {
+		port = strconv.Itoa(n)
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // newInstances makes the client's instances: a channel from the pool for
@@ -139,6 +158,8 @@ func (u *Upstream) discoverProblems(l *framework.Problems) {
 	host, port, err := net.SplitHostPort(discoverAddr(u.Target))
 	if err != nil || host == "" || port == "" {
 		l.Error("target", fmt.Sprintf("%q is not \"dns:///host:port\"", u.Target), fix)
+	} else if problem := framework.PortProblem(port); problem != "" {
+		l.Error("target", problem, fix)
 	}
 }
 
