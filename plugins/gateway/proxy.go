@@ -85,11 +85,14 @@ type call struct {
 	framework.OutboundCall
 	start time.Time
 	in    *http.Request // the client's request: its path is a problem's instance
-	// upgrade is a request asking to switch protocols; handshake, when not
-	// zero, is the request deadline its upstream call is held to until the
-	// upstream answers 101 (a route that is not a stream).
+	// upgrade is a request asking to switch protocols. On a route that is
+	// not a stream, handshake is the client request's context, which its
+	// upstream call and any answer but a 101 are held to (handshakeTransport),
+	// and cancel ends the call's own context, which has no deadline so that
+	// a tunnel can outlive the request.
 	upgrade   bool
-	handshake time.Time
+	handshake context.Context
+	cancel    context.CancelFunc
 	rc        *http.ResponseController // set for streams and upgrades
 	tun       *tunnel                  // the tunnel opened on a 101
 	body      clientBody               // the response body's wrapper, allocated with the call
@@ -103,6 +106,13 @@ func (c *call) Value(key any) any {
 		return c
 	}
 	return c.OutboundCall.Value(key)
+}
+
+// canceled reports whether the call ended because its client went away or
+// the App drains, not at a deadline.
+func (c *call) canceled() bool {
+	return errors.Is(c.Err(), context.Canceled) ||
+		c.handshake != nil && errors.Is(c.handshake.Err(), context.Canceled)
 }
 
 func callOf(ctx context.Context) *call {
@@ -123,11 +133,12 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	c := &call{start: time.Now(), in: r, upgrade: isUpgrade(r)}
-	if rt.cfg.Stream || c.upgrade {
-		// A stream, or a tunnel once the upstream switched protocols,
-		// outlives app.request_timeout: it ends when the client goes away,
-		// the upstream's deadlines (or tunnel_idle_timeout) cut it, or the
-		// App drains.
+	switch {
+	case rt.cfg.Stream:
+		// A stream (and a tunnel on a stream route) outlives
+		// app.request_timeout and leaves the concurrency limit: it ends
+		// when the client goes away, the upstream's deadlines (or
+		// tunnel_idle_timeout) cut it, or the App drains.
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(framework.StreamContext(r))
 		defer cancel()
@@ -137,14 +148,23 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		stop := context.AfterFunc(rt.p.drain, cancel)
 		defer stop()
 		c.rc = http.NewResponseController(w)
-		if rt.cfg.Stream {
-			w = &streamWriter{ResponseWriter: w, rc: c.rc, gap: rt.p.cfg.StreamWriteTimeout}
-		} else if d, ok := r.Context().Deadline(); ok {
-			// An upgrade on a route that is not a stream is an ordinary
-			// request until the upstream answers 101: its call and any
-			// other answer are held to the request's deadline.
-			c.handshake = d
-		}
+		w = &streamWriter{ResponseWriter: w, rc: c.rc, gap: rt.p.cfg.StreamWriteTimeout}
+	case c.upgrade:
+		// An upgrade on a route that is not a stream is an ordinary
+		// request until the upstream answers 101: it keeps its slot of the
+		// concurrency limit, and its upstream call and any other answer are
+		// held to the request's context and the upstream's timeout
+		// (handshakeTransport). Only the call's own context, which the
+		// ReverseProxy ties the upstream's connection to after a 101, is
+		// free of the request's deadline; openTunnel gives it the client
+		// connection's life.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
+		defer cancel()
+		stop := context.AfterFunc(rt.p.drain, cancel)
+		defer stop()
+		c.rc = http.NewResponseController(w)
+		c.handshake, c.cancel = r.Context(), cancel
 	}
 	c.Context, c.Route, c.OwnedHeader = ctx, rt.template, true
 
@@ -464,7 +484,7 @@ func (rt *route) response(resp *http.Response) error {
 	if c == nil {
 		return nil
 	}
-	if resp.StatusCode == http.StatusSwitchingProtocols && c.upgrade {
+	if resp.StatusCode == http.StatusSwitchingProtocols {
 		return rt.openTunnel(c, resp)
 	}
 	c.body = clientBody{ReadCloser: resp.Body, c: c, rt: rt}
@@ -486,7 +506,7 @@ type clientBody struct {
 
 func (b *clientBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF && errors.Is(b.c.Err(), context.Canceled) {
+	if err != nil && err != io.EOF && b.c.canceled() {
 		if !b.gone {
 			b.gone = true
 			b.rt.clientGone(b.c.in, "while the response body was sent", err)
@@ -534,7 +554,7 @@ func (rt *route) fail(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Connection", "close")
 		problem.Write(w, client, problem.From(bodyErr))
 		return
-	case errors.Is(r.Context().Err(), context.Canceled) && !errors.Is(err, resilience.ErrOpen):
+	case (c != nil && c.canceled() || c == nil && errors.Is(r.Context().Err(), context.Canceled)) && !errors.Is(err, resilience.ErrOpen):
 		// The client went away: nobody reads an answer. 499 ("client
 		// closed request", as nginx logs it) tells the access log and the
 		// metrics what happened; it is no upstream failure.
@@ -549,17 +569,22 @@ func (rt *route) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	p, ok := problem.As(err)
 	if !ok {
-		p = problem.ServiceUnavailable(rt.cfg.Upstream, fmt.Sprintf("upstream '%s' is unreachable", rt.cfg.Upstream), 0)
-		p.Err = err
+		detail := "is unreachable"
+		if errors.Is(err, errTunnelRefused) {
+			detail = err.Error() // it answered, with a 101 not passed on
+		}
+		p = problem.UpstreamFailed(rt.cfg.Upstream, fmt.Sprintf("upstream '%s' %s", rt.cfg.Upstream, detail), true, 0, err)
 	}
 	out := *p
-	out.Extensions = make(map[string]any, len(p.Extensions)+2)
+	out.Extensions = make(map[string]any, len(p.Extensions)+3)
 	for k, v := range p.Extensions {
 		out.Extensions[k] = v
 	}
 	out.Extensions["route"] = rt.name
-	if _, ok := out.Extensions["dependency"]; !ok {
-		out.Extensions["dependency"] = rt.cfg.Upstream
+	for _, k := range [...]string{"dependency", "upstream"} {
+		if _, ok := out.Extensions[k]; !ok {
+			out.Extensions[k] = rt.cfg.Upstream
+		}
 	}
 	out.Detail = "route '" + rt.name + "': " + p.Detail
 	rt.p.log.LogAttrs(r.Context(), slog.LevelWarn, "gateway: no response from upstream",

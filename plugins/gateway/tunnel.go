@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
 )
 
@@ -32,19 +34,29 @@ type tunnel struct {
 	m                  *routeMetrics
 }
 
-// errTunnelRefused is the cause of a 101 the gateway did not pass on.
-var errTunnelRefused = errors.New("the upstream switched protocols")
+// errTunnelRefused is the cause of a 101 the gateway did not pass on; a
+// problem's detail says "upstream '<name>' " and then its text.
+var errTunnelRefused = errors.New("switched protocols")
 
-// openTunnel runs on an upstream's 101 to an upgrade request: the only point
-// at which the connection is handed over. It takes the tunnel's bulkhead
-// place (waiting bulkhead_wait at most, as a call does), lifts the
+// openTunnel runs on an upstream's 101: the only point at which the
+// connection is handed over. A 101 to a request that asked for no upgrade,
+// or to another protocol than the one asked for, is refused. Otherwise it
+// takes the tunnel's bulkhead place (waiting bulkhead_wait at most, as a
+// call does), takes the request out of the concurrency limit, lifts the
 // connection's request deadlines and starts the idle watch. An error makes
 // the ReverseProxy close the upstream's connection and answer the client
 // with the route's problem, nothing switched.
 func (rt *route) openTunnel(c *call, resp *http.Response) error {
+	asked, got := "", upgradeType(resp.Header)
+	if c.upgrade {
+		asked = c.in.Header.Get("Upgrade")
+	}
 	conn, ok := resp.Body.(io.ReadWriteCloser)
-	if !ok || c.rc == nil {
-		return nil // the ReverseProxy refuses it with its own error
+	switch {
+	case asked == "" || c.rc == nil:
+		return fmt.Errorf("%w to %q, which the request did not ask for", errTunnelRefused, got)
+	case !ok || !printable(got) || !strings.EqualFold(got, asked):
+		return fmt.Errorf("%w to %q when %q was asked for", errTunnelRefused, got, asked)
 	}
 	permit, err := rt.bulkhead.Acquire(c)
 	if err != nil {
@@ -54,6 +66,12 @@ func (rt *route) openTunnel(c *call, resp *http.Response) error {
 	// watch, not by the request's deadlines, which the framework set on it.
 	_ = c.rc.SetReadDeadline(time.Time{})
 	_ = c.rc.SetWriteDeadline(time.Time{})
+	if c.handshake != nil {
+		// Only now does the request become a tunnel: it leaves the
+		// concurrency limit (StreamContext frees its slot) and lasts as
+		// long as the client's connection.
+		context.AfterFunc(framework.StreamContext(c.in), c.cancel)
+	}
 	t := &tunnel{ReadWriteCloser: conn, permit: permit, rc: c.rc, m: rt.m}
 	// The watch's timer is made here, before the client sees the 101, so
 	// a test clock moved after it finds the timer.
@@ -111,36 +129,53 @@ func (t *tunnel) close() {
 }
 
 // handshakeTransport holds an upgrade request's upstream call on a route
-// that is not a stream to the request's deadline (the call's context has
-// none, so that a tunnel can outlive it). Any answer but a 101 keeps that
-// deadline while its body is read.
+// that is not a stream to the client request's context (its deadline, its
+// cancellation) until the upstream answers: the call's own context has no
+// deadline, so that a tunnel can outlive the request. Marked by nothing
+// else, the call is an ordinary one to the upstream's RoundTripper: timeout
+// bounds it and the body of any answer but a 101, and Jfast-Timeout-Ms says
+// the sooner of that and the request's deadline.
 type handshakeTransport struct{ rt http.RoundTripper }
 
 func (h handshakeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c := callOf(req.Context())
-	if c == nil || c.handshake.IsZero() {
+	if c == nil || c.handshake == nil {
 		return h.rt.RoundTrip(req)
 	}
-	ctx, cancel := context.WithDeadline(req.Context(), c.handshake)
-	resp, err := h.rt.RoundTrip(req.WithContext(ctx))
-	if err != nil || resp.StatusCode == http.StatusSwitchingProtocols {
-		// A switched connection is no longer the call's: cancelling the
-		// handshake's context leaves it open.
-		cancel()
-		return resp, err
+	return h.rt.RoundTrip(req.WithContext(&handshakeContext{Context: req.Context(), life: c.handshake}))
+}
+
+// handshakeContext has the values of the call's context and the deadline and
+// cancellation of the client request's.
+type handshakeContext struct {
+	context.Context // values
+	life            context.Context
+}
+
+func (h *handshakeContext) Deadline() (time.Time, bool) { return h.life.Deadline() }
+func (h *handshakeContext) Done() <-chan struct{}       { return h.life.Done() }
+func (h *handshakeContext) Err() error                  { return h.life.Err() }
+
+// upgradeType is the protocol a response switches to, as the ReverseProxy
+// reads it: its Upgrade header when Connection lists "upgrade", else "".
+func upgradeType(h http.Header) string {
+	for _, v := range h["Connection"] {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), "upgrade") {
+				return h.Get("Upgrade")
+			}
+		}
 	}
-	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
-	return resp, nil
+	return ""
 }
 
-// cancelBody ends its context when closed.
-type cancelBody struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (b *cancelBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.cancel()
-	return err
+// printable reports whether s is printable ASCII, as the ReverseProxy
+// requires of a protocol it switches to.
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
