@@ -173,17 +173,18 @@ func BenchmarkQueryRowInterleaved(b *testing.B) {
 //
 //	go test -run '^$' -bench AcquireRelease -benchmem ./plugins/db/
 func BenchmarkAcquireRelease(b *testing.B) {
-	loop := func(b *testing.B, acquire func(context.Context) (*pgxpool.Conn, error)) {
-		ctx := context.Background()
-		b.ReportAllocs()
-		for b.Loop() {
-			c, err := acquire(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			c.Release()
+	b.Run("bare_pgxpool", func(b *testing.B) { acquireLoop(b, bareSameSize(b).Acquire) })
+	b.Run("jfast_db", func(b *testing.B) { acquireLoop(b, benchDB(b, nil).Acquire) })
+}
+
+func acquireLoop[C interface{ Release() }](b *testing.B, acquire func(context.Context) (C, error)) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		c, err := acquire(ctx)
+		if err != nil {
+			b.Fatal(err)
 		}
+		c.Release()
 	}
-	b.Run("bare_pgxpool", func(b *testing.B) { loop(b, bareSameSize(b).Acquire) })
-	b.Run("jfast_db", func(b *testing.B) { loop(b, benchDB(b, nil).Acquire) })
 }

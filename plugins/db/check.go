@@ -54,7 +54,7 @@ func (d *DB) check(ctx context.Context) readiness.Report {
 	if snap := d.gate.breaker.Snapshot(); snap.State == resilience.StateOpen {
 		return readiness.Unreachable(fmt.Sprintf("db unreachable: calls to 'db' are suspended for %.1fs", snap.RetryAfter.Seconds()), d.meta())
 	}
-	c, err := d.Acquire(ctx)
+	c, _, err := d.acquire(ctx)
 	if resilience.ProbeTaken(err) {
 		return d.checkOutside(ctx)
 	}

@@ -33,8 +33,8 @@ type Config struct {
 
 	// MinIdle is how many idle connections the pool keeps open, made in the
 	// background (a server that is down does not delay the boot). Unset, a
-	// pool_min_idle_conns in url is in force (see urlSettings).
-	// Defaults to 0.
+	// pool_min_idle_conns in url is in force; set in both, the two must
+	// agree. Defaults to 0.
 	MinIdle int `koanf:"min_idle"`
 
 	// ConnectTimeout bounds opening one connection: TCP, TLS, startup and
@@ -49,7 +49,8 @@ type Config struct {
 	PingTimeout time.Duration `koanf:"ping_timeout"`
 
 	// CommandTimeout, when positive, is the deadline of every statement
-	// sent through the plugin's pool, on top of the caller's context.
+	// sent through the plugin (db.DB, its transactions, a connection from
+	// DB.Acquire), on top of the caller's context.
 	// Zero leaves statements bounded by the caller's context only (the
 	// request's request_timeout, a job's timeout): migrations and reports
 	// legitimately run for minutes. Defaults to 0 (off).

@@ -64,17 +64,21 @@ func (d *DB) Stat() *pgxpool.Stat { return d.current().pool.Stat() }
 // tenant's DB, as Stat).
 func (d *DB) Breaker() resilience.BreakerSnapshot { return d.current().gate.breaker.Snapshot() }
 
-// Acquire returns a connection through the bounded ping and the breaker.
-// Release it when done.
+// Acquire returns a connection through the bounded ping and the breaker,
+// whose statements get command_timeout and report a broken connection as
+// the db dependency error, as DB's do (see [Conn]). Release it when done.
 //
 // A tenant's DB whose pool the LRU evicted (while a request was using it,
 // say) follows the tenant: it acquires from the tenant's pool of the moment,
 // opening it again if needed, so the request keeps working. Connections
 // already taken from the evicted pool keep working until released: its close
 // waits for them.
-func (d *DB) Acquire(ctx context.Context) (*pgxpool.Conn, error) {
+func (d *DB) Acquire(ctx context.Context) (*Conn, error) {
 	c, _, err := d.acquire(ctx)
-	return c, err
+	if err != nil {
+		return nil, err
+	}
+	return &Conn{c: c, db: d}, nil
 }
 
 // acquire is Acquire, with the connection's slot (nil for a connection the
@@ -133,7 +137,7 @@ func (d *DB) statementCtx(ctx context.Context) (context.Context, context.CancelF
 
 // Exec runs sql and returns its command tag.
 func (d *DB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	c, err := d.Acquire(ctx)
+	c, _, err := d.acquire(ctx)
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
@@ -176,7 +180,7 @@ func (d *DB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 // SendBatch sends every query of b in one round trip. The connection goes
 // back to the pool when the results are closed.
 func (d *DB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	c, err := d.Acquire(ctx)
+	c, _, err := d.acquire(ctx)
 	if err != nil {
 		return pgx.FailedBatchResults(b, err)
 	}
@@ -191,7 +195,7 @@ func (d *DB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 
 // CopyFrom copies rows into tableName with the COPY protocol.
 func (d *DB) CopyFrom(ctx context.Context, tableName pgx.Identifier, columnNames []string, rowSrc pgx.CopyFromSource) (int64, error) {
-	c, err := d.Acquire(ctx)
+	c, _, err := d.acquire(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -210,7 +214,7 @@ func (d *DB) Begin(ctx context.Context) (pgx.Tx, error) {
 
 // BeginTx starts a transaction with opts.
 func (d *DB) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
-	c, err := d.Acquire(ctx)
+	c, _, err := d.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -422,8 +426,9 @@ func (b *releasingBatch) Close() error {
 	return err
 }
 
-// poolTx is a transaction on a connection of the pool: Commit and Rollback
-// return the connection, and statements get command_timeout.
+// poolTx is a transaction on a connection of the pool: statements get
+// command_timeout, and Commit and Rollback return the connection (conn; nil
+// for one begun on a Conn, whose holder releases it).
 type poolTx struct {
 	pgx.Tx
 	conn *pgxpool.Conn
@@ -438,10 +443,7 @@ func (t *poolTx) releaseConn() {
 }
 
 func (t *poolTx) Commit(ctx context.Context) error {
-	err := t.Tx.Commit(ctx)
-	if t.conn != nil {
-		err = t.db.connErr(endOf(t.conn.Conn()), err)
-	}
+	err := t.db.connErr(t.end(), t.Tx.Commit(ctx))
 	t.releaseConn()
 	return err
 }

@@ -203,6 +203,37 @@ func TestCommandTimeoutBoundsEveryStatement(t *testing.T) {
 	check("Tx.Exec", func() error {
 		return b.db.Tx(ctx, func(tx pgx.Tx) error { _, err := tx.Exec(ctx, "SELECT pg_sleep(5)"); return err })
 	})
+	// A connection taken with Acquire: each statement breaks it, so each
+	// check takes its own.
+	onConn := func(f func(c *Conn) error) func() error {
+		return func() error {
+			c, err := b.db.Acquire(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Release()
+			return f(c)
+		}
+	}
+	check("Acquire+Exec", onConn(func(c *Conn) error { _, err := c.Exec(ctx, "SELECT pg_sleep(5)"); return err }))
+	check("Acquire+QueryRow", onConn(func(c *Conn) error { var s string; return c.QueryRow(ctx, "SELECT pg_sleep(5)::text").Scan(&s) }))
+	check("Acquire+Query", onConn(func(c *Conn) error {
+		rows, err := c.Query(ctx, "SELECT pg_sleep(5)")
+		if err != nil {
+			return err
+		}
+		rows.Close()
+		return rows.Err()
+	}))
+	check("Acquire+Begin+Exec", onConn(func(c *Conn) error {
+		tx, err := c.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		_, err = tx.Exec(ctx, "SELECT pg_sleep(5)")
+		return err
+	}))
 	// Fast statements are not affected.
 	var n int
 	if err := b.db.QueryRow(ctx, "SELECT 1").Scan(&n); err != nil {

@@ -248,7 +248,8 @@ func (p *Plugin) Acquire(ctx context.Context) (*pgxpool.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return d.Acquire(ctx)
+	c, _, err := d.acquire(ctx)
+	return c, err
 }
 
 // Pool returns the main pool's *pgxpool.Pool (nil before Start or without
