@@ -314,6 +314,96 @@ func uncomment(text []byte) []byte {
 	return []byte(strings.Join(out, "\n"))
 }
 
+// TestSharedClientKeysAreTheOnesCheckAccepts: a shared http client's table,
+// in the config command's output and in the jfast.toml jfast new writes,
+// has every key of an upstream's table but the ones check refuses in a
+// shared table (docs/http.md, "Every key of [plugin.http.shared.<name>]"),
+// and config's output for a service with one passes check.
+func TestSharedClientKeysAreTheOnesCheckAccepts(t *testing.T) {
+	t.Parallel()
+	// Each with a value an upstream's table takes.
+	refused := map[string]string{
+		"base_url":              `"https://hooks.example.com"`,
+		"forward_authorization": "true",
+		"instances":             `["http://10.0.0.7:8010"]`,
+		"discover":              "true",
+		"resolve_every":         `"7s"`,
+		"health_path":           `"/ready"`,
+		"health_every":          `"7s"`,
+		"health_timeout":        `"2s"`,
+	}
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		file := filepath.Join(dir, name)
+		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return file
+	}
+	const service = "[app]\nname = \"orders\"\n[plugins]\nenabled = [\"observability\", \"http\"]\n" +
+		"[plugin.http.upstreams.billing]\nbase_url = \"http://127.0.0.1:8010\"\n[plugin.http.shared.hooks]\ntimeout = \"5s\"\n"
+	for key, value := range refused {
+		if code, _, stderr := jfast(t, "check", "--config", write(key+".toml", service+key+" = "+value+"\n")); code != 1 || !strings.Contains(stderr, "plugin.http.shared.hooks.") {
+			t.Errorf("check of %s = %s in a shared table: exit %d, want it refused:\n%s", key, value, code, stderr)
+		}
+	}
+	sameKeys := func(what, text, upstream, shared string) {
+		t.Helper()
+		up, sh := tableKeys(text, upstream), tableKeys(text, shared)
+		if len(up) == 0 || len(sh) == 0 {
+			t.Fatalf("%s: no keys under %s or %s:\n%s", what, upstream, shared, text)
+		}
+		for k := range up {
+			if _, no := refused[k]; !no && !sh[k] {
+				t.Errorf("%s: the shared table lacks %s, which it takes", what, k)
+			}
+		}
+		for k := range refused {
+			if sh[k] {
+				t.Errorf("%s: the shared table lists %s, which check refuses there", what, k)
+			}
+		}
+	}
+
+	code, stdout, stderr := jfast(t, "config", "--config", write("jfast.toml", service))
+	if code != 0 {
+		t.Fatalf("config: exit %d: %s", code, stderr)
+	}
+	sameKeys("config", stdout, "[plugin.http.upstreams.billing]", "[plugin.http.shared.hooks]")
+	if code, _, stderr := jfast(t, "check", "--config", write("printed.toml", stdout)); code != 0 {
+		t.Errorf("check of config's output: exit %d:\n%s", code, stderr)
+	}
+
+	svc := filepath.Join(t.TempDir(), "shop")
+	if code, _, stderr := jfast(t, "new", "shop", "--dir", svc, "--plugins", "http"); code != 0 {
+		t.Fatalf("new: exit %d: %s", code, stderr)
+	}
+	generated, err := os.ReadFile(filepath.Join(svc, "jfast.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameKeys("jfast new's jfast.toml", string(generated), "[plugin.http.upstreams.example]", "# [plugin.http.shared.<name>]")
+}
+
+// tableKeys returns the keys, set or commented ("# key = value"), under the
+// header line of text until the next table's.
+func tableKeys(text, header string) map[string]bool {
+	table := regexp.MustCompile(`^(?:# )?\[[^\] ]+\]$`) // not "# [Route] or …" in a key's doc
+	key := regexp.MustCompile(`^(?:# )?([a-z0-9_]+)(?: +=|  \(unset)`)
+	keys := map[string]bool{}
+	in := false
+	for _, line := range strings.Split(text, "\n") {
+		if table.MatchString(line) {
+			in = line == header
+			continue
+		}
+		if m := key.FindStringSubmatch(line); in && m != nil {
+			keys[m[1]] = true
+		}
+	}
+	return keys
+}
+
 // TestCheckRefusesListenersOnOnePort: app.listen and the grpc server's listen
 // on one address are refused by check, as by the boot, naming both keys.
 func TestCheckRefusesListenersOnOnePort(t *testing.T) {

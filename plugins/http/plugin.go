@@ -410,4 +410,6 @@ var (
 
 	_ framework.HTTPInstrumentable = (*Plugin)(nil)
 	_ framework.HTTPTransports     = (*Plugin)(nil)
+
+	_ framework.ConditionalKeys = SharedConfig{}
 )

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/jfastframework/jfast/framework"
@@ -16,8 +17,9 @@ import (
 // [NewSharedClient]: a client whose calls take absolute URLs (webhooks,
 // third-party APIs) and keep one breaker, one retry budget and one bulkhead
 // per origin (scheme, host and port), created on first use. Every key of an
-// upstream applies per origin, except base_url (the calls name their URL) and
-// forward_authorization (the caller's token must not go to every host).
+// upstream applies per origin, except base_url and the instance keys (the
+// calls name their URL) and forward_authorization (the caller's token must
+// not go to every host): the validation refuses them ([SharedConfig.Applies]).
 type SharedConfig struct {
 	// Upstream is the policy keys, applied to every origin. Name names the
 	// client in errors, metrics, logs and /ready; the plugin sets it from the
@@ -57,6 +59,20 @@ type SharedConfig struct {
 func (s *SharedConfig) SetDefaults() {
 	s.Upstream.SetDefaults()
 	s.MaxOrigins = DefaultMaxOrigins
+}
+
+// upstreamOnlyKeys are an upstream's keys a shared client refuses (see
+// problems): its calls name their URL, so it has no base_url and no
+// instances to list, discover or check, and the caller's token must not go
+// to every host it calls.
+var upstreamOnlyKeys = []string{"base_url", "instances", "discover", "resolve_every",
+	"health_path", "health_every", "health_timeout", "forward_authorization"}
+
+// Applies implements framework.ConditionalKeys: the config command and
+// jfast new leave out of a shared table the upstream keys its validation
+// refuses there, so what they print is what check accepts.
+func (s SharedConfig) Applies(key string) bool {
+	return !slices.Contains(upstreamOnlyKeys, key)
 }
 
 // withDefaults fills the zero fields of s, for NewSharedClient.
