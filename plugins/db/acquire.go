@@ -233,11 +233,17 @@ type gate struct {
 	brokenMu sync.Mutex
 	broken   map[*pgconn.PgConn]struct{}
 
+	// stopCtx ends, when the gate closes, the connects in progress and the
+	// cancel requests in flight (see sockets.go).
+	stopCtx context.Context
+	stopAll context.CancelFunc
+
 	watch watchdog
 }
 
 func newGate(br *resilience.BreakerOpts, pingTimeout time.Duration) *gate {
 	g := &gate{pingTimeout: pingTimeout}
+	g.stopCtx, g.stopAll = context.WithCancel(context.Background())
 	g.epoch.Store(newEpoch())
 	g.watch.init(br.Clock)
 	hook := br.OnStateChange
@@ -305,6 +311,7 @@ func (g *gate) cancelInflight() {
 }
 
 func (g *gate) close() {
+	g.stopAll()
 	g.stopWatching()
 	g.cancelInflight()
 	g.brokenMu.Lock()
@@ -364,7 +371,8 @@ func (g *gate) install(cfg *pgxpool.Config) {
 		}
 		return nil
 	}
-	cfg.BeforeConnect = func(ctx context.Context, _ *pgx.ConnConfig) error {
+	cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
+		g.prepareConnect(cc)
 		if a := attemptFrom(ctx); a != nil {
 			a.mu.Lock()
 			a.connecting = true
@@ -428,7 +436,11 @@ func (g *gate) prepare(ctx context.Context, c *pgx.Conn) (bool, error) {
 	// pgconn has marked the connection closed and cleans it up in the
 	// background, reading until the server closes it for up to 15 s while
 	// the pool slot stays taken. The server is not answering: close the
-	// socket now so the slot frees at once.
+	// socket now, and send no cancel request (see sockets.go), so the slot
+	// frees at once.
+	if s := heldSlot(c); s != nil {
+		s.cutCancel()
+	}
 	_ = c.PgConn().Conn().Close()
 	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), errAttemptBound) {
 		return false, context.Cause(ctx)

@@ -3,6 +3,7 @@ package db
 import (
 	"context"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,6 +50,14 @@ type connSlot struct {
 	// statement's error is then the breaker's (see DB.connErr).
 	cut  atomic.Bool
 	conn net.Conn // the socket, closed by the watchdog's cut
+
+	// What ends the connection's other sockets (see sockets.go): up once
+	// the connection is made (its later dials are cancel requests).
+	up         atomic.Bool
+	cancelMu   sync.Mutex
+	noCancel   bool               // the plugin closed the socket: the server did not answer
+	stopCancel context.CancelFunc // of the cancel request in flight
+	connecting func() bool        // stops the gate's close from closing the socket being connected
 
 	// Owned by the watchdog: asked as it saw it at its last tick, and for
 	// how many ticks in a row it has seen that value.

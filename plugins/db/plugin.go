@@ -201,7 +201,10 @@ func (p *Plugin) applyConnConfig(params map[string]string) {
 }
 
 // Stop implements framework.Stopper: it closes the pools. pgxpool waits for
-// connections in use to come back, so Stop runs after the server drained.
+// connections in use to come back, so Stop runs after the server drained;
+// what would wait on a server that stopped answering (cancel requests and
+// drains of broken connections, connects in progress) ends at once (see
+// sockets.go).
 func (p *Plugin) Stop(ctx context.Context) error {
 	p.mu.Lock()
 	p.stopped = true

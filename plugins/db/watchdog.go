@@ -93,8 +93,12 @@ func (w *watchdog) init(clock resilience.Clock) {
 // addSlot gives a new connection its slot and registers it with the
 // watchdog (the pool's AfterConnect).
 func (g *gate) addSlot(c *pgx.Conn) {
-	s := &connSlot{conn: c.PgConn().Conn()}
-	c.PgConn().CustomData()[heldKey] = s
+	s := heldSlot(c) // made by BeforeConnect (see sockets.go)
+	if s == nil {
+		s = new(connSlot)
+		c.PgConn().CustomData()[heldKey] = s
+	}
+	s.conn = c.PgConn().Conn()
 	g.watch.slotsMu.Lock()
 	g.watch.slots[s] = struct{}{}
 	g.watch.slotsMu.Unlock()
@@ -262,6 +266,7 @@ func (g *gate) trip() {
 	for s := range g.watch.slots {
 		if s.asked.Load() != 0 {
 			s.cut.Store(true)
+			s.cutCancel()
 			_ = s.conn.Close()
 		}
 	}

@@ -132,9 +132,8 @@ func TestWatchdogCutsStatementsOnAHungServer(t *testing.T) {
 
 	// The probe after the cool-down, bounded by ping_timeout since the
 	// server is suspect: it fails, whether it waits for a free slot (the
-	// cut connections keep theirs while pgconn sends their cancel requests
-	// to the held server, the connect begun for the third statement is
-	// held too) or opens a new connection.
+	// connect begun for the third statement is held) or opens a new
+	// connection (the cut connections freed theirs at once).
 	b.clock.Advance(resilience.DefaultBreakerCoolDown)
 	var probeErr error
 	probe := timed(func() { _, probeErr = b.db.Exec(context.Background(), "SELECT 1") })
@@ -146,17 +145,20 @@ func TestWatchdogCutsStatementsOnAHungServer(t *testing.T) {
 	}
 
 	_ = b.proxy.Pass()
-	// The test clock passes the cool-down at once, but the pool's slots
-	// free on real time, as the resumed server answers what was held: the
-	// cut connections' cancel requests (pgxpool's destructor waits for
-	// pgconn's cleanup) and the connect begun before the reset (destroyed
-	// once it completes, within connect_timeout). In production the 15 s
-	// cool-down covers that; here the test waits for the pool to report
-	// it empty. Then a connection opened outside the breaker (as River's
-	// through DB.Pool), bounded by connect_timeout rather than by the
-	// suspect server's ping_timeout, which a new session on a loaded
+	// The test clock passes the cool-down at once, but the connects the
+	// held server kept (the one begun for the third statement before the
+	// reset, destroyed once it completes; the probe's, which goes on in the
+	// background and lands in the pool) end on real time, as the resumed
+	// server answers them. In production the 15 s cool-down covers that;
+	// here the test waits for the pool to settle: nothing in use, nothing
+	// connecting. (The cut connections kept no slot: they send no cancel
+	// request, see sockets.go.) Then a connection opened outside the breaker
+	// (as River's through DB.Pool), bounded by connect_timeout rather than
+	// by the suspect server's ping_timeout, which a new session on a loaded
 	// machine may exceed, lands in the pool for the probe.
-	waitPool(t, b.db, connectTimeout, "empty", func(s *pgxpool.Stat) bool { return s.TotalConns() == 0 })
+	waitPool(t, b.db, connectTimeout, "settled", func(s *pgxpool.Stat) bool {
+		return s.AcquiredConns() == 0 && s.ConstructingConns() == 0
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
 	c, err := b.db.Pool().Acquire(ctx)
 	cancel()

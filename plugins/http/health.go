@@ -38,6 +38,7 @@ type healthChecker struct {
 	log     *slog.Logger
 	name    string
 	timeout time.Duration
+	reset   func() // after an instance's breaker is forgotten: the breaker metrics see a closed one
 	rounds  background.Task
 }
 
@@ -59,6 +60,7 @@ func startHealth(c *ServiceClient) *healthChecker {
 		clock:   c.clock,
 		log:     c.logger,
 		name:    u.Name,
+		reset:   c.metrics.instances.Refresh,
 	}
 	start := h.clock.Now()
 	h.round(context.Background()) // the first round before the first call, within health_timeout
@@ -129,6 +131,7 @@ func (h *healthChecker) check(ctx context.Context, in *egress.Instance) {
 		// (it failed while it restarted), it gets a fresh one rather than
 		// waiting out the cool-down for a single probe.
 		if br := in.CurrentBreaker(); br != nil && br.Snapshot().State != resilience.StateClosed && in.ResetBreaker(br) {
+			h.reset()
 			h.log.Info("upstream instance answers its health check: its breaker is closed again",
 				slog.String("upstream", h.name), slog.String("instance", in.Addr()))
 		}

@@ -55,6 +55,9 @@ type upstreamMetrics struct {
 	response, timeout, unavailable, open, bulkhead, tooLarge prometheus.Counter
 	throttled                                                prometheus.Counter
 	latency, bodyRead                                        prometheus.Observer
+	// instances feeds the breaker metrics from the instances' breakers, for
+	// an upstream with instances (newInstances); nil otherwise.
+	instances *framework.InstanceBreakers
 }
 
 func (m *metricSet) forUpstream(name string) *upstreamMetrics {

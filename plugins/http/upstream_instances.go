@@ -125,9 +125,11 @@ func (s *SharedConfig) instanceKeyProblems(l *framework.Problems) {
 }
 
 // newInstances returns the instance set of u, or nil when u has one
-// instance (base_url's host, as resolved by the dialer).
+// instance (base_url's host, as resolved by the dialer). The instances'
+// breakers feed the upstream's breaker metrics (c.metrics.instances).
 func newInstances(u Upstream, c *core, lookup func(context.Context, string) ([]netip.Addr, error)) (*egress.Instances, error) {
-	o := egress.InstancesOpts{Plugin: "http", Name: u.Name, ResolveEvery: u.ResolveEvery, Lookup: lookup, Clock: c.clock, Log: c.logger}
+	o := egress.InstancesOpts{Plugin: "http", Name: u.Name, ResolveEvery: u.ResolveEvery, Lookup: lookup, Clock: c.clock, Log: c.logger,
+		OnChange: func([]*egress.Instance) { c.metrics.instances.Refresh() }}
 	switch {
 	case u.Discover:
 		o.Discover = u.BaseURL
@@ -136,15 +138,31 @@ func newInstances(u Upstream, c *core, lookup func(context.Context, string) ([]n
 	default:
 		return nil, nil
 	}
-	return egress.NewInstances(o)
+	set, err := egress.NewInstances(o)
+	if err != nil {
+		return nil, err
+	}
+	c.metrics.instances = c.metrics.dep.InstanceBreakers(func() []*resilience.Breaker {
+		list := set.List()
+		out := make([]*resilience.Breaker, len(list))
+		for i, in := range list {
+			out[i] = in.CurrentBreaker()
+		}
+		return out
+	})
+	return set, nil
 }
 
 // instanceBreaker returns in's breaker, made at its first attempt with the
-// upstream's breaker keys and named "<upstream> <address>".
+// upstream's breaker keys and named "<upstream> <address>"; its
+// transitions are the upstream's in the breaker metrics.
 func (c *core) instanceBreaker(in *egress.Instance) *resilience.Breaker {
 	return in.Breaker(func() *resilience.Breaker {
-		return resilience.NewBreaker(c.up.BreakerConfig.Opts(c.up.Name+" "+in.Addr(), c.clock,
-			resilience.LogStateChanges(c.logger, "http", c.up.BreakerCoolDown, nil)))
+		var br *resilience.Breaker
+		feed := func(ch resilience.StateChange) { c.metrics.instances.Transition(br, ch) }
+		br = resilience.NewBreaker(c.up.BreakerConfig.Opts(c.up.Name+" "+in.Addr(), c.clock,
+			resilience.LogStateChanges(c.logger, "http", c.up.BreakerCoolDown, feed)))
+		return br
 	})
 }
 
