@@ -30,8 +30,9 @@ const writeGrace = time.Second
 // renders as 400.
 type requestBody struct {
 	src      io.ReadCloser
-	header   http.Header // the response's, to ask for the connection's close
-	declared int64       // the request's Content-Length, or -1
+	header   http.Header   // the response's, to ask for the connection's close
+	conn     connDeadlines // the connection's, to end a wait for the unread rest; nil when none
+	declared int64         // the request's Content-Length, or -1
 	limit    int64
 	read     int64
 	err      error // sticky: once the limit or a read error is hit
@@ -71,10 +72,38 @@ func (b *requestBody) Read(p []byte) (int, error) {
 
 func (b *requestBody) tooLarge() error {
 	b.err = &http.MaxBytesError{Limit: b.limit}
-	// The server would read up to 256 KiB of the rest to keep the connection;
-	// a body over the limit is not worth it.
+	// The server would read up to 256 KiB of the rest to keep the connection
+	// (maxPostHandlerReadBytes in net/http): before the response when the
+	// connection is kept, after it otherwise, waiting until the request's
+	// deadline (the read deadline) for a client that holds the rest back. A
+	// body over the limit is not worth it: the connection is closed, and
+	// the read deadline passed, so that read fails at once.
 	b.header.Set("Connection", "close")
+	if b.conn != nil {
+		_ = b.conn.SetReadDeadline(time.Unix(1, 0))
+	}
 	return b.err
+}
+
+// DeclaredBodyTooLarge returns the *http.MaxBytesError of a request whose
+// Content-Length is over its body limit ([BodyLimit]), without reading the
+// body, and nil for any other. A handler returns the error as is: a 413
+// problem, after which the connection is closed at once (the body, never
+// read, leaves it unusable; net/http would otherwise wait for up to 256 KiB
+// of it until the request's deadline). [DecodeJSON] and any read of the
+// body answer the same; a handler that passes the body on (a proxy) calls
+// it before sending anything.
+func DeclaredBodyTooLarge(r *http.Request) error {
+	if b, ok := r.Body.(*requestBody); ok {
+		if b.declared > b.limit {
+			return b.tooLarge()
+		}
+		return nil
+	}
+	if limit := bodyLimit(r); r.ContentLength > limit {
+		return &http.MaxBytesError{Limit: limit}
+	}
+	return nil
 }
 
 func (b *requestBody) Close() error { return b.src.Close() }

@@ -217,6 +217,13 @@ func bodyService(t *testing.T, toml string) *jfasttest.Service {
 		Routes: func(_ *framework.App, r chi.Router) error {
 			r.Method(http.MethodPost, "/default", readAll)
 			r.With(framework.MaxBodyBytes(10)).Method(http.MethodPost, "/small", readAll)
+			r.With(framework.MaxBodyBytes(10)).Method(http.MethodPost, "/small.json", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+				var v any
+				if err := framework.DecodeJSON(r, &v); err != nil {
+					return err
+				}
+				return framework.JSON(w, http.StatusOK, v)
+			}))
 			r.With(framework.MaxBodyBytes(3<<20)).Method(http.MethodPost, "/large", readAll)
 			return nil
 		},
@@ -280,22 +287,36 @@ func TestBodyLimitFromConfigAndChunked(t *testing.T) {
 }
 
 // A declared Content-Length over the limit is answered at once, without
-// waiting for a body the server will not read.
+// waiting for a body the server will not read, and the connection is closed
+// at once: the body, held back here, is not waited for either, whether
+// the handler reads the body or decodes it (which does not read it), and
+// whatever its size (net/http would read up to 256 KiB of it,
+// maxPostHandlerReadBytes, until the request's deadline).
 func TestDeclaredLengthOverTheLimitIsAnsweredAtOnce(t *testing.T) {
 	t.Parallel()
-	svc := bodyService(t, "[app]\nrequest_timeout = \"30s\"")
-	conn := dial(t, svc)
-	if _, err := io.WriteString(conn, "POST /small HTTP/1.1\r\nHost: x\r\nContent-Length: 5000000\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second)) // well under the 30s request deadline
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close {
-		t.Fatalf("status = %d, close = %v; want 413 and Connection: close", resp.StatusCode, resp.Close)
+	const timeout = 30 * time.Second
+	svc := bodyService(t, fmt.Sprintf("[app]\nrequest_timeout = %q", timeout))
+	for _, path := range []string{"/small", "/small.json"} {
+		for _, size := range []int{11, 256 << 10, 5000000} {
+			conn := dial(t, svc)
+			if _, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", path, size); err != nil {
+				t.Fatal(err)
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(timeout / 3)) // well under the request's deadline
+			br := bufio.NewReader(conn)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("%s, Content-Length %d: %v", path, size, err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close {
+				t.Errorf("%s, Content-Length %d: status = %d, close = %v; want 413 and Connection: close", path, size, resp.StatusCode, resp.Close)
+			}
+			if n, err := br.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+				t.Errorf("%s, Content-Length %d: after the 413 the connection read %d, %v; want it closed (EOF)", path, size, n, err)
+			}
+		}
 	}
 }
 

@@ -102,10 +102,10 @@ func readBody(r *http.Request) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
-	limit := bodyLimit(r)
-	if r.ContentLength > limit {
-		return nil, problem.From(&http.MaxBytesError{Limit: limit})
+	if err := DeclaredBodyTooLarge(r); err != nil {
+		return nil, problem.From(err)
 	}
+	limit := bodyLimit(r)
 	body := r.Body
 	if _, ours := body.(*requestBody); !ours {
 		body = http.MaxBytesReader(nil, body, limit)

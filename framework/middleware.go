@@ -232,14 +232,15 @@ func (s *serveRequest) handle(ex *exchange, values *requestValues, r *http.Reque
 // route's byte limit.
 func (s *serveRequest) bound(ex *exchange, w http.ResponseWriter, r *http.Request, deadline time.Time) {
 	hasBody := r.Body != nil && r.Body != http.NoBody
-	if d := deadlinesOf(w); d != nil {
+	d := deadlinesOf(w)
+	if d != nil {
 		_ = d.SetWriteDeadline(deadline.Add(writeGrace))
 		if hasBody {
 			_ = d.SetReadDeadline(deadline)
 		}
 	}
 	if hasBody {
-		ex.body = requestBody{src: r.Body, header: w.Header(), declared: r.ContentLength, limit: s.maxBody}
+		ex.body = requestBody{src: r.Body, header: w.Header(), conn: d, declared: r.ContentLength, limit: s.maxBody}
 		if r.ContentLength <= 0 {
 			ex.body.declared = -1
 		}

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -76,5 +77,39 @@ upstream = "slow"
 				t.Errorf("a slow client was logged as a failure:\n%s", logs)
 			}
 		})
+	}
+}
+
+// A declared Content-Length over the route's body limit, its body held
+// back, gets its 413 and the connection closed at once, not at the
+// request's deadline: net/http would wait for up to 256 KiB of the body
+// (its maxPostHandlerReadBytes) before closing.
+func TestDeclaredBodyOverLimitClosesAtOnce(t *testing.T) {
+	t.Parallel()
+	const timeout = time.Minute
+	up := newUpstream(t, func(http.ResponseWriter, *http.Request) {})
+	svc := gatewayService(t, fmt.Sprintf("[app]\nrequest_timeout = %q\n", timeout)+upstreamTOML("orders", up.URL)+`
+[plugin.gateway.routes.orders]
+prefix = "/api/orders"
+upstream = "orders"
+max_body_bytes = 10
+`)
+	for _, size := range []int{11, 256 << 10} {
+		conn, br := rawRequest(t, svc.URL, fmt.Sprintf("POST /api/orders HTTP/1.1\r\nHost: gw\r\nContent-Length: %d\r\n\r\n", size))
+		_ = conn.SetReadDeadline(time.Now().Add(timeout / 2)) // the request's deadline is the failure
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("Content-Length %d: %v", size, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close {
+			t.Errorf("Content-Length %d: %d close=%v, want 413 closing the connection", size, resp.StatusCode, resp.Close)
+		}
+		if n, err := br.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+			t.Errorf("Content-Length %d: after the 413 the connection read %d, %v; want it closed (EOF)", size, n, err)
+		}
+	}
+	if n := up.hits.Load(); n != 0 {
+		t.Errorf("the upstream got %d requests, want none", n)
 	}
 }

@@ -123,10 +123,6 @@ func callOf(ctx context.Context) *call {
 // ServeHTTP proxies one request.
 func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p := refuse(r); p != nil {
-		if p.Status == http.StatusRequestEntityTooLarge {
-			// The body is not read: the connection cannot carry another request.
-			w.Header().Set("Connection", "close")
-		}
 		problem.Write(w, r, p)
 		rt.m.request(framework.ResponseStatus(w))
 		return
@@ -189,13 +185,14 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // refuse returns the problem a request is answered with before anything is
 // sent upstream, or nil: a path holding a dot segment, which an upstream
 // that normalises paths would resolve outside the route's prefix; and a
-// declared Content-Length over the body limit.
+// declared Content-Length over the body limit, after which the connection
+// is closed at once (framework.DeclaredBodyTooLarge).
 func refuse(r *http.Request) *problem.Problem {
 	if hasDotSegment(r.URL.EscapedPath()) {
 		return problem.New(http.StatusBadRequest, `the path holds a "." or ".." segment (or its percent-encoded form): send the path it resolves to`)
 	}
-	if limit := framework.BodyLimit(r); r.ContentLength > limit {
-		return problem.From(&http.MaxBytesError{Limit: limit})
+	if err := framework.DeclaredBodyTooLarge(r); err != nil {
+		return problem.From(err)
 	}
 	return nil
 }
