@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/problem"
 	"github.com/jfastframework/jfast/readiness"
@@ -12,7 +14,8 @@ import (
 
 // Check implements framework.Checker: a SELECT 1 through the breaker and the
 // bounded ping, under the readiness context. An open breaker is reported
-// without I/O; a half-open one takes the check as its probe, and when the
+// without I/O; a pool with every connection in use passes without waiting
+// for one (see check); a half-open one takes the check as its probe, and when the
 // probe is another call's, the check asks the server outside the breaker (see
 // checkOutside). A server that cannot be reached and an open breaker (opened by
 // such failures) are both reported unreachable, so the verdict holds for the
@@ -54,6 +57,14 @@ func (d *DB) check(ctx context.Context) readiness.Report {
 	if snap := d.gate.breaker.Snapshot(); snap.State == resilience.StateOpen {
 		return readiness.Unreachable(fmt.Sprintf("db unreachable: calls to 'db' are suspended for %.1fs", snap.RetryAfter.Seconds()), d.meta())
 	}
+	if busy(d.pool.Stat()) {
+		// Every connection is in use and none can be opened: the check would
+		// queue behind the statements until the readiness timeout. A busy
+		// pool says nothing about the server, and the watchdog asks the
+		// server whether it is alive while statements run (a hung one opens
+		// the breaker, which the next check reports without I/O).
+		return readiness.Passed(fmt.Sprintf("db pool busy: all %d connections in use; the server was not asked (the watchdog checks it while statements run)", d.pool.Stat().MaxConns()), d.meta())
+	}
 	c, _, err := d.acquire(ctx)
 	if resilience.ProbeTaken(err) {
 		return d.checkOutside(ctx)
@@ -72,6 +83,13 @@ func (d *DB) check(ctx context.Context) readiness.Report {
 		return readiness.Unreachable("db did not answer SELECT 1: "+redactText(err.Error()), d.meta())
 	}
 	return readiness.Passed("", d.meta())
+}
+
+// busy reports whether every connection of the pool is in use (or being
+// opened) with no room for another: an acquisition would wait for one to be
+// given back.
+func busy(s *pgxpool.Stat) bool {
+	return s.IdleConns() == 0 && s.TotalConns() >= s.MaxConns()
 }
 
 // checkOutside is the check when the half-open breaker's probe is another

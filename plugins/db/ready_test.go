@@ -137,3 +137,32 @@ func TestIdempotencyReadyAfterTheCoolDown(t *testing.T) {
 		t.Fatalf("/ready with a server that answers, another call holding the probe = %d %s", r.Status, r.Body)
 	}
 }
+
+// A pool whose every connection is in use on a healthy server says nothing
+// about the server (the watchdog asks it while statements run): /ready does
+// not wait for a free slot behind them, so a critical db is not taken out
+// of rotation by its own load. Before, the check queued for a slot until the
+// readiness timeout: "no answer within 800ms", a 503.
+func TestReadyWithABusyPool(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{toml: "critical = true\npool_size = 2"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for range 2 {
+		c, err := b.db.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Release()
+	}
+	r := b.svc.Get(t, "/ready")
+	var body struct {
+		Checks map[string]readiness.Report `json:"checks"`
+	}
+	if err := json.Unmarshal(r.Body, &body); err != nil {
+		t.Fatalf("/ready: %v: %s", err, r.Body)
+	}
+	if c := body.Checks["db"]; r.Status != 200 || !c.Healthy || !strings.Contains(c.Detail, "busy") {
+		t.Fatalf("/ready with every connection in use on a healthy server = %d %s; want 200, db passing and saying the pool is busy", r.Status, r.Body)
+	}
+}
