@@ -105,8 +105,9 @@ func (c *core) newPolicy(name, origin string, onChange func(resilience.StateChan
 	u := c.up
 	p := resilience.NewPolicy(resilience.PolicyOpts{
 		Name: name, Config: u.PolicyConfig, Clock: c.clock,
-		OnStateChange: resilience.LogStateChanges(c.logger, "http", u.BreakerCoolDown, onChange),
-		OnAttempt:     c.metrics.dep.Attempt,
+		OnStateChange:  resilience.LogStateChanges(c.logger, "http", u.BreakerCoolDown, onChange),
+		OnAttempt:      c.metrics.dep.Attempt,
+		OnHedgeRefused: c.metrics.dep.HedgeRefused,
 	})
 	return &policy{origin: origin, p: p, breaker: p.Breaker(), budget: p.Budget(), bulkhead: p.Bulkhead()}
 }
@@ -414,6 +415,9 @@ func (x *exchange) Attempt(callCtx context.Context, n int) resilience.Verdict {
 	v := resilience.Verdict{Err: err, Outcome: outcome(finalResponse(resp, err), err), Overloaded: overloaded(finalResponse(resp, err))}
 	if c.retryable(callCtx, resp, err) {
 		v.Wait, v.Asked, v.Retry = c.retryAfter(resp)
+		if v.Outcome == resilience.Hang && x.pol.instances != nil {
+			v.Elsewhere = x.ia.another(c, x.pol.instances)
+		}
 	}
 	return v
 }

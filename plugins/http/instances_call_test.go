@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/egress"
@@ -121,6 +122,43 @@ func TestRetryGoesToAnotherInstance(t *testing.T) {
 	}
 }
 
+// A hang is retried on another instance although another attempt as long
+// as the hung one would not end before the deadline (timeout is twice
+// read_timeout, as with the defaults): the hang's time is the cut that
+// ended it, not how long the other instance takes. Every call answers 200,
+// the one whose first attempt met the silent instance included.
+func TestHangRetriedOnAnotherInstance(t *testing.T) {
+	t.Parallel()
+	silent, arrived, _ := jfasttest.WatchedSilentServer(t)
+	good := newUpstream(t, status(200))
+	u := noBudget(jhttp.Upstream{Name: "billing", BaseURL: "http://orders.internal:8000", Instances: []string{"http://" + silent, good.URL}})
+	u.ReadTimeout = time.Second
+	u.Timeout = 2 * u.ReadTimeout
+	u.BackoffBase, u.BackoffMax = time.Millisecond, time.Millisecond
+	c, err := jhttp.NewClient(u, jhttp.WithMetrics(prometheus.NewRegistry())) // the real clock: the deadline rule reads the hang's time
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	// Each call draws the silent instance first with probability ½: 60
+	// calls all missing it is a 2^-60 chance.
+	for i := range 60 {
+		resp, err := c.Get(t.Context(), "/x")
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("call %d: %v %v", i, resp, err)
+		}
+		select {
+		case <-arrived:
+			if good.hits.Load() != int64(i+1) {
+				t.Fatalf("the good instance answered %d of %d calls", good.hits.Load(), i+1)
+			}
+			return
+		default:
+		}
+	}
+	t.Fatal("no call met the silent instance")
+}
+
 // With every instance's breaker open the call fails at once with
 // CircuitOpen and nothing is sent; after the cool-down a probe goes
 // through.
@@ -143,6 +181,10 @@ func TestEveryInstanceEjected(t *testing.T) {
 	}
 	if got := metric(t, reg, "jfast_client_calls_total", "outcome", "circuit_open"); got != 1 {
 		t.Fatalf("circuit_open calls %v", got)
+	}
+	// The refused call sent nothing: attempts counts the two requests sent.
+	if got := metric(t, reg, "jfast_client_attempts_total"); got != 2 {
+		t.Fatalf("attempts_total %v, want the 2 requests sent", got)
 	}
 	a.status.Store(200)
 	b.status.Store(200)

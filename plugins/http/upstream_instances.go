@@ -226,9 +226,25 @@ func (ia *instanceAttempt) choose(c *core, set *egress.Instances) (resilience.Ve
 		}
 	}
 	if ia.open != nil {
-		return resilience.Verdict{Err: ia.open, Outcome: resilience.Ignore}, false
+		return resilience.Verdict{Err: ia.open, Outcome: resilience.Ignore, Unsent: true}, false
 	}
-	return resilience.Verdict{Err: noInstance(set), Outcome: resilience.Ignore}, false
+	return resilience.Verdict{Err: noInstance(set), Outcome: resilience.Ignore, Unsent: true}, false
+}
+
+// another reports whether a retry of the attempt in flight would find
+// another instance to go to: one neither tried nor this attempt's, usable
+// as choose would find it, whose breaker is not open. It does not pick it
+// (a retry picks again, by the balancer).
+func (ia *instanceAttempt) another(c *core, set *egress.Instances) bool {
+	for _, in := range set.List() {
+		if in == ia.inst || slices.Contains(ia.tried, in) || !(ia.anyHealth || in.Healthy()) {
+			continue
+		}
+		if c.instanceBreaker(in).Snapshot().State != resilience.StateOpen {
+			return true
+		}
+	}
+	return false
 }
 
 // noInstance is the error of an attempt that found the set empty: a
