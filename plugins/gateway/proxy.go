@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -93,10 +94,11 @@ type call struct {
 	upgrade   bool
 	handshake context.Context
 	cancel    context.CancelFunc
-	rc        *http.ResponseController // set for streams and upgrades
-	tun       *tunnel                  // the tunnel opened on a 101
-	body      clientBody               // the response body's wrapper, allocated with the call
-	fwd       forwardedBuf             // the forwarding headers' values, allocated with the call
+	rc        *http.ResponseController     // set for streams and upgrades
+	upConn    atomic.Pointer[upstreamConn] // an upgrade's connection to the upstream, handed to its tunnel
+	tun       *tunnel                      // the tunnel opened on a 101
+	body      clientBody                   // the response body's wrapper, allocated with the call
+	fwd       forwardedBuf                 // the forwarding headers' values, allocated with the call
 }
 
 type callKey struct{}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"time"
@@ -62,10 +64,15 @@ func (rt *route) openTunnel(c *call, resp *http.Response) error {
 	if err != nil {
 		return fmt.Errorf("%w, but no tunnel may open: %w", errTunnelRefused, err)
 	}
-	// The connection is handed over: each side is bounded by the idle
-	// watch, not by the request's deadlines, which the framework set on it.
+	// The connections are handed over: each side is bounded by the idle
+	// watch, not by the request's deadlines, which the framework set on the
+	// client's, nor by the upstream's write_timeout, which the http plugin
+	// sets on each write to the upstream's.
 	_ = c.rc.SetReadDeadline(time.Time{})
 	_ = c.rc.SetWriteDeadline(time.Time{})
+	if up := c.upConn.Load(); up != nil {
+		handOver(up.Conn)
+	}
 	if c.handshake != nil {
 		// Only now does the request become a tunnel: it leaves the
 		// concurrency limit (StreamContext frees its slot) and lasts as
@@ -137,12 +144,41 @@ func (t *tunnel) close() {
 // the sooner of that and the request's deadline.
 type handshakeTransport struct{ rt http.RoundTripper }
 
+// For every upgrade it also keeps the connection the request is sent on,
+// which a tunnel takes over (handOver).
 func (h handshakeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c := callOf(req.Context())
-	if c == nil || c.handshake == nil {
+	if c == nil || !c.upgrade {
 		return h.rt.RoundTrip(req)
 	}
-	return h.rt.RoundTrip(req.WithContext(&handshakeContext{Context: req.Context(), life: c.handshake}))
+	var ctx context.Context = req.Context()
+	if c.handshake != nil {
+		ctx = &handshakeContext{Context: ctx, life: c.handshake}
+	}
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { c.upConn.Store(&upstreamConn{info.Conn}) },
+	})
+	return h.rt.RoundTrip(req.WithContext(ctx))
+}
+
+// upstreamConn is the connection an upgrade was last sent on.
+type upstreamConn struct{ net.Conn }
+
+// handOver tells the owner of conn's deadlines (the http plugin's write gap)
+// that the connection is past a protocol switch, through the connections
+// that wrap it (a *tls.Conn).
+func handOver(conn net.Conn) {
+	for conn != nil {
+		if s, ok := conn.(interface{ Switched() }); ok {
+			s.Switched()
+			return
+		}
+		u, ok := conn.(interface{ NetConn() net.Conn })
+		if !ok {
+			return
+		}
+		conn = u.NetConn()
+	}
 }
 
 // handshakeContext has the values of the call's context and the deadline and

@@ -42,6 +42,7 @@ type gapConn struct {
 	readOn   bool          // a read deadline is set (readSet + readGap)
 	readSet  time.Duration // when the read deadline was last set, since epoch
 	writeSet time.Duration // when the write deadline was last set, since epoch
+	switched bool          // past a protocol switch (Switched): writes get no deadline
 }
 
 // epoch is what a gapConn's deadlines are read from: time.Since(epoch) reads
@@ -117,7 +118,7 @@ func (c *gapConn) staleDeadline() (stale bool, owner *attempt, gen uint64) {
 func (c *gapConn) Write(b []byte) (int, error) {
 	c.mu.Lock()
 	now := time.Since(epoch)
-	if now-c.writeSet >= c.writeGap/deadlineSlack {
+	if !c.switched && now-c.writeSet >= c.writeGap/deadlineSlack {
 		c.writeSet = now
 		_ = c.Conn.SetWriteDeadline(epoch.Add(now + c.writeGap))
 	}
