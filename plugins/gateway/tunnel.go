@@ -144,8 +144,8 @@ func (t *tunnel) close() {
 // the sooner of that and the request's deadline.
 type handshakeTransport struct{ rt http.RoundTripper }
 
-// For every upgrade it also keeps the connection the request is sent on,
-// which a tunnel takes over (handOver).
+// RoundTrip also keeps, for every upgrade, the connection the request is
+// sent on, which a tunnel takes over (handOver).
 func (h handshakeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c := callOf(req.Context())
 	if c == nil || !c.upgrade {
