@@ -94,6 +94,7 @@ func instanceAddr(host, port string) string {
 // newInstances makes the client's instances: a channel from the pool for
 // each address, and its breaker.
 func (c *ServiceClient) newInstances(addrs []string) error {
+	c.metrics.instances = c.metrics.dep.InstanceBreakers(c.instanceBreakers)
 	list := make([]*instance, 0, len(addrs))
 	for _, addr := range addrs {
 		in, err := c.newInstance(addr, false)
@@ -103,11 +104,24 @@ func (c *ServiceClient) newInstances(addrs []string) error {
 		list = append(list, in)
 	}
 	c.insts.Store(&list)
+	c.metrics.instances.Refresh()
 	return nil
 }
 
+// instanceBreakers returns the breaker of every current instance, for the
+// breaker metrics (framework.InstanceBreakers).
+func (c *ServiceClient) instanceBreakers() []*resilience.Breaker {
+	list := c.instances()
+	out := make([]*resilience.Breaker, len(list))
+	for i, in := range list {
+		out[i] = in.breaker.Load()
+	}
+	return out
+}
+
 // newInstance makes the instance at addr: its channel (the client's own
-// with own) and its breaker, named "<upstream> <addr>".
+// with own) and its breaker, named "<upstream> <addr>", whose transitions
+// are the upstream's in the breaker metrics.
 func (c *ServiceClient) newInstance(addr string, own bool) (*instance, error) {
 	u := c.up
 	one := u
@@ -122,9 +136,12 @@ func (c *ServiceClient) newInstance(addr string, own bool) (*instance, error) {
 		return nil, err
 	}
 	name := u.Name + " " + addr
-	onChange := resilience.LogStateChanges(c.logger.With("upstream", u.Name), "grpc", u.BreakerCoolDown, nil)
+	logger := c.logger.With("upstream", u.Name)
 	in := &instance{addr: addr, conn: conn, newBreaker: func() *resilience.Breaker {
-		return resilience.NewBreaker(u.BreakerConfig.Opts(name, c.clock, onChange))
+		var br *resilience.Breaker
+		feed := func(ch resilience.StateChange) { c.metrics.instances.Transition(br, ch) }
+		br = resilience.NewBreaker(u.BreakerConfig.Opts(name, c.clock, resilience.LogStateChanges(logger, "grpc", u.BreakerCoolDown, feed)))
+		return br
 	}}
 	in.breaker.Store(in.newBreaker())
 	return in, nil
@@ -170,6 +187,7 @@ func (u *Upstream) discoverProblems(l *framework.Problems) {
 func (c *ServiceClient) discover(lookup func(context.Context, string) ([]netip.Addr, error)) error {
 	empty := []*instance{}
 	c.insts.Store(&empty)
+	c.metrics.instances = c.metrics.dep.InstanceBreakers(c.instanceBreakers)
 	found, err := egress.NewInstances(egress.InstancesOpts{
 		Plugin: "grpc", Name: c.up.Name, Discover: "http://" + discoverAddr(c.up.Target), ResolveEvery: c.up.ResolveEvery,
 		Lookup: lookup, Clock: c.clock, Log: c.logger.With("plugin", "grpc"), OnChange: c.discovered,
@@ -208,6 +226,7 @@ func (c *ServiceClient) discovered(list []*egress.Instance) {
 		next = append(next, in)
 	}
 	c.insts.Store(&next)
+	c.metrics.instances.Refresh()
 	for _, in := range old {
 		c.pool.drop(in.conn)
 	}
@@ -250,6 +269,7 @@ func (c *ServiceClient) connected(in *instance) bool {
 	case connectivity.Ready:
 		if in.lost.Load() && in.lost.CompareAndSwap(true, false) && in.breaker.Load().Snapshot().State != resilience.StateClosed {
 			in.breaker.Store(in.newBreaker())
+			c.metrics.instances.Refresh()
 			c.logger.Info("upstream instance connects again: its breaker is closed", slog.String("upstream", c.up.Name), slog.String("instance", in.addr))
 		}
 		return true

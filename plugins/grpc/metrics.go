@@ -59,6 +59,9 @@ type upstreamMetrics struct {
 	depCalls                      [codes.Unauthenticated + 1]prometheus.Counter // by final code
 	open, bulkheadFull, throttled sync.Map                                      // method → prometheus.Counter
 	methods                       sync.Map                                      // method → *methodMetrics
+	// instances feeds the breaker metrics from the instances' breakers, for
+	// an upstream with instances (newInstances, discover); nil otherwise.
+	instances *framework.InstanceBreakers
 }
 
 // methodMetrics are one method's series of one upstream.

@@ -1,0 +1,71 @@
+package grpc_test
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jfastframework/jfast/examples/inventory/shoppb"
+	"github.com/jfastframework/jfast/jfasttest"
+	jgrpc "github.com/jfastframework/jfast/plugins/grpc"
+)
+
+// The instances' breakers are the upstream's in the breaker metrics, as in
+// the http plugin: each transition counted under the upstream, the state
+// closed while one instance's breaker is, open when every one is.
+func TestInstanceBreakersInMetrics(t *testing.T) {
+	t.Parallel()
+	clock := jfasttest.NewClock()
+	clock.SetAutoAdvance(true)
+	srv := serveInstances(t, 2)
+	reg := prometheus.NewRegistry()
+	u := jgrpc.Upstream{Name: "inventory", Instances: addrsOf(srv)}
+	u.Attempts, u.BreakerFailures = 1, 1
+	c := newClient(t, u, jgrpc.WithClock(clock), jgrpc.WithMetrics(reg))
+	series := func(name string, labels ...string) float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+		metric:
+			for _, m := range mf.GetMetric() {
+				have := map[string]string{}
+				for _, l := range m.GetLabel() {
+					have[l.GetName()] = l.GetValue()
+				}
+				for i := 0; i+1 < len(labels); i += 2 {
+					if have[labels[i]] != labels[i+1] {
+						continue metric
+					}
+				}
+				return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+		return 0
+	}
+	state := func() float64 { return series("jfast_client_breaker_state", "plugin", "grpc", "dependency", "inventory") }
+	opened := func() float64 {
+		return series("jfast_client_breaker_transitions_total", "plugin", "grpc", "dependency", "inventory", "from", "closed", "to", "open")
+	}
+	if state() != 0 {
+		t.Fatalf("before any call: state %v, want 0 (closed)", state())
+	}
+	srv[0].inv.failGetStock.Store(1 << 20)
+	srv[1].inv.failGetStock.Store(1 << 20)
+	call := func() {
+		_ = c.Invoke(ctxFor(t), getStock, &shoppb.GetStockRequest{Sku: "a"}, &shoppb.Stock{})
+	}
+	call()
+	if state() != 0 || opened() != 1 {
+		t.Fatalf("one instance ejected: state %v, closed→open %v", state(), opened())
+	}
+	call()
+	if state() != 1 || opened() != 2 {
+		t.Fatalf("every instance ejected: state %v, closed→open %v", state(), opened())
+	}
+}
