@@ -98,6 +98,7 @@ type call struct {
 	upConn    atomic.Pointer[upstreamConn] // an upgrade's connection to the upstream, handed to its tunnel
 	tun       *tunnel                      // the tunnel opened on a 101
 	body      clientBody                   // the response body's wrapper, allocated with the call
+	drained   bool                         // the App's drain cut the response body: the response is aborted
 	fwd       forwardedBuf                 // the forwarding headers' values, allocated with the call
 }
 
@@ -182,6 +183,12 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rt.m.retries.Add(float64(n - 1))
 	}
 	rt.m.request(framework.ResponseStatus(w))
+	if c.drained {
+		// The drain cut a stream whose client is still reading: the
+		// connection closes without the body's end (no last chunk), so a
+		// cut download cannot be taken for a complete one.
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // refuse returns the problem a request is answered with before anything is
@@ -495,7 +502,8 @@ func (rt *route) response(resp *http.Response) error {
 // goes away (or the App drains) the upstream read fails with the call's
 // context: that is no failure of the upstream, so the body ends (io.EOF)
 // instead of the ReverseProxy logging a read error, and the end is counted
-// in jfast_gateway_client_gone_total with a debug line.
+// in jfast_gateway_client_gone_total with a debug line. A body the drain
+// cut marks the call drained: ServeHTTP then aborts the response.
 type clientBody struct {
 	io.ReadCloser
 	c    *call
@@ -510,6 +518,7 @@ func (b *clientBody) Read(p []byte) (int, error) {
 			b.gone = true
 			b.rt.clientGone(b.c.in, "while the response body was sent", err)
 		}
+		b.c.drained = b.rt.p.drain.Err() != nil
 		return n, io.EOF
 	}
 	return n, err

@@ -260,3 +260,39 @@ stream = true
 		t.Fatalf("content type %q, body %s", ct, b)
 	}
 }
+
+// A stream the App's drain cuts while its client still reads ends without
+// the body's end: the connection closes with no last chunk, so the client
+// cannot take a cut download for a complete one.
+func TestDrainCutStreamIsAborted(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "part 1\n")
+		_ = http.NewResponseController(w).Flush()
+		<-r.Context().Done() // the rest never comes before the drain
+	})
+	svc := gatewayService(t, upstreamTOML("files", up.URL, "attempts = 1")+`
+[plugin.gateway.routes.files]
+prefix = "/files"
+upstream = "files"
+stream = true
+`)
+	resp, err := http.Get(svc.URL + "/files/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); line != "part 1\n" {
+		t.Fatalf("read %q, %v", line, err)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- svc.App.Stop(context.Background()) }()
+	rest, err := io.ReadAll(br)
+	if err == nil {
+		t.Fatalf("the drained stream ended cleanly after %q: want the connection cut without its last chunk", rest)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+}
