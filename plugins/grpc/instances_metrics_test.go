@@ -48,7 +48,9 @@ func TestInstanceBreakersInMetrics(t *testing.T) {
 		}
 		return 0
 	}
-	state := func() float64 { return series("jfast_client_breaker_state", "plugin", "grpc", "dependency", "inventory") }
+	state := func() float64 {
+		return series("jfast_client_breaker_state", "plugin", "grpc", "dependency", "inventory")
+	}
 	opened := func() float64 {
 		return series("jfast_client_breaker_transitions_total", "plugin", "grpc", "dependency", "inventory", "from", "closed", "to", "open")
 	}
