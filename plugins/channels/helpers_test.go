@@ -252,3 +252,16 @@ func elapsed(f func()) time.Duration {
 	f()
 	return time.Since(start)
 }
+
+// lastID returns the ID of the newest entry of the stream at key, or "0-0"
+// when it is empty or does not exist.
+func lastID(ctx context.Context, client redis.UniversalClient, key string) (string, error) {
+	msgs, err := client.XRevRangeN(ctx, key, "+", "-", 1).Result()
+	if err != nil {
+		return "", err
+	}
+	if len(msgs) == 0 {
+		return "0-0", nil
+	}
+	return msgs[0].ID, nil
+}

@@ -1,10 +1,10 @@
 package channels
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,6 +23,9 @@ type hub struct {
 	c *channel
 	// tail is the durable channel's stream reader's state; nil for broadcast.
 	tail *loop
+	// beforeRead, when set (by tests), runs before each read of the tail:
+	// a test holds the reader there while it publishes.
+	beforeRead atomic.Pointer[func()]
 
 	// mu guards conns: register and unregister take it to write, publish to
 	// read, so a stream joining or leaving costs one map operation whatever
@@ -35,10 +38,14 @@ type hub struct {
 
 // sseEvent is one message encoded once as a server-sent event, shared by
 // every stream it is queued for: its id line and data lines (the event name,
-// which each SSE route chooses, is written before it by each stream).
+// which each SSE route chooses, is written before it by each stream). A gap
+// has no message: the reader missed trimmed entries, all older than gap (the
+// oldest entry kept), and each stream that had not sent them writes a gap
+// event of its own.
 type sseEvent struct {
 	m    *Message
 	data []byte
+	gap  string
 }
 
 func newSSEEvent(m *Message) *sseEvent {
@@ -204,69 +211,103 @@ func (h *hub) publish(m *Message) {
 	}
 }
 
+// gap queues for every stream the news that the reader missed trimmed
+// entries, all older than resumeAt (readAfter), before the entries it read
+// next.
+func (h *hub) gap(resumeAt string) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	ev := &sseEvent{gap: resumeAt}
+	for sc := range h.conns {
+		sc.push(ev)
+	}
+}
+
 func (h *hub) close() { h.once.Do(func() { close(h.closed) }) }
 
-// runTail reads a durable channel's stream for the hub (XREAD, no group: every
+// tailPage is how many entries one read of the tail returns.
+const tailPage = 100
+
+// runTail reads a durable channel's stream for the hub (no group: every
 // process sees every entry), from the entry that was last when it started,
 // and after a failure from the last entry it read, so a stream open through
-// an outage misses nothing.
+// an outage misses nothing that the stream still keeps. Entries are read with
+// readAfter, which says whether entries were trimmed before the tail read
+// them (it fell more than max_len entries behind): then every stream gets a
+// gap event before what follows. Once a read finds the end of the stream the
+// tail waits for the next entry with XREAD BLOCK (one entry, not delivered:
+// the next readAfter reads it with the rest), so every entry it delivers was
+// read together with the stream's trimming state.
 func (h *hub) runTail() {
 	p := h.p
 	ctx := p.ctx
 	backoff := resilience.Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second}
 	attempt := 0
-	last := ""
+	var cur cursor // cur.after "" until the tail knows where to start
+	idle := false
 	fail := func(err error) {
 		if ctx.Err() != nil {
 			return
 		}
+		// Redis may come back empty: the stream's count starts over, and
+		// the cursor's number no longer says where it is.
+		cur.n = -1
 		if h.tail.setDown(err) {
 			p.log.Warn("channels: SSE stream reader lost; retrying", slog.String("channel", h.c.name), slog.String("error", h.tail.errText()))
 		}
 		attempt++
 		sleep(ctx, backoff.Delay(attempt))
 	}
-	for ctx.Err() == nil {
-		if last == "" {
-			id, err := lastID(ctx, p.client, h.c.key)
-			if err != nil {
-				fail(err)
-				continue
-			}
-			last = id
-		}
-		streams, err := p.client.XRead(ctx, &redis.XReadArgs{
-			Streams: []string{h.c.key, last},
-			Count:   100,
-			Block:   p.cfg.HealthCheckInterval,
-		}).Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			fail(err)
-			continue
-		}
+	up := func() {
 		attempt = 0
 		if h.tail.setUp() && h.tail.reconnects() > 0 {
 			p.log.Info("channels: SSE stream reader resumed", slog.String("channel", h.c.name))
 		}
-		for _, s := range streams {
-			for _, xm := range s.Messages {
-				m := entryMessage(h.c.name, xm.ID, xm.Values)
-				h.publish(&m)
-				last = xm.ID
+	}
+	for ctx.Err() == nil {
+		if cur.after == "" {
+			c, err := newestCursor(ctx, p.client, h.c.key)
+			if err != nil {
+				fail(err)
+				continue
 			}
+			cur = c
 		}
+		if idle {
+			err := p.client.XRead(ctx, &redis.XReadArgs{
+				Streams: []string{h.c.key, cur.after},
+				Count:   1,
+				Block:   p.cfg.HealthCheckInterval,
+			}).Err()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				fail(err)
+				continue
+			}
+			up()
+			if err != nil {
+				continue // nothing within health_check_interval
+			}
+			idle = false
+		}
+		if hook := h.beforeRead.Load(); hook != nil {
+			(*hook)()
+		}
+		after := cur.after
+		msgs, resumeAt, err := readAfter(ctx, p.client, h.c.key, &cur, tailPage)
+		if err != nil {
+			fail(err)
+			continue
+		}
+		up()
+		if resumeAt != "" {
+			p.log.Warn("channels: the SSE stream reader fell more than max_len entries behind; entries it had not read were trimmed, and its streams are sent a gap event",
+				slog.String("channel", h.c.name), slog.String("after", after), slog.String("resumes_at", resumeAt), slog.Int("max_len", p.cfg.MaxLen))
+			h.gap(resumeAt)
+		}
+		for _, xm := range msgs {
+			m := entryMessage(h.c.name, xm.ID, xm.Values)
+			h.publish(&m)
+		}
+		idle = len(msgs) < tailPage
 	}
-}
-
-// lastID returns the ID of the newest entry of the stream at key, or "0-0"
-// when it is empty or does not exist.
-func lastID(ctx context.Context, client redis.UniversalClient, key string) (string, error) {
-	msgs, err := client.XRevRangeN(ctx, key, "+", "-", 1).Result()
-	if err != nil {
-		return "", err
-	}
-	if len(msgs) == 0 {
-		return "0-0", nil
-	}
-	return msgs[0].ID, nil
 }

@@ -22,6 +22,7 @@ type metrics struct {
 	sseOpen    *prometheus.GaugeVec
 	sseClose   *prometheus.CounterVec
 	sseRefuse  *prometheus.CounterVec
+	sseGaps    *prometheus.CounterVec
 	p          *Plugin
 }
 
@@ -43,6 +44,7 @@ func newMetrics(p *Plugin) (*metrics, error) {
 		sseOpen:    framework.NewGaugeVec("jfast_channels_sse_clients", "Server-sent events streams open now, by channel.", "channel"),
 		sseClose:   framework.NewCounterVec("jfast_channels_sse_closed_total", "Server-sent events streams ended, by channel and reason (client_gone, slow_client, write_failed, shutdown, catch_up_failed).", "channel", "reason"),
 		sseRefuse:  framework.NewCounterVec("jfast_channels_sse_refused_total", "Server-sent events requests answered 503, by channel and reason (process_limit: sse_max_streams; client_limit: sse_max_streams_per_client).", "channel", "reason"),
+		sseGaps:    framework.NewCounterVec("jfast_channels_sse_gaps_total", "Gap events sent to server-sent events streams: durable entries trimmed (max_len) before the stream sent them, by channel and reason (reader_behind: the process's reader fell more than max_len entries behind; catch_up: a Last-Event-ID older than the stream keeps, or a catch-up outrun).", "channel", "reason"),
 	}
 	for _, c := range p.chans {
 		c.pub = &publishCounters{
@@ -56,7 +58,7 @@ func newMetrics(p *Plugin) (*metrics, error) {
 }
 
 func (m *metrics) register(reg *prometheus.Registry) error {
-	return framework.RegisterAll(reg, m.published, m.publishDur, m.handledV, m.duration, m.claimedV, m.deadV, m.sseOpen, m.sseClose, m.sseRefuse)
+	return framework.RegisterAll(reg, m.published, m.publishDur, m.handledV, m.duration, m.claimedV, m.deadV, m.sseOpen, m.sseClose, m.sseRefuse, m.sseGaps)
 }
 
 func (m *metrics) handled(c *channel, outcome string, d time.Duration) {
@@ -78,6 +80,10 @@ func (m *metrics) sseClosed(c *channel, reason string) {
 
 func (m *metrics) sseRefused(c *channel, reason string) {
 	m.sseRefuse.WithLabelValues(c.name, reason).Inc()
+}
+
+func (m *metrics) sseGap(c *channel, reason string) {
+	m.sseGaps.WithLabelValues(c.name, reason).Inc()
 }
 
 // sseClientsNow is the number of open streams, for /ready.

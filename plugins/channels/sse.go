@@ -60,6 +60,11 @@ const (
 //     max_len entries back), with nothing missed or repeated. One that is
 //     not an entry ID is refused with 400; one past the stream's newest
 //     entry resumes from the newest.
+//   - A durable stream never skips entries silently: when entries it had
+//     not sent were trimmed (max_len) before they were read — a
+//     Last-Event-ID older than the stream keeps, or the process's reader
+//     outrun by more than max_len entries — it sends an event named "gap"
+//     (data {"after":"<the last id it sent>"}, no id) before what follows.
 //   - Broadcast channels send no ids: what was published while a browser was
 //     away is gone, as for a replica.
 //   - A comment line every sse_heartbeat keeps proxies from closing an idle
@@ -86,6 +91,9 @@ func (p *Plugin) SSE(channelName string, opts SSEOpts) (http.Handler, error) {
 	}
 	if opts.Event != "" && !headerSafe(opts.Event) {
 		return nil, fmt.Errorf("channels: SSE(%q): the event name must be one line", channelName)
+	}
+	if opts.Event == gapEvent {
+		return nil, fmt.Errorf("channels: SSE(%q): the event name %q is the plugin's own (entries were trimmed before the stream sent them); choose another", channelName, gapEvent)
 	}
 	return &sseHandler{p: p, c: c, h: p.hubOf(c), opts: opts}, nil
 }
@@ -234,9 +242,18 @@ func (s *sseHandler) stream(ctx context.Context, r *http.Request, sc *sseConn, s
 var ping = []byte(": ping\n\n")
 
 // writeEvents writes the events the filter lets through and the stream has
-// not sent already (during a catch-up); it returns the last id.
+// not sent already (during a catch-up), and a gap event for a gap the
+// stream had not sent past; it returns the last id.
 func (s *sseHandler) writeEvents(r *http.Request, st *sseStream, evs []*sseEvent, last string) (string, error) {
 	for _, ev := range evs {
+		if ev.m == nil {
+			if missed(ev.gap, last) {
+				if err := s.sendGap(st, last, gapBehind); err != nil {
+					return last, err
+				}
+			}
+			continue
+		}
 		m := ev.m
 		if m.ID != "" && last != "" && compareIDs(m.ID, last) <= 0 {
 			continue
@@ -254,6 +271,13 @@ func (s *sseHandler) writeEvents(r *http.Request, st *sseStream, evs []*sseEvent
 	return last, nil
 }
 
+// sendGap writes a gap event (whatever the filter: the entries lost are not
+// known) and counts it.
+func (s *sseHandler) sendGap(st *sseStream, last, reason string) error {
+	s.p.metrics.sseGap(s.c, reason)
+	return st.write(appendGap(nil, last))
+}
+
 var errOverflow = errors.New("channels: the stream's pending bytes went past sse_max_pending_bytes")
 
 // catchUpPage is how many entries one catch-up read returns.
@@ -262,36 +286,44 @@ const catchUpPage = 100
 // maxID is the largest stream entry ID: nothing can follow it.
 const maxID = "18446744073709551615-18446744073709551615"
 
-// catchUp sends the durable entries after last, page by page (XRANGE), until
-// it has read to the stream's end. What the hub hands the stream meanwhile
-// is in the Redis stream before it is in the queue, so each page first
-// empties the queue (the read that follows gets those entries), and a full
-// queue is no overflow while it runs (sseConn.push). A Last-Event-ID past
-// the stream's newest entry (a stream that was deleted and began again, an
-// id made up) resumes from that newest entry: the client gets what comes
-// next. Redis being down is waited out with backoff, within the stream's
-// life; an error Redis answers (not a lost connection) ends the stream. It
-// returns the last id sent, or why the stream ended.
+// catchUp sends the durable entries after last, page by page (readAfter),
+// until it has read to the stream's end; when entries after last were
+// trimmed before a page was read (a Last-Event-ID older than the stream
+// keeps, or a catch-up outrun by a burst), a gap event goes before the page.
+// What the hub hands the stream meanwhile is in the Redis stream before it
+// is in the queue, so each page first empties the queue (the read that
+// follows gets those entries), and a full queue is no overflow while it runs
+// (sseConn.push). A Last-Event-ID past the stream's newest entry (a stream
+// that was deleted and began again, an id made up) resumes from that newest
+// entry: the client gets what comes next. Redis being down is waited out
+// with backoff, within the stream's life; an error Redis answers (not a lost
+// connection) ends the stream. It returns the last id sent, or why the
+// stream ended.
 func (s *sseHandler) catchUp(ctx context.Context, r *http.Request, sc *sseConn, st *sseStream, last string) (string, string) {
 	p := s.p
 	backoff := resilience.Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second}
 	attempt := 0
 	checked := false
+	cur := cursor{after: last, n: -1}
+	if last == "0-0" {
+		cur.n = 0 // before every entry the stream ever took
+	}
 	for {
 		sc.discard()
 		var msgs []redis.XMessage
 		var err error
 		if !checked {
-			var newest string
-			if newest, err = lastID(ctx, p.client, s.c.key); err == nil {
+			var newest cursor
+			if newest, err = newestCursor(ctx, p.client, s.c.key); err == nil {
 				checked = true
-				if compareIDs(last, newest) > 0 {
-					last = newest
+				if compareIDs(last, newest.after) > 0 {
+					last, cur = newest.after, newest
 				}
 			}
 		}
+		var resumeAt string
 		if err == nil && last != maxID {
-			msgs, err = p.client.XRangeN(ctx, s.c.key, "("+last, "+", catchUpPage).Result()
+			msgs, resumeAt, err = readAfter(ctx, p.client, s.c.key, &cur, catchUpPage)
 		}
 		if err != nil {
 			var reply redis.Error
@@ -300,6 +332,7 @@ func (s *sseHandler) catchUp(ctx context.Context, r *http.Request, sc *sseConn, 
 					slog.String("last_event_id", last), slog.String("error", err.Error()))
 				return last, closeCatchUp
 			}
+			cur.n = -1 // Redis may come back empty (runTail)
 			attempt++
 			t := time.NewTimer(backoff.Delay(attempt))
 			select {
@@ -317,6 +350,13 @@ func (s *sseHandler) catchUp(ctx context.Context, r *http.Request, sc *sseConn, 
 			continue
 		}
 		attempt = 0
+		if resumeAt != "" {
+			p.log.InfoContext(ctx, "channels: SSE catch-up: entries after the stream's last id were trimmed (max_len) before it read them; the client is sent a gap event",
+				slog.String("channel", s.c.name), slog.String("after", last), slog.String("resumes_at", resumeAt), slog.Int("max_len", p.cfg.MaxLen))
+			if err := s.sendGap(st, last, gapCatchUp); err != nil {
+				return last, closeWrite
+			}
+		}
 		for i := range msgs {
 			m := entryMessage(s.c.name, msgs[i].ID, msgs[i].Values)
 			if last, err = s.writeEvents(r, st, []*sseEvent{newSSEEvent(&m)}, last); err != nil {
