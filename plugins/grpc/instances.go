@@ -383,9 +383,8 @@ func (c *ServiceClient) instancesState() connectivity.State {
 // instancesMeta is the upstream's instances in /ready: each one's breaker,
 // channel and outstanding attempts. It also returns the instances whose
 // breaker is open, each with its cool-down left.
-func (c *ServiceClient) instancesMeta() (map[string]any, []string) {
-	each := map[string]any{}
-	var ejected []string
+func (c *ServiceClient) instancesMeta() (each map[string]any, ejected, halfOpen []string) {
+	each = map[string]any{}
 	for _, in := range c.instances() {
 		s := in.breaker.Load().Snapshot()
 		each[in.addr] = map[string]any{
@@ -393,11 +392,14 @@ func (c *ServiceClient) instancesMeta() (map[string]any, []string) {
 			"channel":     strings.ToLower(in.conn.GetState().String()),
 			"outstanding": in.outstanding.Load(),
 		}
-		if s.State == resilience.StateOpen {
+		switch s.State {
+		case resilience.StateOpen:
 			ejected = append(ejected, fmt.Sprintf("%s for %.1fs", in.addr, s.RetryAfter.Seconds()))
+		case resilience.StateHalfOpen:
+			halfOpen = append(halfOpen, in.addr)
 		}
 	}
-	return each, ejected
+	return each, ejected, halfOpen
 }
 
 // Instances returns each instance's breaker by its address, for /ready,

@@ -263,7 +263,9 @@ func (p *Plugin) Channels() int {
 // upstream's breaker and its channel's connectivity state in meta (with
 // instances, each instance's), and the server's address. An upstream with
 // instances is unreachable only when every instance's breaker is open; an
-// ejected instance is named in the detail and the check passes. As the http client's: an open breaker reports the
+// ejected instance is named in the detail and the check passes, and so is
+// one whose breaker is half-open (not ejected: the next call to it probes
+// it). As the http client's: an open breaker reports the
 // upstream unreachable, never critical (critical = true is refused: every
 // replica sees the same upstream down), a half-open one impaired (the next
 // call probes).
@@ -276,7 +278,7 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 	open := false
 	for n, c := range clients.All() {
 		if c.multi {
-			each, out := c.instancesMeta()
+			each, out, halfOpen := c.instancesMeta()
 			m := map[string]any{"instances": each, "in_flight": c.policy.Bulkhead().InFlight()}
 			upstreams[n] = m
 			if c.found != nil {
@@ -298,6 +300,9 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 				suspended = append(suspended, "every instance of '"+n+"' is ejected: "+strings.Join(out, ", "))
 			case len(out) > 0:
 				ejected = append(ejected, "instances of '"+n+"' ejected: "+strings.Join(out, ", "))
+			}
+			if len(halfOpen) > 0 {
+				ejected = append(ejected, "instances of '"+n+"' half-open, the next call to each probing it: "+strings.Join(halfOpen, ", "))
 			}
 			continue
 		}

@@ -274,7 +274,8 @@ func (p *Plugin) ProxiedUpstream(upstream string) (framework.ProxiedUpstream, er
 // every instance is ejected, by its breaker or its health check (the calls
 // still go to those failing only their check, but the upstream is as good
 // as down), or none is resolved; some ejected are named in the detail and
-// leave the check passing. Shared clients are listed (origins held, breakers
+// leave the check passing, and so are those whose breaker is half-open (not
+// ejected: each lets one call probe it). Shared clients are listed (origins held, breakers
 // not closed) but never fail the check: one of the many hosts a webhook sender
 // calls being down says nothing about this service.
 func (p *Plugin) Check(context.Context) readiness.Report {
@@ -290,7 +291,7 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 			suspended = append(suspended, d)
 		}
 	}
-	var ejected []string // instances ejected while others serve: said, not a failure
+	var ejected []string // instances ejected or half-open while others serve: said, not a failure
 	for n, c := range clients.All() {
 		if set := c.pol.instances; set != nil {
 			entry, skipped, all := instancesMeta(set)
@@ -304,6 +305,9 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 				suspended = append(suspended, "every instance of '"+n+"' is ejected: "+ejectedDetail(set))
 			case skipped > 0:
 				ejected = append(ejected, "instances of '"+n+"' ejected: "+ejectedDetail(set))
+			}
+			if d := halfOpenDetail(set); d != "" {
+				ejected = append(ejected, "instances of '"+n+"' half-open, the next call to each probing it: "+d)
 			}
 			upstreams[n] = entry
 			continue

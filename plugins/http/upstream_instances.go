@@ -336,6 +336,20 @@ func instancesMeta(set *egress.Instances) (meta map[string]any, ejected, all int
 	return meta, ejected, len(list)
 }
 
+// halfOpenDetail names the instances whose breaker is half-open and that
+// no failed health check ejects: each lets one call through to probe it, so
+// they are not ejected, but neither are they known to answer.
+func halfOpenDetail(set *egress.Instances) string {
+	var out []string
+	for _, in := range set.List() {
+		if br := in.CurrentBreaker(); br != nil && in.Healthy() && br.Snapshot().State == resilience.StateHalfOpen {
+			out = append(out, in.Addr())
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
+}
+
 // ejectedDetail says which instances are skipped: their breaker open (and
 // for how long) or their health check failed (and why).
 func ejectedDetail(set *egress.Instances) string {
