@@ -68,7 +68,7 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 		c.port = defaultPort(base.Scheme)
 	}
 	c.pol = core.newPolicy(u.Name, core.origin, core.metrics.transition)
-	if c.pol.instances, err = newInstances(u, core, o.lookup); err != nil {
+	if c.pol.instances, err = newInstances(u, core, o.lookup, o.logger); err != nil {
 		return nil, err
 	}
 	if c.pol.instances != nil {

@@ -35,8 +35,7 @@ type healthChecker struct {
 	path    string
 	every   time.Duration
 	clock   resilience.Clock
-	log     *slog.Logger
-	name    string
+	log     *slog.Logger // the client's, which names the upstream
 	timeout time.Duration
 	reset   func() // after an instance's breaker is forgotten: the breaker metrics see a closed one
 	rounds  background.Task
@@ -59,7 +58,6 @@ func startHealth(c *ServiceClient) *healthChecker {
 		timeout: u.HealthTimeout,
 		clock:   c.clock,
 		log:     c.logger,
-		name:    u.Name,
 		reset:   c.metrics.instances.Refresh,
 	}
 	start := h.clock.Now()
@@ -132,8 +130,7 @@ func (h *healthChecker) check(ctx context.Context, in *egress.Instance) {
 		// waiting out the cool-down for a single probe.
 		if br := in.CurrentBreaker(); br != nil && br.Snapshot().State != resilience.StateClosed && in.ResetBreaker(br) {
 			h.reset()
-			h.log.Info("upstream instance answers its health check: its breaker is closed again",
-				slog.String("upstream", h.name), slog.String("instance", in.Addr()))
+			h.log.Info("upstream instance answers its health check: its breaker is closed again", slog.String("instance", in.Addr()))
 		}
 	}
 	if old, checked := in.SetHealth(problem); !checked || old != problem {
@@ -142,8 +139,7 @@ func (h *healthChecker) check(ctx context.Context, in *egress.Instance) {
 			level, msg = slog.LevelWarn, "upstream instance unhealthy: skipped until it answers"
 		}
 		if checked || problem != "" {
-			h.log.Log(context.Background(), level, msg, slog.String("upstream", h.name),
-				slog.String("instance", in.Addr()), slog.String("problem", problem))
+			h.log.Log(context.Background(), level, msg, slog.String("instance", in.Addr()), slog.String("problem", problem))
 		}
 	}
 }

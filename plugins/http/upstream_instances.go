@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -127,9 +128,12 @@ func (s *SharedConfig) instanceKeyProblems(l *framework.Problems) {
 // newInstances returns the instance set of u, or nil when u has one
 // instance (base_url's host, as resolved by the dialer). The instances'
 // breakers feed the upstream's breaker metrics (c.metrics.instances).
-func newInstances(u Upstream, c *core, lookup func(context.Context, string) ([]netip.Addr, error)) (*egress.Instances, error) {
-	o := egress.InstancesOpts{Plugin: "http", Name: u.Name, ResolveEvery: u.ResolveEvery, Lookup: lookup, Clock: c.clock, Log: c.logger,
-		OnChange: func([]*egress.Instance) { c.metrics.instances.Refresh() }}
+//
+// log is the client's logger without the upstream (c.logger's has it): the
+// set's lines name the upstream themselves.
+func newInstances(u Upstream, c *core, lookup func(context.Context, string) ([]netip.Addr, error), log *slog.Logger) (*egress.Instances, error) {
+	o := egress.InstancesOpts{Plugin: "http", Name: u.Name, ResolveEvery: u.ResolveEvery, Lookup: lookup, Clock: c.clock,
+		Log: cmp.Or(log, slog.New(slog.DiscardHandler)), OnChange: func([]*egress.Instance) { c.metrics.instances.Refresh() }}
 	switch {
 	case u.Discover:
 		o.Discover = u.BaseURL
