@@ -413,14 +413,23 @@ func failingOf(p pluginView) (failingView, bool) {
 }
 
 // trafficOf returns the traffic of dependency k: its metrics, or why it has
-// none. A per-route breaker of the http plugin ("billing /payments/{id}") is
-// counted with its upstream.
+// none. A breaker of one of an http or grpc client's routes, instances or
+// origins ("billing /payments/{id}", "orders 10.0.0.7:8000", "webhooks
+// https://hooks.example:443") is counted with its client, named first.
 func trafficOf(traffic map[trafficKey]trafficView, k trafficKey) *trafficView {
 	if t, ok := traffic[k]; ok {
 		return &t
 	}
-	if up, _, ok := strings.Cut(k.name, " "); ok && (k.owner == "http" || k.owner == "grpc") {
-		return &trafficView{Calls: "—", Attempts: "—", P50: "—", P99: "—", NotMeasured: "counted with its upstream, " + up + ": the metrics are kept per upstream, not per route"}
+	if up, part, ok := strings.Cut(k.name, " "); ok && (k.owner == "http" || k.owner == "grpc") {
+		what, per := "upstream", "instance"
+		switch {
+		case strings.HasPrefix(part, "/"):
+			per = "route"
+		case strings.Contains(part, "://"):
+			what, per = "client", "origin" // a shared client's
+		}
+		return &trafficView{Calls: "—", Attempts: "—", P50: "—", P99: "—",
+			NotMeasured: "counted with its " + what + ", " + up + ": the metrics are kept per " + what + ", not per " + per}
 	}
 	return noTraffic(k.owner)
 }

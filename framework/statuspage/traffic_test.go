@@ -197,12 +197,19 @@ func TestTrafficOfEveryPlugin(t *testing.T) {
 	}
 }
 
-// A per-route breaker of the http plugin is counted with its upstream.
+// A breaker of an http or grpc client's routes, instances or origins is
+// counted with its client, and the card says which kind it is.
 func TestTrafficOfARouteBreaker(t *testing.T) {
 	t.Parallel()
-	tv := trafficOf(nil, trafficKey{"http", "billing /payments/{id}"})
-	if tv == nil || !strings.Contains(tv.NotMeasured, "counted with its upstream, billing") {
-		t.Fatalf("route breaker: %+v", tv)
+	for _, tc := range []struct{ owner, name, want string }{
+		{"http", "billing /payments/{id}", "counted with its upstream, billing: the metrics are kept per upstream, not per route"},
+		{"http", "orders 10.0.0.7:8000", "counted with its upstream, orders: the metrics are kept per upstream, not per instance"},
+		{"grpc", "inventory 10.0.0.8:9000", "counted with its upstream, inventory: the metrics are kept per upstream, not per instance"},
+		{"http", "webhooks https://hooks.example:443", "counted with its client, webhooks: the metrics are kept per client, not per origin"},
+	} {
+		if tv := trafficOf(nil, trafficKey{tc.owner, tc.name}); tv == nil || tv.NotMeasured != tc.want || tv.Calls != "—" {
+			t.Errorf("%s %q: %+v, want %q", tc.owner, tc.name, tv, tc.want)
+		}
 	}
 	if tv := trafficOf(nil, trafficKey{"http", "billing"}); tv == nil || tv.Calls != "0" || tv.Span != "since start" {
 		t.Fatalf("an upstream not called yet: %+v, want 0 calls since start", tv)
