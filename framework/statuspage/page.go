@@ -557,9 +557,12 @@ func rateText(t *resilience.StateChange, b *resilience.BreakerView) string {
 		t.WindowFailures, t.WindowCalls, durationText(b.Window), percent(rate), percent(b.FailureRate), b.MinimumCalls)
 }
 
-// ago renders t as a wall time and how long before now it was.
+// ago renders t as a wall time and how long before now it was. A t after
+// now is "0s ago", not "-0s ago": reading the breakers after now was read
+// can itself move one (an open breaker whose cool-down ended turns
+// half-open when asked), at a later reading of the clock.
 func ago(now, t time.Time) string {
-	return t.UTC().Format("15:04:05") + " (" + durationText(now.Sub(t)) + " ago)"
+	return t.UTC().Format("15:04:05") + " (" + durationText(max(now.Sub(t), 0)) + " ago)"
 }
 
 // durationText renders d to a tenth of a second below a minute, else to

@@ -121,3 +121,25 @@ func TestTrippedBy(t *testing.T) {
 		}
 	}
 }
+
+// A time at or after the page's reading of the clock is "0s ago", never
+// "-0s ago": reading a breaker can move it at a later reading.
+func TestAgo(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 2, 15, 45, 0, time.UTC)
+	for _, c := range []struct {
+		t    time.Time
+		want string
+	}{
+		{now.Add(-90 * time.Second), "02:14:15 (1m30s ago)"},
+		{now.Add(-1500 * time.Millisecond), "02:15:43 (1.5s ago)"},
+		{now.Add(-20 * time.Millisecond), "02:15:44 (0s ago)"},
+		{now, "02:15:45 (0s ago)"},
+		{now.Add(40 * time.Millisecond), "02:15:45 (0s ago)"},
+		{now.Add(3 * time.Second), "02:15:48 (0s ago)"},
+	} {
+		if got := ago(now, c.t); got != c.want {
+			t.Errorf("ago(%v) = %q, want %q", c.t.Sub(now), got, c.want)
+		}
+	}
+}
