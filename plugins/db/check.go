@@ -85,12 +85,12 @@ func (d *DB) check(ctx context.Context) readiness.Report {
 	return readiness.Passed("", d.meta())
 }
 
-// busy reports whether every connection of the pool is in use (or being
-// opened) with no room for another: an acquisition would wait for one to be
-// given back.
-func busy(s *pgxpool.Stat) bool {
-	return s.IdleConns() == 0 && s.TotalConns() >= s.MaxConns()
-}
+// busy reports whether every connection of the pool is in use: an
+// acquisition would wait for one to be given back. Connections still
+// opening do not count: on a server that hangs they pile up (each check and
+// request starts one that goes on in the background), and waiting on them is
+// asking the server.
+func busy(s *pgxpool.Stat) bool { return s.AcquiredConns() >= s.MaxConns() }
 
 // checkOutside is the check when the half-open breaker's probe is another
 // call's (a request's statement, the idempotency store's, River's): SELECT 1
