@@ -109,17 +109,25 @@ func StreamContext(r *http.Request) context.Context {
 	}
 	// rv's cancellation is the server's request context's: the client
 	// going away, the server closing; the deadline is a layer above it.
-	return &streamContext{Context: ctx, life: rv}
+	return &lifeContext{Context: ctx, life: rv, name: "jfast stream context"}
 }
 
-// streamContext has the values of the request's context and the life of the
-// server's: no request deadline.
-type streamContext struct {
+// ContextWithLife returns a context with the values of values and the
+// deadline and cancellation of life: a stream's (the request's values, the
+// connection's life), or an upgrade's handshake (the call's values, the
+// client request's deadline).
+func ContextWithLife(values, life context.Context) context.Context {
+	return &lifeContext{Context: values, life: life, name: "jfast context with another's life"}
+}
+
+// lifeContext has the values of one context and the life of another.
+type lifeContext struct {
 	context.Context // values
 	life            context.Context
+	name            string
 }
 
-func (s *streamContext) Deadline() (time.Time, bool) { return s.life.Deadline() }
-func (s *streamContext) Done() <-chan struct{}       { return s.life.Done() }
-func (s *streamContext) Err() error                  { return s.life.Err() }
-func (s *streamContext) String() string              { return "jfast stream context" }
+func (s *lifeContext) Deadline() (time.Time, bool) { return s.life.Deadline() }
+func (s *lifeContext) Done() <-chan struct{}       { return s.life.Done() }
+func (s *lifeContext) Err() error                  { return s.life.Err() }
+func (s *lifeContext) String() string              { return s.name }

@@ -153,7 +153,8 @@ func (h handshakeTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	}
 	var ctx context.Context = req.Context()
 	if c.handshake != nil {
-		ctx = &handshakeContext{Context: ctx, life: c.handshake}
+		// The call's values, the client request's deadline and cancellation.
+		ctx = framework.ContextWithLife(ctx, c.handshake)
 	}
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) { c.upConn.Store(&upstreamConn{info.Conn}) },
@@ -180,17 +181,6 @@ func handOver(conn net.Conn) {
 		conn = u.NetConn()
 	}
 }
-
-// handshakeContext has the values of the call's context and the deadline and
-// cancellation of the client request's.
-type handshakeContext struct {
-	context.Context // values
-	life            context.Context
-}
-
-func (h *handshakeContext) Deadline() (time.Time, bool) { return h.life.Deadline() }
-func (h *handshakeContext) Done() <-chan struct{}       { return h.life.Done() }
-func (h *handshakeContext) Err() error                  { return h.life.Err() }
 
 // upgradeType is the protocol a response switches to, as the ReverseProxy
 // reads it: its Upgrade header when Connection lists "upgrade", else "".

@@ -346,29 +346,29 @@ func (s *server) logFailure(ctx context.Context, r *rpc, code codes.Code, err er
 		slog.String("method", r.method), slog.String("code", codeName(code)), slog.String("error", err.Error()))
 }
 
+// codesOfHTTP maps a problem's HTTP status to its gRPC code; a status it
+// does not list is FAILED_PRECONDITION in 4xx, INTERNAL otherwise.
+var codesOfHTTP = map[int]codes.Code{
+	http.StatusBadRequest:          codes.InvalidArgument,
+	http.StatusUnprocessableEntity: codes.InvalidArgument,
+	http.StatusUnauthorized:        codes.Unauthenticated,
+	http.StatusForbidden:           codes.PermissionDenied,
+	http.StatusNotFound:            codes.NotFound,
+	http.StatusConflict:            codes.Aborted,
+	http.StatusPreconditionFailed:  codes.FailedPrecondition,
+	http.StatusTooManyRequests:     codes.ResourceExhausted,
+	http.StatusNotImplemented:      codes.Unimplemented,
+	http.StatusMethodNotAllowed:    codes.Unimplemented,
+	http.StatusBadGateway:          codes.Unavailable,
+	http.StatusServiceUnavailable:  codes.Unavailable,
+	http.StatusGatewayTimeout:      codes.DeadlineExceeded,
+	http.StatusRequestTimeout:      codes.DeadlineExceeded,
+}
+
 // codeForHTTP is the gRPC code of a problem's HTTP status.
 func codeForHTTP(s int) codes.Code {
-	switch s {
-	case http.StatusBadRequest, http.StatusUnprocessableEntity:
-		return codes.InvalidArgument
-	case http.StatusUnauthorized:
-		return codes.Unauthenticated
-	case http.StatusForbidden:
-		return codes.PermissionDenied
-	case http.StatusNotFound:
-		return codes.NotFound
-	case http.StatusConflict:
-		return codes.Aborted
-	case http.StatusPreconditionFailed:
-		return codes.FailedPrecondition
-	case http.StatusTooManyRequests:
-		return codes.ResourceExhausted
-	case http.StatusNotImplemented, http.StatusMethodNotAllowed:
-		return codes.Unimplemented
-	case http.StatusBadGateway, http.StatusServiceUnavailable:
-		return codes.Unavailable
-	case http.StatusGatewayTimeout, http.StatusRequestTimeout:
-		return codes.DeadlineExceeded
+	if c, ok := codesOfHTTP[s]; ok {
+		return c
 	}
 	if s >= 400 && s < 500 {
 		return codes.FailedPrecondition
