@@ -24,29 +24,7 @@ func TestInstanceBreakersInMetrics(t *testing.T) {
 	c := newClient(t, u, jgrpc.WithClock(clock), jgrpc.WithMetrics(reg))
 	series := func(name string, labels ...string) float64 {
 		t.Helper()
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() != name {
-				continue
-			}
-		metric:
-			for _, m := range mf.GetMetric() {
-				have := map[string]string{}
-				for _, l := range m.GetLabel() {
-					have[l.GetName()] = l.GetValue()
-				}
-				for i := 0; i+1 < len(labels); i += 2 {
-					if have[labels[i]] != labels[i+1] {
-						continue metric
-					}
-				}
-				return m.GetCounter().GetValue() + m.GetGauge().GetValue()
-			}
-		}
-		return 0
+		return jfasttest.Metric(t, reg, name, labels...)
 	}
 	state := func() float64 {
 		return series("jfast_client_breaker_state", "plugin", "grpc", "dependency", "inventory")
