@@ -40,8 +40,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 building the service (jfast check, jfast config): every built-in plugin is compiled in
 (` + strings.Join(pluginNames(), ", ") + `).
 
-"jfast serve" and "jfast worker" run the enabled plugins with no routes of their
-own: /live, /ready and /metrics only.`
+"jfast serve" runs the enabled plugins with no routes of their own: /live, /ready
+and /metrics only, and no queue workers (the binary has none of a service's job
+handlers, so it would fail the service's jobs). "jfast worker" is refused: a worker
+is the service's own binary ("go run . worker").`
 	root.Example = `  jfast new orders --module github.com/acme/orders --plugins http,db
   jfast check --config jfast.toml
   jfast config --config jfast.toml`
@@ -49,11 +51,12 @@ own: /live, /ready and /metrics only.`
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 	for _, c := range root.Commands() {
 		if c.Name() == "serve" {
-			c.Short = "Run the enabled plugins with /live, /ready and /metrics (no routes)"
+			c.Short = "Run the enabled plugins with /live, /ready and /metrics (no routes, no queue workers)"
 		}
 	}
 	root.AddCommand(newCommand(), versionCommand())
 	delegateCheck(root, args)
+	refuseWorker(root)
 	return cli.Run(ctx, root, args, stdout, stderr)
 }
 

@@ -21,6 +21,7 @@ import (
 // `jfast config` understand their tables and `jfast new` can read their defaults:
 // every plugin of the roster (internal/roster) but observability, which the
 // framework always carries. TestBuiltinIsTheRoster fails while they differ.
+// The queue is a standInQueue: the binary works no queue (errNoHandlers).
 var builtin = map[string]func() framework.Plugin{
 	"http":        func() framework.Plugin { return http.New() },
 	"db":          func() framework.Plugin { return db.New() },
@@ -28,7 +29,7 @@ var builtin = map[string]func() framework.Plugin{
 	"auth":        func() framework.Plugin { return auth.New() },
 	"storage":     func() framework.Plugin { return storage.New() },
 	"idempotency": func() framework.Plugin { return idempotency.New() },
-	"queue":       func() framework.Plugin { return queue.New() },
+	"queue":       func() framework.Plugin { return standInQueue{queue.New()} },
 	"telemetry":   func() framework.Plugin { return telemetry.New() },
 	"mail":        func() framework.Plugin { return mail.New() },
 	"channels":    func() framework.Plugin { return channels.New() },
