@@ -123,8 +123,10 @@ func checkAgreesWithTheService(t *testing.T, dir, bin string) {
 	if err := check.Run(); err == nil || !strings.Contains(ownErr.String(), `plugin "channels" is enabled but not compiled into this service`) {
 		t.Fatalf("the service's check: %v, want exit 1 naming channels\n%s%s", err, own.String(), ownErr.String())
 	}
-	if !isServiceMain(dir) || isServiceMain(".") {
-		t.Fatalf("isServiceMain(%s) = %v, isServiceMain(cmd/jfast) = %v; want true, false", dir, isServiceMain(dir), isServiceMain("."))
+	inService, err1 := isServiceMain(dir)
+	inJfast, err2 := isServiceMain(".")
+	if !inService || inJfast || err1 != nil || err2 != nil {
+		t.Fatalf("isServiceMain(%s) = %v, %v, isServiceMain(cmd/jfast) = %v, %v; want true, false", dir, inService, err1, inJfast, err2)
 	}
 	var out, errOut strings.Builder
 	code := serviceCheck(context.Background(), dir, []string{"check"}, &out, &errOut)

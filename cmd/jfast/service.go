@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -21,19 +22,32 @@ import (
 // cliImport is what a jfast service's main imports for its command line.
 const cliImport = "github.com/jfastframework/jfast/framework/cli"
 
+// frameworkModule is the framework's module path, which a service's go.mod requires.
+const frameworkModule = "github.com/jfastframework/jfast"
+
 // isServiceMain reports whether dir holds a jfast service's main package: Go
 // files of package main importing the framework's command line. The jfast
 // command's own directory is not one (it imports the scaffold).
-func isServiceMain(dir string) bool {
+//
+// A Go file that does not parse (an empty new file, a syntax error before its
+// package clause) is an error when dir still looks like a service (another
+// file is such a main, or go.mod requires jfast): its verdict is the
+// service's, which a file that does not parse cannot build, never jfast's own.
+func isServiceMain(dir string) (bool, error) {
 	files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
 	service := false
+	var broken []error
 	for _, name := range files {
 		if strings.HasSuffix(name, "_test.go") {
 			continue
 		}
 		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ImportsOnly)
-		if err != nil || f.Name.Name != "main" {
-			return false
+		if err != nil {
+			broken = append(broken, err)
+			continue
+		}
+		if f.Name.Name != "main" {
+			return false, nil
 		}
 		for _, imp := range f.Imports {
 			path, _ := strconv.Unquote(imp.Path.Value)
@@ -41,11 +55,31 @@ func isServiceMain(dir string) bool {
 			case path == cliImport:
 				service = true
 			case strings.HasPrefix(path, "github.com/jfastframework/jfast/cmd/jfast/"):
-				return false
+				return false, nil
 			}
 		}
 	}
-	return service
+	if len(broken) > 0 && (service || requiresJfast(dir)) {
+		return false, fmt.Errorf("%s looks like a jfast service's directory, but a Go file does not parse, so neither the service's check nor its build can run: %w; fix the file (or remove it), or run jfast check --builtin",
+			dir, errors.Join(broken...))
+	}
+	return service, nil
+}
+
+// requiresJfast reports whether dir's go.mod requires (or replaces) the
+// framework's module, as a service's does.
+func requiresJfast(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(b)) {
+		fields := strings.Fields(line)
+		if len(fields) > 0 && fields[0] != "module" && slices.Contains(fields, frameworkModule) {
+			return true
+		}
+	}
+	return false
 }
 
 // serviceCheck builds the service whose main package is in dir and runs its
@@ -93,7 +127,15 @@ func delegateCheck(root *cobra.Command, args []string) {
 		c.Flags().BoolVar(&builtinOnly, "builtin", false, "check with jfast's built-in plugins, even in a service's directory (where jfast check runs the service's own check)")
 		own := c.RunE
 		c.RunE = func(cmd *cobra.Command, a []string) error {
-			if dir, err := os.Getwd(); err == nil && !builtinOnly && isServiceMain(dir) {
+			dir, err := os.Getwd()
+			if err != nil || builtinOnly {
+				return own(cmd, a)
+			}
+			service, err := isServiceMain(dir)
+			if err != nil {
+				return &cli.ExitError{Code: 1, Err: fmt.Errorf("jfast check: %w", err)}
+			}
+			if service {
 				if code := serviceCheck(cmd.Context(), dir, args, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != 0 {
 					return &cli.ExitError{Code: code}
 				}
