@@ -426,3 +426,33 @@ func TestGeneratedConfigBoots(t *testing.T) {
 		}
 	}
 }
+
+// TestImageBuildsVendorFirst: go.mod replaces jfast with a checkout outside the
+// service's directory, which an image build cannot see, so every command the
+// generated files give that builds the image (docker compose up --build) comes
+// after go mod vendor, on its line or the line before, and the Dockerfile
+// refuses a build without vendor/ naming that fix.
+func TestImageBuildsVendorFirst(t *testing.T) {
+	t.Parallel()
+	root := frameworkRoot(t)
+	for _, plugins := range [][]string{nil, {"db"}, {"cache", "queue", "mail"}} {
+		got := files(t, Options{Name: "shop", Framework: root, Available: all, Plugins: plugins})
+		for _, name := range []string{"README.md", "compose.yaml", "Makefile"} {
+			lines := strings.Split(string(got[name]), "\n")
+			for i, line := range lines {
+				if !strings.Contains(line, "--build") && !strings.Contains(line, "docker build") {
+					continue
+				}
+				if !strings.Contains(line, "go mod vendor") && (i == 0 || !strings.Contains(lines[i-1], "go mod vendor")) {
+					t.Errorf("plugins %v: %s:%d builds the image without go mod vendor first: %s", plugins, name, i+1, line)
+				}
+			}
+		}
+		docker := string(got["Dockerfile"])
+		guard := strings.Index(docker, `run "go mod vendor"`)
+		build := strings.Index(docker, "go build")
+		if guard < 0 || build < guard {
+			t.Errorf("plugins %v: the Dockerfile does not refuse a build without vendor/ before go build:\n%s", plugins, docker)
+		}
+	}
+}
