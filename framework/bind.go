@@ -36,6 +36,10 @@ type binder struct {
 	// sources says where each flat key came from, so a key the environment
 	// set is reported by its variable's name.
 	sources map[string]Source
+	// declared and created are the raw configuration's (see [rawConfig]):
+	// what the file writes, and the entries the environment alone created.
+	declared map[string]bool
+	created  map[string][]string
 }
 
 var (
@@ -193,12 +197,19 @@ func (b *binder) bindValue(key string, dst reflect.Value, val any) {
 		if dst.IsNil() {
 			dst.Set(reflect.MakeMap(t))
 		}
+		var refused map[string]bool
+		if t.Elem().Kind() == reflect.Struct {
+			refused = b.nearMisses(key, dst, m)
+		}
 		names := make([]string, 0, len(m))
 		for k := range m {
 			names = append(names, k)
 		}
 		sort.Strings(names)
 		for _, name := range names {
+			if refused[name] {
+				continue
+			}
 			elem := reflect.New(t.Elem())
 			if existing := dst.MapIndex(reflect.ValueOf(name)); existing.IsValid() {
 				elem.Elem().Set(existing)
@@ -229,6 +240,57 @@ func (b *binder) bindValue(key string, dst reflect.Value, val any) {
 			b.errorf(key, "write a "+describeType(t), "must be %s, got %s", describeKind(t), describe(val))
 		}
 	}
+}
+
+// nearMisses records the entries of the table of tables at key (upstreams,
+// disks, queues) that the environment alone created, and refuses each one
+// whose name is within the did-you-mean distance of [suggest] of an entry
+// the table has otherwise (the file declares it, or it is a default): a
+// misspelt entry name in a variable would create a second entry nothing
+// uses while the intended one keeps the file's value. A refused entry is
+// not bound, so no error derived from it (its missing keys, a second disk
+// needing a default) follows. An entry named unlike every other one is
+// created as the variables say.
+func (b *binder) nearMisses(key string, dst reflect.Value, m map[string]any) map[string]bool {
+	var have, created []string
+	for _, k := range dst.MapKeys() {
+		have = append(have, k.String())
+	}
+	for name := range m {
+		full := join(key, name)
+		switch {
+		case slices.Contains(have, name):
+		case b.declared[full]:
+			have = append(have, name)
+		case len(envOnly(b.sources, full)) > 0:
+			created = append(created, name)
+		}
+	}
+	refused := map[string]bool{}
+	for _, name := range slices.Sorted(slices.Values(created)) {
+		full := join(key, name)
+		vars := envOnly(b.sources, full)
+		if b.created != nil {
+			b.created[full] = vars
+		}
+		near := suggest(name, have)
+		if near == "" {
+			continue
+		}
+		refused[name] = true
+		meant := make([]string, len(vars))
+		for i, v := range vars {
+			meant[i] = envName(join(key, near) + strings.TrimPrefix(envKey(v), full))
+		}
+		edits := "one edit"
+		if editDistance(name, near) > 1 {
+			edits = "two edits"
+		}
+		b.errorf(strings.Join(vars, ", "),
+			fmt.Sprintf("did you mean %s? (to add the entry %q on purpose, declare [%s] in the file, or give it a name unlike %q)", strings.Join(meant, ", "), name, full, near),
+			"would create %s, which the file does not have, and %q is %s from %q", full, name, edits, near)
+	}
+	return refused
 }
 
 // listFromString splits a string given for a list (the environment's
@@ -416,7 +478,7 @@ func (a *App) isDeploy(key string) bool {
 // bind decodes the raw tree into the [app] table, the [plugins] table and every
 // compiled plugin's table, validates them, and orders the enabled plugins.
 func (a *App) bind(errs *ConfigErrors) {
-	b := &binder{errs: errs, set: map[string]string{}, quiet: a.quiet, sources: a.raw.sources}
+	b := &binder{errs: errs, set: map[string]string{}, quiet: a.quiet, sources: a.raw.sources, declared: a.raw.declared, created: a.raw.created}
 	tree := a.raw.tree
 	top := map[string]int{"app": 0, "plugins": 1, "plugin": 2}
 	for _, k := range slices.Sorted(maps.Keys(tree)) {
@@ -440,7 +502,13 @@ func (a *App) bind(errs *ConfigErrors) {
 		case enabled[name]:
 			*errs = append(*errs, ConfigError{Key: "plugins.enabled", Problem: fmt.Sprintf("plugin %q is listed twice", name), Fix: "list each plugin once"})
 		case a.compiled[name] == nil:
-			*errs = append(*errs, ConfigError{Key: "plugins.enabled", Problem: fmt.Sprintf("plugin %q is enabled but not compiled into this service", name), Fix: a.compileFix(name)})
+			problem := fmt.Sprintf("plugin %q is enabled but not compiled into this service", name)
+			if a.misspelt(name) {
+				// A name one or two edits from a known plugin is a typo,
+				// not a plugin to compile in.
+				problem = fmt.Sprintf("plugin %q is enabled, but no plugin has that name", name)
+			}
+			*errs = append(*errs, ConfigError{Key: "plugins.enabled", Problem: problem, Fix: a.compileFix(name)})
 		default:
 			enabled[name] = true
 		}
@@ -463,7 +531,11 @@ func (a *App) bind(errs *ConfigErrors) {
 			// Only the environment speaks of it: deployments share environments
 			// between services, so a variable meant for a sibling is not this
 			// service's mistake. It is ignored, loudly.
-			w := fmt.Sprintf("plugin.%s: %s configure a plugin this service does not compile in; ignored", name, strings.Join(vars, ", "))
+			verb := "configures"
+			if len(vars) > 1 {
+				verb = "configure"
+			}
+			w := fmt.Sprintf("plugin.%s: %s %s a plugin this service does not compile in; ignored", name, strings.Join(vars, ", "), verb)
 			if suggestion != "" {
 				w += fmt.Sprintf(" (did you mean %s?)", strings.ToUpper(suggestion))
 			}
@@ -556,11 +628,24 @@ func (a *App) compileFix(name string) string {
 	if roster.Has(name) {
 		return fmt.Sprintf(`import %q and add %s.New() to framework.Options.Plugins in main`, roster.Import(name), name)
 	}
-	known := slices.Sorted(maps.Keys(a.compiled))
-	if s := suggest(name, append(known, roster.Names...)); s != "" {
+	if s := a.knownPluginNear(name); s != "" {
 		return fmt.Sprintf("did you mean %q?", s)
 	}
 	return "remove it, or compile the plugin in: jfast's plugins are " + strings.Join(roster.Names, ", ")
+}
+
+// knownPluginNear returns the name of a plugin compiled in or shipped with
+// jfast within the did-you-mean distance of name, or "".
+func (a *App) knownPluginNear(name string) string {
+	known := slices.Sorted(maps.Keys(a.compiled))
+	return suggest(name, append(known, roster.Names...))
+}
+
+// misspelt reports whether name, a plugin that is not compiled in, is no
+// plugin jfast ships and is close to one that is compiled in or shipped:
+// "cahce" for "cache".
+func (a *App) misspelt(name string) bool {
+	return a.compiled[name] == nil && !roster.Has(name) && a.knownPluginNear(name) != ""
 }
 
 // startOrder sorts the enabled plugins so each starts after its dependencies, ties

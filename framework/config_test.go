@@ -1,6 +1,7 @@
 package framework_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -744,7 +745,7 @@ func TestEnvironmentForAPluginNotCompiledInIsIgnoredWithAWarning(t *testing.T) {
 	// A deployment's environment often carries a sibling service's variables.
 	svc := jfasttest.Start(t, jfasttest.Options{Env: map[string]string{"JFAST_DB_URL": "postgres://x@db/orders"}})
 	logs := svc.Logs()
-	if !strings.Contains(logs, "plugin.db: JFAST_DB_URL configure a plugin this service does not compile in; ignored") || !strings.Contains(logs, "level=WARN") {
+	if !strings.Contains(logs, "plugin.db: JFAST_DB_URL configures a plugin this service does not compile in; ignored") || !strings.Contains(logs, "level=WARN") {
 		t.Fatalf("no WARNING for JFAST_DB_URL:\n%s", logs)
 	}
 	if strings.Contains(logs, "postgres://x@db") {
@@ -765,4 +766,118 @@ func lineWith(logs, s string) string {
 		}
 	}
 	return ""
+}
+
+// entriesPlugin has a table of tables whose entries need a url, as the http
+// plugin's upstreams need a base_url.
+type entriesPlugin struct{ cfg fakeConfig }
+
+func (p *entriesPlugin) Name() string                                { return "entries" }
+func (p *entriesPlugin) Config() any                                 { return &p.cfg }
+func (p *entriesPlugin) DeployKeys() []string                        { return []string{"targets.*.url"} }
+func (p *entriesPlugin) Start(context.Context, *framework.App) error { return nil }
+func (p *entriesPlugin) Stop(context.Context) error                  { return nil }
+func (p *entriesPlugin) Validate(v *framework.Validation) {
+	for name, t := range p.cfg.Targets {
+		if t.URL == "" {
+			v.Sub("targets."+name).Error("url", "is missing", "set url")
+		}
+	}
+}
+
+// entriesErrors boots the entries plugin with text as its jfast.toml (a
+// file, so errors can name its lines) and environ, and returns the error
+// lines, the file's path replaced by "jfast.toml", or nil when it boots.
+func entriesErrors(t *testing.T, text string, environ ...string) []string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "jfast.toml")
+	if err := os.WriteFile(path, []byte("[plugins]\nenabled = [\"entries\"]\n"+text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, err := framework.New(framework.Options{ConfigFile: path, Plugins: []framework.Plugin{&entriesPlugin{}}, Environ: environ, LogOutput: io.Discard})
+	if err == nil {
+		_ = a
+		return nil
+	}
+	var errs framework.ConfigErrors
+	if !errors.As(err, &errs) {
+		t.Fatalf("want ConfigErrors, got %v", err)
+	}
+	var lines []string
+	for _, e := range errs {
+		lines = append(lines, strings.ReplaceAll(e.Error(), path, "jfast.toml"))
+	}
+	return lines
+}
+
+// An environment variable may create an entry of a table of tables, but
+// not one whose name is a near miss of an entry the table has: the
+// intended entry would silently keep the file's value.
+func TestEnvironmentEntryNearMissIsRefused(t *testing.T) {
+	t.Parallel()
+	const file = "[plugin.entries.targets.example]\nurl = \"http://example\"\n[plugin.entries.targets.orders]\nurl = \"http://orders\"\n"
+	tests := []struct {
+		name    string
+		text    string
+		environ []string
+		want    []string
+	}{{
+		name:    "a deploy key, one edit away",
+		text:    file,
+		environ: []string{"JFAST_ENTRIES_TARGETS__EXAMPL__URL=http://x"},
+		want:    []string{`JFAST_ENTRIES_TARGETS__EXAMPL__URL: would create plugin.entries.targets.exampl, which the file does not have, and "exampl" is one edit from "example"; fix: did you mean JFAST_ENTRIES_TARGETS__EXAMPLE__URL? (to add the entry "exampl" on purpose, declare [plugin.entries.targets.exampl] in the file, or give it a name unlike "example")`},
+	}, {
+		name:    "a shape key, two edits away, with a second variable",
+		text:    file,
+		environ: []string{"JFAST_ENTRIES_TARGETS__ORDR__TIMEOUT=3s", "JFAST_ENTRIES_TARGETS__ORDR__URL=http://x"},
+		want:    []string{`JFAST_ENTRIES_TARGETS__ORDR__TIMEOUT, JFAST_ENTRIES_TARGETS__ORDR__URL: would create plugin.entries.targets.ordr, which the file does not have, and "ordr" is two edits from "orders"; fix: did you mean JFAST_ENTRIES_TARGETS__ORDERS__TIMEOUT, JFAST_ENTRIES_TARGETS__ORDERS__URL? (to add the entry "ordr" on purpose, declare [plugin.entries.targets.ordr] in the file, or give it a name unlike "orders")`},
+	}, {
+		name:    "close to an entry the file declares empty",
+		text:    "[plugin.entries.targets.example]\n",
+		environ: []string{"JFAST_ENTRIES_TARGETS__EXAMPLE__URL=http://x", "JFAST_ENTRIES_TARGETS__EXAMPLES__URL=http://y"},
+		want:    []string{`JFAST_ENTRIES_TARGETS__EXAMPLES__URL: would create plugin.entries.targets.examples, which the file does not have, and "examples" is one edit from "example"; fix: did you mean JFAST_ENTRIES_TARGETS__EXAMPLE__URL? (to add the entry "examples" on purpose, declare [plugin.entries.targets.examples] in the file, or give it a name unlike "example")`},
+	}, {
+		name:    "a name unlike the file's creates the entry",
+		text:    file,
+		environ: []string{"JFAST_ENTRIES_TARGETS__BILLING__URL=http://billing"},
+	}, {
+		name:    "an entry the file declares is no near miss",
+		text:    file + "[plugin.entries.targets.exampl]\n",
+		environ: []string{"JFAST_ENTRIES_TARGETS__EXAMPL__URL=http://x"},
+	}, {
+		name:    "the intended entry is overridden as before",
+		text:    file,
+		environ: []string{"JFAST_ENTRIES_TARGETS__EXAMPLE__URL=http://x"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := entriesErrors(t, tt.text, tt.environ...); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("errors:\n got %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// An error about a key of an entry only the environment created names the
+// variables that created it, and no line of the file.
+func TestErrorsInAnEntryTheEnvironmentCreatedNameItsVariables(t *testing.T) {
+	t.Parallel()
+	got := entriesErrors(t, "[plugin.entries]\ntimeout = \"2s\"\n[plugin.entries.targets.example]\nurl = \"http://example\"\n",
+		"JFAST_ENTRIES_TARGETS__STOCK__TIMEOUT=3s")
+	want := []string{"plugin.entries.targets.stock.url: is missing (the entry was created by JFAST_ENTRIES_TARGETS__STOCK__TIMEOUT alone: the file has no [plugin.entries.targets.stock]); fix: set url"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("errors:\n got %q\nwant %q", got, want)
+	}
+}
+
+// A misspelt plugin in [plugins] enabled is a typo, not a plugin to compile
+// in.
+func TestMisspeltPluginIsNotCalledNotCompiledIn(t *testing.T) {
+	t.Parallel()
+	errs := configErrors(t, jfasttest.Options{TOML: "[plugins]\nenabled = [\"observability\", \"cahce\"]"})
+	want := `plugins.enabled: plugin "cahce" is enabled, but no plugin has that name; fix: did you mean "cache"?`
+	if got := errs["plugins.enabled"].Error(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
 }

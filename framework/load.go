@@ -33,6 +33,14 @@ func (s Source) String() string {
 type rawConfig struct {
 	tree     map[string]any    // nested, as the binder walks it
 	sources  map[string]Source // flat key → where its value came from
+	// declared holds every table and key the file writes, by full key,
+	// empty tables included: an entry of a table of tables
+	// ([plugin.http.upstreams.billing]) the file declares is in it.
+	declared map[string]bool
+	// created maps each entry of a table of tables that the environment
+	// alone created (the file does not declare it) to the variables that
+	// created it; the binder fills it.
+	created  map[string][]string
 	warnings []string
 	errs     ConfigErrors
 }
@@ -67,7 +75,7 @@ func envKey(name string) string {
 // error's line). The warnings about a variable and the file disagreeing name
 // the key, the variable and the file, never a value.
 func loadRaw(fileName string, text []byte, environ []string, isDeploy, secret func(string) bool) *rawConfig {
-	raw := &rawConfig{sources: map[string]Source{}}
+	raw := &rawConfig{sources: map[string]Source{}, declared: map[string]bool{}, created: map[string][]string{}}
 	fileValues := map[string]any{}
 	var emptyTables []string
 	if len(text) > 0 {
@@ -79,6 +87,16 @@ func loadRaw(fileName string, text []byte, environ []string, isDeploy, secret fu
 		}
 	}
 	merged := make(map[string]any, len(fileValues))
+	for key := range fileValues {
+		for k := key; ; {
+			raw.declared[k] = true
+			i := strings.LastIndexByte(k, '.')
+			if i < 0 {
+				break
+			}
+			k = k[:i]
+		}
+	}
 	for key, v := range fileValues {
 		if m, ok := v.(map[string]any); ok && len(m) == 0 {
 			// An empty table ([plugin.http.upstreams.billing] with no keys) is a
@@ -158,7 +176,12 @@ func (raw *rawConfig) locate(fileName string, text []byte, errs ConfigErrors) {
 	lines := keyLines(text)
 	for i, e := range errs {
 		key := listKey(e.Key)
-		if e.Line > 0 || strings.HasPrefix(e.Key, fileName+":") || raw.sources[key].Kind == "env" {
+		if e.Line > 0 || strings.HasPrefix(e.Key, fileName+":") || raw.sources[key].Kind == "env" || e.EnvVar != "" {
+			continue
+		}
+		if entry, _ := raw.createdEntry(key); entry != "" {
+			// The file has no line for an entry it does not declare:
+			// the nearest table above it would be an unrelated line.
 			continue
 		}
 		if l := lineOf(lines, key); l > 0 {
@@ -173,11 +196,38 @@ func (raw *rawConfig) locate(fileName string, text []byte, errs ConfigErrors) {
 // about an element of a list names the list's variable; one about a table
 // the environment alone wrote, every variable under it. An error about a
 // key nobody set (one the file lacks) names none.
+//
+// An error about a key nobody set inside an entry the environment alone
+// created (a base_url missing from an upstream that only
+// JFAST_HTTP_UPSTREAMS__EXAMPL__TIMEOUT speaks of) says so in its problem,
+// naming the variables that created the entry: the variable, not the
+// file, is what to correct.
 func (raw *rawConfig) nameVariables(errs ConfigErrors) {
 	for i, e := range errs {
 		if e.EnvVar == "" {
 			errs[i].EnvVar = strings.Join(envOnly(raw.sources, listKey(e.Key)), ", ")
 		}
+		if errs[i].EnvVar != "" {
+			continue
+		}
+		if entry, vars := raw.createdEntry(listKey(e.Key)); entry != "" {
+			errs[i].Problem += fmt.Sprintf(" (the entry was created by %s alone: the file has no [%s])", strings.Join(vars, ", "), entry)
+		}
+	}
+}
+
+// createdEntry returns the entry the environment alone created that key is
+// or lies in, and the variables that created it; "" when there is none.
+func (raw *rawConfig) createdEntry(key string) (string, []string) {
+	for k := key; ; {
+		if vars, ok := raw.created[k]; ok {
+			return k, vars
+		}
+		i := strings.LastIndexByte(k, '.')
+		if i < 0 {
+			return "", nil
+		}
+		k = k[:i]
 	}
 }
 
