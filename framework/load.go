@@ -31,8 +31,8 @@ func (s Source) String() string {
 // rawConfig is the file and the environment merged by the deploy/shape rules, before
 // it is bound to typed structs.
 type rawConfig struct {
-	tree     map[string]any    // nested, as the binder walks it
-	sources  map[string]Source // flat key → where its value came from
+	tree    map[string]any    // nested, as the binder walks it
+	sources map[string]Source // flat key → where its value came from
 	// declared holds every table and key the file writes, by full key,
 	// empty tables included: an entry of a table of tables
 	// ([plugin.http.upstreams.billing]) the file declares is in it.
