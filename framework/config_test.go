@@ -498,6 +498,29 @@ func TestWrongTypesSayWhatToWrite(t *testing.T) {
 	}
 }
 
+// A listening address is a deploy key, but no secret: the rules that check
+// one quote it, as docs/framework.md says (Secrets), while a value of the
+// wrong type for it is named by its kind only.
+func TestListenErrorsQuoteTheAddress(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ key, env, value, want string }{
+		{"app.listen", "JFAST_APP_LISTEN", "25810", `app.listen (JFAST_APP_LISTEN): must be host:port, got "25810"; fix: set listen = "127.0.0.1:8000" (":8000" listens on every interface), or JFAST_APP_LISTEN`},
+		{"app.listen", "JFAST_APP_LISTEN", "127.0.0.1:", `app.listen (JFAST_APP_LISTEN): has no port, got "127.0.0.1:"; fix: set listen = "127.0.0.1:8000" (":8000" listens on every interface), or JFAST_APP_LISTEN`},
+		{"app.listen", "JFAST_APP_LISTEN", "127.0.0.1:80000", `app.listen (JFAST_APP_LISTEN): port must be from 0 to 65535, got "127.0.0.1:80000"; fix: set listen = "127.0.0.1:8000" (":8000" listens on every interface), or JFAST_APP_LISTEN`},
+		{"app.admin_listen", "JFAST_APP_ADMIN_LISTEN", "9000", `app.admin_listen (JFAST_APP_ADMIN_LISTEN): must be host:port, got "9000"; fix: set admin_listen = "127.0.0.1:9000", or leave it unset to serve /metrics on the public listener`},
+	}
+	for _, tt := range tests {
+		errs := configErrors(t, jfasttest.Options{Env: map[string]string{tt.env: tt.value}})
+		if got := errs[tt.key].Error(); got != tt.want {
+			t.Errorf("%s=%s:\n got %s\nwant %s", tt.env, tt.value, got, tt.want)
+		}
+	}
+	_, err := framework.New(framework.Options{ConfigText: "[app]\nlisten = { host = \"127.0.0.1\" }", Environ: []string{}, LogOutput: io.Discard})
+	if want := "app.listen: must be a string, got a table (not shown: app.listen is a deploy key or a secret)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a table for app.listen: got %v, want %s", err, want)
+	}
+}
+
 func TestListenIsHostAndPort(t *testing.T) {
 	t.Parallel()
 	for _, listen := range []string{"8000", "127.0.0.1", "127.0.0.1:80000", "127.0.0.1:"} {
