@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -67,6 +68,10 @@ func TestEndToEnd(t *testing.T) {
 			// go build ./..., keeping the binary (one link instead of two).
 			bins := t.TempDir()
 			goCmd(t, dir, env, "build", "-o", bins+string(filepath.Separator), "./...")
+			var before []string // left by runs of older generated tests
+			if tc.env != nil {
+				before = redisKeys(t, "asynq:{"+tc.name+"-test-*")
+			}
 			out := goCmd(t, dir, env, "test", "-count=1", "-v", "./...")
 			for _, name := range tc.mustRun {
 				if !strings.Contains(out, "--- PASS: "+name+" ") {
@@ -78,6 +83,14 @@ func TestEndToEnd(t *testing.T) {
 				if left := asynqQueues(t, tc.name+"-test-"); len(left) > 0 {
 					t.Errorf("the generated tests left their queues in Redis: %v", left)
 				}
+				left := slices.DeleteFunc(redisKeys(t, "asynq:{"+tc.name+"-test-*"), func(k string) bool { return slices.Contains(before, k) })
+				if len(left) > 0 {
+					t.Errorf("the generated tests left keys of their queues in Redis: %v", left)
+				}
+			}
+			// The tests' files are in temp dirs, never in the project.
+			if _, err := os.Stat(filepath.Join(dir, "data")); err == nil {
+				t.Errorf("go test made %s in the project", filepath.Join(dir, "data"))
 			}
 			bin := filepath.Join(bins, tc.name)
 
@@ -186,6 +199,23 @@ func asynqQueues(t *testing.T, prefix string) []string {
 		}
 	}
 	return out
+}
+
+// redisKeys lists the keys of the machine's Redis matching pattern.
+func redisKeys(t *testing.T, pattern string) []string {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var keys []string
+	iter := c.Scan(ctx, 0, pattern, 500).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		t.Errorf("scan %s: %v", pattern, err)
+	}
+	return keys
 }
 
 // deleteAsynqQueues removes from the machine's Redis the asynq queues a

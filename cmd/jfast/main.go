@@ -139,7 +139,11 @@ Plugins: ` + strings.Join(availableForNew(), ", ") + ` (observability is always 
 			if err != nil {
 				return &cli.ExitError{Code: 1, Err: err}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s in %s\n\n  cd %s\n  go test ./...\n  go run .\n", o.Name, dir, dir)
+			if !filepath.IsAbs(dir) && !strings.HasPrefix(dir, ".") {
+				// "./orders": a path, where "orders" alone reads as the name again.
+				dir = "." + string(filepath.Separator) + dir
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote service %s in %s\n\n  cd %s\n  go test ./...\n  go run .\n", o.Name, dir, dir)
 			return nil
 		},
 	}

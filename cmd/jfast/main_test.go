@@ -178,6 +178,14 @@ func TestNewRefusesANonEmptyDirectory(t *testing.T) {
 	}
 }
 
+func TestNewSaysWhatItWroteWhere(t *testing.T) {
+	t.Chdir(t.TempDir())
+	code, stdout, stderr := jfast(t, "new", "orders")
+	if code != 0 || !strings.HasPrefix(stdout, "wrote service orders in ./orders\n\n  cd ./orders\n") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
 func TestHelpEveryCommand(t *testing.T) {
 	t.Parallel()
 	for _, cmd := range []string{"new", "version", "check", "config", "serve", "worker", "migrate", "drill"} {

@@ -193,9 +193,23 @@ func TestConfigInvalidPrintsErrors(t *testing.T) {
 
 func TestWorkerWithoutRunners(t *testing.T) {
 	t.Parallel()
-	code, _, errOut := run(t, framework.Options{}, "worker")
-	if code != 1 || !strings.Contains(errOut, "worker: no enabled plugin runs workers (enabled: observability)") {
-		t.Fatalf("exit %d, stderr %q", code, errOut)
+	for _, tc := range []struct {
+		name string
+		opts framework.Options
+		want string
+	}{
+		{"none compiled in", framework.Options{},
+			`worker: no enabled plugin runs workers (enabled: observability); no plugin compiled into this service runs workers: to run jobs, import "github.com/jfastframework/jfast/plugins/queue", add queue.New() to the plugins in main, and enable "queue" in [plugins] enabled`},
+		{"compiled in, not enabled", framework.Options{Plugins: []framework.Plugin{&workerFake{fakePlugin: newFake("queue", nil)}}},
+			`worker: no enabled plugin runs workers (enabled: observability); enable "queue" in [plugins] enabled to run jobs`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			code, _, errOut := run(t, tc.opts, "worker")
+			if code != 1 || !strings.Contains(errOut, tc.want) {
+				t.Fatalf("exit %d, stderr %q", code, errOut)
+			}
+		})
 	}
 }
 

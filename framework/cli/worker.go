@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/go-chi/chi/v5"
@@ -38,7 +40,7 @@ func (s *Service) worker(cmd *cobra.Command, _ []string) error {
 		// worker needs; the worker serves only the probes and /metrics.
 		s2.opts.Routes = func(app *framework.App, _ chi.Router) error { return routes(app, chi.NewRouter()) }
 	}
-	app, runners, err := loadPluginsThat[framework.WorkerRunner](&s2, cmd, "worker: no enabled plugin runs workers", "enable the queue plugin in [plugins] enabled to run jobs")
+	app, runners, err := loadPluginsThat[framework.WorkerRunner](&s2, cmd, "worker: no enabled plugin runs workers", workerFix(s.opts.Plugins))
 	if err != nil {
 		return err
 	}
@@ -67,4 +69,20 @@ func (s *Service) worker(cmd *cobra.Command, _ []string) error {
 		return reported
 	}
 	return nil
+}
+
+// workerFix is the fix when no enabled plugin runs workers: enable the ones
+// compiled in that do, or, when none is (enabling one would only be refused as
+// not compiled in), compile the queue plugin in.
+func workerFix(compiled []framework.Plugin) string {
+	var names []string
+	for _, p := range compiled {
+		if _, ok := p.(framework.WorkerRunner); ok {
+			names = append(names, strconv.Quote(p.Name()))
+		}
+	}
+	if len(names) == 0 {
+		return `no plugin compiled into this service runs workers: to run jobs, import "github.com/jfastframework/jfast/plugins/queue", add queue.New() to the plugins in main, and enable "queue" in [plugins] enabled`
+	}
+	return "enable " + strings.Join(names, " or ") + " in [plugins] enabled to run jobs"
 }

@@ -42,6 +42,12 @@ func setup(t *testing.T, env map[string]string) *jfasttest.Service {
 			vars[k] = v
 		}
 	}
+	// The files disk's root is a directory of the test's own, not jfast.toml's
+	// data/files in the project (the storage plugin makes its root at start),
+	// unless the environment moves it.
+	if _, ok := vars["JFAST_STORAGE_DISKS__FILES__ROOT"]; !ok {
+		vars["JFAST_STORAGE_DISKS__FILES__ROOT"] = t.TempDir()
+	}
 	// The gRPC server listens on a free port, so that tests in parallel (and a
 	// running service) never compete for jfast.toml's.
 	vars["JFAST_GRPC_SERVER__LISTEN"] = "127.0.0.1:0"

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -77,10 +79,12 @@ func ownQueue(t *testing.T, toml []byte) ([]byte, string) {
 	return []byte(strings.Replace(text, serviceQueue, "[plugin.queue.queues."+own+"]", 1)), own
 }
 
-// deleteQueue deletes the test's queue and its jobs from the Redis at o, so
-// runs of the tests leave no queues behind. A Redis it cannot reach (the
-// tests that need one were skipped) holds no queue of the test's; nor does
-// one it has no address for (a cluster or sentinel URL: o is nil).
+// deleteQueue deletes the test's queue from the Redis at o: its jobs and
+// every key asynq keeps for it, the processed and failed counters included
+// (asynq's DeleteQueue leaves those, and they never expire), so runs of the
+// tests leave nothing behind. A Redis it cannot reach (the tests that need one
+// were skipped) holds no queue of the test's; nor does one it has no address
+// for (a cluster or sentinel URL: o is nil).
 func deleteQueue(t *testing.T, o *redis.Options, queue string) {
 	if o == nil {
 		return
@@ -88,10 +92,27 @@ func deleteQueue(t *testing.T, o *redis.Options, queue string) {
 	in := asynq.NewInspector(asynq.RedisClientOpt{Network: o.Network, Addr: o.Addr, Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLSConfig})
 	defer in.Close()
 	queues, err := in.Queues()
-	if err != nil || !slices.Contains(queues, queue) {
+	if err != nil {
 		return
 	}
-	if err := in.DeleteQueue(queue, true); err != nil {
+	if slices.Contains(queues, queue) {
+		if err := in.DeleteQueue(queue, true); err != nil {
+			t.Errorf("deleting the test's queue %s from Redis: %v", queue, err)
+		}
+	}
+	c := redis.NewClient(o)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Every key of an asynq queue has the queue in braces (its cluster hash tag).
+	iter := c.Scan(ctx, 0, "asynq:{"+queue+"}*", 100).Iterator()
+	for iter.Next(ctx) {
+		if err := c.Del(ctx, iter.Val()).Err(); err != nil {
+			t.Errorf("deleting the test's queue %s from Redis: %v", queue, err)
+			return
+		}
+	}
+	if err := iter.Err(); err != nil {
 		t.Errorf("deleting the test's queue %s from Redis: %v", queue, err)
 	}
 }
