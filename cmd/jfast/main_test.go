@@ -496,3 +496,54 @@ func TestCheckRefusesTheMainPoolWithOnlyTenants(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigPrintsOnlyTheQueueBackendsKeys: the config command prints the
+// [plugin.queue.rabbitmq] table only with backend = "rabbitmq", and River's
+// keys (schema, dead_retention) only with "postgres"; each output passes
+// check (the round trip of TestConfigRoundTripsThroughCheck).
+func TestConfigPrintsOnlyTheQueueBackendsKeys(t *testing.T) {
+	t.Parallel()
+	const service = "[app]\nname = \"orders\"\n[plugins]\nenabled = [\"observability\", \"db\", \"cache\", \"queue\"]\n" +
+		"[plugin.db]\nurl = \"postgres://orders:hunter2@127.0.0.1:5432/orders\"\n" +
+		"[plugin.cache]\nurl = \"redis://127.0.0.1:6379/0\"\n[plugin.queue]\n"
+	for _, tc := range []struct {
+		backend         string
+		rabbitmq, river bool
+	}{
+		{"postgres", false, true},
+		{"redis", false, false},
+		{"rabbitmq", true, false},
+	} {
+		t.Run(tc.backend, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			file := filepath.Join(dir, "jfast.toml")
+			if err := os.WriteFile(file, []byte(service+"backend = \""+tc.backend+"\"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			code, stdout, stderr := jfast(t, "config", "--config", file)
+			if code != 0 {
+				t.Fatalf("config: exit %d: %s", code, stderr)
+			}
+			if got := strings.Contains(stdout, "\n[plugin.queue.rabbitmq]\n"); got != tc.rabbitmq {
+				t.Errorf("[plugin.queue.rabbitmq] printed: %v, want %v:\n%s", got, tc.rabbitmq, stdout)
+			}
+			keys := tableKeys(stdout, "[plugin.queue]")
+			if !keys["backend"] || !keys["job_timeout"] {
+				t.Fatalf("no [plugin.queue] keys:\n%s", stdout)
+			}
+			for _, k := range []string{"schema", "dead_retention"} {
+				if keys[k] != tc.river {
+					t.Errorf("%s printed: %v, want %v", k, keys[k], tc.river)
+				}
+			}
+			filled := filepath.Join(dir, "filled.toml")
+			if err := os.WriteFile(filled, []byte(strings.ReplaceAll(stdout, "***", "filled-in-secret")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if code, _, stderr := jfast(t, "check", "--config", filled); code != 0 {
+				t.Errorf("check of config's output: exit %d:\n%s", code, stderr)
+			}
+		})
+	}
+}

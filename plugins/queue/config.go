@@ -3,6 +3,7 @@ package queue
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -84,6 +85,24 @@ type Config struct {
 	// RabbitMQ is the [plugin.queue.rabbitmq] table, used by backend =
 	// "rabbitmq". Defaults to the machine's broker (see RabbitMQConfig).
 	RabbitMQ RabbitMQConfig `koanf:"rabbitmq"`
+}
+
+// Applies implements framework.ConditionalKeys: the config command and the
+// jfast.toml jfast new writes leave out the keys of the backends not chosen
+// (the rabbitmq table but with backend = "rabbitmq"; schema and
+// dead_retention, River's, but with "postgres"). An unknown backend, which
+// validation refuses, shows every key.
+func (c Config) Applies(key string) bool {
+	if !slices.Contains(backendNames, c.Backend) {
+		return true
+	}
+	switch key {
+	case "rabbitmq":
+		return c.Backend == "rabbitmq"
+	case "schema", "dead_retention":
+		return c.Backend == "postgres"
+	}
+	return true
 }
 
 // QueueConfig is one [plugin.queue.queues.<name>] table.

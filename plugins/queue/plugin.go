@@ -684,4 +684,5 @@ var (
 	_ framework.Dependent            = (*Plugin)(nil)
 	_ framework.Checker              = (*Plugin)(nil)
 	_ framework.WorkerRunner         = (*Plugin)(nil)
+	_ framework.ConditionalKeys      = Config{}
 )

@@ -194,7 +194,7 @@ func TestConfigHasEveryKey(t *testing.T) {
 
 	want := map[string]bool{}
 	set := settings(o.Name, chosen)
-	walkKeys("app", reflect.TypeFor[framework.AppConfig](), set, want)
+	walkKeys("app", reflect.TypeFor[framework.AppConfig](), reflect.Value{}, set, want)
 	want["plugins.enabled"] = true
 	plugins := []framework.Plugin{&framework.Observability{}}
 	for _, r := range chosen {
@@ -202,7 +202,8 @@ func TestConfigHasEveryKey(t *testing.T) {
 	}
 	for _, p := range plugins {
 		want["plugin."+p.Name()+".critical"] = true
-		walkKeys("plugin."+p.Name(), reflect.TypeOf(p.(framework.Configurable).Config()).Elem(), set, want)
+		cfg := reflect.ValueOf(p.(framework.Configurable).Config()).Elem()
+		walkKeys("plugin."+p.Name(), cfg.Type(), cfg, set, want)
 	}
 	for k := range want {
 		if !got[k] {
@@ -227,9 +228,15 @@ func TestConfigHasEveryKey(t *testing.T) {
 // (set: the keys jfast.toml sets). A table that is a
 // framework.ConditionalKeys lists only the keys that apply to it, with its
 // defaults and the string values set gives it.
-func walkKeys(path string, t reflect.Type, set map[string]string, out map[string]bool) {
+//
+// defaults is the table's value before the file sets it (the plugin's
+// Config() for its own table, the parent's field for a nested one); the zero
+// Value for a map's entry, which starts from its SetDefaults.
+func walkKeys(path string, t reflect.Type, defaults reflect.Value, set map[string]string, out map[string]bool) {
 	table := reflect.New(t)
-	if d, ok := table.Interface().(framework.Defaulter); ok {
+	if defaults.IsValid() {
+		table.Elem().Set(defaults)
+	} else if d, ok := table.Interface().(framework.Defaulter); ok {
 		d.SetDefaults()
 	}
 	for _, tf := range tomltext.Fields(t) {
@@ -246,7 +253,7 @@ func walkKeys(path string, t reflect.Type, set map[string]string, out map[string
 		case ck != nil && !ck.Applies(tf.Name):
 			// left out: the validation refuses it in this table
 		case tomltext.IsTable(f.Type):
-			walkKeys(key, f.Type, set, out)
+			walkKeys(key, f.Type, table.Elem().FieldByIndex(tf.Index), set, out)
 		case tomltext.IsMapOfTables(f.Type):
 			entries := map[string]bool{}
 			for k := range set {
@@ -259,7 +266,7 @@ func walkKeys(path string, t reflect.Type, set map[string]string, out map[string
 				entries["NAME"] = true
 			}
 			for n := range entries {
-				walkKeys(key+"."+n, f.Type.Elem(), set, out)
+				walkKeys(key+"."+n, f.Type.Elem(), reflect.Value{}, set, out)
 			}
 		case f.Type.Kind() == reflect.Map:
 			out[key] = true // an empty table
