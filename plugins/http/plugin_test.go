@@ -638,3 +638,17 @@ func TestTransportsForOtherPlugins(t *testing.T) {
 		t.Errorf("X-Request-Id at the upstream = %q, want the request's own %q", got, want)
 	}
 }
+
+// A fix that points at the environment names the upstream's own variable.
+func TestFixNamesTheUpstreamsVariable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ toml, key, env string }{
+		{"[plugin.http.upstreams.billing]\ntimeout = \"3s\"\n", "plugin.http.upstreams.billing.base_url", "JFAST_HTTP_UPSTREAMS__BILLING__BASE_URL"},
+		{"[plugin.http.upstreams.billing]\nbase_url = \"http://billing:8010\"\ninstances = [\"http://10.0.0.7:8010/api\"]\n", "plugin.http.upstreams.billing.instances[0]", "JFAST_HTTP_UPSTREAMS__BILLING__INSTANCES"},
+	} {
+		e := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: "[plugins]\nenabled = [\"http\"]\n" + tc.toml, Plugins: []framework.Plugin{jhttp.New()}}).Only(t, tc.key)
+		if !strings.HasSuffix(e.Fix, tc.env) {
+			t.Errorf("%s: fix %q, want it to end with %s", tc.key, e.Fix, tc.env)
+		}
+	}
+}
