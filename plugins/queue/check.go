@@ -35,14 +35,23 @@ func (p *Plugin) Check(ctx context.Context) readiness.Report {
 	return readiness.Passed(detail, meta)
 }
 
+// workerState is /ready's word for the workers: running, starting (a
+// backend that starts them in the background, River while the database
+// is down, has not yet), none (no handler registered: none start), stopped
+// or off (workers = false).
 func (p *Plugin) workerState() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
 	case p.workersRunning:
+		if s, ok := p.backend.(interface{ WorkersStarted() bool }); ok && !s.WorkersStarted() {
+			return "starting"
+		}
 		return "running"
 	case p.stopped:
 		return "stopped"
+	case p.workersStarted && len(p.handlers) == 0:
+		return "none"
 	case p.cfg.Workers:
 		return "starting"
 	}

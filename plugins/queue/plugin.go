@@ -193,7 +193,12 @@ func (p *Plugin) startWorkers(ctx context.Context) error {
 		kinds = append(kinds, k)
 	}
 	if len(kinds) == 0 {
-		p.log.Warn("queue workers start with no handler registered; jobs stay queued for a process that has them")
+		// Workers with no handler would fetch every job and fail it (asynq
+		// and River alike): none start, and the jobs stay queued for a
+		// process that has their handlers.
+		p.log.Warn("queue workers not started: no job handler is registered in this process; jobs stay queued for a process that has them",
+			slog.Any("queues", p.cfg.queueNames()))
+		return nil
 	}
 	if err := p.backend.StartWorkers(ctx, executor{p}, kinds); err != nil {
 		return err
@@ -209,6 +214,12 @@ func (p *Plugin) startWorkers(ctx context.Context) error {
 func (p *Plugin) RunWorkers(ctx context.Context) error {
 	if err := p.startWorkers(ctx); err != nil {
 		return err
+	}
+	p.mu.Lock()
+	none := len(p.handlers) == 0
+	p.mu.Unlock()
+	if none {
+		return errors.New("queue: no job handler is registered in this process, so a worker would have nothing to run: register handlers with queue.Handle in the service's main (the jfast binary has none; run the service's own binary)")
 	}
 	<-ctx.Done()
 	return nil

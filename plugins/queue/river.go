@@ -341,6 +341,15 @@ func (b *riverBackend) startLoop(ctx context.Context, c *river.Client[pgx.Tx]) {
 	}
 }
 
+// WorkersStarted reports whether the worker client started (startLoop
+// retries while the database is down): the plugin's /ready says "starting"
+// until then.
+func (b *riverBackend) WorkersStarted() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.running
+}
+
 func safeAddWorker(workers *river.Workers, kind string, w *riverWorker) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
