@@ -31,9 +31,10 @@ type Config struct {
 	// "http://collector:4318/v1/traces" ("/v1/traces" is added when the URL has
 	// no path). It is a deploy key: JFAST_TELEMETRY_ENDPOINT wins over the
 	// file, and OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT
-	// win over a value from the file. Empty means those variables, else
-	// "https://localhost:4318/v1/traces" (the OTLP exporter's default).
-	// Defaults to "".
+	// win over a value from the file. Defaults to
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT +
+	// "/v1/traces", else "https://localhost:4318/v1/traces" (the OTLP
+	// exporter's default).
 	Endpoint string `koanf:"endpoint"`
 
 	// SampleRatio is the fraction of new traces recorded, in [0, 1]. Sampling
@@ -41,8 +42,8 @@ type Config struct {
 	// caller's decision. Defaults to 1.
 	SampleRatio float64 `koanf:"sample_ratio"`
 
-	// ServiceName is the service.name resource attribute. Defaults to "" (the
-	// App's app.name).
+	// ServiceName is the service.name resource attribute. Defaults to
+	// app.name.
 	ServiceName string `koanf:"service_name"`
 
 	// ServiceVersion is the service.version resource attribute. Defaults to ""

@@ -121,7 +121,7 @@ var recipeList = []recipe{
 	{
 		Name:  "telemetry",
 		Route: "`GET /trace`: the trace and span of the request, continuing a caller's W3C traceparent",
-		Note:  "Spans go over OTLP/HTTP to http://localhost:4318 unless `JFAST_TELEMETRY_ENDPOINT` (or `OTEL_EXPORTER_OTLP_ENDPOINT`) says otherwise; an unreachable collector never slows a request.",
+		Note:  "Spans go over OTLP/HTTP to https://localhost:4318/v1/traces (the OTLP exporter's default) unless `JFAST_TELEMETRY_ENDPOINT` (or `OTEL_EXPORTER_OTLP_ENDPOINT`) says otherwise; an unreachable collector never slows a request.",
 	},
 	{
 		Name: "llm",

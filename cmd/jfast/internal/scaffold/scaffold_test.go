@@ -402,6 +402,70 @@ func TestGeneratedQueueIsTheServices(t *testing.T) {
 	}
 }
 
+// TestConfigWritesComputedDefaultsAsUnset: every key whose value config
+// reports as computed at boot ("# default: app.name", the telemetry endpoint's
+// "# default: the OTLP exporter's") is written "# key  (unset: …)" in the
+// generated jfast.toml, not with a zero that is not its default.
+func TestConfigWritesComputedDefaultsAsUnset(t *testing.T) {
+	t.Parallel()
+	root := frameworkRoot(t)
+	o := Options{Name: "svc", Framework: root, Available: all, Plugins: Known()}
+	chosen, err := choose(o.Plugins, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := configFile(o, chosen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plugins []framework.Plugin
+	for _, r := range chosen {
+		plugins = append(plugins, all[r.Name]())
+	}
+	app, err := framework.New(framework.Options{Plugins: plugins, ConfigText: string(text), Environ: []string{}, LogOutput: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var effective strings.Builder
+	if err := app.WriteEffectiveConfig(&effective); err != nil {
+		t.Fatal(err)
+	}
+	header := regexp.MustCompile(`^(?:# )?(\[[^\] ]+\])$`)
+	computed := regexp.MustCompile(`^([a-z0-9_]+) += .*  # default: .+$`)
+	lines := func(text string, key *regexp.Regexp) map[string]bool {
+		found := map[string]bool{}
+		table := ""
+		for _, line := range strings.Split(text, "\n") {
+			if m := header.FindStringSubmatch(line); m != nil {
+				table = m[1]
+			} else if m := key.FindStringSubmatch(line); m != nil {
+				found[table+" "+m[1]] = true
+			}
+		}
+		return found
+	}
+	want := lines(effective.String(), computed)
+	got := lines(string(text), computedKey)
+	for _, k := range []string{"[plugin.telemetry] endpoint", "[plugin.telemetry] service_name", "[plugin.cache] key_prefix"} {
+		if !want[k] {
+			t.Errorf("config does not report %s as computed:\n%s", k, effective.String())
+		}
+	}
+	for k := range want {
+		if !got[k] {
+			t.Errorf("jfast.toml does not write %s as \"# key  (unset: …)\", though config computes it", k)
+		}
+	}
+	for _, line := range []string{
+		`# endpoint  (unset: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT + "/v1/traces", else "https://localhost:4318/v1/traces" (the OTLP exporter's default))`,
+		`# service_name  (unset: app.name)`,
+	} {
+		if !strings.Contains(string(text), "\n"+line+"\n") {
+			t.Errorf("jfast.toml lacks %q", line)
+		}
+	}
+}
+
 // TestGeneratedConfigBoots validates each generated jfast.toml as the service's
 // boot would, for every plugin alone (idempotency with each store) and all of them.
 func TestGeneratedConfigBoots(t *testing.T) {
