@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -78,7 +77,7 @@ func workerFix(compiled []framework.Plugin) string {
 	var names []string
 	for _, p := range compiled {
 		if _, ok := p.(framework.WorkerRunner); ok {
-			names = append(names, strconv.Quote(p.Name()))
+			names = append(names, fmt.Sprintf("%q", p.Name()))
 		}
 	}
 	if len(names) == 0 {

@@ -95,6 +95,8 @@ func (p *Plugin) Lacks() (problem, fix string) {
 	return "the db plugin has no main pool ([plugin.db] has only tenant_url_template, no url)", "set [plugin.db] url (or JFAST_DB_URL)"
 }
 
+var _ framework.Provider = (*Plugin)(nil)
+
 // DeployKeys implements framework.DeployKeyer: the environment
 // (JFAST_DB_URL, JFAST_DB_TENANT_URL_TEMPLATE) wins over the file.
 func (p *Plugin) DeployKeys() []string { return []string{"url", "tenant_url_template"} }
@@ -281,6 +283,5 @@ var (
 	_ framework.BackingServicePlugin = (*Plugin)(nil)
 	_ framework.Checker              = (*Plugin)(nil)
 	_ framework.Migrator             = (*Plugin)(nil)
-	_ framework.Provider             = (*Plugin)(nil)
 	_ framework.DBPool               = (*Plugin)(nil)
 )

@@ -105,6 +105,8 @@ func (c Config) Applies(key string) bool {
 	return true
 }
 
+var _ framework.ConditionalKeys = Config{}
+
 // QueueConfig is one [plugin.queue.queues.<name>] table.
 type QueueConfig struct {
 	// Concurrency is how many jobs of this queue run at once in one process.

@@ -695,5 +695,4 @@ var (
 	_ framework.Dependent            = (*Plugin)(nil)
 	_ framework.Checker              = (*Plugin)(nil)
 	_ framework.WorkerRunner         = (*Plugin)(nil)
-	_ framework.ConditionalKeys      = Config{}
 )
