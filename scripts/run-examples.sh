@@ -63,6 +63,8 @@ done
 # far, the last one and the seconds elapsed.
 build() {
   local name=$1 log=$dir/build-$1.log start=$SECONDS pid code=0 n last shown=-10
+  # The loop reads the log at once; the background go build opens it later.
+  : >"$log"
   $GO build -v -o "$dir/bin/$name" "./examples/$name" 2>"$log" &
   pid=$!
   while kill -0 "$pid" 2>/dev/null; do
@@ -165,27 +167,29 @@ mapfile -t gateway_unset < <(without DB CACHE AUTH QUEUE MAIL STORAGE IDEMPOTENC
 mapfile -t inventory_unset < <(without DB CACHE HTTP AUTH QUEUE MAIL STORAGE IDEMPOTENCY CHANNELS TELEMETRY GATEWAY APP)
 
 # launch NAME starts one service; its log lines are prefixed with its name
-# ($! is the service itself, not the sed).
+# ($! is the service itself, not the sed). The sed ignores SIGINT: Ctrl-C
+# reaches the whole process group, and a sed that died of it would lose the
+# service's shutdown lines and break the pipe the service still writes to.
 launch() {
   case $1 in
   billing)
-    env "${billing_unset[@]}" JFAST_CONFIG="$billing_config" JFAST_APP_ADMIN_LISTEN=127.0.0.1:9010 "$dir/bin/billing" > >(sed -u 's/^/billing | /') 2>&1 &
+    env "${billing_unset[@]}" JFAST_CONFIG="$billing_config" JFAST_APP_ADMIN_LISTEN=127.0.0.1:9010 "$dir/bin/billing" > >(trap '' INT; exec sed -u 's/^/billing | /') 2>&1 &
     ;;
   orders)
     local receipts=()
     if [ "$dir" != /tmp/jfast-examples ]; then # the root in examples/orders/jfast.toml
       receipts=(JFAST_STORAGE_DISKS__RECEIPTS__ROOT="$dir/receipts")
     fi
-    env "${orders_unset[@]}" JFAST_CONFIG="$orders_config" JFAST_APP_ADMIN_LISTEN=127.0.0.1:9000 "${receipts[@]}" "$dir/bin/orders" > >(sed -u 's/^/orders  | /') 2>&1 &
+    env "${orders_unset[@]}" JFAST_CONFIG="$orders_config" JFAST_APP_ADMIN_LISTEN=127.0.0.1:9000 "${receipts[@]}" "$dir/bin/orders" > >(trap '' INT; exec sed -u 's/^/orders  | /') 2>&1 &
     ;;
   gateway)
     # The gateway keeps its own listen address: JFAST_APP_* is the other two's.
-    env "${gateway_unset[@]}" JFAST_CONFIG=examples/gateway/jfast.toml JFAST_APP_ADMIN_LISTEN=127.0.0.1:9090 "$dir/bin/gateway" > >(sed -u 's/^/gateway | /') 2>&1 &
+    env "${gateway_unset[@]}" JFAST_CONFIG=examples/gateway/jfast.toml JFAST_APP_ADMIN_LISTEN=127.0.0.1:9090 "$dir/bin/gateway" > >(trap '' INT; exec sed -u 's/^/gateway | /') 2>&1 &
     ;;
   inventory)
     # Inventory keeps its own addresses too; orders finds it at 127.0.0.1:9020
     # (JFAST_GRPC_UPSTREAMS__INVENTORY__TARGET elsewhere).
-    env "${inventory_unset[@]}" JFAST_CONFIG=examples/inventory/jfast.toml JFAST_APP_ADMIN_LISTEN=127.0.0.1:9030 "$dir/bin/inventory" > >(sed -u 's/^/invent. | /') 2>&1 &
+    env "${inventory_unset[@]}" JFAST_CONFIG=examples/inventory/jfast.toml JFAST_APP_ADMIN_LISTEN=127.0.0.1:9030 "$dir/bin/inventory" > >(trap '' INT; exec sed -u 's/^/invent. | /') 2>&1 &
     ;;
   *) return 1 ;;
   esac
@@ -238,7 +242,11 @@ obey() {
 
 # A service that exits (a configuration error, a failed migration, or stopped
 # on purpose to watch the others cope) is reported; the others keep serving
-# until Ctrl-C. When every service has exited on its own, so does this script.
+# until Ctrl-C. A service exits with status 0 only after a clean stop, which
+# a signal asked for: Ctrl-C reaches the services too, and when this script
+# cannot trap it (started with SIGINT ignored, as a background job of a
+# non-interactive shell is) they stop on their own, so status 0 is reported as
+# a stop. When every service has exited on its own, so does this script.
 status=0
 listen
 while :; do
@@ -255,12 +263,12 @@ while :; do
   name=${name_of[$exited]}
   unset "pid_of[$name]" "name_of[$exited]"
   rm -f "$run/$name.pid"
-  if [ -n "${stopping[$name]:-}" ]; then
+  if [ -n "${stopping[$name]:-}" ] || ((code == 0)); then
     say "$name stopped"
     continue
   fi
   say "$name exited with status $code"
-  ((code == 0)) || status=$code
+  status=$code
 done
 kill -TERM "$reader" 2>/dev/null || true
 rm -rf "$run"
