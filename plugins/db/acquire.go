@@ -324,10 +324,16 @@ func (g *gate) close() {
 
 // destroyedBroken records a connection destroyed closed (see broken), and
 // forgets those whose cleanup has ended, so the set holds only the cleanups
-// in progress.
+// in progress. One destroyed after the gate closed (its release raced the
+// Stop) has its socket closed at once: close has already gone through the
+// set, and pgxpool's Close would wait out the cleanup.
 func (g *gate) destroyedBroken(pc *pgconn.PgConn) {
 	g.brokenMu.Lock()
 	defer g.brokenMu.Unlock()
+	if g.stopCtx.Err() != nil {
+		_ = pc.Conn().Close()
+		return
+	}
 	for old := range g.broken {
 		select {
 		case <-old.CleanupDone():
