@@ -151,11 +151,6 @@ func envOnly(sources map[string]Source, key string) []string {
 	return vars
 }
 
-// EnvVariable is the JFAST_* variable that sets the flat configuration key
-// ("plugin.http.upstreams.billing.base_url" →
-// JFAST_HTTP_UPSTREAMS__BILLING__BASE_URL), for a plugin's fix text.
-func EnvVariable(key string) string { return envName(key) }
-
 // envName is the JFAST_* variable of a flat key: the inverse of envKey.
 func envName(key string) string {
 	section, k, _ := strings.Cut(strings.TrimPrefix(key, "plugin."), ".")

@@ -59,7 +59,7 @@ func ValidateNamed[C any](v *Validation, t NamedTable, entries map[string]C, pro
 			sub.Error("", problem, fix)
 		}
 		for _, e := range problems(entries[n]) {
-			sub.Error(e.Key, e.Problem, e.Fix)
+			sub.Error(e.Key, e.Problem, nameVariable(e.Fix, n))
 		}
 	}
 }
@@ -140,4 +140,15 @@ func (n Named[T]) Lookup(t NamedTable, name string, started bool) (T, error) {
 		fix += "; configured " + t.Nouns + ": " + strings.Join(slices.Sorted(maps.Keys(n.byName)), ", ")
 	}
 	return zero, fmt.Errorf("%s: no %s '%s' is configured: %s", t.Plugin, t.Noun, name, fix)
+}
+
+// nameVariable writes entry name into the JFAST_*__<NAME>__* variables a
+// fix names (JFAST_HTTP_UPSTREAMS__<NAME>__BASE_URL for upstream billing is
+// JFAST_HTTP_UPSTREAMS__BILLING__BASE_URL). A name with "-" cannot be part of
+// a variable's name: its fix keeps the placeholder.
+func nameVariable(fix, name string) string {
+	if strings.Contains(name, "-") || !ValidName(name) {
+		return fix
+	}
+	return strings.ReplaceAll(fix, "__<NAME>__", "__"+strings.ToUpper(name)+"__")
 }

@@ -2,6 +2,7 @@ package framework_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -30,7 +31,9 @@ func (z *zoo) Config() any  { return &z.cfg }
 func (z *zoo) Validate(v *framework.Validation) {
 	framework.ValidateNamed(v, petsTable, z.cfg.Pets, func(p pet) []framework.ConfigError {
 		var l framework.Problems
-		l.Positive("legs", p.Legs)
+		if p.Legs <= 0 {
+			l.Error("legs", fmt.Sprintf("must be greater than zero, got %d", p.Legs), "set legs in the file or in JFAST_ZOO_PETS__<NAME>__LEGS")
+		}
 		return l
 	})
 }
@@ -53,8 +56,23 @@ legs = 0
 	if e := errs["plugin.zoo.pets.Dog"]; e.Problem != "is not a valid pet name" || e.Fix != "use lowercase letters" {
 		t.Errorf("bad name: %+v", e)
 	}
-	if e := errs["plugin.zoo.pets.snake.legs"]; e.Problem != "must be greater than zero, got 0" {
-		t.Errorf("entry problem: %+v", e)
+	if e := errs["plugin.zoo.pets.snake.legs"]; e.Problem != "must be greater than zero, got 0" || e.Fix != "set legs in the file or in JFAST_ZOO_PETS__SNAKE__LEGS" {
+		t.Errorf("entry problem: %+v (the fix names the entry's own variable)", e)
+	}
+}
+
+// A name with "-" cannot be part of a variable's name: the fix keeps the
+// placeholder.
+func TestValidateNamedKeepsThePlaceholderForANameWithADash(t *testing.T) {
+	t.Parallel()
+	errs := configErrors(t, jfasttest.Options{Plugins: []framework.Plugin{&zoo{}}, TOML: `
+[plugins]
+enabled = ["zoo"]
+[plugin.zoo.pets.sea-snake]
+legs = 0
+`})
+	if e := errs["plugin.zoo.pets.sea-snake.legs"]; e.Fix != "set legs in the file or in JFAST_ZOO_PETS__<NAME>__LEGS" {
+		t.Errorf("fix %q", e.Fix)
 	}
 }
 

@@ -234,16 +234,11 @@ func (u Upstream) withDefaults() Upstream {
 	return u
 }
 
-// envVariable is the JFAST_* variable of u's key.
-func (u *Upstream) envVariable(key string) string {
-	return framework.EnvVariable("plugin.http.upstreams." + u.Name + "." + key)
-}
-
 // problems returns every problem with u's settings, in key order.
 func (u *Upstream) problems() []framework.ConfigError {
 	var l framework.Problems
 	if problem := checkBaseURL(u.BaseURL); problem != "" {
-		l.Error("base_url", problem, `set an absolute URL such as "http://billing:8010", in the file or in `+u.envVariable("base_url"))
+		l.Error("base_url", problem, `set an absolute URL such as "http://billing:8010", in the file or in JFAST_HTTP_UPSTREAMS__<NAME>__BASE_URL`)
 	}
 	u.instanceProblems(&l)
 	u.policyProblems(&l)

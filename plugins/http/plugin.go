@@ -113,10 +113,6 @@ func (p *Plugin) Dependencies() []framework.Dependency {
 // Validate implements framework.Validator.
 func (p *Plugin) Validate(v *framework.Validation) {
 	v.RefuseCritical()
-	for n, u := range p.cfg.Upstreams {
-		u.Name = n // a fix names the upstream's own JFAST_* variables
-		p.cfg.Upstreams[n] = u
-	}
 	framework.ValidateNamed(v, upstreamsTable, p.cfg.Upstreams, func(u Upstream) []framework.ConfigError {
 		return append(u.problems(), headerProblems(u.Headers)...)
 	})

@@ -55,7 +55,7 @@ func (u *Upstream) instanceProblems(l *framework.Problems) {
 			}
 		}
 		if problem != "" {
-			l.Error(key, problem, `list origins such as "http://10.0.0.7:8010", in the file or comma-separated in `+u.envVariable("instances"))
+			l.Error(key, problem, `list origins such as "http://10.0.0.7:8010", in the file or comma-separated in JFAST_HTTP_UPSTREAMS__<NAME>__INSTANCES`)
 		}
 	}
 	if (len(u.Instances) > 0 || u.Discover) && u.BreakerKey == KeyRoute {

@@ -121,7 +121,7 @@ model = "m"
 fallback = "a"
 `, Plugins: []framework.Plugin{llm.New()}})
 	for key, words := range map[string][]string{
-		"plugin.llm.providers.empty.base_url": {"missing", "JFAST_LLM_PROVIDERS__<NAME>__BASE_URL"},
+		"plugin.llm.providers.empty.base_url": {"missing", "JFAST_LLM_PROVIDERS__EMPTY__BASE_URL"},
 		"plugin.llm.providers.empty.model":    {"missing"},
 		"plugin.llm.providers.creds.base_url": {"credentials", "api_key"},
 		"plugin.llm.providers.ftp.base_url":   {"http or https"},
