@@ -311,8 +311,12 @@ func (u *unary) Attempt(callCtx context.Context, n int) resilience.Verdict {
 	}
 	code := status.Code(err)
 	c.metrics.attempt(u.mm, u.method, code)
-	return resilience.Verdict{Err: err, Outcome: outcome(err), Retry: err != nil && c.retryableCode(code),
+	v := resilience.Verdict{Err: err, Outcome: outcome(err), Retry: err != nil && c.retryableCode(code),
 		Overloaded: code == codes.ResourceExhausted}
+	if v.Retry && v.Outcome == resilience.Hang && c.multi {
+		v.Elsewhere = c.another(u.inst, u.tried)
+	}
+	return v
 }
 
 // Report counts the retries and the budget's refusals, and gives the

@@ -20,3 +20,13 @@ func (c *ServiceClient) WaitForState(ctx context.Context, want connectivity.Stat
 	}
 	return true
 }
+
+// RetryFindsAnother is, for each instance in listed order, whether a retry
+// after a hung attempt on it would find another instance (Verdict.Elsewhere).
+func (c *ServiceClient) RetryFindsAnother() []bool {
+	var out []bool
+	for _, in := range c.instances() {
+		out = append(out, c.another(in, nil))
+	}
+	return out
+}

@@ -59,16 +59,17 @@ func (u *Upstream) instanceProblems(l *framework.Problems) {
 	for n, addr := range u.Instances {
 		problem := ""
 		host, port, err := net.SplitHostPort(addr)
-		first, listed := seen[instanceAddr(host, port)]
+		key, portProblem := instanceAddr(host, port), framework.PortProblem(port)
+		first, listed := seen[key]
 		switch {
 		case err != nil || host == "" || port == "" || strings.Contains(addr, "/"):
 			problem = fmt.Sprintf("%q is not \"host:port\"", addr)
-		case framework.PortProblem(port) != "":
-			problem = fmt.Sprintf("%q %s", addr, framework.PortProblem(port))
+		case portProblem != "":
+			problem = fmt.Sprintf("%q %s", addr, portProblem)
 		case listed:
 			problem = fmt.Sprintf("is the address of instances[%d] again, %q (a host name ignores case): each instance is listed once", first, u.Instances[first])
 		default:
-			seen[instanceAddr(host, port)] = n
+			seen[key] = n
 		}
 		if problem != "" {
 			l.Error(fmt.Sprintf("instances[%d]", n), problem,
@@ -330,6 +331,18 @@ func (c *ServiceClient) pick(tried []*instance) (*instance, resilience.Ticket, e
 
 // choose returns the instance balancing chooses among the candidates (not
 // refused; connected unless anyState; untried when any is), or nil.
+// another reports whether a retry after an attempt on cur would find
+// another instance: one neither cur nor tried whose breaker is not open
+// (resilience.Verdict.Elsewhere).
+func (c *ServiceClient) another(cur *instance, tried []*instance) bool {
+	for _, in := range c.instances() {
+		if in != cur && !slices.Contains(tried, in) && in.breaker.Load().Snapshot().State != resilience.StateOpen {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *ServiceClient) choose(tried, refused []*instance, anyState bool) *instance {
 	var buf [maxPickBuffer]*instance
 	cands := buf[:0]

@@ -1,6 +1,7 @@
 package grpc_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,12 +41,23 @@ func TestInstanceBreakersInMetrics(t *testing.T) {
 	call := func() {
 		_ = c.Invoke(ctxFor(t), getStock, &shoppb.GetStockRequest{Sku: "a"}, &shoppb.Stock{})
 	}
+	// A retry after a hang on an instance finds another while one is not
+	// ejected (resilience.Verdict.Elsewhere).
+	if got := c.RetryFindsAnother(); !slices.Equal(got, []bool{true, true}) {
+		t.Fatalf("before any call, another instance for each: %v", got)
+	}
 	call()
 	if state() != 0 || opened() != 1 {
 		t.Fatalf("one instance ejected: state %v, closed→open %v", state(), opened())
 	}
+	if got := c.RetryFindsAnother(); !slices.Contains(got, true) || !slices.Contains(got, false) {
+		t.Fatalf("one instance ejected: %v, want another only for the ejected one", got)
+	}
 	call()
 	if state() != 1 || opened() != 2 {
 		t.Fatalf("every instance ejected: state %v, closed→open %v", state(), opened())
+	}
+	if got := c.RetryFindsAnother(); !slices.Equal(got, []bool{false, false}) {
+		t.Fatalf("every instance ejected, another instance for each: %v", got)
 	}
 }

@@ -244,7 +244,8 @@ func (ia *instanceAttempt) another(c *core, set *egress.Instances) bool {
 		if in == ia.inst || slices.Contains(ia.tried, in) || !(ia.anyHealth || in.Healthy()) {
 			continue
 		}
-		if c.instanceBreaker(in).Snapshot().State != resilience.StateOpen {
+		// An instance not called yet has no breaker: closed.
+		if br := in.CurrentBreaker(); br == nil || br.Snapshot().State != resilience.StateOpen {
 			return true
 		}
 	}
