@@ -16,10 +16,12 @@ import (
 // it with [MaxBodyBytes].
 const DefaultMaxBodyBytes = 1 << 20
 
-// writeGrace is how long past its deadline a request may still write: enough
+// WriteGrace is how long past its deadline a request may still write: enough
 // to send the 503 (or the 408) that says the deadline passed, while a client
-// that does not read cannot hold the handler longer than that.
-const writeGrace = time.Second
+// that does not read cannot hold the handler longer than that. A plugin whose
+// rule depends on when a request's writes end (the idempotency lease) reads it
+// here.
+const WriteGrace = time.Second
 
 // requestBody is the body of every request that has one, as the framework
 // serves it. It stops at the route's limit (app.max_body_bytes, or

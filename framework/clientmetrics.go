@@ -118,22 +118,19 @@ func (d *DependencyMetrics) Attempt(rec resilience.AttemptRecord) {
 	if !rec.Verdict.Unsent {
 		d.Sent()
 	}
-	switch rec.Stop {
-	case resilience.StopNone:
+	if rec.Stop == resilience.StopNone {
 		d.Retried()
-	case resilience.StopBudget:
-		d.BudgetRefused()
-	case resilience.StopThrottled:
-		d.ThrottledRetry()
+	} else {
+		d.HedgeRefused(rec.Stop) // a retry refused, as a hedge is
 	}
 	if rec.Hedge {
 		d.Hedged()
 	}
 }
 
-// HedgeRefused counts a hedge the retry budget refused or the adaptive
-// throttle dropped, as the retry it is: a resilience.PolicyOpts
-// OnHedgeRefused hook.
+// HedgeRefused counts a retry, or a hedge, the retry budget refused
+// (StopBudget) or the adaptive throttle dropped (StopThrottled); any other
+// stop counts nothing. It is a resilience.PolicyOpts OnHedgeRefused hook.
 func (d *DependencyMetrics) HedgeRefused(stop resilience.Stop) {
 	switch stop {
 	case resilience.StopBudget:

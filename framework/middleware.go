@@ -222,7 +222,7 @@ func (s *serveRequest) handle(ex *exchange, values *requestValues, r *http.Reque
 }
 
 // bound holds the client to the request's deadline. The connection's write
-// deadline is the request's plus writeGrace, so a client that does not read
+// deadline is the request's plus WriteGrace, so a client that does not read
 // the response fails the handler's writes instead of blocking them; for a
 // request with a body, the read deadline is the request's, so a client that
 // trickles its body fails the handler's reads (with a 408) instead of holding
@@ -234,7 +234,7 @@ func (s *serveRequest) bound(ex *exchange, w http.ResponseWriter, r *http.Reques
 	hasBody := r.Body != nil && r.Body != http.NoBody
 	d := deadlinesOf(w)
 	if d != nil {
-		_ = d.SetWriteDeadline(deadline.Add(writeGrace))
+		_ = d.SetWriteDeadline(deadline.Add(WriteGrace))
 		if hasBody {
 			_ = d.SetReadDeadline(deadline)
 		}

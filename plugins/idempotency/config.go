@@ -45,11 +45,10 @@ const (
 )
 
 // writeGrace is how long past its request deadline a request may still write
-// its response: the framework sets the write deadline at the request's
-// deadline plus one second (framework/body.go's writeGrace, unexported;
-// docs/framework.md, "Slow clients"). A lease must outlast it too, or a first
-// request whose key was taken over could still send its response.
-const writeGrace = time.Second
+// its response (framework.WriteGrace; docs/framework.md, "Slow clients"). A
+// lease must outlast it too, or a first request whose key was taken over could
+// still send its response.
+const writeGrace = framework.WriteGrace
 
 // defaultLease is LeaseFactor × request_timeout, but at least request_timeout
 // + 2s: under a 333ms request_timeout, the factor alone would not clear the
