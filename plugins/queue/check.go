@@ -50,7 +50,7 @@ func (p *Plugin) workerState() string {
 		return "running"
 	case p.stopped:
 		return "stopped"
-	case p.workersStarted && len(p.handlers) == 0:
+	case p.cfg.Workers && len(p.handlers) == 0:
 		return "none"
 	case p.cfg.Workers:
 		return "starting"

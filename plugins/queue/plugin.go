@@ -212,14 +212,14 @@ func (p *Plugin) startWorkers(ctx context.Context) error {
 // the workers (when "serve" has not already) and works jobs until ctx is done.
 // The drain happens in Stop, within app.plugin_stop_timeout.
 func (p *Plugin) RunWorkers(ctx context.Context) error {
-	if err := p.startWorkers(ctx); err != nil {
-		return err
-	}
 	p.mu.Lock()
 	none := len(p.handlers) == 0
 	p.mu.Unlock()
 	if none {
 		return errors.New("queue: no job handler is registered in this process, so a worker would have nothing to run: register handlers with queue.Handle in the service's main (the jfast binary has none; run the service's own binary)")
+	}
+	if err := p.startWorkers(ctx); err != nil {
+		return err
 	}
 	<-ctx.Done()
 	return nil
