@@ -142,7 +142,11 @@ func (p *Plugin) Stop(ctx context.Context) error {
 // start with the database down.
 func (p *Plugin) Check(ctx context.Context) readiness.Report {
 	meta := map[string]any{"store": p.store.name(), "dependency": p.dep}
-	if err := p.store.check(ctx); err != nil {
+	err := p.store.check(ctx)
+	if pg, ok := p.store.(*postgresStore); ok && pg.checkedFirst() && resilience.ProbeTaken(err) {
+		err = nil
+	}
+	if err != nil {
 		return readiness.Unreachable(fmt.Sprintf("idempotency store %s unavailable: guarded routes answer 503 (%s)", p.store.name(), scrub(err)), meta)
 	}
 	return readiness.Passed("idempotency store "+p.store.name()+" answered", meta)

@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/readiness"
 )
 
@@ -225,9 +224,7 @@ func (s *postgresStore) sweep(ctx context.Context, now time.Time) (int64, error)
 
 // check reports the db plugin's check, then whether the table exists
 // (creating it if needed). The table's query goes through the db breaker
-// (Plugin.Check says what a refusal beside the half-open probe means): when
-// the db's own check passed, a refusal only because the probe is another
-// call's leaves the db's verdict standing.
+// (Plugin.Check says what a refusal beside the half-open probe means).
 func (s *postgresStore) check(ctx context.Context) error {
 	if s.ready != nil {
 		if r := s.ready(ctx); !r.Healthy {
@@ -241,8 +238,8 @@ func (s *postgresStore) check(ctx context.Context) error {
 			return err
 		})
 	}
-	if s.ready != nil && resilience.ProbeTaken(err) {
-		return nil
-	}
 	return err
 }
+
+// checkedFirst reports whether check asks the db plugin's own check first.
+func (s *postgresStore) checkedFirst() bool { return s.ready != nil }
