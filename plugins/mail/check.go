@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/readiness"
@@ -67,7 +66,7 @@ type deadCount struct {
 }
 
 // count asks dc for the number of dead mail jobs and waits for it until
-// countContext's deadline, not after: the count is extra information, and a
+// framework.CheckPart's deadline, not after: the count is extra information, and a
 // check that waited for a late queue would answer late, which /ready reports
 // as a timeout — unhealthy, and critical with critical = true — whatever the
 // last delivery was. The count's context is not enough to bound the wait: a
@@ -80,7 +79,7 @@ type deadCount struct {
 // again: a queue whose counts outlive their deadlines has one in flight at a
 // time, not one more for every /ready.
 func (c *deadCounts) count(ctx context.Context, dc framework.DeadJobCounter) (int, error) {
-	cctx, cancel := countContext(ctx)
+	cctx, cancel := framework.CheckPart(ctx)
 	c.mu.Lock()
 	r := c.running
 	if r == nil {
@@ -106,17 +105,4 @@ func (c *deadCounts) count(ctx context.Context, dc framework.DeadJobCounter) (in
 	case <-cctx.Done():
 		return 0, cctx.Err()
 	}
-}
-
-// countContext is ctx for the dead-letter count: it ends a third of the
-// check's remaining time early (267 ms of the default readiness_timeout of
-// 800 ms). The check stops waiting for the count then; the third left is
-// slack for a busy machine, where the check and the readiness aggregator
-// waiting for it are scheduled late.
-func countContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	dl, ok := ctx.Deadline()
-	if !ok {
-		return context.WithCancel(ctx)
-	}
-	return context.WithDeadline(ctx, dl.Add(-time.Until(dl)/3))
 }

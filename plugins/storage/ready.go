@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jfastframework/jfast/framework"
 )
 
 // probe runs d's /ready probe (a HEAD of the bucket, a stat of the root) and
-// waits for it until probeContext's deadline, not after. The check must answer
+// waits for it until framework.CheckPart's deadline, not after. The check must answer
 // before the readiness aggregator's deadline, which is the check's own: a probe
 // bounded by that deadline alone ends with it, and the aggregator, which
 // stops waiting at the same instant, reports the whole check as "no answer
@@ -19,7 +21,7 @@ import (
 // does.
 func probe(ctx context.Context, d *Disk) error {
 	start := time.Now()
-	pctx, cancel := probeContext(ctx)
+	pctx, cancel := framework.CheckPart(ctx)
 	done := make(chan error, 1)
 	go func() {
 		// The probe's context ends at its deadline or when it returns,
@@ -53,18 +55,4 @@ func probeName(d *Disk) string {
 		return fmt.Sprintf("HEAD of bucket %q", s.bucket)
 	}
 	return "stat of the root"
-}
-
-// probeContext is ctx for one disk's probe: it ends a third of the check's
-// remaining time early (267 ms of the default readiness_timeout of 800 ms),
-// the share the mail plugin gives its dead-letter count. The check stops
-// waiting for the probe then; the third left is slack for a busy machine,
-// where the check and the readiness aggregator waiting for it are scheduled
-// late.
-func probeContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	dl, ok := ctx.Deadline()
-	if !ok {
-		return context.WithCancel(ctx)
-	}
-	return context.WithDeadline(ctx, dl.Add(-time.Until(dl)/3))
 }
