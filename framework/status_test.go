@@ -261,36 +261,65 @@ func callOrders(t *testing.T, svc *jfasttest.Service, n, status int) {
 
 var callsCell = regexp.MustCompile(`calls / attempts \(([^)]*)\)</b>(\d+) / (\d+)`)
 
+// The first call orders makes takes the first reading, which counts it:
+// the page counts it all the same, since start, from the zero reading taken
+// when the App started.
+func TestStatusPageCountsTheFirstCall(t *testing.T) {
+	t.Parallel()
+	svc, _, clock := ordersCallingBilling(t)
+	callOrders(t, svc, 1, 200)
+	svc.App.SettleStatusReadings()
+	clock.Advance(3 * time.Second)
+
+	page := svc.AdminGet(t, "/status").String()
+	if m := callsCell.FindStringSubmatch(page); m == nil || m[1] != "since start" || m[2] != "1" || m[3] != "1" {
+		t.Fatalf("billing after its one call: %q; want since start: 1 / 1", m)
+	}
+}
+
 // Nobody had the page open while orders called billing: the first look
-// still shows the calls of the last minutes, from the readings the calls
+// still shows every call of the last minutes, from the readings the calls
 // took every 10 s, not the totals since start.
 func TestStatusPageShowsTheLastMinutesAtFirstLook(t *testing.T) {
 	t.Parallel()
 	svc, _, clock := ordersCallingBilling(t)
-	callOrders(t, svc, 3, 200) // the first call takes the reading of t0
+	callOrders(t, svc, 3, 200) // within 10 s of the start's reading: none taken
 	svc.App.SettleStatusReadings()
 	clock.Advance(2 * time.Minute)
-	callOrders(t, svc, 4, 200) // and one at t0+2m
+	callOrders(t, svc, 4, 200) // the first takes the reading of t0+2m
 	svc.App.SettleStatusReadings()
 	clock.Advance(time.Minute)
 
+	// The reading of t0+2m came after 2 quiet minutes and counts the
+	// first call that took it: the base is still the start's.
 	page := svc.AdminGet(t, "/status").String()
+	if m := callsCell.FindStringSubmatch(page); m == nil || m[1] != "since start" || m[2] != "7" || m[3] != "7" {
+		t.Fatalf("billing at t0+3m: %q; want since start: 7 / 7", m)
+	}
+
+	for range 37 { // one call every 10 s, t0+3m10s to t0+9m10s
+		clock.Advance(10 * time.Second)
+		callOrders(t, svc, 1, 200)
+		svc.App.SettleStatusReadings()
+	}
+	page = svc.AdminGet(t, "/status").String()
 	m := callsCell.FindStringSubmatch(page)
 	if m == nil {
 		t.Fatalf("no calls / attempts cell on billing's card:\n%s", page)
 	}
-	// The reading of t0 ran beside the first calls (settled before the
-	// clock moved on): it holds 0 to 3 of the first three, and may have read
-	// the attempts counter (counted as an attempt starts) and the calls
-	// counter (counted as a call ends) at different moments of one call; the
-	// four after are in the window for sure. Each call made one attempt.
+	// The base is the reading of t0+4m, exactly 5m10s old. It ran beside
+	// the call that took it (settled before the clock moved on) and may
+	// have read the attempts counter (counted as an attempt starts) and
+	// the calls counter (counted as a call ends) before that call counted
+	// in either: the 31 calls after it are in the window for sure, and
+	// that one may be. Each call made one attempt.
 	calls, _ := strconv.Atoi(m[2])
 	attempts, _ := strconv.Atoi(m[3])
-	if m[1] != "last 3m0s" || calls < 4 || calls > 7 || attempts < 4 || attempts > 7 {
-		t.Fatalf("billing at the first look: %q; want over the last 3m0s, 4 to 7 calls and 4 to 7 attempts", m[0])
+	if m[1] != "last 5m10s" || calls < 31 || calls > 32 || attempts < 31 || attempts > 32 {
+		t.Fatalf("billing at t0+9m10s: %q; want over the last 5m10s, 31 or 32 calls and 31 or 32 attempts", m[0])
 	}
-	if !strings.Contains(page, "latency p50 / p99 (last 3m0s)") {
-		t.Fatalf("no latency over the last 3m0s on the page:\n%s", page)
+	if !strings.Contains(page, "latency p50 / p99 (last 5m10s)") {
+		t.Fatalf("no latency over the last 5m10s on the page:\n%s", page)
 	}
 }
 

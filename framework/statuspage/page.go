@@ -107,7 +107,7 @@ func New(src Source) *Handler {
 	if src.PollTimeout <= 0 {
 		src.PollTimeout = DefaultPollTimeout
 	}
-	h := &Handler{src: src, mux: http.NewServeMux(), traffic: newTraffic(src.Metrics)}
+	h := &Handler{src: src, mux: http.NewServeMux(), traffic: newTraffic(src.Metrics, src.Now())}
 	if src.Registry != nil && src.Metrics != nil {
 		src.Registry.OnTick(sampleEvery, h.traffic.tick)
 	}

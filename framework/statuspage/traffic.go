@@ -23,13 +23,33 @@ import (
 // calls are made). The call starts a goroutine that gathers the registry and
 // keeps the traffic families; it does not wait for it. See docs/status.md,
 // "What it costs".
+//
+// A reading a call takes already counts that call, so it cannot be the base
+// of a window that should count it. Two rules keep such a call in the
+// window: the first reading is all zeros, what every counter held before
+// the first call, stamped with the time the page is made (as the App
+// starts), so the calls before the first reading are counted "since
+// start"; and a reading
+// stays the base past the window's length while the next one came after a
+// quiet spell (more than two sampleEvery later: a tick found no call), since
+// that next one counts the call that ended the spell.
 
 const (
 	trafficSpan = 5 * time.Minute
 	sampleEvery = 10 * time.Second
-	// maxSamples is the ring's size: trafficSpan of readings and one more,
-	// so the oldest is at least trafficSpan old once the ring is full.
-	maxSamples = int(trafficSpan/sampleEvery) + 1
+	// keepFor is how old a reading may be and still be the base on its own
+	// terms: trafficSpan and one reading's interval.
+	keepFor = trafficSpan + sampleEvery
+	// maxSamples is the ring's size: the readings keepFor holds (one per
+	// sampleEvery at most, both ends included: 32) and the one before them,
+	// the base when a quiet spell came between.
+	maxSamples = int(keepFor/sampleEvery) + 2
+	// quietSpell is the gap between two readings that says no call came
+	// between them for at least one sampleEvery: readings follow each other
+	// within two intervals while calls are made (one is due at each
+	// multiple of sampleEvery, and one due less than sampleEvery after the
+	// last kept is skipped).
+	quietSpell = 2 * sampleEvery
 )
 
 // term is one counter family summed into calls or attempts, with a sign, and
@@ -200,6 +220,9 @@ type counts struct {
 type sample struct {
 	at   time.Time
 	deps map[trafficKey]counts
+	// start marks the zero reading of the page's making: a window from it
+	// is "since start".
+	start bool
 }
 
 // traffic keeps the earlier readings.
@@ -214,8 +237,9 @@ type traffic struct {
 	done     sync.Cond // signalled when the samples end
 }
 
-func newTraffic(g prometheus.Gatherer) *traffic {
-	t := &traffic{g: g}
+// newTraffic returns the readings of g, the first the zero one of now.
+func newTraffic(g prometheus.Gatherer, now time.Time) *traffic {
+	t := &traffic{g: g, samples: []sample{{at: now, start: true}}}
 	t.done.L = &t.mu
 	return t
 }
@@ -286,8 +310,10 @@ func (t *traffic) gather() map[trafficKey]counts {
 	return gatherCounts(fams)
 }
 
-// keepLocked adds a reading to the ring: one per sampleEvery at most, the
-// oldest dropped past maxSamples or trafficSpan and a sampleEvery.
+// keepLocked adds a reading to the ring: one per sampleEvery at most. The
+// ring's size bounds it (see dropLocked for the readings that go by age);
+// the readings a full ring drops are contiguous ones, never a quiet spell's
+// base.
 func (t *traffic) keepLocked(now time.Time, cur map[trafficKey]counts) {
 	if n := len(t.samples); n > 0 && now.Sub(t.samples[n-1].at) < sampleEvery {
 		return
@@ -298,9 +324,23 @@ func (t *traffic) keepLocked(now time.Time, cur map[trafficKey]counts) {
 	}
 }
 
+// dropLocked drops the readings no window needs at now: the oldest goes once
+// it is more than keepFor old and the next is the better base, that is
+// also more than keepFor old or taken within a quietSpell of it. The one
+// before a quiet spell stays: the reading after the spell counts the call
+// that ended it.
+func (t *traffic) dropLocked(now time.Time) {
+	for len(t.samples) > 1 && now.Sub(t.samples[0].at) > keepFor {
+		next := t.samples[1].at
+		if now.Sub(next) <= keepFor && next.Sub(t.samples[0].at) > quietSpell {
+			return
+		}
+		t.samples = t.samples[1:]
+	}
+}
+
 // read returns each dependency's calls, attempts and latency over the last
-// minutes: the metrics now, less the oldest reading kept that is at most
-// trafficSpan and one sampleEvery old.
+// minutes: the metrics now, less the oldest reading kept (see dropLocked).
 func (t *traffic) read(now time.Time) map[trafficKey]trafficView {
 	cur := t.gather()
 	if cur == nil {
@@ -310,9 +350,7 @@ func (t *traffic) read(now time.Time) map[trafficKey]trafficView {
 	for t.sampling {
 		t.done.Wait() // a sample in progress: a moment
 	}
-	for len(t.samples) > 0 && now.Sub(t.samples[0].at) > trafficSpan+sampleEvery {
-		t.samples = t.samples[1:]
-	}
+	t.dropLocked(now)
 	var base *sample
 	if len(t.samples) > 0 && t.samples[0].at.Before(now) {
 		b := t.samples[0]
@@ -326,8 +364,11 @@ func (t *traffic) read(now time.Time) map[trafficKey]trafficView {
 		src := sourceOf(k.owner)
 		span := "since start"
 		if base != nil {
+			// A series the base does not hold had counted nothing then.
 			c = c.minus(base.deps[k])
-			span = "last " + durationText(now.Sub(base.at))
+			if !base.start {
+				span = "last " + durationText(now.Sub(base.at))
+			}
 		}
 		v := trafficView{Calls: "—", Attempts: "—", P50: "—", P99: "—", Span: span, NotMeasured: src.notMeasured}
 		if src.calls != nil {

@@ -104,37 +104,77 @@ func (f *trafficFixture) dep(t *testing.T, owner, name string) depView {
 	return depView{}
 }
 
+// The first call takes the first reading the calls take, and that reading
+// counts it: the window counts it all the same, from the zero reading of
+// the page's making, "since start" for as long as that reading is the base.
+func TestTrafficCountsTheFirstCalls(t *testing.T) {
+	t.Parallel()
+	for _, after := range []time.Duration{0, 3 * time.Second, 10 * time.Minute} {
+		f := newTrafficFixture(t)
+		f.clock.Advance(after)
+		f.storageCalls(1) // takes a reading, unless within 10 s of the start's
+		f.clock.Advance(3 * time.Second)
+		tr := f.dep(t, "storage", "storage.files").Traffic
+		if tr == nil || tr.Span != "since start" || tr.Calls != "1" || tr.Attempts != "1" || tr.P50 != "55 ms" {
+			t.Fatalf("one call %v after start, a look 3 s later: %+v; want since start: 1 call, 1 attempt, p50 55 ms", after, tr)
+		}
+	}
+
+	// Three calls, two more 2 minutes later (their reading counts them),
+	// and 2 the open breaker refused a minute after: all in the window.
+	f := newTrafficFixture(t)
+	f.storageCalls(3)
+	f.clock.Advance(2 * time.Minute)
+	f.storageCalls(2)
+	f.clock.Advance(time.Minute)
+	f.ops.WithLabelValues("files", "get", "circuit_open").Add(2) // no attempt
+	tr := f.dep(t, "storage", "storage.files").Traffic
+	if tr.Span != "since start" || tr.Calls != "7" || tr.Attempts != "5" {
+		t.Fatalf("at t0+3m: %+v; want since start: 7 calls, 5 attempts", tr)
+	}
+}
+
 // The calls keep a reading every 10 s while they run, nobody looking: the
-// first render already shows the last minutes. Readings older than 5
-// minutes go; with no call, none is taken.
+// first render already shows the last minutes. A reading goes once it is
+// more than 5 minutes and 10 s old and the next is no more than two
+// intervals after it; the one before a quiet spell stays the base, since
+// the reading after the spell counts the call that ended it.
 func TestTrafficReadingsTakenByTheCalls(t *testing.T) {
 	t.Parallel()
 	f := newTrafficFixture(t)
-	f.storageCalls(3) // the first call takes the reading of t0
-	f.clock.Advance(2 * time.Minute)
-	f.storageCalls(5) // the reading of t0+2m
-	f.clock.Advance(time.Minute)
-	f.ops.WithLabelValues("files", "get", "rejected").Add(2) // refused by the open breaker: no attempt
-
+	for i := range 43 { // one call every 10 s, t0 to t0+7m
+		if i > 0 {
+			f.clock.Advance(10 * time.Second)
+		}
+		f.storageCalls(1)
+	}
+	// The base is the reading of t0+1m50s, exactly 5m10s old: it counts
+	// the calls of t0 to t0+1m50s (12), not the 31 after.
 	tr := f.dep(t, "storage", "storage.files").Traffic
-	if tr == nil || tr.Span != "last 3m0s" {
-		t.Fatalf("the first render: traffic %+v, want over the last 3m0s (since the first call's reading)", tr)
+	if tr == nil || tr.Span != "last 5m10s" || tr.Calls != "31" || tr.Attempts != "31" || tr.P50 != "55 ms" {
+		t.Fatalf("the first render at t0+7m: traffic %+v; want over the last 5m10s: 31 calls, 31 attempts, p50 55 ms (50 ms within the 10-100 ms bucket)", tr)
 	}
-	// The reading of t0 holds the first three operations; the 5 and the 2
-	// refused after are in the window.
-	if tr.Calls != "7" || tr.Attempts != "5" || tr.P50 != "55 ms" {
-		t.Fatalf("over the last 3 minutes: %+v; want 7 calls, 5 attempts, p50 55 ms (50 ms within the 10-100 ms bucket)", tr)
+	if n := len(f.h.traffic.samples); n > maxSamples {
+		t.Fatalf("%d readings kept, want at most %d", n, maxSamples)
 	}
 
-	// Four minutes later, no call meanwhile: the reading of t0 is too old,
-	// the one of t0+2m is the base (the render at t0+3m took one too).
-	f.clock.Advance(3 * time.Minute)
+	// 20 quiet minutes, then a call: its reading counts it, so the base is
+	// the reading before the spell (the render's of t0+7m).
+	f.clock.Advance(20 * time.Minute)
+	f.storageCalls(1)
+	f.clock.Advance(3 * time.Second)
 	tr = f.dep(t, "storage", "storage.files").Traffic
-	if tr.Span != "last 4m0s" || tr.Calls != "2" || tr.Attempts != "0" || tr.P50 != "—" {
-		t.Fatalf("at t0+6m: %+v; want over the last 4m0s: 2 calls (the refused), 0 attempts, no latency", tr)
+	if tr.Span != "last 20m3s" || tr.Calls != "1" || tr.Attempts != "1" {
+		t.Fatalf("3 s after the call that ended 20 quiet minutes: %+v; want over the last 20m3s: 1 call, 1 attempt", tr)
 	}
-	if n := len(f.h.traffic.samples); n != 3 {
-		t.Fatalf("%d readings kept, want 3 (t0+2m, t0+3m, t0+6m)", n)
+
+	// Once the reading after the spell is more than 5m10s old, nothing
+	// needs the one before: the window is from the last reading kept.
+	f.clock.Advance(6 * time.Minute)
+	f.ops.WithLabelValues("files", "get", "circuit_open").Add(2) // refused, no attempt
+	tr = f.dep(t, "storage", "storage.files").Traffic
+	if tr.Span != "last 6m3s" || tr.Calls != "2" || tr.Attempts != "0" || tr.P50 != "—" {
+		t.Fatalf("6 minutes later: %+v; want over the last 6m3s (from the call's reading, the last kept: the render 3 s after it took none): 2 calls (the refused), 0 attempts, no latency", tr)
 	}
 }
 
