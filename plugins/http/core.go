@@ -41,6 +41,7 @@ type core struct {
 	metrics *upstreamMetrics
 	observe []CallObserver
 	routes  *bounded[*resilience.Breaker] // breaker_key = "route": by origin and route; nil otherwise
+	timing  *deadlines                    // the calls' deadlines; nil: context.WithDeadline's
 	closed  atomic.Bool
 }
 
@@ -90,6 +91,9 @@ func newCore(u Upstream, errs []framework.ConfigError, o clientOptions, dial dia
 	for k, v := range u.Headers {
 		c.header.Set(k, v)
 	}
+	if traceKey != nil {
+		c.timing = newDeadlines()
+	}
 	c.raw = newTransport(u, dial, maxIdle)
 	c.rt = c.raw
 	for i := len(o.wrappers) - 1; i >= 0; i-- {
@@ -103,12 +107,16 @@ func newCore(u Upstream, errs []framework.ConfigError, o clientOptions, dial dia
 // metrics hook.
 func (c *core) newPolicy(name, origin string, onChange func(resilience.StateChange)) *policy {
 	u := c.up
-	p := resilience.NewPolicy(resilience.PolicyOpts{
+	o := resilience.PolicyOpts{
 		Name: name, Config: u.PolicyConfig, Clock: c.clock,
 		OnStateChange:  resilience.LogStateChanges(c.logger, "http", u.BreakerCoolDown, onChange),
 		OnAttempt:      c.metrics.dep.Attempt,
 		OnHedgeRefused: c.metrics.dep.HedgeRefused,
-	})
+	}
+	if c.timing != nil {
+		o.WithDeadline = c.timing.withDeadline
+	}
+	p := resilience.NewPolicy(o)
 	return &policy{origin: origin, p: p, breaker: p.Breaker(), budget: p.Budget(), bulkhead: p.Bulkhead()}
 }
 

@@ -303,6 +303,17 @@ func (c *attemptCtx) Value(key any) any {
 	return c.Context.Value(key)
 }
 
+// AfterFunc hands a context derived from the attempt's (the transport's,
+// for each request) to the call's context, which is not the context
+// package's own (callContext.AfterFunc): without it the context package
+// would watch the attempt's context with a goroutine per request.
+func (c *attemptCtx) AfterFunc(f func()) func() bool {
+	if cc, ok := c.Context.(*callContext); ok {
+		return cc.AfterFunc(f)
+	}
+	return context.AfterFunc(c.Context, f)
+}
+
 // traceKey is the context key httptrace keeps a request's
 // *httptrace.ClientTrace under, found once by watching which key
 // httptrace.ContextClientTrace asks for; nil when that did not work out

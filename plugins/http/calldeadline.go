@@ -1,0 +1,247 @@
+package http
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A call's timeout is its context's deadline (resilience.Policy puts it on
+// the caller's context). context.WithDeadline gives every call a runtime
+// timer of its own, set when the call begins and stopped when it ends, and
+// a map of the contexts derived from it, which the transport adds one to
+// per request: the two were the largest share of what a call costs beyond
+// the request itself (docs/performance.md, "HTTP client"). A client's
+// calls share one timer instead (deadlines), and a call's context keeps
+// what is derived from it in a short list (callContext.AfterFunc).
+
+// deadlines times the calls of one client with one timer. The list is in
+// deadline order (a call's deadline is timeout from its start, so nearly
+// always after every one listed), and the timer, while armed, is set for
+// no later than the first deadline. It is not stopped when the list
+// empties, nor set again for each call: when it fires it ends the calls
+// whose deadline has passed and is set for the first one left. So a run of
+// calls moves the runtime's timer about once per timeout, not twice per
+// call.
+type deadlines struct {
+	mu          sync.Mutex
+	first, last *callContext
+	timer       *time.Timer
+	armed       bool      // timer is set, to fire at due
+	due         time.Time // when the armed timer fires
+}
+
+func newDeadlines() *deadlines {
+	d := &deadlines{}
+	d.timer = time.AfterFunc(time.Hour, d.fire)
+	d.timer.Stop()
+	return d
+}
+
+// withDeadline is the policy's WithDeadline (resilience.PolicyOpts): the
+// caller's context with deadline on it, as context.WithDeadline makes it.
+func (d *deadlines) withDeadline(parent context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	c := &callContext{Context: parent, deadline: deadline, done: make(chan struct{})}
+	c.afters = c.afterBuf[:0]
+	if cur, ok := parent.Deadline(); ok && cur.Before(deadline) {
+		// The caller's deadline comes first and ends c with the caller.
+		c.deadline = cur
+	} else {
+		// One already passed is ended by the timer, at once.
+		c.d = d
+		d.add(c)
+	}
+	if parent.Done() != nil {
+		if err := parent.Err(); err != nil {
+			c.end(err)
+		} else {
+			c.stopParent = context.AfterFunc(parent, c.parentEnded)
+		}
+	}
+	return c, c.cancel
+}
+
+// add lists c, in deadline order, and sets the timer if it is not set for
+// c's deadline or sooner.
+func (d *deadlines) add(c *callContext) {
+	d.mu.Lock()
+	at := d.last
+	for at != nil && at.deadline.After(c.deadline) {
+		at = at.prev
+	}
+	c.prev, c.listed = at, true
+	if at != nil {
+		c.next, at.next = at.next, c
+	} else {
+		c.next, d.first = d.first, c
+	}
+	if c.next != nil {
+		c.next.prev = c
+	} else {
+		d.last = c
+	}
+	if !d.armed || c.deadline.Before(d.due) {
+		d.timer.Reset(time.Until(c.deadline))
+		d.armed, d.due = true, c.deadline
+	}
+	d.mu.Unlock()
+}
+
+// unlink takes c off the list; d.mu is held.
+func (d *deadlines) unlink(c *callContext) {
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		d.first = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else {
+		d.last = c.prev
+	}
+	c.prev, c.next, c.listed = nil, nil, false
+}
+
+// remove takes c off the list, if it is on it.
+func (d *deadlines) remove(c *callContext) {
+	d.mu.Lock()
+	if c.listed {
+		d.unlink(c)
+	}
+	d.mu.Unlock()
+}
+
+// fire ends the calls whose deadline has passed and sets the timer for the
+// first one left.
+func (d *deadlines) fire() {
+	d.mu.Lock()
+	now := time.Now()
+	var expired *callContext // linked through next
+	for c := d.first; c != nil && !c.deadline.After(now); c = d.first {
+		d.unlink(c)
+		c.next, expired = expired, c
+	}
+	d.armed = false
+	if d.first != nil {
+		d.timer.Reset(d.first.deadline.Sub(now))
+		d.armed, d.due = true, d.first.deadline
+	}
+	d.mu.Unlock()
+	for c := expired; c != nil; {
+		next := c.next
+		c.next = nil
+		c.end(context.DeadlineExceeded)
+		c = next
+	}
+}
+
+// callContext is a call's context under its deadline. It answers as
+// context.WithDeadline's would: Deadline; Done closed at the deadline, when
+// the call ends (cancel) or when the caller's context ends; Err then
+// context.DeadlineExceeded, context.Canceled or the caller's error, and
+// context.Cause the same (or the caller's cause); the caller's values. A
+// context derived from it by the context package ends with it: it
+// registers through AfterFunc.
+type callContext struct {
+	context.Context // the caller's
+	deadline        time.Time
+	done            chan struct{}
+	d               *deadlines  // the list c is timed by; nil when the caller's deadline times it
+	stopParent      func() bool // stops watching the caller's context; nil when it never ends
+	ended           atomic.Bool
+
+	mu       sync.Mutex
+	err      error
+	afters   []afterEntry // the functions AfterFunc registered, in afterBuf when few
+	afterBuf [2]afterEntry
+	seq      uint64
+
+	// In d's list, under d.mu.
+	prev, next *callContext
+	listed     bool
+}
+
+type afterEntry struct {
+	id uint64
+	f  func()
+}
+
+func (c *callContext) Deadline() (time.Time, bool) { return c.deadline, true }
+
+func (c *callContext) Done() <-chan struct{} { return c.done }
+
+func (c *callContext) Err() error {
+	if !c.ended.Load() {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// AfterFunc arranges for f to run once c is done, and returns what
+// unregisters it (false when f already ran or was stopped): the context
+// package's afterFuncer, how a context derived from c (the transport's for
+// each request, a hedge's) learns that c ended.
+func (c *callContext) AfterFunc(f func()) func() bool {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		go f()
+		return stopped
+	}
+	c.seq++
+	id := c.seq
+	c.afters = append(c.afters, afterEntry{id: id, f: f})
+	c.mu.Unlock()
+	return func() bool { return c.stopAfter(id) }
+}
+
+func stopped() bool { return false }
+
+// stopAfter unregisters the function AfterFunc registered as id.
+func (c *callContext) stopAfter(id uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, a := range c.afters {
+		if a.id == id {
+			c.afters = append(c.afters[:i], c.afters[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// parentEnded ends c with the caller's context.
+func (c *callContext) parentEnded() { c.end(c.Context.Err()) }
+
+// cancel ends c when its call ends (resilience.Run.End).
+func (c *callContext) cancel() {
+	c.end(context.Canceled)
+	if c.d != nil {
+		c.d.remove(c)
+	}
+	if c.stopParent != nil {
+		c.stopParent()
+	}
+}
+
+// end records why c ended, closes Done and runs what AfterFunc registered,
+// once.
+func (c *callContext) end(err error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = err
+	c.ended.Store(true)
+	close(c.done)
+	afters := c.afters
+	c.afters = nil
+	c.mu.Unlock()
+	for _, a := range afters {
+		a.f()
+	}
+}
