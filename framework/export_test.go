@@ -26,3 +26,20 @@ func SetCPUBusy(l *Limiter, f func() bool) { l.cpuBusy = f }
 func SchedulerSignals() (cpuWait, cpuBusy bool) {
 	return newSchedWait() != nil, newRunQueue() != nil
 }
+
+// FollowFraming gives stream to a new connection's framing check in reads
+// of at most n bytes (all at once for n <= 0), as the server reads them,
+// and returns the number of heads it read and the 1-based number of the
+// first head framed two ways (0 for none).
+func FollowFraming(stream []byte, n int) (heads, ambiguousAt int64) {
+	c := &framingConn{}
+	for len(stream) > 0 {
+		k := len(stream)
+		if n > 0 {
+			k = min(k, n)
+		}
+		c.follow(stream[:k])
+		stream = stream[k:]
+	}
+	return c.heads, c.ambiguousAt.Load()
+}

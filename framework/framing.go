@@ -118,6 +118,12 @@ func (c *framingConn) follow(b []byte) {
 			}
 		default:
 			i := bytes.IndexByte(b, '\n')
+			if i >= 0 && c.lineAll == 0 {
+				// The whole line is in b (the usual case: a head comes in
+				// one read): it is read where it is, without being copied.
+				b = c.wholeLine(b[:i], b[i+1:])
+				continue
+			}
 			part := b
 			if i >= 0 {
 				part = b[:i]
@@ -144,6 +150,31 @@ func (c *framingConn) follow(b []byte) {
 			c.endLine(line, all)
 		}
 	}
+}
+
+// wholeLine handles line, a line (without its LF) that began in the bytes
+// read now, as follow does a line gathered over several reads: its first
+// len(c.line) bytes without a trailing CR, and its length, less the CR when
+// that fits in c.line. It returns rest.
+func (c *framingConn) wholeLine(line, rest []byte) []byte {
+	if c.state == stateHead && c.headLine == 0 {
+		// A request line's last bytes give its version; no other line's
+		// are read.
+		if n := len(line); n >= len(c.tail) {
+			copy(c.tail[:], line[n-len(c.tail):])
+		} else {
+			copy(c.tail[:], c.tail[n:])
+			copy(c.tail[len(c.tail)-n:], line)
+		}
+	}
+	all := len(line)
+	if all > len(c.line) {
+		line = line[:len(c.line)]
+	} else if all > 0 && line[all-1] == '\r' {
+		all--
+	}
+	c.endLine(bytes.TrimSuffix(line, []byte("\r")), all)
+	return rest
 }
 
 // endLine handles one line of a head, a chunk size or a trailer: line is
@@ -180,20 +211,18 @@ func (c *framingConn) headerLine(line []byte, all int) {
 	}
 	if all > 0 {
 		c.headLine++
-		name, value, ok := bytes.Cut(line, []byte(":"))
-		if !ok {
-			return
-		}
+		// The name is what comes before the line's first ":"; neither
+		// name holds one, so a line names one when the ":" is right after it.
 		switch {
-		case asciiEqualFold(name, "content-length"):
+		case hasName(line, "content-length"):
 			c.sawCL = true
-			n, ok := contentLength(bytes.TrimSpace(value))
+			n, ok := contentLength(bytes.TrimSpace(line[len("content-length:"):]))
 			if !ok || all > len(c.line) {
 				c.state = stateLost // the server refuses it, or it is too long to be a length
 				return
 			}
 			c.length = n
-		case asciiEqualFold(name, "transfer-encoding"):
+		case hasName(line, "transfer-encoding"):
 			c.sawTE = true
 		}
 		return
@@ -248,6 +277,12 @@ func contentLength(v []byte) (int64, bool) {
 		n = n*10 + int64(ch-'0')
 	}
 	return n, true
+}
+
+// hasName reports whether the header line is named name (lowercase, no
+// ":"), in any case.
+func hasName(line []byte, name string) bool {
+	return len(line) > len(name) && line[len(name)] == ':' && asciiEqualFold(line[:len(name)], name)
 }
 
 func asciiEqualFold(b []byte, s string) bool {

@@ -100,3 +100,37 @@ func TestFramingFollowedAcrossBodies(t *testing.T) {
 		}
 	}
 }
+
+// A head is followed the same whether it comes in one read or a few bytes
+// at a time: a line read whole and a line gathered over several reads are
+// judged alike (bodies skipped by length and by chunks, long lines, an
+// HTTP/1.0 request whose Transfer-Encoding frames nothing, header names
+// only near the two refused together).
+func TestFramingSameInAnyReads(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("a", 70)
+	body := "X: 1\r\nContent-Length: 3\r\nTransfer-Encoding: x\r\n\r\n" // a body that looks like a head
+	cases := []struct {
+		name               string
+		stream             string
+		heads, ambiguousAt int64
+	}{
+		{"one head", "GET /ok HTTP/1.1\r\nHost: x\r\n\r\n", 1, 0},
+		{"both headers", "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\ntransfer-encoding: chunked\r\n\r\n", 1, 1},
+		{"after a body", fmt.Sprintf("POST /echo HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s", len(body), body) +
+			"GET /" + long + " HTTP/1.1\r\nX-Long: " + long + "\r\nCONTENT-LENGTH:  0\r\nTransfer-Encoding: chunked\r\n\r\n", 2, 2},
+		{"after chunks", "\r\nPOST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" +
+			"5;ext=1\r\nab\r\nc\r\n0\r\nX-Trailer: 1\r\n\r\n" +
+			"GET /ok HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", 2, 2},
+		{"HTTP/1.0", "GET /" + long + " HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\nGET /ok HTTP/1.1\r\n\r\n", 2, 0},
+		{"near names", "GET /ok HTTP/1.1\r\nContent-Lengths: 1\r\nTransfer-Encodings: x\r\ncontent-length : 1\r\nTransfer-Encoding\r\n\r\n", 1, 0},
+	}
+	for _, c := range cases {
+		for _, n := range []int{0, 1, 2, 3, 7, 40} {
+			heads, at := framework.FollowFraming([]byte(c.stream), n)
+			if heads != c.heads || at != c.ambiguousAt {
+				t.Errorf("%s, reads of %d bytes: %d heads, ambiguous at %d; want %d, %d", c.name, n, heads, at, c.heads, c.ambiguousAt)
+			}
+		}
+	}
+}
