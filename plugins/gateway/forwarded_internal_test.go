@@ -51,3 +51,24 @@ func TestForwardedHeaderValues(t *testing.T) {
 		}
 	}
 }
+
+func TestAppendForwardedValue(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ in, want string }{
+		{"", ""},
+		{"192.0.2.7", "192.0.2.7"},
+		{"api.example", "api.example"},
+		{"!#$%&'*+-.^_`|~09azAZ", "!#$%&'*+-.^_`|~09azAZ"},
+		{"api.example:8080", `"api.example:8080"`},
+		{`a"b`, `"a\"b"`},
+		{`a\b`, `"a\\b"`},
+		{`"\`, `"\"\\"`},
+		{`x y"`, `"x y\""`},
+		{"é", "\"é\""},
+	}
+	for _, c := range cases {
+		if got := string(appendForwardedValue([]byte("for="), c.in)); got != "for="+c.want {
+			t.Errorf("appendForwardedValue(%q) = %q, want %q", c.in, got, "for="+c.want)
+		}
+	}
+}

@@ -86,6 +86,7 @@ type call struct {
 	framework.OutboundCall
 	start time.Time
 	in    *http.Request // the client's request: its path is a problem's instance
+	esc   string        // in's escaped path, computed once for refuse and rewrite
 	// upgrade is a request asking to switch protocols. On a route that is
 	// not a stream, handshake is the client request's context, which its
 	// upstream call and any answer but a 101 are held to (handshakeTransport),
@@ -105,7 +106,7 @@ type call struct {
 type callKey struct{}
 
 func (c *call) Value(key any) any {
-	if key == (callKey{}) {
+	if _, ok := key.(callKey); ok { // compares the type only: key == callKey{} calls the runtime's equality
 		return c
 	}
 	return c.OutboundCall.Value(key)
@@ -125,13 +126,14 @@ func callOf(ctx context.Context) *call {
 
 // ServeHTTP proxies one request.
 func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if p := refuse(r); p != nil {
+	esc := r.URL.EscapedPath()
+	if p := refuse(r, esc); p != nil {
 		problem.Write(w, r, p)
 		rt.m.request(framework.ResponseStatus(w))
 		return
 	}
 	ctx := r.Context()
-	c := &call{start: time.Now(), in: r, upgrade: isUpgrade(r)}
+	c := &call{start: time.Now(), in: r, esc: esc, upgrade: isUpgrade(r)}
 	switch {
 	case rt.cfg.Stream:
 		// A stream (and a tunnel on a stream route) outlives
@@ -192,12 +194,13 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // refuse returns the problem a request is answered with before anything is
-// sent upstream, or nil: a path holding a dot segment, which an upstream
-// that normalises paths would resolve outside the route's prefix; and a
-// declared Content-Length over the body limit, after which the connection
-// is closed at once (framework.DeclaredBodyTooLarge).
-func refuse(r *http.Request) *problem.Problem {
-	if hasDotSegment(r.URL.EscapedPath()) {
+// sent upstream, or nil: a path (esc, r's escaped path) holding a dot
+// segment, which an upstream that normalises paths would resolve outside
+// the route's prefix; and a declared Content-Length over the body limit,
+// after which the connection is closed at once
+// (framework.DeclaredBodyTooLarge).
+func refuse(r *http.Request, esc string) *problem.Problem {
+	if hasDotSegment(esc) {
 		return problem.New(http.StatusBadRequest, `the path holds a "." or ".." segment (or its percent-encoded form): send the path it resolves to`)
 	}
 	if err := framework.DeclaredBodyTooLarge(r); err != nil {
@@ -295,7 +298,13 @@ func (rt *route) rewrite(pr *httputil.ProxyRequest) {
 	out.URL.Scheme = rt.base.Scheme
 	out.URL.Host = rt.base.Host
 	out.Host = ""
-	esc := in.URL.EscapedPath()
+	c := callOf(out.Context())
+	var esc string
+	if c != nil {
+		esc = c.esc
+	} else {
+		esc = in.URL.EscapedPath()
+	}
 	rest, ok := strings.CutPrefix(esc, rt.cfg.Prefix)
 	if !ok { // the prefix is escaped differently in this request
 		rest = strings.TrimPrefix(in.URL.Path, rt.cfg.Prefix)
@@ -304,20 +313,27 @@ func (rt *route) rewrite(pr *httputil.ProxyRequest) {
 	if !ok || !rt.asIs {
 		p = rt.basePath + rt.target + rest
 	}
-	if p == "" {
-		p = "/"
-	}
-	if u, err := url.PathUnescape(p); err == nil {
-		out.URL.Path, out.URL.RawPath = u, p
-	} else {
-		out.URL.Path, out.URL.RawPath = p, ""
+	switch {
+	case p == esc && p != "" && in.URL.RawPath == "":
+		// The path as it came, which net/http escapes as the client did
+		// (it keeps no RawPath then): out.URL, a copy of in.URL, already
+		// says it, without unescaping it again here and, because of a
+		// RawPath, once more when the request is written.
+	case p == "":
+		out.URL.Path, out.URL.RawPath = "/", "/"
+	default:
+		if u, err := url.PathUnescape(p); err == nil {
+			out.URL.Path, out.URL.RawPath = u, p
+		} else {
+			out.URL.Path, out.URL.RawPath = p, ""
+		}
 	}
 
 	h := out.Header
 	rt.dropInbound(h)
 	// The request ID sent on is the one the gateway accepted or made.
 	var buf *forwardedBuf
-	if c := callOf(out.Context()); c != nil {
+	if c != nil {
 		buf = &c.fwd
 	}
 	rt.p.forwarded(in, h, requestid.FromContext(in.Context()), buf)
@@ -369,8 +385,15 @@ func (p *Plugin) forwarded(in *http.Request, h http.Header, id string, buf *forw
 	client := in.RemoteAddr
 	var addr netip.Addr
 	if ap, err := netip.ParseAddrPort(in.RemoteAddr); err == nil {
-		addr = ap.Addr().Unmap()
-		client = canonicalHost(in.RemoteAddr, addr)
+		addr = ap.Addr()
+		if addr.Is4() {
+			// netip parses only the canonical text of an IPv4 address
+			// (no leading zeros, four fields), so the host part is it.
+			client = in.RemoteAddr[:strings.LastIndexByte(in.RemoteAddr, ':')]
+		} else {
+			addr = addr.Unmap()
+			client = canonicalHost(in.RemoteAddr, addr)
+		}
 	} else if host, _, err := net.SplitHostPort(in.RemoteAddr); err == nil {
 		client = host
 	}
@@ -451,21 +474,31 @@ func canonicalHost(remote string, addr netip.Addr) string {
 func appendForwardedValue(b []byte, v string) []byte {
 	token := true
 	for i := 0; i < len(v) && token; i++ {
-		c := v[i]
-		token = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+		token = tchar[v[i]]
 	}
 	if token {
 		return append(b, v...)
 	}
 	b = append(b, '"')
+	start := 0 // v[start:i] is copied as it is
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; c == '"' || c == '\\' {
-			b = append(b, '\\')
+			b = append(append(b, v[start:i]...), '\\')
+			start = i
 		}
-		b = append(b, v[i])
 	}
-	return append(b, '"')
+	return append(append(b, v[start:]...), '"')
 }
+
+// tchar holds the bytes of an RFC 9110 token: ALPHA, DIGIT and
+// "!#$%&'*+-.^_`|~", so that each byte of a value is one lookup instead of
+// three range tests and a search of that list.
+var tchar = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", byte(c)) >= 0
+	}
+	return t
+}()
 
 // forwardedBuf holds the forwarding headers' values of one request: the
 // five values, and the Forwarded value's bytes (most fit).
@@ -638,10 +671,19 @@ func (s *streamWriter) Flush() {
 func (s *streamWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // bufferPool lends the ReverseProxy its copy buffers, so a response does not
-// allocate 32 KiB.
+// allocate 32 KiB. The pool holds the buffers' arrays: a slice given back
+// converts to its array's pointer without allocating, where a pointer to the
+// slice would be a new allocation on every Put.
 type bufferPool struct{}
 
-var buffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+const bufferSize = 32 << 10
 
-func (bufferPool) Get() []byte  { return *buffers.Get().(*[]byte) }
-func (bufferPool) Put(b []byte) { buffers.Put(&b) }
+var buffers = sync.Pool{New: func() any { return new([bufferSize]byte) }}
+
+func (bufferPool) Get() []byte { return buffers.Get().(*[bufferSize]byte)[:] }
+
+func (bufferPool) Put(b []byte) {
+	if cap(b) == bufferSize {
+		buffers.Put((*[bufferSize]byte)(b[:bufferSize]))
+	}
+}

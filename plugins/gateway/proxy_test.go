@@ -39,6 +39,10 @@ upstream = "orders"
 	for path, want := range map[string]string{
 		"/api/kept/1?x=y":          "/api/kept/1?x=y",
 		"/api/kept":                "/api/kept",
+		"/api/kept/a%2Fb":          "/api/kept/a%2Fb",
+		"/api/kept/a%20b":          "/api/kept/a%20b",
+		"/api/kept/caf%C3%A9":      "/api/kept/caf%C3%A9",
+		"/api/kept/x!y/%7Eu":       "/api/kept/x!y/%7Eu",
 		"/api/stripped/a/b":        "/a/b",
 		"/api/stripped":            "/",
 		"/api/orders/42?full=1":    "/base/orders/42?full=1",
