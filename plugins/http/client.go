@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -190,8 +191,10 @@ func (c *core) do(ctx context.Context, r resolver, method, target string, body a
 	if err != nil {
 		return nil, fmt.Errorf("http: upstream '%s': %w", c.up.Name, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, target, nil)
+	x := newClientExchange()
+	req, err := http.NewRequestWithContext(x.requestContext(ctx), method, target, nil)
 	if err != nil {
+		x.release()
 		return nil, fmt.Errorf("http: upstream '%s': %w", c.up.Name, err)
 	}
 	retry := safeMethod(method)
@@ -202,6 +205,7 @@ func (c *core) do(ctx context.Context, r resolver, method, target string, body a
 	}
 	pol, br, err := r.resolve(req.URL, route)
 	if err != nil {
+		x.release()
 		return nil, err
 	}
 	if payload != nil {
@@ -217,7 +221,6 @@ func (c *core) do(ctx context.Context, r resolver, method, target string, body a
 			dones = append(dones, done)
 		}
 	}
-	x := newClientExchange()
 	x.req, x.header, x.payload, x.retry, x.pol, x.br, x.out = req, req.Header, payload, retry, pol, br, out
 	resp, attempts, err := c.call(ctx, x)
 	x.release()
@@ -238,8 +241,8 @@ func (c *core) do(ctx context.Context, r resolver, method, target string, body a
 // Content-Type, then the call's own headers, which win. It returns the
 // route the options name, if any.
 func (c *core) setHeaders(ctx context.Context, h http.Header, contentType string, opts []CallOption, retry *bool) (route string) {
-	for k, v := range c.header {
-		h[k] = v
+	if len(c.header) > 0 { // a range over an empty map still sets up an iterator
+		maps.Copy(h, c.header)
 	}
 	if id := requestid.FromContext(ctx); id != "" {
 		h["X-Request-Id"] = []string{id}

@@ -207,6 +207,13 @@ type exchange struct {
 	body     *Body
 	streamed *streamCall
 	timeout  *timeoutValue
+
+	// firstCtx is the context a client call's own request (core.do) was
+	// made with: the first attempt fills it in and sends that request
+	// itself, instead of a copy under a context of its own (a retry, a
+	// hedge and an attempt on one of several instances still get theirs).
+	// nil for a RoundTripper call, whose request is the caller's.
+	firstCtx *attemptCtx
 }
 
 // streamCall is what a streamed call (the RoundTripper's) keeps after it
@@ -230,11 +237,39 @@ type timeoutValue struct {
 var exchanges = sync.Pool{New: func() any { return new(exchange) }}
 
 // newClientExchange returns an exchange for a client call (core.do), with
-// the body its attempts read. The call gives it back with release.
+// the body its attempts read and the context of its request
+// (requestContext). The call gives it back with release.
 func newClientExchange() *exchange {
-	x, body := newExchange[Body]()
-	x.body = body
+	x, kept := newExchange[clientCall]()
+	x.body = &kept.body
+	if traceKey != nil {
+		x.firstCtx = &kept.ctx
+	}
 	return x
+}
+
+// clientCall is what a client call keeps after it returns its response:
+// the body, and the context of the response's request.
+type clientCall struct {
+	body Body
+	ctx  attemptCtx
+}
+
+// requestContext returns the context to make a client call's request with:
+// x.firstCtx, which the first attempt fills in (over the call's context,
+// under ctx), or ctx when there is none.
+func (x *exchange) requestContext(ctx context.Context) context.Context {
+	if x.firstCtx != nil {
+		return x.firstCtx
+	}
+	return ctx
+}
+
+// firstIsOwn reports whether attempt n sends the call's own request: the
+// first attempt of a client call, not a hedge's, not to one of several
+// instances (which changes the request's URL).
+func (x *exchange) firstIsOwn(n int) bool {
+	return n == 1 && x.firstCtx != nil && x.parent == nil && x.pol.instances == nil
 }
 
 // newStreamExchange returns an exchange for a RoundTripper call, with its
@@ -638,7 +673,10 @@ func isTimeout(err error) bool {
 // spent by now, when the attempt began), so the upstream can stop when this
 // service stops waiting.
 func (c *core) request(actx context.Context, x *exchange, n int, now time.Time) (*http.Request, error) {
-	r := x.req.WithContext(actx)
+	r := x.req // its context is actx already (firstIsOwn)
+	if !x.firstIsOwn(n) {
+		r = x.req.WithContext(actx)
+	}
 	r.Header = x.header
 	if x.ia.inst != nil {
 		x.ia.target(r, x.req.URL)
@@ -684,7 +722,11 @@ func (c *core) send(callCtx context.Context, cancel context.CancelFunc, x *excha
 	a := attemptPool.Get().(*attempt)
 	now := c.attemptStart(x)
 	a.begin(cancel, c.up.PoolTimeout, now)
-	r, err := c.request(a.context(callCtx), x, n, now)
+	var in *attemptCtx
+	if x.firstIsOwn(n) {
+		in = x.firstCtx
+	}
+	r, err := c.request(a.context(callCtx, in), x, n, now)
 	if err != nil {
 		a.end()
 		return nil, c.after(now), 0, err

@@ -3,10 +3,13 @@ package http_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/jfasttest"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
@@ -360,3 +363,43 @@ func TestRetryBudgetDuringOutage(t *testing.T) {
 }
 
 var _ = resilience.ErrOpen
+
+// The first attempt of a call sends the request the call made (its context
+// filled in then, no copy); a retry sends a copy: each gets the whole body
+// and its own Jfast-Timeout-Ms, and the response's request is the last
+// attempt's, under the call's deadline.
+func TestRetrySendsTheCallsRequestAgain(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var bodies, timeouts []string
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies, timeouts = append(bodies, string(b)), append(timeouts, r.Header.Get(framework.TimeoutHeader))
+		mu.Unlock()
+		if n == 1 {
+			w.WriteHeader(503)
+			return
+		}
+		w.WriteHeader(201)
+	})
+	c, _, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: up.URL}))
+	resp, err := c.Post(context.Background(), "/payments", map[string]any{"order_id": 7}, jhttp.IdempotencyKey("charge-7"))
+	if err != nil || resp.StatusCode != 201 {
+		t.Fatalf("got %v, %v; want 201", resp, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, b := range bodies {
+		if b != `{"order_id":7}` || timeouts[i] == "" {
+			t.Errorf("attempt %d: body %q, %s %q; want the whole body and a time left", i+1, b, framework.TimeoutHeader, timeouts[i])
+		}
+	}
+	if len(bodies) != 2 {
+		t.Fatalf("%d attempts, want 2", len(bodies))
+	}
+	if _, ok := resp.Request.Context().Deadline(); !ok || resp.Request.Header.Get(framework.TimeoutHeader) != timeouts[1] {
+		t.Errorf("the response's request: deadline %v, %s %q; want the call's deadline and the last attempt's %q",
+			ok, framework.TimeoutHeader, resp.Request.Header.Get(framework.TimeoutHeader), timeouts[1])
+	}
+}

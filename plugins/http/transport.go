@@ -246,16 +246,17 @@ var attemptPool = sync.Pool{New: func() any {
 	return a
 }}
 
-// context returns ctx with the attempt's trace hooks. httptrace composes a
-// trace with one the caller put in ctx (a proxy counting attempts, the
-// ReverseProxy's own for 1xx responses, otelhttptrace) by rewriting the
-// trace it is given, so that case gets a copy: the pooled trace must keep
-// only the attempt's own hooks, or a later call would run an earlier
-// caller's. The copy is composed here, hook by hook (the attempt's hook
-// first, then the caller's, as httptrace does), instead of by
-// httptrace.WithClientTrace, which composes by reflection over every hook
-// of every attempt's trace.
-func (a *attempt) context(ctx context.Context) context.Context {
+// context returns ctx with the attempt's trace hooks, in in when it is not
+// nil (a client call's first attempt: the context the call's request was
+// made with). httptrace composes a trace with one the caller put in ctx (a
+// proxy counting attempts, the ReverseProxy's own for 1xx responses,
+// otelhttptrace) by rewriting the trace it is given, so that case gets a
+// copy: the pooled trace must keep only the attempt's own hooks, or a later
+// call would run an earlier caller's. The copy is composed here, hook by
+// hook (the attempt's hook first, then the caller's, as httptrace does),
+// instead of by httptrace.WithClientTrace, which composes by reflection
+// over every hook of every attempt's trace.
+func (a *attempt) context(ctx context.Context, in *attemptCtx) context.Context {
 	outer := httptrace.ContextClientTrace(ctx)
 	if traceKey == nil {
 		ctx = context.WithValue(ctx, attemptKey{}, a)
@@ -265,10 +266,14 @@ func (a *attempt) context(ctx context.Context) context.Context {
 		t := a.trace
 		return httptrace.WithClientTrace(ctx, &t)
 	}
+	if in == nil {
+		in = new(attemptCtx)
+	}
 	if outer == nil {
 		// The attempt's trace has no network hooks: a value is all
 		// httptrace.WithClientTrace would add.
-		return &attemptCtx{Context: ctx, a: a, trace: &a.trace}
+		*in = attemptCtx{Context: ctx, a: a, trace: &a.trace}
+		return in
 	}
 	t := *outer // its network hooks, if any, are in ctx already
 	t.GotConn, t.WroteRequest = a.trace.GotConn, a.trace.WroteRequest
@@ -278,7 +283,8 @@ func (a *attempt) context(ctx context.Context) context.Context {
 	if f := outer.WroteRequest; f != nil {
 		t.WroteRequest = func(info httptrace.WroteRequestInfo) { a.wroteRequest(info); f(info) }
 	}
-	return &attemptCtx{Context: ctx, a: a, trace: &t}
+	*in = attemptCtx{Context: ctx, a: a, trace: &t}
+	return in
 }
 
 // attemptCtx is an attempt's context: the call's, with the attempt's trace
