@@ -473,9 +473,14 @@ func (d *Disk) result(ctx context.Context, op, key string, start time.Time, err 
 		d.count(op, outcomeOK, start)
 		return nil
 	case errors.Is(err, resilience.ErrOpen), errors.Is(err, resilience.ErrBulkheadFull), errors.Is(err, resilience.ErrThrottled):
-		d.count(op, outcomeRejected, start)
-		if errors.Is(err, resilience.ErrBulkheadFull) {
+		switch {
+		case errors.Is(err, resilience.ErrOpen):
+			d.count(op, outcomeCircuitOpen, start)
+		case errors.Is(err, resilience.ErrBulkheadFull):
+			d.count(op, outcomeBulkhead, start)
 			d.dep.Rejected()
+		default:
+			d.count(op, outcomeThrottled, start)
 		}
 		var ra time.Duration
 		if oe, ok := errors.AsType[resilience.RetryAfterError](err); ok {

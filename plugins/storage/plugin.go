@@ -110,14 +110,9 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 			d.dep = dep
 			d.policy = resilience.NewPolicy(resilience.PolicyOpts{
 				Name: "storage." + name, Config: cfg.PolicyConfig, Clock: app.Clock(),
-				OnStateChange: resilience.LogStateChanges(p.log.With(slog.String("disk", name)), pluginName, cfg.BreakerCoolDown,
-					func(c resilience.StateChange) {
-						dep.Transition(c)
-						m.breakerState.WithLabelValues(name).Set(float64(c.To))
-					}),
-				OnAttempt: dep.Attempt,
+				OnStateChange: resilience.LogStateChanges(p.log.With(slog.String("disk", name)), pluginName, cfg.BreakerCoolDown, dep.Transition),
+				OnAttempt:     dep.Attempt,
 			})
-			m.breakerState.WithLabelValues(name).Set(0)
 		}
 		p.disks[name] = d
 	}

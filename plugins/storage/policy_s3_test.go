@@ -213,3 +213,59 @@ func TestS3DroppedBodyGivesItsPlaceBack(t *testing.T) {
 		t.Fatalf("breaker after a dropped body = %+v, want closed with no failure (a dropped body is no evidence)", st)
 	}
 }
+
+// An operation the policy refuses with no I/O is counted in the words every
+// client plugin uses for that refusal (here bulkhead_full, the open
+// breaker's circuit_open in
+// TestS3PausedServerDeadlineThenBreakerThenRecovery), in the storage
+// family and the shared one alike; the breaker's state is the shared gauge
+// alone.
+func TestS3RefusalsAreCountedInTheSharedWords(t *testing.T) {
+	t.Parallel()
+	s, _ := startFault(t, `max_concurrent = 1`, `bulkhead_wait = "500ms"`)
+	ctx := context.Background()
+	if err := s.disk.Put(ctx, "k", strings.NewReader("v"), ""); err != nil {
+		t.Fatal(err)
+	}
+	obj, err := s.disk.Get(ctx, "k") // holds the only place until closed
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obj.Close()
+
+	waiting := s.clock.Waiters()
+	statErr := make(chan error, 1)
+	go func() {
+		_, err := s.disk.Stat(ctx, "k")
+		statErr <- err
+	}()
+	s.clock.BlockUntil(waiting + 1) // the Stat waits for a place
+	s.clock.Advance(500 * time.Millisecond)
+	if p, ok := problem.As(<-statErr); !ok || p.Status != 503 {
+		t.Fatalf("a Stat refused after bulkhead_wait = %+v, want a 503", p)
+	}
+
+	for _, name := range []string{"jfast_storage_operations_total", "jfast_client_calls_total"} {
+		if n := counter(t, s, name, "outcome", "bulkhead_full"); n != 1 {
+			t.Errorf("%s{outcome=bulkhead_full} = %v, want 1", name, n)
+		}
+		if n := counter(t, s, name, "outcome", "rejected"); n != 0 {
+			t.Errorf("%s{outcome=rejected} = %v, want none: the refusal has the shared word", name, n)
+		}
+	}
+	if n := counter(t, s, "jfast_client_bulkhead_rejections_total", "plugin", "storage"); n != 1 {
+		t.Errorf("jfast_client_bulkhead_rejections_total = %v, want 1", n)
+	}
+	mfs, err := s.svc.App.Metrics().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "jfast_storage_breaker_state" {
+			t.Error("jfast_storage_breaker_state is registered beside jfast_client_breaker_state{plugin=\"storage\"}")
+		}
+	}
+	if g := gauge(t, s, "jfast_client_breaker_state", "plugin", "storage"); g != 0 {
+		t.Errorf("jfast_client_breaker_state{plugin=storage} = %v, want 0 (closed)", g)
+	}
+}

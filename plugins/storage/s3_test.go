@@ -416,10 +416,13 @@ func TestS3PausedServerDeadlineThenBreakerThenRecovery(t *testing.T) {
 	if r.Status != 200 || !strings.Contains(r.String(), `"status":"degraded"`) || !strings.Contains(r.String(), `"state":"open"`) {
 		t.Fatalf("/ready while open = %d %s", r.Status, r.Body)
 	}
-	if n := counter(t, s, "jfast_storage_operations_total", "outcome", "rejected"); n != 1 {
-		t.Fatalf("rejected operations = %v", n)
+	if n := counter(t, s, "jfast_storage_operations_total", "outcome", "circuit_open"); n != 1 {
+		t.Fatalf("operations the open breaker refused = %v", n)
 	}
-	if g := gauge(t, s, "jfast_storage_breaker_state"); g != 1 {
+	if n := counter(t, s, "jfast_client_calls_total", "outcome", "circuit_open"); n != 1 {
+		t.Fatalf("jfast_client_calls_total{outcome=circuit_open} = %v, want the operation the open breaker refused, in the words of every client plugin", n)
+	}
+	if g := gauge(t, s, "jfast_client_breaker_state", "plugin", "storage"); g != 1 {
 		t.Fatalf("breaker state gauge = %v, want 1 (open)", g)
 	}
 	if !strings.Contains(s.svc.Logs(), "storage: breaker opened") {
@@ -437,7 +440,7 @@ func TestS3PausedServerDeadlineThenBreakerThenRecovery(t *testing.T) {
 	if st := d.Breaker().Snapshot().State.String(); st != "closed" {
 		t.Fatalf("breaker after recovery = %s", st)
 	}
-	if g := gauge(t, s, "jfast_storage_breaker_state"); g != 0 {
+	if g := gauge(t, s, "jfast_client_breaker_state", "plugin", "storage"); g != 0 {
 		t.Fatalf("breaker state gauge after recovery = %v", g)
 	}
 	// The upload the pause cut short left nothing behind.
@@ -581,18 +584,29 @@ func TestMissingVersitygwNamesTheInstallScript(t *testing.T) {
 	}
 }
 
-// gauge returns the value of a gauge with a single series.
-func gauge(t *testing.T, s setup, name string) float64 {
+// gauge returns the value of the one series of a gauge whose label has the
+// given value.
+func gauge(t *testing.T, s setup, name, label, value string) float64 {
 	t.Helper()
 	mfs, err := s.svc.App.Metrics().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
+	var found []float64
 	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetGauge().GetValue()
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value {
+					found = append(found, m.GetGauge().GetValue())
+				}
+			}
 		}
 	}
-	t.Fatalf("no single-series gauge %s", name)
-	return 0
+	if len(found) != 1 {
+		t.Fatalf("%d series of gauge %s with %s=%q, want one", len(found), name, label, value)
+	}
+	return found[0]
 }

@@ -110,8 +110,8 @@ func TestS3PausedHandlerPaysOneOperationsBound(t *testing.T) {
 		t.Fatalf("response = %d (Retry-After %q) %s, want the open breaker's 503 naming storage, Retry-After 15",
 			res.Status, res.Header.Get("Retry-After"), res.String())
 	}
-	if n := counter(t, s, "jfast_storage_operations_total", "outcome", "rejected"); n != 1 {
-		t.Fatalf("rejected operations = %v, want the second Get", n)
+	if n := counter(t, s, "jfast_storage_operations_total", "outcome", "circuit_open"); n != 1 {
+		t.Fatalf("operations the open breaker refused = %v, want the second Get", n)
 	}
 	t.Logf("a request with two Gets on a paused S3 took %s (one Get's bound: one attempt of 9/8 × %s)", el, readTimeout)
 }
