@@ -102,6 +102,11 @@ type Verdict struct {
 	// would take it (every one's breaker open, or none resolved). The loop
 	// counts it in the call's attempts; attempt metrics leave it out.
 	Unsent bool
+	// Ended is when the attempt ended, on the policy's clock, as the time
+	// since the call's start ([Run.Start]), when the plugin read the clock
+	// then (it timed its own work): the loop takes it for the attempt's end
+	// instead of a reading of its own. Zero: the loop reads the clock.
+	Ended time.Duration
 	// Elsewhere says a retry would go to another instance than this
 	// attempt's, one neither tried nor refusing. For a [Hang] the deadline
 	// rule then asks only that the wait end before the deadline: the hang's
@@ -216,7 +221,7 @@ type Run struct {
 	settled   bool          // Settle counted the call's outcome before End
 	refused   bool          // an attempt hung and the call's breaker refused calls then
 	hedge     bool          // RunOpts.Hedge on a policy with hedge_after
-	began     time.Duration // since start: when the attempt Again ends began
+	began     time.Duration // since start: when the attempt Attempts makes, or the one Again ends, began
 }
 
 // Attempts runs the call's attempts, the one loop of jfast's outbound
@@ -270,8 +275,13 @@ func (r *Run) Attempts(a Attempter) Verdict {
 		// Durations from the call's start: on the real clock a reading of
 		// the monotonic clock only.
 		began := elapsed(clock, r.start)
+		r.began = began
 		v := a.Attempt(r.ctx, n)
-		rec := AttemptRecord{N: n, Took: elapsed(clock, r.start) - began}
+		end := v.Ended
+		if end <= 0 || end < began {
+			end = elapsed(clock, r.start)
+		}
+		rec := AttemptRecord{N: n, Took: end - began}
 		v = r.judge(v, rec.Took)
 		rec.Verdict = v
 		rec.Stop, rec.Wait = r.decide(v, rec.Took)
@@ -428,6 +438,12 @@ func (r *Run) Caller() context.Context { return r.caller }
 
 // Start returns when the call began, on the policy's clock.
 func (r *Run) Start() time.Time { return r.start }
+
+// AttemptBegan returns when the attempt [Run.Attempts] is making began, as
+// the time since [Run.Start] on the policy's clock: an attempt that needs
+// the time it began reads it here instead of the clock. Not an attempt's of
+// a hedged call, which runs beside others ([Hedger]).
+func (r *Run) AttemptBegan() time.Duration { return r.began }
 
 // Deadline returns the call's deadline (its timeout's: [RunOpts].Timeout,
 // or the policy's) on the policy's clock, and false when it has none.

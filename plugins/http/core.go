@@ -148,11 +148,10 @@ func (c *core) attemptStart(x *exchange) time.Time {
 	if !c.real {
 		return time.Now()
 	}
-	run := &x.run
 	if x.parent != nil {
-		run = &x.parent.run // a hedge's branch: the call is its parent's
+		return c.after(x.parent.run.Start()) // a hedge's branch: the call is its parent's
 	}
-	return c.after(run.Start())
+	return x.run.Start().Add(x.run.AttemptBegan()) // the loop read the clock as it began the attempt
 }
 
 // close makes later calls fail with UpstreamUnavailable and closes the idle
@@ -433,7 +432,7 @@ func (x *exchange) Attempt(callCtx context.Context, n int) resilience.Verdict {
 	var (
 		resp *http.Response
 		hAt  time.Time
-		read time.Duration
+		end  time.Time // when the attempt ended: its body read, or its headers in for a stream
 		next liveAttempt
 		err  error
 	)
@@ -443,11 +442,12 @@ func (x *exchange) Attempt(callCtx context.Context, n int) resilience.Verdict {
 	}
 	if x.stream {
 		resp, hAt, next, err = c.open(callCtx, cancel, x, n)
+		end = hAt
 	} else {
-		resp, hAt, read, err = c.send(callCtx, cancel, x, n)
+		resp, hAt, end, err = c.send(callCtx, cancel, x, n)
 	}
 	if err == nil {
-		x.last, x.headersAt, x.bodyRead, x.live = resp, hAt, read, next
+		x.last, x.headersAt, x.bodyRead, x.live = resp, hAt, end.Sub(hAt), next
 	}
 	x.lastErr = err
 	if big := asTooLarge(err); big != nil {
@@ -456,6 +456,9 @@ func (x *exchange) Attempt(callCtx context.Context, n int) resilience.Verdict {
 		return resilience.Verdict{Outcome: resilience.HTTPOutcome(big.status, nil)}
 	}
 	v := resilience.Verdict{Err: err, Outcome: outcome(finalResponse(resp, err), err), Overloaded: overloaded(finalResponse(resp, err))}
+	if x.parent == nil {
+		v.Ended = end.Sub(x.run.Start())
+	}
 	if c.retryable(callCtx, resp, err) {
 		v.Wait, v.Asked, v.Retry = c.retryAfter(resp)
 		if v.Outcome == resilience.Hang && x.pol.instances != nil {
@@ -716,9 +719,10 @@ func (c *core) request(actx context.Context, x *exchange, n int, now time.Time) 
 
 // send makes one attempt and reads the whole response body, up to
 // max_response_bytes, under the read gap deadline. It returns when the
-// headers arrived and how long the body took to read. The attempt runs under
-// the call's context: a pool timeout ends the call (cancel).
-func (c *core) send(callCtx context.Context, cancel context.CancelFunc, x *exchange, n int) (*http.Response, time.Time, time.Duration, error) {
+// headers arrived and when the body was read (the attempt's end). The
+// attempt runs under the call's context: a pool timeout ends the call
+// (cancel).
+func (c *core) send(callCtx context.Context, cancel context.CancelFunc, x *exchange, n int) (resp *http.Response, headersAt, end time.Time, err error) {
 	a := attemptPool.Get().(*attempt)
 	now := c.attemptStart(x)
 	a.begin(cancel, c.up.PoolTimeout, now)
@@ -729,11 +733,12 @@ func (c *core) send(callCtx context.Context, cancel context.CancelFunc, x *excha
 	r, err := c.request(a.context(callCtx, in), x, n, now)
 	if err != nil {
 		a.end()
-		return nil, c.after(now), 0, err
+		end = c.after(now)
+		return nil, end, end, err
 	}
 	x.sent = true
-	resp, err := c.rt.RoundTrip(r)
-	headersAt := c.after(now)
+	resp, err = c.rt.RoundTrip(r)
+	headersAt = c.after(now)
 	if err != nil {
 		pooled := a.poolTimedOut()
 		if a.end() {
@@ -742,19 +747,19 @@ func (c *core) send(callCtx context.Context, cancel context.CancelFunc, x *excha
 		if pooled {
 			err = fmt.Errorf("%w: %w", errPoolTimeout, err)
 		}
-		return nil, headersAt, 0, err
+		return nil, headersAt, headersAt, err
 	}
 	b, err := readBody(resp, c.up.MaxResponseBytes)
-	read := c.since(headersAt)
+	end = c.after(headersAt)
 	if a.end() {
 		attemptPool.Put(a)
 	}
 	if err != nil {
 		var big *bodyTooLarge
 		if errors.As(err, &big) {
-			return nil, headersAt, read, err
+			return nil, headersAt, end, err
 		}
-		return nil, headersAt, read, fmt.Errorf("reading the response body: %w", err)
+		return nil, headersAt, end, fmt.Errorf("reading the response body: %w", err)
 	}
 	// The exchange's body holds only the last response's: an earlier
 	// attempt's response is dropped when this one is kept (exchange.Attempt).
@@ -765,7 +770,7 @@ func (c *core) send(callCtx context.Context, cancel context.CancelFunc, x *excha
 	*body = Body{b: b}
 	body.r.Reset(b)
 	resp.Body = body
-	return resp, headersAt, read, nil
+	return resp, headersAt, end, nil
 }
 
 // readBody reads and closes resp's body, holding at most limit+1 bytes of it.
