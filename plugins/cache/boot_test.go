@@ -117,10 +117,10 @@ func TestDefaultsAndURLModes(t *testing.T) {
 			_, ok := c.(*redis.ClusterClient) // a one-node cluster: the seed repeated in addr
 			return ok
 		}},
-		{"redis://127.0.0.1:6379/0?read_timeout=30s&write_timeout=30s&pool_timeout=30s&dial_timeout=30s&max_retries=5&pool_size=3", func(c redis.UniversalClient) bool {
+		{"redis://127.0.0.1:6379/0?read_timeout=1s&write_timeout=1&pool_timeout=1s&dial_timeout=1000ms&max_retries=-1", func(c redis.UniversalClient) bool {
 			o := c.(*redis.Client).Options()
 			return o.ReadTimeout == DefaultCommandTimeout && o.WriteTimeout == DefaultCommandTimeout && o.PoolTimeout == DefaultCommandTimeout &&
-				o.DialTimeout == DefaultCommandTimeout && o.MaxRetries == 0 && o.PoolSize != 3 // jfast's keys win
+				o.DialTimeout == DefaultCommandTimeout && o.MaxRetries == 0 // the url agrees with jfast: accepted
 		}},
 	}
 	for _, m := range modes {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/jfastframework/jfast/framework"
 )
 
 // newClient builds the go-redis client the url describes, with jfast's deadlines.
@@ -17,11 +19,26 @@ func newClient(cfg Config) (redis.UniversalClient, error) {
 	if err != nil {
 		return nil, errors.New("url is not a valid URL")
 	}
-	build, err := buildOptions(cfg.URL, u, cfg)
+	build, _, err := buildOptions(cfg.URL, u, cfg)
 	if err != nil {
 		return nil, err
 	}
 	return build(), nil
+}
+
+// urlOverrides returns the query parameters of cfg's url that jfast sets
+// itself to another value (see [shared.overrides]); none when the url does
+// not parse (parseURL reports that).
+func urlOverrides(cfg Config) []urlOverride {
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
+		return nil
+	}
+	_, over, err := buildOptions(cfg.URL, u, cfg)
+	if err != nil {
+		return nil
+	}
+	return over
 }
 
 // buildOptions parses the url with go-redis's parser for its mode and returns the
@@ -34,12 +51,13 @@ func newClient(cfg Config) (redis.UniversalClient, error) {
 //   - otherwise one server (redis.ParseURL).
 //
 // jfast's keys override what the URL's query says about timeouts and retries,
-// so the deadlines cannot be switched off from the URL. The pool size is
-// pool_size's, which is the URL's pool_size when the key is not set (see
-// Plugin.ResolveDefaults). Neither
-// commands nor dials are retried (docs/cache.md): a command that failed is the
-// breaker's evidence, and a retry would only spend its deadline again.
-func buildOptions(raw string, u *url.URL, cfg Config) (func() redis.UniversalClient, error) {
+// so the deadlines cannot be switched off from the URL; the parameters it
+// overrides with another value are returned, for Validate to refuse. The
+// pool size is pool_size's, which is the URL's pool_size when the key is not
+// set (see Plugin.ResolveDefaults). Neither commands nor dials are retried
+// (docs/cache.md): a command that failed is the breaker's evidence, and a
+// retry would only spend its deadline again.
+func buildOptions(raw string, u *url.URL, cfg Config) (func() redis.UniversalClient, []urlOverride, error) {
 	q := u.Query()
 	disabled := &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	switch {
@@ -66,13 +84,16 @@ func buildOptions(raw string, u *url.URL, cfg Config) (func() redis.UniversalCli
 // parsed parses raw with go-redis's parser of one mode, writes jfast's
 // settings to the fields fields points at (setting there what the mode's
 // options need besides), and returns the constructor of the mode's client.
-func parsed[O any, C redis.UniversalClient](raw string, cfg Config, parse func(string) (*O, error), newClient func(*O) C, fields func(*O) shared) (func() redis.UniversalClient, error) {
+func parsed[O any, C redis.UniversalClient](raw string, cfg Config, parse func(string) (*O, error), newClient func(*O) C, fields func(*O) shared) (func() redis.UniversalClient, []urlOverride, error) {
 	o, err := parse(raw)
 	if err != nil {
-		return nil, parseError(err)
+		return nil, nil, parseError(err)
 	}
-	fields(o).set(cfg)
-	return func() redis.UniversalClient { return newClient(o) }, nil
+	u, _ := url.Parse(raw) // parse accepted it
+	s := fields(o)
+	over := s.overrides(u.Query(), cfg)
+	s.set(cfg)
+	return func() redis.UniversalClient { return newClient(o) }, over, nil
 }
 
 // shared points at the fields go-redis's three options types have in common
@@ -93,6 +114,40 @@ func (s shared) set(cfg Config) {
 	*s.retries = -1
 	*s.dialerRetries = 1
 	*s.poolSize = cfg.PoolSize
+}
+
+// urlOverride is a query parameter of the url that set writes over with
+// another value: the URL's cannot be in force.
+type urlOverride struct {
+	param, value string // as the url has them
+	// jfast is what set writes instead, and why, in the words of the error.
+	jfast string
+	// timeout marks a wait that command_timeout bounds: setting that key is
+	// the way to give commands longer.
+	timeout bool
+}
+
+// overrides returns the parameters of q, in the order set writes them, that
+// go-redis parsed into a field set writes to another value. A parameter
+// whose value is jfast's (read_timeout equal to command_timeout,
+// max_retries=-1) is not one: nothing of it is lost.
+func (s shared) overrides(q url.Values, cfg Config) []urlOverride {
+	t := cfg.CommandTimeout
+	var out []urlOverride
+	add := func(param string, differs, timeout bool, jfast string) {
+		if q.Has(param) && differs {
+			out = append(out, urlOverride{param: param, value: q.Get(param), jfast: jfast, timeout: timeout})
+		}
+	}
+	bound := "command_timeout (" + framework.FormatDuration(t) + "), which bounds every wait of a command"
+	add("dial_timeout", *s.dial != t, true, bound)
+	add("read_timeout", *s.read != t, true, bound)
+	add("write_timeout", *s.write != t, true, bound)
+	add("pool_timeout", *s.pool != t, true, bound)
+	add("context_timeout_enabled", !*s.contextTimeout, false, "true (the caller's context deadline is honoured)")
+	add("max_retries", *s.retries != -1, false, "-1 (every command is sent once: a failed command is the breaker's evidence, and a retry would spend its deadline again)")
+	add("dialer_retries", *s.dialerRetries != 1, false, "1 (one dial per connection, within command_timeout)")
+	return out
 }
 
 // parseError returns go-redis's parse error without any part of the URL that a

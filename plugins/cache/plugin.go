@@ -31,8 +31,11 @@ const breakerName = "redis"
 type Config struct {
 	// URL is where Redis is: redis://[user:password@]host:port[/db] or rediss://
 	// for TLS. A master_name query parameter selects Sentinel, addr parameters
-	// select Redis Cluster (see docs/cache.md). It is a deploy key:
-	// JFAST_CACHE_URL wins over the file. Defaults to "redis://127.0.0.1:6379/0".
+	// select Redis Cluster (see docs/cache.md). A query parameter jfast sets
+	// itself (dial, read, write and pool timeouts, max_retries,
+	// dialer_retries, context_timeout_enabled) is refused unless it has
+	// jfast's value. It is a deploy key: JFAST_CACHE_URL wins over the file.
+	// Defaults to "redis://127.0.0.1:6379/0".
 	URL string `koanf:"url"`
 
 	// CommandTimeout bounds every command end to end: waiting for a pooled
@@ -129,8 +132,20 @@ func (p *Plugin) Validate(v *framework.Validation) {
 	if n, ok := urlPoolSize(p.cfg.URL); ok {
 		v.AgreesWithURL("pool_size", p.cfg.PoolSize, "url", urlPoolParam, n)
 	}
+	if p.cfg.CommandTimeout > 0 {
+		for _, o := range urlOverrides(p.cfg) {
+			fix := fmt.Sprintf("remove %s from %s (or from %s)", o.param, v.Key("url"), urlEnv)
+			if o.timeout {
+				fix += "; to give commands longer, set " + v.Key("command_timeout")
+			}
+			v.Error("url", fmt.Sprintf("sets %s=%s, but jfast sets %s to %s: the url's value cannot be in force", o.param, o.value, o.param, o.jfast), fix)
+		}
+	}
 	p.cfg.BreakerConfig.Validate(v)
 }
+
+// urlEnv is the variable that sets url (a deploy key).
+const urlEnv = "JFAST_CACHE_URL"
 
 // ResolveDefaults implements framework.Resolver: key_prefix defaults to
 // app.name + ":", and a pool_size query parameter of url is pool_size when the
@@ -278,7 +293,7 @@ func parseURL(raw string) (*url.URL, error) {
 	if u.Host == "" {
 		return nil, errors.New("must name a host, as in redis://host:6379/0")
 	}
-	if _, err := buildOptions(raw, u, defaultConfig()); err != nil {
+	if _, _, err := buildOptions(raw, u, defaultConfig()); err != nil {
 		return nil, err
 	}
 	if s := u.Query().Get(urlPoolParam); s != "" {
