@@ -181,10 +181,10 @@ var sources = []source{
 	{
 		// A command (or a pipeline) is one call and, go-redis's own
 		// retries being off, one attempt unless the open breaker refused
-		// it.
+		// it (circuit_open).
 		owner: "cache", dep: func(string) string { return "redis" },
 		calls:       []term{plus("jfast_cache_commands_total")},
-		attempts:    except("jfast_cache_commands_total", "outcome", "refused"),
+		attempts:    except("jfast_cache_commands_total", "outcome", "circuit_open"),
 		duration:    "jfast_cache_command_duration_seconds",
 		notMeasured: "pub/sub subscriptions, which are not commands; a pipeline or MULTI/EXEC counts as one call",
 	},

@@ -220,7 +220,7 @@ func TestTrafficOfEveryPlugin(t *testing.T) {
 	// attempt), the 8 sent timed: 6 at 0.5 ms, 2 at 5 ms.
 	f.commands.WithLabelValues("ok").Add(7)
 	f.commands.WithLabelValues("error").Add(1)
-	f.commands.WithLabelValues("refused").Add(2)
+	f.commands.WithLabelValues("circuit_open").Add(2)
 	for range 6 {
 		f.commandDuration.Observe(.0005)
 	}

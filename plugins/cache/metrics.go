@@ -45,12 +45,12 @@ type commandMetrics struct {
 var commandBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
 
 func newCommandMetrics() (commandMetrics, []prometheus.Collector) {
-	commands := framework.NewCounterVec("jfast_cache_commands_total", "Redis commands (a pipeline or MULTI/EXEC counts once) by outcome: ok (Redis answered, a miss or an error reply included), error (no answer, or a reply saying it cannot serve now), refused (the open breaker refused it, nothing sent).", "outcome")
+	commands := framework.NewCounterVec("jfast_cache_commands_total", "Redis commands (a pipeline or MULTI/EXEC counts once) by outcome: ok (Redis answered, a miss or an error reply included), error (no answer, or a reply saying it cannot serve now), circuit_open (the open breaker refused it, nothing sent: the word every client plugin uses).", "outcome")
 	duration := framework.NewHistogramVec("jfast_cache_command_duration_seconds", "Time of a Redis command (or pipeline) the breaker admitted, from admission to its answer or error.", commandBuckets)
 	return commandMetrics{
 		ok:      commands.WithLabelValues("ok"),
 		failed:  commands.WithLabelValues("error"),
-		refused: commands.WithLabelValues("refused"),
+		refused: commands.WithLabelValues("circuit_open"),
 		took:    duration.WithLabelValues(),
 	}, []prometheus.Collector{commands, duration}
 }

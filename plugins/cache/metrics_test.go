@@ -17,7 +17,7 @@ import (
 var commandSeries = []string{
 	`jfast_cache_commands_total{outcome="ok"}`,
 	`jfast_cache_commands_total{outcome="error"}`,
-	`jfast_cache_commands_total{outcome="refused"}`,
+	`jfast_cache_commands_total{outcome="circuit_open"}`,
 	`jfast_cache_command_duration_seconds_count`,
 }
 
