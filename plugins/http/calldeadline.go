@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -139,10 +140,11 @@ func (d *deadlines) fire() {
 // callContext is a call's context under its deadline. It answers as
 // context.WithDeadline's would: Deadline; Done closed at the deadline, when
 // the call ends (cancel) or when the caller's context ends; Err then
-// context.DeadlineExceeded, context.Canceled or the caller's error, and
-// context.Cause the same (or the caller's cause); the caller's values. A
-// context derived from it by the context package ends with it: it
-// registers through AfterFunc.
+// context.DeadlineExceeded, context.Canceled or the caller's error;
+// context.Cause the same, or the caller's cause once the caller's context
+// was cancelled with one (the context package finds it through the
+// caller's values); the caller's values. A context derived from it by the
+// context package ends with it: it registers through AfterFunc.
 type callContext struct {
 	context.Context // the caller's
 	deadline        time.Time
@@ -153,8 +155,8 @@ type callContext struct {
 
 	mu       sync.Mutex
 	err      error
-	afters   []afterEntry // the functions AfterFunc registered, in afterBuf when few
-	afterBuf [2]afterEntry
+	afters   []afterEntry // the functions AfterFunc registered, in afterBuf while one
+	afterBuf [1]afterEntry
 	seq      uint64
 
 	// In d's list, under d.mu.
@@ -206,7 +208,7 @@ func (c *callContext) stopAfter(id uint64) bool {
 	defer c.mu.Unlock()
 	for i, a := range c.afters {
 		if a.id == id {
-			c.afters = append(c.afters[:i], c.afters[i+1:]...)
+			c.afters = slices.Delete(c.afters, i, i+1)
 			return true
 		}
 	}
