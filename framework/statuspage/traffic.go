@@ -138,16 +138,16 @@ var sources = []source{
 	{
 		owner: "auth", dep: func(string) string { return "jwks" },
 		calls:    []term{plus("jfast_auth_jwks_fetches_total")},
-		attempts: except("jfast_auth_jwks_fetches_total", "result", "breaker_open"),
+		attempts: except("jfast_auth_jwks_fetches_total", "result", "circuit_open"),
 		duration: "jfast_auth_jwks_fetch_duration_seconds",
 	},
 	{
 		// An enqueue is one call; "retried" counts its second attempt and
-		// "breaker_open" one refused with no I/O (by the queue's breaker or
+		// "circuit_open" one refused with no I/O (by the queue's breaker or
 		// the db's or cache's).
 		owner: "queue", dep: func(string) string { return "queue" },
 		calls:    except("jfast_queue_enqueued_total", "outcome", "retried"),
-		attempts: except("jfast_queue_enqueued_total", "outcome", "breaker_open"),
+		attempts: except("jfast_queue_enqueued_total", "outcome", "circuit_open"),
 		duration: "jfast_queue_enqueue_duration_seconds",
 	},
 	{

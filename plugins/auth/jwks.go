@@ -119,7 +119,7 @@ func newJWKSCache(o jwksOpts) (*jwksCache, error) {
 	}
 	c.breaker = resilience.NewBreaker(o.breaker.Opts(jwksDependency, o.clock,
 		resilience.LogStateChanges(c.log, "auth", o.breaker.BreakerCoolDown, nil)))
-	c.fetches = framework.NewCounterVec("jfast_auth_jwks_fetches_total", "JWK Set fetches by result: ok, error, or breaker_open (refused without I/O).", "result")
+	c.fetches = framework.NewCounterVec("jfast_auth_jwks_fetches_total", "JWK Set fetches by result: ok, error, or circuit_open (refused without I/O).", "result")
 	c.duration = framework.NewHistogram("jfast_auth_jwks_fetch_duration_seconds", "Time of a JWK Set fetch that made a request, to the key set parsed or the error (jwks_timeout bounds it).", []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10})
 	c.keyCount = framework.NewGauge("jfast_auth_jwks_keys", "Keys of the issuer's JWK Set cached in memory.")
 	if err := framework.RegisterAll(o.registry, c.fetches, c.duration, c.keyCount); err != nil {
@@ -217,7 +217,7 @@ func (c *jwksCache) refresh() *fetch {
 	}
 	ticket, err := c.breaker.Allow()
 	if err != nil {
-		c.fetches.WithLabelValues("breaker_open").Inc()
+		c.fetches.WithLabelValues("circuit_open").Inc()
 		return doneFetch(err)
 	}
 	return c.startLocked(ticket)
@@ -349,7 +349,7 @@ func (c *jwksCache) unknownKID(ctx context.Context, kid string) error {
 		ticket, err := c.breaker.Allow()
 		if err != nil {
 			c.mu.Unlock()
-			c.fetches.WithLabelValues("breaker_open").Inc()
+			c.fetches.WithLabelValues("circuit_open").Inc()
 			return unavailable(err)
 		}
 		if !c.limiter.AllowN(c.clock.Now(), 1) {

@@ -276,8 +276,8 @@ func TestJWKSDrill(t *testing.T) {
 	if got := is.hits.Load(); got != hits {
 		t.Fatalf("the open breaker let %d fetches through", got-hits)
 	}
-	if got := counter(t, s, "jfast_auth_jwks_fetches_total", "breaker_open"); got < 5 {
-		t.Errorf("jfast_auth_jwks_fetches_total{result=\"breaker_open\"} = %v, want at least 5", got)
+	if got := counter(t, s, "jfast_auth_jwks_fetches_total", "circuit_open"); got < 5 {
+		t.Errorf("jfast_auth_jwks_fetches_total{result=\"circuit_open\"} = %v, want at least 5", got)
 	}
 
 	// 5. /ready: degraded (200), not critical, with keys, last refresh and breaker.

@@ -467,7 +467,7 @@ func (p *Plugin) guard(ctx context.Context, kind string, m *Message, tx pgx.Tx) 
 	defer c.put()
 	if err := p.policy.Begin(ctx, &c.run, resilience.RunOpts{}); err != nil {
 		// The policy has no bulkhead and no throttle: its breaker refused.
-		p.metrics.enqueued(kind, "breaker_open")
+		p.metrics.enqueued(kind, "circuit_open")
 		return Result{}, &problem.DependencyError{Dependency: Name, Err: notEnqueued(err), RetryAfter: retryAfterOf(err)}
 	}
 	c.run.Attempts(c)
@@ -494,7 +494,7 @@ func (p *Plugin) guard(ctx context.Context, kind string, m *Message, tx pgx.Tx) 
 		p.metrics.enqueued(kind, "cancelled")
 		return Result{}, mark(fmt.Errorf("queue: enqueue %s: %w", kind, unmark(err)), maybe)
 	case !maybe && refusedByBreaker(err):
-		p.metrics.enqueued(kind, "breaker_open")
+		p.metrics.enqueued(kind, "circuit_open")
 		return Result{}, &problem.DependencyError{Dependency: Name, Err: mark(fmt.Errorf("enqueue %s on %s: %w", kind, p.cfg.Backend, unmark(err)), false), RetryAfter: retryAfterOf(err)}
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
