@@ -89,9 +89,18 @@ func (c BreakerConfig) Validate(v Validator) {
 		v.Error("breaker_failure_rate", fmt.Sprintf("must be in (0, 1]: greater than 0 and at most 1, got %g", r),
 			"set a share such as 0.5 (half of the calls in breaker_window)")
 	}
-	v.Deadline("breaker_window", c.BreakerWindow)
+	span(v, "breaker_window", c.BreakerWindow, "30s")
 	v.Positive("breaker_minimum_calls", c.BreakerMinimumCalls)
-	v.Deadline("breaker_cool_down", c.BreakerCoolDown)
+	span(v, "breaker_cool_down", c.BreakerCoolDown, "15s")
+}
+
+// span reports d unless it is a positive duration: the keys that are spans
+// of time but not deadlines (a window, a cool-down, a wait between tries),
+// whose fix is not the deadline keys' "cannot be switched off".
+func span(v Validator, key string, d time.Duration, example string) {
+	if d <= 0 {
+		v.Error(key, fmt.Sprintf("must be a positive duration, got %s", d), fmt.Sprintf("set a duration such as %q or a number of seconds", example))
+	}
 }
 
 // Opts returns the options of a breaker named name built from these keys.

@@ -183,6 +183,40 @@ func (c *PolicyConfig) FillZero(d PolicyConfig) {
 // Validate reports every policy key out of range, with the same wording in
 // every plugin; v's keys are relative to the table that embeds the config.
 func (c PolicyConfig) Validate(v Validator) {
+	c.validate(v)
+	if _, _, err := ParseHedgeAfter(c.HedgeAfter); err != nil {
+		v.Error("hedge_after", err.Error(), `set a delay such as "20ms", a percentile of the dependency's latency such as "p95", or leave it out`)
+	}
+	v.Positive("max_hedges", c.MaxHedges)
+}
+
+// ValidateUnhedged is Validate for a dependency whose calls are never
+// hedged: hedge_after and max_hedges, when set, are refused with why and
+// fix, and nothing else is said of them (a hedge_after = "p100" gets the
+// refusal alone, not also the advice to write a valid one). A plugin that
+// embeds the policy keys but has no call it may send twice refuses them
+// rather than ignore them. A key is set when its value is not the default,
+// or, when v can say what the file or the environment set (an IsSet(key
+// string) bool method with keys relative to the table, as
+// framework.Validation has), when it was set at all: a max_hedges = 1 or a
+// hedge_after = "" equals the default, and would pass and read as if the
+// key did something.
+func (c PolicyConfig) ValidateUnhedged(v Validator, why, fix string) {
+	c.validate(v)
+	isSet := func(string) bool { return false }
+	if ks, ok := v.(interface{ IsSet(key string) bool }); ok {
+		isSet = ks.IsSet
+	}
+	if c.HedgeAfter != "" || isSet("hedge_after") {
+		v.Error("hedge_after", why, fix)
+	}
+	if c.MaxHedges != DefaultMaxHedges || isSet("max_hedges") {
+		v.Error("max_hedges", why, "remove it")
+	}
+}
+
+// validate reports the keys Validate and ValidateUnhedged check alike.
+func (c PolicyConfig) validate(v Validator) {
 	oneOf := func(key, got string, choices ...string) {
 		if slices.Contains(choices, got) {
 			return
@@ -199,8 +233,8 @@ func (c PolicyConfig) Validate(v Validator) {
 			"set 1 to never retry, or a small number such as 3")
 	}
 	v.Deadline("timeout", c.Timeout)
-	v.Deadline("backoff_base", c.BackoffBase)
-	v.Deadline("backoff_max", c.BackoffMax)
+	span(v, "backoff_base", c.BackoffBase, "100ms")
+	span(v, "backoff_max", c.BackoffMax, "2s")
 	if c.BackoffBase > 0 && c.BackoffMax > 0 && c.BackoffMax < c.BackoffBase {
 		v.Error("backoff_max", fmt.Sprintf("must not be below backoff_base (%s), got %s", c.BackoffBase, c.BackoffMax),
 			"raise backoff_max or lower backoff_base")
@@ -221,16 +255,12 @@ func (c PolicyConfig) Validate(v Validator) {
 			"set a share of a token such as 0.1 (one retry earned per ten calls)")
 	}
 	v.Positive("max_concurrent", c.MaxConcurrent)
-	v.Deadline("bulkhead_wait", c.BulkheadWait)
+	span(v, "bulkhead_wait", c.BulkheadWait, "500ms")
 	if k := c.ThrottleK; !(k >= 1) || math.IsInf(k, 0) {
 		v.Error("throttle_k", fmt.Sprintf("must be at least 1, got %v", k),
 			"set a multiplier such as 2 (the dependency receives about twice what it accepts)")
 	}
-	v.Deadline("throttle_window", c.ThrottleWindow)
-	if _, _, err := ParseHedgeAfter(c.HedgeAfter); err != nil {
-		v.Error("hedge_after", err.Error(), `set a delay such as "20ms", a percentile of the dependency's latency such as "p95", or leave it out`)
-	}
-	v.Positive("max_hedges", c.MaxHedges)
+	span(v, "throttle_window", c.ThrottleWindow, "2m")
 	c.BreakerConfig.Validate(v)
 }
 
@@ -290,26 +320,4 @@ func tagKeys(t reflect.Type) []string {
 		keys = append(keys, tag)
 	}
 	return keys
-}
-
-// RefuseHedging reports hedge_after and max_hedges, when set, as errors of
-// a dependency whose calls are never hedged, with why and fix: a plugin
-// that embeds the policy keys but has no call it may send twice refuses
-// them rather than ignore them. A key is set when its value is not the
-// default, or, when v can say what the file or the environment set (an
-// IsSet(key string) bool method with keys relative to the table, as
-// framework.Validation has), when it was set at all: a max_hedges = 1 or a
-// hedge_after = "" equals the default, and would pass and read as if the
-// key did something.
-func (c PolicyConfig) RefuseHedging(v Validator, why, fix string) {
-	isSet := func(string) bool { return false }
-	if ks, ok := v.(interface{ IsSet(key string) bool }); ok {
-		isSet = ks.IsSet
-	}
-	if c.HedgeAfter != "" || isSet("hedge_after") {
-		v.Error("hedge_after", why, fix)
-	}
-	if c.MaxHedges != DefaultMaxHedges || isSet("max_hedges") {
-		v.Error("max_hedges", why, "remove it")
-	}
 }

@@ -532,17 +532,17 @@ func TestPolicyKeysAreTheConfigsTags(t *testing.T) {
 	}
 }
 
-func TestRefuseHedgingNamesWhatIsSet(t *testing.T) {
+func TestValidateUnhedgedNamesWhatIsSet(t *testing.T) {
 	t.Parallel()
 	var none problems
-	DefaultPolicyConfig().RefuseHedging(&none, "why", "fix")
+	DefaultPolicyConfig().ValidateUnhedged(&none, "why", "fix")
 	if len(none) != 0 {
 		t.Fatalf("the defaults were refused: %v", none)
 	}
 	c := DefaultPolicyConfig()
 	c.HedgeAfter, c.MaxHedges = "p95", 2
 	var both problems
-	c.RefuseHedging(&both, "why", "fix")
+	c.ValidateUnhedged(&both, "why", "fix")
 	if len(both) != 2 || !strings.HasPrefix(both[0], "hedge_after: why") || !strings.HasPrefix(both[1], "max_hedges: why") {
 		t.Fatalf("refused %v, want hedge_after and max_hedges", both)
 	}
@@ -559,16 +559,78 @@ func (p *setProblems) IsSet(key string) bool { return slices.Contains(p.set, key
 
 // A validator that can say what was set has hedge_after and max_hedges
 // refused whenever they are set, at their default value too.
-func TestRefuseHedgingRefusesSetDefaults(t *testing.T) {
+func TestValidateUnhedgedRefusesSetDefaults(t *testing.T) {
 	t.Parallel()
 	var none setProblems
-	DefaultPolicyConfig().RefuseHedging(&none, "why", "fix")
+	DefaultPolicyConfig().ValidateUnhedged(&none, "why", "fix")
 	if len(none.problems) != 0 {
 		t.Fatalf("the defaults, not set, were refused: %v", none.problems)
 	}
 	both := setProblems{set: []string{"hedge_after", "max_hedges"}}
-	DefaultPolicyConfig().RefuseHedging(&both, "why", "fix")
+	DefaultPolicyConfig().ValidateUnhedged(&both, "why", "fix")
 	if p := both.problems; len(p) != 2 || !strings.HasPrefix(p[0], "hedge_after: why") || !strings.HasPrefix(p[1], "max_hedges: why") {
 		t.Fatalf("refused %v, want hedge_after and max_hedges, set to their defaults", p)
+	}
+}
+
+// An unhedged dependency's hedge keys get the refusal alone: no second
+// problem saying how to write a valid value of a key it then refuses.
+func TestValidateUnhedgedSaysOneThingPerKey(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		hedgeAfter string
+		maxHedges  int
+	}{{"p100", 1}, {"0s", 1}, {"", 0}, {"p95", -1}} {
+		c := DefaultPolicyConfig()
+		c.HedgeAfter, c.MaxHedges = tc.hedgeAfter, tc.maxHedges
+		var got problems
+		c.ValidateUnhedged(&got, "why", "fix")
+		for _, p := range got {
+			if !strings.Contains(p, ": why") {
+				t.Errorf("hedge_after %q, max_hedges %d: %q is not the refusal", tc.hedgeAfter, tc.maxHedges, p)
+			}
+		}
+		if want := btoi(tc.hedgeAfter != "") + btoi(tc.maxHedges != DefaultMaxHedges); len(got) != want {
+			t.Errorf("hedge_after %q, max_hedges %d: %d problems %v, want %d", tc.hedgeAfter, tc.maxHedges, len(got), got, want)
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Spans of time that are not deadlines (windows, cool-downs, waits) are
+// refused at zero with a fix of their own, not as deadlines (whose fix says
+// they cannot be switched off).
+func TestSpansAreNotCalledDeadlines(t *testing.T) {
+	t.Parallel()
+	c := DefaultPolicyConfig()
+	c.BreakerWindow, c.BreakerCoolDown, c.BackoffBase, c.BackoffMax, c.BulkheadWait, c.ThrottleWindow = -1, -1, -1, -1, -1, -1
+	var got withFixes
+	c.Validate(&got)
+	for _, k := range []string{"breaker_window", "breaker_cool_down", "backoff_base", "backoff_max", "bulkhead_wait", "throttle_window"} {
+		want := k + `: must be a positive duration, got -1ns; fix: set a duration such as "`
+		if !slices.ContainsFunc(got, func(p string) bool { return strings.HasPrefix(p, want) }) {
+			t.Errorf("%s = -1: no problem %q…; got %v", k, want, got)
+		}
+	}
+}
+
+// withFixes records each problem with its fix, and a deadline's as such.
+type withFixes []string
+
+func (p *withFixes) Error(key, problem, fix string) { *p = append(*p, key+": "+problem+"; fix: "+fix) }
+func (p *withFixes) Positive(key string, n int) {
+	if n <= 0 {
+		*p = append(*p, key+": not positive")
+	}
+}
+func (p *withFixes) Deadline(key string, d time.Duration) {
+	if d <= 0 {
+		*p = append(*p, key+": a deadline")
 	}
 }

@@ -196,8 +196,7 @@ func (p *ProviderConfig) problems() []framework.ConfigError {
 			"lower read_gap or raise timeout: the gap could never fire")
 	}
 	l.Deadline("max_retry_after", p.MaxRetryAfter)
-	p.PolicyConfig.Validate(&l)
-	p.PolicyConfig.RefuseHedging(&l, notHedged, notHedgedFix)
+	p.PolicyConfig.ValidateUnhedged(&l, notHedged, notHedgedFix)
 	return l
 }
 

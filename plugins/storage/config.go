@@ -222,8 +222,7 @@ func (d *DiskConfig) validate(v *framework.Validation) {
 		}
 		v.Deadline("connect_timeout", d.ConnectTimeout)
 		v.Deadline("read_timeout", d.ReadTimeout)
-		d.PolicyConfig.Validate(v)
-		d.PolicyConfig.RefuseHedging(v, "storage does not hedge: a second request for the same object would send or fetch it twice",
+		d.PolicyConfig.ValidateUnhedged(v, "storage does not hedge: a second request for the same object would send or fetch it twice",
 			"remove it; timeout and read_timeout bound a slow S3")
 	default:
 		v.Error("driver", fmt.Sprintf("must be \"local\" or \"s3\", got %q", d.Driver), `set driver = "local" or driver = "s3"`)
