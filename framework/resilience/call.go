@@ -171,7 +171,10 @@ var stopNames = []string{
 type AttemptRecord struct {
 	// N is the attempt's number, from 1.
 	N int
-	// Took is the attempt's duration on the policy's clock.
+	// Took is the attempt's duration on the policy's clock. A call's first
+	// attempt, when the call was admitted without a bulkhead wait on the
+	// real clock, is timed from the call's start ([Run.Start]), as
+	// [Run.Again] times its first: nothing that takes time comes between.
 	Took time.Duration
 	// Verdict is the classifier's, its Outcome after the CutByCaller rule.
 	Verdict Verdict
@@ -221,6 +224,7 @@ type Run struct {
 	settled   bool          // Settle counted the call's outcome before End
 	refused   bool          // an attempt hung and the call's breaker refused calls then
 	hedge     bool          // RunOpts.Hedge on a policy with hedge_after
+	atStart   bool          // admitted without a wait on the real clock: the first attempt begins at start
 	began     time.Duration // since start: when the attempt Attempts makes, or the one Again ends, began
 }
 
@@ -274,7 +278,10 @@ func (r *Run) Attempts(a Attempter) Verdict {
 		n := r.made
 		// Durations from the call's start: on the real clock a reading of
 		// the monotonic clock only.
-		began := elapsed(clock, r.start)
+		began := time.Duration(0) // the first attempt of a call admitted at once: at its start
+		if n > 1 || !r.atStart {
+			began = elapsed(clock, r.start)
+		}
 		r.began = began
 		v := a.Attempt(r.ctx, n)
 		end := v.Ended

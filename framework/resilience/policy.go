@@ -225,6 +225,7 @@ func (p *Policy) Begin(ctx context.Context, r *Run, o RunOpts) error {
 	r.permit = permit
 	if free && p.real {
 		p.budget.recordCallAt(r.start) // admitted without a wait: the call's start is now
+		r.atStart = true
 	} else {
 		p.budget.RecordCall()
 	}
