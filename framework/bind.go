@@ -69,13 +69,21 @@ func (b *binder) bindStruct(path string, dst reflect.Value, src map[string]any) 
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	var unknown []string
 	for _, k := range keys {
 		i, ok := fields[k]
 		if !ok {
-			b.unknown(join(path, k), k, slices.Collect(maps.Keys(fields)))
+			unknown = append(unknown, k)
 			continue
 		}
 		b.bindValue(join(path, k), dst.FieldByIndex(i), src[k])
+	}
+	// Unknown keys are reported once the table is bound: whether a renamed
+	// key's new name applies can depend on the table's other keys (a disk's
+	// driver).
+	ck, _ := dst.Interface().(ConditionalKeys)
+	for _, k := range unknown {
+		b.unknown(join(path, k), k, slices.Collect(maps.Keys(fields)), ck)
 	}
 }
 
@@ -90,20 +98,51 @@ var renamedKeys = map[string]struct{ to, how string }{
 }
 
 // renamed reports the problem and fix of name, a key of a table whose keys
-// are known, when jfast renamed it; ok is false otherwise.
-func renamed(name string, known []string, newName func(string) string) (problem, fix string, ok bool) {
-	r, found := renamedKeys[name]
+// are known, when jfast renamed it; ok is false otherwise. The old name is
+// found in any case, as a did-you-mean is. When the new key does not apply
+// to the table as configured (attempts on a local disk), the fix is to
+// remove the old one, with the table's reason when it gives one
+// ([KeyReasons]).
+func renamed(name string, known []string, applies func(string) bool, why func(string) string, remove string, newName func(string) string) (problem, fix string, ok bool) {
+	r, found := renamedKeys[strings.ToLower(name)]
 	if !found || !slices.Contains(known, r.to) {
 		return "", "", false
+	}
+	if !applies(r.to) {
+		fix = remove
+		if reason := why(r.to); reason != "" {
+			fix += ": " + reason
+		}
+		return fmt.Sprintf("was renamed to %q, which does not apply here either", r.to), fix, true
 	}
 	return fmt.Sprintf("was renamed to %q", r.to), fmt.Sprintf("write %s instead (%s)", newName(r.to), r.how), true
 }
 
-func (b *binder) unknown(key, name string, known []string) {
+// KeyReasons is a [ConditionalKeys] table that says why a key does not
+// apply to it as configured ("a local disk does not retry"), for the fix of
+// an old key renamed to that key. WhyNot returns "" when it has no reason
+// to give.
+type KeyReasons interface {
+	ConditionalKeys
+	WhyNot(key string) string
+}
+
+// unknown reports key, whose name is none of the known keys of its table;
+// table is the table as bound when its keys apply conditionally, or nil.
+func (b *binder) unknown(key, name string, known []string, table ConditionalKeys) {
 	parent := strings.TrimSuffix(key, "."+name)
+	applies := func(string) bool { return true }
+	why := func(string) string { return "" }
+	if table != nil {
+		applies = table.Applies
+	}
+	if kr, ok := table.(KeyReasons); ok {
+		why = kr.WhyNot
+	}
 	if vars := envOnly(b.sources, key); len(vars) > 0 {
-		if problem, fix, ok := renamed(name, known, func(k string) string { return envName(join(parent, k)) }); ok {
-			b.errorf(strings.Join(vars, ", "), fix, "%s %s", envName(key), problem)
+		if problem, fix, ok := renamed(name, known, applies, why, "remove the variable", func(k string) string { return envName(join(parent, k)) }); ok {
+			// The error's key is the variable: the problem does not name it again.
+			b.errorf(strings.Join(vars, ", "), fix, "%s", problem)
 			return
 		}
 		// No file holds this key: name what the user wrote, and what it
@@ -121,7 +160,7 @@ func (b *binder) unknown(key, name string, known []string) {
 		b.errorf(strings.Join(vars, ", "), fix, "%s has no key %q", parent, name)
 		return
 	}
-	if problem, fix, ok := renamed(name, known, func(k string) string { return k }); ok {
+	if problem, fix, ok := renamed(name, known, applies, why, "remove it", func(k string) string { return k }); ok {
 		b.errorf(key, fix, "%s", problem)
 		return
 	}
@@ -198,7 +237,8 @@ func (b *binder) bindValue(key string, dst reflect.Value, val any) {
 			dst.Set(reflect.MakeMap(t))
 		}
 		var refused map[string]bool
-		if t.Elem().Kind() == reflect.Struct {
+		named := t.Elem().Kind() == reflect.Struct
+		if named {
 			refused = b.nearMisses(key, dst, m)
 		}
 		names := make([]string, 0, len(m))
@@ -210,13 +250,22 @@ func (b *binder) bindValue(key string, dst reflect.Value, val any) {
 			if refused[name] {
 				continue
 			}
+			full := join(key, name)
 			elem := reflect.New(t.Elem())
-			if existing := dst.MapIndex(reflect.ValueOf(name)); existing.IsValid() {
+			existing := dst.MapIndex(reflect.ValueOf(name))
+			if existing.IsValid() {
 				elem.Elem().Set(existing)
-			} else if t.Elem().Kind() == reflect.Struct && reflect.PointerTo(t.Elem()).Implements(defaulterType) {
+			} else if named && reflect.PointerTo(t.Elem()).Implements(defaulterType) {
 				elem.Interface().(Defaulter).SetDefaults()
 			}
-			b.bindValue(join(key, name), elem.Elem(), m[name])
+			b.bindValue(full, elem.Elem(), m[name])
+			if _, created := b.created[full]; created && !existing.IsValid() && !b.setUnder(full) {
+				// Every variable that would create the entry was refused
+				// (an old or unknown key): it is not created, so no error
+				// about what it lacks follows the one about its variable.
+				delete(b.created, full)
+				continue
+			}
 			dst.SetMapIndex(reflect.ValueOf(name), elem.Elem())
 		}
 	default:
@@ -240,6 +289,16 @@ func (b *binder) bindValue(key string, dst reflect.Value, val any) {
 			b.errorf(key, "write a "+describeType(t), "must be %s, got %s", describeKind(t), describe(val))
 		}
 	}
+}
+
+// setUnder reports whether a key below key was bound.
+func (b *binder) setUnder(key string) bool {
+	for k := range b.set {
+		if strings.HasPrefix(k, key+".") {
+			return true
+		}
+	}
+	return false
 }
 
 // nearMisses records the entries of the table of tables at key (upstreams,
@@ -483,7 +542,7 @@ func (a *App) bind(errs *ConfigErrors) {
 	top := map[string]int{"app": 0, "plugins": 1, "plugin": 2}
 	for _, k := range slices.Sorted(maps.Keys(tree)) {
 		if _, ok := top[k]; !ok {
-			b.unknown(k, k, slices.Collect(maps.Keys(top)))
+			b.unknown(k, k, slices.Collect(maps.Keys(top)), nil)
 		}
 	}
 	if m, ok := tableAt(b, tree, "app"); ok {
@@ -619,7 +678,7 @@ func (a *App) bindPlugin(b *binder, name string, pluginTables map[string]any) {
 		a.tables[name] = cfg
 	} else {
 		for _, k := range slices.Sorted(maps.Keys(m)) {
-			b.unknown(key+"."+k, k, []string{"critical"})
+			b.unknown(key+"."+k, k, []string{"critical"}, nil)
 		}
 	}
 }

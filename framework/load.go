@@ -123,6 +123,13 @@ func loadRaw(fileName string, text []byte, environ []string, isDeploy, secret fu
 			if key == "" {
 				return "", nil
 			}
+			if strings.Contains(name, ".") {
+				// "." would split the key as "__" does: a second spelling
+				// of every variable, read by some tools and not others.
+				raw.errs = append(raw.errs, ConfigError{Key: name, Problem: `has "." in its name, and only "__" separates the levels of a key`,
+					Fix: "rename it " + strings.ReplaceAll(name, ".", "__")})
+				return "", nil
+			}
 			envValues[key] = value
 			envNames[key] = name
 			return key, value

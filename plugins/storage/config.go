@@ -253,6 +253,24 @@ func (d DiskConfig) Applies(key string) bool {
 	return true
 }
 
+// WhyNot implements framework.KeyReasons: why a key of the other driver
+// does not apply to a disk, for the fix of an old key renamed to it
+// (retries on a local disk).
+func (d DiskConfig) WhyNot(key string) string {
+	if d.Applies(key) {
+		return ""
+	}
+	switch {
+	case d.Driver == DriverLocal && slices.Contains(resilience.PolicyKeys(), key):
+		return "a local disk does not retry (" + key + " applies only to driver = \"s3\")"
+	case d.Driver == DriverLocal:
+		return key + " applies only to driver = \"s3\""
+	case d.Driver == DriverS3 && slices.Contains(localKeys, key):
+		return key + " applies only to driver = \"local\""
+	}
+	return ""
+}
+
 // refuseKeys reports keys of the other driver that the file or environment set.
 func refuseKeys(v *framework.Validation, keys []string, driver string) {
 	for _, k := range keys {

@@ -217,3 +217,32 @@ func TestS3DefaultsNeedOnlyABucket(t *testing.T) {
 		t.Fatalf("errors = %v", errs)
 	}
 }
+
+// An old key renamed to one a local disk does not have is refused with a
+// fix that holds: remove it, not write the new key the disk refuses too.
+func TestBootRefusesRenamedKeyALocalDiskDoesNotHave(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	for _, tc := range []struct {
+		name, toml, key string
+		env             map[string]string
+	}{
+		{"file", localTOML(root, "retries = 2"), "plugin.storage.disks.files.retries", nil},
+		{"file, upper case", localTOML(root, "MAX_ATTEMPTS = 2"), "plugin.storage.disks.files.MAX_ATTEMPTS", nil},
+		{"environment", localTOML(root, ""), "JFAST_STORAGE_DISKS__FILES__RETRIES", map[string]string{"JFAST_STORAGE_DISKS__FILES__RETRIES": "2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := bootErrors(t, tc.toml, tc.env).Only(t, tc.key)
+			if e.Problem != `was renamed to "attempts", which does not apply here either` ||
+				!strings.HasPrefix(e.Fix, "remove ") || !strings.HasSuffix(e.Fix, `: a local disk does not retry (attempts applies only to driver = "s3")`) {
+				t.Errorf("%q", e.Error())
+			}
+		})
+	}
+	// On an S3 disk the new key applies: the fix is to write it.
+	e := bootErrors(t, "[plugin.storage.disks.files]\ndriver = \"s3\"\nbucket = \"b\"\nretries = 2\n", nil).Only(t, "plugin.storage.disks.files.retries")
+	if e.Problem != `was renamed to "attempts"` || !strings.HasPrefix(e.Fix, "write attempts instead") {
+		t.Errorf("s3: %q", e.Error())
+	}
+}
