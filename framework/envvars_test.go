@@ -68,3 +68,25 @@ func TestRenamedKeyIsFoundInAnyCase(t *testing.T) {
 		})
 	}
 }
+
+// A variable whose name has "-" is read: env(1), Docker, Kubernetes and
+// systemd set such names, though a shell's export cannot. It names an
+// entry or a header with "-" in it, in lower case.
+func TestEnvironmentVariableWithADashIsRead(t *testing.T) {
+	t.Parallel()
+	h := jhttp.New()
+	_, err := jfasttest.New(t, jfasttest.Options{TOML: upstreamFile, Plugins: []framework.Plugin{h}, Env: map[string]string{
+		"JFAST_HTTP_UPSTREAMS__SEA-SNAKE__BASE_URL":     "http://127.0.0.1:2",
+		"JFAST_HTTP_UPSTREAMS__UP1__HEADERS__X-API-KEY": "secret1",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := h.Config().(*jhttp.Config)
+	if u, ok := cfg.Upstreams["sea-snake"]; !ok || u.BaseURL != "http://127.0.0.1:2" {
+		t.Errorf("upstreams = %v, want sea-snake from its variable", cfg.Upstreams)
+	}
+	if got := cfg.Upstreams["up1"].Headers["x-api-key"]; got != "secret1" {
+		t.Errorf("up1's headers = %v, want x-api-key from its variable", cfg.Upstreams["up1"].Headers)
+	}
+}

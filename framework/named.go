@@ -25,39 +25,76 @@ type NamedTable struct {
 	// the fix of a bad name ("base_url": JFAST_<PLUGIN>_<KEY>__<NAME>__BASE_URL).
 	// Empty: the entry's variables as a whole (…__<NAME>__*).
 	DeployKey string
-	// BadName and NameFix are the problem and fix reported for an entry
-	// whose name [ValidName] refuses. Empty: "is not a valid <noun> name",
-	// and a fix that states [NameRule] and where the name is used (the
-	// metrics, the entry's environment variables).
-	BadName, NameFix string
 }
 
-// badName returns the problem and fix of an entry whose name [ValidName]
-// refuses.
-func (t NamedTable) badName() (problem, fix string) {
-	problem, fix = t.BadName, t.NameFix
-	if problem == "" {
-		problem = "is not a valid " + t.Noun + " name"
+// BadName returns the problem and fix of name, an entry of the table that
+// [ValidName] refuses, in the words every table of named entries shares:
+//
+//	is not a valid upstream name; fix: rename it: a name is <NameRule> ("billing" would do; it names the upstream in metrics and in JFAST_HTTP_UPSTREAMS__<NAME>__BASE_URL)
+//
+// The name offered is one NameRule accepts, made from name (see
+// [NameLike]); there is none when no such name is near it.
+func (t NamedTable) BadName(name string) (problem, fix string) {
+	env := strings.ToUpper("JFAST_" + t.Plugin + "_" + t.Key + "__<NAME>__" + cmp.Or(t.DeployKey, "*"))
+	return NameRefusal(t.Noun, name, "it names the "+t.Noun+" in metrics and in "+env)
+}
+
+// NameRefusal returns the problem and fix of name, a name of a noun
+// ("queue", "disk") that [ValidName] refuses, where uses says what the
+// name is used for ("it names the disk in metrics and in the signed
+// route"): the one wording of the name rule, which [NamedTable.BadName]
+// and a key whose value is a name (mail's queue) share.
+func NameRefusal(noun, name, uses string) (problem, fix string) {
+	if like := NameLike(name); like != "" {
+		uses = fmt.Sprintf("%q would do; %s", like, uses)
 	}
-	if fix == "" {
-		key := cmp.Or(t.DeployKey, "*")
-		env := strings.ToUpper("JFAST_" + t.Plugin + "_" + t.Key + "__<NAME>__" + key)
-		fix = "rename it: a name is " + NameRule + " (it names the " + t.Noun + " in metrics and in " + env + ")"
+	return "is not a valid " + noun + " name", "rename it: a name is " + NameRule + " (" + uses + ")"
+}
+
+// NameLike returns a name [ValidName] accepts that is name written by the
+// rule: in lower case, without its leading - and _, cut at 100 characters
+// ("Billing" is "billing", "-ab" is "ab"). It returns "" when that is not
+// enough (a name of other letters, such as "ünï", or with a "." or a space),
+// as a name offered in a fix must be one the boot accepts.
+func NameLike(name string) string {
+	b := []byte(name)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
 	}
-	return problem, fix
+	s := strings.TrimLeft(string(b), "-_")
+	if len(s) > maxNameLen {
+		s = s[:maxNameLen]
+	}
+	if s == name || !ValidName(s) {
+		return ""
+	}
+	return s
+}
+
+// ValidateName records an error under the entry's key (<Key>.<name>) when
+// [ValidName] refuses name, in the words of [NamedTable.BadName], and
+// reports whether the name is valid. [ValidateNamed] calls it for each
+// entry; a plugin that validates its entries itself (a storage disk, a
+// queue) calls it for each name.
+func (t NamedTable) ValidateName(v *Validation, name string) bool {
+	if ValidName(name) {
+		return true
+	}
+	problem, fix := t.BadName(name)
+	v.Error(t.Key+"."+name, problem, fix)
+	return false
 }
 
 // ValidateNamed checks every entry of a table of named entries, in name
 // order, each under its own key (<Key>.<name>): a name [ValidName] refuses
-// is reported with the table's BadName and NameFix, then every problem the
+// is reported in the words of [NamedTable.BadName], then every problem the
 // entry's problems function returns (keys relative to the entry).
 func ValidateNamed[C any](v *Validation, t NamedTable, entries map[string]C, problems func(C) []ConfigError) {
-	problem, fix := t.badName()
 	for _, n := range slices.Sorted(maps.Keys(entries)) {
+		t.ValidateName(v, n)
 		sub := v.Sub(t.Key + "." + n)
-		if !ValidName(n) {
-			sub.Error("", problem, fix)
-		}
 		for _, e := range problems(entries[n]) {
 			sub.Error(e.Key, e.Problem, nameVariable(e.Fix, n))
 		}
@@ -144,10 +181,12 @@ func (n Named[T]) Lookup(t NamedTable, name string, started bool) (T, error) {
 
 // nameVariable writes entry name into the JFAST_*__<NAME>__* variables a
 // fix names (JFAST_HTTP_UPSTREAMS__<NAME>__BASE_URL for upstream billing is
-// JFAST_HTTP_UPSTREAMS__BILLING__BASE_URL). A name with "-" cannot be part of
-// a variable's name: its fix keeps the placeholder.
+// JFAST_HTTP_UPSTREAMS__BILLING__BASE_URL). A name with "-" is written as
+// it is (JFAST_HTTP_UPSTREAMS__SEA-SNAKE__BASE_URL): the loader reads such a
+// variable, which env(1), Docker and Kubernetes set though a shell's export
+// cannot. A name the rule refuses keeps the placeholder.
 func nameVariable(fix, name string) string {
-	if strings.Contains(name, "-") || !ValidName(name) {
+	if !ValidName(name) {
 		return fix
 	}
 	return strings.ReplaceAll(fix, "__<NAME>__", "__"+strings.ToUpper(name)+"__")

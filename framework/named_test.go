@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jfastframework/jfast/framework"
@@ -12,7 +13,7 @@ import (
 
 var petsTable = framework.NamedTable{
 	Plugin: "zoo", Key: "pets", Noun: "pet", Nouns: "pets",
-	Needs: "with its legs", BadName: "is not a valid pet name", NameFix: "use lowercase letters",
+	Needs: "with its legs",
 }
 
 type pet struct {
@@ -53,7 +54,7 @@ legs = 0
 	if len(errs) != 2 {
 		t.Fatalf("errors = %v, want 2", errs)
 	}
-	if e := errs["plugin.zoo.pets.Dog"]; e.Problem != "is not a valid pet name" || e.Fix != "use lowercase letters" {
+	if e := errs["plugin.zoo.pets.Dog"]; e.Problem != "is not a valid pet name" || e.Fix != `rename it: a name is `+framework.NameRule+` ("dog" would do; it names the pet in metrics and in JFAST_ZOO_PETS__<NAME>__*)` {
 		t.Errorf("bad name: %+v", e)
 	}
 	if e := errs["plugin.zoo.pets.snake.legs"]; e.Problem != "must be greater than zero, got 0" || e.Fix != "set legs in the file or in JFAST_ZOO_PETS__SNAKE__LEGS" {
@@ -61,9 +62,10 @@ legs = 0
 	}
 }
 
-// A name with "-" cannot be part of a variable's name: the fix keeps the
-// placeholder.
-func TestValidateNamedKeepsThePlaceholderForANameWithADash(t *testing.T) {
+// A name with "-" is part of its variables' names as written: the loader
+// reads JFAST_ZOO_PETS__SEA-SNAKE__LEGS (see
+// TestEnvironmentVariableWithADashIsRead).
+func TestValidateNamedWritesANameWithADashIntoTheVariable(t *testing.T) {
 	t.Parallel()
 	errs := configErrors(t, jfasttest.Options{Plugins: []framework.Plugin{&zoo{}}, TOML: `
 [plugins]
@@ -71,7 +73,7 @@ enabled = ["zoo"]
 [plugin.zoo.pets.sea-snake]
 legs = 0
 `})
-	if e := errs["plugin.zoo.pets.sea-snake.legs"]; e.Fix != "set legs in the file or in JFAST_ZOO_PETS__<NAME>__LEGS" {
+	if e := errs["plugin.zoo.pets.sea-snake.legs"]; e.Fix != "set legs in the file or in JFAST_ZOO_PETS__SEA-SNAKE__LEGS" {
 		t.Errorf("fix %q", e.Fix)
 	}
 }
@@ -160,5 +162,53 @@ func TestBuildNamedInNameOrder(t *testing.T) {
 	built, err = framework.BuildNamed(pets, build)
 	if err != nil || built.Len() != 3 || !slices.Equal(order, []string{"ada", "rex", "tom"}) {
 		t.Fatalf("err = %v, %d built, order %v", err, built.Len(), order)
+	}
+}
+
+// A name offered in a fix is one the rule accepts, or none is offered.
+func TestNameLikeOffersOnlyValidNames(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("a", 101)
+	for _, tc := range []struct{ name, want string }{
+		{"Billing", "billing"},
+		{"-ab", "ab"},
+		{"_ab", "ab"},
+		{"__Ab-1", "ab-1"},
+		{long, long[:100]},
+		{"ünï", ""},
+		{"Ün", ""},
+		{"a.b", ""},
+		{"mail jobs", ""},
+		{"-", ""},
+		{"", ""},
+		{"billing", ""}, // valid already: nothing to offer
+	} {
+		got := framework.NameLike(tc.name)
+		if got != tc.want {
+			t.Errorf("NameLike(%q) = %q, want %q", tc.name, got, tc.want)
+		}
+		if got != "" && !framework.ValidName(got) {
+			t.Errorf("NameLike(%q) = %q, which the rule refuses", tc.name, got)
+		}
+	}
+}
+
+// Every table of named entries words a bad name alike: its noun, the rule,
+// the name offered, and the entry's variables.
+func TestBadNameIsWordedOnce(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		table     framework.NamedTable
+		name, fix string
+	}{
+		{framework.NamedTable{Plugin: "http", Key: "upstreams", Noun: "upstream", DeployKey: "base_url"}, "Billing",
+			`rename it: a name is ` + framework.NameRule + ` ("billing" would do; it names the upstream in metrics and in JFAST_HTTP_UPSTREAMS__<NAME>__BASE_URL)`},
+		{framework.NamedTable{Plugin: "storage", Key: "disks", Noun: "disk"}, "ünï",
+			`rename it: a name is ` + framework.NameRule + ` (it names the disk in metrics and in JFAST_STORAGE_DISKS__<NAME>__*)`},
+	} {
+		problem, fix := tc.table.BadName(tc.name)
+		if problem != "is not a valid "+tc.table.Noun+" name" || fix != tc.fix {
+			t.Errorf("%s %q: %q; %q", tc.table.Noun, tc.name, problem, fix)
+		}
 	}
 }

@@ -102,3 +102,21 @@ func TestCredentialsAndServerAreDeployKeys(t *testing.T) {
 		t.Fatalf("username/password/port = %q/%q/%d, want the environment's", cfg.Username, cfg.Password, cfg.Port)
 	}
 }
+
+// The queue key's bad name is refused in the words of every name in the
+// configuration, with the value quoted (the key is not the name), and a
+// name offered only when the rule accepts it.
+func TestBootRefusesBadQueueNameInTheSharedWords(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ queue, like string }{
+		{"Mail", `"mail" would do; `},
+		{"_mail", `"mail" would do; `},
+		{"Mail Jobs", ""},
+	} {
+		errs := bootErrors(t, "development", "queue = \""+tc.queue+"\"")
+		want := "rename it: a name is " + framework.NameRule + " (" + tc.like + "it names the queue of mail's jobs; empty is the queue plugin's default queue)"
+		if len(errs) != 1 || errs[0].Problem != `"`+tc.queue+`" is not a valid queue name` || errs[0].Fix != want {
+			t.Errorf("%s: %v, want the fix %q", tc.queue, errs, want)
+		}
+	}
+}

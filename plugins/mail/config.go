@@ -112,7 +112,8 @@ func (c *Config) validate(v *framework.Validation) {
 		}
 	}
 	if c.Queue != "" && !framework.ValidName(c.Queue) {
-		v.Error("queue", fmt.Sprintf("%q is not a queue name (%s)", c.Queue, framework.NameRule), `set queue = "mail" or leave it empty for the queue plugin's default queue`)
+		problem, fix := framework.NameRefusal("queue", c.Queue, "it names the queue of mail's jobs; empty is the queue plugin's default queue")
+		v.Error("queue", fmt.Sprintf("%q %s", c.Queue, problem), fix)
 	}
 	if c.Transport == "smtp" && c.Username != "" && !c.UseSSL && !c.UseStartTLS && !loopback(c.Host) {
 		v.Error("username", "would send the password in clear text: neither use_ssl nor use_starttls is set and the host is not loopback",

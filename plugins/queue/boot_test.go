@@ -185,3 +185,29 @@ func TestHandleAfterWorkersStarted(t *testing.T) {
 		t.Fatalf("late Handle = %v", err)
 	}
 }
+
+// A queue's bad name is refused in the words every named table shares;
+// the name offered, when there is one, is one the rule accepts (from the
+// file and from a variable alike).
+func TestBootRefusesBadQueueNameInTheSharedWords(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		table, key, like string
+		env              map[string]string
+	}{
+		{"[plugin.queue.queues.-ab]\nconcurrency = 1", "plugin.queue.queues.-ab", `"ab" would do; `, nil},
+		{"[plugin.queue.queues._ab]\nconcurrency = 1", "plugin.queue.queues._ab", `"ab" would do; `, nil},
+		{"[plugin.queue.queues.Mail]\nconcurrency = 1", "plugin.queue.queues.Mail", `"mail" would do; `, nil},
+		{"[plugin.queue.queues.\"ünï\"]\nconcurrency = 1", "plugin.queue.queues.ünï", "", nil},
+		{"[plugin.queue.queues." + strings.Repeat("q", 101) + "]\nconcurrency = 1", "plugin.queue.queues." + strings.Repeat("q", 101), `"` + strings.Repeat("q", 100) + `" would do; `, nil},
+		{"", "plugin.queue.queues.ün", "", map[string]string{"JFAST_QUEUE_QUEUES__ÜN__CONCURRENCY": "2"}},
+	} {
+		o := options(tc.table)
+		o.Env = tc.env
+		e := jfasttest.ConfigErrors(t, o).Only(t, tc.key)
+		want := "rename it: a name is " + framework.NameRule + " (" + tc.like + "it names the queue in metrics and in JFAST_QUEUE_QUEUES__<NAME>__*)"
+		if e.Problem != "is not a valid queue name" || e.Fix != want {
+			t.Errorf("%s: %q, want the fix %q", tc.key, e.Error(), want)
+		}
+	}
+}

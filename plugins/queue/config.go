@@ -5,7 +5,6 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/jfastframework/jfast/framework"
@@ -173,9 +172,7 @@ func (c *Config) validate(v *framework.Validation) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if !framework.ValidName(name) {
-			v.Error("queues."+name, "queue name must be "+framework.NameRule, "rename the queue, e.g. "+strings.ToLower(queueNameFix(name)))
-		}
+		queuesTable.ValidateName(v, name)
 		v.Positive("queues."+name+".concurrency", c.Queues[name].Concurrency)
 	}
 	for i, k := range c.Kinds {
@@ -208,20 +205,8 @@ func (c *Config) validate(v *framework.Validation) {
 	}
 }
 
-func queueNameFix(name string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(name) {
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '_' || r == '-' {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('_')
-		}
-	}
-	if b.Len() == 0 {
-		return "default"
-	}
-	return b.String()
-}
+// queuesTable is [plugin.queue.queues], in the words of its errors.
+var queuesTable = framework.NamedTable{Plugin: "queue", Key: "queues", Noun: "queue", Nouns: "queues"}
 
 // queueNames returns the configured queue names, sorted.
 func (c *Config) queueNames() []string {

@@ -168,10 +168,7 @@ func (c *Config) validate(v *framework.Validation) {
 		d := c.Disks[name]
 		sub := v.Sub("disks." + name)
 		// A disk's name is a path segment of the signed route and a metric label.
-		if !framework.ValidName(name) {
-			v.Error("disks."+name, "a disk name must be "+framework.NameRule,
-				"rename the table, e.g. [plugin.storage.disks.uploads]")
-		}
+		disksTable.ValidateName(v, name)
 		d.validate(sub)
 	}
 }
@@ -270,6 +267,9 @@ func (d DiskConfig) WhyNot(key string) string {
 	}
 	return ""
 }
+
+// disksTable is [plugin.storage.disks], in the words of its errors.
+var disksTable = framework.NamedTable{Plugin: "storage", Key: "disks", Noun: "disk", Nouns: "disks"}
 
 // refuseKeys reports keys of the other driver that the file or environment set.
 func refuseKeys(v *framework.Validation, keys []string, driver string) {

@@ -3,6 +3,8 @@ package storage_test
 import (
 	"strings"
 	"testing"
+
+	"github.com/jfastframework/jfast/framework"
 )
 
 // One test per boot rule (docs/storage.md lists them): each names the key and the fix.
@@ -244,5 +246,23 @@ func TestBootRefusesRenamedKeyALocalDiskDoesNotHave(t *testing.T) {
 	e := bootErrors(t, "[plugin.storage.disks.files]\ndriver = \"s3\"\nbucket = \"b\"\nretries = 2\n", nil).Only(t, "plugin.storage.disks.files.retries")
 	if e.Problem != `was renamed to "attempts"` || !strings.HasPrefix(e.Fix, "write attempts instead") {
 		t.Errorf("s3: %q", e.Error())
+	}
+}
+
+// A disk's bad name is refused in the words every named table shares, with
+// a name offered only when it is one the rule accepts.
+func TestBootRefusesBadDiskNameInTheSharedWords(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, like string }{
+		{"Files", `("files" would do; `},
+		{"-files", `("files" would do; `},
+		{"ünï", "(it names"},
+		{strings.Repeat("f", 101), `("` + strings.Repeat("f", 100) + `" would do; `},
+	} {
+		e := bootErrors(t, "[plugin.storage.disks.\""+tc.name+"\"]\nroot = \"/tmp/x\"\n", nil).Only(t, "plugin.storage.disks."+tc.name)
+		want := "rename it: a name is " + framework.NameRule + " " + tc.like
+		if e.Problem != "is not a valid disk name" || !strings.HasPrefix(e.Fix, want) || !strings.HasSuffix(e.Fix, "JFAST_STORAGE_DISKS__<NAME>__*)") {
+			t.Errorf("%s: %q, want the fix to start %q", tc.name, e.Error(), want)
+		}
 	}
 }
