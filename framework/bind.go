@@ -139,6 +139,14 @@ func (b *binder) unknown(key, name string, known []string, table ConditionalKeys
 	if kr, ok := table.(KeyReasons); ok {
 		why = kr.WhyNot
 	}
+	if strings.Contains(name, quotedDot) {
+		// Quoted, "a.b" is one key: no table has such a key, and the
+		// table the parts name is not where it goes.
+		whole := strings.ReplaceAll(name, quotedDot, ".")
+		b.errorf(key, fmt.Sprintf("remove it, or write %s without quotes for the key %q of the table %q", whole, whole[strings.LastIndexByte(whole, '.')+1:], whole[:strings.LastIndexByte(whole, '.')]),
+			"unknown key: with its quotes, %q is one key, and no key has \".\" in its name", whole)
+		return
+	}
 	if vars := envOnly(b.sources, key); len(vars) > 0 {
 		if problem, fix, ok := renamed(name, known, applies, why, "remove the variable", func(k string) string { return envName(join(parent, k)) }); ok {
 			// The error's key is the variable: the problem does not name it again.
@@ -240,6 +248,10 @@ func (b *binder) bindValue(key string, dst reflect.Value, val any) {
 		named := t.Elem().Kind() == reflect.Struct
 		if named {
 			refused = b.nearMisses(key, dst, m)
+		} else {
+			// Keys that are not names (a header, a resource attribute)
+			// may have "." in them, quoted: the key is read as written.
+			m = b.restoreDots(key, m)
 		}
 		names := make([]string, 0, len(m))
 		for k := range m {
@@ -258,7 +270,19 @@ func (b *binder) bindValue(key string, dst reflect.Value, val any) {
 			} else if named && reflect.PointerTo(t.Elem()).Implements(defaulterType) {
 				elem.Interface().(Defaulter).SetDefaults()
 			}
-			b.bindValue(full, elem.Elem(), m[name])
+			if named && strings.Contains(name, quotedDot) {
+				// A quoted name with "." is no name: the entry is kept
+				// apart for the plugin to refuse its name (see Unread). Its
+				// keys are read, so a plugin that checks them finds what the
+				// file wrote, but their own errors are not reported: the
+				// table as a whole is refused ("up1.headers" holds a header,
+				// not an upstream's key).
+				quiet := *b
+				quiet.errs = &ConfigErrors{}
+				quiet.bindValue(full, elem.Elem(), m[name])
+			} else {
+				b.bindValue(full, elem.Elem(), m[name])
+			}
 			if _, created := b.created[full]; created && !existing.IsValid() && !b.setUnder(full) {
 				// Every variable that would create the entry was refused
 				// (an old or unknown key): it is not created, so no error
@@ -301,6 +325,29 @@ func (b *binder) setUnder(key string) bool {
 	return false
 }
 
+// restoreDots gives back their "." to the quoted keys of m, a table at key
+// whose keys are not names, and to the keys of the tables in its values;
+// the sources of their values follow them.
+func (b *binder) restoreDots(key string, m map[string]any) map[string]any {
+	found := false
+	for k, v := range m {
+		if _, isTable := v.(map[string]any); isTable || strings.Contains(k, quotedDot) {
+			found = true
+		}
+	}
+	if !found {
+		return m
+	}
+	prefix := key + "."
+	for k, src := range b.sources {
+		if strings.HasPrefix(k, prefix) && strings.Contains(k, quotedDot) {
+			delete(b.sources, k)
+			b.sources[strings.ReplaceAll(k, quotedDot, ".")] = src
+		}
+	}
+	return restoreDots(m).(map[string]any)
+}
+
 // nearMisses records the entries of the table of tables at key (upstreams,
 // disks, queues) that the environment alone created, and refuses each one
 // whose name is within the did-you-mean distance of [suggest] of an entry
@@ -319,6 +366,8 @@ func (b *binder) nearMisses(key string, dst reflect.Value, m map[string]any) map
 		full := join(key, name)
 		switch {
 		case slices.Contains(have, name):
+		case strings.Contains(name, quotedDot):
+			// Refused by its name: no variable should be steered to it.
 		case b.declared[full]:
 			have = append(have, name)
 		case len(envOnly(b.sources, full)) > 0:
@@ -650,6 +699,7 @@ func (a *App) bind(errs *ConfigErrors) {
 	}
 	a.plugins = order
 	a.raw.nameVariables(*errs)
+	a.raw.relabel(*errs)
 }
 
 // bindPlugin decodes the [plugin.<name>] table (its critical key, then the

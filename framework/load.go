@@ -40,7 +40,11 @@ type rawConfig struct {
 	// created maps each entry of a table of tables that the environment
 	// alone created (the file does not declare it) to the variables that
 	// created it; the binder fills it.
-	created  map[string][]string
+	created map[string][]string
+	// spelled maps the flat key of each quoted key with "." in it that the
+	// file writes (its dots kept as [quotedDot]) to the file's own spelling
+	// of the key up to it: plugin.http.upstreams."a.b". Errors name it so.
+	spelled  map[string]string
 	warnings []string
 	errs     ConfigErrors
 }
@@ -75,15 +79,18 @@ func envKey(name string) string {
 // error's line). The warnings about a variable and the file disagreeing name
 // the key, the variable and the file, never a value.
 func loadRaw(fileName string, text []byte, environ []string, isDeploy, secret func(string) bool) *rawConfig {
-	raw := &rawConfig{sources: map[string]Source{}, declared: map[string]bool{}, created: map[string][]string{}}
+	raw := &rawConfig{sources: map[string]Source{}, declared: map[string]bool{}, created: map[string][]string{}, spelled: map[string]string{}}
 	fileValues := map[string]any{}
 	var emptyTables []string
 	if len(text) > 0 {
-		k := koanf.New(".")
-		if err := k.Load(rawBytes(text), toml.Parser()); err != nil {
+		doc, err := toml.Parser().Unmarshal(text)
+		if err != nil {
 			raw.errs = append(raw.errs, tomlError(fileName, text, err, secret))
 		} else {
-			fileValues = k.All()
+			// Keys are split on "." from here on: a quoted key's own dots
+			// are kept apart, so "a.b" stays one key (see quotedDot).
+			fileValues, _ = maps.Flatten(keepQuotedDots(doc), nil, ".")
+			raw.spelled = quotedKeys(text)
 		}
 	}
 	merged := make(map[string]any, len(fileValues))
@@ -273,12 +280,63 @@ func putTable(tree map[string]any, path []string) {
 	}
 }
 
-// rawBytes is a koanf provider over bytes already read.
-type rawBytes []byte
+// quotedDot stands for a "." inside a quoted key of the file
+// (`[plugin.http.upstreams."a.b"]`) while keys are split on ".": the key
+// stays one key, "a\x00b", named in errors as the file spells it (see
+// [rawConfig.relabel]), and never merges into a table its parts name
+// ("up1.headers" is not up1's headers). In a table of named entries it is
+// a name [ValidName] refuses; in a table whose keys are not names (headers,
+// resource attributes) the binder gives the key back its dot.
+const quotedDot = "\x00"
 
-func (b rawBytes) ReadBytes() ([]byte, error) { return b, nil }
-func (b rawBytes) Read() (map[string]any, error) {
-	return nil, fmt.Errorf("framework: raw bytes need a parser")
+// keepQuotedDots returns the parsed file with the "." of each key replaced
+// by [quotedDot].
+func keepQuotedDots(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if sub, ok := v.(map[string]any); ok {
+			v = keepQuotedDots(sub)
+		}
+		out[strings.ReplaceAll(k, ".", quotedDot)] = v
+	}
+	return out
+}
+
+// restoreDots gives the keys of v (a value bound to a table whose keys are
+// not names) back their dots.
+func restoreDots(v any) any {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	out := make(map[string]any, len(m))
+	for k, sub := range m {
+		out[strings.ReplaceAll(k, quotedDot, ".")] = restoreDots(sub)
+	}
+	return out
+}
+
+// relabel names each key of errs that holds a quoted key with "." as the
+// file spells it (plugin.http.upstreams."a.b".base_url), and gives the
+// dots back to the names their problems and fixes quote.
+func (raw *rawConfig) relabel(errs ConfigErrors) {
+	for i, e := range errs {
+		if !strings.Contains(e.Key+e.Problem+e.Fix, quotedDot) {
+			continue
+		}
+		best := ""
+		for k := range raw.spelled {
+			if (e.Key == k || strings.HasPrefix(e.Key, k+".")) && len(k) > len(best) {
+				best = k
+			}
+		}
+		if best != "" {
+			errs[i].Key = raw.spelled[best] + e.Key[len(best):]
+		}
+		errs[i].Key = strings.ReplaceAll(errs[i].Key, quotedDot, ".")
+		errs[i].Problem = strings.ReplaceAll(e.Problem, quotedDot, ".")
+		errs[i].Fix = strings.ReplaceAll(e.Fix, quotedDot, ".")
+	}
 }
 
 // readConfigFile returns the file's text. An explicit path must exist; the default
@@ -295,9 +353,14 @@ func readConfigFile(path string, explicit bool) ([]byte, error) {
 }
 
 // matchKey reports whether key matches pattern, where a "*" segment matches any one
-// segment: "plugin.http.upstreams.*.base_url".
+// segment: "plugin.http.upstreams.*.base_url". A last "*" matches the rest of
+// the key: the name of a header may have "." in it ("x.trace", quoted in the
+// file), and "upstreams.*.headers.*" must cover it.
 func matchKey(pattern, key string) bool {
 	ps, ks := strings.Split(pattern, "."), strings.Split(key, ".")
+	if len(ks) > len(ps) && ps[len(ps)-1] == "*" {
+		ks = append(ks[:len(ps)-1], strings.Join(ks[len(ps)-1:], "."))
+	}
 	if len(ps) != len(ks) {
 		return false
 	}

@@ -33,10 +33,17 @@ type NamedTable struct {
 //	is not a valid upstream name; fix: rename it: a name is <NameRule> ("billing" would do; it names the upstream in metrics and in JFAST_HTTP_UPSTREAMS__<NAME>__BASE_URL)
 //
 // The name offered is one NameRule accepts, made from name (see
-// [NameLike]); there is none when no such name is near it.
+// [NameLike]); there is none when no such name is near it. A quoted name
+// with "." (`[plugin.http.upstreams."up1.headers"]`) is told what the
+// file would say without its quotes.
 func (t NamedTable) BadName(name string) (problem, fix string) {
 	env := strings.ToUpper("JFAST_" + t.Plugin + "_" + t.Key + "__<NAME>__" + cmp.Or(t.DeployKey, "*"))
-	return NameRefusal(t.Noun, name, "it names the "+t.Noun+" in metrics and in "+env)
+	problem, fix = NameRefusal(t.Noun, name, "it names the "+t.Noun+" in metrics and in "+env)
+	if whole := strings.ReplaceAll(name, quotedDot, "."); whole != name {
+		i := strings.LastIndexByte(whole, '.')
+		fix += fmt.Sprintf("; without its quotes, [plugin.%s.%s.%s] is the table %q of the %s %q", t.Plugin, t.Key, whole, whole[i+1:], t.Noun, whole[:i])
+	}
+	return problem, fix
 }
 
 // NameRefusal returns the problem and fix of name, a name of a noun
@@ -87,13 +94,23 @@ func (t NamedTable) ValidateName(v *Validation, name string) bool {
 	return false
 }
 
+// Unread reports whether the entry name was not read as the file's author
+// meant: its quoted name has "." in it (`[plugin.http.upstreams."up1.headers"]`),
+// so the loader kept it apart as an entry of its own, whose keys' errors it
+// does not report. Its name is its one error; a plugin validating its
+// entries itself skips the rest of its checks for it.
+func Unread(name string) bool { return strings.Contains(name, quotedDot) }
+
 // ValidateNamed checks every entry of a table of named entries, in name
 // order, each under its own key (<Key>.<name>): a name [ValidName] refuses
 // is reported in the words of [NamedTable.BadName], then every problem the
-// entry's problems function returns (keys relative to the entry).
+// entry's problems function returns (keys relative to the entry), unless
+// the entry was not read ([Unread]).
 func ValidateNamed[C any](v *Validation, t NamedTable, entries map[string]C, problems func(C) []ConfigError) {
 	for _, n := range slices.Sorted(maps.Keys(entries)) {
-		t.ValidateName(v, n)
+		if !t.ValidateName(v, n) && Unread(n) {
+			continue
+		}
 		sub := v.Sub(t.Key + "." + n)
 		for _, e := range problems(entries[n]) {
 			sub.Error(e.Key, e.Problem, nameVariable(e.Fix, n))

@@ -179,26 +179,75 @@ func maskLine(lines []string, secret func(string) bool) string {
 // to its [plugin.db] header, and the keys of an inline table to its line. It
 // reads the file as TOML does (a header sets the table, dotted and quoted keys
 // are split as TOML splits them), so a key is found where TOML finds it, not
-// where its words happen to appear. A file that does not parse yields what was
-// read before the mistake.
+// where its words happen to appear. A key with a quoted part holding "." is
+// also found by the file's spelling (plugin.http.upstreams."a.b"), which is
+// how errors name it. A file that does not parse yields what was read before
+// the mistake.
 func keyLines(text []byte) map[string]int {
 	lines := map[string]int{}
-	var table []string
+	record := func(path, raw []string, line int, first bool) {
+		for _, k := range []string{strings.Join(path, "."), spell(path, raw)} {
+			if _, ok := lines[k]; !ok || !first {
+				lines[k] = line
+			}
+		}
+	}
+	eachKey(text, func(path, raw []string, line int, table bool) { record(path, raw, line, table) })
+	return lines
+}
+
+// quotedKeys maps the flat key, its quoted dots kept as [quotedDot], of
+// every quoted part with "." of a key the file writes, and of every key up
+// to such a part, to the file's spelling of it: `[plugin.http.upstreams."a.b"]`
+// gives "plugin.http.upstreams.a\x00b" → `plugin.http.upstreams."a.b"`.
+func quotedKeys(text []byte) map[string]string {
+	spelled := map[string]string{}
+	eachKey(text, func(path, raw []string, _ int, _ bool) {
+		for i := range path {
+			if strings.Contains(path[i], ".") {
+				flat := make([]string, i+1)
+				for j, p := range path[:i+1] {
+					flat[j] = strings.ReplaceAll(p, ".", quotedDot)
+				}
+				spelled[strings.Join(flat, ".")] = spell(path[:i+1], raw[:i+1])
+			}
+		}
+	})
+	return spelled
+}
+
+// spell joins a key's parts as the file writes those holding "." (with
+// their quotes) and as they are otherwise.
+func spell(path, raw []string) string {
+	parts := slices.Clone(path)
+	for i, p := range path {
+		if strings.Contains(p, ".") && i < len(raw) {
+			parts[i] = raw[i]
+		}
+	}
+	return strings.Join(parts, ".")
+}
+
+// eachKey calls fn with every table and key the file writes, the keys of
+// inline tables included, in order: its full key split as TOML splits it,
+// each part as written (quotes included), its line, and whether it is a
+// table header.
+func eachKey(text []byte, fn func(path, raw []string, line int, table bool)) {
+	var table, tableRaw []string
 	eachExpression(text, func(e *unstable.Node, path []string, at unstable.Position, _ int) bool {
+		raw := rawParts(text, e)
 		switch e.Kind {
 		case unstable.Table, unstable.ArrayTable:
-			table = path
-			if _, ok := lines[strings.Join(path, ".")]; !ok {
-				lines[strings.Join(path, ".")] = at.Line
-			}
+			table, tableRaw = path, raw
+			fn(path, raw, at.Line, true)
 		case unstable.KeyValue:
 			full := append(slices.Clone(table), path...)
-			lines[strings.Join(full, ".")] = at.Line
-			inlineKeys(e.Value(), full, at.Line, lines)
+			fullRaw := append(slices.Clone(tableRaw), raw...)
+			fn(full, fullRaw, at.Line, false)
+			inlineKeys(text, e.Value(), full, fullRaw, at.Line, fn)
 		}
 		return true
 	})
-	return lines
 }
 
 // keyPath returns an expression's key, split, and where it starts.
@@ -214,9 +263,20 @@ func keyPath(e *unstable.Node) ([]string, unstable.Range) {
 	return path, at
 }
 
-// inlineKeys records the keys of an inline table (`upstream = { a = 1 }`) at
-// the line of the key holding it.
-func inlineKeys(v *unstable.Node, prefix []string, line int, lines map[string]int) {
+// rawParts returns the parts of an expression's key as the file writes
+// them, quotes included.
+func rawParts(text []byte, e *unstable.Node) []string {
+	var raw []string
+	for it := e.Key(); it.Next(); {
+		r := it.Node().Raw
+		raw = append(raw, string(text[r.Offset:r.Offset+r.Length]))
+	}
+	return raw
+}
+
+// inlineKeys calls fn with the keys of an inline table (`upstream = { a = 1 }`)
+// at the line of the key holding it.
+func inlineKeys(text []byte, v *unstable.Node, prefix, prefixRaw []string, line int, fn func(path, raw []string, line int, table bool)) {
 	if v == nil || v.Kind != unstable.InlineTable {
 		return
 	}
@@ -227,8 +287,9 @@ func inlineKeys(v *unstable.Node, prefix []string, line int, lines map[string]in
 			continue
 		}
 		full := append(slices.Clone(prefix), path...)
-		lines[strings.Join(full, ".")] = line
-		inlineKeys(kv.Value(), full, line, lines)
+		fullRaw := append(slices.Clone(prefixRaw), rawParts(text, kv)...)
+		fn(full, fullRaw, line, false)
+		inlineKeys(text, kv.Value(), full, fullRaw, line, fn)
 	}
 }
 

@@ -172,7 +172,9 @@ func (c *Config) validate(v *framework.Validation) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		queuesTable.ValidateName(v, name)
+		if !queuesTable.ValidateName(v, name) && framework.Unread(name) {
+			continue
+		}
 		v.Positive("queues."+name+".concurrency", c.Queues[name].Concurrency)
 	}
 	for i, k := range c.Kinds {

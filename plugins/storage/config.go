@@ -168,7 +168,9 @@ func (c *Config) validate(v *framework.Validation) {
 		d := c.Disks[name]
 		sub := v.Sub("disks." + name)
 		// A disk's name is a path segment of the signed route and a metric label.
-		disksTable.ValidateName(v, name)
+		if !disksTable.ValidateName(v, name) && framework.Unread(name) {
+			continue
+		}
 		d.validate(sub)
 	}
 }
