@@ -110,12 +110,19 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 	p.base, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	p.lastSweep.Store(p.clock.Now().UnixNano())
 
-	ectx, cancel := context.WithTimeout(ctx, p.cfg.StoreTimeout)
-	defer cancel()
-	if err := p.store.ensure(ectx); err != nil {
-		p.log.LogAttrs(ctx, slog.LevelWarn, "idempotency store not ready at start; the table is created on first use",
-			slog.String("store", p.store.name()), slog.String("error", err.Error()))
-	}
+	// The table is made in the background: a start never waits on a
+	// dependency, and a database that accepts connections but does not
+	// answer would otherwise hold the boot for store_timeout.
+	p.sweeps.Add(1)
+	go func() {
+		defer p.sweeps.Done()
+		ectx, cancel := context.WithTimeout(p.base, p.cfg.StoreTimeout)
+		defer cancel()
+		if err := p.store.ensure(ectx); err != nil && p.base.Err() == nil {
+			p.log.LogAttrs(p.base, slog.LevelWarn, "idempotency store not ready at start; the table is created on first use",
+				slog.String("store", p.store.name()), slog.String("error", err.Error()))
+		}
+	}()
 	return nil
 }
 

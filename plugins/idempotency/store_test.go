@@ -52,11 +52,27 @@ func TestPostgresSweepDeletesExpiredRows(t *testing.T) {
 	}
 }
 
+// A database that accepts connections but does not answer does not hold the
+// start: the table's creation goes on in the background, bounded by
+// store_timeout (an hour here), and has not given up when Start returned (a
+// start that waited would have given up at app.start_timeout, and said so).
+func TestStartDoesNotWaitForTheTable(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{store: StorePostgres, proxy: true, blackholed: true, toml: `store_timeout = "1h"`})
+	if b.idem.store.(*postgresStore).ensured.Load() {
+		t.Fatal("the table was made through a blackholed database")
+	}
+	if strings.Contains(b.svc.Logs(), "not ready at start") {
+		t.Fatalf("Start returned after the table's creation gave up: it waited on the database\nlogs:\n%s", b.svc.Logs())
+	}
+}
+
 // A database that is down at start does not fail the boot; the table is made
 // on first use once it is back.
 func TestTableCreatedOnFirstUseWhenTheDatabaseWasDownAtStart(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{store: StorePostgres, proxy: true, blackholed: true, toml: `store_timeout = "300ms"`})
+	b.idem.sweeps.Wait() // the table's creation, begun at start, has given up
 	if !strings.Contains(b.svc.Logs(), "not ready at start") {
 		t.Fatalf("no warning at start:\nlogs:\n%s", b.svc.Logs())
 	}
