@@ -56,6 +56,7 @@ type attempt struct {
 	pinged       bool      // an idle connection was pinged for it
 	pingTimedOut bool      // a ping did not answer within ping_timeout
 	own          time.Time // the earliest deadline the plugin put on it; zero: none yet
+	connect      *connSlot // the slot of the connection started for it
 }
 
 // attempts recycles the attempts of callers whose context cannot end.
@@ -183,6 +184,9 @@ type gate struct {
 	breaker        *resilience.Breaker
 	pingTimeout    time.Duration
 	connectTimeout time.Duration // set by install from the pool's ConnConfig
+	// onConnectEnd, when set (by tests, before the first connect), hears
+	// the outcome of every connect that concluded an adopted ticket.
+	onConnectEnd func(resilience.Outcome)
 	// timed is set when the pool observes how long connections are held
 	// (the main pool's jfast_db_acquisition_duration_seconds): slots then
 	// get the time they were asked for, else a token (see acquire).
@@ -378,10 +382,11 @@ func (g *gate) install(cfg *pgxpool.Config) {
 		return nil
 	}
 	cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
-		g.prepareConnect(cc)
+		s := g.prepareConnect(cc)
 		if a := attemptFrom(ctx); a != nil {
 			a.mu.Lock()
 			a.connecting = true
+			a.connect = s
 			a.mu.Unlock()
 			if g.connectTimeout > 0 {
 				a.limit(g.connectTimeout)
@@ -646,10 +651,16 @@ func (g *gate) attempt(ctx context.Context, pool *pgxpool.Pool, bound time.Durat
 		return nil, false, g.unavailable(fmt.Errorf("no free connection within the caller's deadline (pool_size busy): %w", ctx.Err()))
 	case resilience.CutByCaller(ctx, own):
 		// The caller's deadline came before the attempt's own (its bound,
-		// connect_timeout or ping_timeout): no evidence either way, and the
-		// caller gets the usual 503. A connect in progress goes on in the
-		// background and lands in the pool.
-		ticket.Done(resilience.Ignore)
+		// connect_timeout or ping_timeout): no evidence yet, and the caller
+		// gets the usual 503. A connect in progress goes on in the
+		// background and lands in the pool; its own outcome is the
+		// evidence, and the attempt's ticket waits for it (adoptConnect).
+		a.mu.Lock()
+		s := a.connect
+		a.mu.Unlock()
+		if s == nil || !s.adoptConnect(ticket) {
+			ticket.Done(resilience.Ignore)
+		}
 		return nil, false, g.unavailable(cause)
 	case errors.As(err, &pt) || pingTimeout:
 		// The ping got no answer within ping_timeout: a hang, which makes

@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jfastframework/jfast/framework"
+
+	"github.com/jfastframework/jfast/framework/resilience"
 )
 
 // Acquisition time: how long a connection taken through the gate is held,
@@ -58,6 +60,12 @@ type connSlot struct {
 	noCancel   bool               // the plugin closed the socket: the server did not answer
 	stopCancel context.CancelFunc // of the cancel request in flight
 	connecting func() bool        // stops the gate's close from closing the socket being connected
+	// The breaker's ticket of an attempt whose caller left while the
+	// connection was being made (see adoptConnect), and whether the connect
+	// has ended; under cancelMu.
+	orphan       *resilience.Ticket
+	connectEnded bool
+	answered     atomic.Bool // the server sent a byte on the socket being connected
 
 	// Owned by the watchdog: asked as it saw it at its last tick, and for
 	// how many ticks in a row it has seen that value.

@@ -391,7 +391,12 @@ func TestCallerDeadlineIsNoEvidence(t *testing.T) {
 
 	t.Run("connect", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, setupOpts{proxy: true, toml: "connect_timeout = \"500ms\"\nbreaker_failures = 2"})
+		// connect_timeout is far above what 5 calls of 50 ms take: the
+		// connects they started, which go on in the background, are
+		// counted at their own timeout (TestConnectOutlivingItsCallerIsEvidence).
+		// (ping_timeout above it, so that the attempt after a failure is
+		// still cut by connect_timeout, as before.)
+		b := setup(t, setupOpts{proxy: true, toml: "connect_timeout = \"2s\"\nping_timeout = \"5s\"\nbreaker_failures = 2"})
 		if err := b.proxy.Hold(); err != nil {
 			t.Fatal(err)
 		}
@@ -429,6 +434,50 @@ func TestCallerDeadlineIsNoEvidence(t *testing.T) {
 			t.Fatalf("%d pooled connections terminated; want the 5 whose ping the callers cut", got)
 		}
 	})
+}
+
+// A server that accepts connections and never answers is found by callers
+// whose deadlines are all shorter than connect_timeout (an idempotency
+// store's store_timeout, a short request): the connect a caller's attempt
+// started goes on in the background, and its own silence is the evidence
+// (a hang with nothing answered since the attempt began: the breaker goes
+// half-open), so the next attempt, the probe, is bounded by ping_timeout
+// and opens the breaker, and the callers after it get its 503 at once.
+func TestConnectOutlivingItsCallerIsEvidence(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{proxy: true, toml: "connect_timeout = \"300ms\"\nping_timeout = \"100ms\""})
+	ended := make(chan resilience.Outcome, 8)
+	b.db.gate.onConnectEnd = func(o resilience.Outcome) { ended <- o }
+	if err := b.proxy.Hold(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_, err := b.db.Exec(ctx, "SELECT 1")
+	cancel()
+	var de *problem.DependencyError
+	if !errors.As(err, &de) || de.Dependency != "db" || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a call cut by its own deadline: %v; want the db dependency error for the deadline", err)
+	}
+	select {
+	case o := <-ended:
+		if o != resilience.Hang {
+			t.Fatalf("the connect the caller left ended %v; want a hang (no answer within connect_timeout)", o)
+		}
+	case <-t.Context().Done():
+		t.Fatal("the connect the caller left was never counted")
+	}
+	if snap := b.db.Breaker(); snap.State != resilience.StateHalfOpen {
+		t.Fatalf("after the connect's own timeout: breaker %+v; want half-open (a hang, nothing answered meanwhile)", snap)
+	}
+	if _, err := b.db.Exec(context.Background(), "SELECT 1"); !errors.As(err, &de) {
+		t.Fatalf("the probe: %v; want the db dependency error", err)
+	}
+	if snap := b.db.Breaker(); snap.State != resilience.StateOpen {
+		t.Fatalf("after the probe, bounded by ping_timeout, got no answer: breaker %+v; want open", snap)
+	}
+	if _, err := b.db.Exec(context.Background(), "SELECT 1"); !errors.Is(err, resilience.ErrOpen) {
+		t.Fatalf("with the breaker open: %v; want its refusal", err)
+	}
 }
 
 // Declared critical and booted with the database down (nothing listening),

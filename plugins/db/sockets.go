@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/jfastframework/jfast/framework/resilience"
 )
 
 // The sockets pgconn opens besides a connection's own, and those it may
@@ -70,7 +72,81 @@ func (g *gate) dialConnect(ctx context.Context, s *connSlot, dial pgconn.DialFun
 	s.cancelMu.Lock()
 	s.connecting = closeOnStop
 	s.cancelMu.Unlock()
-	return &stoppingConn{Conn: conn, stop: closeOnStop}, nil
+	return &connectingConn{stoppingConn: stoppingConn{Conn: conn, stop: closeOnStop}, g: g, s: s}, nil
+}
+
+// connectingConn is a connection's own socket: it notes whether the server
+// sent anything before the connection was up, and, closed before then (the
+// connect failed: pgconn closes the socket), concludes the connect.
+type connectingConn struct {
+	stoppingConn
+	g *gate
+	s *connSlot
+}
+
+func (c *connectingConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && !c.s.answered.Load() {
+		c.s.answered.Store(true)
+	}
+	return n, err
+}
+
+func (c *connectingConn) Close() error {
+	err := c.stoppingConn.Close()
+	if !c.s.up.Load() {
+		switch {
+		case c.g.stopCtx.Err() != nil:
+			c.g.endConnect(c.s, resilience.Ignore) // the gate closed it
+		case c.s.answered.Load():
+			c.g.endConnect(c.s, resilience.Failure) // refused: authentication, no such database
+		default:
+			c.g.endConnect(c.s, resilience.Hang) // no answer within connect_timeout
+		}
+	}
+	return err
+}
+
+// adoptConnect gives s's connect, still in progress, the breaker's ticket of
+// the attempt it was started for, whose caller's deadline ended first: the
+// connect goes on in the background (up to connect_timeout), and what it
+// meets is the evidence the attempt could not wait for. A server that
+// accepts connections and never answers is then found by callers whose
+// deadlines are all shorter than connect_timeout (an idempotency store's
+// store_timeout, a short request), instead of never. It reports false when
+// the connect has already ended: the ticket is the caller's to conclude.
+func (s *connSlot) adoptConnect(t resilience.Ticket) bool {
+	s.cancelMu.Lock()
+	defer s.cancelMu.Unlock()
+	if s.connectEnded || s.up.Load() {
+		return false
+	}
+	s.orphan = &t
+	return true
+}
+
+// endConnect records that s's connect ended with o (Success once the
+// connection is up) and concludes the ticket adoptConnect gave it, if any.
+func (g *gate) endConnect(s *connSlot, o resilience.Outcome) {
+	s.cancelMu.Lock()
+	if s.connectEnded {
+		s.cancelMu.Unlock()
+		return
+	}
+	s.connectEnded = true
+	t := s.orphan
+	s.orphan = nil
+	s.cancelMu.Unlock()
+	if t == nil {
+		return
+	}
+	t.Done(o)
+	if o == resilience.Hang || o == resilience.Failure {
+		g.suspect.Store(true)
+	}
+	if g.onConnectEnd != nil {
+		g.onConnectEnd(o)
+	}
 }
 
 // dialCancel dials the socket of a cancel request for s's connection, or
@@ -125,16 +201,18 @@ func (g *gate) connected(s *connSlot, next pgconn.ValidateConnectFunc) pgconn.Va
 		}
 		pc.CustomData()[heldKey] = s
 		s.up.Store(true)
+		g.endConnect(s, resilience.Success)
 		return nil
 	}
 }
 
 // prepareConnect is the pool's BeforeConnect part that gives the connection
 // its slot and its DialFunc.
-func (g *gate) prepareConnect(cc *pgx.ConnConfig) {
+func (g *gate) prepareConnect(cc *pgx.ConnConfig) *connSlot {
 	s := new(connSlot)
 	cc.DialFunc = g.dialer(s, cc.DialFunc)
 	cc.ValidateConnect = g.connected(s, cc.ValidateConnect)
+	return s
 }
 
 // cutCancel is called before the plugin closes the socket of s's
