@@ -357,7 +357,7 @@ func (c *jwksCache) unknownKID(ctx context.Context, kid string) error {
 			lastErr := c.lastErr
 			c.mu.Unlock()
 			if lastErr != nil {
-				return unavailable(lastErr)
+				return c.unavailable(lastErr)
 			}
 			return &TokenError{Reason: ReasonKID, Err: fmt.Errorf("kid %q is not in the issuer's key set (refreshed less than jwks_min_refresh_interval ago)", kid)}
 		}
@@ -370,12 +370,24 @@ func (c *jwksCache) unknownKID(ctx context.Context, kid string) error {
 		return unavailable(ctx.Err())
 	}
 	if f.err != nil {
-		return unavailable(f.err)
+		return c.unavailable(f.err)
 	}
 	if _, err := c.store.KeyRead(ctx, kid); err != nil {
 		return &TokenError{Reason: ReasonKID, Err: fmt.Errorf("kid %q is not in the issuer's key set", kid)}
 	}
 	return nil
+}
+
+// unavailable is the package's unavailable with the breaker's cool-down
+// left when err itself carries none: the fetch that failed has opened the
+// breaker (it opens at the first failure), and the callers that waited for
+// that fetch are told the wait the next callers get.
+func (c *jwksCache) unavailable(err error) *problem.DependencyError {
+	e := unavailable(err)
+	if e.RetryAfter == 0 {
+		e.RetryAfter = c.breaker.Snapshot().RetryAfter
+	}
+	return e
 }
 
 func unavailable(err error) *problem.DependencyError {

@@ -252,6 +252,11 @@ func TestJWKSDrill(t *testing.T) {
 		if p := decodeProblem(t, res.r); p.Dependency != "jwks" {
 			t.Fatalf("503 does not name jwks: %+v", p)
 		}
+		// The fetch they waited for opened the breaker: they are told its
+		// cool-down, as the callers after them are.
+		if ra := res.r.Header.Get("Retry-After"); ra != "30" {
+			t.Fatalf("unknown kid that waited for the failed fetch: Retry-After = %q, want 30 (breaker_cool_down)", ra)
+		}
 	}
 	if got := is.hits.Load() - hits; got != 1 {
 		t.Fatalf("%d unknown-kid requests made %d fetches, want 1", waiting, got)
