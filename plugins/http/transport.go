@@ -240,6 +240,7 @@ var attemptPool = sync.Pool{New: func() any {
 	a.trace = httptrace.ClientTrace{
 		GotConn:      a.gotConn,
 		WroteRequest: a.wroteRequest,
+		PutIdleConn:  a.putIdleConn,
 	}
 	a.pool = time.AfterFunc(time.Hour, a.poolExpired)
 	a.pool.Stop()
@@ -276,12 +277,15 @@ func (a *attempt) context(ctx context.Context, in *attemptCtx) context.Context {
 		return in
 	}
 	t := *outer // its network hooks, if any, are in ctx already
-	t.GotConn, t.WroteRequest = a.trace.GotConn, a.trace.WroteRequest
+	t.GotConn, t.WroteRequest, t.PutIdleConn = a.trace.GotConn, a.trace.WroteRequest, a.trace.PutIdleConn
 	if f := outer.GotConn; f != nil {
 		t.GotConn = func(info httptrace.GotConnInfo) { a.gotConn(info); f(info) }
 	}
 	if f := outer.WroteRequest; f != nil {
 		t.WroteRequest = func(info httptrace.WroteRequestInfo) { a.wroteRequest(info); f(info) }
+	}
+	if f := outer.PutIdleConn; f != nil {
+		t.PutIdleConn = func(err error) { a.putIdleConn(err); f(err) }
 	}
 	*in = attemptCtx{Context: ctx, a: a, trace: &t}
 	return in
@@ -394,6 +398,22 @@ func (a *attempt) wroteRequest(info httptrace.WroteRequestInfo) {
 	if info.Err == nil && a.active && a.conn != nil && !a.armed {
 		a.armed = true
 		a.conn.arm(a, a.gen)
+	}
+	a.mu.Unlock()
+}
+
+// putIdleConn hears the transport give the attempt's connection back to
+// its pool, its response read to the end (or close it): the attempt's
+// reads are over. The transport's reader starts its wait for the
+// connection's next response right after, while the attempt's caller is
+// still being handed the end of the body, so the connection is disarmed
+// here, before that wait, which is no read of this attempt's: it then
+// costs no reading of the clock.
+func (a *attempt) putIdleConn(error) {
+	a.mu.Lock()
+	if a.active && a.armed {
+		a.conn.disarm(a)
+		a.armed = false
 	}
 	a.mu.Unlock()
 }
