@@ -172,6 +172,9 @@ type rpc struct {
 	// callerDeadline is the caller's grpc-timeout as a time (zero without
 	// one).
 	callerDeadline time.Time
+	// state says whether a unary handler returned before its call was
+	// answered (handlerRunning, handlerReturned, handlerAbandoned).
+	state atomic.Int32
 }
 
 // begin gives the RPC its request ID (the caller's x-request-id when sane,
@@ -222,7 +225,7 @@ const deadlineMargin = 100 * time.Millisecond
 // end turns the handler's error into the RPC's status, logs the RPC and
 // counts it.
 func (s *server) end(ctx context.Context, r *rpc, err error, setTrailer func(metadata.MD)) error {
-	cut := err != nil && r.cutByDeadline(ctx)
+	cut := r.cutByDeadline(ctx)
 	r.cancel()
 	st, retryAfter := s.toStatus(ctx, r, err, cut)
 	if retryAfter > 0 {
@@ -245,13 +248,18 @@ func (s *server) end(ctx context.Context, r *rpc, err error, setTrailer func(met
 // or an open breaker is UNAVAILABLE with the dependency named in the
 // message; a status error as itself; a deadline as DEADLINE_EXCEEDED; a
 // cancel as CANCELLED; anything else INTERNAL with no detail (the error goes
-// to the log). When the call's own deadline cut it (cut), a cancel or an
-// outage (a dependency call the deadline cut) is DEADLINE_EXCEEDED.
+// to the log). When the call's own deadline cut it (cut), a success, a
+// cancel or an outage (a dependency call the deadline cut) is
+// DEADLINE_EXCEEDED: the caller whose grpc-timeout passed was told so
+// already.
 func (s *server) toStatus(ctx context.Context, r *rpc, err error, cut bool) (*status.Status, time.Duration) {
-	if err == nil {
+	if err == nil && !cut {
 		return status.New(codes.OK, ""), 0
 	}
 	if cut {
+		if err == nil { // returned after its deadline: the caller was told so, or is now
+			return status.New(codes.DeadlineExceeded, deadlineMessage), 0
+		}
 		switch code := status.Code(err); {
 		case code == codes.Canceled, code == codes.Unavailable, code == codes.DeadlineExceeded,
 			errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -386,17 +394,76 @@ func (s *server) recovered(ctx context.Context, r *rpc, v any) error {
 	return status.Error(codes.Internal, "internal error")
 }
 
-func (s *server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+// unary answers the call at its deadline whether or not the handler has
+// returned: the handler runs on a goroutine of its own, so one that ignores
+// its context (a blocking call no context reaches, a sleep) cannot hold the
+// caller past the deadline, as an HTTP request's 503 does not wait for its
+// handler either. The handler keeps running until it returns, with its
+// context done; what it then returns is discarded (a WARN line says so), and
+// until then it keeps its place in the front door's limit (shedder.unary
+// runs inside this goroutine), so the limit counts work the process is still
+// doing, as it does for HTTP.
+func (s *server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	ctx, r := s.begin(ctx, info.FullMethod, func(md metadata.MD) error { return grpc.SetHeader(ctx, md) })
-	defer func() {
-		if v := recover(); v != nil {
-			resp, err = nil, s.recovered(ctx, r, v)
-		}
-		err = s.end(ctx, r, err, func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) })
-	}()
-	return handler(ctx, req)
+	setTrailer := func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) }
+	done := make(chan unaryResult, 1)
+	go s.runUnary(ctx, r, req, handler, done)
+	select {
+	case res := <-done:
+		return res.resp, s.end(ctx, r, res.err, setTrailer)
+	case <-ctx.Done():
+	}
+	if !r.state.CompareAndSwap(handlerRunning, handlerAbandoned) {
+		// The handler returned as the context ended: end reads its result
+		// against the deadline.
+		res := <-done
+		return res.resp, s.end(ctx, r, res.err, setTrailer)
+	}
+	return nil, s.end(ctx, r, ctx.Err(), setTrailer)
 }
 
+// unaryResult is what a unary handler returned.
+type unaryResult struct {
+	resp any
+	err  error
+}
+
+// The states of rpc.state: a unary handler's answer goes to the caller only
+// if it returns before the call is answered without it.
+const (
+	handlerRunning int32 = iota
+	handlerReturned
+	handlerAbandoned
+)
+
+// runUnary runs a unary handler, recovering its panic, and hands its result
+// to unary, or, when the call was answered at its deadline without it, logs
+// that it returned late.
+func (s *server) runUnary(ctx context.Context, r *rpc, req any, handler grpc.UnaryHandler, done chan<- unaryResult) {
+	var res unaryResult
+	defer func() {
+		if v := recover(); v != nil {
+			res = unaryResult{err: s.recovered(ctx, r, v)}
+		}
+		if r.state.CompareAndSwap(handlerRunning, handlerReturned) {
+			done <- res
+			return
+		}
+		attrs := []slog.Attr{slog.String("method", r.method), slog.Duration("duration", time.Since(r.start))}
+		if res.err != nil {
+			attrs = append(attrs, slog.String("error", res.err.Error()))
+		}
+		s.log.LogAttrs(ctx, slog.LevelWarn, "rpc handler returned after its call was answered at its deadline; its result was discarded", attrs...)
+	}()
+	res.resp, res.err = handler(ctx, req)
+}
+
+// stream serves a stream on the handler's own goroutine: the handler owns
+// the stream (gRPC forbids using it once the handler returned), so the call
+// cannot be answered without it. Its deadline still bounds it: once the
+// deadline passed, the stream's SendMsg and RecvMsg fail with
+// DEADLINE_EXCEEDED, and the call ends DEADLINE_EXCEEDED whatever the
+// handler returns.
 func (s *server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 	ctx, r := s.begin(ss.Context(), info.FullMethod, ss.SetHeader)
 	defer func() {
@@ -409,13 +476,27 @@ func (s *server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 }
 
 // serverStream is a ServerStream whose context carries the request ID and
-// the deadline.
+// the deadline, and whose messages stop at that deadline.
 type serverStream struct {
 	grpc.ServerStream
 	ctx context.Context
 }
 
 func (s *serverStream) Context() context.Context { return s.ctx }
+
+func (s *serverStream) SendMsg(m any) error {
+	if err := s.ctx.Err(); err != nil {
+		return status.FromContextError(err).Err()
+	}
+	return s.ServerStream.SendMsg(m)
+}
+
+func (s *serverStream) RecvMsg(m any) error {
+	if err := s.ctx.Err(); err != nil {
+		return status.FromContextError(err).Err()
+	}
+	return s.ServerStream.RecvMsg(m)
+}
 
 // serverMetrics are the jfast_grpc_server_* collectors.
 type serverMetrics struct {

@@ -44,6 +44,8 @@ type servedInventory struct {
 	deadlines []time.Duration
 	release   chan struct{} // "slow" waits for it
 	started   chan struct{} // "slow" says it started
+	hold      chan struct{} // "stubborn" and "stubborn-panic" wait for it, ignoring their context
+	returned  chan struct{} // "stubborn" and "stubborn-panic" say they returned
 }
 
 func (s *servedInventory) GetStock(ctx context.Context, req *shoppb.GetStockRequest) (*shoppb.Stock, error) {
@@ -72,6 +74,12 @@ func (s *servedInventory) GetStock(ctx context.Context, req *shoppb.GetStockRequ
 	case "slow":
 		close(s.started)
 		<-s.release
+	case "stubborn", "stubborn-panic":
+		defer func() { s.returned <- struct{}{} }()
+		<-s.hold
+		if req.GetSku() == "stubborn-panic" {
+			panic("the late shelf fell")
+		}
 	case "until-cut":
 		<-ctx.Done()
 		return nil, ctx.Err()
