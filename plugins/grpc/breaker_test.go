@@ -56,6 +56,10 @@ func TestBreakerOpensAndRecoversOnTheTestClock(t *testing.T) {
 	if !errors.Is(err, resilience.ErrOpen) || status.Code(err) != codes.Unavailable {
 		t.Fatalf("err = %v: want errors.Is ErrOpen and code UNAVAILABLE", err)
 	}
+	// The breaker's own error says the same: it is said once.
+	if got, want := err.Error(), "calls to upstream 'upstream' are suspended for 10.0s"; got != want {
+		t.Fatalf("err.Error() = %q, want %q", got, want)
+	}
 
 	ln, err = net.Listen("tcp", addr)
 	if err != nil {

@@ -80,10 +80,19 @@ const (
 	KindThrottled
 )
 
-// Error returns what failed and the cause, for logs.
+// Error returns what failed and the cause, for logs. A cause that only
+// says the detail again (the breaker's "calls to 'x' are suspended for
+// 15.0s") is left out; the throttle's adds its drop rate.
 func (e *Error) Error() string {
 	s := e.detail()
-	if e.Err != nil {
+	var oe *resilience.OpenError
+	var te *resilience.ThrottledError
+	switch {
+	case e.Err == nil:
+	case e.Kind == KindCircuitOpen && errors.As(e.Err, &oe):
+	case e.Kind == KindThrottled && errors.As(e.Err, &te):
+		s += fmt.Sprintf(" (%.0f%% of calls dropped locally)", te.Probability*100)
+	default:
 		s += ": " + e.Err.Error()
 	}
 	return s
