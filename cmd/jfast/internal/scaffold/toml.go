@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jfastframework/jfast/internal/tomltext"
 
@@ -181,6 +182,13 @@ func (w *configWriter) fields(path string, v reflect.Value, commented bool) {
 			w.b.WriteString("\n")
 		}
 		first = false
+		shown := tomltext.Value(fv, tomltext.String)
+		if !fv.IsZero() || computedDefault(doc, shown) == "" {
+			// A shared type's doc states its own default, which a plugin
+			// may change (the auth plugin's breaker_failures is 1, not
+			// resilience's 5): the line below shows the real one.
+			doc = withoutWrongDefault(doc, shown)
+		}
 		w.comment(doc, f.Name, name)
 		switch val, ok := w.set[key]; {
 		case ok && !commented:
@@ -277,4 +285,72 @@ func computedDefault(doc, zero string) string {
 		return ""
 	}
 	return phrase
+}
+
+var defaultSentence = regexp.MustCompile(`(?s)Defaults\s+to\s+(.+?)\.(\s|$)`)
+
+// withoutWrongDefault returns doc without its "Defaults to X." sentences
+// whose X is a value (a number, a duration, a boolean, a quoted string)
+// other than shown, the default as jfast.toml writes it. A sentence whose X
+// is not a value ("the app's name") is kept: nothing says it is wrong.
+func withoutWrongDefault(doc, shown string) string {
+	const cut = "\x00"
+	out := defaultSentence.ReplaceAllStringFunc(doc, func(m string) string {
+		sub := defaultSentence.FindStringSubmatch(m)
+		if agrees, judged := sameDefault(sub[1], shown); !judged || agrees {
+			return m
+		}
+		if sub[2] == " " {
+			return cut // the space before it is the next sentence's
+		}
+		return cut + sub[2]
+	})
+	if out == doc {
+		return doc
+	}
+	var lines []string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.TrimSpace(line) == cut {
+			continue // the sentence was the whole line
+		}
+		lines = append(lines, strings.TrimRight(strings.ReplaceAll(line, cut, ""), " "))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// sameDefault compares the value a "Defaults to" phrase begins with and
+// shown; judged is false when the phrase does not begin with a value, or
+// goes on to qualify it.
+func sameDefault(phrase, shown string) (agrees, judged bool) {
+	lit := strings.TrimRight(strings.Fields(phrase)[0], ",;:)")
+	if strings.HasPrefix(phrase, `"`) {
+		if end := strings.Index(phrase[1:], `"`); end >= 0 {
+			lit = phrase[:end+2]
+		}
+	}
+	plain := strings.Trim(shown, `"`)
+	if lit == shown || lit == plain {
+		return true, true
+	}
+	if rest := strings.TrimPrefix(phrase, lit); rest != "" && !strings.HasPrefix(rest, " (") && !strings.HasPrefix(rest, " /") && !strings.ContainsAny(rest[:1], ",;:)") {
+		// More words qualify the value ("10 per CPU"): what they make of
+		// it on this machine is not for a sentence to be judged on.
+		return false, false
+	}
+	if d, err := time.ParseDuration(lit); err == nil {
+		s, err := time.ParseDuration(plain)
+		return err == nil && s == d, true
+	}
+	if f, err := strconv.ParseFloat(lit, 64); err == nil && strings.ContainsAny(lit[:1], "-.0123456789") {
+		s, err := strconv.ParseFloat(shown, 64)
+		return err == nil && s == f, true
+	}
+	if b, err := strconv.ParseBool(lit); err == nil && (lit == "true" || lit == "false") {
+		s, err := strconv.ParseBool(shown)
+		return err == nil && s == b, true
+	}
+	if strings.HasPrefix(lit, `"`) {
+		return false, true
+	}
+	return false, false
 }
