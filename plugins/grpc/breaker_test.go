@@ -44,6 +44,16 @@ func TestBreakerOpensAndRecoversOnTheTestClock(t *testing.T) {
 		if status.Code(err) != codes.Unavailable {
 			t.Fatalf("call %d with the inventory gone: err = %v, want UNAVAILABLE", i+1, err)
 		}
+		// The call whose failure opens the breaker knows the cool-down,
+		// and says it as the calls the breaker then refuses do.
+		var e *jgrpc.Error
+		want := time.Duration(0)
+		if i == 2 {
+			want = 10 * time.Second
+		}
+		if !errors.As(err, &e) || e.RetryAfter != want || e.Problem().RetryAfter != want {
+			t.Fatalf("call %d with the inventory gone: %#v, want RetryAfter %s", i+1, err, want)
+		}
 	}
 	if s := c.Breaker().Snapshot(); s.State != resilience.StateOpen {
 		t.Fatalf("breaker = %s after 3 failures, want open", s.State)

@@ -390,11 +390,19 @@ func (c *ServiceClient) refusedByBulkhead(ctx context.Context, method string, er
 	return c.failure(method, 0, status.FromContextError(err).Err())
 }
 
-// failure wraps the error of a call's last attempt.
+// failure wraps the error of a call's last attempt. An outage that finds
+// the upstream's breaker open (the call's own failure may have opened it)
+// carries the cool-down left as RetryAfter: the call that opens the breaker
+// tells its caller the same wait as the calls it then refuses.
 func (c *ServiceClient) failure(method string, attempts int, err error) *Error {
 	e := &Error{Upstream: c.up.Name, Method: method, Code: status.Code(err), Attempts: attempts, Err: err}
 	if e.Code == codes.DeadlineExceeded && !errors.As(err, new(deadlineAnswer)) {
 		e.Kind = KindTimeout
+	}
+	if b := c.policy.Breaker(); b != nil && !c.multi && e.Outage() {
+		if s := b.Snapshot(); s.State == resilience.StateOpen {
+			e.RetryAfter = s.RetryAfter
+		}
 	}
 	return e
 }

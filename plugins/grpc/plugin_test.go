@@ -96,10 +96,15 @@ breaker_cool_down = "7s"
 		t.Fatalf("the upstream's message reached the client: %s", resp.Body)
 	}
 	inv.failGetStock.Store(2)
-	for range 2 {
+	for i := range 2 {
 		resp := svc.Get(t, "/stock/sku-42")
 		if p := decodeProblem(t, resp); resp.Status != http.StatusServiceUnavailable || p.Upstream != "inventory" || p.Dependency != "inventory" {
 			t.Fatalf("UNAVAILABLE = %d %s, want a 503 naming the upstream", resp.Status, resp.Body)
+		}
+		// The second failure opens the breaker: its 503 says the wait the
+		// next one's does.
+		if want := []string{"", "7"}[i]; resp.Header.Get("Retry-After") != want {
+			t.Fatalf("failure %d: Retry-After %q, want %q", i+1, resp.Header.Get("Retry-After"), want)
 		}
 	}
 	resp = svc.Get(t, "/stock/sku-42")
