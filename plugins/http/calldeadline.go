@@ -183,9 +183,12 @@ func (c *callContext) Err() error {
 }
 
 // AfterFunc arranges for f to run once c is done, and returns what
-// unregisters it (false when f already ran or was stopped): the context
-// package's afterFuncer, how a context derived from c (the transport's for
-// each request, a hedge's) learns that c ended.
+// unregisters it (false when f already ran or was stopped): the method
+// context.AfterFunc documents, through which a context derived from c (the
+// transport's for each request, a hedge's) learns that c ended. f runs on
+// the goroutine that ends c, as the context package cancels the contexts
+// derived from its own (context.AfterFunc starts a goroutine for its f
+// itself); on a goroutine of its own when c has ended already.
 func (c *callContext) AfterFunc(f func()) func() bool {
 	c.mu.Lock()
 	if c.err != nil {
