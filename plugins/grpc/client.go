@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -304,10 +305,10 @@ func (u *unary) Attempt(callCtx context.Context, n int) resilience.Verdict {
 	var err error
 	if end, ok := run.Deadline(); n > 1 && ok {
 		ctx, cancel := context.WithTimeout(base, end.Sub(c.clock.Now()))
-		err = answered(ctx, conn.Invoke(ctx, u.method, u.args, u.reply, opts...))
+		err = answered(ctx, connectFailed(conn.Invoke(ctx, u.method, u.args, u.reply, opts...)))
 		cancel()
 	} else {
-		err = answered(base, conn.Invoke(base, u.method, u.args, u.reply, opts...))
+		err = answered(base, connectFailed(conn.Invoke(base, u.method, u.args, u.reply, opts...)))
 	}
 	code := status.Code(err)
 	c.metrics.attempt(u.mm, u.method, code)
@@ -358,6 +359,31 @@ func probeOptions(conn *grpc.ClientConn, opts []grpc.CallOption) []grpc.CallOpti
 	conn.ResetConnectBackoff()
 	return append(opts[:len(opts):len(opts)], grpc.WaitForReady(true))
 }
+
+// connectFailed turns the DEADLINE_EXCEEDED of a probe (a WaitForReady
+// call) whose deadline passed while every connection attempt failed into
+// the UNAVAILABLE a call that does not wait gets: the upstream was never
+// reached, and its port refusing connections is not a call it left
+// unanswered. gRPC's message then goes on with the transport's last error
+// ("connection error: desc = ... connection refused"), which it keeps.
+func connectFailed(err error) error {
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.DeadlineExceeded {
+		return err
+	}
+	if msg, ok := strings.CutPrefix(st.Message(), waitedForConnection); ok {
+		return status.Error(codes.Unavailable, msg)
+	}
+	return err
+}
+
+// waitedForConnection begins gRPC's message for a WaitForReady call whose
+// deadline passed while the channel's connection attempts failed
+// (pickerWrapper.pick in grpc-go).
+const waitedForConnection = "latest balancer error: "
 
 // retryableCode reports whether code is in retryable_codes.
 func (c *ServiceClient) retryableCode(code codes.Code) bool {

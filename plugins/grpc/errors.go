@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -145,6 +146,14 @@ func (e *Error) detail() string {
 	}
 	switch e.Code {
 	case codes.Unavailable:
+		// gRPC's transport says "connection error" when no connection could
+		// be made: nothing was sent, so nothing answered.
+		if msg := status.Convert(e.Err).Message(); strings.HasPrefix(msg, "connection error") {
+			if strings.Contains(msg, "connection refused") {
+				return fmt.Sprintf("upstream '%s' refused the connection (%s was not sent)", e.Upstream, e.Method)
+			}
+			return fmt.Sprintf("upstream '%s' could not be connected to (%s was not sent)", e.Upstream, e.Method)
+		}
 		return fmt.Sprintf("upstream '%s' is unavailable (%s answered UNAVAILABLE)", e.Upstream, e.Method)
 	case codes.Canceled:
 		return fmt.Sprintf("the call of %s to upstream '%s' was cancelled", e.Method, e.Upstream)

@@ -67,7 +67,7 @@ func (c *ServiceClient) NewStream(ctx context.Context, desc *grpc.StreamDesc, me
 	s.callCtx = c.outgoing(run.Context())
 	cs, err := s.conn.NewStream(s.callCtx, desc, method, s.opts...)
 	if err != nil {
-		err = answered(s.callCtx, err)
+		err = answered(s.callCtx, connectFailed(err))
 		c.metrics.attempt(mm, method, status.Code(err))
 		return nil, s.finish(err)
 	}
