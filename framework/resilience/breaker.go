@@ -286,6 +286,14 @@ func (b *Breaker) publishLocked() {
 
 func (b *Breaker) now() time.Duration { return elapsed(b.clock, b.origin) }
 
+// nowAt returns at as a time since b's origin, or now when at is zero.
+func (b *Breaker) nowAt(at time.Time) time.Duration {
+	if at.IsZero() {
+		return b.now()
+	}
+	return at.Sub(b.origin)
+}
+
 // Allow asks to make one call. It returns a Ticket, or a *[OpenError] when
 // the breaker is open, or half-open with its probe already taken. Allow does
 // no I/O and, on both paths, allocates nothing.
@@ -354,7 +362,11 @@ func (b *Breaker) Allow() (Ticket, error) {
 // Failures of them; and one dead connection costs no outage. When something
 // did answer meanwhile, the dependency is alive and the hung call counts as
 // one failure among others.
-func (t Ticket) Done(o Outcome) {
+func (t Ticket) Done(o Outcome) { t.doneAt(o, time.Time{}) }
+
+// doneAt is Done with the outcome counted at at, on the breaker's clock, or
+// at the time now when at is zero.
+func (t Ticket) doneAt(o Outcome, at time.Time) {
 	b := t.b
 	if b == nil {
 		return
@@ -372,7 +384,7 @@ func (t Ticket) Done(o Outcome) {
 	}
 	switch b.state {
 	case StateClosed:
-		now := b.now()
+		now := b.nowAt(at)
 		if o == Success {
 			b.win.add(now, 1, 0)
 			b.consecutive = 0
@@ -403,7 +415,7 @@ func (t Ticket) Done(o Outcome) {
 			b.mu.Unlock()
 			return
 		}
-		now := b.now()
+		now := b.nowAt(at)
 		switch o {
 		case Success:
 			c := b.transitionLocked(StateClosed, now)

@@ -225,6 +225,7 @@ type Run struct {
 	refused   bool          // an attempt hung and the call's breaker refused calls then
 	hedge     bool          // RunOpts.Hedge on a policy with hedge_after
 	atStart   bool          // admitted without a wait on the real clock: the first attempt begins at start
+	lastEnd   time.Duration // since start: when the last attempt Attempts made ended (EndAnswered); 0 when none
 	began     time.Duration // since start: when the attempt Attempts makes, or the one Again ends, began
 }
 
@@ -288,6 +289,7 @@ func (r *Run) Attempts(a Attempter) Verdict {
 		if end <= 0 || end < began {
 			end = elapsed(clock, r.start)
 		}
+		r.lastEnd = end
 		rec := AttemptRecord{N: n, Took: end - began}
 		v = r.judge(v, rec.Took)
 		rec.Verdict = v
@@ -490,12 +492,28 @@ func (r *Run) Settle(o Outcome) {
 // End ends the call: the breaker counts o, the bulkhead place is freed and
 // the call's context cancelled. Later calls do nothing. After [Run.Settle]
 // it counts nothing more.
-func (r *Run) End(o Outcome) {
+func (r *Run) End(o Outcome) { r.endAt(o, time.Time{}) }
+
+// EndAnswered ends the call as [Run.End] does, for a call that ends with
+// its last attempt, right after [Run.Attempts] returned (an answer read in
+// full, not a transfer that goes on): the breaker counts o at that
+// attempt's end, which the loop read, instead of reading the clock once
+// more. After a hedged call's attempts it is End.
+func (r *Run) EndAnswered(o Outcome) {
+	at := time.Time{}
+	if r.lastEnd > 0 {
+		at = r.start.Add(r.lastEnd)
+	}
+	r.endAt(o, at)
+}
+
+// endAt is End, the breaker counting o at at (zero: now).
+func (r *Run) endAt(o Outcome, at time.Time) {
 	if r.ended {
 		return
 	}
 	r.ended = true
-	r.ticket.Done(o)
+	r.ticket.doneAt(o, at)
 	r.permit.Release()
 	r.cancel()
 }

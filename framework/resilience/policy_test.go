@@ -634,3 +634,36 @@ func (p *withFixes) Deadline(key string, d time.Duration) {
 		*p = append(*p, key+": a deadline")
 	}
 }
+
+// EndAnswered counts the call's outcome at its last attempt's end, which
+// the loop read; End counts it when it is called.
+func TestRunEndAnsweredCountsAtTheLastAttemptsEnd(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		end  func(*Run)
+		want time.Time
+	}{
+		{"EndAnswered", func(r *Run) { r.EndAnswered(r.Outcome()) }, epoch.Add(time.Second)},
+		{"End", func(r *Run) { r.End(r.Outcome()) }, epoch.Add(time.Second + time.Minute)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := NewTestClock(epoch)
+			cfg := DefaultPolicyConfig()
+			cfg.Attempts, cfg.Timeout, cfg.BreakerFailures = 1, time.Hour, 1
+			var opened []time.Time
+			p := NewPolicy(PolicyOpts{Name: "billing", Config: cfg, Clock: clock,
+				OnStateChange: func(c StateChange) { opened = append(opened, c.At) }})
+			var r Run
+			if err := p.Begin(context.Background(), &r, RunOpts{}); err != nil {
+				t.Fatal(err)
+			}
+			r.Attempts(&script{clock: clock, took: time.Second, verdicts: []Verdict{failed}})
+			clock.Advance(time.Minute)
+			tc.end(&r)
+			if len(opened) != 1 || !opened[0].Equal(tc.want) {
+				t.Fatalf("the breaker opened at %v, want once at %v", opened, tc.want)
+			}
+		})
+	}
+}

@@ -329,7 +329,7 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 		// The upstream answered: the breaker counts the answer its status
 		// says. It wins over an earlier attempt's response, which the
 		// upstream has since replaced with this one.
-		run.End(run.Outcome())
+		run.EndAnswered(run.Outcome())
 		m.tooLarge.Inc()
 		return nil, attempts, newResponseTooLarge(name, c.up.MaxResponseBytes, x.tooLarge)
 	}
@@ -367,7 +367,7 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 	if last == nil {
 		err = c.noAttemptAnswered(ctx, x) // before End, which cancels the call's context
 	}
-	run.End(run.Outcome())
+	run.EndAnswered(run.Outcome())
 	if last != nil {
 		m.response.Inc()
 		m.latency.Observe(x.headersAt.Sub(run.Start()).Seconds())
