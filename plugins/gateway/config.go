@@ -153,8 +153,8 @@ func (c *Config) validate(v *framework.Validation) {
 	for _, n := range names {
 		r := c.Routes[n]
 		key := "routes." + n
-		if !framework.ValidName(n) {
-			v.Error(key, "is not a valid route name", "rename it: a name is "+framework.NameRule+" (it labels the route's metrics)")
+		if !routesTable.ValidateName(v, n) && framework.Unread(n) {
+			continue // its name is its one error (see framework.Unread)
 		}
 		switch {
 		case r.Pattern != "":
@@ -272,3 +272,7 @@ func parseTrusted(s string) (netip.Prefix, error) {
 	a = a.Unmap()
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
+
+// routesTable is [plugin.gateway.routes], for the one wording of a name the
+// rule refuses.
+var routesTable = framework.NamedTable{Plugin: "gateway", Key: "routes", Noun: "route", Nouns: "routes"}
