@@ -22,6 +22,7 @@ import (
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/egress"
 	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/internal/deadline"
 )
 
 // core is what every client of this package shares, whatever the shape of
@@ -41,7 +42,7 @@ type core struct {
 	metrics *upstreamMetrics
 	observe []CallObserver
 	routes  *bounded[*resilience.Breaker] // breaker_key = "route": by origin and route; nil otherwise
-	timing  *deadlines                    // the calls' deadlines; nil: context.WithDeadline's
+	timing  *deadline.Timer               // the calls' deadlines; nil: context.WithDeadline's
 	closed  atomic.Bool
 }
 
@@ -92,7 +93,7 @@ func newCore(u Upstream, errs []framework.ConfigError, o clientOptions, dial dia
 		c.header.Set(k, v)
 	}
 	if traceKey != nil {
-		c.timing = newDeadlines()
+		c.timing = deadline.NewTimer()
 	}
 	c.raw = newTransport(u, dial, maxIdle)
 	c.rt = c.raw
@@ -114,7 +115,7 @@ func (c *core) newPolicy(name, origin string, onChange func(resilience.StateChan
 		OnHedgeRefused: c.metrics.dep.HedgeRefused,
 	}
 	if c.timing != nil {
-		o.WithDeadline = c.timing.withDeadline
+		o.WithDeadline = c.timing.WithDeadline
 	}
 	p := resilience.NewPolicy(o)
 	return &policy{origin: origin, p: p, breaker: p.Breaker(), budget: p.Budget(), bulkhead: p.Bulkhead()}

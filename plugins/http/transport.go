@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jfastframework/jfast/framework/egress"
+	"github.com/jfastframework/jfast/internal/deadline"
 )
 
 // The read timeout is a gap, not a whole-response timeout: a response that
@@ -315,10 +316,10 @@ func (c *attemptCtx) Value(key any) any {
 
 // AfterFunc hands a context derived from the attempt's (the transport's,
 // for each request) to the call's context, which is not the context
-// package's own (callContext.AfterFunc): without it the context package
+// package's own (deadline.Context.AfterFunc): without it the context package
 // would watch the attempt's context with a goroutine per request.
 func (c *attemptCtx) AfterFunc(f func()) func() bool {
-	if cc, ok := c.Context.(*callContext); ok {
+	if cc, ok := c.Context.(*deadline.Context); ok {
 		return cc.AfterFunc(f)
 	}
 	return context.AfterFunc(c.Context, f)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/jfastframework/jfast/internal/deadline"
 )
 
 // The fast paths BenchmarkEnqueueCPU measures, checked against what they
@@ -59,7 +61,7 @@ type ctxKey struct{}
 
 // sharedTimed reports whether ctx is the shared timer's enqueue context.
 func sharedTimed(ctx context.Context) bool {
-	_, ok := ctx.(*enqueueContext)
+	_, ok := ctx.(*deadline.Context)
 	return ok
 }
 
@@ -135,10 +137,7 @@ func TestEnqueueContextEndsWhenReleased(t *testing.T) {
 	if !errors.Is(ctx.Err(), context.Canceled) || !errors.Is(context.Cause(ctx), context.Canceled) || !errors.Is(derived.Err(), context.Canceled) {
 		t.Fatalf("Err %v, Cause %v, derived %v, want context.Canceled", ctx.Err(), context.Cause(ctx), derived.Err())
 	}
-	d := p.deadlines
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.first != nil || d.last != nil || d.armed {
+	if p.deadlines.Timed() != 0 {
 		t.Fatal("a released context is still timed")
 	}
 }
@@ -195,39 +194,6 @@ func TestEnqueueContextOfCallersWithAnEndOrADeadline(t *testing.T) {
 	release()
 }
 
-// A deadline sooner than the ones timed already (the list's order, and the
-// timer set again for it).
-func TestEnqueueContextsEndInDeadlineOrder(t *testing.T) {
-	t.Parallel()
-	d := newDeadlines()
-	now := time.Now()
-	late := d.start(context.Background(), now.Add(time.Hour))
-	soon := d.start(context.Background(), now.Add(20*time.Millisecond))
-	middle := d.start(context.Background(), now.Add(30*time.Minute))
-	d.mu.Lock()
-	ordered := d.first == soon && soon.next == middle && middle.next == late && d.last == late
-	d.mu.Unlock()
-	if !ordered {
-		t.Fatal("the list is not in deadline order")
-	}
-	if ended := waitDone(t, soon); ended.Before(soon.deadline) || !errors.Is(soon.Err(), context.DeadlineExceeded) {
-		t.Fatalf("the soonest ended at %v with %v, deadline %v", ended, soon.Err(), soon.deadline)
-	}
-	if late.Err() != nil || middle.Err() != nil {
-		t.Fatal("a later deadline ended with the sooner one")
-	}
-	middle.cancel()
-	late.cancel()
-	if !errors.Is(middle.Err(), context.Canceled) || !errors.Is(late.Err(), context.Canceled) {
-		t.Fatalf("Err after cancel: %v, %v", middle.Err(), late.Err())
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.first != nil || d.armed {
-		t.Fatal("the timer is still set with nothing to time")
-	}
-}
-
 // Many enqueues at once, released around their deadline: each context ends
 // once, never before its deadline, with DeadlineExceeded or Canceled, and the
 // shared timer is left with nothing.
@@ -266,10 +232,7 @@ func TestEnqueueContextsInFlight(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	d := p.deadlines
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.first != nil || d.last != nil {
+	if p.deadlines.Timed() != 0 {
 		t.Fatal("released contexts are still timed")
 	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/internal/deadline"
 	"github.com/jfastframework/jfast/problem"
 	"github.com/jfastframework/jfast/requestid"
 )
@@ -55,7 +56,7 @@ type Plugin struct {
 	// sharedTimer: the backend is a sharedTimerBackend; deadlines times its
 	// enqueues' enqueue_timeout, made at the first.
 	sharedTimer   bool
-	deadlines     *deadlines
+	deadlines     *deadline.Timer
 	deadlinesOnce sync.Once
 
 	// sends are the kinds of the kinds key: enqueued here, handled elsewhere.
@@ -609,18 +610,17 @@ func (p *Plugin) usePolicy(clock resilience.Clock) {
 //     it, with the same deadline; nothing the backends start outlives their
 //     Enqueue, so there is nothing to cancel after it).
 //   - A caller's context that never ends (Done is nil), on a backend that
-//     takes it: timed by the plugin's shared timer (see [deadlines]).
+//     takes it: timed by the plugin's shared timer (internal/deadline).
 //   - Any other: context.WithDeadline.
-func (p *Plugin) enqueueContext(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
-	if dl, ok := ctx.Deadline(); ok && !dl.After(deadline) {
+func (p *Plugin) enqueueContext(ctx context.Context, at time.Time) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && !dl.After(at) {
 		return ctx, noCancel
 	}
 	if ctx.Done() != nil || !p.sharedTimer {
-		return context.WithDeadline(ctx, deadline)
+		return context.WithDeadline(ctx, at)
 	}
-	p.deadlinesOnce.Do(func() { p.deadlines = newDeadlines() })
-	c := p.deadlines.start(ctx, deadline)
-	return c, c.cancel
+	p.deadlinesOnce.Do(func() { p.deadlines = deadline.NewTimer() })
+	return p.deadlines.WithDeadline(ctx, at)
 }
 
 // noCancel ends nothing: the context of an enqueue whose caller's deadline

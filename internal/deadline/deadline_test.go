@@ -1,4 +1,4 @@
-package http
+package deadline
 
 import (
 	"context"
@@ -13,9 +13,9 @@ import (
 // the caller's error and cause when the caller's context ends first, the
 // caller's deadline when it is sooner, and a context derived from it ends
 // with it.
-func TestCallContextLikeWithDeadline(t *testing.T) {
+func TestContextLikeWithDeadline(t *testing.T) {
 	t.Parallel()
-	d := newDeadlines()
+	d := NewTimer()
 	errGone := errors.New("the caller went away")
 	cases := []struct {
 		name     string
@@ -34,7 +34,7 @@ func TestCallContextLikeWithDeadline(t *testing.T) {
 			caller, cancelCaller := context.WithCancelCause(context.WithValue(context.Background(), valueKey{}, "v"))
 			defer cancelCaller(nil)
 			at := time.Now().Add(tc.deadline)
-			ctx, cancel := d.withDeadline(caller, at)
+			ctx, cancel := d.WithDeadline(caller, at)
 			defer cancel()
 			child, cancelChild := context.WithCancel(ctx)
 			defer cancelChild()
@@ -66,7 +66,7 @@ func TestCallContextLikeWithDeadline(t *testing.T) {
 
 	caller, cancelCaller := context.WithDeadline(context.Background(), time.Now().Add(time.Minute))
 	defer cancelCaller()
-	ctx, cancel := d.withDeadline(caller, time.Now().Add(time.Hour))
+	ctx, cancel := d.WithDeadline(caller, time.Now().Add(time.Hour))
 	defer cancel()
 	if got, _ := ctx.Deadline(); got != func() time.Time { t, _ := caller.Deadline(); return t }() {
 		t.Fatalf("Deadline() = %v under a caller's sooner deadline, want the caller's", got)
@@ -75,18 +75,17 @@ func TestCallContextLikeWithDeadline(t *testing.T) {
 
 type valueKey struct{}
 
-// The transport derives a context from every request's: one derived from a
-// call's context registers with it (AfterFunc) instead of being watched by
-// a goroutine of its own, and is let go of when it ends first.
-func TestCallContextDerivedWithoutGoroutines(t *testing.T) {
-	d := newDeadlines()
-	ctx, cancel := d.withDeadline(context.Background(), time.Now().Add(time.Hour))
+// A context derived from a call's registers with it (AfterFunc) instead of
+// being watched by a goroutine of its own, and is let go of when it ends
+// first.
+func TestDerivedWithoutGoroutines(t *testing.T) {
+	d := NewTimer()
+	ctx, cancel := d.WithDeadline(context.Background(), time.Now().Add(time.Hour))
 	defer cancel()
-	attemptCtx := &attemptCtx{Context: ctx}
 	before := runtime.NumGoroutine()
 	var cancels []context.CancelFunc
 	for range 100 {
-		_, c := context.WithCancel(attemptCtx)
+		_, c := context.WithCancel(ctx)
 		cancels = append(cancels, c)
 	}
 	if n := runtime.NumGoroutine(); n > before+10 {
@@ -95,7 +94,7 @@ func TestCallContextDerivedWithoutGoroutines(t *testing.T) {
 	for _, c := range cancels {
 		c()
 	}
-	cc := ctx.(*callContext)
+	cc := ctx.(*Context)
 	cc.mu.Lock()
 	left := len(cc.afters)
 	cc.mu.Unlock()
@@ -106,17 +105,55 @@ func TestCallContextDerivedWithoutGoroutines(t *testing.T) {
 
 // The calls of a client share one timer, set for the first deadline and
 // not again for a later one, nor stopped when the calls end.
-func TestCallDeadlinesShareATimer(t *testing.T) {
+func TestCallsShareATimer(t *testing.T) {
 	t.Parallel()
-	d := newDeadlines()
+	d := NewTimer()
 	first := time.Now().Add(time.Hour)
 	for i := range 10 {
-		_, cancel := d.withDeadline(context.Background(), first.Add(time.Duration(i)*time.Millisecond))
+		_, cancel := d.WithDeadline(context.Background(), first.Add(time.Duration(i)*time.Millisecond))
 		cancel()
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.armed || !d.due.Equal(first) || d.first != nil {
 		t.Fatalf("armed %v for %v, list empty %v; want armed for the first deadline %v and an empty list", d.armed, d.due, d.first == nil, first)
+	}
+}
+
+// A deadline sooner than the ones timed already goes first and is ended
+// first, by the timer set again for it; the later ones end when their
+// calls do.
+func TestContextsEndInDeadlineOrder(t *testing.T) {
+	t.Parallel()
+	d := NewTimer()
+	now := time.Now()
+	late, cancelLate := d.WithDeadline(context.Background(), now.Add(time.Hour))
+	soon, cancelSoon := d.WithDeadline(context.Background(), now.Add(20*time.Millisecond))
+	defer cancelSoon()
+	middle, cancelMiddle := d.WithDeadline(context.Background(), now.Add(30*time.Minute))
+	d.mu.Lock()
+	ordered := d.first == soon && soon.(*Context).next == middle && middle.(*Context).next == late && d.last == late
+	d.mu.Unlock()
+	if !ordered {
+		t.Fatal("the list is not in deadline order")
+	}
+	select {
+	case <-soon.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the soonest did not end")
+	}
+	if dl, _ := soon.Deadline(); time.Now().Before(dl) || !errors.Is(soon.Err(), context.DeadlineExceeded) {
+		t.Fatalf("the soonest ended before its deadline %v, or with %v", dl, soon.Err())
+	}
+	if late.Err() != nil || middle.Err() != nil {
+		t.Fatal("a later deadline ended with the sooner one")
+	}
+	cancelMiddle()
+	cancelLate()
+	if !errors.Is(middle.Err(), context.Canceled) || !errors.Is(late.Err(), context.Canceled) {
+		t.Fatalf("Err after cancel: %v, %v", middle.Err(), late.Err())
+	}
+	if n := d.Timed(); n != 0 {
+		t.Fatalf("%d contexts still timed after every call ended", n)
 	}
 }

@@ -1,4 +1,13 @@
-package http
+// Package deadline gives the contexts of many calls one runtime timer for
+// their deadlines. context.WithDeadline gives every call a runtime timer of
+// its own, set when the call begins and stopped when it ends, and a map of
+// the contexts derived from it, which a transport adds one to per request:
+// on a client's hot path the two are the largest share of what a call costs
+// beyond the request itself (docs/performance.md, "HTTP client"). A
+// [Timer]'s calls share one timer instead, and a call's [Context] keeps what
+// is derived from it in a short list (Context.AfterFunc). The http plugin's
+// calls and the queue's enqueues are timed so.
+package deadline
 
 import (
 	"context"
@@ -8,16 +17,7 @@ import (
 	"time"
 )
 
-// A call's timeout is its context's deadline (resilience.Policy puts it on
-// the caller's context). context.WithDeadline gives every call a runtime
-// timer of its own, set when the call begins and stopped when it ends, and
-// a map of the contexts derived from it, which the transport adds one to
-// per request: the two were the largest share of what a call costs beyond
-// the request itself (docs/performance.md, "HTTP client"). A client's
-// calls share one timer instead (deadlines), and a call's context keeps
-// what is derived from it in a short list (callContext.AfterFunc).
-
-// deadlines times the calls of one client with one timer. The list is in
+// Timer times the calls of one client with one timer. The list is in
 // deadline order (a call's deadline is timeout from its start, so nearly
 // always after every one listed), and the timer, while armed, is set for
 // no later than the first deadline. It is not stopped when the list
@@ -25,25 +25,26 @@ import (
 // whose deadline has passed and is set for the first one left. So a run of
 // calls moves the runtime's timer about once per timeout, not twice per
 // call.
-type deadlines struct {
+type Timer struct {
 	mu          sync.Mutex
-	first, last *callContext
+	first, last *Context
 	timer       *time.Timer
 	armed       bool      // timer is set, to fire at due
 	due         time.Time // when the armed timer fires
 }
 
-func newDeadlines() *deadlines {
-	d := &deadlines{}
+// NewTimer returns a Timer with nothing to time.
+func NewTimer() *Timer {
+	d := &Timer{}
 	d.timer = time.AfterFunc(time.Hour, d.fire)
 	d.timer.Stop()
 	return d
 }
 
-// withDeadline is the policy's WithDeadline (resilience.PolicyOpts): the
-// caller's context with deadline on it, as context.WithDeadline makes it.
-func (d *deadlines) withDeadline(parent context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
-	c := &callContext{Context: parent, deadline: deadline, done: make(chan struct{})}
+// WithDeadline is the caller's context with deadline on it, as
+// context.WithDeadline makes it (a resilience.PolicyOpts.WithDeadline).
+func (d *Timer) WithDeadline(parent context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	c := &Context{Context: parent, deadline: deadline, done: make(chan struct{})}
 	c.afters = c.afterBuf[:0]
 	if cur, ok := parent.Deadline(); ok && cur.Before(deadline) {
 		// The caller's deadline comes first and ends c with the caller.
@@ -65,7 +66,7 @@ func (d *deadlines) withDeadline(parent context.Context, deadline time.Time) (co
 
 // add lists c, in deadline order, and sets the timer if it is not set for
 // c's deadline or sooner.
-func (d *deadlines) add(c *callContext) {
+func (d *Timer) add(c *Context) {
 	d.mu.Lock()
 	at := d.last
 	for at != nil && at.deadline.After(c.deadline) {
@@ -90,7 +91,7 @@ func (d *deadlines) add(c *callContext) {
 }
 
 // unlink takes c off the list; d.mu is held.
-func (d *deadlines) unlink(c *callContext) {
+func (d *Timer) unlink(c *Context) {
 	if c.prev != nil {
 		c.prev.next = c.next
 	} else {
@@ -105,7 +106,7 @@ func (d *deadlines) unlink(c *callContext) {
 }
 
 // remove takes c off the list, if it is on it.
-func (d *deadlines) remove(c *callContext) {
+func (d *Timer) remove(c *Context) {
 	d.mu.Lock()
 	if c.listed {
 		d.unlink(c)
@@ -115,10 +116,10 @@ func (d *deadlines) remove(c *callContext) {
 
 // fire ends the calls whose deadline has passed and sets the timer for the
 // first one left.
-func (d *deadlines) fire() {
+func (d *Timer) fire() {
 	d.mu.Lock()
 	now := time.Now()
-	var expired *callContext // linked through next
+	var expired *Context // linked through next
 	for c := d.first; c != nil && !c.deadline.After(now); c = d.first {
 		d.unlink(c)
 		c.next, expired = expired, c
@@ -137,7 +138,7 @@ func (d *deadlines) fire() {
 	}
 }
 
-// callContext is a call's context under its deadline. It answers as
+// Context is a call's context under its deadline. It answers as
 // context.WithDeadline's would: Deadline; Done closed at the deadline, when
 // the call ends (cancel) or when the caller's context ends; Err then
 // context.DeadlineExceeded, context.Canceled or the caller's error;
@@ -145,11 +146,11 @@ func (d *deadlines) fire() {
 // was cancelled with one (the context package finds it through the
 // caller's values); the caller's values. A context derived from it by the
 // context package ends with it: it registers through AfterFunc.
-type callContext struct {
+type Context struct {
 	context.Context // the caller's
 	deadline        time.Time
 	done            chan struct{}
-	d               *deadlines  // the list c is timed by; nil when the caller's deadline times it
+	d               *Timer      // the list c is timed by; nil when the caller's deadline times it
 	stopParent      func() bool // stops watching the caller's context; nil when it never ends
 	ended           atomic.Bool
 
@@ -160,7 +161,7 @@ type callContext struct {
 	seq      uint64
 
 	// In d's list, under d.mu.
-	prev, next *callContext
+	prev, next *Context
 	listed     bool
 }
 
@@ -169,11 +170,11 @@ type afterEntry struct {
 	f  func()
 }
 
-func (c *callContext) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *Context) Deadline() (time.Time, bool) { return c.deadline, true }
 
-func (c *callContext) Done() <-chan struct{} { return c.done }
+func (c *Context) Done() <-chan struct{} { return c.done }
 
-func (c *callContext) Err() error {
+func (c *Context) Err() error {
 	if !c.ended.Load() {
 		return nil
 	}
@@ -189,7 +190,7 @@ func (c *callContext) Err() error {
 // the goroutine that ends c, as the context package cancels the contexts
 // derived from its own (context.AfterFunc starts a goroutine for its f
 // itself); on a goroutine of its own when c has ended already.
-func (c *callContext) AfterFunc(f func()) func() bool {
+func (c *Context) AfterFunc(f func()) func() bool {
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
@@ -206,7 +207,7 @@ func (c *callContext) AfterFunc(f func()) func() bool {
 func stopped() bool { return false }
 
 // stopAfter unregisters the function AfterFunc registered as id.
-func (c *callContext) stopAfter(id uint64) bool {
+func (c *Context) stopAfter(id uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, a := range c.afters {
@@ -219,10 +220,10 @@ func (c *callContext) stopAfter(id uint64) bool {
 }
 
 // parentEnded ends c with the caller's context.
-func (c *callContext) parentEnded() { c.end(c.Context.Err()) }
+func (c *Context) parentEnded() { c.end(c.Context.Err()) }
 
-// cancel ends c when its call ends (resilience.Run.End).
-func (c *callContext) cancel() {
+// cancel ends c when its call ends.
+func (c *Context) cancel() {
 	c.end(context.Canceled)
 	if c.d != nil {
 		c.d.remove(c)
@@ -234,7 +235,7 @@ func (c *callContext) cancel() {
 
 // end records why c ended, closes Done and runs what AfterFunc registered,
 // once.
-func (c *callContext) end(err error) {
+func (c *Context) end(err error) {
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
@@ -249,4 +250,16 @@ func (c *callContext) end(err error) {
 	for _, a := range afters {
 		a.f()
 	}
+}
+
+// Timed reports how many contexts d is timing now: those whose deadline has
+// not passed and whose call has not ended.
+func (d *Timer) Timed() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for c := d.first; c != nil; c = c.next {
+		n++
+	}
+	return n
 }
