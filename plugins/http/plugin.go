@@ -131,7 +131,7 @@ func headerProblems(headers map[string]string) []framework.ConfigError {
 			// X-Api-Key: accepted, it would send a second header next to
 			// the file's X-Api-Key instead of replacing it.
 			l.Error("headers."+h, `has "_" in its name; a JFAST_* variable keeps "_" as is, so JFAST_HTTP_UPSTREAMS__<NAME>__HEADERS__X_API_KEY names the header x_api_key, not X-Api-Key`,
-				`write the header with "-" in the file (a name with "-" cannot come from the environment); a header whose name really has "_" can only be sent per call, with http.Header`)
+				`write the header with "-" in the file or in the variable (JFAST_HTTP_UPSTREAMS__<NAME>__HEADERS__X-API-KEY, which env(1), Docker and Kubernetes can set, though a shell's export cannot); a header whose name really has "_" can only be sent per call, with http.Header`)
 		}
 	}
 	return l
