@@ -85,6 +85,9 @@ func TestBreakerTransitions(t *testing.T) {
 	if !errors.As(err, &ue) || !errors.Is(err, resilience.ErrOpen) {
 		t.Fatalf("errors.As(*UpstreamError) or errors.Is(ErrOpen) failed for %v", err)
 	}
+	if want := "calls to upstream 'billing' are suspended for 15.0s"; err.Error() != want {
+		t.Fatalf("Error() = %q, want %q: the suspension said once", err.Error(), want)
+	}
 	if p, ok := problem.As(err); !ok || p.Status != 503 || p.RetryAfter != 15*time.Second || p.Extensions["upstream"] != "billing" {
 		t.Fatalf("problem = %+v", p)
 	}

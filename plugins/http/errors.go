@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/problem"
 )
 
@@ -71,6 +72,17 @@ type UpstreamUnavailable struct{ UpstreamError }
 // flight) breaker: nothing was sent. RetryAfter is the cool-down left (0 while
 // a probe decides). errors.Is(err, resilience.ErrOpen) holds.
 type CircuitOpen struct{ UpstreamError }
+
+// Error says the suspension once: the breaker's own refusal, its cause,
+// says it again in its words ("calls to 'billing' are suspended for
+// 15.0s"), and is left out.
+func (e *CircuitOpen) Error() string {
+	var open *resilience.OpenError
+	if errors.As(e.Err, &open) {
+		return e.detail
+	}
+	return e.UpstreamError.Error()
+}
 
 // Throttled is a call the upstream's adaptive throttle (throttle = true)
 // dropped locally, because the upstream lately refused for load (429, 503)
