@@ -124,6 +124,15 @@ func TestIdempotencyReadyAfterTheCoolDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := &bundle{svc: svc, db: d, clock: clock}
+	// The idempotency table's creation, begun at start in the background,
+	// goes through the db breaker and must be over before the probe is
+	// held: a check of the idempotency store waits for it, so /ready passes
+	// once it is (each /ready is bounded by readiness_timeout).
+	for give := time.Now().Add(30 * time.Second); svc.Get(t, "/ready").Status != 200; {
+		if time.Now().After(give) { // only a broken test gets here
+			t.Fatal("/ready did not pass within 30 s of the start, before the breaker was opened")
+		}
+	}
 	probe := b.holdProbe(t)
 	defer probe.Done(resilience.Success)
 	r := svc.Get(t, "/ready")
