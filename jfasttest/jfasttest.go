@@ -47,14 +47,42 @@ type Service struct {
 
 // Logs is a concurrency-safe buffer of everything the App logged.
 type Logs struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	changed chan struct{} // closed by the next write; nil while nobody waits
 }
 
 func (l *Logs) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.changed != nil {
+		close(l.changed)
+		l.changed = nil
+	}
 	return l.buf.Write(p)
+}
+
+// Wait returns once ok holds of the logs so far, looking again at every
+// write, or ctx's error when ctx ends first: a test waits for a line the
+// service logs in the background (after a call was answered) as an event.
+func (l *Logs) Wait(ctx context.Context, ok func(logs string) bool) error {
+	for {
+		l.mu.Lock()
+		if ok(l.buf.String()) {
+			l.mu.Unlock()
+			return nil
+		}
+		if l.changed == nil {
+			l.changed = make(chan struct{})
+		}
+		changed := l.changed
+		l.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // String returns the logs so far.
@@ -66,6 +94,11 @@ func (l *Logs) String() string {
 
 // Logs returns what the service logged so far.
 func (s *Service) Logs() string { return s.logs.String() }
+
+// WaitLogs waits until ok holds of what the service logged (see [Logs.Wait]).
+func (s *Service) WaitLogs(ctx context.Context, ok func(logs string) bool) error {
+	return s.logs.Wait(ctx, ok)
+}
 
 func (o Options) framework(logs io.Writer) framework.Options {
 	env := []string{"JFAST_APP_LISTEN=127.0.0.1:0"}

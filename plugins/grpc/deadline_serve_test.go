@@ -47,13 +47,8 @@ queue = 0
 // waitLog waits until the service's log holds want.
 func waitLog(t *testing.T, svc *jfasttest.Service, want string) {
 	t.Helper()
-	ctx := ctxFor(t)
-	for !strings.Contains(svc.Logs(), want) {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the log never held %q:\n%s", want, svc.Logs())
-		case <-time.After(5 * time.Millisecond):
-		}
+	if err := svc.WaitLogs(ctxFor(t), func(logs string) bool { return strings.Contains(logs, want) }); err != nil {
+		t.Fatalf("the log never held %q:\n%s", want, svc.Logs())
 	}
 }
 

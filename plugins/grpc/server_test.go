@@ -257,13 +257,10 @@ func TestCallCutByItsDeadline(t *testing.T) {
 	}
 	// The caller stops waiting before the server ends the call: wait for
 	// the server's access log lines.
-	ctx := ctxFor(t)
-	for strings.Count(svc.Logs(), "method=/shop.Inventory/GetStock code=") < calls {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the access log has fewer than %d lines:\n%s", calls, svc.Logs())
-		case <-time.After(10 * time.Millisecond):
-		}
+	if err := svc.WaitLogs(ctxFor(t), func(logs string) bool {
+		return strings.Count(logs, "method=/shop.Inventory/GetStock code=") >= calls
+	}); err != nil {
+		t.Fatalf("the access log has fewer than %d lines:\n%s", calls, svc.Logs())
 	}
 	if n := strings.Count(svc.Logs(), "method=/shop.Inventory/GetStock code=DEADLINE_EXCEEDED"); n != calls {
 		t.Errorf("the access log has %d DEADLINE_EXCEEDED lines of %d:\n%s", n, calls, grepLines(svc.Logs(), "msg=rpc"))
