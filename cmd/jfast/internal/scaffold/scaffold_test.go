@@ -370,18 +370,7 @@ func TestGeneratedQueueIsTheServices(t *testing.T) {
 	root := frameworkRoot(t)
 	for _, set := range [][]string{{"queue", "db"}, {"queue", "cache"}} {
 		o := Options{Name: "my-svc", Framework: root, Available: all, Plugins: set}
-		chosen, err := choose(set, all)
-		if err != nil {
-			t.Fatal(err)
-		}
-		text, err := configFile(o, chosen)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plugins []framework.Plugin
-		for _, r := range chosen {
-			plugins = append(plugins, all[r.Name]())
-		}
+		text, plugins := generated(t, o)
 		app, err := framework.New(framework.Options{Plugins: plugins, ConfigText: string(text), Environ: []string{}, LogOutput: io.Discard})
 		if err != nil {
 			t.Fatalf("%v: %v", set, err)
@@ -410,18 +399,7 @@ func TestConfigWritesComputedDefaultsAsUnset(t *testing.T) {
 	t.Parallel()
 	root := frameworkRoot(t)
 	o := Options{Name: "svc", Framework: root, Available: all, Plugins: Known()}
-	chosen, err := choose(o.Plugins, all)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text, err := configFile(o, chosen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plugins []framework.Plugin
-	for _, r := range chosen {
-		plugins = append(plugins, all[r.Name]())
-	}
+	text, plugins := generated(t, o)
 	app, err := framework.New(framework.Options{Plugins: plugins, ConfigText: string(text), Environ: []string{}, LogOutput: io.Discard})
 	if err != nil {
 		t.Fatal(err)
@@ -480,18 +458,7 @@ func TestGeneratedConfigBoots(t *testing.T) {
 	sets = append(sets, []string{"idempotency", "db"}, []string{"queue", "db"})
 	for _, set := range sets {
 		o := Options{Name: "svc", Framework: root, Available: all, Plugins: set}
-		chosen, err := choose(set, all)
-		if err != nil {
-			t.Fatal(err)
-		}
-		text, err := configFile(o, chosen)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plugins []framework.Plugin
-		for _, r := range chosen {
-			plugins = append(plugins, all[r.Name]())
-		}
+		text, plugins := generated(t, o)
 		if _, err := framework.New(framework.Options{Plugins: plugins, ConfigText: string(text), Environ: []string{}}); err != nil {
 			t.Errorf("%v: the generated jfast.toml does not validate:\n%v", set, err)
 		}

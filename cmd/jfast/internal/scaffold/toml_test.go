@@ -3,7 +3,28 @@ package scaffold
 import (
 	"strings"
 	"testing"
+
+	"github.com/jfastframework/jfast/framework"
 )
+
+// generated is the jfast.toml `jfast new` writes for o, and the plugins it
+// enables, made afresh.
+func generated(t *testing.T, o Options) ([]byte, []framework.Plugin) {
+	t.Helper()
+	chosen, err := choose(o.Plugins, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := configFile(o, chosen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plugins []framework.Plugin
+	for _, r := range chosen {
+		plugins = append(plugins, all[r.Name]())
+	}
+	return text, plugins
+}
 
 // TestConfigCommentsStateTheDefaultsWritten: no comment in a generated
 // jfast.toml (every plugin enabled) states a default other than the one
@@ -14,14 +35,7 @@ import (
 func TestConfigCommentsStateTheDefaultsWritten(t *testing.T) {
 	t.Parallel()
 	o := Options{Name: "shop", Framework: frameworkRoot(t), Available: all, Plugins: Known()}
-	chosen, err := choose(o.Plugins, all)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text, err := configFile(o, chosen)
-	if err != nil {
-		t.Fatal(err)
-	}
+	text, _ := generated(t, o)
 	var block []string // the comment lines above the current line
 	checked, kept := 0, 0
 	for i, line := range strings.Split(string(text), "\n") {
