@@ -9,7 +9,10 @@
 # Each way runs as one sub-benchmark on one P, twice: N calls and 2N calls;
 # the difference is N calls' worth, without the start-up. The runtime's
 # asynchronous preemption is off (GODEBUG=asyncpreemptoff=1): callgrind fails
-# an assertion on the signal it uses. Usage:
+# an assertion on the signal it uses. RDTSCP is off too (GODEBUG=cpu.rdtscp=off): the
+# runtime reads the CPU's clock with it where the host has it, and valgrind 3.19
+# stops on it as an illegal instruction (golang.org/x/sys/cpu, which reads the same
+# GODEBUG, says it does not know the name; the runtime does). Usage:
 #   make instructions              # N=5000
 #   make instructions N=10000
 set -euo pipefail
@@ -27,7 +30,7 @@ count() {
   local bin=$dir/$(basename "$1").test refs=()
   [ -x "$bin" ] || go test -c -o "$bin" "./$1/"
   for calls in "$n" $((2 * n)); do
-    GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind --callgrind-out-file="$dir/cg.out" \
+    GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off valgrind --tool=callgrind --callgrind-out-file="$dir/cg.out" \
       "$bin" -test.run '^$' -test.bench "^$2\$/^$3\$" -test.benchtime "${calls}x" \
       >/dev/null 2>"$dir/log" || { cat "$dir/log" >&2; return 1; }
     refs+=("$(sed -n 's/.*I *refs: *//p' "$dir/log" | tr -d ,)")
