@@ -89,3 +89,22 @@ func TestInstanceBreakerAndHealth(t *testing.T) {
 		t.Fatalf("second check: previous %q %v, healthy %v", old, checked, in.Healthy())
 	}
 }
+
+// HostPort writes two listings of one server alike, and two servers apart.
+func TestHostPort(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ host, port, want string }{
+		{"10.0.0.7", "9000", "10.0.0.7:9000"},
+		{"::ffff:10.0.0.7", "9000", "10.0.0.7:9000"}, // IPv4 written as IPv6: dials the IPv4 address
+		{"0:0::1", "09000", "[::1]:9000"},
+		{"::1", "9000", "[::1]:9000"},
+		{"fe80::1%Eth0", "9000", "[fe80::1%Eth0]:9000"}, // a zone names an interface, whose name keeps its case
+		{"Billing", "80", "billing:80"},
+		{"billing.", "80", "billing.:80"}, // another name under a search list
+		{"billing", "http", "billing:http"}, // not a number: refused elsewhere, compared as written
+	} {
+		if got := egress.HostPort(tc.host, tc.port); got != tc.want {
+			t.Errorf("HostPort(%q, %q) = %q, want %q", tc.host, tc.port, got, tc.want)
+		}
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -55,11 +54,11 @@ func (u *Upstream) instanceProblems(l *framework.Problems) {
 		l.Error("discover", "cannot be set together with instances",
 			`keep instances (a fixed list of "host:port") or discover = true (target's name resolved again and again), not both`)
 	}
-	seen := map[string]int{} // an address, as instanceAddr writes it → the first instances[i] listing it
+	seen := map[string]int{} // an address, as egress.HostPort writes it → the first instances[i] listing it
 	for n, addr := range u.Instances {
 		problem := ""
 		host, port, err := net.SplitHostPort(addr)
-		key, portProblem := instanceAddr(host, port), framework.PortProblem(port)
+		key, portProblem := egress.HostPort(host, port), framework.PortProblem(port)
 		first, listed := seen[key]
 		switch {
 		case err != nil || host == "" || port == "" || strings.Contains(addr, "/"):
@@ -76,20 +75,6 @@ func (u *Upstream) instanceProblems(l *framework.Problems) {
 				`list addresses such as "10.0.0.7:9000", in the file or comma-separated in JFAST_GRPC_UPSTREAMS__<NAME>__INSTANCES`)
 		}
 	}
-}
-
-// instanceAddr returns host:port as two listings of one server compare:
-// the host in lower case, an IP address in its one form ([::1], not
-// [0:0::1]), the port as a number (9000, not 09000).
-func instanceAddr(host, port string) string {
-	host = strings.ToLower(host)
-	if a, err := netip.ParseAddr(host); err == nil {
-		host = a.String()
-	}
-	if n, err := strconv.Atoi(port); err == nil {
-		port = strconv.Itoa(n)
-	}
-	return net.JoinHostPort(host, port)
 }
 
 // newInstances makes the client's instances: a channel from the pool for

@@ -236,6 +236,7 @@ func TestInstancesConfigErrors(t *testing.T) {
 		{`instances = ["127.0.0.1:9000", "127.0.0.1:9000"]`, "instances[1]", `address of instances[0] again, "127.0.0.1:9000"`},
 		{`instances = ["LOCALHOST:9000", "10.0.0.7:9000", "localhost:09000"]`, "instances[2]", `address of instances[0] again, "LOCALHOST:9000"`},
 		{`instances = ["[::1]:9000", "[0:0::1]:9000"]`, "instances[1]", "address of instances[0] again"},
+		{`instances = ["10.0.0.7:9000", "[::ffff:10.0.0.7]:9000"]`, "instances[1]", `address of instances[0] again, "10.0.0.7:9000"`},
 		{`instances = ["127.0.0.1:99999"]`, "instances[0]", `"127.0.0.1:99999" has port 99999, which is not a TCP port: a port is from 1 to 65535`},
 		{`instances = ["127.0.0.1:9000", "127.0.0.2:0"]`, "instances[1]", "has port 0"},
 		{`target = "inventory:99999"`, "target", "has port 99999"},

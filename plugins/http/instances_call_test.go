@@ -377,6 +377,7 @@ func TestInstanceConfigErrors(t *testing.T) {
 		{"an instance twice, the default port written once", `instances = ["http://10.0.0.1", "http://10.0.0.2", "HTTP://10.0.0.1:80"]`, "instances[2]", "origin of instances[0] again, http://10.0.0.1:80"},
 		{"an instance twice, an https default port", `instances = ["https://10.0.0.1:443", "https://10.0.0.1"]`, "instances[1]", "origin of instances[0] again"},
 		{"an instance twice, an IPv6 address spelt twice", `instances = ["http://[::1]:8000", "http://[0:0::1]:08000"]`, "instances[1]", "origin of instances[0] again, http://[::1]:8000"},
+		{"an instance twice, an IPv4 address written as IPv6", `instances = ["http://10.0.0.1:8000", "http://[::ffff:10.0.0.1]:8000"]`, "instances[1]", "origin of instances[0] again, http://10.0.0.1:8000"},
 		{"an instance with a port above 65535", `instances = ["http://10.0.0.1:99999"]`, "instances[0]", "has port 99999, which is not a TCP port: a port is from 1 to 65535"},
 		{"an instance with port 0", `instances = ["http://10.0.0.1:8000", "http://10.0.0.2:0"]`, "instances[1]", "has port 0"},
 		{"an instance not a URL", `instances = ["10.0.0.1:8000"]`, "instances[0]", "is not a valid URL"},

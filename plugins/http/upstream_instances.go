@@ -7,12 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/jfastframework/jfast/framework"
@@ -76,19 +74,12 @@ func (u *Upstream) instanceProblems(l *framework.Problems) {
 }
 
 // instanceOrigin returns the origin of an instance as two listings of one
-// server compare: the scheme and the host in lower case, an IP address in
-// its one form ([::1], not [0:0::1]), the port as a number, the scheme's
-// when none is written ("http://Billing" and "http://billing:80" are one).
+// server compare: the scheme in lower case, the host and port as
+// egress.HostPort writes them, the scheme's port when none is written
+// ("http://Billing" and "http://billing:80" are one).
 func instanceOrigin(u *url.URL) string {
-	scheme, host := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname())
-	if a, err := netip.ParseAddr(host); err == nil {
-		host = a.String()
-	}
-	port := cmp.Or(u.Port(), defaultPort(scheme))
-	if n, err := strconv.Atoi(port); err == nil {
-		port = strconv.Itoa(n)
-	}
-	return scheme + "://" + net.JoinHostPort(host, port)
+	scheme := strings.ToLower(u.Scheme)
+	return scheme + "://" + egress.HostPort(u.Hostname(), cmp.Or(u.Port(), defaultPort(scheme)))
 }
 
 // instanceTLS returns u's TLS configuration. With instances over https it
