@@ -23,7 +23,7 @@ func benchDB(b *testing.B, toml func(*Config)) *DB {
 	}
 	p.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	p.clock = resilience.RealClock()
-	d, err := p.open(p.cfg.URL, p.cfg.PoolSize, 0, "")
+	d, err := p.open(p.cfg.URL, p.cfg.PoolSize, 0, "", nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,9 +4,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// registerMetrics exposes the main pool's statistics, its breaker and held
-// (its acquisition time, see heldTracer) as jfast_db_* series. The gauges
-// and counters are read at scrape time.
+// registerMetrics exposes the main pool's statistics and held (its
+// acquisition time, see heldTracer) as jfast_db_* series. The gauges and
+// counters are read at scrape time. The pool's breaker is not here: it is in
+// the jfast_client_breaker_* families every plugin that calls out shares
+// (see Start).
 func registerMetrics(reg *prometheus.Registry, d *DB, held prometheus.Histogram) error {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
@@ -27,8 +29,6 @@ func registerMetrics(reg *prometheus.Registry, d *DB, held prometheus.Histogram)
 		counter("jfast_db_ping_terminations_total", "Idle connections terminated because the bounded ping failed or did not answer within ping_timeout.", func() float64 { return float64(d.gate.pingTerminations.Load()) }),
 		counter("jfast_db_liveness_checks_total", "Liveness checks (SELECT 1 on the watchdog's own connection) made because a connection was in use for ping_timeout / 2 or more.", func() float64 { return float64(d.gate.watch.checks.Load()) }),
 		counter("jfast_db_liveness_trips_total", "Liveness checks that got no answer within ping_timeout: the breaker opened and the statements in flight were cut.", func() float64 { return float64(d.gate.watch.trips.Load()) }),
-		gauge("jfast_db_breaker_state", "Connection breaker state: 0 closed, 1 open, 2 half-open.", func() float64 { return float64(d.gate.breaker.Snapshot().State) }),
-		counter("jfast_db_breaker_opens_total", "Times the connection breaker opened.", func() float64 { return float64(d.gate.breaker.Snapshot().Opens) }),
 	}
 	if held != nil {
 		cs = append(cs, held)

@@ -118,8 +118,17 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 		p.log.Info("db: migrations", slog.Int("applied", len(r.Applied)), slog.Int("version", int(r.Current)))
 	}
 	if p.cfg.URL != "" {
+		// The main pool's breaker is in the outbound-policy families every
+		// plugin that calls out shares, as dependency "db" (the name its
+		// problems, /ready and status card use). Its series is made here, so
+		// the state reads 0 (closed) before the breaker first changes.
+		clientMetrics := framework.NewClientMetrics()
+		if err := clientMetrics.Register(app.Metrics()); err != nil {
+			return err
+		}
+		dep := clientMetrics.For(p.Name(), dependencyName)
 		p.held = newHeldHistogram()
-		d, err := p.open(p.cfg.URL, p.cfg.PoolSize, int32(p.cfg.MinIdle), "")
+		d, err := p.open(p.cfg.URL, p.cfg.PoolSize, int32(p.cfg.MinIdle), "", dep.Transition)
 		if err != nil {
 			return err
 		}
@@ -137,8 +146,11 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 	return nil
 }
 
-// open makes a lazy pool for dsn with its gate.
-func (p *Plugin) open(dsn string, size int, minIdle int32, tenant string) (*DB, error) {
+// open makes a lazy pool for dsn with its gate. onChange, when not nil,
+// hears its breaker's transitions after they are logged (the main pool's
+// metrics; tenant pools are not in the metrics, their number being unbounded
+// over time).
+func (p *Plugin) open(dsn string, size int, minIdle int32, tenant string, onChange func(resilience.StateChange)) (*DB, error) {
 	pc, err := p.poolConfig(dsn, size, minIdle)
 	if err != nil {
 		return nil, err
@@ -148,7 +160,7 @@ func (p *Plugin) open(dsn string, size int, minIdle int32, tenant string) (*DB, 
 		logAttrs = append(logAttrs, slog.String("tenant", tenant))
 	}
 	opts := p.cfg.BreakerConfig.Opts(dependencyName, p.clock,
-		resilience.LogStateChanges(p.log.With(logAttrs...), dependencyName, p.cfg.BreakerCoolDown, nil))
+		resilience.LogStateChanges(p.log.With(logAttrs...), dependencyName, p.cfg.BreakerCoolDown, onChange))
 	g := newGate(&opts, p.cfg.PingTimeout)
 	tracer := heldTracer{inner: p.tracer}
 	if tenant == "" && p.held != nil {

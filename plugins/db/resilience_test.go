@@ -184,6 +184,11 @@ func TestBreakerOpensAndRecoversWithoutRestart(t *testing.T) {
 	if ready.Status != 200 || !strings.Contains(ready.String(), `"state":"open"`) || !strings.Contains(ready.String(), `"degraded"`) {
 		t.Fatalf("/ready while open: %d %s", ready.Status, ready)
 	}
+	// The breaker's hook ran on the request that opened it, before that
+	// request answered: the shared families show the open breaker already.
+	if state, opens, _ := sharedBreakerMetrics(t, b); state != float64(resilience.StateOpen) || opens != 1 {
+		t.Fatalf("while open: jfast_client_breaker_state %v, transitions to open %v; want 1 and 1", state, opens)
+	}
 
 	b.proxy.Pass()
 	if r := b.svc.Get(t, "/one"); r.Status != 503 {
@@ -195,6 +200,9 @@ func TestBreakerOpensAndRecoversWithoutRestart(t *testing.T) {
 	}
 	if snap := b.db.Breaker(); snap.State != resilience.StateClosed || snap.Opens != 1 {
 		t.Fatalf("breaker %+v; want closed after one open", snap)
+	}
+	if state, opens, _ := sharedBreakerMetrics(t, b); state != float64(resilience.StateClosed) || opens != 1 {
+		t.Fatalf("after recovery: jfast_client_breaker_state %v, transitions to open %v; want 0 and 1", state, opens)
 	}
 	if b.db.Pool() != pool {
 		t.Fatal("the pool was replaced")
@@ -354,9 +362,49 @@ func TestReadyReportsPoolAndServer(t *testing.T) {
 			}
 		}
 	}
-	if got["jfast_db_pool_max_connections"] != 10 || got["jfast_db_pool_total_connections"] < 1 || got["jfast_db_breaker_state"] != 0 || got["jfast_db_pool_acquires_total"] < 1 {
+	if got["jfast_db_pool_max_connections"] != 10 || got["jfast_db_pool_total_connections"] < 1 || got["jfast_db_pool_acquires_total"] < 1 {
 		t.Fatalf("metrics %v", got)
 	}
+	if state, opens, ok := sharedBreakerMetrics(t, b); !ok || state != 0 || opens != 0 {
+		t.Fatalf("jfast_client_breaker_state{plugin=\"db\",dependency=\"db\"} = %v (present: %v), opens %v; want 0 (closed) from the start, never opened", state, ok, opens)
+	}
+	// The plugin keeps no breaker family of its own beside the shared ones.
+	for name := range got {
+		if strings.HasPrefix(name, "jfast_db_") && strings.Contains(name, "breaker") {
+			t.Errorf("%s is registered; the breaker is in the jfast_client_breaker_* families alone", name)
+		}
+	}
+}
+
+// sharedBreakerMetrics reads the main pool's breaker from the families
+// every plugin that calls out shares, under plugin and dependency "db": its
+// jfast_client_breaker_state, whether that series exists, and the
+// transitions to open counted in jfast_client_breaker_transitions_total
+// (from closed, and from half_open: a probe that failed).
+func sharedBreakerMetrics(t *testing.T, b *bundle) (state, opens float64, ok bool) {
+	t.Helper()
+	reg := b.svc.App.Metrics()
+	state = jfasttest.Metric(t, reg, "jfast_client_breaker_state", "plugin", "db", "dependency", "db")
+	for _, from := range []string{"closed", "half_open"} {
+		opens += jfasttest.Metric(t, reg, "jfast_client_breaker_transitions_total", "plugin", "db", "dependency", "db", "from", from, "to", "open")
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "jfast_client_breaker_state" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			ok = ok || labels["plugin"] == "db" && labels["dependency"] == "db"
+		}
+	}
+	return state, opens, ok
 }
 
 // Whose deadline ended the attempt decides what the breaker learns

@@ -87,7 +87,7 @@ func (t *tenantPools) get(tenant string) (*DB, error) {
 		return e.Value.(*tenantEntry).db, nil
 	}
 	dsn := strings.ReplaceAll(t.p.cfg.TenantURLTemplate, tenantPlaceholder, tenant)
-	d, err := t.p.open(dsn, t.p.cfg.TenantPoolSize, -1, tenant)
+	d, err := t.p.open(dsn, t.p.cfg.TenantPoolSize, -1, tenant, nil)
 	if err != nil {
 		return nil, fmt.Errorf("db: tenant %s: %w", tenant, err)
 	}
