@@ -65,14 +65,13 @@ func newMetrics(p *Plugin) *metrics {
 		m.failOpen[c] = failOpen.WithLabelValues(c.String())
 	}
 	m.collectors = append(commands, failOpen, limited)
-	// The breaker's and the pool's series are read when scraped.
+	// The pool's series are read when scraped. The breaker is not here: it
+	// is in the jfast_client_breaker_* families (see Start).
 	for _, s := range []struct {
 		name, help string
 		counter    bool
 		value      func() float64
 	}{
-		{"jfast_cache_breaker_state", "State of the Redis breaker: 0 closed, 1 open, 2 half-open.", false, func() float64 { return float64(p.breaker.Snapshot().State) }},
-		{"jfast_cache_breaker_opens_total", "Times the Redis breaker opened.", true, func() float64 { return float64(p.breaker.Snapshot().Opens) }},
 		{"jfast_cache_pool_connections", "Connections in the Redis pool.", false, func() float64 { return float64(p.client.PoolStats().TotalConns) }},
 		{"jfast_cache_pool_idle_connections", "Idle connections in the Redis pool.", false, func() float64 { return float64(p.client.PoolStats().IdleConns) }},
 		{"jfast_cache_pool_timeouts_total", "Times a command waited for a pooled connection longer than command_timeout.", true, func() float64 { return float64(p.client.PoolStats().Timeouts) }},

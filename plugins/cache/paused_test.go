@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/jfasttest"
 	"github.com/jfastframework/jfast/problem"
 )
 
@@ -88,6 +90,7 @@ func TestPausedRedis(t *testing.T) {
 	if r := b.svc.Get(t, "/limited"); r.Header.Get("RateLimit-Limit") != "1000" {
 		t.Fatalf("/limited before the pause has no RateLimit headers: %v", r.Header)
 	}
+	assertSharedBreakerMetrics(t, b, "before the pause", 0, 0)
 
 	srv.pause(t)
 
@@ -178,13 +181,13 @@ func TestPausedRedis(t *testing.T) {
 	for _, want := range []string{
 		`jfast_cache_fail_open_total{component="ratelimit"} 2`,
 		`jfast_cache_fail_open_total{component="remember"} 3`,
-		`jfast_cache_breaker_state 1`,
-		`jfast_cache_breaker_opens_total 2`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+	// Open, and opened twice: by the GET's hang, then by the probe's.
+	assertSharedBreakerMetrics(t, b, "while Redis is paused", resilience.StateOpen, 2)
 
 	// The token store fails closed.
 	if _, err := c.Tokens().IsRevoked(ctx, "jti"); !errors.Is(err, ErrUnavailable) {
@@ -384,5 +387,31 @@ func TestPubSubIsNotCut(t *testing.T) {
 	msg, err := sub.ReceiveTimeout(ctx, 3*time.Second)
 	if m, ok := msg.(*redis.Message); err != nil || !ok || m.Payload != "hello" {
 		t.Fatalf("message after 0.5s = %v, %v", msg, err)
+	}
+}
+
+// assertSharedBreakerMetrics checks the breaker in /metrics: in the
+// families every plugin that calls out shares, under plugin "cache" and
+// dependency "redis", its state series (there from the start) at state and
+// its transitions to open (from closed, and from half_open: a failed probe)
+// summing to opens; and no breaker family of the plugin's own beside them.
+func assertSharedBreakerMetrics(t *testing.T, b bundle, when string, state resilience.State, opens float64) {
+	t.Helper()
+	metrics := b.svc.Get(t, "/metrics").String()
+	if want := fmt.Sprintf(`jfast_client_breaker_state{dependency="redis",plugin="cache"} %d`, state); !strings.Contains(metrics, want) {
+		t.Errorf("/metrics %s lacks %q", when, want)
+	}
+	got := 0.0
+	for _, from := range []string{"closed", "half_open"} {
+		got += jfasttest.Metric(t, b.svc.App.Metrics(), "jfast_client_breaker_transitions_total",
+			"plugin", "cache", "dependency", "redis", "from", from, "to", "open")
+	}
+	if got != opens {
+		t.Errorf("%s: jfast_client_breaker_transitions_total{plugin=\"cache\",dependency=\"redis\",to=\"open\"} = %v, want %v", when, got, opens)
+	}
+	for _, line := range strings.Split(metrics, "\n") {
+		if strings.HasPrefix(line, "jfast_cache_") && strings.Contains(line, "breaker") {
+			t.Errorf("/metrics %s has a cache family of the breaker's own beside jfast_client_breaker_*: %s", when, line)
+		}
 	}
 }

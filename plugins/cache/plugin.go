@@ -171,8 +171,17 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 	// service's logger; channels and the queue's redis backend share this
 	// plugin's client.
 	redislog.Use(p.log)
+	// The breaker is in the outbound-policy families every plugin that
+	// calls out shares, as dependency "redis" (its name in its errors and
+	// the status page's card). Its series is made here, so the state reads
+	// 0 (closed) before the breaker first changes.
+	clientMetrics := framework.NewClientMetrics()
+	if err := clientMetrics.Register(app.Metrics()); err != nil {
+		return fmt.Errorf("cache: register metrics: %w", err)
+	}
+	dep := clientMetrics.For(pluginName, breakerName)
 	p.breaker = resilience.NewBreaker(p.cfg.BreakerConfig.Opts(breakerName, app.Clock(),
-		resilience.LogStateChanges(p.log, pluginName, p.cfg.BreakerCoolDown, nil)))
+		resilience.LogStateChanges(p.log, pluginName, p.cfg.BreakerCoolDown, dep.Transition)))
 	client, err := newClient(p.cfg)
 	if err != nil {
 		return fmt.Errorf("cache: %w", err) // already refused by Validate; kept for safety
