@@ -324,6 +324,84 @@ func TestJWKSDrill(t *testing.T) {
 	})
 }
 
+// TestJWKSBreakerInSharedMetrics: the JWKS breaker is in the breaker families
+// every plugin that calls out shares, as plugin "auth", dependency "jwks":
+// closed (0) from the start, open (1) once a failed fetch opened it, closed
+// again after the probe that followed the cool-down, each transition counted.
+func TestJWKSBreakerInSharedMetrics(t *testing.T) {
+	t.Parallel()
+	testKeys(t)
+	is := newIssuer(t)
+	is.publish(t, map[string]crypto.PublicKey{"k1": &rsa1.PublicKey})
+	s := startJWKS(t, is, "2s")
+	breaker := func() float64 {
+		return jfasttest.Metric(t, s.Metrics(), "jfast_client_breaker_state", "plugin", "auth", "dependency", "jwks")
+	}
+	transitions := func(from, to string) float64 {
+		return jfasttest.Metric(t, s.Metrics(), "jfast_client_breaker_transitions_total",
+			"plugin", "auth", "dependency", "jwks", "from", from, "to", to)
+	}
+	if !hasSeries(t, s, "jfast_client_breaker_state", "plugin", "auth", "dependency", "jwks") || breaker() != 0 {
+		t.Fatalf("jfast_client_breaker_state{plugin=\"auth\",dependency=\"jwks\"} before any failure = %v, want a series at 0 (closed)", breaker())
+	}
+
+	// A token with an unknown kid starts a fetch, which fails and opens the
+	// breaker (breaker_failures = 1). The breaker's hook ran on the fetch's
+	// goroutine before the request it answered could go on, so the state
+	// shows at once.
+	is.set("fail")
+	token := sign(t, "RS256", "k2", claimsAt(s.clock.Now()), rsa2)
+	if r := s.Get(t, "/me", bearer(token)...); r.Status != http.StatusServiceUnavailable || decodeProblem(t, r).Dependency != "jwks" {
+		t.Fatalf("unknown kid with the issuer failing: %d %s", r.Status, r.Body)
+	}
+	if got, opened := breaker(), transitions("closed", "open"); got != 1 || opened != 1 {
+		t.Fatalf("after the failed fetch: state %v, transitions closed→open %v; want 1 and 1", got, opened)
+	}
+
+	// After the cool-down (test clock) the next fetch is the probe; the
+	// issuer answers with the new key, and the breaker closes.
+	is.publish(t, map[string]crypto.PublicKey{"k1": &rsa1.PublicKey, "k2": &rsa2.PublicKey})
+	is.set("answer")
+	s.clock.Advance(auth.DefaultJWKSCoolDown)
+	if r := s.Get(t, "/me", bearer(token)...); r.Status != 200 {
+		t.Fatalf("new kid after the cool-down: %d %s", r.Status, r.Body)
+	}
+	if got := breaker(); got != 0 || transitions("open", "half_open") != 1 || transitions("half_open", "closed") != 1 {
+		t.Fatalf("after the probe: state %v, open→half_open %v, half_open→closed %v; want 0, 1, 1",
+			got, transitions("open", "half_open"), transitions("half_open", "closed"))
+	}
+}
+
+// hasSeries reports whether the service's registry holds a series of family
+// name with the given label pairs (jfasttest.Metric reads 0 for one that is
+// missing).
+func hasSeries(t testing.TB, s service, name string, labels ...string) bool {
+	t.Helper()
+	mfs, err := s.Metrics().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				found := false
+				for _, l := range m.GetLabel() {
+					found = found || l.GetName() == labels[i] && l.GetValue() == labels[i+1]
+				}
+				if !found {
+					continue series
+				}
+			}
+			return true
+		}
+	}
+	return false
+}
+
 // TestJWKSIssuerDownAtBoot: the boot does not wait for or fail on the issuer;
 // tokens get 503 jwks until it answers, then verify.
 func TestJWKSIssuerDownAtBoot(t *testing.T) {
