@@ -28,15 +28,15 @@ type metrics struct {
 
 // publishCounters are one channel's publish outcomes.
 type publishCounters struct {
-	ok, failed, tooLarge prometheus.Counter
-	took                 prometheus.Observer // of a publish sent to Redis
+	ok, failed, refused, tooLarge prometheus.Counter
+	took                          prometheus.Observer // of a publish sent to Redis
 }
 
 func newMetrics(p *Plugin) (*metrics, error) {
 	m := &metrics{
 		p:          p,
-		published:  framework.NewCounterVec("jfast_channels_published_total", "Publish calls by channel and outcome (ok; unavailable: redis did not take it; too_large: over max_payload_bytes).", "channel", "outcome"),
-		publishDur: framework.NewHistogramVec("jfast_channels_publish_duration_seconds", "Time of a publish sent to Redis (ok or unavailable), by channel: one command on the cache plugin's client.", []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}, "channel"),
+		published:  framework.NewCounterVec("jfast_channels_published_total", "Publish calls by channel and outcome (ok; unavailable: redis did not take it: no answer, a refused or broken connection, an error reply; circuit_open: the cache's open breaker refused it, nothing sent; too_large: over max_payload_bytes, nothing sent).", "channel", "outcome"),
+		publishDur: framework.NewHistogramVec("jfast_channels_publish_duration_seconds", "Time of a publish sent to Redis (ok or unavailable; not circuit_open or too_large, which sent nothing), by channel: one command on the cache plugin's client.", []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}, "channel"),
 		handledV:   framework.NewCounterVec("jfast_channels_handled_total", "Handler runs by channel and outcome (ok, error, permanent, timeout, panic; dropped: a broadcast message the handler's buffer had no room for).", "channel", "outcome"),
 		duration:   framework.NewHistogramVec("jfast_channels_handler_duration_seconds", "Duration of handler runs by channel.", []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30}, "channel"),
 		claimedV:   framework.NewCounterVec("jfast_channels_claimed_total", "Durable messages this process claimed after visibility_timeout (their consumer died or its handler failed).", "channel"),
@@ -50,6 +50,7 @@ func newMetrics(p *Plugin) (*metrics, error) {
 		c.pub = &publishCounters{
 			ok:       m.published.WithLabelValues(c.name, "ok"),
 			failed:   m.published.WithLabelValues(c.name, "unavailable"),
+			refused:  m.published.WithLabelValues(c.name, "circuit_open"),
 			tooLarge: m.published.WithLabelValues(c.name, "too_large"),
 			took:     m.publishDur.WithLabelValues(c.name),
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/jfasttest"
 	"github.com/jfastframework/jfast/problem"
 )
 
@@ -380,5 +381,40 @@ func assertReadyAtBoot(t *testing.T, rep *replica) {
 		}
 	default:
 		t.Fatalf("/ready right after the boot: breaker %v, want closed or open (no cool-down has passed)", breaker)
+	}
+}
+
+// A publish the cache's open breaker refused, with no I/O, is counted as
+// circuit_open (the word every plugin uses for a call its open breaker
+// refused) and not timed; those Redis refused before it opened are
+// unavailable and timed. Redis is an address where nothing listens:
+// breaker_failures (3) refused connections in a row open the breaker, and on
+// the test clock, held still, it stays open.
+func TestPublishRefusedByTheOpenBreakerIsCircuitOpen(t *testing.T) {
+	t.Parallel()
+	cl := outageCluster(t, "redis://"+jfasttest.RefusedAddr(t)+"/0", `broadcast = ["news"]`)
+	rep := cl.start(nil)
+	failed := 0.0
+	for {
+		err := rep.ch.Publish(context.Background(), "news", []byte("x"))
+		var ue *UnavailableError
+		if !errors.As(err, &ue) {
+			t.Fatalf("publish with nothing listening = %v, want an UnavailableError", err)
+		}
+		if errors.Is(err, resilience.ErrOpen) {
+			break
+		}
+		if failed++; failed > 3 {
+			t.Fatalf("the breaker did not open after %v refused publishes (breaker_failures = 3)", failed)
+		}
+	}
+	reg := rep.svc.Metrics()
+	published := func(outcome string) float64 {
+		return jfasttest.Metric(t, reg, "jfast_channels_published_total", "channel", "news", "outcome", outcome)
+	}
+	timed := jfasttest.Metric(t, reg, "jfast_channels_publish_duration_seconds", "channel", "news")
+	if published("circuit_open") != 1 || published("unavailable") != failed || timed != failed {
+		t.Fatalf("published circuit_open %v, unavailable %v, timed %v; want 1, %v, %v",
+			published("circuit_open"), published("unavailable"), timed, failed, failed)
 	}
 }

@@ -3,12 +3,14 @@ package channels
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/requestid"
 )
 
@@ -61,6 +63,14 @@ func (p *Plugin) Publish(ctx context.Context, channel string, payload []byte) er
 			Approx: true,
 			Values: streamValues(rid, md, payload),
 		}).Err()
+	}
+	if err != nil && errors.Is(err, resilience.ErrOpen) {
+		// The cache's breaker refused the command before any I/O (its hook
+		// returns the breaker's *resilience.OpenError inside the error):
+		// counted as circuit_open, the word every plugin uses for a call
+		// its open breaker refused, and not timed, as nothing was sent.
+		c.pub.refused.Inc()
+		return &UnavailableError{Channel: channel, Err: err}
 	}
 	c.pub.took.Observe(time.Since(start).Seconds())
 	if err != nil {
