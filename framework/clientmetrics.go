@@ -9,8 +9,9 @@ import (
 )
 
 // ClientMetrics is the one set of outbound-policy metrics, the same for every
-// plugin that calls out (http, grpc, llm, storage), labelled by plugin and dependency
-// (docs/status.md, "Metrics"):
+// plugin that calls out (http, grpc, llm, storage; db, cache and auth feed
+// only their breakers into it, as dependencies "db", "redis" and "jwks"),
+// labelled by plugin and dependency (docs/status.md, "Metrics"):
 //
 //   - jfast_client_calls_total{plugin,dependency,outcome}: calls by how they
 //     ended, in the plugin's words (its page lists them).
