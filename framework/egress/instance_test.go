@@ -100,7 +100,7 @@ func TestHostPort(t *testing.T) {
 		{"::1", "9000", "[::1]:9000"},
 		{"fe80::1%Eth0", "9000", "[fe80::1%Eth0]:9000"}, // a zone names an interface, whose name keeps its case
 		{"Billing", "80", "billing:80"},
-		{"billing.", "80", "billing.:80"}, // another name under a search list
+		{"billing.", "80", "billing.:80"},   // another name under a search list
 		{"billing", "http", "billing:http"}, // not a number: refused elsewhere, compared as written
 	} {
 		if got := egress.HostPort(tc.host, tc.port); got != tc.want {
