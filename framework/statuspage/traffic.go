@@ -160,11 +160,12 @@ var sources = []source{
 		notMeasured: "calls, that is messages: deliveries are counted by attempt (jfast_mail_deliveries_total), not by message",
 	},
 	{
-		// A publish is one Redis command, never retried; one too large
-		// sent nothing.
+		// A publish is one Redis command, never retried; one too large,
+		// or one the cache's open breaker refused, sent nothing.
 		owner: "channels", label: "channel",
-		calls:    []term{plus("jfast_channels_published_total")},
-		attempts: except("jfast_channels_published_total", "outcome", "too_large"),
+		calls: []term{plus("jfast_channels_published_total")},
+		attempts: append(except("jfast_channels_published_total", "outcome", "too_large"),
+			term{family: "jfast_channels_published_total", sign: -1, only: "outcome", is: "circuit_open"}),
 		duration: "jfast_channels_publish_duration_seconds",
 	},
 	{

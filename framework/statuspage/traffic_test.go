@@ -258,3 +258,24 @@ func TestTrafficOfARouteBreaker(t *testing.T) {
 		t.Fatalf("a plugin the page does not know: %+v, want no traffic cell", tv)
 	}
 }
+
+// A channel's publishes are its calls; those that sent nothing (too large,
+// or refused by the cache's open breaker) are not attempts.
+func TestChannelPublishesRefusedAreNoAttempts(t *testing.T) {
+	t.Parallel()
+	m := prometheus.NewRegistry()
+	published := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jfast_channels_published_total"}, []string{"channel", "outcome"})
+	m.MustRegister(published)
+	published.WithLabelValues("orders", "ok").Add(5)
+	published.WithLabelValues("orders", "unavailable").Add(2)
+	published.WithLabelValues("orders", "too_large").Add(1)
+	published.WithLabelValues("orders", "circuit_open").Add(3)
+	fams, err := m.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := gatherCounts(fams)[trafficKey{"channels", "orders"}]
+	if c.calls != 11 || c.attempts != 7 {
+		t.Fatalf("orders: %v calls, %v attempts; want 11 publishes, 7 sent to Redis (5 ok, 2 unavailable)", c.calls, c.attempts)
+	}
+}
