@@ -106,6 +106,15 @@ func (m *ClientMetrics) For(plugin, dependency string) *DependencyMetrics {
 	}
 }
 
+// BreakerFor returns the breaker series alone of plugin's dependency, for a
+// plugin whose breaker is all it has of the policy (db, cache and auth count
+// their calls in families of their own): the other series would show it at
+// 0 for ever. Only Transition and TransitionOnly may be called on it.
+func (m *ClientMetrics) BreakerFor(plugin, dependency string) *DependencyMetrics {
+	return &DependencyMetrics{m: m, plugin: plugin, dependency: dependency,
+		state: m.state.WithLabelValues(plugin, dependency)}
+}
+
 // Calls returns the calls counter of one outcome, for a plugin to look up
 // once per outcome.
 func (d *DependencyMetrics) Calls(outcome string) prometheus.Counter {

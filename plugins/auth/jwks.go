@@ -124,7 +124,7 @@ func newJWKSCache(o jwksOpts) (*jwksCache, error) {
 	if err := clientMetrics.Register(o.registry); err != nil {
 		return nil, fmt.Errorf("auth: register jwks breaker metrics: %w", err)
 	}
-	dep := clientMetrics.For(name, jwksDependency)
+	dep := clientMetrics.BreakerFor(name, jwksDependency)
 	c.breaker = resilience.NewBreaker(o.breaker.Opts(jwksDependency, o.clock,
 		resilience.LogStateChanges(c.log, name, o.breaker.BreakerCoolDown, dep.Transition)))
 	c.fetches = framework.NewCounterVec("jfast_auth_jwks_fetches_total", "JWK Set fetches by result: ok, error, or circuit_open (refused without I/O).", "result")

@@ -179,7 +179,7 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 	if err := clientMetrics.Register(app.Metrics()); err != nil {
 		return fmt.Errorf("cache: register metrics: %w", err)
 	}
-	dep := clientMetrics.For(pluginName, breakerName)
+	dep := clientMetrics.BreakerFor(pluginName, breakerName)
 	p.breaker = resilience.NewBreaker(p.cfg.BreakerConfig.Opts(breakerName, app.Clock(),
 		resilience.LogStateChanges(p.log, pluginName, p.cfg.BreakerCoolDown, dep.Transition)))
 	client, err := newClient(p.cfg)

@@ -126,7 +126,7 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 		if err := clientMetrics.Register(app.Metrics()); err != nil {
 			return err
 		}
-		dep := clientMetrics.For(p.Name(), dependencyName)
+		dep := clientMetrics.BreakerFor(p.Name(), dependencyName)
 		p.held = newHeldHistogram()
 		d, err := p.open(p.cfg.URL, p.cfg.PoolSize, int32(p.cfg.MinIdle), "", dep.Transition)
 		if err != nil {
