@@ -7,10 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/jfastframework/jfast/examples/inventory/shoppb"
+	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/jfasttest"
 	jgrpc "github.com/jfastframework/jfast/plugins/grpc"
 )
 
@@ -155,6 +158,92 @@ func BenchmarkUnaryInstances(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				getStockOnce(b, stub)
+			}
+		})
+	}
+}
+
+// serverPair serves quickInventory twice on loopback, on a bare
+// grpc.Server and on the plugin's server (its interceptors: request ID,
+// deadline, the handler on a goroutine of its own, the front door, access
+// log at warn, metrics), and returns a stub on a bare grpc.ClientConn to
+// each.
+func serverPair(b *testing.B) (bare, served shoppb.InventoryClient) {
+	b.Helper()
+	p := jgrpc.New()
+	jfasttest.Start(b, jfasttest.Options{
+		TOML:    "[app]\nlog_level = \"warn\"\n[plugins]\nenabled = [\"grpc\"]\n[plugin.grpc.server]\nlisten = \"127.0.0.1:0\"\n",
+		Plugins: []framework.Plugin{p},
+		Routes: func(app *framework.App, _ chi.Router) error {
+			srv, err := jgrpc.Server(app)
+			if err != nil {
+				return err
+			}
+			shoppb.RegisterInventoryServer(srv, quickInventory{})
+			return nil
+		},
+	})
+	stub := func(addr string) shoppb.InventoryClient {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = conn.Close() })
+		return shoppb.NewInventoryClient(conn)
+	}
+	return stub(serveQuick(b)), stub(p.Addr())
+}
+
+// BenchmarkServeUnaryInterleaved compares a unary GetStock served by the
+// plugin's server with the same call served by a bare grpc.Server, both
+// called by a bare client, alternately in one loop, so the machine's load
+// hits both alike. It reports both medians and their ratio; sub-benchmarks
+// of BenchmarkServeUnary give the allocations. docs/performance.md has the
+// figures.
+//
+//	go test -run '^$' -bench 'ServeUnary' -benchmem -benchtime 20000x -count 6 ./plugins/grpc/
+func BenchmarkServeUnaryInterleaved(b *testing.B) {
+	bare, served := serverPair(b)
+	getStockOnce(b, bare) // connect both channels before measuring
+	getStockOnce(b, served)
+	var bareNs, servedNs []time.Duration
+	timed := func(stub shoppb.InventoryClient) time.Duration {
+		start := time.Now()
+		getStockOnce(b, stub)
+		return time.Since(start)
+	}
+	i := 0
+	for b.Loop() {
+		if i%2 == 0 {
+			bareNs = append(bareNs, timed(bare))
+			servedNs = append(servedNs, timed(served))
+		} else {
+			servedNs = append(servedNs, timed(served))
+			bareNs = append(bareNs, timed(bare))
+		}
+		i++
+	}
+	slices.Sort(bareNs)
+	slices.Sort(servedNs)
+	bm, sm := bareNs[len(bareNs)/2], servedNs[len(servedNs)/2]
+	b.ReportMetric(float64(bm.Nanoseconds()), "bare-median-ns")
+	b.ReportMetric(float64(sm.Nanoseconds()), "served-median-ns")
+	b.ReportMetric(float64(sm)/float64(bm), "ratio")
+}
+
+// BenchmarkServeUnary measures each server alone, for allocations per
+// call (the client's and the server's, in one process).
+func BenchmarkServeUnary(b *testing.B) {
+	bare, served := serverPair(b)
+	for _, c := range []struct {
+		name string
+		stub shoppb.InventoryClient
+	}{{"bare-server", bare}, {"jfast-server", served}} {
+		b.Run(c.name, func(b *testing.B) {
+			getStockOnce(b, c.stub)
+			b.ReportAllocs()
+			for b.Loop() {
+				getStockOnce(b, c.stub)
 			}
 		})
 	}
