@@ -45,7 +45,7 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		return 0, b.err
 	}
 	if b.declared > b.limit {
-		return 0, b.tooLarge()
+		return 0, b.tooLarge(false)
 	}
 	if len(p) == 0 {
 		return 0, nil
@@ -60,7 +60,7 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	if b.read > b.limit {
 		n -= int(b.read - b.limit)
 		b.read = b.limit
-		return n, b.tooLarge()
+		return n, b.tooLarge(err == io.EOF)
 	}
 	if err != nil && err != io.EOF {
 		b.err = bodyError(err)
@@ -72,16 +72,23 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *requestBody) tooLarge() error {
+// tooLarge fails the body for being over the limit; ended says the read
+// that went over it also read the body to its end.
+func (b *requestBody) tooLarge(ended bool) error {
 	b.err = &http.MaxBytesError{Limit: b.limit}
 	// The server would read up to 256 KiB of the rest to keep the connection
 	// (maxPostHandlerReadBytes in net/http): before the response when the
 	// connection is kept, after it otherwise, waiting until the request's
 	// deadline (the read deadline) for a client that holds the rest back. A
 	// body over the limit is not worth it: the connection is closed, and
-	// the read deadline passed, so that read fails at once.
+	// the read deadline passed, so that read fails at once. A body read to
+	// its end (a chunked one a byte over, its last chunk with it) leaves
+	// nothing to read, and net/http is then reading the connection to hear
+	// the client go away: a deadline in the past would fail that read, and
+	// the request would be taken for one whose client left (a 499 in place
+	// of the 413).
 	b.header.Set("Connection", "close")
-	if b.conn != nil {
+	if b.conn != nil && !ended {
 		_ = b.conn.SetReadDeadline(time.Unix(1, 0))
 	}
 	return b.err
@@ -98,7 +105,7 @@ func (b *requestBody) tooLarge() error {
 func DeclaredBodyTooLarge(r *http.Request) error {
 	if b, ok := r.Body.(*requestBody); ok {
 		if b.declared > b.limit {
-			return b.tooLarge()
+			return b.tooLarge(false)
 		}
 		return nil
 	}

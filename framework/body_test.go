@@ -286,6 +286,40 @@ func TestBodyLimitFromConfigAndChunked(t *testing.T) {
 	}
 }
 
+// A chunked body one byte over the limit, sent whole with its last chunk:
+// reading the byte over the limit also reads the body to its end, after
+// which net/http watches the connection for the client going away. The
+// client is still there and gets the 413 problem, not the 499 of a client
+// that left (the limit's read deadline in the past once failed that watch).
+func TestChunkedBodyOneByteOverTheLimitWithItsLastChunk(t *testing.T) {
+	t.Parallel()
+	svc := bodyService(t, "")
+	// 1 MiB + 1 bytes, app.max_body_bytes' default + 1, in 64 KiB chunks
+	// and a last one of 1 byte, then the end.
+	var body strings.Builder
+	chunk := strings.Repeat("a", 64<<10)
+	for range 16 {
+		fmt.Fprintf(&body, "%x\r\n%s\r\n", len(chunk), chunk)
+	}
+	body.WriteString("1\r\na\r\n0\r\n\r\n")
+	for range 20 {
+		conn := dial(t, svc)
+		if _, err := io.WriteString(conn, "POST /default HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+body.String()); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		conn.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), `"status":413`) {
+			t.Fatalf("1 MiB + 1 bytes chunked: %d %s, want the 413 problem", resp.StatusCode, b)
+		}
+	}
+}
+
 // A declared Content-Length over the limit is answered at once, without
 // waiting for a body the server will not read, and the connection is closed
 // at once: the body, held back here, is not waited for either, whether
