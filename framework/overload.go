@@ -13,6 +13,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/framework/statuspage"
 	"github.com/jfastframework/jfast/problem"
 )
@@ -105,22 +106,26 @@ func (c OverloadConfig) validate(v *Validation) {
 	if c.MaxLimit < c.MinLimit {
 		v.Error(k+"max_limit", fmt.Sprintf("must be at least min_limit (%d), got %d", c.MinLimit, c.MaxLimit), "set max_limit = 1000")
 	}
-	if c.InitialLimit < c.MinLimit || c.InitialLimit > c.MaxLimit {
-		v.Error(k+"initial_limit", fmt.Sprintf("must be from min_limit (%d) to max_limit (%d), got %d", c.MinLimit, c.MaxLimit, c.InitialLimit), "set initial_limit = 20")
+	// With min_limit over max_limit no initial_limit fits: max_limit's error
+	// says what to change. Otherwise the fix offered is a value that fits,
+	// the default's nearest.
+	if c.MinLimit >= 1 && c.MinLimit <= c.MaxLimit && (c.InitialLimit < c.MinLimit || c.InitialLimit > c.MaxLimit) {
+		v.Error(k+"initial_limit", fmt.Sprintf("must be from min_limit (%d) to max_limit (%d), got %d", c.MinLimit, c.MaxLimit, c.InitialLimit),
+			fmt.Sprintf("set initial_limit = %d", min(max(DefaultOverloadConfig().InitialLimit, c.MinLimit), c.MaxLimit)))
 	}
 	if !(c.Tolerance >= 1 && c.Tolerance <= 10) {
 		v.Error(k+"tolerance", fmt.Sprintf("must be from 1 to 10, got %g", c.Tolerance), "set tolerance = 1.5 (latency may rise by half before the limit shrinks)")
 	}
-	v.Deadline(k+"max_cpu_wait", c.MaxCPUWait)
-	v.Deadline(k+"window", c.Window)
-	v.Deadline(k+"baseline_window", c.BaselineWindow)
+	resilience.Span(v, k+"max_cpu_wait", c.MaxCPUWait, "10ms")
+	resilience.Span(v, k+"window", c.Window, "100ms")
+	resilience.Span(v, k+"baseline_window", c.BaselineWindow, "30s")
 	if c.Window > 0 && c.BaselineWindow < 10*c.Window {
 		v.Error(k+"baseline_window", fmt.Sprintf("must be at least 10 windows (%s), got %s", 10*c.Window, c.BaselineWindow), `set baseline_window = "30s"`)
 	}
 	if c.Queue < 0 {
 		v.Error(k+"queue", fmt.Sprintf("must be 0 or more, got %d", c.Queue), "set queue = 50 (0 sheds every request over the limit at once)")
 	}
-	v.Deadline(k+"queue_timeout", c.QueueTimeout)
+	resilience.Span(v, k+"queue_timeout", c.QueueTimeout, "50ms")
 	if c.RetryAfter < time.Second {
 		v.Error(k+"retry_after", fmt.Sprintf("must be at least 1s (Retry-After is whole seconds), got %s", c.RetryAfter), `set retry_after = "1s"`)
 	}

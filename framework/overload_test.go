@@ -253,6 +253,29 @@ func TestOverloadConfigErrors(t *testing.T) {
 	}
 }
 
+// The fix offered for initial_limit is a value the limits allow, and with
+// min_limit over max_limit only max_limit is wrong: no initial_limit fits.
+// The overload's spans of time are not called deadlines.
+func TestOverloadConfigFixes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ toml, key, fix string }{
+		{"min_limit = 30", "app.overload.initial_limit", "set initial_limit = 30"},
+		{"max_limit = 10", "app.overload.initial_limit", "set initial_limit = 10"},
+		{"initial_limit = 2000", "app.overload.initial_limit", "set initial_limit = 20"},
+		{"max_limit = 1", "app.overload.max_limit", "set max_limit = 1000"},
+		{"window = \"0s\"", "app.overload.window", `set a duration such as "100ms" or a number of seconds`},
+		{"max_cpu_wait = \"-1s\"", "app.overload.max_cpu_wait", `set a duration such as "10ms" or a number of seconds`},
+		{"queue_timeout = \"0s\"", "app.overload.queue_timeout", `set a duration such as "50ms" or a number of seconds`},
+		{"baseline_window = \"0s\"", "app.overload.baseline_window", `set a duration such as "30s" or a number of seconds`},
+	} {
+		errs := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: "[app.overload]\n" + tc.toml})
+		if e, ok := errs.For(tc.key); !ok || e.Fix != tc.fix {
+			t.Errorf("%s: %v, want the fix %q for %s", tc.toml, errs, tc.fix, tc.key)
+		}
+	}
+	jfasttest.ConfigErrors(t, jfasttest.Options{TOML: "[app.overload]\nmax_limit = 1"}).Only(t, "app.overload.max_limit")
+}
+
 // A route is in two lists when the front door would read two entries as
 // the same route, however they are written, and when a pattern alone (every
 // method) covers an entry with a method: either way the config says two things

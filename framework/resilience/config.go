@@ -89,15 +89,16 @@ func (c BreakerConfig) Validate(v Validator) {
 		v.Error("breaker_failure_rate", fmt.Sprintf("must be in (0, 1]: greater than 0 and at most 1, got %g", r),
 			"set a share such as 0.5 (half of the calls in breaker_window)")
 	}
-	span(v, "breaker_window", c.BreakerWindow, "30s")
+	Span(v, "breaker_window", c.BreakerWindow, "30s")
 	v.Positive("breaker_minimum_calls", c.BreakerMinimumCalls)
-	span(v, "breaker_cool_down", c.BreakerCoolDown, "15s")
+	Span(v, "breaker_cool_down", c.BreakerCoolDown, "15s")
 }
 
-// span reports d unless it is a positive duration: the keys that are spans
+// Span reports d unless it is a positive duration: the keys that are spans
 // of time but not deadlines (a window, a cool-down, a wait between tries),
-// whose fix is not the deadline keys' "cannot be switched off".
-func span(v Validator, key string, d time.Duration, example string) {
+// whose fix is not the deadline keys' "cannot be switched off". example is a
+// value to suggest, such as "30s".
+func Span(v Validator, key string, d time.Duration, example string) {
 	if d <= 0 {
 		v.Error(key, fmt.Sprintf("must be a positive duration, got %s", d), fmt.Sprintf("set a duration such as %q or a number of seconds", example))
 	}

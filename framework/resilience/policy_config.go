@@ -233,8 +233,8 @@ func (c PolicyConfig) validate(v Validator) {
 			"set 1 to never retry, or a small number such as 3")
 	}
 	v.Deadline("timeout", c.Timeout)
-	span(v, "backoff_base", c.BackoffBase, "100ms")
-	span(v, "backoff_max", c.BackoffMax, "2s")
+	Span(v, "backoff_base", c.BackoffBase, "100ms")
+	Span(v, "backoff_max", c.BackoffMax, "2s")
 	if c.BackoffBase > 0 && c.BackoffMax > 0 && c.BackoffMax < c.BackoffBase {
 		v.Error("backoff_max", fmt.Sprintf("must not be below backoff_base (%s), got %s", c.BackoffBase, c.BackoffMax),
 			"raise backoff_max or lower backoff_base")
@@ -255,12 +255,12 @@ func (c PolicyConfig) validate(v Validator) {
 			"set a share of a token such as 0.1 (one retry earned per ten calls)")
 	}
 	v.Positive("max_concurrent", c.MaxConcurrent)
-	span(v, "bulkhead_wait", c.BulkheadWait, "500ms")
+	Span(v, "bulkhead_wait", c.BulkheadWait, "500ms")
 	if k := c.ThrottleK; !(k >= 1) || math.IsInf(k, 0) {
 		v.Error("throttle_k", fmt.Sprintf("must be at least 1, got %v", k),
 			"set a multiplier such as 2 (the dependency receives about twice what it accepts)")
 	}
-	span(v, "throttle_window", c.ThrottleWindow, "2m")
+	Span(v, "throttle_window", c.ThrottleWindow, "2m")
 	c.BreakerConfig.Validate(v)
 }
 
