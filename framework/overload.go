@@ -221,8 +221,33 @@ type frontDoor struct {
 	log      *slog.Logger
 	// shed counts the requests shed since the last "requests shed" line,
 	// logged (unix nanoseconds): at most one INFO line a second, however
-	// many are shed, instead of an access log line each.
+	// many are shed, instead of an access log line each. last is the last
+	// one's reason and status, for a line that counts those held back.
 	shed, logged atomic.Int64
+	last         atomic.Pointer[shedNote]
+}
+
+// shedNote is the reason a request was shed and its status.
+type shedNote struct {
+	reason string
+	status int
+}
+
+// shedNotes are the notes of the front door's reasons, so that noting one
+// allocates nothing.
+var shedNotes = [...]shedNote{
+	{ShedQueueFull, http.StatusServiceUnavailable},
+	{ShedQueueTimeout, http.StatusServiceUnavailable},
+	{ShedClientGone, StatusClientClosedRequest},
+}
+
+func noteOf(reason string, status int) *shedNote {
+	for i := range shedNotes {
+		if shedNotes[i] == (shedNote{reason, status}) {
+			return &shedNotes[i]
+		}
+	}
+	return &shedNote{reason, status}
 }
 
 type methodRoute struct{ method, route string }
@@ -302,6 +327,9 @@ func (f *frontDoor) admit(w *ResponseRecorder, r *http.Request, held *heldPermit
 	p, err := f.limiter.Acquire(r.Context(), class)
 	if err == nil {
 		held.hold(p)
+		if f.shed.Load() != 0 {
+			f.logHeldBack(r)
+		}
 		return true
 	}
 	var shed *ShedError
@@ -329,15 +357,32 @@ func (f *frontDoor) logShed(r *http.Request, reason string, class Priority, stat
 	f.log.LogAttrs(r.Context(), slog.LevelDebug, "request shed",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path),
 		slog.String("reason", reason), slog.String("class", class.String()))
+	f.last.Store(noteOf(reason, status))
 	f.shed.Add(1)
+	f.logHeldBack(r)
+}
+
+// logHeldBack writes the "requests shed" line of the requests shed since
+// the last one, when that was shedLogEvery ago or more. A shed request
+// calls it, and so does every request the front door admits while some are
+// held back (one atomic load otherwise): the count of a burst's last ones
+// is logged by the first request, a health probe included, that comes a
+// second after the line before, not by the next burst, which may be hours
+// away.
+func (f *frontDoor) logHeldBack(r *http.Request) {
 	now := f.limiter.clock.Now().UnixNano()
 	last := f.logged.Load()
 	if now-last < int64(shedLogEvery) || !f.logged.CompareAndSwap(last, now) {
 		return
 	}
+	n := f.shed.Swap(0)
+	if n == 0 {
+		return
+	}
+	note := f.last.Load()
 	f.log.LogAttrs(r.Context(), slog.LevelInfo, "requests shed",
-		slog.Int64("count", f.shed.Swap(0)), slog.String("reason", reason),
-		slog.Int("limit", f.limiter.Limit()), slog.Int("status", status))
+		slog.Int64("count", n), slog.String("reason", note.reason),
+		slog.Int("limit", f.limiter.Limit()), slog.Int("status", note.status))
 }
 
 // heldPermit is the Permit of the request being served, released once: when

@@ -655,6 +655,54 @@ func TestShedRequestsAreLoggedOnceASecond(t *testing.T) {
 	}
 }
 
+// The requests shed after a line are counted by the first request the
+// front door sees a second or more later, a health probe that is never
+// shed included, not only by the next one shed, which may come hours later.
+func TestShedRequestsHeldBackAreLoggedByTheNextRequest(t *testing.T) {
+	t.Parallel()
+	clk := resilience.NewTestClock(time.Unix(1_700_000_000, 0))
+	var logs jfasttest.Logs
+	app := fullApp(t, &logs, clk, 0)
+	serve := func(path string) int {
+		w := httptest.NewRecorder()
+		app.Router().ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+		return w.Code
+	}
+	lines := func() []string {
+		var out []string
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, `msg="requests shed"`) {
+				out = append(out, line)
+			}
+		}
+		return out
+	}
+	for range 4 {
+		if code := serve("/hello"); code != http.StatusServiceUnavailable {
+			t.Fatalf("status %d, want 503", code)
+		}
+	}
+	if code := serve("/live"); code != http.StatusOK || len(lines()) != 1 {
+		t.Fatalf("/live within the second: %d, lines %q; want 200 and the first line alone", code, lines())
+	}
+	clk.Advance(time.Second - time.Nanosecond)
+	serve("/live")
+	if got := lines(); len(got) != 1 {
+		t.Fatalf("a probe before the second is up: %q, want the first line alone", got)
+	}
+	clk.Advance(time.Nanosecond)
+	serve("/live")
+	if got := lines(); len(got) != 2 || !strings.Contains(got[1], "count=3 reason=queue_full limit=1 status=503") {
+		t.Fatalf("a probe a second after the first line: %q, want a second line counting the 3 held back", got)
+	}
+	serve("/live")
+	clk.Advance(time.Second)
+	serve("/live")
+	if got := lines(); len(got) != 2 {
+		t.Fatalf("with nothing held back: %q, want no other line", got)
+	}
+}
+
 // A request whose client left while it waited in the queue is one the front
 // door gave up on, as it gives up on one whose wait ran out: shed, in the
 // "requests shed" line with its reason and status (499: nobody is there to
