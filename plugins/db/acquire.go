@@ -684,7 +684,8 @@ func (g *gate) attempt(ctx context.Context, pool *pgxpool.Pool, bound time.Durat
 
 // unavailable turns the cause of a failed acquisition into the db
 // dependency error: a 503 naming db, with Retry-After while the breaker is
-// open. The password is removed from its text.
+// open, the failure that opened it included (its caller is told the wait
+// the requests after it are told). The password is removed from its text.
 func (g *gate) unavailable(cause error) error {
 	var open *resilience.OpenError
 	if errors.As(cause, &open) {
@@ -695,6 +696,8 @@ func (g *gate) unavailable(cause error) error {
 	var ra resilience.RetryAfterError
 	if errors.As(cause, &ra) {
 		e.RetryAfter = ra.RetryAfter()
+	} else if s := g.breaker.Snapshot(); s.State == resilience.StateOpen {
+		e.RetryAfter = s.RetryAfter
 	}
 	return e
 }

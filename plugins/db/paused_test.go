@@ -12,6 +12,7 @@ import (
 
 	"github.com/jfastframework/jfast/drills"
 	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/jfasttest"
 )
 
 // pausable is a PostgreSQL that a test may pause for real: a private
@@ -124,13 +125,20 @@ func sequential(t *testing.T, target pausable, o setupOpts, warm, n int, idle bo
 // returns how long it took and how many attempts the gate made for it.
 func (b *bundle) timedRequest(t *testing.T, i int) (time.Duration, uint64) {
 	t.Helper()
+	took, made, _ := b.timedResponse(t, i)
+	return took, made
+}
+
+// timedResponse is timedRequest with the response.
+func (b *bundle) timedResponse(t *testing.T, i int) (time.Duration, uint64, jfasttest.Response) {
+	t.Helper()
 	before := b.db.gate.attempts.Load()
-	var status int
-	took := timed(func() { status = b.svc.Get(t, "/one").Status })
-	if status != 503 {
-		t.Fatalf("request %d against a paused server: %d", i, status)
+	var r jfasttest.Response
+	took := timed(func() { r = b.svc.Get(t, "/one") })
+	if r.Status != 503 {
+		t.Fatalf("request %d against a paused server: %d", i, r.Status)
 	}
-	return took, b.db.gate.attempts.Load() - before
+	return took, b.db.gate.attempts.Load() - before, r
 }
 
 // concurrent pauses the server under a warm pool and sends n requests at

@@ -136,12 +136,14 @@ func TestBreakerOpensAndRecoversWithoutRestart(t *testing.T) {
 	// which the gate made attempts, until one the breaker answered alone.
 	var slow []time.Duration
 	var attempts []uint64
+	var retryAfter []string
 	for i := 0; ; i++ {
-		took, made := b.timedRequest(t, i)
+		took, made, r := b.timedResponse(t, i)
 		if made == 0 {
 			break
 		}
 		slow, attempts = append(slow, took), append(attempts, made)
+		retryAfter = append(retryAfter, r.Header.Get("Retry-After"))
 		if i > 10 {
 			t.Fatalf("the breaker never answered: %v", slow)
 		}
@@ -156,6 +158,11 @@ func TestBreakerOpensAndRecoversWithoutRestart(t *testing.T) {
 		t.Fatalf("%d slow requests (%v, attempts %v) before the breaker answered; want 1 of 2 attempts", len(slow), slow, attempts)
 	}
 	t.Logf("the slow request waited %s; its bounds on an unloaded machine: %s", slow[0], 750*time.Millisecond)
+	// Its probe opened the breaker: it tells its caller the wait the
+	// requests after it are told.
+	if retryAfter[0] != "15" {
+		t.Fatalf("the request whose probe opened the breaker: Retry-After %q, want 15 (the cool-down)", retryAfter[0])
+	}
 	if slow[0] >= connectTimeout/2 {
 		t.Fatalf("a request waited %s; want it bounded by ping_timeout and its replacement's bound, not by connect_timeout (%s)", slow[0], connectTimeout)
 	}
