@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/jfasttest"
 	jhttp "github.com/jfastframework/jfast/plugins/http"
 	"github.com/jfastframework/jfast/problem"
 )
@@ -319,5 +320,31 @@ func TestBreakerCallerDeadlineIsNoEvidence(t *testing.T) {
 	var co *jhttp.CircuitOpen
 	if _, err := c.Get(ctxTimeout(t, time.Minute), "/x"); !errors.As(err, &co) {
 		t.Fatalf("the next call: %v (%T), want CircuitOpen at once", err, err)
+	}
+}
+
+// The call whose failure opens the breaker carries the cool-down as its
+// Retry-After, as the calls the open breaker then refuses do; the failures
+// before it, with the breaker still closed, carry none.
+func TestCallThatOpensTheBreakerCarriesRetryAfter(t *testing.T) {
+	t.Parallel()
+	c, clk, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: "http://" + jfasttest.RefusedAddr(t),
+		PolicyConfig: resilience.PolicyConfig{Attempts: 1, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 2}}}))
+	clk.SetAutoAdvance(false)
+	ctx := context.Background()
+	var ue *jhttp.UpstreamUnavailable
+	if _, err := c.Get(ctx, "/x"); !errors.As(err, &ue) || ue.RetryAfter != 0 {
+		t.Fatalf("the first refused call: %v, want UpstreamUnavailable without a wait (the breaker is closed)", err)
+	}
+	_, err := c.Get(ctx, "/x")
+	if !errors.As(err, &ue) || ue.RetryAfter != 15*time.Second {
+		t.Fatalf("the call that opened the breaker: %v (Retry-After %v), want UpstreamUnavailable with 15s", err, ue.RetryAfter)
+	}
+	if p, ok := problem.As(err); !ok || p.Status != 503 || p.RetryAfter != 15*time.Second {
+		t.Fatalf("its problem: %+v, want 503 with Retry-After 15s", p)
+	}
+	var co *jhttp.CircuitOpen
+	if _, err := c.Get(ctx, "/x"); !errors.As(err, &co) || co.RetryAfter != 15*time.Second {
+		t.Fatalf("the call after it: %v, want CircuitOpen with 15s", err)
 	}
 }

@@ -375,6 +375,9 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 		m.bodyRead.Observe(x.bodyRead.Seconds())
 		return last, attempts, nil
 	}
+	if x.pol.instances == nil && x.br != nil {
+		openedBy(err, x.br) // End told the breaker of the call
+	}
 	return nil, attempts, err
 }
 
@@ -389,6 +392,24 @@ func (c *core) noAttemptAnswered(ctx context.Context, x *exchange) error {
 		return newCircuitOpen(c.up.Name, x.lastErr, oe.RetryAfter())
 	}
 	return c.noResponse(ctx, x.run.Context(), x.lastErr)
+}
+
+// openedBy gives a call's timeout or unreachable error the breaker's
+// cool-down left when the breaker is open after it: the call that opened it
+// tells its caller the wait the calls it then refuses are told.
+func openedBy(err error, br *resilience.Breaker) {
+	var ue *UpstreamError
+	switch e := err.(type) {
+	case *UpstreamTimeout:
+		ue = &e.UpstreamError
+	case *UpstreamUnavailable:
+		ue = &e.UpstreamError
+	default:
+		return
+	}
+	if s := br.Snapshot(); s.State == resilience.StateOpen {
+		ue.RetryAfter = s.RetryAfter
+	}
 }
 
 // refused returns the error of a call its policy did not admit: the breaker
