@@ -2,6 +2,7 @@ package framework_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -149,6 +150,14 @@ func TestNonReadingClientCannotHoldTheHandler(t *testing.T) {
 	t.Logf("the handler's writes failed after %v (request_timeout %v + 1s grace)", e.took, timeout)
 	if e.took < timeout || e.took > timeout+time.Second+2*time.Second {
 		t.Errorf("the handler's writes failed after %v, want between request_timeout and request_timeout + 1s + 2s", e.took)
+	}
+	// The access log says the response was cut, which its 200 alone hides.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second) // a bound on a failure only
+	defer cancel()
+	if err := svc.WaitLogs(ctx, func(logs string) bool {
+		return strings.Contains(logs, "path=/export status=200") && strings.Contains(logs, "write_error=")
+	}); err != nil {
+		t.Fatalf("no access log line with the write error:\n%s", svc.Logs())
 	}
 }
 

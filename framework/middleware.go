@@ -31,6 +31,10 @@ type ResponseRecorder struct {
 	// quiet leaves the request out of the access log: a request the front
 	// door shed, which it logs once a second in aggregate.
 	quiet bool
+	// cut is the first error a write of the body returned (the client not
+	// reading past the write deadline, a reset): the access log says the
+	// response did not reach the client whole, which its status alone hides.
+	cut error
 }
 
 // Status returns the status written, or 0 when nothing has been written yet.
@@ -58,6 +62,9 @@ func (w *ResponseRecorder) Write(b []byte) (int, error) {
 	}
 	n, err := w.ResponseWriter.Write(b)
 	w.written += int64(n)
+	if err != nil && w.cut == nil {
+		w.cut = err
+	}
 	return n, err
 }
 
@@ -330,6 +337,9 @@ func (s *serveRequest) accessLog(w *ResponseRecorder, r *http.Request, id string
 		ctx = r.Context()
 	} else {
 		rec.AddAttrs(slog.String("request_id", id))
+	}
+	if w.cut != nil {
+		rec.AddAttrs(slog.String("write_error", w.cut.Error()))
 	}
 	_ = h.Handle(ctx, rec)
 }
