@@ -13,7 +13,6 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/framework/statuspage"
 	"github.com/jfastframework/jfast/problem"
 )
@@ -116,16 +115,16 @@ func (c OverloadConfig) validate(v *Validation) {
 	if !(c.Tolerance >= 1 && c.Tolerance <= 10) {
 		v.Error(k+"tolerance", fmt.Sprintf("must be from 1 to 10, got %g", c.Tolerance), "set tolerance = 1.5 (latency may rise by half before the limit shrinks)")
 	}
-	resilience.Span(v, k+"max_cpu_wait", c.MaxCPUWait, "10ms")
-	resilience.Span(v, k+"window", c.Window, "100ms")
-	resilience.Span(v, k+"baseline_window", c.BaselineWindow, "30s")
+	v.Span(k+"max_cpu_wait", c.MaxCPUWait, "10ms")
+	v.Span(k+"window", c.Window, "100ms")
+	v.Span(k+"baseline_window", c.BaselineWindow, "30s")
 	if c.Window > 0 && c.BaselineWindow < 10*c.Window {
 		v.Error(k+"baseline_window", fmt.Sprintf("must be at least 10 windows (%s), got %s", 10*c.Window, c.BaselineWindow), `set baseline_window = "30s"`)
 	}
 	if c.Queue < 0 {
 		v.Error(k+"queue", fmt.Sprintf("must be 0 or more, got %d", c.Queue), "set queue = 50 (0 sheds every request over the limit at once)")
 	}
-	resilience.Span(v, k+"queue_timeout", c.QueueTimeout, "50ms")
+	v.Span(k+"queue_timeout", c.QueueTimeout, "50ms")
 	if c.RetryAfter < time.Second {
 		v.Error(k+"retry_after", fmt.Sprintf("must be at least 1s (Retry-After is whole seconds), got %s", c.RetryAfter), `set retry_after = "1s"`)
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/jfastframework/jfast/framework/resilience"
 )
 
 // ConfigError is one problem in the configuration: the full key, what is wrong and
@@ -185,6 +187,13 @@ func (v *Validation) Deadline(key string, d time.Duration) { checkDeadline(v, ke
 
 // Positive records an error unless n > 0.
 func (v *Validation) Positive(key string, n int) { checkPositive(v, key, n) }
+
+// Span records an error unless d is a positive duration, for a span of time
+// that is not a deadline (a window, a wait), suggesting example ("30s")
+// ([resilience.Span]).
+func (v *Validation) Span(key string, d time.Duration, example string) {
+	resilience.Span(v, key, d, example)
+}
 
 // problemRecorder is what the checks shared by [Validation] and [Problems]
 // record into.
