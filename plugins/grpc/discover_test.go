@@ -22,6 +22,7 @@ import (
 	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/jfasttest"
 	jgrpc "github.com/jfastframework/jfast/plugins/grpc"
+	"github.com/jfastframework/jfast/problem"
 )
 
 // serveLoopbacks serves an inventory on each of 127.0.0.1, 127.0.0.2 and
@@ -177,7 +178,7 @@ func TestDiscoveredNameUnresolved(t *testing.T) {
 	t.Parallel()
 	dns := &dnsTable{name: "other.test"}
 	dns.set("127.0.0.1")
-	c := newClient(t, jgrpc.Upstream{Target: "dns:///inventory.test:9000", Discover: true, PolicyConfig: resilience.PolicyConfig{Attempts: 1}},
+	c := newClient(t, jgrpc.Upstream{Name: "inventory", Target: "dns:///inventory.test:9000", Discover: true, PolicyConfig: resilience.PolicyConfig{Attempts: 1}},
 		jgrpc.WithClock(jfasttest.NewClock()), jgrpc.WithLookup(dns.lookup))
 	if n := len(c.Instances()); n != 0 {
 		t.Fatalf("%d instances for a name that does not resolve", n)
@@ -186,6 +187,18 @@ func TestDiscoveredNameUnresolved(t *testing.T) {
 	var e *jgrpc.Error
 	if !errors.As(err, &e) || !strings.Contains(err.Error(), "no instance") || !strings.Contains(err.Error(), "inventory.test") {
 		t.Fatalf("call with no instance: %v", err)
+	}
+	// Nothing was sent: an outage (503 naming the upstream), not an answer
+	// of the upstream's (UNKNOWN, a 502).
+	p, ok := problem.As(err)
+	if e.Code != codes.Unavailable || !e.Outage() || !ok || p.Status != 503 || p.Extensions["dependency"] != "inventory" ||
+		p.Detail != "upstream 'inventory' has no instance to call (/shop.Inventory/GetStock was not sent)" {
+		t.Fatalf("call with no instance: code %s, outage %v, problem %+v; want UNAVAILABLE, a 503 naming inventory and what was not sent", e.Code, e.Outage(), p)
+	}
+	// A stream meets the same, not the open breaker's error.
+	_, err = c.NewStream(ctxFor(t), &grpc.StreamDesc{ServerStreams: true}, "/shop.Inventory/Watch")
+	if !errors.As(err, &e) || e.Kind != jgrpc.KindStatus || e.Code != codes.Unavailable || !strings.Contains(err.Error(), "has no instance") {
+		t.Fatalf("stream with no instance: %v, want UNAVAILABLE saying there is no instance", err)
 	}
 }
 

@@ -146,6 +146,9 @@ func (e *Error) detail() string {
 	}
 	switch e.Code {
 	case codes.Unavailable:
+		if ni := (*noInstanceError)(nil); errors.As(e.Err, &ni) {
+			return fmt.Sprintf("upstream '%s' has no instance to call (%s was not sent)", e.Upstream, e.Method)
+		}
 		// gRPC's transport says "connection error" when no connection could
 		// be made: nothing was sent, so nothing answered.
 		if msg := status.Convert(e.Err).Message(); strings.HasPrefix(msg, "connection error") {
@@ -212,3 +215,17 @@ var (
 		GRPCStatus() *status.Status
 	} = (*Error)(nil)
 )
+
+// noInstanceError is an attempt's that found no instance at all: nothing
+// was sent. gRPC reads it as UNAVAILABLE (GRPCStatus), so the call ends as
+// an outage, a 503 naming the upstream, as the http client's does, not as
+// an answer of the upstream's.
+type noInstanceError struct{ err error }
+
+func (e *noInstanceError) Error() string { return e.err.Error() }
+
+func (e *noInstanceError) Unwrap() error { return e.err }
+
+func (e *noInstanceError) GRPCStatus() *status.Status {
+	return status.New(codes.Unavailable, e.err.Error())
+}

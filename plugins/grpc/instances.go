@@ -230,11 +230,11 @@ func (c *ServiceClient) stopDiscovery() {
 func (c *ServiceClient) noInstance() error {
 	if c.found != nil {
 		if st := c.found.State(); st.Error != "" {
-			return fmt.Errorf("no instance to call: %s", st.Error)
+			return &noInstanceError{fmt.Errorf("no instance to call: %s", st.Error)}
 		}
-		return fmt.Errorf("no instance to call: %s resolved to none yet", discoverAddr(c.up.Target))
+		return &noInstanceError{fmt.Errorf("no instance to call: %s resolved to none yet", discoverAddr(c.up.Target))}
 	}
-	return errors.New("no instance to call")
+	return &noInstanceError{errors.New("no instance to call")}
 }
 
 // connected reports whether in's channel may take a call without waiting

@@ -55,6 +55,9 @@ func (c *ServiceClient) NewStream(ctx context.Context, desc *grpc.StreamDesc, me
 		// A stream stays on the instance it opened on, restarts included.
 		in, ticket, err := c.pick(nil)
 		if err != nil {
+			if ni := (*noInstanceError)(nil); errors.As(err, &ni) {
+				return nil, s.finish(err) // nothing sent: UNAVAILABLE, as a unary call's
+			}
 			run.End(resilience.Ignore)
 			c.metrics.refused(method, labelCircuitOpen)
 			return nil, circuitOpen(c.up.Name, method, err)
