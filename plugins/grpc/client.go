@@ -54,6 +54,11 @@ type ServiceClient struct {
 	logger     *slog.Logger
 	metrics    *upstreamMetrics
 	closed     atomic.Bool
+	// watch ends the instances' watchers (watchInstance) when the client
+	// closes; watchers counts them.
+	watch     context.Context
+	stopWatch context.CancelFunc
+	watchers  sync.WaitGroup
 }
 
 // NewClient returns a client for one upstream, for scripts and tests; a
@@ -107,6 +112,7 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 	}
 	var err error
 	c.pool, c.dial = pool, o.dial
+	c.watch, c.stopWatch = context.WithCancel(context.Background())
 	switch {
 	case len(u.Instances) > 0:
 		c.multi = true
@@ -118,6 +124,7 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 		c.conn, err = pool.channel(u, o.dial, false)
 	}
 	if err != nil {
+		c.endWatch()
 		return nil, err
 	}
 	c.policy = resilience.NewPolicy(resilience.PolicyOpts{
@@ -153,6 +160,7 @@ func (c *ServiceClient) State() connectivity.State {
 func (c *ServiceClient) Close() error {
 	c.closed.Store(true)
 	c.stopDiscovery()
+	c.endWatch()
 	if c.ownPool != nil {
 		return c.ownPool.Close()
 	}

@@ -130,7 +130,36 @@ func (c *ServiceClient) newInstance(addr string, own bool) (*instance, error) {
 		return br
 	}}
 	in.breaker.Store(in.newBreaker())
+	c.watchers.Add(1)
+	go c.watchInstance(in)
 	return in, nil
+}
+
+// watchInstance follows in's channel until it shuts down or the client
+// closes, so that an instance whose replica came back is taken back when it
+// connects, not when a call next picks it: /ready, the status page and the
+// breaker gauge say so at once, and the log line has the time it connected.
+// It only notes a lost connection (no call's evidence: connected gives the
+// breaker that).
+func (c *ServiceClient) watchInstance(in *instance) {
+	defer c.watchers.Done()
+	for s := in.conn.GetState(); s != connectivity.Shutdown; s = in.conn.GetState() {
+		switch s {
+		case connectivity.TransientFailure:
+			in.lost.Store(true)
+		case connectivity.Ready:
+			c.reconnected(in)
+		}
+		if !in.conn.WaitForStateChange(c.watch, s) {
+			return
+		}
+	}
+}
+
+// endWatch stops the instances' watchers and waits for them.
+func (c *ServiceClient) endWatch() {
+	c.stopWatch()
+	c.watchers.Wait()
 }
 
 // instances returns the current instances; nil with a target.
@@ -253,11 +282,7 @@ func (c *ServiceClient) noInstance() error {
 func (c *ServiceClient) connected(in *instance) bool {
 	switch in.conn.GetState() {
 	case connectivity.Ready:
-		if in.lost.Load() && in.lost.CompareAndSwap(true, false) && in.breaker.Load().Snapshot().State != resilience.StateClosed {
-			in.breaker.Store(in.newBreaker())
-			c.metrics.instances.Refresh()
-			c.logger.Info("upstream instance connects again: its breaker is closed", slog.String("upstream", c.up.Name), slog.String("instance", in.addr))
-		}
+		c.reconnected(in)
 		return true
 	case connectivity.Idle:
 		return true
@@ -363,6 +388,16 @@ func (c *ServiceClient) choose(tried, refused []*instance, anyState bool) *insta
 		return cands[i]
 	}
 	return cands[int(c.next.Add(1)%uint64(n))]
+}
+
+// reconnected gives in a fresh breaker if its channel was lost since it was
+// last READY and its breaker is not closed (see connected).
+func (c *ServiceClient) reconnected(in *instance) {
+	if in.lost.Load() && in.lost.CompareAndSwap(true, false) && in.breaker.Load().Snapshot().State != resilience.StateClosed {
+		in.breaker.Store(in.newBreaker())
+		c.metrics.instances.Refresh()
+		c.logger.Info("upstream instance connects again: its breaker is closed", slog.String("upstream", c.up.Name), slog.String("instance", in.addr))
+	}
 }
 
 // instancesState returns the connectivity of the best-connected instance's

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"slices"
@@ -344,6 +345,45 @@ func TestInstanceBackBeforeItsCoolDown(t *testing.T) {
 	}
 	if s := c.Instances()[back.addr].Snapshot(); s.State != resilience.StateClosed {
 		t.Fatalf("the instance's breaker is %s once it answers again", s.State)
+	}
+}
+
+// An instance that connects again is taken back when it connects, with no
+// call to notice it: its open breaker is replaced by a closed one, so
+// /ready, the status page and the breaker gauge say it is back, and the
+// log line has the time it connected.
+func TestInstanceBackWithoutACall(t *testing.T) {
+	// Not parallel: it frees a port while its client still dials it (see
+	// TestInstanceBackBeforeItsCoolDown).
+	clock := jfasttest.NewClock()
+	clock.SetAutoAdvance(true)
+	var logs jfasttest.Logs
+	srv := serveInstances(t, 2)
+	c := newClient(t, jgrpc.Upstream{Instances: addrsOf(srv), IdempotentMethods: []string{getStock}},
+		jgrpc.WithClock(clock), jgrpc.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	getUntil(t, c, func() bool { return srv[0].inv.getStocks.Load() >= 10 && srv[1].inv.getStocks.Load() >= 10 })
+	back := srv[1]
+	back.stop()
+	getUntil(t, c, func() bool { return c.Instances()[back.addr].Snapshot().State == resilience.StateOpen })
+
+	ln, err := net.Listen("tcp", back.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := &inventory{}
+	serveOn(t, ln, again)
+	// No call: the channel reconnects on its own (its backoff after a
+	// loss), and that alone brings the instance back.
+	if err := logs.Wait(ctxFor(t), func(l string) bool {
+		return strings.Contains(l, "upstream instance connects again") && strings.Contains(l, back.addr)
+	}); err != nil {
+		t.Fatalf("no \"connects again\" line without a call: %v\n%s", err, logs.String())
+	}
+	if s := c.Instances()[back.addr].Snapshot(); s.State != resilience.StateClosed {
+		t.Fatalf("the instance's breaker is %s once its channel connected again", s.State)
+	}
+	if n := again.getStocks.Load(); n != 0 {
+		t.Fatalf("the restarted instance got %d calls; the test makes none", n)
 	}
 }
 
