@@ -210,6 +210,7 @@ func (p *Plugin) Stop(context.Context) error {
 	for _, c := range p.clients.All() {
 		c.closed.Store(true)
 		c.stopDiscovery()
+		c.endWatch()
 	}
 	if p.pool != nil {
 		return p.pool.Close()
