@@ -293,6 +293,19 @@ func (b *binder) bindValue(key string, dst reflect.Value, val any) {
 			dst.SetMapIndex(reflect.ValueOf(name), elem.Elem())
 		}
 	default:
+		if b.sources[key].Kind == "file" && fileTypeMismatch(t, val) {
+			problem := fmt.Sprintf("must be %s, got %s", describeKind(t), b.describe(key, val))
+			if list, ok := val.([]any); ok {
+				for _, e := range list {
+					if fileTypeMismatch(t.Elem(), e) {
+						problem = fmt.Sprintf("each entry must be %s, got %s", describeKind(t.Elem()), b.describe(key, e))
+						break
+					}
+				}
+			}
+			b.errorf(key, "write a "+describeType(t), "%s", problem)
+			return
+		}
 		dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
 			Result:           dst.Addr().Interface(),
 			WeaklyTypedInput: true,
@@ -313,6 +326,49 @@ func (b *binder) bindValue(key string, dst reflect.Value, val any) {
 			b.errorf(key, "write a "+describeType(t), "must be %s, got %s", describeKind(t), describe(val))
 		}
 	}
+}
+
+// fileTypeMismatch reports whether val, a value the file gave for one of
+// type t, is of another TOML type. The environment's values are text, read
+// as the type needs ("3", "true", "a,b" for a list), but the file's carry
+// TOML's own types, and one of the wrong type is a mistake, not a spelling:
+// max_concurrent = true would otherwise read as 1, attempts = 2.5 as 2.
+func fileTypeMismatch(t reflect.Type, val any) bool {
+	if reflect.PointerTo(t).Implements(textUnmarshalerType) {
+		return false // read from text, as its type says
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		_, ok := val.(bool)
+		return !ok
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		switch val.(type) {
+		case int64, int:
+			return false
+		}
+		return true
+	case reflect.Float32, reflect.Float64:
+		switch val.(type) {
+		case int64, int, float64:
+			return false
+		}
+		return true
+	case reflect.String:
+		_, ok := val.(string)
+		return !ok
+	case reflect.Slice:
+		list, ok := val.([]any)
+		if !ok {
+			return true
+		}
+		for _, e := range list {
+			if fileTypeMismatch(t.Elem(), e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // setUnder reports whether a key below key was bound.

@@ -366,3 +366,39 @@ func TestStatusPageShowsTheFrontDoor(t *testing.T) {
 	close(g.open)
 	<-first
 }
+
+// A value the file gives with another TOML type than its key's is refused,
+// naming what to write, not read weakly (true as 1, 2.5 as 2, "3" as 3, a
+// string as a one-entry list); the environment's values, which are all
+// text, are read as the key's type.
+func TestFileValuesOfAnotherTypeAreRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ toml, key, problem string }{
+		{"[app.overload]\nqueue = true", "app.overload.queue", "must be an integer, got true"},
+		{"[app.overload]\nqueue = 2.5", "app.overload.queue", "must be an integer, got 2.5"},
+		{"[app.overload]\nqueue = \"3\"", "app.overload.queue", `must be an integer, got "3"`},
+		{"[app.overload]\nenabled = 1", "app.overload.enabled", "must be true or false, got 1"},
+		{"[app.overload]\nenabled = \"true\"", "app.overload.enabled", `must be true or false, got "true"`},
+		{"[app.overload]\ncritical = \"/a\"", "app.overload.critical", "must be a list"},
+		{"[app.overload]\ncritical = [\"/a\", 1]", "app.overload.critical", "each entry must be a string, got 1"},
+		{"[app]\nlog_level = 1", "app.log_level", "must be a string, got 1"},
+	} {
+		errs := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: tc.toml})
+		e, ok := errs.For(tc.key)
+		if !ok || !strings.Contains(e.Problem, tc.problem) || e.Fix == "" {
+			t.Errorf("%q: %v, want %s: %s with a fix", tc.toml, errs, tc.key, tc.problem)
+		}
+	}
+	// A number where a float goes is one, and the environment's text is
+	// read as the key's type.
+	app, err := jfasttest.New(t, jfasttest.Options{
+		TOML: "[app.overload]\ntolerance = 2",
+		Env:  map[string]string{"JFAST_APP_OVERLOAD__QUEUE": "3", "JFAST_APP_OVERLOAD__ENABLED": "true", "JFAST_APP_OVERLOAD__CRITICAL": "/a,/b"},
+	})
+	if err != nil {
+		t.Fatalf("an integer for a float and the environment's text: %v", err)
+	}
+	if o := app.Config().Overload; o.Tolerance != 2 || o.Queue != 3 || !o.Enabled || len(o.Critical) != 2 {
+		t.Fatalf("read as %+v", o)
+	}
+}
