@@ -295,7 +295,7 @@ func (b *binder) bindValue(key string, dst reflect.Value, val any) {
 	default:
 		if b.sources[key].Kind == "file" && fileTypeMismatch(t, val) {
 			problem := fmt.Sprintf("must be %s, got %s", describeKind(t), b.describe(key, val))
-			if list, ok := val.([]any); ok {
+			if list, ok := val.([]any); ok && t.Kind() == reflect.Slice {
 				for _, e := range list {
 					if fileTypeMismatch(t.Elem(), e) {
 						problem = fmt.Sprintf("each entry must be %s, got %s", describeKind(t.Elem()), b.describe(key, e))
