@@ -198,7 +198,7 @@ func (c *core) do(ctx context.Context, r resolver, method, target string, body a
 		return nil, fmt.Errorf("http: upstream '%s': %w", c.up.Name, err)
 	}
 	retry := safeMethod(method)
-	route := c.setHeaders(ctx, req.Header, contentType, opts, &retry)
+	route, forced := c.setHeaders(ctx, req.Header, contentType, opts, &retry)
 	out := framework.OutboundCallOf(ctx)
 	if route == "" {
 		route = routeOf(out)
@@ -222,6 +222,7 @@ func (c *core) do(ctx context.Context, r resolver, method, target string, body a
 		}
 	}
 	x.req, x.header, x.payload, x.retry, x.pol, x.br, x.out = req, req.Header, payload, retry, pol, br, out
+	x.resend = !retry && !forced
 	resp, attempts, err := c.call(ctx, x)
 	x.release()
 	if len(dones) > 0 {
@@ -239,8 +240,8 @@ func (c *core) do(ctx context.Context, r resolver, method, target string, body a
 // setHeaders fills h in the order of docs/http.md: configured headers, the
 // request ID, the forwarded bearer token, the idempotency key and the body's
 // Content-Type, then the call's own headers, which win. It returns the
-// route the options name, if any.
-func (c *core) setHeaders(ctx context.Context, h http.Header, contentType string, opts []CallOption, retry *bool) (route string) {
+// route the options name, if any, and whether Retry decided retry.
+func (c *core) setHeaders(ctx context.Context, h http.Header, contentType string, opts []CallOption, retry *bool) (route string, forced bool) {
 	if len(c.header) > 0 { // a range over an empty map still sets up an iterator
 		maps.Copy(h, c.header)
 	}
@@ -255,7 +256,6 @@ func (c *core) setHeaders(ctx context.Context, h http.Header, contentType string
 	if contentType != "" {
 		h["Content-Type"] = []string{contentType}
 	}
-	forced := false
 	for _, o := range opts {
 		switch o.kind {
 		case optIdempotencyKey:
@@ -275,7 +275,7 @@ func (c *core) setHeaders(ctx context.Context, h http.Header, contentType string
 			route = o.value
 		}
 	}
-	return route
+	return route, forced
 }
 
 // safeMethod reports whether repeating method is safe without an idempotency

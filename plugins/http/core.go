@@ -169,6 +169,7 @@ type exchange struct {
 	payload []byte        // a ServiceClient call's body, sent again by each attempt
 	replay  bool          // a transport call whose body a retry gets from req.GetBody
 	retry   bool          // the method and idempotency rules allow a retry
+	resend  bool          // no retry, but an attempt that sent nothing (unsent) is made again
 	stream  bool          // return the response with its body unread (the RoundTripper)
 	open    bool          // stream: timeout ends at the response headers (WithOpenEndedResponse)
 	sent    bool          // the first attempt was handed to the transport (which closes req.Body)
@@ -315,7 +316,7 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 		return nil, 0, newUnavailable(name, errClosed)
 	}
 	opts := resilience.RunOpts{Breaker: x.br, OpenEnded: x.open, TimeoutCause: errTimeout, NoBreaker: x.pol.instances != nil}
-	if !x.retry {
+	if !x.retry && !x.resend {
 		opts.Attempts = 1
 	}
 	opts.Hedge = x.retry && !x.stream && hedgeable(x.req)
@@ -481,7 +482,7 @@ func (x *exchange) Attempt(callCtx context.Context, n int) resilience.Verdict {
 	if x.parent == nil {
 		v.Ended = end.Sub(x.run.Start())
 	}
-	if c.retryable(callCtx, resp, err) {
+	if c.retryable(callCtx, resp, err) && (x.retry || unsent(err)) {
 		v.Wait, v.Asked, v.Retry = c.retryAfter(resp)
 		if v.Outcome == resilience.Hang && x.pol.instances != nil {
 			v.Elsewhere = x.ia.another(c, x.pol.instances)
@@ -509,7 +510,7 @@ func hedgeable(req *http.Request) bool {
 // Branch returns one more attempt of the call, to run beside the others
 // (resilience.Hedger). It prefers an instance neither tried nor in flight.
 func (x *exchange) Branch() resilience.Attempter {
-	b := &exchange{req: x.req, header: x.header, payload: x.payload, replay: x.replay, retry: x.retry,
+	b := &exchange{req: x.req, header: x.header, payload: x.payload, replay: x.replay, retry: x.retry, resend: x.resend,
 		pol: x.pol, br: x.br, out: x.out, c: x.c, parent: x}
 	if x.pol.instances != nil {
 		x.mu.Lock()

@@ -122,6 +122,44 @@ func TestRetryGoesToAnotherInstance(t *testing.T) {
 	}
 }
 
+// A POST without an Idempotency-Key is not retried, except after an
+// attempt that sent nothing: one whose instance refused the connection (a
+// dead replica) goes to the live one, so every call is answered. A 503
+// answer, which the POST may have caused, is not sent again.
+func TestUnsentPostGoesToAnotherInstance(t *testing.T) {
+	t.Parallel()
+	live := newUpstream(t, status(200))
+	u := noBudget(jhttp.Upstream{BaseURL: "http://orders.internal:8000/api",
+		Instances: []string{"http://" + jfasttest.RefusedAddr(t), live.URL}})
+	u.BreakerFailures = 1000
+	c, _, reg := newClient(t, u)
+	for i := range 20 {
+		resp, err := c.Post(t.Context(), "/orders", map[string]int{"n": i})
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("POST %d: %v %v (its refused attempt was not made again elsewhere)", i, resp, err)
+		}
+	}
+	if got := live.hits.Load(); got != 20 {
+		t.Fatalf("the live instance got %d POSTs, want each of the 20 once", got)
+	}
+	if got := metric(t, reg, "jfast_client_retries_total"); got == 0 {
+		t.Fatal("no POST met the dead instance first: the test proves nothing")
+	}
+
+	failing := newUpstream(t, status(503))
+	u2 := noBudget(jhttp.Upstream{BaseURL: "http://orders.internal:8000/api", Instances: []string{failing.URL, live.URL}})
+	u2.BreakerFailures = 1000
+	c2, _, _ := newClient(t, u2)
+	for range 20 {
+		if resp, err := c2.Post(t.Context(), "/orders", map[string]int{"n": 1}); err != nil || (resp.StatusCode != 200 && resp.StatusCode != 503) {
+			t.Fatalf("POST: %v %v", resp, err)
+		}
+	}
+	if got := failing.hits.Load() + live.hits.Load() - 20; got != 20 {
+		t.Fatalf("%d requests for 20 POSTs: a POST answered 503 was sent again", got)
+	}
+}
+
 // A hang is retried on another instance although another attempt as long
 // as the hung one would not end before the deadline (timeout is twice
 // read_timeout, as with the defaults): the hang's time is the cut that

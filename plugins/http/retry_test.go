@@ -403,3 +403,23 @@ func TestRetrySendsTheCallsRequestAgain(t *testing.T) {
 			ok, framework.TimeoutHeader, resp.Request.Header.Get(framework.TimeoutHeader), timeouts[1])
 	}
 }
+
+// A POST whose connection is refused sent nothing: it is made again, as a
+// GET is, within attempts; Retry(false) still means one attempt.
+func TestRefusedPostIsMadeAgain(t *testing.T) {
+	t.Parallel()
+	c, _, reg := newClient(t, noBudget(jhttp.Upstream{BaseURL: "http://" + jfasttest.RefusedAddr(t)}))
+	var ua *jhttp.UpstreamUnavailable
+	if _, err := c.Post(t.Context(), "/x", "body"); !errors.As(err, &ua) {
+		t.Fatalf("POST err = %v, want UpstreamUnavailable", err)
+	}
+	if got := metric(t, reg, "jfast_client_attempts_total"); got != 3 {
+		t.Fatalf("a refused POST made %v attempts, want 3 (attempts' default): it sent nothing", got)
+	}
+	if _, err := c.Post(t.Context(), "/x", "body", jhttp.Retry(false)); !errors.As(err, &ua) {
+		t.Fatalf("POST err = %v, want UpstreamUnavailable", err)
+	}
+	if got := metric(t, reg, "jfast_client_attempts_total"); got != 4 {
+		t.Fatalf("Retry(false): %v attempts in all, want 4 (one more)", got)
+	}
+}

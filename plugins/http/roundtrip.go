@@ -80,6 +80,7 @@ func (c *core) roundTrip(req *http.Request, out *framework.OutboundCall, pol *po
 	x := newStreamExchange()
 	x.pol, x.br, x.stream, x.open, x.out = pol, br, true, framework.OpenEndedResponse(ctx), out
 	x.retry, x.replay = transportRetry(req)
+	x.resend = !x.retry && (req.Body == nil || req.Body == http.NoBody || x.replay)
 	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
 		// A streamed body: the transport may wait on the caller for it.
 		x.reqBody = &callerBody{rc: req.Body}

@@ -29,6 +29,18 @@ import (
 // passes with no attempt on the connection the read that hit it clears it
 // and goes on waiting.
 
+// unsent reports whether err is the failure of an attempt that sent
+// nothing, so that making it again repeats nothing, whatever the method:
+// its connection could not be made (refused, unreachable, no answer to the
+// connect within connect_timeout, the name not found). A request of a
+// method not safe to repeat, without an Idempotency-Key, is made again
+// after such an attempt alone (exchange.resend): with instances, on another
+// instance, so a call that met a dead replica is answered by a live one.
+func unsent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
 // gapConn is a connection whose reads, while armed, each get a deadline of
 // readGap from the moment they start, and whose writes one of writeGap
 // (in both, one set less than a sixteenth of the gap ago is kept).
