@@ -639,6 +639,29 @@ func (a *App) isDeploy(key string) bool {
 	return a.declares(key, deployKeys, matchKey)
 }
 
+// pluginTablesInPlugins reports a plugin's table written under [plugins]
+// ([plugins.http], one s too many), which holds the list alone, with the
+// table's right name, and returns m without them, for the list's binding.
+func (a *App) pluginTablesInPlugins(m map[string]any, errs *ConfigErrors) map[string]any {
+	var out map[string]any
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		if _, isTable := m[name].(map[string]any); !isTable || a.compiled[name] == nil {
+			continue
+		}
+		*errs = append(*errs, ConfigError{Key: "plugins." + name,
+			Problem: "is in [plugins], which holds the list of enabled plugins alone",
+			Fix:     fmt.Sprintf("write the plugin's table as [plugin.%s] (without an s)", name)})
+		if out == nil {
+			out = maps.Clone(m)
+		}
+		delete(out, name)
+	}
+	if out == nil {
+		return m
+	}
+	return out
+}
+
 // bind decodes the raw tree into the [app] table, the [plugins] table and every
 // compiled plugin's table, validates them, and orders the enabled plugins.
 func (a *App) bind(errs *ConfigErrors) {
@@ -655,7 +678,7 @@ func (a *App) bind(errs *ConfigErrors) {
 	}
 	plugins := PluginsConfig{Enabled: []string{observabilityName}}
 	if m, ok := tableAt(b, tree, "plugins"); ok {
-		b.bindStruct("plugins", reflectValue(&plugins), m)
+		b.bindStruct("plugins", reflectValue(&plugins), a.pluginTablesInPlugins(m, errs))
 	}
 	v := &Validation{prefix: "app", app: &a.cfg, errs: errs, set: b.set}
 	a.cfg.validate(v)

@@ -487,6 +487,22 @@ func TestPluginTableForPluginsAndOneSuggestion(t *testing.T) {
 	}
 }
 
+// A plugin's table written under [plugins] (one s too many) is named with
+// its right name, not only as an unknown key of the list's table.
+func TestPluginTableUnderPlugins(t *testing.T) {
+	t.Parallel()
+	errs := configErrors(t, jfasttest.Options{
+		TOML:    "[plugins]\nenabled = [\"fake\"]\n[plugins.fake]\nx = 1\n",
+		Plugins: []framework.Plugin{newFake("fake", nil)},
+	})
+	if e := errs["plugins.fake"]; e.Fix != "write the plugin's table as [plugin.fake] (without an s)" || !strings.Contains(e.Problem, "holds the list") {
+		t.Errorf("plugins.fake: %+v, want the table's right name", e)
+	}
+	if len(errs) != 1 {
+		t.Errorf("errors %v, want the one about [plugins.fake]", errs)
+	}
+}
+
 func TestWrongTypesSayWhatToWrite(t *testing.T) {
 	t.Parallel()
 	errs := configErrors(t, jfasttest.Options{
