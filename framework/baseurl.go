@@ -19,6 +19,11 @@ func BaseURLProblem(s, credentials string) string {
 	}
 	u, err := url.Parse(s)
 	switch {
+	case !strings.Contains(s, "://") && !strings.HasPrefix(s, "/"):
+		// "10.0.0.7:8000" or "billing:8000": an address, not a URL (as a
+		// URL, "billing" would be its scheme). The value is not repeated:
+		// it may carry credentials.
+		return "has no scheme: write it with http:// (or https://) in front"
 	case err != nil:
 		return "is not a valid URL"
 	case u.Scheme != "http" && u.Scheme != "https":

@@ -25,7 +25,9 @@ func TestBaseURLProblem(t *testing.T) {
 		{"http://billing:123456789012345678901234567890", "which is not a TCP port"},
 		{"http://billing:abc", "is not a valid URL"},
 		{"", "is missing"},
-		{"billing:8010", "must be an absolute http or https URL"},
+		{"billing:8010", "has no scheme: write it with http:// (or https://) in front"},
+		{"/v1", "must be an absolute http or https URL"},
+		{"u:secret@billing:8010", "has no scheme"}, // without the value: it may hold a secret
 		{"http://u:secret@billing:0", "has port 0"},
 	} {
 		got := framework.BaseURLProblem(tc.url, "a header")

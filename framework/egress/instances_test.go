@@ -302,7 +302,7 @@ func TestNewInstancesRefuses(t *testing.T) {
 		{egress.InstancesOpts{Static: []string{"http://a:1"}, Discover: "http://b:1"}, "either a static list or a name to discover"},
 		{egress.InstancesOpts{Static: []string{"http://a:1", "ftp://b"}}, "instance 2 must be an absolute http or https URL"},
 		{egress.InstancesOpts{Static: []string{"http://a:1", "http://a:1/x"}}, "instance a:1 is listed twice"},
-		{egress.InstancesOpts{Discover: "orders-instances:8000"}, "discovered URL must be an absolute http or https URL"},
+		{egress.InstancesOpts{Discover: "orders-instances:8000"}, "discovered URL has no scheme"},
 	} {
 		if _, err := egress.NewInstances(tt.opts); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%+v: %v, want %q", tt.opts, err, tt.want)

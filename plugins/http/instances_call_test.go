@@ -418,7 +418,7 @@ func TestInstanceConfigErrors(t *testing.T) {
 		{"an instance twice, an IPv4 address written as IPv6", `instances = ["http://10.0.0.1:8000", "http://[::ffff:10.0.0.1]:8000"]`, "instances[1]", "origin of instances[0] again, http://10.0.0.1:8000"},
 		{"an instance with a port above 65535", `instances = ["http://10.0.0.1:99999"]`, "instances[0]", "has port 99999, which is not a TCP port: a port is from 1 to 65535"},
 		{"an instance with port 0", `instances = ["http://10.0.0.1:8000", "http://10.0.0.2:0"]`, "instances[1]", "has port 0"},
-		{"an instance not a URL", `instances = ["10.0.0.1:8000"]`, "instances[0]", "is not a valid URL"},
+		{"an instance without a scheme", `instances = ["10.0.0.1:8000"]`, "instances[0]", "has no scheme: write it with http://"},
 		{"route breakers with instances", "discover = true\nbreaker_key = \"route\"", "breaker_key", "each instance has a breaker of its own"},
 		{"zero resolve_every", `resolve_every = 0`, "resolve_every", ""},
 		{"health_path without instances", `health_path = "/ready"`, "health_path", "needs instances or discover"},
