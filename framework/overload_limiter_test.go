@@ -616,6 +616,17 @@ func TestQueuedRequestsGetSlotsFreedByTheStaleRule(t *testing.T) {
 	}
 }
 
+// shedLines returns the "requests shed" lines of logs.
+func shedLines(logs *jfasttest.Logs) []string {
+	var out []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, `msg="requests shed"`) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
 // Shed requests are logged at INFO in aggregate, at most once a second (the
 // first at once), not each with an access log line.
 func TestShedRequestsAreLoggedOnceASecond(t *testing.T) {
@@ -632,15 +643,7 @@ func TestShedRequestsAreLoggedOnceASecond(t *testing.T) {
 			}
 		}
 	}
-	lines := func() []string {
-		var out []string
-		for _, line := range strings.Split(logs.String(), "\n") {
-			if strings.Contains(line, `msg="requests shed"`) {
-				out = append(out, line)
-			}
-		}
-		return out
-	}
+	lines := func() []string { return shedLines(&logs) }
 	shed(5)
 	if got := lines(); len(got) != 1 || !strings.Contains(got[0], "count=1 ") {
 		t.Fatalf("after 5 shed within a second: %q, want one line with count=1", got)
@@ -668,15 +671,7 @@ func TestShedRequestsHeldBackAreLoggedByTheNextRequest(t *testing.T) {
 		app.Router().ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
 		return w.Code
 	}
-	lines := func() []string {
-		var out []string
-		for _, line := range strings.Split(logs.String(), "\n") {
-			if strings.Contains(line, `msg="requests shed"`) {
-				out = append(out, line)
-			}
-		}
-		return out
-	}
+	lines := func() []string { return shedLines(&logs) }
 	for range 4 {
 		if code := serve("/hello"); code != http.StatusServiceUnavailable {
 			t.Fatalf("status %d, want 503", code)

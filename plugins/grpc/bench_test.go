@@ -71,9 +71,16 @@ func getStockOnce(b *testing.B, stub shoppb.InventoryClient) {
 //	go test -run '^$' -bench 'Unary' -benchtime 20000x -count 6 ./plugins/grpc/
 func BenchmarkUnaryInterleaved(b *testing.B) {
 	bare, plugin := benchPair(b)
+	interleaved(b, bare, plugin, "plugin")
+}
+
+// interleaved times one GetStock on bare and one on other per iteration,
+// the order flipping every iteration, and reports both medians (other's as
+// "<name>-median-ns") and their ratio.
+func interleaved(b *testing.B, bare, other shoppb.InventoryClient, name string) {
 	getStockOnce(b, bare) // connect both channels before measuring
-	getStockOnce(b, plugin)
-	var bareNs, pluginNs []time.Duration
+	getStockOnce(b, other)
+	var bareNs, otherNs []time.Duration
 	timed := func(stub shoppb.InventoryClient) time.Duration {
 		start := time.Now()
 		getStockOnce(b, stub)
@@ -83,19 +90,19 @@ func BenchmarkUnaryInterleaved(b *testing.B) {
 	for b.Loop() {
 		if i%2 == 0 {
 			bareNs = append(bareNs, timed(bare))
-			pluginNs = append(pluginNs, timed(plugin))
+			otherNs = append(otherNs, timed(other))
 		} else {
-			pluginNs = append(pluginNs, timed(plugin))
+			otherNs = append(otherNs, timed(other))
 			bareNs = append(bareNs, timed(bare))
 		}
 		i++
 	}
 	slices.Sort(bareNs)
-	slices.Sort(pluginNs)
-	bm, pm := bareNs[len(bareNs)/2], pluginNs[len(pluginNs)/2]
+	slices.Sort(otherNs)
+	bm, om := bareNs[len(bareNs)/2], otherNs[len(otherNs)/2]
 	b.ReportMetric(float64(bm.Nanoseconds()), "bare-median-ns")
-	b.ReportMetric(float64(pm.Nanoseconds()), "plugin-median-ns")
-	b.ReportMetric(float64(pm)/float64(bm), "ratio")
+	b.ReportMetric(float64(om.Nanoseconds()), name+"-median-ns")
+	b.ReportMetric(float64(om)/float64(bm), "ratio")
 }
 
 // BenchmarkUnary measures each client alone, for allocations per call.
@@ -204,31 +211,7 @@ func serverPair(b *testing.B) (bare, served shoppb.InventoryClient) {
 //	go test -run '^$' -bench 'ServeUnary' -benchmem -benchtime 20000x -count 6 ./plugins/grpc/
 func BenchmarkServeUnaryInterleaved(b *testing.B) {
 	bare, served := serverPair(b)
-	getStockOnce(b, bare) // connect both channels before measuring
-	getStockOnce(b, served)
-	var bareNs, servedNs []time.Duration
-	timed := func(stub shoppb.InventoryClient) time.Duration {
-		start := time.Now()
-		getStockOnce(b, stub)
-		return time.Since(start)
-	}
-	i := 0
-	for b.Loop() {
-		if i%2 == 0 {
-			bareNs = append(bareNs, timed(bare))
-			servedNs = append(servedNs, timed(served))
-		} else {
-			servedNs = append(servedNs, timed(served))
-			bareNs = append(bareNs, timed(bare))
-		}
-		i++
-	}
-	slices.Sort(bareNs)
-	slices.Sort(servedNs)
-	bm, sm := bareNs[len(bareNs)/2], servedNs[len(servedNs)/2]
-	b.ReportMetric(float64(bm.Nanoseconds()), "bare-median-ns")
-	b.ReportMetric(float64(sm.Nanoseconds()), "served-median-ns")
-	b.ReportMetric(float64(sm)/float64(bm), "ratio")
+	interleaved(b, bare, served, "served")
 }
 
 // BenchmarkServeUnary measures each server alone, for allocations per
