@@ -47,6 +47,11 @@ func TestResolveOnChange(t *testing.T) {
 	if err := s.Resolve(context.Background()); err == nil || !strings.HasPrefix(err.Error(), "grpc: upstream 'inventory': resolve inventory: no addresses") {
 		t.Fatalf("a resolution with no address: %v", err)
 	}
+	// The state's error leaves the plugin and the upstream to its reader
+	// (/ready's entry of the upstream, a call's error, which name them).
+	if got := s.State().Error; !strings.HasPrefix(got, "resolve inventory: no addresses") {
+		t.Fatalf("State().Error = %q, want the resolution's failure without the upstream's name", got)
+	}
 	want := [][]string{{"10.3.0.1:9000", "10.3.0.2:9000"}, {"10.3.0.2:9000"}}
 	if !slices.EqualFunc(heard, want, slices.Equal) {
 		t.Fatalf("OnChange heard %v, want %v", heard, want)

@@ -166,6 +166,7 @@ type Instances struct {
 	mu       sync.Mutex // serialises resolutions; guards the fields below
 	resolved time.Time  // last successful resolution
 	lastErr  error      // of the last resolution, nil when it succeeded
+	lastWhy  string     // lastErr without the plugin and upstream it names (State's Error)
 	refused  []string   // addresses the last resolution left out, with why
 
 	resolving background.Task // Start's resolutions
@@ -277,6 +278,7 @@ func (s *Instances) Resolve(ctx context.Context) error {
 		err = errNoAddresses
 	}
 	if err != nil {
+		s.lastWhy = fmt.Sprintf("resolve %s: %v", host, err)
 		s.lastErr = fmt.Errorf("%s: upstream '%s': resolve %s: %w", s.opts.Plugin, s.opts.Name, host, err)
 		s.opts.Log.Warn("upstream instances not resolved; keeping the previous set",
 			slog.String("upstream", s.opts.Name), slog.String("error", s.lastErr.Error()), slog.Int("instances", len(s.List())))
@@ -342,7 +344,9 @@ type InstancesState struct {
 	Discover string `json:"discover,omitempty"`
 	// Resolved is when the last resolution succeeded (zero before one did).
 	Resolved time.Time `json:"resolved,omitzero"`
-	// Error is the last resolution's failure, "" when it succeeded.
+	// Error is the last resolution's failure ("resolve orders: …"; the
+	// plugin and the upstream are its reader's to name), "" when it
+	// succeeded.
 	Error string `json:"error,omitempty"`
 	// Refused are the addresses the last resolution left out, with why.
 	Refused []string `json:"refused,omitempty"`
@@ -359,7 +363,7 @@ func (s *Instances) State() InstancesState {
 	st.Discover = net.JoinHostPort(s.template.Hostname(), s.port)
 	st.Resolved = s.resolved
 	if s.lastErr != nil {
-		st.Error = s.lastErr.Error()
+		st.Error = s.lastWhy
 	}
 	st.Refused = slices.Clone(s.refused)
 	return st

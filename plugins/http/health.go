@@ -138,8 +138,11 @@ func (h *healthChecker) check(ctx context.Context, in *egress.Instance) {
 		if problem != "" {
 			level, msg = slog.LevelWarn, "upstream instance unhealthy: skipped until it answers"
 		}
-		if checked || problem != "" {
+		switch {
+		case problem != "":
 			h.log.Log(context.Background(), level, msg, slog.String("instance", in.Addr()), slog.String("problem", problem))
+		case checked:
+			h.log.Log(context.Background(), level, msg, slog.String("instance", in.Addr())) // no problem to name
 		}
 	}
 }
