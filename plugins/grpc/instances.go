@@ -416,23 +416,29 @@ func (c *ServiceClient) instancesState() connectivity.State {
 // instancesMeta is the upstream's instances in /ready: each one's breaker,
 // channel and outstanding attempts. It also returns the instances whose
 // breaker is open, each with its cool-down left.
-func (c *ServiceClient) instancesMeta() (each map[string]any, ejected, halfOpen []string) {
+func (c *ServiceClient) instancesMeta() (each map[string]any, ejected, halfOpen, skipped []string) {
 	each = map[string]any{}
 	for _, in := range c.instances() {
 		s := in.breaker.Load().Snapshot()
+		ch := in.conn.GetState()
 		each[in.addr] = map[string]any{
 			"breaker":     s.Meta(),
-			"channel":     strings.ToLower(in.conn.GetState().String()),
+			"channel":     strings.ToLower(ch.String()),
 			"outstanding": in.outstanding.Load(),
 		}
-		switch s.State {
-		case resilience.StateOpen:
+		switch {
+		case s.State == resilience.StateOpen:
 			ejected = append(ejected, fmt.Sprintf("%s for %.1fs", in.addr, s.RetryAfter.Seconds()))
-		case resilience.StateHalfOpen:
+		case s.State == resilience.StateHalfOpen:
 			halfOpen = append(halfOpen, in.addr)
+		case ch == connectivity.TransientFailure:
+			// Its breaker is closed, but a call picks it only when no
+			// connected instance is left: a connection lost or refused, or
+			// with health_check an instance reporting NOT_SERVING.
+			skipped = append(skipped, in.addr)
 		}
 	}
-	return each, ejected, halfOpen
+	return each, ejected, halfOpen, skipped
 }
 
 // Instances returns each instance's breaker by its address, for /ready,

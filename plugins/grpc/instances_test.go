@@ -228,6 +228,52 @@ idempotent_methods = ["/shop.Inventory/GetStock"]
 	}
 }
 
+// An instance whose connection is lost while its breaker is still closed
+// (breaker_failures not reached) gets no call while another is connected,
+// and /ready's detail names it, beside its channel in the meta.
+func TestInstanceNotConnectedIsNamedInReady(t *testing.T) {
+	// Not parallel: it frees a port while its client still dials it.
+	srv := serveInstances(t, 2)
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML: "[plugins]\nenabled = [\"grpc\"]\n[plugin.grpc.upstreams.inventory]\ninsecure = true\nbreaker_failures = 1000\nidempotent_methods = [\"/shop.Inventory/GetStock\"]\n" +
+			"instances = [\"" + strings.Join(addrsOf(srv), "\", \"") + "\"]\n",
+		Plugins: []framework.Plugin{jgrpc.New()},
+		Routes: func(app *framework.App, r chi.Router) error {
+			c, err := jgrpc.Client(app, "inventory")
+			if err != nil {
+				return err
+			}
+			stub := shoppb.NewInventoryClient(c)
+			r.Get("/stock", func(w http.ResponseWriter, r *http.Request) {
+				if _, err := stub.GetStock(r.Context(), &shoppb.GetStockRequest{Sku: "a"}); err != nil {
+					framework.WriteError(w, r, err)
+				}
+			})
+			return nil
+		},
+	})
+	for srv[0].inv.getStocks.Load() == 0 || srv[1].inv.getStocks.Load() == 0 { // both channels connected
+		svc.Get(t, "/stock")
+	}
+	gone := srv[1]
+	gone.stop()
+	bound := ctxFor(t) // a bug must not loop for ever
+	for {
+		if bound.Err() != nil {
+			t.Fatal("the killed instance's channel never showed as not connected")
+		}
+		svc.Get(t, "/stock") // each call lets the channel see its loss
+		r := svc.Get(t, "/ready")
+		if !strings.Contains(r.String(), `"transient_failure"`) {
+			continue
+		}
+		if r.Status != http.StatusOK || !strings.Contains(r.String(), "instances of 'inventory' not connected") || !strings.Contains(r.String(), gone.addr) {
+			t.Fatalf("/ready with an instance not connected, its breaker closed: %d %s", r.Status, r)
+		}
+		return
+	}
+}
+
 func TestInstancesConfigErrors(t *testing.T) {
 	t.Parallel()
 	const table = "[plugins]\nenabled = [\"grpc\"]\n[plugin.grpc.upstreams.inventory]\ninsecure = true\nattempts = 1\n"

@@ -279,7 +279,7 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 	open := false
 	for n, c := range clients.All() {
 		if c.multi {
-			each, out, halfOpen := c.instancesMeta()
+			each, out, halfOpen, skipped := c.instancesMeta()
 			m := map[string]any{"instances": each, "in_flight": c.policy.Bulkhead().InFlight()}
 			upstreams[n] = m
 			if c.found != nil {
@@ -304,6 +304,9 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 			}
 			if len(halfOpen) > 0 {
 				ejected = append(ejected, "instances of '"+n+"' half-open, the next call to each probing it: "+strings.Join(halfOpen, ", "))
+			}
+			if len(skipped) > 0 {
+				ejected = append(ejected, "instances of '"+n+"' not connected (not serving, or their connection lost), skipped while another is: "+strings.Join(skipped, ", "))
 			}
 			continue
 		}
