@@ -401,7 +401,11 @@ func (b *asynqBackend) Dead(ctx context.Context, q DeadQuery) ([]DeadJob, error)
 			return nil, err
 		}
 		for _, t := range tasks {
-			d := DeadJob{ID: name + "/" + t.ID, Kind: t.Type, Queue: name, Attempts: t.Retried + 1, LastError: t.LastErr, DiedAt: t.LastFailedAt}
+			// asynq appends its SkipRetry's text to the error of a job the
+			// plugin sent to the dead letter itself: the job's own error is
+			// the one to show.
+			last := strings.TrimSuffix(t.LastErr, ": "+asynq.SkipRetry.Error())
+			d := DeadJob{ID: name + "/" + t.ID, Kind: t.Type, Queue: name, Attempts: t.Retried + 1, LastError: last, DiedAt: t.LastFailedAt}
 			var env envelope
 			if json.Unmarshal(t.Payload, &env) == nil {
 				d.Payload, d.RequestID = env.Payload, env.RequestID

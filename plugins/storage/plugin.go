@@ -165,7 +165,8 @@ func (p *Plugin) Check(ctx context.Context) readiness.Report {
 				s := br.Snapshot()
 				r.meta["breaker"] = s.Meta()
 				if s.State == resilience.StateOpen {
-					r.err = fmt.Errorf("calls are suspended for %.1fs after repeated failures (breaker %s)", s.RetryAfter.Seconds(), s.State)
+					// Not "after repeated failures": one hang opens it.
+					r.err = fmt.Errorf("calls are suspended for %.1fs (breaker %s)", s.RetryAfter.Seconds(), s.State)
 					r.critical = true
 					return
 				}

@@ -325,6 +325,9 @@ func permanent(t *testing.T, h Harness) {
 	if d.ID != res.ID || d.Kind != "bounce" || d.Attempts != 1 || !strings.Contains(d.LastError, "550 mailbox nobody@example.com") || payloadOrder(t, d.Payload) != 7 {
 		t.Fatalf("dead job = %+v", d)
 	}
+	if strings.Contains(d.LastError, "skip retry") {
+		t.Fatalf("dead job's last error %q carries the backend's own words", d.LastError)
+	}
 }
 
 func deadLetter(t *testing.T, h Harness) {
