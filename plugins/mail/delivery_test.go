@@ -167,6 +167,9 @@ func TestHungServerIsBoundedByTheTimeouts(t *testing.T) {
 		if last.Seconds < 0.3 || last.Seconds > 3 {
 			t.Fatalf("attempt took %.2fs, want about connect_timeout (0.3s)", last.Seconds)
 		}
+		if !strings.Contains(last.Error, "connected, but no greeting") || strings.Contains(last.Error, "dial failed") {
+			t.Fatalf("last error %q, want it to say the connection was made and not greeted", last.Error)
+		}
 	})
 	t.Run("no reply to DATA: command_timeout", func(t *testing.T) {
 		t.Parallel()

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/textproto"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -222,6 +223,15 @@ func (e *DeliveryError) Summary() string {
 func (e *DeliveryError) Permanent() bool { return e.Code >= 500 && e.Code <= 599 }
 
 func classify(server string, err error) *DeliveryError {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "read" && op.Timeout() {
+		if inner := errors.Unwrap(err); inner != nil && strings.HasPrefix(err.Error(), "dial failed: ") {
+			// go-mail's "dial" step is the connect and the dialogue up to
+			// AUTH: a read that timed out in it is a connection made and
+			// not answered, not a dial that failed.
+			err = fmt.Errorf("connected, but no greeting or reply within connect_timeout: %w", inner)
+		}
+	}
 	return &DeliveryError{Server: server, Code: replyCode(err), Err: err}
 }
 
