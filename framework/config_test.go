@@ -325,6 +325,9 @@ targets.a = { url = "http://a", timeout = "soon" }
 [plugin.fake.targets.b]
 url = "http://b"
 timeout = "later"
+
+[plugin.absent.upstreams.x]
+target = "y"
 `
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
@@ -345,7 +348,8 @@ timeout = "later"
 		"plugin.fake.retries":           10,
 		"plugin.fake.targets.a.timeout": 11, // in an inline table: its key's line
 		"plugin.fake.targets.b.timeout": 15,
-		"app.shutdown_timeout":          0, // from the environment
+		"plugin.absent":                 17, // written only through a subtable: its first line
+		"app.shutdown_timeout":          0,  // from the environment
 	}
 	got := map[string]int{}
 	for _, e := range errs {

@@ -295,7 +295,9 @@ func inlineKeys(text []byte, v *unstable.Node, prefix, prefixRaw []string, line 
 
 // lineOf returns the line of the file a configuration error is about: its
 // key's, else the nearest table above it that the file writes (the table a
-// missing key belongs in); 0 when the file writes neither.
+// missing key belongs in), else the first line that writes a key below it
+// ([plugin.grpc.upstreams.x] for an error about plugin.grpc, a table the file
+// only names through its subtables); 0 when the file writes none of them.
 func lineOf(lines map[string]int, key string) int {
 	for k := key; k != ""; {
 		if l, ok := lines[k]; ok {
@@ -307,7 +309,13 @@ func lineOf(lines map[string]int, key string) int {
 		}
 		k = k[:i]
 	}
-	return 0
+	first := 0
+	for k, l := range lines {
+		if strings.HasPrefix(k, key+".") && (first == 0 || l < first) {
+			first = l
+		}
+	}
+	return first
 }
 
 // unclosedArray finds the array text leaves open: the line and column of
