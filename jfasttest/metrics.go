@@ -12,6 +12,14 @@ import (
 // gauge's value, a histogram's sample count; 0 when there is no such series.
 func Metric(t testing.TB, g prometheus.Gatherer, name string, labels ...string) float64 {
 	t.Helper()
+	v, _ := Series(t, g, name, labels...)
+	return v
+}
+
+// Series is Metric that also reports whether there is such a series, to
+// tell a series at 0 from a missing one.
+func Series(t testing.TB, g prometheus.Gatherer, name string, labels ...string) (float64, bool) {
+	t.Helper()
 	mfs, err := g.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -26,15 +34,15 @@ func Metric(t testing.TB, g prometheus.Gatherer, name string, labels ...string) 
 			}
 			switch {
 			case m.Counter != nil:
-				return m.Counter.GetValue()
+				return m.Counter.GetValue(), true
 			case m.Gauge != nil:
-				return m.Gauge.GetValue()
+				return m.Gauge.GetValue(), true
 			case m.Histogram != nil:
-				return float64(m.Histogram.GetSampleCount())
+				return float64(m.Histogram.GetSampleCount()), true
 			}
 		}
 	}
-	return 0
+	return 0, false
 }
 
 // hasLabels reports whether m carries every name, value pair of labels.

@@ -341,7 +341,7 @@ func TestJWKSBreakerInSharedMetrics(t *testing.T) {
 		return jfasttest.Metric(t, s.Metrics(), "jfast_client_breaker_transitions_total",
 			"plugin", "auth", "dependency", "jwks", "from", from, "to", to)
 	}
-	if !hasSeries(t, s, "jfast_client_breaker_state", "plugin", "auth", "dependency", "jwks") || breaker() != 0 {
+	if _, ok := jfasttest.Series(t, s.Metrics(), "jfast_client_breaker_state", "plugin", "auth", "dependency", "jwks"); !ok || breaker() != 0 {
 		t.Fatalf("jfast_client_breaker_state{plugin=\"auth\",dependency=\"jwks\"} before any failure = %v, want a series at 0 (closed)", breaker())
 	}
 
@@ -370,36 +370,6 @@ func TestJWKSBreakerInSharedMetrics(t *testing.T) {
 		t.Fatalf("after the probe: state %v, open→half_open %v, half_open→closed %v; want 0, 1, 1",
 			got, transitions("open", "half_open"), transitions("half_open", "closed"))
 	}
-}
-
-// hasSeries reports whether the service's registry holds a series of family
-// name with the given label pairs (jfasttest.Metric reads 0 for one that is
-// missing).
-func hasSeries(t testing.TB, s service, name string, labels ...string) bool {
-	t.Helper()
-	mfs, err := s.Metrics().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				found := false
-				for _, l := range m.GetLabel() {
-					found = found || l.GetName() == labels[i] && l.GetValue() == labels[i+1]
-				}
-				if !found {
-					continue series
-				}
-			}
-			return true
-		}
-	}
-	return false
 }
 
 // TestJWKSIssuerDownAtBoot: the boot does not wait for or fail on the issuer;
