@@ -234,26 +234,10 @@ idempotent_methods = ["/shop.Inventory/GetStock"]
 func TestInstanceNotConnectedIsNamedInReady(t *testing.T) {
 	// Not parallel: it frees a port while its client still dials it.
 	srv := serveInstances(t, 2)
-	svc := jfasttest.Start(t, jfasttest.Options{
-		TOML: "[plugins]\nenabled = [\"grpc\"]\n[plugin.grpc.upstreams.inventory]\ninsecure = true\nbreaker_failures = 1000\nidempotent_methods = [\"/shop.Inventory/GetStock\"]\n" +
-			"instances = [\"" + strings.Join(addrsOf(srv), "\", \"") + "\"]\n",
-		Plugins: []framework.Plugin{jgrpc.New()},
-		Routes: func(app *framework.App, r chi.Router) error {
-			c, err := jgrpc.Client(app, "inventory")
-			if err != nil {
-				return err
-			}
-			stub := shoppb.NewInventoryClient(c)
-			r.Get("/stock", func(w http.ResponseWriter, r *http.Request) {
-				if _, err := stub.GetStock(r.Context(), &shoppb.GetStockRequest{Sku: "a"}); err != nil {
-					framework.WriteError(w, r, err)
-				}
-			})
-			return nil
-		},
-	})
+	svc := stockService(t, "[plugins]\nenabled = [\"grpc\"]\n[plugin.grpc.upstreams.inventory]\ninsecure = true\nbreaker_failures = 1000\n"+
+		"idempotent_methods = [\"/shop.Inventory/GetStock\"]\ninstances = [\""+strings.Join(addrsOf(srv), "\", \"")+"\"]\n", nil)
 	for srv[0].inv.getStocks.Load() == 0 || srv[1].inv.getStocks.Load() == 0 { // both channels connected
-		svc.Get(t, "/stock")
+		svc.Get(t, "/stock/a")
 	}
 	gone := srv[1]
 	gone.stop()
@@ -262,7 +246,7 @@ func TestInstanceNotConnectedIsNamedInReady(t *testing.T) {
 		if bound.Err() != nil {
 			t.Fatal("the killed instance's channel never showed as not connected")
 		}
-		svc.Get(t, "/stock") // each call lets the channel see its loss
+		svc.Get(t, "/stock/a") // each call lets the channel see its loss
 		r := svc.Get(t, "/ready")
 		if !strings.Contains(r.String(), `"transient_failure"`) {
 			continue
