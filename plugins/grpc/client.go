@@ -433,12 +433,34 @@ func (c *ServiceClient) failure(method string, attempts int, err error) *Error {
 	if e.Code == codes.DeadlineExceeded && !errors.As(err, new(deadlineAnswer)) {
 		e.Kind = KindTimeout
 	}
-	if b := c.policy.Breaker(); b != nil && !c.multi && e.Outage() {
-		if s := b.Snapshot(); s.State == resilience.StateOpen {
+	switch {
+	case !e.Outage():
+	case c.multi:
+		e.RetryAfter = c.everyInstanceOpen()
+	case c.policy.Breaker() != nil:
+		if s := c.policy.Breaker().Snapshot(); s.State == resilience.StateOpen {
 			e.RetryAfter = s.RetryAfter
 		}
 	}
 	return e
+}
+
+// everyInstanceOpen returns the soonest cool-down's end of the instances'
+// breakers when every one is open, the wait before a call can be taken
+// again, and 0 when any is not (or there is no instance, which no cool-down
+// ends).
+func (c *ServiceClient) everyInstanceOpen() time.Duration {
+	var soonest time.Duration
+	for i, in := range c.instances() {
+		s := in.breaker.Load().Snapshot()
+		if s.State != resilience.StateOpen {
+			return 0
+		}
+		if i == 0 || s.RetryAfter < soonest {
+			soonest = s.RetryAfter
+		}
+	}
+	return soonest
 }
 
 // outgoing returns ctx with the metadata of docs/grpc.md: the configured

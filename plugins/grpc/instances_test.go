@@ -258,6 +258,28 @@ func TestInstanceNotConnectedIsNamedInReady(t *testing.T) {
 	}
 }
 
+// The call whose failure opens the last instance's breaker carries the
+// soonest cool-down as its Retry-After, as the calls the upstream then
+// refuses do; a failure that leaves an instance in service carries none.
+func TestCallThatEjectsTheLastInstanceCarriesRetryAfter(t *testing.T) {
+	t.Parallel()
+	clock := jfasttest.NewClock()
+	c := newClient(t, jgrpc.Upstream{Instances: []string{jfasttest.RefusedAddr(t), jfasttest.RefusedAddr(t)},
+		PolicyConfig: resilience.PolicyConfig{Attempts: 1, BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}},
+		jgrpc.WithClock(clock))
+	var e *jgrpc.Error
+	if err := c.Invoke(ctxFor(t), getStock, &shoppb.GetStockRequest{Sku: "a"}, &shoppb.Stock{}); !errors.As(err, &e) || e.RetryAfter != 0 {
+		t.Fatalf("the first refused call: %v, want an error without a wait (one instance is left)", err)
+	}
+	err := c.Invoke(ctxFor(t), getStock, &shoppb.GetStockRequest{Sku: "a"}, &shoppb.Stock{})
+	if !errors.As(err, &e) || e.Kind != jgrpc.KindStatus || e.RetryAfter != resilience.DefaultBreakerCoolDown {
+		t.Fatalf("the call that ejected the last instance: %v (Retry-After %v), want its own failure with the cool-down", err, e.RetryAfter)
+	}
+	if err := c.Invoke(ctxFor(t), getStock, &shoppb.GetStockRequest{Sku: "a"}, &shoppb.Stock{}); !errors.As(err, &e) || e.Kind != jgrpc.KindCircuitOpen || e.RetryAfter != resilience.DefaultBreakerCoolDown {
+		t.Fatalf("the call after it: %v, want KindCircuitOpen with the cool-down", err)
+	}
+}
+
 func TestInstancesConfigErrors(t *testing.T) {
 	t.Parallel()
 	const table = "[plugins]\nenabled = [\"grpc\"]\n[plugin.grpc.upstreams.inventory]\ninsecure = true\nattempts = 1\n"
