@@ -376,8 +376,13 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 		m.bodyRead.Observe(x.bodyRead.Seconds())
 		return last, attempts, nil
 	}
-	if x.pol.instances == nil && x.br != nil {
-		openedBy(err, x.br) // End told the breaker of the call
+	switch {
+	case x.pol.instances != nil:
+		openedBy(err, everyInstanceOpen(x.pol.instances))
+	case x.br != nil:
+		if s := x.br.Snapshot(); s.State == resilience.StateOpen { // End told the breaker of the call
+			openedBy(err, s.RetryAfter)
+		}
 	}
 	return nil, attempts, err
 }
@@ -395,21 +400,41 @@ func (c *core) noAttemptAnswered(ctx context.Context, x *exchange) error {
 	return c.noResponse(ctx, x.run.Context(), x.lastErr)
 }
 
-// openedBy gives a call's timeout or unreachable error the breaker's
-// cool-down left when the breaker is open after it: the call that opened it
-// tells its caller the wait the calls it then refuses are told.
-func openedBy(err error, br *resilience.Breaker) {
-	var ue *UpstreamError
-	switch e := err.(type) {
-	case *UpstreamTimeout:
-		ue = &e.UpstreamError
-	case *UpstreamUnavailable:
-		ue = &e.UpstreamError
-	default:
+// everyInstanceOpen returns the soonest cool-down's end of the set's
+// instances when every one's breaker is open, the wait before a call can be
+// taken again, and 0 when any is not (one not called yet has none: closed)
+// or the set is empty.
+func everyInstanceOpen(set *egress.Instances) time.Duration {
+	var soonest time.Duration
+	for i, in := range set.List() {
+		br := in.CurrentBreaker()
+		if br == nil {
+			return 0
+		}
+		s := br.Snapshot()
+		if s.State != resilience.StateOpen {
+			return 0
+		}
+		if i == 0 || s.RetryAfter < soonest {
+			soonest = s.RetryAfter
+		}
+	}
+	return soonest
+}
+
+// openedBy gives a call's timeout or unreachable error the cool-down left
+// (wait, when positive) of the breaker its failure opened, or of the last of
+// its instances' it opened: the call that opened it tells its caller the
+// wait the calls it then refuses are told.
+func openedBy(err error, wait time.Duration) {
+	if wait <= 0 {
 		return
 	}
-	if s := br.Snapshot(); s.State == resilience.StateOpen {
-		ue.RetryAfter = s.RetryAfter
+	switch e := err.(type) {
+	case *UpstreamTimeout:
+		e.RetryAfter = wait
+	case *UpstreamUnavailable:
+		e.RetryAfter = wait
 	}
 }
 

@@ -160,6 +160,29 @@ func TestUnsentPostGoesToAnotherInstance(t *testing.T) {
 	}
 }
 
+// The call whose failure opens the last instance's breaker carries the
+// soonest cool-down as its Retry-After, as the calls the upstream then
+// refuses do; a failure that leaves an instance in service carries none.
+func TestCallThatEjectsTheLastInstanceCarriesRetryAfter(t *testing.T) {
+	t.Parallel()
+	u := noBudget(jhttp.Upstream{BaseURL: "http://orders.internal:8000",
+		Instances: []string{"http://" + jfasttest.RefusedAddr(t), "http://" + jfasttest.RefusedAddr(t)}})
+	u.Attempts, u.BreakerFailures = 1, 1
+	c, clk, _ := newClient(t, u)
+	clk.SetAutoAdvance(false)
+	var ua *jhttp.UpstreamUnavailable
+	if _, err := c.Get(t.Context(), "/x"); !errors.As(err, &ua) || ua.RetryAfter != 0 {
+		t.Fatalf("the first refused call: %v, want UpstreamUnavailable without a wait (one instance is left)", err)
+	}
+	if _, err := c.Get(t.Context(), "/x"); !errors.As(err, &ua) || ua.RetryAfter != 15*time.Second {
+		t.Fatalf("the call that ejected the last instance: %v (Retry-After %v), want UpstreamUnavailable with 15s", err, ua.RetryAfter)
+	}
+	var co *jhttp.CircuitOpen
+	if _, err := c.Get(t.Context(), "/x"); !errors.As(err, &co) || co.RetryAfter != 15*time.Second {
+		t.Fatalf("the call after it: %v, want CircuitOpen with 15s", err)
+	}
+}
+
 // A hang is retried on another instance although another attempt as long
 // as the hung one would not end before the deadline (timeout is twice
 // read_timeout, as with the defaults): the hang's time is the cut that
