@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -302,12 +301,7 @@ func TestSQLErrorsAreNotUnavailable(t *testing.T) {
 // reports db, requests answer 503.
 func TestServerDownDoesNotFailTheBoot(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now: connections are refused
+	addr := jfasttest.RefusedAddr(t) // connections are refused
 	b := setup(t, setupOpts{url: "postgres://app:Sup3rSecretPw@" + addr + "/nothing?sslmode=disable"})
 	r := b.svc.Get(t, "/one")
 	if r.Status != 503 {
@@ -324,7 +318,7 @@ func TestServerDownDoesNotFailTheBoot(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err = b.db.Exec(ctx, "SELECT 1")
+	_, err := b.db.Exec(ctx, "SELECT 1")
 	if err == nil || strings.Contains(err.Error(), "Sup3rSecretPw") {
 		t.Fatalf("error %v", err)
 	}

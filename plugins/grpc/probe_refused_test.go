@@ -2,7 +2,6 @@ package grpc_test
 
 import (
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -22,12 +21,7 @@ import (
 // made.
 func TestProbeOfARefusedPortSaysRefused(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now: connections are refused
+	addr := jfasttest.RefusedAddr(t) // connections are refused
 	clock := jfasttest.NewClock()
 	u := jgrpc.Upstream{Name: "example", Target: addr, PolicyConfig: resilience.PolicyConfig{Attempts: 1, Timeout: 300 * time.Millisecond}}
 	u.BreakerFailures, u.BreakerCoolDown = 1, 10*time.Second
@@ -40,7 +34,7 @@ func TestProbeOfARefusedPortSaysRefused(t *testing.T) {
 		t.Fatalf("breaker %s after the refused call, want open", s.State)
 	}
 	clock.Advance(10 * time.Second)
-	_, err = stub.GetStock(ctxFor(t), &shoppb.GetStockRequest{Sku: "a"})
+	_, err := stub.GetStock(ctxFor(t), &shoppb.GetStockRequest{Sku: "a"})
 	var e *jgrpc.Error
 	if !errors.As(err, &e) || e.Kind != jgrpc.KindStatus || e.Code != codes.Unavailable {
 		t.Fatalf("the probe: %#v (%v), want UNAVAILABLE as a status", err, err)
