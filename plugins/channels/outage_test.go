@@ -376,7 +376,7 @@ func assertReadyAtBoot(t *testing.T, rep *replica) {
 			t.Fatalf("/ready right after the boot, breaker closed: %v, want healthy", e)
 		}
 	case "open":
-		if e["healthy"] != false || !strings.Contains(detail, "breaker is open") {
+		if e["healthy"] != false || !strings.Contains(detail, "breaker is open") || !strings.HasPrefix(detail, "channels: redis unreachable: publishes refused for ") {
 			t.Fatalf("/ready right after the boot, breaker open: %v, want unhealthy naming the open breaker", e)
 		}
 	default:
@@ -416,5 +416,26 @@ func TestPublishRefusedByTheOpenBreakerIsCircuitOpen(t *testing.T) {
 	if published("circuit_open") != 1 || published("unavailable") != failed || timed != failed {
 		t.Fatalf("published circuit_open %v, unavailable %v, timed %v; want 1, %v, %v",
 			published("circuit_open"), published("unavailable"), timed, failed, failed)
+	}
+}
+
+// While the cache's breaker is open and no subscription is down (the test
+// clock held still: they are still connecting), /ready's channels entry
+// says Redis is unreachable, with the cool-down left, as the cache's own
+// entry does; not critical, so the answer stays 200.
+func TestReadyWhileTheBreakerIsOpenSaysRedisUnreachable(t *testing.T) {
+	t.Parallel()
+	cl := outageCluster(t, "redis://"+jfasttest.RefusedAddr(t)+"/0", `broadcast = ["news"]`)
+	rep := cl.start(nil)
+	for i := 0; !errors.Is(rep.ch.Publish(context.Background(), "news", []byte("x")), resilience.ErrOpen); i++ {
+		if i > 3 {
+			t.Fatalf("the breaker did not open after %d refused publishes (breaker_failures = 3)", i)
+		}
+	}
+	status, e := readyEntry(t, rep.svc)
+	detail, _ := e["detail"].(string)
+	want := "channels: redis unreachable: publishes refused for " + strconv.FormatFloat(coolDown.Seconds(), 'f', 1, 64) + "s: the cache plugin's redis breaker is open"
+	if status != http.StatusOK || e["healthy"] != false || e["critical"] != false || detail != want {
+		t.Fatalf("/ready with the breaker open: %d %v; want 200, unhealthy, not critical, detail %q", status, e, want)
 	}
 }

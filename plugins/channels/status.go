@@ -145,7 +145,7 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 	case snap.State == resilience.StateOpen:
 		// Opened by failures to reach Redis: unreachable, as the cache's own
 		// check reports it (critical only with [plugin.channels] critical).
-		return readiness.Unreachable("channels: publishes refused: the cache plugin's redis breaker is open", meta)
+		return readiness.Unreachable(fmt.Sprintf("channels: redis unreachable: publishes refused for %.1fs: the cache plugin's redis breaker is open", snap.RetryAfter.Seconds()), meta)
 	case snap.State != resilience.StateClosed:
 		return readiness.Impaired("channels: publishes refused: the cache plugin's redis breaker is "+snap.State.String(), meta)
 	}
