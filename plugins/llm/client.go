@@ -378,13 +378,14 @@ func (k *call) plainAttempt(callCtx context.Context) (*callResult, failure, resi
 }
 
 // streamAttempt makes one attempt of a streamed call: it succeeds when the
-// first chunk arrives (or the stream ends without any).
+// first chunk arrives (or the stream ends with [DONE] without any).
 func (k *call) streamAttempt(callCtx context.Context) (*callResult, failure, resilience.Outcome) {
 	c := k.c
 	actx, acancel := context.WithCancelCause(callCtx)
 	w := startWatch(c.clock, c.cfg.ReadGap, acancel)
 	sdk := c.chat.NewStreaming(context.WithValue(actx, watchKey{}, w), k.params)
-	if first := sdk.Next(); first || sdk.Err() == nil {
+	first := sdk.Next()
+	if first || sdk.Err() == nil && w.done {
 		// The first chunk, or a stream that ended ([DONE]) before any: the
 		// attempt succeeded, and the stream is the caller's from now on.
 		c.metrics.attempts.WithLabelValues(c.cfg.Name, "200").Inc()
@@ -396,8 +397,13 @@ func (k *call) streamAttempt(callCtx context.Context) (*callResult, failure, res
 		return &callResult{stream: s}, failure{}, resilience.Success
 	}
 	err := sdk.Err()
+	if err == nil {
+		// The body ended without [DONE] (or was not an event stream): the
+		// provider answered nothing, which a 200 does not make an answer.
+		err = errNoDone
+	}
 	_ = sdk.Close()
-	w.Stop()
+	w.idle.Stop()
 	f, o := k.classify(err, actx, 0)
 	acancel(nil)
 	return nil, f, o

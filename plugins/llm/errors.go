@@ -135,6 +135,12 @@ func (e *Error) detail() string {
 		}
 		return fmt.Sprintf("model provider '%s' did not answer in time", p)
 	case KindUnavailable:
+		switch {
+		case e.Chunks > 0:
+			return fmt.Sprintf("model provider '%s' cut the stream after %d chunks", p, e.Chunks)
+		case errors.Is(e.Err, errNoDone):
+			return fmt.Sprintf("model provider '%s' ended the stream without an answer", p)
+		}
 		return fmt.Sprintf("model provider '%s' is unreachable", p)
 	case KindCircuitOpen:
 		if e.RetryAfter > 0 {
@@ -171,6 +177,11 @@ func (e *Error) Problem() *problem.Problem {
 
 // errClosed is the cause of a call on a closed client.
 var errClosed = errors.New("client is closed")
+
+// errNoDone is the cause of a stream whose body ended without "data:
+// [DONE]": a provider, or a proxy on the way, that closes the body cleanly
+// in the middle of an answer.
+var errNoDone = errors.New("the stream ended without data: [DONE]")
 
 // errReadGap is the cause of an attempt cut by read_gap.
 var errReadGap = errors.New("no byte arrived within read_gap")

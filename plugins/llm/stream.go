@@ -30,7 +30,7 @@ import (
 type Stream struct {
 	k       *call
 	sdk     *ssestream.Stream[openai.ChatCompletionChunk]
-	w       *resilience.IdleWatch
+	w       *streamWatch
 	actx    context.Context
 	acancel context.CancelCauseFunc
 	cur     openai.ChatCompletionChunk
@@ -57,7 +57,13 @@ func (s *Stream) Next() bool {
 		s.yield()
 		return true
 	}
-	s.finish(s.sdk.Err(), false)
+	err := s.sdk.Err()
+	if err == nil && !s.w.done {
+		// The body ended without [DONE]: the answer may be cut short, and
+		// is not passed on as whole.
+		err = errNoDone
+	}
+	s.finish(err, false)
 	return false
 }
 
@@ -74,7 +80,8 @@ func (s *Stream) Current() openai.ChatCompletionChunk { return s.cur }
 
 // Err returns why the stream was cut, an [*Error] (a stream silent for
 // read_gap is a [KindTimeout] with Chunks set), or nil when it ended
-// normally or was closed.
+// normally (with [DONE]; a body that ends without it is a cut stream) or
+// was closed.
 func (s *Stream) Err() error { return s.err }
 
 // Close ends the stream early; the provider's request is cancelled. It
@@ -103,7 +110,7 @@ func (s *Stream) Chunks() int { return s.chunks }
 // breaker's outcome and the call.
 func (s *Stream) finish(err error, closed bool) {
 	s.done = true
-	s.w.Stop()
+	s.w.idle.Stop()
 	_ = s.sdk.Close()
 	o := resilience.Success
 	var e *Error
