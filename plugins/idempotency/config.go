@@ -184,8 +184,19 @@ func validTable(t string) bool {
 	return true
 }
 
+// defaultTTL is DefaultTTL, or twice lease when DefaultTTL is not longer
+// than it.
+func defaultTTL(lease time.Duration) time.Duration {
+	if DefaultTTL > lease {
+		return DefaultTTL
+	}
+	return 2 * lease
+}
+
 // ResolveDefaults implements framework.Resolver: lease defaults to
-// LeaseFactor × app.request_timeout (at least app.request_timeout + 2s) and key_prefix to app.name + ":idempotency:".
+// LeaseFactor × app.request_timeout (at least app.request_timeout + 2s), ttl
+// to 2 × lease when 24h is not longer than it, and key_prefix to app.name +
+// ":idempotency:".
 func (p *Plugin) ResolveDefaults(r *framework.Resolution) {
 	c := &p.cfg
 	if !r.IsSet("lease") && c.Lease == 0 {
@@ -196,6 +207,12 @@ func (p *Plugin) ResolveDefaults(r *framework.Resolution) {
 		} else {
 			r.Computed("lease", "default: app.request_timeout + 2s")
 		}
+	}
+	if !r.IsSet("ttl") && c.TTL > 0 && c.TTL <= c.Lease {
+		// A lease of a day or more (app.request_timeout of 6h or more):
+		// the default ttl must still outlast it.
+		c.TTL = defaultTTL(c.Lease)
+		r.Computed("ttl", "default: 2 × lease, as 24h is not longer than the lease")
 	}
 	if c.KeyPrefix == "" {
 		c.KeyPrefix = r.App().Name + ":idempotency:"
@@ -232,7 +249,8 @@ func (p *Plugin) Validate(v *framework.Validation) {
 	}
 	if c.TTL > 0 && c.Lease > 0 && c.TTL <= c.Lease {
 		v.Error("ttl", fmt.Sprintf("must be longer than lease (%s), got %s: a key would expire while its first request runs",
-			framework.FormatDuration(c.Lease), framework.FormatDuration(c.TTL)), `set ttl = "24h"`)
+			framework.FormatDuration(c.Lease), framework.FormatDuration(c.TTL)),
+			fmt.Sprintf("set ttl = %q or remove it (the default is 24h, or 2 × lease when that is not longer)", framework.FormatDuration(defaultTTL(c.Lease))))
 	}
 	if !validTable(c.Table) {
 		v.Error("table", fmt.Sprintf("%q is not an identifier or schema.identifier (lowercase letters, digits and _, starting with a letter or _, at most 48 per part)", c.Table),

@@ -106,6 +106,34 @@ func TestLeaseMustOutlastWriteDeadline(t *testing.T) {
 	}
 }
 
+// With app.request_timeout of 6h or more the default lease (4 × it) is a day
+// or more: the default ttl becomes 2 × lease, so the boot goes on; a ttl the
+// file sets not above the lease is refused with a fix that is longer.
+func TestDefaultTTLOutlastsALongLease(t *testing.T) {
+	t.Parallel()
+	p := New()
+	_, err := jfasttest.New(t, jfasttest.Options{
+		TOML:    "[app]\nrequest_timeout = \"10h\"\n[plugins]\nenabled = [\"db\", \"idempotency\"]\n",
+		Plugins: []framework.Plugin{db.New(), p},
+		Env:     map[string]string{"JFAST_DB_URL": testURL("")},
+	})
+	if err != nil {
+		t.Fatalf("boot with request_timeout = 10h and the default lease and ttl: %v", err)
+	}
+	if p.cfg.Lease != 40*time.Hour || p.cfg.TTL != 80*time.Hour {
+		t.Fatalf("lease %s, ttl %s; want 40h and 80h", p.cfg.Lease, p.cfg.TTL)
+	}
+	ces := jfasttest.ConfigErrors(t, jfasttest.Options{
+		TOML:    "[app]\nrequest_timeout = \"10h\"\n[plugins]\nenabled = [\"db\", \"idempotency\"]\n[plugin.idempotency]\nttl = \"24h\"\n",
+		Plugins: []framework.Plugin{db.New(), New()},
+		Env:     map[string]string{"JFAST_DB_URL": testURL("")},
+	})
+	if len(ces) != 1 || ces[0].Key != "plugin.idempotency.ttl" || !strings.Contains(ces[0].Problem, "must be longer than lease (40h), got 24h") ||
+		!strings.HasPrefix(ces[0].Fix, `set ttl = "80h"`) {
+		t.Fatalf("errors %v; want ttl refused, with the fix ttl = \"80h\"", ces)
+	}
+}
+
 func TestConfigReportsEveryProblemAtOnce(t *testing.T) {
 	t.Parallel()
 	ces := configErrors(t, "[plugin.idempotency]\nstore = \"x\"\nttl = 0\ntable = \"-\"\n")
