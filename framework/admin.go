@@ -69,6 +69,8 @@ func (a *App) notWhileDraining(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-a.draining:
+			// Not to be kept by a cache, as no /ready answer is.
+			w.Header().Set("Cache-Control", "no-store")
 			p := problem.New(http.StatusServiceUnavailable, "shutting down: this instance takes no new work")
 			p.Extensions = map[string]any{"verdict": "unavailable"}
 			problem.Write(w, r, p)

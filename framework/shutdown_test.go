@@ -170,6 +170,9 @@ func TestDrainDelayReadyFirst(t *testing.T) {
 		if resp.StatusCode != want {
 			t.Errorf("GET %s during drain_delay = %d, want %d", path, resp.StatusCode, want)
 		}
+		if cc := resp.Header.Get("Cache-Control"); path == "/ready" && cc != "no-store" {
+			t.Errorf("GET /ready during drain_delay: Cache-Control %q, want no-store", cc)
+		}
 	}
 	select {
 	case err := <-stopped:
