@@ -111,11 +111,20 @@ func ValidateNamed[C any](v *Validation, t NamedTable, entries map[string]C, pro
 		if !t.ValidateName(v, n) && Unread(n) {
 			continue
 		}
-		sub := v.Sub(t.Key + "." + n)
+		sub := t.Entry(v, n)
 		for _, e := range problems(entries[n]) {
-			sub.Error(e.Key, e.Problem, nameVariable(e.Fix, n))
+			sub.Error(e.Key, e.Problem, e.Fix)
 		}
 	}
+}
+
+// Entry is v for the keys of entry name ([plugin.<plugin>.<key>.<name>]): a
+// fix its errors give that names a JFAST_…__<NAME>__… variable is written
+// with the entry's name, as ValidateNamed writes it.
+func (t NamedTable) Entry(v *Validation, name string) *Validation {
+	s := v.Sub(t.Key + "." + name)
+	s.entry = name
+	return s
 }
 
 // Named holds what a plugin built from each entry of a [NamedTable] (a

@@ -79,6 +79,9 @@ type Validation struct {
 	// undecided collects the rules that depend on what main compiled in when
 	// the plugins are stand-ins (Options.StandIn); nil otherwise.
 	undecided *ConfigErrors
+	// entry is the name of the table entry the keys belong to (Entry), written
+	// into the JFAST_…__<NAME>__… variables the fixes name; "" outside one.
+	entry string
 	// critical is the plugin's [plugin.X] critical.
 	critical bool
 	// enabled is [plugins] enabled, the names compiled in.
@@ -163,6 +166,9 @@ func (v *Validation) IsSet(key string) bool {
 // not quote the value of a secret key: only URLs and secret name=value pairs
 // are found. The fix is the plugin's own text and is kept as written.
 func (v *Validation) Error(key, problem, fix string) {
+	if v.entry != "" {
+		fix = nameVariable(fix, v.entry)
+	}
 	*v.errs = append(*v.errs, ConfigError{Key: v.Key(key), Problem: MaskSecrets(problem), Fix: fix})
 }
 

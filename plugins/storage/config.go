@@ -166,7 +166,7 @@ func (c *Config) validate(v *framework.Validation) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Disks)) {
 		d := c.Disks[name]
-		sub := v.Sub("disks." + name)
+		sub := disksTable.Entry(v, name)
 		// A disk's name is a path segment of the signed route and a metric label.
 		if !disksTable.ValidateName(v, name) && framework.Unread(name) {
 			continue

@@ -51,6 +51,9 @@ func TestBootRefusesShortSigningKeyInProduction(t *testing.T) {
 	if strings.Contains(errs.Error(), short) {
 		t.Fatal("the signing key leaked into the error")
 	}
+	if !strings.Contains(e.Fix, "JFAST_STORAGE_DISKS__FILES__SIGNING_KEY") {
+		t.Fatalf("fix %q, want it to name the disk's variable, JFAST_STORAGE_DISKS__FILES__SIGNING_KEY", e.Fix)
+	}
 	// 32 bytes pass; so does a short key in development.
 	if errs := bootErrors(t, strings.Replace(toml, short, short+"x", 1), nil); errs != nil {
 		t.Fatalf("32-byte key: %v", errs)
