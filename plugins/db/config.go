@@ -136,7 +136,7 @@ func (c *Config) validate(v *framework.Validation, hasMigrations bool) {
 		v.Error("url", "is not set", `set url = "postgres://user@host:5432/dbname" or the environment variable JFAST_DB_URL`)
 	case c.URL != "":
 		if _, err := pgxpool.ParseConfig(c.URL); err != nil {
-			v.Error("url", "is not a valid PostgreSQL connection string: "+redactError(err),
+			v.Error("url", "is not a valid PostgreSQL connection string: "+parseReason(c.URL, err),
 				`use the form "postgres://user:password@host:5432/dbname"`)
 		}
 	}
@@ -171,7 +171,7 @@ func (c *Config) validate(v *framework.Validation, hasMigrations bool) {
 			v.Error("tenant_url_template", "does not contain {tenant}: every tenant would share one database",
 				`put {tenant} where the tenant's name goes, e.g. "postgres://app@db:5432/tenant_{tenant}"`)
 		} else if _, err := pgxpool.ParseConfig(tenantDSN(c.TenantURLTemplate)); err != nil {
-			v.Error("tenant_url_template", "is not a valid PostgreSQL connection string: "+redactError(err),
+			v.Error("tenant_url_template", "is not a valid PostgreSQL connection string: "+parseReason(tenantDSN(c.TenantURLTemplate), err),
 				`use the form "postgres://user:password@host:5432/tenant_{tenant}"`)
 		}
 		v.Positive("max_tenant_pools", c.MaxTenantPools)

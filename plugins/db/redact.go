@@ -1,6 +1,12 @@
 package db
 
 import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/jfastframework/jfast/framework"
 )
 
@@ -36,4 +42,23 @@ func scrub(err error) error {
 		return err
 	}
 	return &safeError{msg: r, err: err}
+}
+
+// parseReason is why pgx could not parse dsn, without dsn: it may carry a
+// user, a host and a database besides the password, which a boot error
+// never quotes (docs/framework.md). A URL of another scheme is named by it.
+func parseReason(dsn string, err error) string {
+	if scheme, _, ok := strings.Cut(dsn, "://"); ok && scheme != "postgres" && scheme != "postgresql" && !strings.ContainsAny(scheme, " =") {
+		return fmt.Sprintf("the scheme is %q, not postgres or postgresql", scheme)
+	}
+	var pe *pgconn.ParseConfigError
+	if !errors.As(err, &pe) {
+		return redactError(err)
+	}
+	// "cannot parse `<dsn, password masked>`: <reason>"
+	reason := pe.Error()
+	if i := strings.LastIndex(reason, "`: "); strings.HasPrefix(reason, "cannot parse `") && i >= 0 {
+		reason = reason[i+len("`: "):]
+	}
+	return redactText(strings.ReplaceAll(reason, pe.ConnString, "the value"))
 }

@@ -78,6 +78,34 @@ func TestBootValidation(t *testing.T) {
 	}
 }
 
+// A url or tenant template that does not parse is refused with pgx's
+// reason, without the value: it may carry a user, a host and a database
+// besides the password.
+func TestURLRefusedWithoutItsValue(t *testing.T) {
+	t.Parallel()
+	for dsn, says := range map[string]string{
+		"mysql://appuser:hunter2secret@secret-host.corp/orders":          `the scheme is "mysql", not postgres or postgresql`,
+		"host=secret-host.corp password=hunter2secret bogus":             "failed to parse as keyword/value (invalid keyword/value)",
+		"postgres://appuser:hunter2secret@secret-host.corp:99999/orders": "invalid port",
+		"postgres://appuser@secret-host.corp/orders?sslmode=bogus":       "failed to configure TLS (sslmode is invalid)",
+	} {
+		errs := bootErrors(t, "", map[string]string{"JFAST_DB_URL": dsn})
+		want := "is not a valid PostgreSQL connection string: " + says
+		if len(errs) != 1 || errs[0].Key != "plugin.db.url" || errs[0].Problem != want {
+			t.Errorf("%s: %v; want plugin.db.url: %s", dsn, errs, want)
+		}
+		for _, part := range []string{"appuser", "hunter2secret", "secret-host", "orders"} {
+			if strings.Contains(errs.Error(), part) {
+				t.Errorf("%s: the error holds %q: %s", dsn, part, errs)
+			}
+		}
+	}
+	errs := bootErrors(t, `tenant_url_template = "postgres://appuser@secret-host.corp:99999/t_{tenant}"`, map[string]string{})
+	if len(errs) != 1 || errs[0].Problem != "is not a valid PostgreSQL connection string: invalid port" || strings.Contains(errs.Error(), "secret-host") {
+		t.Errorf("tenant_url_template: %v; want invalid port, without the value", errs)
+	}
+}
+
 func TestBootValidationAcceptsDefaults(t *testing.T) {
 	t.Parallel()
 	if errs := bootErrors(t, "", nil); errs != nil {
