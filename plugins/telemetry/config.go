@@ -119,9 +119,9 @@ func (c *Config) validate(v *framework.Validation, checkEndpoint bool) {
 		v.Error("max_export_batch_size", fmt.Sprintf("must not exceed max_queue_size (%d), got %d", c.MaxQueueSize, c.MaxExportBatchSize),
 			"lower max_export_batch_size or raise max_queue_size")
 	}
-	for _, path := range c.UntracedPaths {
+	for i, path := range c.UntracedPaths {
 		if !strings.HasPrefix(path, "/") {
-			v.Error("untraced_paths", fmt.Sprintf("%q is not a path starting with /", path), `list exact paths such as "/live"`)
+			v.Error(fmt.Sprintf("untraced_paths[%d]", i), fmt.Sprintf("%q is not a path starting with /", path), `list exact paths such as "/live"`)
 		}
 	}
 	if _, err := flattenAttributes(c.ResourceAttributes); err != nil {

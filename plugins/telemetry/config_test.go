@@ -70,3 +70,13 @@ func TestConfigUnknownKeySuggests(t *testing.T) {
 		t.Errorf("err = %v, want the unknown key refused with a suggestion of sample_ratio", err)
 	}
 }
+
+// An untraced path without its leading / is refused by its place in the
+// list, as every list's entry is.
+func TestConfigRefusesAPathWithoutSlash(t *testing.T) {
+	t.Parallel()
+	errs := configErrors(t, "[plugin.telemetry]\nuntraced_paths = [\"/live\", \"ready\"]\n")
+	if p := errs["plugin.telemetry.untraced_paths[1]"]; p != `"ready" is not a path starting with /` || len(errs) != 1 {
+		t.Errorf("errors %v; want plugin.telemetry.untraced_paths[1]: \"ready\" is not a path starting with /", errs)
+	}
+}
