@@ -30,11 +30,13 @@ func BaseURLProblem(s, credentials string) string {
 		return "must be an absolute http or https URL"
 	case u.Host == "" || u.Hostname() == "":
 		return "must name a host"
+	case strings.HasSuffix(u.Host, ":"):
+		return "has a colon and no port after it: write a port from 1 to 65535, or remove the colon"
 	case PortProblem(u.Port()) != "":
 		return PortProblem(u.Port())
 	case u.User != nil:
 		return "must not carry credentials: set " + credentials + " instead"
-	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(s, "#"):
 		return "must not have a query or a fragment"
 	}
 	return ""

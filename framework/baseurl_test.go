@@ -29,6 +29,11 @@ func TestBaseURLProblem(t *testing.T) {
 		{"/v1", "must be an absolute http or https URL"},
 		{"u:secret@billing:8010", "has no scheme"}, // without the value: it may hold a secret
 		{"http://u:secret@billing:0", "has port 0"},
+		{"http://billing:/v1", "has a colon and no port after it"},
+		{"http://[::1]:/v1", "has a colon and no port after it"},
+		{"http://billing/v1?", "must not have a query or a fragment"},
+		{"http://billing/v1#", "must not have a query or a fragment"},
+		{"http://billing/v1#top", "must not have a query or a fragment"},
 	} {
 		got := framework.BaseURLProblem(tc.url, "a header")
 		if (tc.problem == "") != (got == "") || !strings.Contains(got, tc.problem) {
