@@ -143,6 +143,11 @@ func (b *binder) unknown(key, name string, known []string, table ConditionalKeys
 		// Quoted, "a.b" is one key: no table has such a key, and the
 		// table the parts name is not where it goes.
 		whole := strings.ReplaceAll(name, quotedDot, ".")
+		if s := suggest(strings.ReplaceAll(whole, ".", "_"), known); s != "" {
+			// "read.timeout" for read_timeout.
+			b.errorf(key, fmt.Sprintf("did you mean %q?", s), "unknown key: with its quotes, %q is one key, and no key has \".\" in its name", whole)
+			return
+		}
 		b.errorf(key, fmt.Sprintf("remove it, or write %s without quotes for the key %q of the table %q", whole, whole[strings.LastIndexByte(whole, '.')+1:], whole[:strings.LastIndexByte(whole, '.')]),
 			"unknown key: with its quotes, %q is one key, and no key has \".\" in its name", whole)
 		return

@@ -393,6 +393,22 @@ func TestListElementErrorsNameTheirLine(t *testing.T) {
 	}
 }
 
+// TestDottedKeyErrorsNameTheirLine: an unknown key written as a dotted key
+// (foo.bar = 1) is named at the line that writes it, not at its table's
+// header.
+func TestDottedKeyErrorsNameTheirLine(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "jfast.toml")
+	if err := os.WriteFile(path, []byte("[app]\nname = \"x\"\n\nfoo.bar = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := framework.New(framework.Options{ConfigFile: path, LogOutput: io.Discard})
+	var errs framework.ConfigErrors
+	if !errors.As(err, &errs) || len(errs) != 1 || errs[0].Key != "app.foo" || errs[0].Line != 4 {
+		t.Fatalf("want one error about app.foo at line 4, got %v", err)
+	}
+}
+
 // TestEnvironmentErrorsNameTheirVariable: an error about a value the
 // environment set names the variable that set it, after the key, whether the
 // value has the wrong type or breaks a rule; an element of a list names the

@@ -2,6 +2,7 @@ package framework_test
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,6 +101,25 @@ base_url = "http://127.0.0.1:1"
 `})
 	if len(errs) != 2 || !errs.Has(`plugin.http.upstreams."up1.headers"`, "is not a valid upstream name") || !errs.Has(`plugin.http.upstreams."a.b"`, "is not a valid upstream name") {
 		t.Fatalf("errors:\n%v\nwant the two quoted names refused, nothing else", errs)
+	}
+}
+
+// A quoted key with "." where its name has "_" ("read.timeout" for
+// read_timeout) gets the did-you-mean of a misspelt key, at its own line.
+func TestQuotedKeyWithADotSuggestsTheKey(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "jfast.toml")
+	text := "[plugins]\nenabled = [\"http\"]\n[plugin.http.upstreams.ok]\nbase_url = \"http://127.0.0.1:1\"\n\"read.timeout\" = \"1s\"\n"
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := framework.New(framework.Options{ConfigFile: path, Plugins: []framework.Plugin{jhttp.New()}, LogOutput: io.Discard})
+	var errs framework.ConfigErrors
+	if !errors.As(err, &errs) || len(errs) != 1 {
+		t.Fatalf("want one error, got %v", err)
+	}
+	if e := errs[0]; e.Key != `plugin.http.upstreams.ok."read.timeout"` || e.Line != 5 || e.Fix != `did you mean "read_timeout"?` {
+		t.Fatalf("error %v (line %d, fix %q); want the key at line 5, did you mean \"read_timeout\"?", e, e.Line, e.Fix)
 	}
 }
 

@@ -294,11 +294,26 @@ func inlineKeys(text []byte, v *unstable.Node, prefix, prefixRaw []string, line 
 }
 
 // lineOf returns the line of the file a configuration error is about: its
-// key's, else the nearest table above it that the file writes (the table a
-// missing key belongs in), else the first line that writes a key below it
-// ([plugin.grpc.upstreams.x] for an error about plugin.grpc, a table the file
-// only names through its subtables); 0 when the file writes none of them.
+// key's, else the first line that writes a key below it (foo.bar = 1 for an
+// error about foo, a dotted key; [plugin.grpc.upstreams.x] for an error about
+// plugin.grpc, a table the file only names through its subtables), else the
+// nearest table above it that the file writes (the table a missing key
+// belongs in); 0 when the file writes none of them.
 func lineOf(lines map[string]int, key string) int {
+	if l, ok := lines[key]; ok {
+		return l
+	}
+	// Written only through keys under it (foo.bar = 1, or subtables): the
+	// first of those lines, before the table around it.
+	first := 0
+	for k, l := range lines {
+		if strings.HasPrefix(k, key+".") && (first == 0 || l < first) {
+			first = l
+		}
+	}
+	if first != 0 {
+		return first
+	}
 	for k := key; k != ""; {
 		if l, ok := lines[k]; ok {
 			return l
@@ -309,13 +324,7 @@ func lineOf(lines map[string]int, key string) int {
 		}
 		k = k[:i]
 	}
-	first := 0
-	for k, l := range lines {
-		if strings.HasPrefix(k, key+".") && (first == 0 || l < first) {
-			first = l
-		}
-	}
-	return first
+	return 0
 }
 
 // unclosedArray finds the array text leaves open: the line and column of
