@@ -129,10 +129,7 @@ func (t *tomlWriter) table(path string, v reflect.Value, extra []tomlLine) {
 				}
 			}
 		case reflect.Map:
-			for _, k := range tomltext.SortedKeys(v) {
-				key := path + "." + k
-				lines = append(lines, tomlLine{tomltext.Key(k), t.formatValue(key, v.MapIndex(reflect.ValueOf(k))), t.source(key)})
-			}
+			lines = t.mapLines(lines, path, "", v)
 		}
 	}
 	fmt.Fprintf(t.w, "\n[%s]\n", tomltext.Path(path))
@@ -153,6 +150,24 @@ func (t *tomlWriter) table(path string, v reflect.Value, extra []tomlLine) {
 	for _, s := range subs {
 		t.table(s.path, s.v, nil)
 	}
+}
+
+// mapLines appends a line per entry of m, the map at path, to lines: a
+// nested map (what a dotted key, deployment.region = "eu", makes of a
+// free-form table) as dotted keys under prefix, as the file wrote them.
+func (t *tomlWriter) mapLines(lines []tomlLine, path, prefix string, m reflect.Value) []tomlLine {
+	for _, k := range tomltext.SortedKeys(m) {
+		key, v := path+"."+k, m.MapIndex(reflect.ValueOf(k))
+		if v.Kind() == reflect.Interface {
+			v = v.Elem()
+		}
+		if v.Kind() == reflect.Map && v.Type().Key().Kind() == reflect.String {
+			lines = t.mapLines(lines, key, prefix+tomltext.Key(k)+".", v)
+			continue
+		}
+		lines = append(lines, tomlLine{prefix + tomltext.Key(k), t.formatValue(key, v), t.source(key)})
+	}
+	return lines
 }
 
 // formatValue renders v as a TOML value, masking secrets.

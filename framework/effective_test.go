@@ -112,3 +112,33 @@ func TestIsSecretKey(t *testing.T) {
 		}
 	}
 }
+
+// A free-form table written with dotted keys (region.zone = "a") holds
+// nested maps: config writes them back as the dotted keys, with the file as
+// their source, so its output read again is the same table.
+func TestConfigShowsDottedKeysAsWritten(t *testing.T) {
+	t.Parallel()
+	path := writeConfig(t, kennelHead+"[plugin.kennel.attributes]\ndeployment.region = \"eu\"\nteam = \"a\"\n\"x.y\" = \"q\"\nn = { a.b = 1 }\n")
+	app, err := framework.New(framework.Options{ConfigFile: path, Plugins: []framework.Plugin{&kennel{}}, LogOutput: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := app.WriteEffectiveConfig(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, line := range []string{`deployment.region = "eu"  # file`, `n.a.b             = 1     # file`, `"x.y"             = "q"   # file`} {
+		if !strings.Contains(out, line) {
+			t.Errorf("config lacks %q:\n%s", line, out)
+		}
+	}
+	k := &kennel{}
+	if _, err := framework.New(framework.Options{ConfigFile: writeConfig(t, out), Plugins: []framework.Plugin{k}, LogOutput: io.Discard}); err != nil {
+		t.Fatalf("config's output read again: %v\n%s", err, out)
+	}
+	region, _ := k.cfg.Attributes["deployment"].(map[string]any)
+	if region["region"] != "eu" || k.cfg.Attributes["x.y"] != "q" {
+		t.Errorf("attributes read again: %v", k.cfg.Attributes)
+	}
+}
