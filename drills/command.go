@@ -101,7 +101,6 @@ func runCommand(s *cli.Service, cmd *cobra.Command, f *drillFlags) error {
 		}
 		o.BaseURL = "http://" + net.JoinHostPort(host, port)
 	}
-	o.Plugins, o.Critical = drilledPlugins(app, s.Options().Plugins, cmd.OutOrStdout())
 	for _, r := range f.routes {
 		if plugin, path, ok := strings.Cut(r, "="); ok {
 			o.Routes[plugin] = path
@@ -124,6 +123,8 @@ func runCommand(s *cli.Service, cmd *cobra.Command, f *drillFlags) error {
 		}
 		o.Want[plugin] = n
 	}
+	// After the flags: a usage mistake is the one line it prints.
+	o.Plugins, o.Critical = drilledPlugins(app, s.Options().Plugins, cmd.OutOrStdout())
 	results, err := RunService(cmd.Context(), o, cmd.OutOrStdout())
 	if f.report != "" && len(results) > 0 {
 		if werr := os.WriteFile(f.report, []byte(Markdown(results)), 0o644); werr != nil {

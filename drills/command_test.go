@@ -113,6 +113,11 @@ path_style = true
 					t.Errorf("%s has a row though its configuration uses no dependency:\n%s%s", p, out, errOut)
 				}
 			}
+			// A usage mistake is its one line and the hint: nothing before it.
+			code, out, errOut := runDrill(t, opts, "drill", "--want", "cache=abc")
+			if code != 2 || out != "" || strings.Count(errOut, "\n") != 2 {
+				t.Errorf("a bad --want: exit %d, stdout %q, stderr %q; want 2, nothing on stdout, one line and the hint", code, out, errOut)
+			}
 		})
 	}
 }
