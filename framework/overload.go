@@ -214,10 +214,11 @@ type frontDoor struct {
 	mux     *chi.Mux
 	// static: every listed pattern is a plain path, so a request's class is
 	// a lookup of its path; else the router finds its pattern first.
-	static   bool
-	byRoute  map[string]Priority
-	byMethod map[methodRoute]Priority
-	log      *slog.Logger
+	static bool
+	// layers are the classes by who gave them, looked up in this order:
+	// the framework's exempt routes, the file's lists, WithPriority.
+	layers [3]classes
+	log    *slog.Logger
 	// shed counts the requests shed since the last "requests shed" line,
 	// logged (unix nanoseconds): at most one INFO line a second, however
 	// many are shed, instead of an access log line each. last is the last
@@ -251,21 +252,49 @@ func noteOf(reason string, status int) *shedNote {
 
 type methodRoute struct{ method, route string }
 
+// classes are the priority classes one source gave routes: by method and
+// pattern ("POST /orders/{id}"), and by pattern alone for every method.
+type classes struct {
+	byMethod map[methodRoute]Priority
+	byRoute  map[string]Priority
+}
+
+// of is the class of a request of method whose route is pattern, the
+// method's own before the pattern's.
+func (c *classes) of(method, pattern string) (Priority, bool) {
+	if p, ok := c.byMethod[methodRoute{method, pattern}]; ok {
+		return p, true
+	}
+	p, ok := c.byRoute[pattern]
+	return p, ok
+}
+
+// Who gave a route its class, in the order the front door asks.
+const (
+	layerFramework = iota // /live, /ready, the admin routes: never limited
+	layerFile             // [app.overload] critical, sheddable, exempt
+	layerCode             // WithPriority
+)
+
 // newFrontDoor builds the front door of mux: exempt are the routes that
 // are never limited (/live, /ready, admin routes on the public listener),
-// then the classes WithPriority gave, then the file's.
+// whatever else says; then the file's classes, which win over those
+// WithPriority gave, a pattern alone as well as a method and pattern.
 func newFrontDoor(l *Limiter, mux *chi.Mux, cfg OverloadConfig, exempt []string, log *slog.Logger) (*frontDoor, error) {
-	f := &frontDoor{limiter: l, mux: mux, static: true, byRoute: map[string]Priority{}, byMethod: map[methodRoute]Priority{}, log: log}
-	set := func(route string, p Priority) {
+	f := &frontDoor{limiter: l, mux: mux, static: true, log: log}
+	for i := range f.layers {
+		f.layers[i] = classes{byMethod: map[methodRoute]Priority{}, byRoute: map[string]Priority{}}
+	}
+	set := func(layer int, route string, p Priority) {
 		method, pattern, _ := parseRoute(route)
 		pattern = strings.ReplaceAll(pattern, "/*/", "/")
 		if strings.ContainsAny(pattern, "{*") {
 			f.static = false
 		}
 		if method == "" {
-			f.byRoute[pattern] = p
+			f.layers[layer].byRoute[pattern] = p
 		} else {
-			f.byMethod[methodRoute{method, pattern}] = p
+			f.layers[layer].byMethod[methodRoute{method, pattern}] = p
 		}
 	}
 	known := map[string]bool{}
@@ -273,7 +302,7 @@ func newFrontDoor(l *Limiter, mux *chi.Mux, cfg OverloadConfig, exempt []string,
 		route = strings.ReplaceAll(route, "/*/", "/")
 		known[route], known[method+" "+route] = true, true
 		if p, ok := h.(*prioritized); ok {
-			set(method+" "+route, p.class)
+			set(layerCode, method+" "+route, p.class)
 		}
 		return nil
 	})
@@ -290,29 +319,35 @@ func newFrontDoor(l *Limiter, mux *chi.Mux, cfg OverloadConfig, exempt []string,
 			if !known[strings.TrimSpace(method+" "+pattern)] {
 				return nil, ConfigErrors{{Key: "app.overload." + list.key, Problem: fmt.Sprintf("%q matches no route the service mounts", route), Fix: "write a route pattern as the router has it, e.g. \"POST /orders/{id}\""}}
 			}
-			set(route, list.class)
+			set(layerFile, route, list.class)
 		}
 	}
 	for _, route := range exempt {
-		set(route, PriorityExempt)
+		set(layerFramework, route, PriorityExempt)
 	}
 	return f, nil
 }
 
-// class is the request's priority class.
+// class is the request's priority class, found from the path the router
+// routes on: the escaped path as the client sent it when it has escapes
+// net/http would not write (/liv%65), as chi does, so a request is classed
+// by the route that will serve it, never by a route it only decodes to.
 func (f *frontDoor) class(r *http.Request) Priority {
-	pattern := r.URL.Path
+	path := r.URL.Path
+	if r.URL.RawPath != "" {
+		path = r.URL.RawPath
+	}
+	pattern := path
 	if !f.static {
 		rctx := routePool.Get().(*chi.Context)
 		rctx.Reset()
-		pattern = f.mux.Find(rctx, r.Method, r.URL.Path)
+		pattern = f.mux.Find(rctx, r.Method, path)
 		routePool.Put(rctx)
 	}
-	if p, ok := f.byMethod[methodRoute{r.Method, pattern}]; ok {
-		return p
-	}
-	if p, ok := f.byRoute[pattern]; ok {
-		return p
+	for i := range f.layers {
+		if p, ok := f.layers[i].of(r.Method, pattern); ok {
+			return p
+		}
 	}
 	return PriorityNormal
 }

@@ -402,3 +402,61 @@ func TestFileValuesOfAnotherTypeAreRefused(t *testing.T) {
 		t.Fatalf("read as %+v", o)
 	}
 }
+
+// A path with escapes net/http would not write (/liv%65, /tai%6c) is routed
+// on as the client wrote it, to /{slug} here, not to the exempt route it
+// decodes to: the front door classes it by the route that serves it, so it
+// is limited like that route and shed while the limit is full.
+func TestEscapedPathIsClassedByTheRouteThatServesIt(t *testing.T) {
+	t.Parallel()
+	served := make(chan string, 16)
+	svc, g := overloadSetup(t, "0", "exempt = [\"GET /reports/export\"]\n", func(r chi.Router) {
+		r.Method(http.MethodGet, "/tail", framework.WithPriority(framework.PriorityExempt, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {})))
+		r.Get("/reports/export", func(w http.ResponseWriter, _ *http.Request) {})
+		r.Get("/reports/{id}", func(w http.ResponseWriter, r *http.Request) { served <- "/reports/{id}" })
+		r.Get("/{slug}", func(w http.ResponseWriter, r *http.Request) { served <- "/{slug}" })
+	})
+	first := sendAsync(svc, http.MethodGet, "/slow")
+	<-g.entered
+	for _, path := range []string{"/liv%65", "/rea%64y", "/metric%73", "/tai%6c", "/reports/expor%74"} {
+		if r := svc.Get(t, path); r.Status != http.StatusServiceUnavailable {
+			t.Errorf("GET %s with the limit full = %d, want 503: it is served by a limited route", path, r.Status)
+		}
+	}
+	for _, path := range []string{"/live", "/tail", "/reports/export"} {
+		if got := svc.Get(t, path).Status; got != http.StatusOK {
+			t.Errorf("%s answered %d while the limit is full, want 200", path, got)
+		}
+	}
+	close(g.open)
+	if resp := <-first; resp == nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("the admitted request: %v", resp)
+	}
+	// Admitted, they reach the routes chi gives them.
+	for path, want := range map[string]string{"/liv%65": "/{slug}", "/reports/expor%74": "/reports/{id}"} {
+		if r := svc.Get(t, path); r.Status != http.StatusOK || <-served != want {
+			t.Errorf("GET %s = %d, want 200 from %s", path, r.Status, want)
+		}
+	}
+}
+
+// The file wins over WithPriority for the routes it names, a pattern alone
+// as well as a method and pattern; the framework's own exempt routes stay
+// exempt whatever the file says.
+func TestFileClassWinsOverWithPriority(t *testing.T) {
+	t.Parallel()
+	exempt := framework.WithPriority(framework.PriorityExempt, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	for _, list := range []string{`sheddable = ["/tail", "/live"]`, `sheddable = ["GET /tail", "GET /live"]`} {
+		svc, g := overloadSetup(t, "0", list+"\n", func(r chi.Router) { r.Method(http.MethodGet, "/tail", exempt) })
+		first := sendAsync(svc, http.MethodGet, "/slow")
+		<-g.entered
+		if got := svc.Get(t, "/tail").Status; got != http.StatusServiceUnavailable {
+			t.Errorf("%s: GET /tail (WithPriority exempt) with the limit full = %d, want 503: the file makes it sheddable", list, got)
+		}
+		if got := svc.Get(t, "/live").Status; got != http.StatusOK {
+			t.Errorf("%s: GET /live with the limit full = %d, want 200: never limited", list, got)
+		}
+		close(g.open)
+		<-first
+	}
+}
