@@ -57,3 +57,20 @@ func TestMigrateThroughTheServiceCommand(t *testing.T) {
 		}
 	}
 }
+
+// The jfast binary carries no service's migrations: its migrate says so and
+// names the service's own command, after validating the file as check does.
+func TestJfastMigrateNamesTheServiceCommand(t *testing.T) {
+	t.Parallel()
+	opts := framework.Options{
+		Plugins:    plugins(),
+		StandIn:    true,
+		ConfigText: "[app]\nname = \"orders\"\n[plugins]\nenabled = [\"observability\", \"db\"]\n[plugin.db]\nurl = \"postgres://postgres@127.0.0.1:5432/test\"\n",
+		Environ:    []string{},
+	}
+	var stdout, stderr bytes.Buffer
+	code := cli.Run(context.Background(), cli.NewCommand(opts), []string{"migrate", "up"}, &stdout, &stderr)
+	if code != 1 || stdout.Len() != 0 || !strings.Contains(stderr.String(), "run the service's: `orders migrate up`") {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want 1 naming `orders migrate up`", code, stdout.String(), stderr.String())
+	}
+}

@@ -41,9 +41,15 @@ The configuration is validated first, as check does; plugins are not started.`,
 
 // migrate calls every enabled [framework.Migrator] (see its doc for the contract).
 func (s *Service) migrate(cmd *cobra.Command, args []string) error {
-	_, migrators, err := loadPluginsThat[framework.Migrator](s, cmd, "migrate: no enabled plugin has migrations", "enable the db plugin and compile migrations in with db.WithMigrations")
+	app, migrators, err := loadPluginsThat[framework.Migrator](s, cmd, "migrate: no enabled plugin has migrations", "enable the db plugin and compile migrations in with db.WithMigrations")
 	if err != nil {
 		return err
+	}
+	if s.opts.StandIn {
+		// The jfast binary: a service's migrations are compiled into the
+		// service, never into jfast.
+		fmt.Fprintf(cmd.ErrOrStderr(), "migrate: the jfast binary carries no service's migrations (a service compiles its own in with db.WithMigrations); run the service's: `%s migrate %s`\n", app.Config().Name, args[0])
+		return reported
 	}
 	var errs []error
 	for _, m := range migrators {
