@@ -185,7 +185,8 @@ type gate struct {
 	pingTimeout    time.Duration
 	connectTimeout time.Duration // set by install from the pool's ConnConfig
 	// onConnectEnd, when set (by tests, before the first connect), hears
-	// the outcome of every connect that concluded an adopted ticket.
+	// the outcome of every connect that concluded an adopted ticket (and of
+	// every adopted ticket its attempt's bound concluded first).
 	onConnectEnd func(resilience.Outcome)
 	// timed is set when the pool observes how long connections are held
 	// (the main pool's jfast_db_acquisition_duration_seconds): slots then
@@ -607,6 +608,7 @@ func (g *gate) attempt(ctx context.Context, pool *pgxpool.Pool, bound time.Durat
 		actx, cancelBound = context.WithTimeoutCause(actx, bound, errAttemptBound)
 		defer cancelBound()
 	}
+	started := time.Now()
 	c, err := pool.Acquire(actx)
 	if err == nil {
 		ticket.Done(resilience.Success)
@@ -660,6 +662,12 @@ func (g *gate) attempt(ctx context.Context, pool *pgxpool.Pool, bound time.Durat
 		a.mu.Unlock()
 		if s == nil || !s.adoptConnect(ticket) {
 			ticket.Done(resilience.Ignore)
+		} else if bound > 0 {
+			// The attempt's bound (ping_timeout: the probe of a suspect
+			// server) holds for the connect it left too: no answer by
+			// then is the hang, though the connect runs on to its own
+			// connect_timeout.
+			time.AfterFunc(bound-time.Since(started), func() { g.expireAdopted(s) })
 		}
 		return nil, false, g.unavailable(cause)
 	case errors.As(err, &pt) || pingTimeout:

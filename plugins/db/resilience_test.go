@@ -540,6 +540,51 @@ func TestConnectOutlivingItsCallerIsEvidence(t *testing.T) {
 	}
 }
 
+// The probe's caller has a short deadline too: the connect it leaves is
+// still bounded by ping_timeout as the probe, so the breaker opens
+// ping_timeout after the probe began, not when the connect's own
+// connect_timeout ends it (which it cannot do sooner: nothing answers).
+func TestProbeCutByItsCallerIsStillBoundedByPingTimeout(t *testing.T) {
+	t.Parallel()
+	const connectTimeout = 3 * time.Second
+	b := setup(t, setupOpts{proxy: true, toml: "connect_timeout = \"3s\"\nping_timeout = \"100ms\""})
+	ended := make(chan resilience.Outcome, 8)
+	b.db.gate.onConnectEnd = func(o resilience.Outcome) { ended <- o }
+	if err := b.proxy.Hold(); err != nil {
+		t.Fatal(err)
+	}
+	short := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		_, err := b.db.Exec(ctx, "SELECT 1")
+		return err
+	}
+	_ = short()
+	if o := <-ended; o != resilience.Hang {
+		t.Fatalf("the first connect the caller left ended %v; want a hang", o)
+	}
+	if snap := b.db.Breaker(); snap.State != resilience.StateHalfOpen {
+		t.Fatalf("after the first connect's timeout: breaker %+v; want half-open", snap)
+	}
+	probe := time.Now()
+	var de *problem.DependencyError
+	if err := short(); !errors.As(err, &de) || errors.Is(err, resilience.ErrOpen) {
+		t.Fatalf("the probe: %v; want the db dependency error for its caller's deadline", err)
+	}
+	if o := <-ended; o != resilience.Hang {
+		t.Fatalf("the probe's connect ended %v; want a hang", o)
+	}
+	if d := time.Since(probe); d >= connectTimeout {
+		t.Fatalf("the probe was concluded %s after it began; want its ping_timeout, before connect_timeout (%s) could", d, connectTimeout)
+	}
+	if snap := b.db.Breaker(); snap.State != resilience.StateOpen || snap.RetryAfter <= 0 {
+		t.Fatalf("after the probe: breaker %+v; want open, with its cool-down", snap)
+	}
+	if err := short(); !errors.Is(err, resilience.ErrOpen) {
+		t.Fatalf("with the breaker open: %v; want its refusal", err)
+	}
+}
+
 // Declared critical and booted with the database down (nothing listening),
 // /ready is a 503 problem+json naming db on the first call and on every call
 // after, also once the breaker has opened: the verdict follows the database,

@@ -125,6 +125,25 @@ func (s *connSlot) adoptConnect(t resilience.Ticket) bool {
 	return true
 }
 
+// expireAdopted concludes the ticket adoptConnect gave s as a hang, unless
+// the connect ended first: the bound of the attempt that left it passed
+// with no answer. The connect itself runs on; its end then concludes
+// nothing.
+func (g *gate) expireAdopted(s *connSlot) {
+	s.cancelMu.Lock()
+	t := s.orphan
+	s.orphan = nil
+	s.cancelMu.Unlock()
+	if t == nil {
+		return
+	}
+	t.Done(resilience.Hang)
+	g.suspect.Store(true)
+	if g.onConnectEnd != nil {
+		g.onConnectEnd(resilience.Hang)
+	}
+}
+
 // endConnect records that s's connect ended with o (Success once the
 // connection is up) and concludes the ticket adoptConnect gave it, if any.
 func (g *gate) endConnect(s *connSlot, o resilience.Outcome) {
