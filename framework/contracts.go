@@ -97,6 +97,9 @@ type ProxiedUpstream struct {
 	// held beyond a call: a WebSocket tunnel, whose call ends at the
 	// upstream's 101.
 	Bulkhead *resilience.Bulkhead
+	// Timeout is its timeout, the whole call's deadline, which also bounds
+	// a request body the proxy reads before the call (to retry it).
+	Timeout time.Duration
 }
 
 // DeadJobCounter is a Jobs plugin that counts the dead jobs of one kind (the

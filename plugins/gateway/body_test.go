@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -77,6 +78,47 @@ upstream = "slow"
 				t.Errorf("a slow client was logged as a failure:\n%s", logs)
 			}
 		})
+	}
+}
+
+// A small body the gateway reads whole before the call (a PUT, a GET, a keyed
+// POST: it may be retried) is held to the upstream's timeout too, as a
+// streamed one is by the call that copies it: a client that sends part of
+// it and stops gets its 408 when the timeout passes, not at the request's
+// deadline, and the upstream is sent nothing.
+func TestBufferedRequestBodyIsHeldToTheUpstreamTimeout(t *testing.T) {
+	t.Parallel()
+	const requestTimeout = 30 * time.Second // the bound a fixed gateway beats by far
+	var calls atomic.Int32
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+	})
+	svc := gatewayService(t, "[app]\nrequest_timeout = \"30s\"\n"+upstreamTOML("slow", up.URL, `timeout = "300ms"`, `read_timeout = "30s"`)+`
+[plugin.gateway.routes.up]
+prefix = "/api/up"
+upstream = "slow"
+`)
+	for _, head := range []string{
+		"PUT /api/up/x HTTP/1.1\r\nHost: gw\r\nContent-Length: 100\r\n\r\n",
+		"POST /api/up/x HTTP/1.1\r\nHost: gw\r\nIdempotency-Key: k1\r\nContent-Length: 100\r\n\r\n",
+	} {
+		conn, br := rawRequest(t, svc.URL, head+"0123456789")
+		_ = conn.SetReadDeadline(time.Now().Add(requestTimeout / 3))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%s: no answer before a third of the request's deadline: %v", strings.Fields(head)[0], err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusRequestTimeout || resp.Header.Get("Content-Type") != "application/problem+json" {
+			t.Fatalf("%s: %d %s, want a 408 problem", strings.Fields(head)[0], resp.StatusCode, body)
+		}
+	}
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("the upstream got %d requests, want none: the body never arrived", n)
+	}
+	if r := svc.Get(t, "/api/up/next"); r.Status != 200 {
+		t.Errorf("the next GET: %d %s, want the upstream's 200 (its breaker closed)", r.Status, r.Body)
 	}
 }
 

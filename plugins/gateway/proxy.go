@@ -38,6 +38,7 @@ type route struct {
 	template string   // the route as a breaker_key = "route" breaker names it: the prefix or the pattern
 	breaker  *resilience.Breaker
 	bulkhead *resilience.Bulkhead // the upstream's: tunnels hold a place in it
+	timeout  time.Duration        // the upstream's: it bounds a body read before the call too
 	m        *routeMetrics
 	rp       *httputil.ReverseProxy
 }
@@ -52,7 +53,7 @@ func (p *Plugin) newRoute(name string, rc Route, h framework.HTTPUpstreams, m *m
 		return nil, fmt.Errorf("http: upstream '%s' has a base_url that does not parse: check [plugin.http.upstreams.%s] base_url", rc.Upstream, rc.Upstream)
 	}
 	r := &route{
-		name: name, cfg: rc, p: p, base: base, breaker: up.Breaker, bulkhead: up.Bulkhead, m: m.forRoute(name),
+		name: name, cfg: rc, p: p, base: base, breaker: up.Breaker, bulkhead: up.Bulkhead, timeout: up.Timeout, m: m.forRoute(name),
 		basePath: strings.TrimSuffix(base.EscapedPath(), "/"),
 		target:   rc.Prefix,
 		template: rc.Prefix,
@@ -169,7 +170,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.Context, c.Route, c.OwnedHeader = ctx, rt.template, true
 
-	if err := rt.bufferBody(r); err != nil {
+	if err := rt.bufferBody(w, r); err != nil {
 		problem.Write(w, r, problem.From(err))
 		rt.m.request(framework.ResponseStatus(w))
 		return
@@ -244,7 +245,14 @@ func hasDotSegment(p string) bool {
 // memory first; a longer one is streamed, the bytes already read first, and
 // the request is never retried. Requests that may not be retried anyway (a
 // POST or PATCH without an Idempotency-Key) are streamed as they come.
-func (rt *route) bufferBody(r *http.Request) error {
+//
+// The read is held to the upstream's timeout, as a streamed body is by the
+// call that copies it: the connection's read deadline is the sooner of that
+// and the request's (the framework's) while it lasts, so a client that
+// trickles a small body gets its 408 when the call would have ended. A body
+// read to its end leaves the deadline to net/http, which clears it to hear
+// the client go away; one still coming gets the request's back.
+func (rt *route) bufferBody(w http.ResponseWriter, r *http.Request) error {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return nil
 	}
@@ -260,12 +268,21 @@ func (rt *route) bufferBody(r *http.Request) error {
 		size = r.ContentLength + 1
 	}
 	buf := bytes.NewBuffer(make([]byte, 0, size))
+	requestDeadline, _ := r.Context().Deadline()
+	var rc *http.ResponseController
+	if at := time.Now().Add(rt.timeout); rt.timeout > 0 && (requestDeadline.IsZero() || at.Before(requestDeadline)) {
+		rc = http.NewResponseController(w)
+		_ = rc.SetReadDeadline(at)
+	}
 	_, err := io.Copy(buf, io.LimitReader(r.Body, limit+1))
 	if err != nil {
 		return err
 	}
 	b := buf.Bytes()
 	if int64(len(b)) > limit {
+		if rc != nil {
+			_ = rc.SetReadDeadline(requestDeadline)
+		}
 		// Longer than the limit, still coming: sent as a stream.
 		r.Body = struct {
 			io.Reader

@@ -260,7 +260,7 @@ func (p *Plugin) ProxiedUpstream(upstream string) (framework.ProxiedUpstream, er
 	if err != nil {
 		return framework.ProxiedUpstream{}, err
 	}
-	return framework.ProxiedUpstream{Transport: c.Transport(), BaseURL: c.up.BaseURL, Breaker: c.Breaker(), Bulkhead: c.pol.bulkhead}, nil
+	return framework.ProxiedUpstream{Transport: c.Transport(), BaseURL: c.up.BaseURL, Breaker: c.Breaker(), Bulkhead: c.pol.bulkhead, Timeout: c.up.Timeout}, nil
 }
 
 // Check implements framework.Checker. It sends nothing: it lists every
