@@ -346,6 +346,11 @@ func (rt *route) rewrite(pr *httputil.ProxyRequest) {
 		}
 	}
 
+	// The query as the client wrote it: the ReverseProxy drops the
+	// parameters url.ParseQuery refuses (a ";", a bad escape) and writes
+	// the rest again, sorted, when any is; the gateway reads no parameter,
+	// so it has nothing to disagree with the upstream about.
+	out.URL.RawQuery = in.URL.RawQuery
 	h := out.Header
 	rt.dropInbound(h)
 	// The request ID sent on is the one the gateway accepted or made.

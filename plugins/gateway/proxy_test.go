@@ -49,6 +49,10 @@ upstream = "orders"
 		"/api/orders/a%2Fb":        "/base/orders/a%2Fb",
 		"/api/orders":              "/base/orders",
 		"/api/receipts/7/pdf?dl=1": "/api/receipts/7/pdf?dl=1",
+		// The query as it came, parameters url.ParseQuery refuses included.
+		"/api/kept/q?b=2&a=1;c=3":   "/api/kept/q?b=2&a=1;c=3",
+		"/api/kept/q?x=%zz&b=1&a=2": "/api/kept/q?x=%zz&b=1&a=2",
+		"/api/kept/q?q=50%&z=1":     "/api/kept/q?q=50%&z=1",
 	} {
 		if got := svc.Get(t, path); got.Status != 200 || got.String() != want {
 			t.Errorf("GET %s: %d %q, want 200 %q", path, got.Status, got.Body, want)
