@@ -436,16 +436,18 @@ func (p *Plugin) forwarded(in *http.Request, h http.Header, id string, buf *forw
 		delete(h, "X-Real-Ip")
 	}
 	if trusted {
-		if v := in.Header.Values("X-Forwarded-For"); len(v) > 0 {
+		// What the trusted proxy sent for this hop, less the headers its
+		// Connection header names: those were for the gateway alone.
+		if v := hopValues(in.Header, "X-Forwarded-For"); len(v) > 0 {
 			xff = strings.Join(v, ", ") + ", " + client
 		}
-		if v := in.Header.Get("X-Forwarded-Proto"); v != "" {
-			xproto = v
+		if v := hopValues(in.Header, "X-Forwarded-Proto"); len(v) > 0 && v[0] != "" {
+			xproto = v[0]
 		}
-		if v := in.Header.Get("X-Forwarded-Host"); v != "" {
-			xhost = v
+		if v := hopValues(in.Header, "X-Forwarded-Host"); len(v) > 0 && v[0] != "" {
+			xhost = v[0]
 		}
-		if v := in.Header.Values("Forwarded"); len(v) > 0 {
+		if v := hopValues(in.Header, "Forwarded"); len(v) > 0 {
 			prior = strings.Join(v, ", ") + ", "
 		}
 	}
@@ -474,6 +476,24 @@ func (p *Plugin) forwarded(in *http.Request, h http.Header, id string, buf *forw
 	if id != "" {
 		h["X-Request-Id"] = v[4:5:5]
 	}
+}
+
+// hopValues returns h's values of name, a canonical header name, or nil
+// when h's Connection header names it: such a header is hop-by-hop, for
+// this hop alone, and is not passed on or taken as the client's.
+func hopValues(h http.Header, name string) []string {
+	v := h[name]
+	if len(v) == 0 {
+		return nil
+	}
+	for _, c := range h["Connection"] {
+		for f := range strings.SplitSeq(c, ",") {
+			if strings.EqualFold(strings.TrimSpace(f), name) {
+				return nil
+			}
+		}
+	}
+	return v
 }
 
 // canonicalHost returns addr as text: the host part of remote (an

@@ -242,6 +242,36 @@ upstream = "orders"
 	}
 }
 
+// A forwarding header the trusted proxy's Connection header names was for
+// this hop alone: it is neither kept nor extended, as X-Real-IP named so is
+// not sent on; the gateway says who the client is from what it saw.
+func TestTrustedProxyConnectionNamedForwardingHeaders(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
+	svc := gatewayService(t, upstreamTOML("orders", up.URL)+`
+[plugin.gateway]
+trusted_proxies = ["127.0.0.0/8"]
+[plugin.gateway.routes.open]
+prefix = "/open"
+upstream = "orders"
+`)
+	svc.Get(t, "/open", "Connection", "X-Forwarded-For, forwarded, X-Real-IP, X-Forwarded-Proto", "X-Forwarded-For", "203.0.113.9",
+		"Forwarded", "for=203.0.113.9", "X-Real-IP", "203.0.113.9", "X-Forwarded-Proto", "https", "X-Forwarded-Host", "shop.example")
+	got := up.last.Load().Header
+	host := strings.TrimPrefix(svc.URL, "http://")
+	for name, want := range map[string]string{
+		"X-Forwarded-For":   "127.0.0.1",
+		"X-Forwarded-Proto": "http",
+		"X-Forwarded-Host":  "shop.example", // not named: the trusted proxy's
+		"Forwarded":         `for=127.0.0.1;proto=http;host="` + host + `"`,
+		"X-Real-Ip":         "",
+	} {
+		if v := strings.Join(got[name], ","); v != want {
+			t.Errorf("upstream got %s = %q, want %q", name, v, want)
+		}
+	}
+}
+
 // An upstream's own 5xx passes through as it is; no response at all is a
 // 503 problem naming the route and the upstream, never a bare 502.
 func TestFailures(t *testing.T) {
