@@ -101,6 +101,7 @@ type call struct {
 	tun       *tunnel                      // the tunnel opened on a 101
 	body      clientBody                   // the response body's wrapper, allocated with the call
 	drained   bool                         // the App's drain cut the response body: the response is aborted
+	observed  bool                         // its upstream latency is observed (once: a refused 101 reaches fail too)
 	fwd       forwardedBuf                 // the forwarding headers' values, allocated with the call
 }
 
@@ -552,9 +553,7 @@ type forwardedBuf struct {
 // response runs when the upstream's response headers arrive.
 func (rt *route) response(resp *http.Response) error {
 	c := callOf(resp.Request.Context())
-	if c != nil {
-		rt.m.latency.Observe(time.Since(c.start).Seconds())
-	}
+	rt.observe(c)
 	// The gateway's response already carries the request ID it sent on;
 	// Proxy-* headers are for a proxy, and the gateway is that proxy.
 	for k := range resp.Header {
@@ -611,13 +610,20 @@ func (rt *route) clientGone(r *http.Request, when string, err error) {
 		slog.String("error", framework.MaskSecrets(err.Error())))
 }
 
+// observe records the time from c's start to the upstream's response
+// headers, or its failure, once per call.
+func (rt *route) observe(c *call) {
+	if c != nil && !c.observed {
+		c.observed = true
+		rt.m.latency.Observe(time.Since(c.start).Seconds())
+	}
+}
+
 // fail answers a request that got no usable response from the upstream. It
 // is never a bare 502: a problem+json naming the route and the upstream.
 func (rt *route) fail(w http.ResponseWriter, r *http.Request, err error) {
 	c := callOf(r.Context())
-	if c != nil {
-		rt.m.latency.Observe(time.Since(c.start).Seconds())
-	}
+	rt.observe(c)
 	// r is the request sent upstream; a problem's instance is the path the
 	// client asked for, never the upstream's.
 	client := r

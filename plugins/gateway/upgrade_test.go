@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/jfastframework/jfast/jfasttest"
 )
 
 // An Upgrade header does not take a request out of the App's concurrency
@@ -156,5 +158,11 @@ upstream = "sock"
 				t.Errorf("detail %q, want %q", p["detail"], want)
 			}
 		})
+	}
+	// One observation of the upstream's latency per request, the refused
+	// 101 reaching both the response hook and the error handler.
+	reg := svc.Metrics()
+	if n := jfasttest.Metric(t, reg, "jfast_gateway_upstream_duration_seconds", "route", "ws"); n != 3 {
+		t.Errorf("%v upstream latencies observed for 3 requests", n)
 	}
 }
