@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"net/http"
+	"net/textproto"
 	"sync/atomic"
 	"time"
 
@@ -187,6 +188,11 @@ type OutboundCall struct {
 	// RoundTripper adds what travels with every call (the request ID, the
 	// time left) to it in place instead of copying it first.
 	OwnedHeader bool
+	// Interim, when set, sees the header of each interim (1xx) response an
+	// attempt gets, before a trace the caller put in the context does (the
+	// ReverseProxy's, which passes it on to the client): it may change the
+	// header in place. ctx is the attempt's.
+	Interim func(ctx context.Context, code int, header textproto.MIMEHeader)
 
 	attempts atomic.Int32
 }

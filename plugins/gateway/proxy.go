@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
+	"net/textproto"
 	"net/url"
 	"strings"
 	"sync"
@@ -37,8 +38,9 @@ type route struct {
 	asIs     bool     // basePath+target is the prefix: the path is sent on as it came
 	template string   // the route as a breaker_key = "route" breaker names it: the prefix or the pattern
 	breaker  *resilience.Breaker
-	bulkhead *resilience.Bulkhead // the upstream's: tunnels hold a place in it
-	timeout  time.Duration        // the upstream's: it bounds a body read before the call too
+	bulkhead *resilience.Bulkhead                             // the upstream's: tunnels hold a place in it
+	timeout  time.Duration                                    // the upstream's: it bounds a body read before the call too
+	interim  func(context.Context, int, textproto.MIMEHeader) // rt.seeInterim, bound once
 	m        *routeMetrics
 	rp       *httputil.ReverseProxy
 }
@@ -68,6 +70,7 @@ func (p *Plugin) newRoute(name string, rc Route, h framework.HTTPUpstreams, m *m
 		r.target = strings.TrimSuffix(rc.RewritePrefix, "/")
 	}
 	r.asIs = r.basePath+r.target == rc.Prefix
+	r.interim = r.seeInterim
 	r.rp = &httputil.ReverseProxy{
 		Rewrite:        r.rewrite,
 		Transport:      handshakeTransport{up.Transport},
@@ -102,6 +105,8 @@ type call struct {
 	body      clientBody                   // the response body's wrapper, allocated with the call
 	drained   bool                         // the App's drain cut the response body: the response is aborted
 	observed  bool                         // its upstream latency is observed (once: a refused 101 reaches fail too)
+	w         http.ResponseWriter          // the writer the ReverseProxy answers on
+	saved     http.Header                  // w's header before the first interim response, which the ReverseProxy clears
 	fwd       forwardedBuf                 // the forwarding headers' values, allocated with the call
 }
 
@@ -169,7 +174,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.rc = http.NewResponseController(w)
 		c.handshake, c.cancel = r.Context(), cancel
 	}
-	c.Context, c.Route, c.OwnedHeader = ctx, rt.template, true
+	c.Context, c.Route, c.OwnedHeader, c.Interim, c.w = ctx, rt.template, true, rt.interim, w
 
 	if err := rt.bufferBody(w, r); err != nil {
 		problem.Write(w, r, problem.From(err))
@@ -554,6 +559,10 @@ type forwardedBuf struct {
 func (rt *route) response(resp *http.Response) error {
 	c := callOf(resp.Request.Context())
 	rt.observe(c)
+	rt.restore(c)
+	if len(resp.Trailer) > 0 {
+		dropHop(resp.Trailer) // the trailers it announces
+	}
 	// The gateway's response already carries the request ID it sent on;
 	// Proxy-* headers are for a proxy, and the gateway is that proxy.
 	for k := range resp.Header {
@@ -567,7 +576,7 @@ func (rt *route) response(resp *http.Response) error {
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		return rt.openTunnel(c, resp)
 	}
-	c.body = clientBody{ReadCloser: resp.Body, c: c, rt: rt}
+	c.body = clientBody{ReadCloser: resp.Body, c: c, rt: rt, resp: resp}
 	resp.Body = &c.body
 	return nil
 }
@@ -583,10 +592,14 @@ type clientBody struct {
 	c    *call
 	rt   *route
 	gone bool
+	resp *http.Response // its trailers, read with the body's end
 }
 
 func (b *clientBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && len(b.resp.Trailer) > 0 {
+		dropHop(b.resp.Trailer) // the trailers it sent, announced or not
+	}
 	if err != nil && err != io.EOF && b.c.canceled() {
 		if !b.gone {
 			b.gone = true
@@ -610,6 +623,60 @@ func (rt *route) clientGone(r *http.Request, when string, err error) {
 		slog.String("error", framework.MaskSecrets(err.Error())))
 }
 
+// seeInterim is each call's framework.OutboundCall.Interim: it runs on an
+// interim (1xx) response's header before the ReverseProxy copies it to the
+// client's response and clears that (net/http keeps a response's header
+// across a 1xx). It takes out what the gateway never passes on (dropHop),
+// and keeps the response's header as it was before the first one, for
+// restore.
+func (rt *route) seeInterim(ctx context.Context, _ int, h textproto.MIMEHeader) {
+	if c := callOf(ctx); c != nil && c.saved == nil {
+		c.saved = c.w.Header().Clone()
+	}
+	dropHop(http.Header(h))
+}
+
+// restore gives the client's response back the header an interim response
+// cleared (the request ID, what the service's middleware set), before the
+// final response's or a problem's own are added, as without one.
+func (rt *route) restore(c *call) {
+	if c == nil || c.saved == nil {
+		return
+	}
+	h := c.w.Header()
+	for k, v := range c.saved {
+		if _, ok := h[k]; !ok {
+			h[k] = v
+		}
+	}
+	c.saved = nil
+}
+
+// dropHop removes from h, an upstream's interim response header or its
+// trailers, what the gateway never passes on, as from a response's header:
+// the hop-by-hop headers (Connection and every header it names, Keep-Alive,
+// TE, Trailer, Transfer-Encoding, Upgrade), every Proxy-* header, and the
+// upstream's X-Request-Id (the client has the gateway's).
+func dropHop(h http.Header) {
+	for _, v := range h["Connection"] {
+		for f := range strings.SplitSeq(v, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				delete(h, http.CanonicalHeaderKey(f))
+			}
+		}
+	}
+	for k := range h {
+		switch k {
+		case "Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "X-Request-Id":
+			delete(h, k)
+		default:
+			if isProxyHeader(k) {
+				delete(h, k)
+			}
+		}
+	}
+}
+
 // observe records the time from c's start to the upstream's response
 // headers, or its failure, once per call.
 func (rt *route) observe(c *call) {
@@ -624,6 +691,7 @@ func (rt *route) observe(c *call) {
 func (rt *route) fail(w http.ResponseWriter, r *http.Request, err error) {
 	c := callOf(r.Context())
 	rt.observe(c)
+	rt.restore(c)
 	// r is the request sent upstream; a problem's instance is the path the
 	// client asked for, never the upstream's.
 	client := r

@@ -778,7 +778,7 @@ func (c *core) send(callCtx context.Context, cancel context.CancelFunc, x *excha
 	if x.firstIsOwn(n) {
 		in = x.firstCtx
 	}
-	r, err := c.request(a.context(callCtx, in), x, n, now)
+	r, err := c.request(a.context(callCtx, in, x.out), x, n, now)
 	if err != nil {
 		a.end()
 		end = c.after(now)

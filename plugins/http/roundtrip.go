@@ -230,7 +230,7 @@ func (c *core) open(callCtx context.Context, cancel context.CancelFunc, x *excha
 	now := c.attemptStart(x)
 	a.begin(cancel, c.up.PoolTimeout, now)
 	live := liveAttempt{a: a}
-	r, err := c.request(a.context(callCtx, nil), x, n, now)
+	r, err := c.request(a.context(callCtx, nil, x.out), x, n, now)
 	if err != nil {
 		live.end()
 		return nil, c.after(now), liveAttempt{}, err

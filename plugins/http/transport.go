@@ -6,12 +6,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/textproto"
 	"net/url"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/egress"
 	"github.com/jfastframework/jfast/internal/deadline"
 )
@@ -270,7 +272,7 @@ var attemptPool = sync.Pool{New: func() any {
 // hook (the attempt's hook first, then the caller's, as httptrace does),
 // instead of by httptrace.WithClientTrace, which composes by reflection
 // over every hook of every attempt's trace.
-func (a *attempt) context(ctx context.Context, in *attemptCtx) context.Context {
+func (a *attempt) context(ctx context.Context, in *attemptCtx, out *framework.OutboundCall) context.Context {
 	outer := httptrace.ContextClientTrace(ctx)
 	if traceKey == nil {
 		ctx = context.WithValue(ctx, attemptKey{}, a)
@@ -278,6 +280,10 @@ func (a *attempt) context(ctx context.Context, in *attemptCtx) context.Context {
 			return httptrace.WithClientTrace(ctx, &a.trace)
 		}
 		t := a.trace
+		if outer != nil && outer.Got1xxResponse != nil && out != nil && out.Interim != nil {
+			interim := out.Interim // composed before the caller's own hook
+			t.Got1xxResponse = func(code int, h textproto.MIMEHeader) error { interim(ctx, code, h); return nil }
+		}
 		return httptrace.WithClientTrace(ctx, &t)
 	}
 	if in == nil {
@@ -299,6 +305,12 @@ func (a *attempt) context(ctx context.Context, in *attemptCtx) context.Context {
 	}
 	if f := outer.PutIdleConn; f != nil {
 		t.PutIdleConn = func(err error) { a.putIdleConn(err); f(err) }
+	}
+	if f := outer.Got1xxResponse; f != nil && out != nil && out.Interim != nil {
+		// The call sees an interim response first (a proxy taking out what
+		// it does not pass on), then the caller's trace (one passing it on).
+		interim := out.Interim
+		t.Got1xxResponse = func(code int, h textproto.MIMEHeader) error { interim(ctx, code, h); return f(code, h) }
 	}
 	*in = attemptCtx{Context: ctx, a: a, trace: &t}
 	return in

@@ -1,0 +1,149 @@
+package gateway_test
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"strings"
+	"testing"
+)
+
+// rawUpstream answers every request on its connections with answer, written
+// as is after the request's head is read (its body, if any, is not).
+func rawUpstream(t *testing.T, answer string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				br := bufio.NewReader(conn)
+				for {
+					if _, err := http.ReadRequest(br); err != nil {
+						return
+					}
+					if _, err := io.WriteString(conn, answer); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// An interim (1xx) response is passed on without what the gateway never
+// passes on (hop-by-hop headers, those Connection names, Proxy-*, the
+// upstream's X-Request-Id), and the final response keeps the gateway's
+// X-Request-Id, which the ReverseProxy would have cleared with the interim
+// response's headers.
+func TestInterimResponseIsFilteredAndKeepsTheRequestID(t *testing.T) {
+	t.Parallel()
+	up := rawUpstream(t, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\nProxy-Secret: s3cr3t\r\nKeep-Alive: timeout=1\r\n"+
+		"Connection: X-Internal\r\nX-Internal: internal-token\r\nX-Request-Id: upstream-id\r\n\r\n"+
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Request-Id: upstream-id\r\n\r\nok")
+	svc := gatewayService(t, upstreamTOML("hints", up, "attempts = 1")+`
+[plugin.gateway.routes.h]
+prefix = "/h"
+upstream = "hints"
+`)
+	var interim []textproto.MIMEHeader
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+		if code == http.StatusEarlyHints {
+			interim = append(interim, h)
+		}
+		return nil
+	}}
+	req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), trace), http.MethodGet, svc.URL+"/h/x", nil)
+	req.Header.Set("X-Request-ID", "client-id-1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "ok" {
+		t.Fatalf("%d %q, want the upstream's 200", resp.StatusCode, body)
+	}
+	if len(interim) != 1 {
+		t.Fatalf("%d 103 responses, want 1", len(interim))
+	}
+	h := interim[0]
+	if h.Get("Link") != "</a.css>; rel=preload" || strings.Join(h.Values("X-Request-Id"), ",") != "client-id-1" {
+		t.Errorf("103 header %v: want its Link and the gateway's request ID alone", h)
+	}
+	for _, k := range []string{"Proxy-Secret", "Keep-Alive", "X-Internal"} {
+		if v := h.Values(k); len(v) > 0 {
+			t.Errorf("103 header %s = %q reached the client", k, v)
+		}
+	}
+	if got := resp.Header.Values("X-Request-Id"); strings.Join(got, ",") != "client-id-1" {
+		t.Errorf("final response X-Request-Id %q, want client-id-1 alone", got)
+	}
+}
+
+// A request with Expect: 100-continue gets the 100 from a Go upstream; its
+// final response keeps the gateway's X-Request-Id.
+func TestContinueKeepsTheRequestID(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) })
+	svc := gatewayService(t, upstreamTOML("up", up.URL)+`
+[plugin.gateway.routes.u]
+prefix = "/u"
+upstream = "up"
+`)
+	_, br := rawRequest(t, svc.URL, "PUT /u/x HTTP/1.1\r\nHost: gw\r\nX-Request-ID: client-id-7\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\nhello")
+	for {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode == http.StatusContinue {
+			continue
+		}
+		if resp.StatusCode != 200 || resp.Header.Get("X-Request-Id") != "client-id-7" {
+			t.Fatalf("final %d, X-Request-Id %q; want 200 with client-id-7", resp.StatusCode, resp.Header.Get("X-Request-Id"))
+		}
+		return
+	}
+}
+
+// Trailers are passed on without the hop-by-hop ones, Proxy-* and the
+// upstream's X-Request-Id, and so is their announcement: the gateway's own
+// X-Request-Id stays a header, never repeated as a trailer.
+func TestTrailersAreFiltered(t *testing.T) {
+	t.Parallel()
+	up := rawUpstream(t, "HTTP/1.1 200 OK\r\nTrailer: Grpc-Status, Proxy-Secret, X-Request-Id, Connection\r\nTransfer-Encoding: chunked\r\n\r\n"+
+		"2\r\nok\r\n0\r\nGrpc-Status: 0\r\nProxy-Secret: s3cr3t\r\nX-Request-Id: upstream-id\r\nKeep-Alive: 5\r\n\r\n")
+	svc := gatewayService(t, upstreamTOML("tr", up, "attempts = 1")+`
+[plugin.gateway.routes.t]
+prefix = "/t"
+upstream = "tr"
+`)
+	req, _ := http.NewRequest(http.MethodGet, svc.URL+"/t/x", nil)
+	req.Header.Set("TE", "trailers")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if string(body) != "ok" || resp.Header.Get("X-Request-Id") == "" || resp.Header.Get("X-Request-Id") == "upstream-id" {
+		t.Fatalf("body %q, X-Request-Id %q: want ok and the gateway's ID", body, resp.Header.Get("X-Request-Id"))
+	}
+	if len(resp.Trailer) != 1 || resp.Trailer.Get("Grpc-Status") != "0" {
+		t.Errorf("trailers %v, want Grpc-Status alone", resp.Trailer)
+	}
+}
