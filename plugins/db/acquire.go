@@ -652,23 +652,7 @@ func (g *gate) attempt(ctx context.Context, pool *pgxpool.Pool, bound time.Durat
 		ticket.Done(resilience.Ignore)
 		return nil, false, g.unavailable(fmt.Errorf("no free connection within the caller's deadline (pool_size busy): %w", ctx.Err()))
 	case resilience.CutByCaller(ctx, own):
-		// The caller's deadline came before the attempt's own (its bound,
-		// connect_timeout or ping_timeout): no evidence yet, and the caller
-		// gets the usual 503. A connect in progress goes on in the
-		// background and lands in the pool; its own outcome is the
-		// evidence, and the attempt's ticket waits for it (adoptConnect).
-		a.mu.Lock()
-		s := a.connect
-		a.mu.Unlock()
-		if s == nil || !s.adoptConnect(ticket) {
-			ticket.Done(resilience.Ignore)
-		} else if bound > 0 {
-			// The attempt's bound (ping_timeout: the probe of a suspect
-			// server) holds for the connect it left too: no answer by
-			// then is the hang, though the connect runs on to its own
-			// connect_timeout.
-			time.AfterFunc(bound-time.Since(started), func() { g.expireAdopted(s) })
-		}
+		g.leftByCaller(a, ticket, bound, started)
 		return nil, false, g.unavailable(cause)
 	case errors.As(err, &pt) || pingTimeout:
 		// The ping got no answer within ping_timeout: a hang, which makes
@@ -687,6 +671,27 @@ func (g *gate) attempt(ctx context.Context, pool *pgxpool.Pool, bound time.Durat
 		ticket.Done(resilience.Failure) // refused, reset, authentication
 		g.suspect.Store(true)
 		return nil, false, g.unavailable(cause)
+	}
+}
+
+// leftByCaller concludes an attempt (begun at started, with bound) whose
+// caller's deadline came before the attempt's own (its bound,
+// connect_timeout or ping_timeout): no evidence yet, and the caller gets the
+// usual 503. A connect in progress goes on in the background and lands in
+// the pool; its own outcome is the evidence, and the attempt's ticket waits
+// for it (adoptConnect). The attempt's bound (ping_timeout: the probe of a
+// suspect server) holds for the connect it left too: no answer by then is
+// the hang, though the connect runs on to its own connect_timeout.
+func (g *gate) leftByCaller(a *attempt, ticket resilience.Ticket, bound time.Duration, started time.Time) {
+	a.mu.Lock()
+	s := a.connect
+	a.mu.Unlock()
+	if s == nil || !s.adoptConnect(ticket) {
+		ticket.Done(resilience.Ignore)
+		return
+	}
+	if bound > 0 {
+		time.AfterFunc(bound-time.Since(started), func() { g.expireAdopted(s) })
 	}
 }
 
