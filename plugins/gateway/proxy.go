@@ -106,7 +106,13 @@ type call struct {
 	drained   bool                         // the App's drain cut the response body: the response is aborted
 	observed  bool                         // its upstream latency is observed (once: a refused 101 reaches fail too)
 	w         http.ResponseWriter          // the writer the ReverseProxy answers on
-	saved     http.Header                  // w's header before the first interim response, which the ReverseProxy clears
+	// saved is w's header before the first interim response, which the
+	// ReverseProxy clears; answered, that the final response (or the
+	// failure) came, after which an interim response that arrives late, on
+	// the transport's goroutine, leaves w alone. mu guards both.
+	mu       sync.Mutex
+	saved    http.Header
+	answered bool
 	fwd       forwardedBuf                 // the forwarding headers' values, allocated with the call
 }
 
@@ -630,26 +636,35 @@ func (rt *route) clientGone(r *http.Request, when string, err error) {
 // and keeps the response's header as it was before the first one, for
 // restore.
 func (rt *route) seeInterim(ctx context.Context, _ int, h textproto.MIMEHeader) {
-	if c := callOf(ctx); c != nil && c.saved == nil {
+	dropHop(http.Header(h))
+	c := callOf(ctx)
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	if !c.answered && c.saved == nil {
 		c.saved = c.w.Header().Clone()
 	}
-	dropHop(http.Header(h))
+	c.mu.Unlock()
 }
 
 // restore gives the client's response back the header an interim response
 // cleared (the request ID, what the service's middleware set), before the
 // final response's or a problem's own are added, as without one.
 func (rt *route) restore(c *call) {
-	if c == nil || c.saved == nil {
+	if c == nil {
 		return
 	}
+	c.mu.Lock()
+	saved := c.saved
+	c.saved, c.answered = nil, true
+	c.mu.Unlock()
 	h := c.w.Header()
-	for k, v := range c.saved {
+	for k, v := range saved {
 		if _, ok := h[k]; !ok {
 			h[k] = v
 		}
 	}
-	c.saved = nil
 }
 
 // dropHop removes from h, an upstream's interim response header or its
