@@ -113,7 +113,7 @@ type call struct {
 	mu       sync.Mutex
 	saved    http.Header
 	answered bool
-	fwd       forwardedBuf                 // the forwarding headers' values, allocated with the call
+	fwd      forwardedBuf // the forwarding headers' values, allocated with the call
 }
 
 type callKey struct{}
