@@ -20,6 +20,21 @@ func writeConfig(t *testing.T, text string) string {
 	return path
 }
 
+// effectiveConfig builds an App from opts and returns what the config
+// command prints for it.
+func effectiveConfig(t *testing.T, opts framework.Options) string {
+	t.Helper()
+	app, err := framework.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := app.WriteEffectiveConfig(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
 // resettingFake's Config returns a fresh value holding the defaults, as some
 // plugins' do: config must still show the bound values.
 type resettingFake struct{ *fakePlugin }
@@ -48,15 +63,7 @@ url = "https://bill:hunter2@billing.internal/v1"
 		Environ:   []string{"JFAST_FAKE_SECRET=s3cr3t-value", "JFAST_FAKE_ADDRESS=postgres://app:pw@db:5432/app?sslmode=disable password=other", "JFAST_APP_LISTEN=0.0.0.0:9000"},
 	}
 	opts.ConfigFile = path
-	app, err := framework.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	if err := app.WriteEffectiveConfig(&b); err != nil {
-		t.Fatal(err)
-	}
-	out := b.String()
+	out := effectiveConfig(t, opts)
 	for _, secret := range []string{"hunter2", "s3cr3t", ":pw@", "other"} {
 		if strings.Contains(out, secret) {
 			t.Errorf("secret %q printed:\n%s", secret, out)
@@ -119,15 +126,7 @@ func TestIsSecretKey(t *testing.T) {
 func TestConfigShowsDottedKeysAsWritten(t *testing.T) {
 	t.Parallel()
 	path := writeConfig(t, kennelHead+"[plugin.kennel.attributes]\ndeployment.region = \"eu\"\nteam = \"a\"\n\"x.y\" = \"q\"\nn = { a.b = 1 }\n")
-	app, err := framework.New(framework.Options{ConfigFile: path, Plugins: []framework.Plugin{&kennel{}}, LogOutput: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	if err := app.WriteEffectiveConfig(&b); err != nil {
-		t.Fatal(err)
-	}
-	out := b.String()
+	out := effectiveConfig(t, framework.Options{ConfigFile: path, Plugins: []framework.Plugin{&kennel{}}, LogOutput: io.Discard})
 	for _, line := range []string{`deployment.region = "eu"  # file`, `n.a.b             = 1     # file`, `"x.y"             = "q"   # file`} {
 		if !strings.Contains(out, line) {
 			t.Errorf("config lacks %q:\n%s", line, out)

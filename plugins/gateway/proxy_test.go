@@ -178,7 +178,7 @@ forward_authorization = true
 	}
 	got := up.last.Load().Header
 	host := strings.TrimPrefix(svc.URL, "http://")
-	for name, want := range map[string]string{
+	wantHeaders(t, got, map[string]string{
 		"X-Request-Id":      "req-123",
 		"Authorization":     "",
 		"X-Forwarded-For":   "127.0.0.1",
@@ -186,11 +186,7 @@ forward_authorization = true
 		"X-Forwarded-Host":  host,
 		"Forwarded":         `for=127.0.0.1;proto=http;host="` + host + `"`,
 		"X-Hop":             "",
-	} {
-		if v := strings.Join(got[name], ","); v != want {
-			t.Errorf("upstream got %s = %q, want %q", name, v, want)
-		}
-	}
+	})
 	ms, err := strconv.Atoi(got.Get("Jfast-Timeout-Ms"))
 	if err != nil || ms <= 0 || ms > 3000 {
 		t.Errorf("upstream got Jfast-Timeout-Ms = %q, want the caller's time left (at most 3000)", got.Get("Jfast-Timeout-Ms"))
@@ -215,31 +211,45 @@ forward_authorization = true
 	}
 }
 
-// A trusted proxy's forwarding headers are kept and extended.
-func TestTrustedProxies(t *testing.T) {
-	t.Parallel()
+// trustedGateway starts an upstream and a gateway in front of it, route
+// "/open", that trusts the proxies on 127.0.0.0/8 (the tests' own client).
+func trustedGateway(t *testing.T) (*upstream, *jfasttest.Service) {
+	t.Helper()
 	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
-	svc := gatewayService(t, upstreamTOML("orders", up.URL)+`
+	return up, gatewayService(t, upstreamTOML("orders", up.URL)+`
 [plugin.gateway]
 trusted_proxies = ["127.0.0.0/8"]
 [plugin.gateway.routes.open]
 prefix = "/open"
 upstream = "orders"
 `)
+}
+
+// wantHeaders checks that got, the header an upstream got, has each
+// header's values (joined with ",") as want says; "" for none.
+func wantHeaders(t *testing.T, got http.Header, want map[string]string) {
+	t.Helper()
+	for name, w := range want {
+		if v := strings.Join(got[name], ","); v != w {
+			t.Errorf("upstream got %s = %q, want %q", name, v, w)
+		}
+	}
+}
+
+// A trusted proxy's forwarding headers are kept and extended.
+func TestTrustedProxies(t *testing.T) {
+	t.Parallel()
+	up, svc := trustedGateway(t)
 	svc.Get(t, "/open", "X-Forwarded-For", "203.0.113.9", "X-Forwarded-Proto", "https",
 		"X-Forwarded-Host", "shop.example", "Forwarded", `for=203.0.113.9;proto=https`)
 	got := up.last.Load().Header
 	host := strings.TrimPrefix(svc.URL, "http://")
-	for name, want := range map[string]string{
+	wantHeaders(t, got, map[string]string{
 		"X-Forwarded-For":   "203.0.113.9, 127.0.0.1",
 		"X-Forwarded-Proto": "https",
 		"X-Forwarded-Host":  "shop.example",
 		"Forwarded":         `for=203.0.113.9;proto=https, for=127.0.0.1;proto=http;host="` + host + `"`,
-	} {
-		if v := strings.Join(got[name], ","); v != want {
-			t.Errorf("upstream got %s = %q, want %q", name, v, want)
-		}
-	}
+	})
 }
 
 // A forwarding header the trusted proxy's Connection header names was for
@@ -247,29 +257,18 @@ upstream = "orders"
 // not sent on; the gateway says who the client is from what it saw.
 func TestTrustedProxyConnectionNamedForwardingHeaders(t *testing.T) {
 	t.Parallel()
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
-	svc := gatewayService(t, upstreamTOML("orders", up.URL)+`
-[plugin.gateway]
-trusted_proxies = ["127.0.0.0/8"]
-[plugin.gateway.routes.open]
-prefix = "/open"
-upstream = "orders"
-`)
+	up, svc := trustedGateway(t)
 	svc.Get(t, "/open", "Connection", "X-Forwarded-For, forwarded, X-Real-IP, X-Forwarded-Proto", "X-Forwarded-For", "203.0.113.9",
 		"Forwarded", "for=203.0.113.9", "X-Real-IP", "203.0.113.9", "X-Forwarded-Proto", "https", "X-Forwarded-Host", "shop.example")
 	got := up.last.Load().Header
 	host := strings.TrimPrefix(svc.URL, "http://")
-	for name, want := range map[string]string{
+	wantHeaders(t, got, map[string]string{
 		"X-Forwarded-For":   "127.0.0.1",
 		"X-Forwarded-Proto": "http",
 		"X-Forwarded-Host":  "shop.example", // not named: the trusted proxy's
 		"Forwarded":         `for=127.0.0.1;proto=http;host="` + host + `"`,
 		"X-Real-Ip":         "",
-	} {
-		if v := strings.Join(got[name], ","); v != want {
-			t.Errorf("upstream got %s = %q, want %q", name, v, want)
-		}
-	}
+	})
 }
 
 // An upstream's own 5xx passes through as it is; no response at all is a
