@@ -2,6 +2,7 @@ package framework
 
 import (
 	"errors"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -42,7 +43,31 @@ type ClientMetrics struct {
 	throttled   *prometheus.CounterVec
 	hedges      *prometheus.CounterVec
 	transitions *prometheus.CounterVec
-	state       *prometheus.GaugeVec
+	state       *breakerStates
+}
+
+// breakerStates is jfast_client_breaker_state. Before each scrape it reads
+// the breaker each dependency follows (DependencyMetrics.Follow): an open
+// breaker whose cool-down has ended becomes half-open when read, as /ready
+// shows it, so the gauge says so on a service that makes no call.
+type breakerStates struct {
+	*prometheus.GaugeVec
+	mu       sync.Mutex
+	breakers map[[2]string]*resilience.Breaker // by plugin and dependency
+}
+
+// Collect implements prometheus.Collector.
+func (s *breakerStates) Collect(ch chan<- prometheus.Metric) {
+	s.mu.Lock()
+	bs := make([]*resilience.Breaker, 0, len(s.breakers))
+	for _, b := range s.breakers {
+		bs = append(bs, b)
+	}
+	s.mu.Unlock()
+	for _, b := range bs {
+		b.Snapshot() // a change it makes sets the gauge (Transition)
+	}
+	s.GaugeVec.Collect(ch)
 }
 
 // NewClientMetrics returns the collectors, registered nowhere yet.
@@ -61,7 +86,8 @@ func NewClientMetrics() *ClientMetrics {
 		hedges:     counter("jfast_client_hedges_total", "Hedges sent: attempts started beside another of the same call still in flight."),
 		transitions: counter("jfast_client_breaker_transitions_total",
 			"Breaker state changes of a dependency, by from and to state.", "from", "to"),
-		state: NewGaugeVec("jfast_client_breaker_state", "Breaker state of a dependency: 0 closed, 1 open, 2 half_open.", dep...),
+		state: &breakerStates{GaugeVec: NewGaugeVec("jfast_client_breaker_state", "Breaker state of a dependency: 0 closed, 1 open, 2 half_open.", dep...),
+			breakers: map[[2]string]*resilience.Breaker{}},
 	}
 }
 
@@ -169,6 +195,16 @@ func (d *DependencyMetrics) Hedged() { d.hedges.Inc() }
 
 // Rejected counts a call the bulkhead refused.
 func (d *DependencyMetrics) Rejected() { d.rejections.Inc() }
+
+// Follow names the breaker whose changes Transition is given, for the
+// state gauge to read it before each scrape (a breaker replaced is followed
+// in the old one's place).
+func (d *DependencyMetrics) Follow(b *resilience.Breaker) {
+	s := d.m.state
+	s.mu.Lock()
+	s.breakers[[2]string{d.plugin, d.dependency}] = b
+	s.mu.Unlock()
+}
 
 // Transition counts a breaker state change and sets the state gauge.
 func (d *DependencyMetrics) Transition(c resilience.StateChange) {

@@ -3,6 +3,7 @@ package framework_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -61,5 +62,48 @@ func TestClientMetricsOneSetForEveryPlugin(t *testing.T) {
 		if got[series] != want {
 			t.Errorf("%s = %v, want %v", series, got[series], want)
 		}
+	}
+}
+
+// The state gauge reads the breaker it follows before each scrape: an open
+// breaker whose cool-down has ended reads half-open (2), as its snapshot
+// and /ready say, with no call to make it so.
+func TestBreakerStateGaugeFollowsTheCoolDown(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m := framework.NewClientMetrics()
+	if err := m.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	dep := m.For("http", "billing")
+	clock := resilience.NewTestClock(time.Unix(1_700_000_000, 0))
+	cfg := resilience.DefaultBreakerConfig()
+	cfg.BreakerFailures = 1
+	br := resilience.NewBreaker(cfg.Opts("billing", clock, dep.Transition))
+	dep.Follow(br)
+	ticket, err := br.Allow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ticket.Done(resilience.Failure)
+	state := func() float64 {
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fams {
+			if f.GetName() == "jfast_client_breaker_state" {
+				return f.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no jfast_client_breaker_state")
+		return 0
+	}
+	if s := state(); s != 1 {
+		t.Fatalf("state %v after the failure, want 1 (open)", s)
+	}
+	clock.Advance(br.Snapshot().RetryAfter)
+	if s := state(); s != 2 {
+		t.Fatalf("state %v once the cool-down ended, want 2 (half-open)", s)
 	}
 }

@@ -127,6 +127,7 @@ func newJWKSCache(o jwksOpts) (*jwksCache, error) {
 	dep := clientMetrics.BreakerFor(name, jwksDependency)
 	c.breaker = resilience.NewBreaker(o.breaker.Opts(jwksDependency, o.clock,
 		resilience.LogStateChanges(c.log, name, o.breaker.BreakerCoolDown, dep.Transition)))
+	dep.Follow(c.breaker)
 	c.fetches = framework.NewCounterVec("jfast_auth_jwks_fetches_total", "JWK Set fetches by result: ok, error, or circuit_open (refused without I/O).", "result")
 	c.duration = framework.NewHistogram("jfast_auth_jwks_fetch_duration_seconds", "Time of a JWK Set fetch that made a request, to the key set parsed or the error (jwks_timeout bounds it).", []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10})
 	c.keyCount = framework.NewGauge("jfast_auth_jwks_keys", "Keys of the issuer's JWK Set cached in memory.")

@@ -182,6 +182,7 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 	dep := clientMetrics.BreakerFor(pluginName, breakerName)
 	p.breaker = resilience.NewBreaker(p.cfg.BreakerConfig.Opts(breakerName, app.Clock(),
 		resilience.LogStateChanges(p.log, pluginName, p.cfg.BreakerCoolDown, dep.Transition)))
+	dep.Follow(p.breaker)
 	client, err := newClient(p.cfg)
 	if err != nil {
 		return fmt.Errorf("cache: %w", err) // already refused by Validate; kept for safety

@@ -132,6 +132,7 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 		if err != nil {
 			return err
 		}
+		dep.Follow(d.gate.breaker)
 		p.mu.Lock()
 		p.db = d
 		p.mu.Unlock()

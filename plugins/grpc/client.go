@@ -133,6 +133,7 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 		OnHedgeRefused: c.metrics.dep.HedgeRefused,
 	})
 	c.breaker = c.policy.Breaker()
+	c.metrics.dep.Follow(c.breaker)
 	return c, nil
 }
 

@@ -69,6 +69,7 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 		c.port = defaultPort(base.Scheme)
 	}
 	c.pol = core.newPolicy(u.Name, core.origin, core.metrics.transition)
+	core.metrics.dep.Follow(c.pol.breaker)
 	if c.pol.instances, err = newInstances(u, core, o.lookup, o.logger); err != nil {
 		return nil, err
 	}

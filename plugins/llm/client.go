@@ -116,6 +116,7 @@ func newClient(cfg ProviderConfig, opts ...ClientOption) (*Client, error) {
 		OnAttempt:      c.dep.Attempt,
 		OnHedgeRefused: c.dep.HedgeRefused,
 	})
+	c.dep.Follow(c.policy.Breaker())
 	sdkOpts := []option.RequestOption{
 		option.WithBaseURL(cfg.BaseURL),
 		// No redirect is followed: the key must not go to another host.

@@ -113,6 +113,7 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 				OnStateChange: resilience.LogStateChanges(p.log.With(slog.String("disk", name)), pluginName, cfg.BreakerCoolDown, dep.Transition),
 				OnAttempt:     dep.Attempt,
 			})
+			dep.Follow(d.policy.Breaker())
 		}
 		p.disks[name] = d
 	}
