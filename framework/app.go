@@ -308,6 +308,8 @@ func (a *App) serve(ln net.Listener, h http.Handler, base context.Context) (*htt
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ConnContext:       framingContext,
+		// "OPTIONS *" reaches the handler too, to be counted (framing.go).
+		DisableGeneralOptionsHandler: true,
 	}
 	served := make(chan error, 1)
 	go func() {

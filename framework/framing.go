@@ -3,6 +3,7 @@ package framework
 import (
 	"bytes"
 	"context"
+	"math"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -47,6 +48,16 @@ func framingContext(ctx context.Context, c net.Conn) context.Context {
 // refuseAmbiguousFraming answers 400, closing the connection, the request
 // whose head carried both Content-Length and Transfer-Encoding; the requests
 // before it on the connection are served.
+//
+// A request the follower cannot follow (a Content-Length that is not plain
+// digits or whose line is too long to hold, a folded one, a chunk size over
+// 16 hex digits) is refused the same way, and so is every request after a
+// body it could not follow: where the framework cannot tell how the server
+// framed the bytes, it does not serve them.
+//
+// The server gives "OPTIONS *" to this handler too
+// (DisableGeneralOptionsHandler), so that every request the server reads is
+// counted here; it is answered as net/http would, 200 with no body.
 func refuseAmbiguousFraming(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if fc, ok := r.Context().Value(framingKey{}).(*framingConn); ok {
@@ -57,6 +68,17 @@ func refuseAmbiguousFraming(next http.Handler) http.Handler {
 					"the request has both Content-Length and Transfer-Encoding: send one of them"))
 				return
 			}
+			if at := fc.lostAt.Load(); at != 0 && n >= at {
+				w.Header().Set("Connection", "close")
+				problem.Write(w, r, problem.New(http.StatusBadRequest,
+					"the request's framing cannot be followed (a Content-Length that is not plain digits, a folded or overlong Content-Length line, a chunk size over 16 hex digits, or such a request before it on the connection): send a plain Content-Length or chunked body"))
+				return
+			}
+		}
+		if r.Method == http.MethodOptions && r.RequestURI == "*" {
+			w.Header().Set("Content-Length", "0")
+			w.WriteHeader(http.StatusOK)
+			return
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -67,6 +89,7 @@ type framingConn struct {
 	net.Conn
 	served      atomic.Int64 // requests the handler was given
 	ambiguousAt atomic.Int64 // the 1-based number of the first ambiguous head; 0 for none
+	lostAt      atomic.Int64 // the number of the first request the follower could not follow; 0 for none
 
 	state   framingState
 	heads   int64
@@ -185,7 +208,7 @@ func (c *framingConn) endLine(line []byte, all int) {
 		size, ok := chunkSize(line)
 		switch {
 		case !ok:
-			c.state = stateLost
+			c.lose()
 		case size == 0:
 			c.state = stateTrailer
 		default:
@@ -218,7 +241,7 @@ func (c *framingConn) headerLine(line []byte, all int) {
 			c.sawCL = true
 			n, ok := contentLength(bytes.TrimSpace(line[len("content-length:"):]))
 			if !ok || all > len(c.line) {
-				c.state = stateLost // the server refuses it, or it is too long to be a length
+				c.lose() // the server refuses it, or reads it in a way this does not
 				return
 			}
 			c.length = n
@@ -241,6 +264,14 @@ func (c *framingConn) headerLine(line []byte, all int) {
 	}
 }
 
+// lose stops following: the bytes from here on cannot be told apart, so the
+// request being read (when a head is: the next one to be counted) and every
+// one after it are refused.
+func (c *framingConn) lose() {
+	c.lostAt.CompareAndSwap(0, c.heads+1)
+	c.state = stateLost
+}
+
 // chunkSize parses a chunk-size line (hex digits, then extensions).
 func chunkSize(line []byte) (int64, bool) {
 	var n int64
@@ -257,8 +288,8 @@ func chunkSize(line []byte) (int64, bool) {
 		default:
 			return n, digits > 0
 		}
-		if digits++; digits > 15 {
-			return 0, false
+		if digits++; digits > 16 || n > math.MaxInt64>>4 {
+			return 0, false // net/http refuses 17 digits; a size over MaxInt64 is never sent
 		}
 		n = n<<4 | int64(d)
 	}
@@ -266,6 +297,9 @@ func chunkSize(line []byte) (int64, bool) {
 }
 
 func contentLength(v []byte) (int64, bool) {
+	for len(v) > 1 && v[0] == '0' {
+		v = v[1:] // net/http reads leading zeros
+	}
 	if len(v) == 0 || len(v) > 18 {
 		return 0, false
 	}

@@ -134,3 +134,43 @@ func TestFramingSameInAnyReads(t *testing.T) {
 		}
 	}
 }
+
+// What net/http reads that the follower might not: a Content-Length with
+// leading zeros is followed as the number it is; one padded past the line
+// the follower holds, or folded onto the next line, and a request after a
+// chunk size over 16 hex digits, cannot be followed, so the request is
+// refused 400 and the connection closed, never served on bytes the
+// framework cannot frame. "OPTIONS *", which net/http would answer itself
+// without the framework counting it, is counted and answered 200.
+func TestFramingNetHTTPReadsIsFollowedOrRefused(t *testing.T) {
+	t.Parallel()
+	svc := echoService(t)
+	const tail = "\r\n0\r\n\r\nGET /ok HTTP/1.1\r\nHost: x\r\n\r\n"
+	const ambiguous = "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n" + tail
+	for _, tc := range []struct {
+		name, raw string
+		served    int    // responses of 200 before the refusal
+		says      string // the refusal's detail
+	}{
+		{"leading zeros", "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 0000000000000000000000004\r\nTransfer-Encoding: chunked\r\n" + tail, 0, "Content-Length and Transfer-Encoding"},
+		{"padded", "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length:" + strings.Repeat(" ", 40) + "4\r\nTransfer-Encoding: chunked\r\n" + tail, 0, "cannot be followed"},
+		{"folded", "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length:\r\n 4\r\nTransfer-Encoding: chunked\r\n" + tail, 0, "cannot be followed"},
+		{"tabs after chunked", "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length:" + strings.Repeat("\t", 32) + "4\r\n" + tail, 0, "cannot be followed"},
+		{"after leading zeros", "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 00000000000000000000004\r\n\r\nabcd" + ambiguous, 1, "Content-Length and Transfer-Encoding"},
+		{"after 16 hex digits", "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0000000000000002\r\nab\r\n0\r\n\r\n" + ambiguous, 1, "Content-Length and Transfer-Encoding"},
+		{"after OPTIONS *", "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n" + ambiguous, 1, "Content-Length and Transfer-Encoding"},
+	} {
+		resps, bodies, br := send(t, svc, tc.raw, tc.served+1)
+		for i := range tc.served {
+			if resps[i].StatusCode != 200 {
+				t.Errorf("%s: request %d: %d %q, want 200", tc.name, i+1, resps[i].StatusCode, bodies[i])
+			}
+		}
+		if r := resps[tc.served]; r.StatusCode != 400 || !r.Close || !strings.Contains(bodies[tc.served], tc.says) {
+			t.Errorf("%s: %d close=%v %s; want a 400 saying %q, closing the connection", tc.name, r.StatusCode, r.Close, bodies[tc.served], tc.says)
+		}
+		if b, err := br.ReadByte(); err != io.EOF {
+			t.Errorf("%s: after the 400 the connection gave %q, %v: want it closed", tc.name, b, err)
+		}
+	}
+}
