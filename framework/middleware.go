@@ -208,6 +208,7 @@ func (s *serveRequest) handle(ex *exchange, values *requestValues, r *http.Reque
 	if expired {
 		// The caller has given up already: running the handler would be
 		// work nobody waits for.
+		closeUnread(rec, r)
 		problem.Write(rec, r, problem.ServiceUnavailable("", detailCallerExpired, 0))
 		return
 	}
@@ -252,6 +253,17 @@ func (s *serveRequest) bound(ex *exchange, w http.ResponseWriter, r *http.Reques
 			ex.body.declared = -1
 		}
 		r.Body = &ex.body
+	}
+}
+
+// closeUnread asks for the connection's close after the answer to r, whose
+// body (if it has one) is left unread: net/http would otherwise read the
+// rest of it (up to 256 KiB) before sending the answer, waiting until the
+// request's deadline for a client that holds it back, where an answer that
+// refuses the request is meant to go at once.
+func closeUnread(w http.ResponseWriter, r *http.Request) {
+	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
 	}
 }
 

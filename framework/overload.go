@@ -375,6 +375,7 @@ func (f *frontDoor) admit(w *ResponseRecorder, r *http.Request, held *heldPermit
 		return false
 	}
 	f.logShed(r, shed.Reason, class, http.StatusServiceUnavailable)
+	closeUnread(w, r)
 	problem.Write(w, r, shed.Problem())
 	return false
 }

@@ -1,10 +1,12 @@
 package framework_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"runtime"
 	"strings"
@@ -459,4 +461,40 @@ func TestFileClassWinsOverWithPriority(t *testing.T) {
 		close(g.open)
 		<-first
 	}
+}
+
+// A request shed (or whose caller's time is spent) is answered at once even
+// when it declares a body it holds back: the answer closes the connection,
+// so net/http does not first wait, up to the request's deadline (30 s by
+// default), for a body nobody reads.
+func TestRefusalWithAHeldBackBodyIsAnsweredAtOnce(t *testing.T) {
+	t.Parallel()
+	const requestTimeout = 30 * time.Second // the default: what the answer must come well before
+	svc, g := overloadSetup(t, "0", "", nil)
+	first := sendAsync(svc, http.MethodGet, "/slow")
+	<-g.entered
+	for _, head := range []string{
+		"POST /pay HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n",
+		"POST /pay HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"POST /pay HTTP/1.1\r\nHost: x\r\nJfast-Timeout-Ms: 0\r\nContent-Length: 100\r\n\r\n",
+	} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(svc.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(requestTimeout / 3))
+		if _, err := io.WriteString(conn, head); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%q: no answer before a third of the request's deadline: %v", head, err)
+		}
+		if resp.StatusCode != http.StatusServiceUnavailable || !resp.Close {
+			t.Errorf("%q: %d close=%v, want a 503 closing the connection", head, resp.StatusCode, resp.Close)
+		}
+		_ = conn.Close()
+	}
+	close(g.open)
+	<-first
 }
