@@ -325,17 +325,43 @@ func newFrontDoor(l *Limiter, mux *chi.Mux, cfg OverloadConfig, exempt []string,
 	for _, route := range exempt {
 		set(layerFramework, route, PriorityExempt)
 	}
+	// A route a subrouter mounts at its root ("/grp/", r.Route("/grp", ...)
+	// with r.Get("/", ...)) also serves the path without the slash, which
+	// the router finds as "/grp": the class goes with it, unless "/grp" is
+	// a route of its own.
+	for i := range f.layers {
+		l := &f.layers[i]
+		for mr, p := range l.byMethod {
+			if bare, ok := strings.CutSuffix(mr.route, "/"); ok && bare != "" && !known[mr.method+" "+bare] {
+				if _, set := l.byMethod[methodRoute{mr.method, bare}]; !set {
+					l.byMethod[methodRoute{mr.method, bare}] = p
+				}
+			}
+		}
+		for route, p := range l.byRoute {
+			if bare, ok := strings.CutSuffix(route, "/"); ok && bare != "" && !known[bare] {
+				if _, set := l.byRoute[bare]; !set {
+					l.byRoute[bare] = p
+				}
+			}
+		}
+	}
 	return f, nil
 }
 
 // class is the request's priority class, found from the path the router
-// routes on: the escaped path as the client sent it when it has escapes
-// net/http would not write (/liv%65), as chi does, so a request is classed
-// by the route that will serve it, never by a route it only decodes to.
+// routes on, as chi does: the path left to route when the App is mounted
+// under another router, else the escaped path as the client sent it when it
+// has escapes net/http would not write (/liv%65). So a request is classed by
+// the route that will serve it, never by a route it only decodes to.
 func (f *frontDoor) class(r *http.Request) Priority {
 	path := r.URL.Path
 	if r.URL.RawPath != "" {
 		path = r.URL.RawPath
+	}
+	if rctx := chi.RouteContext(r.Context()); rctx != nil && rctx.RoutePath != "" {
+		// The App mounted under another router: the path left to route.
+		path = rctx.RoutePath
 	}
 	pattern := path
 	if !f.static {

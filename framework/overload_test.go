@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
@@ -494,6 +495,49 @@ func TestRefusalWithAHeldBackBodyIsAnsweredAtOnce(t *testing.T) {
 			t.Errorf("%q: %d close=%v, want a 503 closing the connection", head, resp.StatusCode, resp.Close)
 		}
 		_ = conn.Close()
+	}
+	close(g.open)
+	<-first
+}
+
+// Mounted under another router (outer.Mount("/svc", app.Router())), a
+// request is classed by the path left to route, as the App's router routes
+// it: /svc/live is /live, never limited; and a subrouter's root route
+// ("/grp/") keeps its class for the path without the slash ("/grp"), which
+// the router serves with it.
+func TestClassOfMountedAndSlashlessPaths(t *testing.T) {
+	t.Parallel()
+	svc, g := overloadSetup(t, "0", "exempt = [\"GET /grp/\"]\n", func(r chi.Router) {
+		r.Route("/grp", func(r chi.Router) {
+			r.Get("/", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "grp-root") })
+		})
+	})
+	outer := chi.NewRouter()
+	outer.Mount("/svc", svc.App.Router())
+	srv := httptest.NewServer(outer)
+	t.Cleanup(srv.Close)
+	first := sendAsync(svc, http.MethodGet, "/slow")
+	<-g.entered
+	get := func(url string) int {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	for url, want := range map[string]int{
+		svc.URL + "/grp":       200, // the root route's class, exempt
+		svc.URL + "/grp/":      200,
+		srv.URL + "/svc/live":  200,
+		srv.URL + "/svc/ready": 200,
+		srv.URL + "/svc/grp/":  200,
+		srv.URL + "/svc/slow":  503, // limited, and the limit is full
+	} {
+		if got := get(url); got != want {
+			t.Errorf("GET %s with the limit full = %d, want %d", url, got, want)
+		}
 	}
 	close(g.open)
 	<-first
