@@ -9,6 +9,9 @@ import (
 	"net/textproto"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jfastframework/jfast/jfasttest"
 )
 
 // rawUpstream answers every request on its connections with answer, written
@@ -145,5 +148,78 @@ upstream = "tr"
 	}
 	if len(resp.Trailer) != 1 || resp.Trailer.Get("Grpc-Status") != "0" {
 		t.Errorf("trailers %v, want Grpc-Status alone", resp.Trailer)
+	}
+}
+
+// A response whose body breaks off after the ReverseProxy wrote its headers
+// is aborted (the client sees a truncated body, or nothing when they were
+// not flushed yet) and still counted, by the status written, in
+// jfast_gateway_requests_total, as the access log has it.
+func TestResponseCutMidBodyIsCounted(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100000")
+		_, _ = w.Write(make([]byte, 1000))
+		w.(http.Flusher).Flush()
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			_ = conn.Close()
+		}
+	})
+	svc := gatewayService(t, upstreamTOML("cut", up.URL, "attempts = 1")+`
+[plugin.gateway.routes.f]
+prefix = "/f"
+upstream = "cut"
+`)
+	// The client gets the headers and part of the body, or, when the
+	// gateway had not flushed them yet, nothing: either way no whole body.
+	if resp, err := http.Get(svc.URL + "/f/x"); err == nil {
+		_, err = io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err == nil {
+			t.Fatalf("the body read whole; want it cut")
+		}
+	}
+	if n := jfasttest.Metric(t, svc.Metrics(), "jfast_gateway_requests_total", "route", "f", "status", "200"); n != 1 {
+		t.Fatalf("jfast_gateway_requests_total{route=f,status=200} = %v, want 1", n)
+	}
+}
+
+// A stream route's request that arrives while the App drains (during
+// app.drain_delay, on the App's clock held still) is ended at once by the
+// drain, and told so: a 503 problem closing the connection, not a bare 499
+// as if its client had left.
+func TestStreamDuringTheDrainIsA503(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	clock := jfasttest.NewClock()
+	svc := gatewayService(t, "[app]\ndrain_delay = \"2s\"\n"+upstreamTOML("ev", up.URL)+`
+[plugin.gateway.routes.ev]
+prefix = "/ev"
+upstream = "ev"
+stream = true
+`, func(o *jfasttest.Options) { o.Clock = clock })
+	waiters := clock.Waiters()
+	stopped := make(chan error, 1)
+	go func() { stopped <- svc.Stop(t.Context()) }()
+	if err := clock.BlockUntilContext(t.Context(), waiters+1); err != nil {
+		t.Fatal(err) // the stop waits out drain_delay: the App drains
+	}
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Get(svc.URL + "/ev/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(string(body), "shutting down") {
+		t.Fatalf("a stream during the drain: %d %s %s, want a 503 problem saying the service is shutting down", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	clock.Advance(2 * time.Second)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
 	}
 }

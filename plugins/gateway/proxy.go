@@ -187,7 +187,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rt.m.request(framework.ResponseStatus(w))
 		return
 	}
-	rt.rp.ServeHTTP(w, r.WithContext(c))
+	aborted := rt.proxy(w, r.WithContext(c))
 	if c.tun != nil {
 		// The ReverseProxy wrote the upstream's 101 on the hijacked
 		// connection, past w: the access log and the metrics say so.
@@ -198,12 +198,33 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rt.m.retries.Add(float64(n - 1))
 	}
 	rt.m.request(framework.ResponseStatus(w))
+	if aborted != nil {
+		panic(aborted) // after the metrics: the response went out, cut
+	}
 	if c.drained {
 		// The drain cut a stream whose client is still reading: the
 		// connection closes without the body's end (no last chunk), so a
 		// cut download cannot be taken for a complete one.
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// proxy runs the ReverseProxy, which aborts the response
+// (http.ErrAbortHandler) when copying its body fails after the headers
+// went out: the upstream broke off or went silent, or the client could
+// not take it. It returns that panic's value, for the request to be
+// counted before the abort goes on.
+func (rt *route) proxy(w http.ResponseWriter, r *http.Request) (aborted any) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler { // the value panicked, compared as net/http does
+				panic(v)
+			}
+			aborted = v
+		}
+	}()
+	rt.rp.ServeHTTP(w, r)
+	return nil
 }
 
 // refuse returns the problem a request is answered with before anything is
@@ -725,6 +746,14 @@ func (rt *route) fail(w http.ResponseWriter, r *http.Request, err error) {
 		// trusted to arrive, so the connection is not kept for it.
 		w.Header().Set("Connection", "close")
 		problem.Write(w, client, problem.From(bodyErr))
+		return
+	case c != nil && c.canceled() && rt.p.drain.Err() != nil && c.in.Context().Err() == nil:
+		// The drain ended a call whose client is still there (a stream
+		// route's, which the drain ends at once): it is told so, not sent
+		// a bare 499 it would take for a status.
+		w.Header().Set("Connection", "close")
+		problem.Write(w, client, problem.ServiceUnavailable("",
+			fmt.Sprintf("route '%s': the service is shutting down: the call to upstream '%s' was not completed", rt.name, rt.cfg.Upstream), 0))
 		return
 	case (c != nil && c.canceled() || c == nil && errors.Is(r.Context().Err(), context.Canceled)) && !errors.Is(err, resilience.ErrOpen):
 		// The client went away: nobody reads an answer. 499 ("client
