@@ -101,6 +101,10 @@ type ProxiedUpstream struct {
 	// Timeout is its timeout, the whole call's deadline, which also bounds
 	// a request body the proxy reads before the call (to retry it).
 	Timeout time.Duration
+	// RouteBreaker returns the breaker the calls naming route
+	// (OutboundCall.Route) go through: Breaker, unless the upstream keeps
+	// one per route (breaker_key = "route").
+	RouteBreaker func(route string) *resilience.Breaker
 }
 
 // DeadJobCounter is a Jobs plugin that counts the dead jobs of one kind (the

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -221,5 +222,55 @@ stream = true
 	clock.Advance(2 * time.Second)
 	if err := <-stopped; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// With breaker_key = "route" each route has its own breaker: /ready's entry
+// for a route shows the one its requests go through, so the route whose
+// breaker opened makes the check degraded, and the other route's stays
+// closed.
+func TestReadyShowsTheRouteBreaker(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/pay") {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	svc := gatewayService(t, upstreamTOML("shop", up.URL, `breaker_key = "route"`, "breaker_failures = 2", "attempts = 1")+`
+[plugin.gateway.routes.pay]
+prefix = "/pay"
+upstream = "shop"
+[plugin.gateway.routes.stock]
+pattern = "/stock/{sku}"
+upstream = "shop"
+`)
+	for range 2 {
+		svc.Get(t, "/pay/x")
+	}
+	if r := svc.Get(t, "/pay/x"); r.Status != 503 || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("pay after 2 failures: %d, want the route's open breaker's 503", r.Status)
+	}
+	if r := svc.Get(t, "/stock/1"); r.Status != 200 {
+		t.Fatalf("stock: %d, want 200 (its own breaker)", r.Status)
+	}
+	var body struct {
+		Checks map[string]struct {
+			Healthy bool           `json:"healthy"`
+			Detail  string         `json:"detail"`
+			Meta    map[string]any `json:"meta"`
+		} `json:"checks"`
+	}
+	if err := json.Unmarshal(svc.Get(t, "/ready").Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	g := body.Checks["gateway"]
+	routes, _ := g.Meta["routes"].(map[string]any)
+	state := func(route string) any {
+		r, _ := routes[route].(map[string]any)
+		b, _ := r["breaker"].(map[string]any)
+		return b["state"]
+	}
+	if g.Healthy || !strings.Contains(g.Detail, "route 'pay'") || state("pay") != "open" || state("stock") != "closed" {
+		t.Fatalf("gateway check %+v; want degraded naming route 'pay', its breaker open and stock's closed", g)
 	}
 }

@@ -161,7 +161,11 @@ func (p *Plugin) Check(context.Context) readiness.Report {
 	meta := make(map[string]any, len(routes))
 	var suspended []string
 	for _, rt := range routes {
-		s := rt.breaker.Snapshot()
+		br := rt.breaker
+		if rt.routeBreaker != nil {
+			br = rt.routeBreaker(rt.template) // the route's own with breaker_key = "route"
+		}
+		s := br.Snapshot()
 		key, path := rt.cfg.path()
 		if key == "pattern" {
 			path = rt.cfg.Pattern

@@ -38,11 +38,14 @@ type route struct {
 	asIs     bool     // basePath+target is the prefix: the path is sent on as it came
 	template string   // the route as a breaker_key = "route" breaker names it: the prefix or the pattern
 	breaker  *resilience.Breaker
-	bulkhead *resilience.Bulkhead                             // the upstream's: tunnels hold a place in it
-	timeout  time.Duration                                    // the upstream's: it bounds a body read before the call too
-	interim  func(context.Context, int, textproto.MIMEHeader) // rt.seeInterim, bound once
-	m        *routeMetrics
-	rp       *httputil.ReverseProxy
+	// routeBreaker returns the breaker the route's calls go through (its
+	// own with breaker_key = "route"), for /ready; nil: breaker.
+	routeBreaker func(route string) *resilience.Breaker
+	bulkhead     *resilience.Bulkhead                             // the upstream's: tunnels hold a place in it
+	timeout      time.Duration                                    // the upstream's: it bounds a body read before the call too
+	interim      func(context.Context, int, textproto.MIMEHeader) // rt.seeInterim, bound once
+	m            *routeMetrics
+	rp           *httputil.ReverseProxy
 }
 
 func (p *Plugin) newRoute(name string, rc Route, h framework.HTTPUpstreams, m *metrics) (*route, error) {
@@ -55,7 +58,7 @@ func (p *Plugin) newRoute(name string, rc Route, h framework.HTTPUpstreams, m *m
 		return nil, fmt.Errorf("http: upstream '%s' has a base_url that does not parse: check [plugin.http.upstreams.%s] base_url", rc.Upstream, rc.Upstream)
 	}
 	r := &route{
-		name: name, cfg: rc, p: p, base: base, breaker: up.Breaker, bulkhead: up.Bulkhead, timeout: up.Timeout, m: m.forRoute(name),
+		name: name, cfg: rc, p: p, base: base, breaker: up.Breaker, routeBreaker: up.RouteBreaker, bulkhead: up.Bulkhead, timeout: up.Timeout, m: m.forRoute(name),
 		basePath: strings.TrimSuffix(base.EscapedPath(), "/"),
 		target:   rc.Prefix,
 		template: rc.Prefix,

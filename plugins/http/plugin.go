@@ -260,7 +260,8 @@ func (p *Plugin) ProxiedUpstream(upstream string) (framework.ProxiedUpstream, er
 	if err != nil {
 		return framework.ProxiedUpstream{}, err
 	}
-	return framework.ProxiedUpstream{Transport: c.Transport(), BaseURL: c.up.BaseURL, Breaker: c.Breaker(), Bulkhead: c.pol.bulkhead, Timeout: c.up.Timeout}, nil
+	return framework.ProxiedUpstream{Transport: c.Transport(), BaseURL: c.up.BaseURL, Breaker: c.Breaker(), Bulkhead: c.pol.bulkhead, Timeout: c.up.Timeout,
+		RouteBreaker: func(route string) *resilience.Breaker { return c.breakerFor(c.pol, route) }}, nil
 }
 
 // Check implements framework.Checker. It sends nothing: it lists every
