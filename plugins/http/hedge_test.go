@@ -110,6 +110,26 @@ func TestHedgeFirstAnswerWins(t *testing.T) {
 	}
 }
 
+// With max_concurrent = 1 the hedge still goes out: the pool has a
+// connection for each request a call may have in flight at once (1 +
+// max_hedges per call), not one per call, or the hedge would wait for the
+// first request's connection, counted as sent and never sent.
+func TestHedgeGoesOutWithOnePlace(t *testing.T) {
+	t.Parallel()
+	gone, arrived := make(chan struct{}), make(chan int, 4)
+	up := newUpstream(t, slowFirst(gone, arrived))
+	c, clk, _ := hedgingClient(t, jhttp.Upstream{BaseURL: up.URL, PolicyConfig: resilience.PolicyConfig{MaxConcurrent: 1}})
+	a := hedgeOnce(t, clk, arrived, func() (*http.Response, error) { return c.Get(context.Background(), "/invoices/7") })
+	if a.err != nil || a.resp.StatusCode != 200 {
+		t.Fatalf("%v %v", a.resp, a.err)
+	}
+	_ = a.resp.Body.Close()
+	<-gone
+	if hits := up.hits.Load(); hits != 2 {
+		t.Fatalf("%d requests, want the first and its hedge", hits)
+	}
+}
+
 // A POST is hedged only with an Idempotency-Key; the key travels on both.
 func TestHedgeIdempotentPost(t *testing.T) {
 	t.Parallel()

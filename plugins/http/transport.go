@@ -194,8 +194,9 @@ type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 // the idle connections across hosts (a shared client's many origins); 0 means
 // max_concurrent.
 func newTransport(u Upstream, dial dialFunc, maxIdle int) *http.Transport {
+	conns := poolSize(u)
 	if maxIdle == 0 {
-		maxIdle = u.MaxConcurrent
+		maxIdle = conns
 	}
 	readGap, writeGap := u.ReadTimeout, u.WriteTimeout
 	t := egress.NewTransport(egress.TransportOpts{
@@ -205,14 +206,26 @@ func newTransport(u Upstream, dial dialFunc, maxIdle int) *http.Transport {
 			return newGapConn(c, readGap, writeGap)
 		},
 		TLS:                 instanceTLS(u),
-		MaxConnsPerHost:     u.MaxConcurrent,
+		MaxConnsPerHost:     conns,
 		MaxIdleConns:        maxIdle,
-		MaxIdleConnsPerHost: u.MaxConcurrent,
+		MaxIdleConnsPerHost: conns,
 		// The gap deadline covers the wait for the headers, so no
 		// ResponseHeaderTimeout.
 	})
 	t.Proxy = refuseResend(t.Proxy)
 	return t
+}
+
+// poolSize is the connections one host of u may have: max_concurrent, a
+// connection per call in flight, times 1 + max_hedges when calls are
+// hedged: a call's hedges run beside its first request, each on a
+// connection of its own, and a pool of max_concurrent would hold them back
+// (counted as sent, never sent) once the calls in flight fill it.
+func poolSize(u Upstream) int {
+	if u.HedgeAfter == "" {
+		return u.MaxConcurrent
+	}
+	return u.MaxConcurrent * (1 + u.MaxHedges)
 }
 
 // errPoolTimeout is the cause of an attempt that waited pool_timeout for a
