@@ -464,3 +464,28 @@ func TestDecodeJSON(t *testing.T) {
 		t.Errorf("wrong type body: %s", r.Body)
 	}
 }
+
+// A handler that aborts its response (panic(http.ErrAbortHandler), as a
+// reverse proxy does when a body breaks off) has its access log line say
+// so: the client got the response cut, or nothing, whatever status was
+// written.
+func TestAbortedResponseIsLoggedAsAborted(t *testing.T) {
+	t.Parallel()
+	svc := jfasttest.Start(t, jfasttest.Options{Routes: func(_ *framework.App, r chi.Router) error {
+		r.Get("/abort", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusOK)
+			panic(http.ErrAbortHandler)
+		})
+		return nil
+	}})
+	if resp, err := http.Get(svc.URL + "/abort"); err == nil {
+		_ = resp.Body.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second) // a bound on a failure only
+	defer cancel()
+	if err := svc.WaitLogs(ctx, func(logs string) bool {
+		return strings.Contains(logs, "path=/abort status=200") && strings.Contains(logs, "aborted=true")
+	}); err != nil {
+		t.Fatalf("no access log line saying the response was aborted:\n%s", svc.Logs())
+	}
+}

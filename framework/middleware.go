@@ -35,6 +35,9 @@ type ResponseRecorder struct {
 	// reading past the write deadline, a reset): the access log says the
 	// response did not reach the client whole, which its status alone hides.
 	cut error
+	// aborted is a handler that aborted the response (http.ErrAbortHandler):
+	// the client got it cut, or nothing, whatever status was written.
+	aborted bool
 }
 
 // Status returns the status written, or 0 when nothing has been written yet.
@@ -304,6 +307,7 @@ func (s *serveRequest) recover(w *ResponseRecorder, r *http.Request) {
 		return
 	}
 	if v == http.ErrAbortHandler {
+		w.aborted = true // the access log, which runs next, says so
 		panic(v)
 	}
 	s.log.LogAttrs(r.Context(), slog.LevelError, "panic serving request",
@@ -352,6 +356,9 @@ func (s *serveRequest) accessLog(w *ResponseRecorder, r *http.Request, id string
 	}
 	if w.cut != nil {
 		rec.AddAttrs(slog.String("write_error", w.cut.Error()))
+	}
+	if w.aborted {
+		rec.AddAttrs(slog.Bool("aborted", true))
 	}
 	_ = h.Handle(ctx, rec)
 }
