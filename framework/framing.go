@@ -45,9 +45,12 @@ func framingContext(ctx context.Context, c net.Conn) context.Context {
 	return ctx
 }
 
-// refuseAmbiguousFraming answers 400, closing the connection, the request
-// whose head carried both Content-Length and Transfer-Encoding; the requests
-// before it on the connection are served.
+// refuseAmbiguousFraming makes next the server's handler, refusing with a
+// 400, the connection then closed, the request whose head carried both
+// Content-Length and Transfer-Encoding; the requests before it on the
+// connection are served. The framework's own handler (serveRequest) answers
+// the refusal itself, with the request ID and the access log line every
+// answer has; any other handler is wrapped.
 //
 // A request the follower cannot follow (a Content-Length that is not plain
 // digits or whose line is too long to hold, a folded one, a chunk size over
@@ -55,33 +58,57 @@ func framingContext(ctx context.Context, c net.Conn) context.Context {
 // body it could not follow: where the framework cannot tell how the server
 // framed the bytes, it does not serve them.
 //
-// The server gives "OPTIONS *" to this handler too
+// The server gives "OPTIONS *" to the handler too
 // (DisableGeneralOptionsHandler), so that every request the server reads is
-// counted here; it is answered as net/http would, 200 with no body.
+// counted; it is answered as net/http would, 200 with no body.
 func refuseAmbiguousFraming(next http.Handler) http.Handler {
+	if s, ok := next.(*serveRequest); ok {
+		s.framing = true
+		return s
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if fc, ok := r.Context().Value(framingKey{}).(*framingConn); ok {
-			n := fc.served.Add(1)
-			if at := fc.ambiguousAt.Load(); at != 0 && n >= at {
-				w.Header().Set("Connection", "close")
-				problem.Write(w, r, problem.New(http.StatusBadRequest,
-					"the request has both Content-Length and Transfer-Encoding: send one of them"))
-				return
-			}
-			if at := fc.lostAt.Load(); at != 0 && n >= at {
-				w.Header().Set("Connection", "close")
-				problem.Write(w, r, problem.New(http.StatusBadRequest,
-					"the request's framing cannot be followed (a Content-Length that is not plain digits, a folded or overlong Content-Length line, a chunk size over 16 hex digits, or such a request before it on the connection): send a plain Content-Length or chunked body"))
-				return
-			}
-		}
-		if r.Method == http.MethodOptions && r.RequestURI == "*" {
-			w.Header().Set("Content-Length", "0")
-			w.WriteHeader(http.StatusOK)
+		if p := framingVerdict(r); p != nil || optionsStar(r) {
+			answerFraming(w, r, p)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// framingVerdict counts r, a request the server read, on its connection's
+// follower and returns the problem it is refused with, or nil.
+func framingVerdict(r *http.Request) *problem.Problem {
+	fc, ok := r.Context().Value(framingKey{}).(*framingConn)
+	if !ok {
+		return nil
+	}
+	n := fc.served.Add(1)
+	if at := fc.ambiguousAt.Load(); at != 0 && n >= at {
+		return problem.New(http.StatusBadRequest, "the request has both Content-Length and Transfer-Encoding: send one of them")
+	}
+	if at := fc.lostAt.Load(); at != 0 && n >= at {
+		return problem.New(http.StatusBadRequest,
+			"the request's framing cannot be followed (a Content-Length that is not plain digits, a folded or overlong Content-Length line, a chunk size over 16 hex digits, or such a request before it on the connection): send a plain Content-Length or chunked body")
+	}
+	return nil
+}
+
+// optionsStar reports whether r is "OPTIONS *", which net/http would answer
+// itself.
+func optionsStar(r *http.Request) bool {
+	return r.Method == http.MethodOptions && r.RequestURI == "*"
+}
+
+// answerFraming answers a request refused for its framing (p), closing the
+// connection, or "OPTIONS *" (p nil) as net/http would.
+func answerFraming(w http.ResponseWriter, r *http.Request, p *problem.Problem) {
+	if p == nil {
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	w.Header().Set("Connection", "close")
+	problem.Write(w, r, p)
 }
 
 // framingConn follows the HTTP/1.1 framing of the requests read from it.

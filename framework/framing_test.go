@@ -2,6 +2,7 @@ package framework_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -172,5 +173,21 @@ func TestFramingNetHTTPReadsIsFollowedOrRefused(t *testing.T) {
 		if b, err := br.ReadByte(); err != io.EOF {
 			t.Errorf("%s: after the 400 the connection gave %q, %v: want it closed", tc.name, b, err)
 		}
+	}
+}
+
+// The refusal is an answer like any other: the client's request ID echoed
+// and in the problem, and an access log line with its 400.
+func TestFramingRefusalHasTheRequestIDAndALogLine(t *testing.T) {
+	t.Parallel()
+	svc := echoService(t)
+	resps, bodies, _ := send(t, svc, "POST /echo HTTP/1.1\r\nHost: x\r\nX-Request-ID: abc-1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", 1)
+	if r := resps[0]; r.StatusCode != 400 || r.Header.Get("X-Request-Id") != "abc-1" || !strings.Contains(bodies[0], `"request_id":"abc-1"`) {
+		t.Fatalf("%d X-Request-Id %q %s; want the 400 with the request ID echoed and in the problem", r.StatusCode, r.Header.Get("X-Request-Id"), bodies[0])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second) // a bound on a failure only
+	defer cancel()
+	if err := svc.WaitLogs(ctx, func(logs string) bool { return strings.Contains(logs, "path=/echo status=400") }); err != nil {
+		t.Fatalf("no access log line for the refused request:\n%s", svc.Logs())
 	}
 }

@@ -166,9 +166,16 @@ type serveRequest struct {
 	sources  *atomic.Pointer[[]LogSource]
 	inflight *inflight
 	front    *frontDoor // nil: no concurrency limit (the admin listener, or app.overload.enabled = false)
+	// framing: this is the server's handler, which refuses the requests
+	// its connection's framing follower marks (framing.go).
+	framing bool
 }
 
 func (s *serveRequest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var refusal *problem.Problem
+	if s.framing {
+		refusal = framingVerdict(r) // every request the server reads counts
+	}
 	ex := exchangePool.Get().(*exchange)
 	ex.rec = ResponseRecorder{ResponseWriter: w, start: time.Now(), log: s.log}
 	rec := &ex.rec
@@ -198,7 +205,7 @@ func (s *serveRequest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	defer s.accessLog(rec, r, values.id)
 	defer s.recover(rec, r)
-	s.handle(ex, values, r, expired)
+	s.handle(ex, values, r, expired, refusal)
 }
 
 // handle serves the request once the framework has set it up: the front
@@ -206,8 +213,12 @@ func (s *serveRequest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // ServeHTTP, with one return, has its defers open-coded: with the returns
 // here among them the compiler would keep them in a list and run them
 // through the runtime, a cost of every request.
-func (s *serveRequest) handle(ex *exchange, values *requestValues, r *http.Request, expired bool) {
+func (s *serveRequest) handle(ex *exchange, values *requestValues, r *http.Request, expired bool, refusal *problem.Problem) {
 	rec := &ex.rec
+	if refusal != nil || optionsStar(r) {
+		answerFraming(rec, r, refusal)
+		return
+	}
 	if expired {
 		// The caller has given up already: running the handler would be
 		// work nobody waits for.
