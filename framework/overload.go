@@ -333,14 +333,14 @@ func newFrontDoor(l *Limiter, mux *chi.Mux, cfg OverloadConfig, exempt []string,
 		l := &f.layers[i]
 		for mr, p := range l.byMethod {
 			if bare, ok := strings.CutSuffix(mr.route, "/"); ok && bare != "" && !known[mr.method+" "+bare] {
-				if _, set := l.byMethod[methodRoute{mr.method, bare}]; !set {
+				if _, had := l.byMethod[methodRoute{mr.method, bare}]; !had {
 					l.byMethod[methodRoute{mr.method, bare}] = p
 				}
 			}
 		}
 		for route, p := range l.byRoute {
 			if bare, ok := strings.CutSuffix(route, "/"); ok && bare != "" && !known[bare] {
-				if _, set := l.byRoute[bare]; !set {
+				if _, had := l.byRoute[bare]; !had {
 					l.byRoute[bare] = p
 				}
 			}
