@@ -128,8 +128,13 @@ type framingConn struct {
 	// the head being read
 	headLine     int
 	http10       bool
+	post         bool // the head's method is POST
 	sawCL, sawTE bool
 	length       int64
+	// crlf is how many CR or LF bytes before the next request line the
+	// server discards: up to 4 after a POST (net/http's tolerance for old
+	// clients that sent a CRLF after a POST body), none otherwise.
+	crlf int
 }
 
 type framingState uint8
@@ -155,6 +160,14 @@ func (c *framingConn) Read(p []byte) (int, error) {
 
 func (c *framingConn) follow(b []byte) {
 	for len(b) > 0 && c.state != stateLost {
+		if c.crlf > 0 && c.state == stateHead && c.headLine == 0 && c.lineAll == 0 {
+			// Before the request line after a POST, as the server does.
+			if b[0] == '\r' || b[0] == '\n' {
+				b, c.crlf = b[1:], c.crlf-1
+				continue
+			}
+			c.crlf = 0
+		}
 		switch c.state {
 		case stateBody, stateChunkData:
 			skip := min(int64(len(b)), c.left)
@@ -255,8 +268,9 @@ func (c *framingConn) headerLine(line []byte, all int) {
 		if all == 0 {
 			return // an empty line before a request line is ignored
 		}
-		c.headLine, c.sawCL, c.sawTE, c.length = 1, false, false, 0
+		c.headLine, c.sawCL, c.sawTE, c.length, c.crlf = 1, false, false, 0, 0
 		c.http10 = bytes.HasSuffix(bytes.TrimSuffix(c.tail[:], []byte("\r")), []byte(" HTTP/1.0"))
+		c.post = bytes.HasPrefix(line, []byte("POST "))
 		return
 	}
 	if all > 0 {
@@ -280,6 +294,9 @@ func (c *framingConn) headerLine(line []byte, all int) {
 	// The head ends.
 	c.heads++
 	c.headLine = 0
+	if c.post {
+		c.crlf = 4
+	}
 	switch {
 	case c.sawCL && c.sawTE:
 		c.ambiguousAt.CompareAndSwap(0, c.heads)

@@ -148,6 +148,9 @@ func TestFramingNetHTTPReadsIsFollowedOrRefused(t *testing.T) {
 	svc := echoService(t)
 	const tail = "\r\n0\r\n\r\nGET /ok HTTP/1.1\r\nHost: x\r\n\r\n"
 	const ambiguous = "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n" + tail
+	// Its request line starts with hex digits ("DE"), which a follower
+	// that took it for a chunk size would skip.
+	const ambiguousDelete = "DELETE /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n" + tail
 	for _, tc := range []struct {
 		name, raw string
 		served    int    // responses of 200 before the refusal
@@ -160,6 +163,14 @@ func TestFramingNetHTTPReadsIsFollowedOrRefused(t *testing.T) {
 		{"after leading zeros", "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 00000000000000000000004\r\n\r\nabcd" + ambiguous, 1, "Content-Length and Transfer-Encoding"},
 		{"after 16 hex digits", "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0000000000000002\r\nab\r\n0\r\n\r\n" + ambiguous, 1, "Content-Length and Transfer-Encoding"},
 		{"after OPTIONS *", "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n" + ambiguous, 1, "Content-Length and Transfer-Encoding"},
+		// After a POST net/http discards up to 4 CR or LF bytes before the
+		// next request line; taken for a line, "\r\r" would hide the
+		// HTTP/1.0 of the next one, whose Transfer-Encoding then frames
+		// nothing for the server and a chunk for the follower.
+		{"CRs after a POST", "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n\r\r\n" +
+			"GET /ok HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n" + ambiguousDelete, 2, "Content-Length and Transfer-Encoding"},
+		{"CRs after a chunked POST", "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n\r\r\r\n" +
+			"GET /ok HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n" + ambiguousDelete, 2, "Content-Length and Transfer-Encoding"},
 	} {
 		resps, bodies, br := send(t, svc, tc.raw, tc.served+1)
 		for i := range tc.served {
