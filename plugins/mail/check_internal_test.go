@@ -2,6 +2,7 @@ package mail
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -113,5 +114,16 @@ func TestCheckDoesNotWaitForALateDeadLetterCount(t *testing.T) {
 	r := agg.Run(context.Background()).Checks[Name]
 	if r.Status != readiness.Pass || r.Meta["dead"] != 3 || r.Detail != "no delivery attempted yet; 3 in the dead letter" {
 		t.Fatalf("after the count returned: mail check %s (%q), meta %v; want passed with dead = 3", r.Status, r.Detail, r.Meta)
+	}
+}
+
+// A failure with no reply code (a timeout, a dropped connection) is shown
+// without the recipients go-mail's text ends with.
+func TestSummaryWithoutAReplyLeavesTheRecipientsOut(t *testing.T) {
+	t.Parallel()
+	e := &DeliveryError{Server: "127.0.0.1:2525", Err: errors.New("send failed: sending SMTP RCPT TO command: EOF, affected recipient(s): <secret.person@example.com>, affected message ID: 123@x")}
+	got := e.Summary()
+	if strings.Contains(got, "secret.person") || got != "mail: smtp 127.0.0.1:2525: send failed: sending SMTP RCPT TO command: EOF" {
+		t.Fatalf("Summary() = %q, want the failure without the recipients", got)
 	}
 }

@@ -209,7 +209,13 @@ func (e *DeliveryError) Unwrap() error { return e.Err }
 // what /ready shows.
 func (e *DeliveryError) Summary() string {
 	if e.Code == 0 {
-		return e.Error()
+		// No reply (a timeout, a connection dropped): go-mail's text then
+		// ends with the recipients it was sending to, which stay out.
+		s := e.Error()
+		if i := strings.Index(s, ", affected recipient"); i >= 0 {
+			s = s[:i]
+		}
+		return s
 	}
 	kind := "transient"
 	if e.Permanent() {

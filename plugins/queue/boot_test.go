@@ -119,6 +119,18 @@ func TestBackendPluginMissing(t *testing.T) {
 	}
 }
 
+// rescue_after is River's (the postgres backend's): a job_timeout of 6m or
+// more on another backend is not refused for it.
+func TestRescueAfterIsCheckedOnPostgresOnly(t *testing.T) {
+	t.Parallel()
+	if _, err := jfasttest.New(t, jfasttest.Options{
+		TOML:    "[plugins]\nenabled = [\"queue\"]\n[plugin.queue]\nbackend = \"rabbitmq\"\njob_timeout = \"20m\"\n",
+		Plugins: []framework.Plugin{queue.New()},
+	}); err != nil {
+		t.Errorf("rabbitmq with job_timeout = 20m: %v", err)
+	}
+}
+
 // The postgres backend runs on the db plugin's main pool: a db plugin with
 // only tenant_url_template has none, and the configuration is refused (by
 // check as by the boot), naming the key and both fixes; with url it is not.
@@ -183,6 +195,24 @@ func TestHandleAfterWorkersStarted(t *testing.T) {
 	})
 	if err := queue.Handle(q, "late", func(context.Context, struct{}) error { return nil }); err == nil || !strings.Contains(err.Error(), "after the workers started") {
 		t.Fatalf("late Handle = %v", err)
+	}
+}
+
+// Workers that cannot start (River refuses a kind of one character) are
+// "failed" on /ready, which is degraded and says why, not "starting" for
+// ever while nothing runs the jobs.
+func TestWorkersThatCannotStartAreFailedOnReady(t *testing.T) {
+	t.Parallel()
+	name := queuetest.QueueName(t)
+	svc := startApp(t, "postgres", queuetest.Config{Queue: queuetest.QueueTOML(name, 1)}, func(q *queue.Plugin) {
+		_ = queue.Handle(q, "d", func(context.Context, struct{}) error { return nil })
+	}, appOpts{})
+	queuetest.Eventually(t, 10*time.Second, "workers failed", func() bool {
+		return strings.Contains(svc.Get(t, "/ready").String(), `"workers":"failed"`)
+	})
+	r := svc.Get(t, "/ready").String()
+	if !strings.Contains(r, `"status":"degraded"`) || !strings.Contains(r, "queue workers did not start") {
+		t.Fatalf("/ready %s: want degraded, saying the workers did not start", r)
 	}
 }
 

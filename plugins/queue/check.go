@@ -28,6 +28,10 @@ func (p *Plugin) Check(ctx context.Context) readiness.Report {
 	}
 	meta["depth"] = stats.Depth
 	meta["dead"] = stats.Dead
+	if err := p.workersError(); err != nil {
+		// Enqueues work, nothing runs them: degraded, never critical.
+		return readiness.Impaired(fmt.Sprintf("queue workers did not start: %s", redactErr(err)), meta)
+	}
 	detail := fmt.Sprintf("%s reachable; %d dead jobs", p.cfg.Backend, stats.Dead)
 	if snap.State == resilience.StateHalfOpen {
 		detail += "; the breaker is half-open: the next enqueue probes"
@@ -35,14 +39,24 @@ func (p *Plugin) Check(ctx context.Context) readiness.Report {
 	return readiness.Passed(detail, meta)
 }
 
+// workersError is why the workers did not start, or nil.
+func (p *Plugin) workersError() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.workersFailed
+}
+
 // workerState is /ready's word for the workers: running, starting (a
 // backend that starts them in the background, River while the database
-// is down, has not yet), none (no handler registered: none start), stopped
-// or off (workers = false).
+// is down, has not yet), failed (they could not start: the log and the
+// check's detail say why), none (no handler registered: none start),
+// stopped or off (workers = false).
 func (p *Plugin) workerState() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
+	case p.workersFailed != nil:
+		return "failed"
 	case p.workersRunning:
 		if s, ok := p.backend.(interface{ WorkersStarted() bool }); ok && !s.WorkersStarted() {
 			return "starting"

@@ -194,7 +194,8 @@ func (c *Config) validate(v *framework.Validation) {
 	v.Deadline("rescue_after", c.RescueAfter)
 	v.Deadline("poll_interval", c.PollInterval)
 	c.BreakerConfig.Validate(v)
-	if c.JobTimeout > 0 && c.RescueAfter > 0 && c.RescueAfter < c.JobTimeout+time.Second {
+	if c.Backend == "postgres" && c.JobTimeout > 0 && c.RescueAfter > 0 && c.RescueAfter < c.JobTimeout+time.Second {
+		// River's rescuer: the other backends have no rescue_after.
 		v.Error("rescue_after", fmt.Sprintf("must exceed job_timeout (%s) by at least 1s, got %s: a running job would be handed to a second worker", c.JobTimeout, c.RescueAfter),
 			fmt.Sprintf("set rescue_after to at least job_timeout plus a margin, e.g. %q", (c.JobTimeout+time.Minute).String()))
 	}

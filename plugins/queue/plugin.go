@@ -68,6 +68,7 @@ type Plugin struct {
 	extract        []func(context.Context, map[string]string) context.Context
 	workersStarted bool
 	workersRunning bool
+	workersFailed  error // why the workers did not start, for /ready
 	started        bool
 	stopped        bool
 	stopWatch      chan struct{}
@@ -173,6 +174,9 @@ func (p *Plugin) startWhenServing(app *framework.App) {
 	}
 	if err := p.startWorkers(context.Background()); err != nil && !errors.Is(err, errNotRunning) {
 		p.log.Error("queue workers did not start", slog.String("error", err.Error()))
+		p.mu.Lock()
+		p.workersFailed = err
+		p.mu.Unlock()
 	}
 }
 
