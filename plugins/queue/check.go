@@ -18,7 +18,8 @@ import (
 // while that breaker is open.
 func (p *Plugin) Check(ctx context.Context) readiness.Report {
 	snap := p.breaker.Snapshot()
-	meta := map[string]any{"backend": p.cfg.Backend, "workers": p.workerState(), "breaker": snap.Meta()}
+	workers, failed := p.workerState()
+	meta := map[string]any{"backend": p.cfg.Backend, "workers": workers, "breaker": snap.Meta()}
 	if snap.State == resilience.StateOpen {
 		return readiness.Unreachable(fmt.Sprintf("queue (%s) unreachable: enqueues are suspended for %.1fs", p.cfg.Backend, snap.RetryAfter.Seconds()), meta)
 	}
@@ -28,9 +29,9 @@ func (p *Plugin) Check(ctx context.Context) readiness.Report {
 	}
 	meta["depth"] = stats.Depth
 	meta["dead"] = stats.Dead
-	if err := p.workersError(); err != nil {
+	if failed != nil {
 		// Enqueues work, nothing runs them: degraded, never critical.
-		return readiness.Impaired(fmt.Sprintf("queue workers did not start: %s", redactErr(err)), meta)
+		return readiness.Impaired(fmt.Sprintf("queue workers did not start: %s", redactErr(failed)), meta)
 	}
 	detail := fmt.Sprintf("%s reachable; %d dead jobs", p.cfg.Backend, stats.Dead)
 	if snap.State == resilience.StateHalfOpen {
@@ -39,21 +40,19 @@ func (p *Plugin) Check(ctx context.Context) readiness.Report {
 	return readiness.Passed(detail, meta)
 }
 
-// workersError is why the workers did not start, or nil.
-func (p *Plugin) workersError() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.workersFailed
-}
-
 // workerState is /ready's word for the workers: running, starting (a
 // backend that starts them in the background, River while the database
 // is down, has not yet), failed (they could not start: the log and the
 // check's detail say why), none (no handler registered: none start),
-// stopped or off (workers = false).
-func (p *Plugin) workerState() string {
+// stopped or off (workers = false); and, when they failed, why.
+func (p *Plugin) workerState() (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.workerStateLocked(), p.workersFailed
+}
+
+// workerStateLocked is workerState's word, with p.mu held.
+func (p *Plugin) workerStateLocked() string {
 	switch {
 	case p.workersFailed != nil:
 		return "failed"
