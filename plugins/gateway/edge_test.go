@@ -66,7 +66,9 @@ func TestUpgradeAnsweredWithout101(t *testing.T) {
 			}
 		}
 	})
-	svc := gatewayService(t, "[app]\nrequest_timeout = \"300ms\"\n"+
+	// request_timeout is long enough that a busy machine delivers the
+	// status line within it (read below, before the cut).
+	svc := gatewayService(t, "[app]\nrequest_timeout = \"2s\"\n"+
 		upstreamTOML("big", up.URL, "max_concurrent = 1", `bulkhead_wait = "50ms"`, `read_timeout = "30s"`, `timeout = "30s"`)+`
 [plugin.gateway.routes.big]
 prefix = "/big"
