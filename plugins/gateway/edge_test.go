@@ -437,3 +437,42 @@ stream = true
 		t.Errorf("a client leaving was logged as a failure:\n%s", logs)
 	}
 }
+
+// A client that leaves a plain (not stream) download is no upstream
+// failure either: the gateway's write to it fails before any read from the
+// upstream sees the request's end, and the abort that follows is counted in
+// jfast_gateway_client_gone_total, with no WARN.
+func TestClientLeavingADownloadIsCounted(t *testing.T) {
+	t.Parallel()
+	ended := make(chan struct{})
+	up := newUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
+		defer close(ended)
+		chunk := []byte(strings.Repeat("x", 32<<10))
+		for {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	svc := gatewayService(t, upstreamTOML("files", up.URL)+`
+[plugin.gateway.routes.files]
+prefix = "/files"
+upstream = "files"
+`)
+	conn, br := rawRequest(t, svc.URL, "GET /files/big HTTP/1.1\r\nHost: gw\r\n\r\n")
+	if status, err := br.ReadString('\n'); err != nil || !strings.Contains(status, " 200 ") {
+		t.Fatalf("status line %q, %v: want the upstream's 200", status, err)
+	}
+	_ = conn.Close()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream's response was not cut when the client left")
+	}
+	eventually(t, 10*time.Second, "the client's leaving counted", func() bool {
+		return metric(t, svc.Metrics(), "jfast_gateway_client_gone_total", "route", "files") == 1
+	})
+	if logs := svc.Logs(); strings.Contains(logs, "WARN") || strings.Contains(logs, "ERROR") {
+		t.Errorf("a client leaving was logged as a failure:\n%s", logs)
+	}
+}

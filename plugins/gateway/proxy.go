@@ -200,6 +200,12 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if n := c.Attempts(); n > 1 {
 		rt.m.retries.Add(float64(n - 1))
 	}
+	if aborted != nil && !c.body.gone && errors.Is(c.in.Context().Err(), context.Canceled) {
+		// The write to the client failed (net/http then ends the
+		// request's context) before any read from the upstream saw it:
+		// the client left a download, which clientBody did not count.
+		rt.clientGone(c.in, "while the response body was sent", context.Cause(c.in.Context()))
+	}
 	rt.m.request(framework.ResponseStatus(w))
 	if aborted != nil {
 		panic(aborted) // after the metrics: the response went out, cut
