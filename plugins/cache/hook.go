@@ -117,14 +117,43 @@ func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return next(ctx, cmd)
 		}
 		wait, blocking := commandWait(cmd)
+		if _, untyped := cmd.(*redis.Cmd); blocking && untyped {
+			// Sent through Do: go-redis reads it with command_timeout,
+			// whatever its wait (see [untypedBlocking]).
+			if err := h.untypedBlocking(cmd, wait); err != nil {
+				return err
+			}
+			blocking = false
+		}
 		limit, bounded := h.limit(wait, blocking)
 		return h.call(ctx, limit, bounded, !blocking, func(ctx context.Context) error { return next(ctx, cmd) })
 	}
 }
 
+// untypedBlocking refuses, before it is sent, a blocking command sent
+// through Do whose wait is 0 (forever) or reaches command_timeout. go-redis
+// sets the socket read deadline of its typed blocking methods to their wait
+// plus 10 s, but reads every other command with ReadTimeout, which the
+// plugin sets to command_timeout: such a command would be cut at
+// command_timeout on a healthy Redis, and its cut taken for a hang that
+// opens the breaker for every user of the cache. A shorter wait is sent,
+// bounded by command_timeout like any command.
+func (h *hook) untypedBlocking(cmd redis.Cmder, wait time.Duration) error {
+	if wait != 0 && wait < h.timeout {
+		return nil
+	}
+	forever := "0 (forever)"
+	if wait != 0 {
+		forever = wait.String()
+	}
+	return fmt.Errorf("cache: %s sent through Do waits %s, but go-redis reads a command sent through Do with command_timeout (%s) and would cut it: use the client's typed method for %s, which reads with the command's wait, or a wait shorter than command_timeout",
+		strings.ToUpper(cmd.Name()), forever, h.timeout, strings.ToUpper(cmd.Name()))
+}
+
 // ProcessPipelineHook implements redis.Hook: a pipeline (or MULTI/EXEC) is one
 // call for the breaker, bounded by command_timeout plus the waits of the
-// blocking commands in it.
+// blocking commands in it. Its *UnavailableError is also each command's
+// (see [unavailableCmds]).
 func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		if nested(ctx) {
@@ -140,7 +169,33 @@ func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 			blocks = blocks || blocking
 			wait += w
 		}
-		return h.call(ctx, h.timeout+wait, bounded, !blocks, func(ctx context.Context) error { return next(ctx, cmds) })
+		ran := false
+		err := h.call(ctx, h.timeout+wait, bounded, !blocks, func(ctx context.Context) error {
+			ran = true
+			return next(ctx, cmds)
+		})
+		unavailableCmds(cmds, err, ran)
+		return err
+	}
+}
+
+// unavailableCmds gives a pipeline's *UnavailableError (err) to its
+// commands, as go-redis gives a single command its hook's error: a caller
+// that reads each command's Result, not the pipeline's error, must not
+// take a command the breaker refused (which never ran, so go-redis set no
+// error on it) for an answer of its zero value, nor get a transport error
+// that is not the plugin's. A command Redis answered keeps its answer, its
+// error reply and its redis.Nil.
+func unavailableCmds(cmds []redis.Cmder, err error, ran bool) {
+	var ue *UnavailableError
+	if !errors.As(err, &ue) {
+		return
+	}
+	var reply redis.Error
+	for _, cmd := range cmds {
+		if e := cmd.Err(); e == nil && !ran || e != nil && !errors.As(e, &reply) {
+			cmd.SetErr(err)
+		}
 	}
 }
 

@@ -415,3 +415,33 @@ func assertSharedBreakerMetrics(t *testing.T, b bundle, when string, state resil
 		}
 	}
 }
+
+// A blocking command sent through Do is read by go-redis with
+// command_timeout, not with its wait: one whose wait is 0 (forever) or
+// reaches command_timeout is refused before it is sent, naming the typed
+// method, and counts nothing (on a healthy Redis its cut would have been
+// taken for a hang, opening the breaker for every user of the cache); one
+// with a shorter wait is sent and answers.
+func TestBlockingCommandThroughDo(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{toml: "command_timeout = \"300ms\"\n"})
+	c, ctx := b.cache, context.Background()
+	raw := c.Client()
+	for _, args := range [][]any{
+		{"BLPOP", c.Key("empty"), 1},
+		{"blpop", c.Key("empty"), 0},
+		{"XREAD", "BLOCK", 300, "STREAMS", c.Key("s"), "$"},
+		{"WAIT", 0, 5000},
+	} {
+		err := raw.Do(ctx, args...).Err()
+		if err == nil || errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "use the client's typed method") {
+			t.Errorf("Do%v = %v; want it refused before it is sent, naming the typed method", args, err)
+		}
+	}
+	if s := c.Breaker().Snapshot(); s.State != resilience.StateClosed || s.Consecutive != 0 {
+		t.Errorf("the refused commands reached the breaker: %+v", s)
+	}
+	if err := raw.Do(ctx, "BLPOP", c.Key("empty"), "0.05").Err(); err != redis.Nil {
+		t.Errorf("Do BLPOP with a 50 ms wait = %v, want redis.Nil", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
@@ -67,4 +68,44 @@ func TestFromNotEnabled(t *testing.T) {
 	if !strings.Contains(err.Error(), `plugin "cache" is not enabled`) {
 		t.Errorf("boot error = %v", err)
 	}
+}
+
+// A pipeline's commands carry its *UnavailableError: one the open breaker
+// refused never ran, and go-redis sets no error on its commands, so each
+// GET would read as an answer of "" (neither redis.Nil nor an error); one
+// that ran and failed has go-redis's transport error on its commands, not
+// the plugin's. Both, for Pipelined and TxPipelined.
+func TestPipelineCommandsCarryTheUnavailableError(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{url: "redis://" + refusedAddr(t) + "/0"})
+	ctx := context.Background()
+	c := b.cache.Client()
+	pipelines := map[string]func(context.Context, func(redis.Pipeliner) error) ([]redis.Cmder, error){
+		"Pipelined": c.Pipelined, "TxPipelined": c.TxPipelined,
+	}
+	check := func(when string) {
+		t.Helper()
+		for name, run := range pipelines {
+			var get *redis.StringCmd
+			_, execErr := run(ctx, func(p redis.Pipeliner) error {
+				get = p.Get(ctx, b.cache.Key("a"))
+				return nil
+			})
+			v, err := get.Result()
+			var ue *UnavailableError
+			if !errors.As(execErr, &ue) || !errors.As(err, &ue) || !errors.Is(err, ErrUnavailable) || v != "" {
+				t.Errorf("%s, %s: Exec error %v; the GET's Result %q, %v: want the *UnavailableError on both", name, when, execErr, v, err)
+			}
+		}
+	}
+	check("the breaker closed (the connection refused)")
+	for range 5 { // breaker_failures; the pipelines above counted too
+		if _, _, err := b.cache.Get(ctx, "k"); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("GET with nothing listening: %v", err)
+		}
+	}
+	if s := b.cache.Breaker().Snapshot(); s.State != resilience.StateOpen {
+		t.Fatalf("breaker after 7 refused calls = %v, want open", s.State)
+	}
+	check("the breaker open (refused without running)")
 }

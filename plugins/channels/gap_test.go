@@ -3,6 +3,7 @@ package channels
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -194,5 +195,44 @@ func TestCursorAdvance(t *testing.T) {
 		if got := cur.advance(tc.msgs, tc.is); got != tc.resumeAt || cur != tc.want {
 			t.Errorf("%s: advance = %q, cursor %+v; want %q, %+v", tc.name, got, cur, tc.resumeAt, tc.want)
 		}
+	}
+}
+
+// A stream reader whose read of the tail meets the cache's open breaker
+// (an XREAD answered, then the breaker opened before the read that
+// follows) reports itself down and resumes when the breaker lets a probe
+// through, delivering what it had not read: the read's commands carry the
+// breaker's refusal, and the reader takes no refused command for an empty
+// answer (which crashed the process).
+func TestSSEReaderMeetsTheOpenBreaker(t *testing.T) {
+	t.Parallel()
+	cl := newCluster(t, "", "durable = [\"d\"]")
+	rep := cl.start(sseRoutes(SSEOpts{}, "d"))
+	c := openSSE(t, rep.svc.URL+"/events/d")
+	subscribed(t, rep.ch)
+	publishNumbers(t, rep, "d", 0, 0)
+	if ev := c.next(t, 10*time.Second); ev.data != "0" {
+		t.Fatalf("first event %+v", ev)
+	}
+
+	h := rep.ch.chans["d"].hub
+	held, release := holdTail(t, h)
+	publishNumbers(t, rep, "d", 1, 1) // wakes the reader, which is held before it reads
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream reader did not come to its next read")
+	}
+	if !rep.ch.breaker.Trip() {
+		t.Fatal("the cache's breaker did not open")
+	}
+	release()
+	waitFor(t, 10*time.Second, "the reader down with the breaker's refusal", func() bool {
+		up, _, _, err, _ := h.tail.snapshot()
+		return !up && strings.Contains(err, "suspended")
+	})
+	cl.clock.Advance(coolDown)
+	if ev := c.next(t, 10*time.Second); ev.data != "1" {
+		t.Fatalf("after the breaker's cool-down, the stream sent %+v; want 1", ev)
 	}
 }
