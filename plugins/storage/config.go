@@ -51,7 +51,9 @@ type DiskConfig struct {
 	// It is a deploy key. Defaults to "".
 	BaseURL string `koanf:"base_url"`
 
-	// Root is the local disk's directory. It is created at start when missing.
+	// Root is the local disk's directory. It is created at start when missing
+	// (or by the first operation, when it could not be at start), and never
+	// again once opened: a root that goes away is an outage until it is back.
 	// It is a deploy key. Defaults to "".
 	Root string `koanf:"root"`
 

@@ -74,7 +74,7 @@ type driver interface {
 	listPage(ctx context.Context, prefix, token string) ([]Info, string, error)
 	publicURL(key string) string
 	temporaryURL(ctx context.Context, key string, ttl time.Duration) (string, error)
-	// check is the bounded /ready probe: a HEAD of the bucket, a stat of the root.
+	// check is the bounded /ready probe: a HEAD of the bucket, a read of the root.
 	check(ctx context.Context) error
 	close()
 }

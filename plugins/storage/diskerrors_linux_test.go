@@ -6,13 +6,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/jfastframework/jfast/jfasttest"
 	"github.com/jfastframework/jfast/plugins/storage"
 	"github.com/jfastframework/jfast/problem"
 )
@@ -89,4 +92,125 @@ func TestLocalDiskErrorsAre503(t *testing.T) {
 			t.Fatalf("a small put after the failed one: %v", err)
 		}
 	})
+}
+
+// everyOperation runs each operation of d once, on the key "seed" (put before
+// the root went), a missing key and a key in a new directory, and returns
+// their errors.
+func everyOperation(d *storage.Disk) map[string]error {
+	ctx := context.Background()
+	errs := map[string]error{
+		"put":                     d.Put(ctx, "new", strings.NewReader("v"), ""),
+		"put in a new directory":  d.Put(ctx, "dir/new", strings.NewReader("v"), ""),
+		"delete":                  d.Delete(ctx, "seed"),
+		"delete of a missing key": d.Delete(ctx, "missing"),
+	}
+	_, errs["get"] = d.Get(ctx, "seed")
+	_, errs["get of a missing key"] = d.Get(ctx, "missing")
+	_, errs["stat"] = d.Stat(ctx, "seed")
+	_, errs["exists"] = d.Exists(ctx, "missing")
+	errs["list"] = errors.New("list yielded no error")
+	for _, err := range d.List(ctx, "") {
+		errs["list"] = err
+	}
+	return errs
+}
+
+// A root that goes away while the service runs is the disk's outage, never a
+// missing object: every operation is the 503 storage error (counted as an
+// error, not as not_found), /ready reports the disk unreachable (503 when
+// storage is critical), and no operation makes the root again. A directory
+// put back at the path is used again, and a key missing from it is not found
+// as before.
+func TestLocalRootThatWentAwayIs503(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		critical bool
+		ready    int
+		gone     func(t *testing.T, root string)
+	}{
+		{"removed", false, http.StatusOK, func(t *testing.T, root string) {
+			if err := os.RemoveAll(root); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"replaced by a file, storage critical", true, http.StatusServiceUnavailable, func(t *testing.T, root string) {
+			if err := os.RemoveAll(root); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(root, []byte("not a directory"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			root := filepath.Join(t.TempDir(), "root")
+			s := start(t, fmt.Sprintf("[plugin.storage]\ncritical = %t\n", tc.critical)+localTOML(root), "files", nil)
+			if err := s.disk.Put(context.Background(), "seed", strings.NewReader("kept"), ""); err != nil {
+				t.Fatal(err)
+			}
+			tc.gone(t, root)
+
+			for op, err := range everyOperation(s.disk) {
+				assertDiskDown(t, op, err)
+			}
+			if n := jfasttest.Metric(t, s.svc.App.Metrics(), "jfast_storage_operations_total", "outcome", "not_found"); n != 0 {
+				t.Errorf("%v operations counted not_found, want every one an error", n)
+			}
+			if fi, err := os.Lstat(root); err == nil && fi.IsDir() {
+				t.Fatal("an operation made the root again")
+			}
+			r := s.svc.Get(t, "/ready")
+			if r.Status != tc.ready || !strings.Contains(r.String(), `disk \"files\": root `) || !strings.Contains(r.String(), `"healthy":false`) {
+				t.Fatalf("/ready = %d %s, want the disk unreachable", r.Status, r.Body)
+			}
+
+			// Put back by an operator: used again, and a key it lacks is missing.
+			_ = os.Remove(root)
+			if err := os.Mkdir(root, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.disk.Get(context.Background(), "seed"); !errors.Is(err, storage.ErrNotExist) {
+				t.Fatalf("get of a key the new root lacks = %v, want ErrNotExist", err)
+			}
+			if err := s.disk.Put(context.Background(), "dir/new", strings.NewReader("v"), ""); err != nil {
+				t.Fatalf("put into the root put back: %v", err)
+			}
+			if r := s.svc.Get(t, "/ready"); r.Status != http.StatusOK || !strings.Contains(r.String(), `"status":"ok"`) {
+				t.Fatalf("/ready with the root back = %d %s", r.Status, r.Body)
+			}
+		})
+	}
+}
+
+// A root that is a mounted volume, unmounted while the service runs: the
+// path then names the mount point's own directory, on another filesystem.
+// The disk refuses it (503) rather than reading it as empty or writing into
+// it, where the writes would be hidden when the volume is mounted again.
+func TestLocalRootOnAnUnmountedVolumeIs503(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	if err := syscall.Mount("tmpfs", root, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "size=1m,mode=0700"); err != nil {
+		t.Skipf("cannot mount a private tmpfs (needs root): %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(root, syscall.MNT_DETACH) })
+	s := start(t, localTOML(root), "files", nil)
+	if err := s.disk.Put(context.Background(), "seed", strings.NewReader("on the volume"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Unmount(root, syscall.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	for op, err := range everyOperation(s.disk) {
+		assertDiskDown(t, op, err)
+	}
+	if left, err := os.ReadDir(root); err != nil || len(left) != 0 {
+		t.Fatalf("written into the mount point's directory: %v %v", left, err)
+	}
+	r := s.svc.Get(t, "/ready")
+	if !strings.Contains(r.String(), `"status":"degraded"`) || !strings.Contains(r.String(), "another filesystem") {
+		t.Fatalf("/ready = %d %s, want the disk unreachable on another filesystem", r.Status, r.Body)
+	}
 }

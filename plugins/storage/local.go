@@ -29,8 +29,9 @@ type localDriver struct {
 	dirPerm  os.FileMode
 	signer   *signer
 
-	mu   sync.Mutex
-	root *os.Root
+	mu    sync.Mutex
+	root  *os.Root
+	first fs.FileInfo // the root when this process first opened it; nil before
 }
 
 func newLocalDriver(cfg DiskConfig, s *signer) *localDriver {
@@ -42,35 +43,6 @@ func newLocalDriver(cfg DiskConfig, s *signer) *localDriver {
 		d.filePerm, d.dirPerm = 0o644, 0o755
 	}
 	return d
-}
-
-// open returns the root, creating the directory and opening it on first use: a
-// root that could not be opened at start (a volume not mounted yet) is tried
-// again by the next operation instead of failing forever.
-func (d *localDriver) open() (*os.Root, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.root != nil {
-		return d.root, nil
-	}
-	if err := os.MkdirAll(d.dir, d.dirPerm); err != nil {
-		return nil, fmt.Errorf("create root: %w", err)
-	}
-	r, err := os.OpenRoot(d.dir)
-	if err != nil {
-		return nil, fmt.Errorf("open root: %w", err)
-	}
-	d.root = r
-	return r, nil
-}
-
-func (d *localDriver) close() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.root != nil {
-		d.root.Close()
-		d.root = nil
-	}
 }
 
 func (d *localDriver) put(ctx context.Context, key string, body watched, _ int64, _ string, _ requester) (err error) {
@@ -140,7 +112,7 @@ func (d *localDriver) get(ctx context.Context, key string) (*Object, error) {
 	}
 	f, err := root.Open(key)
 	if err != nil {
-		return nil, missingUnderFile(key, err)
+		return nil, d.missingUnder(key, err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
@@ -164,7 +136,7 @@ func (d *localDriver) stat(ctx context.Context, key string) (Info, error) {
 	}
 	fi, err := root.Stat(key)
 	if err != nil {
-		return Info{}, missingUnderFile(key, err)
+		return Info{}, d.missingUnder(key, err)
 	}
 	if !fi.Mode().IsRegular() {
 		return Info{}, notFile(key)
@@ -183,7 +155,7 @@ func (d *localDriver) delete(ctx context.Context, key string) error {
 	fi, err := root.Lstat(key)
 	switch {
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
-		return nil // missing, or under an object: nothing to delete
+		return d.missing(nil) // missing, or under an object: nothing to delete
 	case err != nil:
 		return err
 	case fi.IsDir():
@@ -217,7 +189,12 @@ func (d *localDriver) listPage(ctx context.Context, prefix, _ string) ([]Info, s
 	err = fs.WalkDir(root.FS(), start, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			if p == start && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
-				return fs.SkipAll // nothing under this prefix (or an object is in its way)
+				// Nothing under this prefix (or an object is in its way),
+				// unless the root itself went away meanwhile.
+				if err := d.missing(nil); err != nil {
+					return err
+				}
+				return fs.SkipAll
 			}
 			return err
 		}
@@ -258,34 +235,20 @@ func (d *localDriver) temporaryURL(_ context.Context, key string, ttl time.Durat
 	return d.signer.url(key, ttl), nil
 }
 
-func (d *localDriver) check(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	root, err := d.open()
-	if err != nil {
-		return err
-	}
-	fi, err := root.Stat(".")
-	if err != nil {
-		return fmt.Errorf("stat root: %w", err)
-	}
-	if !fi.IsDir() {
-		return errors.New("root is not a directory")
-	}
-	return nil
-}
-
 func localInfo(key string, fi fs.FileInfo) Info {
 	return Info{Key: key, Size: fi.Size(), ContentType: typeByKey(key), LastModified: fi.ModTime()}
 }
 
-// missingUnderFile turns the ENOTDIR of a key under an object ("a/b" while
-// "a" is an object) into the missing object it is, as on S3; any other error
-// is returned as is.
-func missingUnderFile(key string, err error) error {
+// missingUnder turns the ENOTDIR of a key under an object ("a/b" while "a"
+// is an object) into the missing object it is, as on S3, and checks that a
+// missing object was not missing because the root went away (missing); any
+// other error is returned as is.
+func (d *localDriver) missingUnder(key string, err error) error {
 	if errors.Is(err, syscall.ENOTDIR) {
-		return notFile(key)
+		err = notFile(key)
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return d.missing(err)
 	}
 	return err
 }

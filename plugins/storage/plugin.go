@@ -138,7 +138,7 @@ func (p *Plugin) closeDisks() {
 // Check implements framework.Checker: every disk in parallel, each given two
 // thirds of ctx's time (readiness_timeout), so the check answers in time with
 // the disk that did not (see probe). A disk whose breaker is open is reported
-// from the breaker, with no I/O; otherwise a HEAD of the bucket or a stat of
+// from the breaker, with no I/O; otherwise a HEAD of the bucket or a read of
 // the root.
 // An unreachable disk and an open breaker (opened by such failures) are both
 // reported unreachable, so the verdict holds for the whole outage: /ready is

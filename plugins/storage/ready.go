@@ -9,7 +9,7 @@ import (
 	"github.com/jfastframework/jfast/framework"
 )
 
-// probe runs d's /ready probe (a HEAD of the bucket, a stat of the root) and
+// probe runs d's /ready probe (a HEAD of the bucket, a read of the root) and
 // waits for it until framework.CheckPart's deadline, not after. The check must answer
 // before the readiness aggregator's deadline, which is the check's own: a probe
 // bounded by that deadline alone ends with it, and the aggregator, which
@@ -54,5 +54,5 @@ func probeName(d *Disk) string {
 	if s, ok := d.drv.(*s3Driver); ok {
 		return fmt.Sprintf("HEAD of bucket %q", s.bucket)
 	}
-	return "stat of the root"
+	return "read of the root"
 }
