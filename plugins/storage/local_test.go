@@ -3,6 +3,7 @@ package storage_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -391,6 +392,62 @@ func TestLocalTemporaryURLNeedsTheSameKey(t *testing.T) {
 	}
 	if r := b.svc.Get(t, u); r.Status != http.StatusForbidden {
 		t.Fatalf("other key = %d", r.Status)
+	}
+}
+
+// The signature covers the disk's name, so a URL whose disk was changed is a
+// 403 like any other tampered parameter, checked before any lookup: changed to
+// a disk that does not exist, to another local disk with the same key, or to
+// an s3 disk. A URL the service did sign, for a disk since removed from its
+// configuration (another disk has the same key), is a 404: the object went
+// with the disk.
+func TestLocalTemporaryURLOfAnotherDisk(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	disks := func(names ...string) string {
+		toml := "[plugin.storage]\ndefault = \"files\"\n"
+		for _, name := range names {
+			toml += strings.Replace(localTOML(filepath.Join(root, name)), "disks.files", "disks."+name, 1)
+		}
+		return toml
+	}
+	s3 := fmt.Sprintf("[plugin.storage.disks.bucket]\ndriver = \"s3\"\nbucket = \"b\"\nendpoint = \"http://127.0.0.1:9\"\npath_style = true\naccess_key = %q\nsecret_key = %q\n",
+		testAccessKey, testSecretKey)
+	s := start(t, disks("files", "spare")+s3, "files", nil)
+	ctx := context.Background()
+	if err := s.disk.Put(ctx, "k.txt", strings.NewReader("files"), ""); err != nil {
+		t.Fatal(err)
+	}
+	u, err := s.disk.TemporaryURL(ctx, "k.txt", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, disk := range []string{"nope", "spare", "bucket"} {
+		tu := strings.Replace(u, "/files/", "/"+disk+"/", 1)
+		r := s.svc.Get(t, tu)
+		if r.Status != http.StatusForbidden || !strings.HasPrefix(r.Header.Get("Content-Type"), problem.ContentType) ||
+			!strings.Contains(r.String(), "signature") {
+			t.Errorf("disk changed to %q: GET %s = %d %s, want 403 for the signature", disk, tu, r.Status, r.Body)
+		}
+	}
+
+	spare, err := storage.For(s.svc.App, "spare")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := spare.Put(ctx, "k.txt", strings.NewReader("spare"), ""); err != nil {
+		t.Fatal(err)
+	}
+	gone, err := spare.TemporaryURL(ctx, "k.txt", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	without := start(t, disks("files"), "files", nil)
+	if r := without.svc.Get(t, gone); r.Status != http.StatusNotFound {
+		t.Fatalf("signed for a disk since removed = %d %s, want 404", r.Status, r.Body)
+	}
+	if r := without.svc.Get(t, strings.Replace(gone, "k.txt", "other.txt", 1)); r.Status != http.StatusForbidden {
+		t.Fatalf("tampered, for a disk since removed = %d %s, want 403", r.Status, r.Body)
 	}
 }
 

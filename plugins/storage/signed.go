@@ -28,16 +28,18 @@ type signer struct {
 	random bool // the key was generated for this process
 }
 
-func (s *signer) mac(key string, expires int64) []byte {
+// mac is the signature of key on the disk called disk, which is s.disk for the
+// URLs s makes.
+func (s *signer) mac(disk, key string, expires int64) []byte {
 	h := hmac.New(sha256.New, s.key)
-	h.Write([]byte("GET\n" + s.disk + "\n" + key + "\n" + strconv.FormatInt(expires, 10)))
+	h.Write([]byte("GET\n" + disk + "\n" + key + "\n" + strconv.FormatInt(expires, 10)))
 	return h.Sum(nil)
 }
 
 func (s *signer) url(key string, ttl time.Duration) string {
 	// Rounded up to the next second: a URL never expires before its ttl.
 	expires := s.clock.Now().Add(ttl + time.Second - 1).Unix()
-	sig := base64.RawURLEncoding.EncodeToString(s.mac(key, expires))
+	sig := base64.RawURLEncoding.EncodeToString(s.mac(s.disk, key, expires))
 	return s.base + "/" + escapeKey(key) + "?expires=" + strconv.FormatInt(expires, 10) + "&signature=" + sig
 }
 
@@ -47,10 +49,10 @@ var (
 	errExpired      = errors.New("the link has expired")
 )
 
-// verify checks the signature first, in constant time, then the expiry, so a
-// tampered URL learns nothing about expiry and an expired one nothing about
-// the signature.
-func (s *signer) verify(key string, q url.Values) error {
+// verify checks the signature of key on disk with s's key first, in constant
+// time, then the expiry, so a tampered URL learns nothing about expiry and an
+// expired one nothing about the signature.
+func (s *signer) verify(disk, key string, q url.Values) error {
 	expires, err := strconv.ParseInt(q.Get("expires"), 10, 64)
 	if err != nil {
 		return errBadSignature
@@ -59,7 +61,7 @@ func (s *signer) verify(key string, q url.Values) error {
 	if err != nil {
 		return errBadSignature
 	}
-	if !hmac.Equal(got, s.mac(key, expires)) {
+	if !hmac.Equal(got, s.mac(disk, key, expires)) {
 		return errBadSignature
 	}
 	if s.clock.Now().Unix() >= expires {
@@ -77,8 +79,41 @@ func escapeKey(key string) string {
 	return strings.Join(segs, "/")
 }
 
+// signerOf returns the signer of the local disk called name, or nil when no
+// local disk has that name.
+func (p *Plugin) signerOf(name string) *signer {
+	if d := p.disks[name]; d != nil {
+		if local, ok := d.drv.(*localDriver); ok {
+			return local.signer
+		}
+	}
+	return nil
+}
+
+// verifySigned checks the signature and expiry of a signed URL for key on the
+// disk named disk, before the disk or the object is looked up: the signature
+// covers the disk's name, so a URL whose disk was changed is refused like any
+// other tampered parameter, whether or not the new name is a disk. A name that
+// is no local disk (tampered, an s3 disk's, or a disk since removed from the
+// configuration) has no key of its own: every local disk's key is tried, and
+// one that verifies the signature made the URL for a disk that is gone.
+func (p *Plugin) verifySigned(disk, key string, q url.Values) error {
+	if s := p.signerOf(disk); s != nil {
+		return s.verify(disk, key, q)
+	}
+	for _, name := range p.names {
+		if s := p.signerOf(name); s != nil {
+			if err := s.verify(disk, key, q); !errors.Is(err, errBadSignature) {
+				return err
+			}
+		}
+	}
+	return errBadSignature
+}
+
 // serveSigned serves GET and HEAD <route_prefix>/<disk>/<key> for local disks:
-// signature, expiry, key, then the file with Range and conditional requests.
+// signature and expiry, then the disk and the key, then the file with Range
+// and conditional requests.
 func (p *Plugin) serveSigned(w http.ResponseWriter, r *http.Request) error {
 	rest, ok := strings.CutPrefix(r.URL.Path, p.cfg.RoutePrefix+"/")
 	if !ok {
@@ -88,18 +123,15 @@ func (p *Plugin) serveSigned(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return problem.NotFound("no such object")
 	}
-	d := p.disks[name]
-	if d == nil {
-		return problem.NotFound("no such object")
-	}
-	local, ok := d.drv.(*localDriver)
-	if !ok {
-		return problem.NotFound("no such object") // s3 temporary URLs go to S3 itself
-	}
-	if err := local.signer.verify(key, r.URL.Query()); err != nil {
+	if err := p.verifySigned(name, key, r.URL.Query()); err != nil {
 		return problem.Forbidden(err.Error())
 	}
-	obj, err := d.Get(r.Context(), key)
+	if p.signerOf(name) == nil {
+		// Signed by this service for a disk that is no longer one of its
+		// local disks: the object went with the disk.
+		return problem.NotFound("no such object")
+	}
+	obj, err := p.disks[name].Get(r.Context(), key)
 	if errors.Is(err, fs.ErrNotExist) {
 		return problem.NotFound("no such object")
 	}
