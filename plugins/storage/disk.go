@@ -42,7 +42,9 @@ type Info struct {
 	ContentType string
 	// LastModified is when the object was last written.
 	LastModified time.Time
-	// ETag is the S3 entity tag; empty on local disks.
+	// ETag is the object's entity tag, quoted: S3's, or on a local disk one
+	// derived from the file's inode, size and modification time, which every
+	// Put changes (see localETag).
 	ETag string
 }
 

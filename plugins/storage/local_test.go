@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -138,6 +139,74 @@ func TestLocalPutReplacesWholeAndLeavesNoTemporaryFiles(t *testing.T) {
 	entries, _ := os.ReadDir(filepath.Join(root, "a"))
 	if len(entries) != 1 {
 		t.Fatalf("files in a/: %v", entries)
+	}
+}
+
+// A local object's ETag is a quoted strong validator in S3's form, the same
+// from Stat, Get, List and the signed route's ETag header, stable while the
+// file is unchanged; every Put gives a new one (even of the same bytes), and
+// so does a change made in place. The signed route answers If-None-Match.
+func TestLocalETag(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	s := start(t, localTOML(root), "files", nil)
+	ctx := context.Background()
+	etag := func() string {
+		t.Helper()
+		info, err := s.disk.Stat(ctx, "a/b.txt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.ETag
+	}
+	if err := s.disk.Put(ctx, "a/b.txt", strings.NewReader("one"), ""); err != nil {
+		t.Fatal(err)
+	}
+	first := etag()
+	if !regexp.MustCompile(`^"[0-9a-f]{32}"$`).MatchString(first) {
+		t.Fatalf("ETag = %q, want 32 hex digits in quotes", first)
+	}
+	_, got := readAll(t, s.disk, "a/b.txt")
+	var listed []string
+	for info, err := range s.disk.List(ctx, "a/") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed = append(listed, info.ETag)
+	}
+	if again := etag(); again != first || got.ETag != first || len(listed) != 1 || listed[0] != first {
+		t.Fatalf("ETag: stat %q, again %q, get %q, list %q; want one tag", first, again, got.ETag, listed)
+	}
+
+	u, err := s.disk.TemporaryURL(ctx, "a/b.txt", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := s.svc.Get(t, u); r.Status != http.StatusOK || r.Header.Get("ETag") != first {
+		t.Fatalf("signed GET = %d, ETag %q; want %q", r.Status, r.Header.Get("ETag"), first)
+	}
+	if r := s.svc.Get(t, u, "If-None-Match", first); r.Status != http.StatusNotModified {
+		t.Fatalf("signed GET with If-None-Match = %d, want 304", r.Status)
+	}
+
+	if err := s.disk.Put(ctx, "a/b.txt", strings.NewReader("one"), ""); err != nil {
+		t.Fatal(err)
+	}
+	second := etag()
+	if second == first {
+		t.Fatalf("a Put of the same bytes kept the ETag %q", first)
+	}
+	// Changed in place by something else: a new modification time.
+	file := filepath.Join(root, "a", "b.txt")
+	fi, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(file, fi.ModTime(), fi.ModTime().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if third := etag(); third == second || third == first {
+		t.Fatalf("a change in place kept the ETag: %q, before %q", third, second)
 	}
 }
 

@@ -141,6 +141,7 @@ func (p *Plugin) serveSigned(w http.ResponseWriter, r *http.Request) error {
 	defer obj.Close()
 	h := w.Header()
 	h.Set("Content-Type", obj.ContentType)
+	h.Set("ETag", obj.ETag) // for If-None-Match, If-Match and If-Range
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "private, no-store")
 	if f, ok := obj.Body.(io.ReadSeeker); ok {
