@@ -69,8 +69,8 @@ func (d *localDriver) open() (*os.Root, error) {
 // current reports whether d.root is still the directory at the root path: a
 // removed directory has no links left, and a path that names another
 // directory (made again, or a volume mounted or unmounted there) is not the
-// same file. Two stats, a few microseconds, paid by every operation so that
-// no operation reads a vanished root as an empty one.
+// same file. Two stats (1.6 µs measured, see docs/storage.md), paid by every
+// operation so that none reads a vanished root as an empty one.
 func (d *localDriver) current() bool {
 	held, err := d.root.Stat(".")
 	if err != nil {
