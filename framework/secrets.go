@@ -296,18 +296,7 @@ func maskPairs(text string) (string, bool) {
 		for vs < len(text) && text[vs] == ' ' {
 			vs++
 		}
-		ve := vs
-		if ve < len(text) && (text[ve] == '\'' || text[ve] == '"') {
-			if j := strings.IndexByte(text[ve+1:], text[ve]); j >= 0 {
-				ve += j + 2
-			} else {
-				ve = len(text)
-			}
-		} else {
-			for ve < len(text) && !endsValue(text[ve]) {
-				ve++
-			}
-		}
+		ve := valueEnd(text, vs)
 		if ve == vs {
 			continue
 		}
@@ -320,6 +309,32 @@ func maskPairs(text string) (string, bool) {
 	}
 	b.WriteString(text[last:])
 	return b.String(), true
+}
+
+// valueEnd returns where the value that starts at vs in text ends. A
+// quoted value ('...' or "...") ends at its closing quote; an unquoted one
+// at the next space or quote (see [endsValue]). In both a backslash escapes
+// the byte after it, as libpq reads a key=value connection string
+// (password='it\'s', password=a\ b): the value goes on past an escaped
+// quote or space, so no part of it is printed.
+func valueEnd(text string, vs int) int {
+	quote := byte(0)
+	ve := vs
+	if ve < len(text) && (text[ve] == '\'' || text[ve] == '"') {
+		quote = text[ve]
+		ve++
+	}
+	for ; ve < len(text); ve++ {
+		switch c := text[ve]; {
+		case c == '\\':
+			ve++ // the escaped byte is the value's
+		case quote != 0 && c == quote:
+			return ve + 1
+		case quote == 0 && endsValue(c):
+			return ve
+		}
+	}
+	return len(text)
 }
 
 func nameByte(c byte) bool {

@@ -39,6 +39,10 @@ func TestMaskSecrets(t *testing.T) {
 		{"host=db user=app password=pw dbname=app", "host=db user=app password=*** dbname=app"},
 		{"host=db password='p w' dbname=app", "host=db password=*** dbname=app"},
 		{"host=db password = pw dbname=app", "host=db password = *** dbname=app"},
+		// Backslash escapes, as libpq reads them: the value goes on past them.
+		{`host=db password='se cr\'et' dbname=app`, "host=db password=*** dbname=app"},
+		{`host=db password=ab\ cd dbname=app`, "host=db password=*** dbname=app"},
+		{`host=db password='a\\' dbname=app`, "host=db password=*** dbname=app"},
 		{"token=abc123 retries=3", "token=*** retries=3"},
 		// Nothing to mask: kept exactly.
 		{"amqp://guest@rabbit:5672/", "amqp://guest@rabbit:5672/"},
