@@ -2,9 +2,12 @@ package queue_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/riverqueue/river"
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/jfasttest"
@@ -66,6 +69,8 @@ func TestBootRules(t *testing.T) {
 		{"negative cool-down", `breaker_cool_down = "-15s"`, "plugin.queue.breaker_cool_down", "positive duration"},
 		{"unknown key", `job_timout = "1m"`, "plugin.queue.job_timout", "job_timeout"},
 		{"unknown breaker key", `breaker_cooldown = "15s"`, "plugin.queue.breaker_cooldown", "breaker_cool_down"},
+		{"one-character kind", `kinds = ["ok", "x"]`, "plugin.queue.kinds[1]", `job kind "x" must be ` + queue.KindRule},
+		{"kind with a space", `kinds = ["send receipt"]`, "plugin.queue.kinds[0]", `job kind "send receipt" must be ` + queue.KindRule},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -174,11 +179,28 @@ func TestHandleRules(t *testing.T) {
 	if err := queue.Handle[struct{}](q, "nil", nil); err == nil {
 		t.Fatal("nil handler accepted")
 	}
-	if err := queue.Handle(q, "a", func(context.Context, struct{}) error { return nil }); err != nil {
+	if err := queue.Handle(q, "ab", func(context.Context, struct{}) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if err := queue.Handle(q, "a", func(context.Context, int) error { return nil }); err == nil {
+	if err := queue.Handle(q, "ab", func(context.Context, int) error { return nil }); err == nil {
 		t.Fatal("second handler for a kind accepted")
+	}
+}
+
+// A kind of one character is refused when it is registered, naming the kind
+// and the rule, on every backend (River, the postgres backend's, would refuse
+// it only when its workers start; the rule is the same everywhere so a
+// service can change backend); an Enqueue of it is refused at the call.
+func TestOneCharacterKindIsRefused(t *testing.T) {
+	t.Parallel()
+	want := `queue: job kind "d" must be ` + queue.KindRule
+	if err := queue.Handle(queue.New(), "d", func(context.Context, struct{}) error { return nil }); err == nil || err.Error() != want {
+		t.Fatalf("Handle of a one-character kind = %v, want %q", err, want)
+	}
+	svc := startApp(t, "postgres", queuetest.Config{Queue: queuetest.QueueTOML(queuetest.QueueName(t), 1, `kinds = ["dd"]`)}, nil, appOpts{})
+	q, _ := queue.From(svc.App)
+	if _, err := q.Enqueue(context.Background(), "d", struct{}{}); err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, queue.ErrNotEnqueued) {
+		t.Fatalf("Enqueue of a one-character kind = %v, want %q, not enqueued", err, want)
 	}
 }
 
@@ -198,14 +220,15 @@ func TestHandleAfterWorkersStarted(t *testing.T) {
 	}
 }
 
-// Workers that cannot start (River refuses a kind of one character) are
-// "failed" on /ready, which is degraded and says why, not "starting" for
-// ever while nothing runs the jobs.
+// Workers that cannot start are "failed" on /ready, which is degraded and
+// says why, not "starting" for ever while nothing runs the jobs. River
+// refuses a queue of more than 10 000 workers (its QueueNumWorkersMax) when
+// the worker client is made, a limit the boot does not check.
 func TestWorkersThatCannotStartAreFailedOnReady(t *testing.T) {
 	t.Parallel()
 	name := queuetest.QueueName(t)
-	svc := startApp(t, "postgres", queuetest.Config{Queue: queuetest.QueueTOML(name, 1)}, func(q *queue.Plugin) {
-		_ = queue.Handle(q, "d", func(context.Context, struct{}) error { return nil })
+	svc := startApp(t, "postgres", queuetest.Config{Queue: queuetest.QueueTOML(name, river.QueueNumWorkersMax+1)}, func(q *queue.Plugin) {
+		_ = queue.Handle(q, "dd", func(context.Context, struct{}) error { return nil })
 	}, appOpts{})
 	queuetest.Eventually(t, 10*time.Second, "workers failed", func() bool {
 		return strings.Contains(svc.Get(t, "/ready").String(), `"workers":"failed"`)

@@ -141,10 +141,7 @@ func DefaultConfig() Config {
 	}
 }
 
-var (
-	identifierRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
-	kindRe       = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$`)
-)
+var identifierRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
 // DefaultQueue is the queue jobs go to without the [Queue] option, and the one
 // queue worked when none is configured.
@@ -179,7 +176,7 @@ func (c *Config) validate(v *framework.Validation) {
 	}
 	for i, k := range c.Kinds {
 		if !validKind(k) {
-			v.Error(fmt.Sprintf("kinds[%d]", i), fmt.Sprintf("job kind %q must be letters, digits, _ . : and -, at most 100, starting with a letter or digit", k), `write the kind as the handling service registers it, e.g. "send_receipt"`)
+			v.Error(fmt.Sprintf("kinds[%d]", i), fmt.Sprintf("job kind %q must be %s", k, KindRule), `write the kind as the handling service registers it, e.g. "send_receipt"`)
 		}
 	}
 	v.Deadline("job_timeout", c.JobTimeout)

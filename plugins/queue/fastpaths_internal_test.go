@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,9 @@ import (
 // replaced: the job kind check against its regexp (queue names follow
 // framework.NameRule, tested in framework), the enqueue context against
 // context.WithTimeout, the task IDs against github.com/google/uuid.
+
+// kindRe is KindRule as a regular expression.
+var kindRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{1,99}$`)
 
 func TestNameChecksMatchTheRegexps(t *testing.T) {
 	t.Parallel()

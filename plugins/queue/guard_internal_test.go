@@ -57,7 +57,7 @@ func guardPlugin(t *testing.T, b Backend, configure ...func(*Config)) *Plugin {
 		t.Fatal(err)
 	}
 	p.metrics = m
-	p.sends = map[string]bool{"k": true}
+	p.sends = map[string]bool{"job": true}
 	p.started = true
 	return p
 }
@@ -82,7 +82,7 @@ func TestEnqueueRetriedOnceOnTransportErrors(t *testing.T) {
 			t.Parallel()
 			b := &scriptedBackend{errs: tc.errs}
 			p := guardPlugin(t, b)
-			_, err := p.Enqueue(context.Background(), "k", struct{}{})
+			_, err := p.Enqueue(context.Background(), "job", struct{}{})
 			if b.calls != tc.calls {
 				t.Fatalf("backend called %d times, want %d", b.calls, tc.calls)
 			}
@@ -107,10 +107,10 @@ func TestEnqueueRetrySpendsTheRetryBudget(t *testing.T) {
 	reset := fmt.Errorf("write: %w", syscall.ECONNRESET)
 	b := &scriptedBackend{errs: []error{reset, nil, reset, nil}}
 	p := guardPlugin(t, b)
-	if _, err := p.Enqueue(context.Background(), "k", struct{}{}); err != nil || b.calls != 2 {
+	if _, err := p.Enqueue(context.Background(), "job", struct{}{}); err != nil || b.calls != 2 {
 		t.Fatalf("first enqueue = %v after %d backend calls, want success on the retry", err, b.calls)
 	}
-	if _, err := p.Enqueue(context.Background(), "k", struct{}{}); err == nil || b.calls != 3 {
+	if _, err := p.Enqueue(context.Background(), "job", struct{}{}); err == nil || b.calls != 3 {
 		t.Fatalf("second enqueue = %v after %d backend calls in all, want the reset returned with no retry (3 calls)", err, b.calls)
 	}
 	if p.policy.Budget().Snapshot().Denied != 1 {
@@ -123,11 +123,11 @@ func TestEnqueueBreakerOpensAfterFiveFailures(t *testing.T) {
 	b := &scriptedBackend{errs: []error{errors.New("1"), errors.New("2"), errors.New("3"), errors.New("4"), errors.New("5")}}
 	p := guardPlugin(t, b)
 	for range 5 {
-		if _, err := p.Enqueue(context.Background(), "k", struct{}{}); err == nil {
+		if _, err := p.Enqueue(context.Background(), "job", struct{}{}); err == nil {
 			t.Fatal("scripted failure succeeded")
 		}
 	}
-	_, err := p.Enqueue(context.Background(), "k", struct{}{})
+	_, err := p.Enqueue(context.Background(), "job", struct{}{})
 	var de *problem.DependencyError
 	if !errors.Is(err, resilience.ErrOpen) || !errors.As(err, &de) || de.RetryAfter != 15*time.Second || b.calls != 5 {
 		t.Fatalf("6th enqueue = %v (%+v), %d backend calls; want the open breaker, retry after 15s, no 6th call", err, de, b.calls)
@@ -143,7 +143,7 @@ func TestEnqueueBreakerOpensAfterFiveFailures(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for range 6 {
-		_, _ = q.Enqueue(ctx, "k", struct{}{})
+		_, _ = q.Enqueue(ctx, "job", struct{}{})
 	}
 	if s := q.breaker.Snapshot(); s.State != resilience.StateClosed {
 		t.Fatalf("breaker %s after cancelled calls, want closed", s.State)
@@ -159,9 +159,9 @@ func TestEnqueueBreakerKeys(t *testing.T) {
 	b := &scriptedBackend{errs: []error{fail, fail}}
 	p := guardPlugin(t, b, func(c *Config) { c.BreakerFailures = 2; c.BreakerCoolDown = 3 * time.Second })
 	for range 2 {
-		_, _ = p.Enqueue(context.Background(), "k", struct{}{})
+		_, _ = p.Enqueue(context.Background(), "job", struct{}{})
 	}
-	_, err := p.Enqueue(context.Background(), "k", struct{}{})
+	_, err := p.Enqueue(context.Background(), "job", struct{}{})
 	var de *problem.DependencyError
 	if !errors.Is(err, resilience.ErrOpen) || !errors.As(err, &de) || de.RetryAfter != 3*time.Second || b.calls != 2 {
 		t.Fatalf("3rd enqueue = %v (%+v), %d backend calls; want the open breaker, retry after 3s, no 3rd call", err, de, b.calls)
@@ -175,7 +175,7 @@ func TestEnqueueBreakerKeys(t *testing.T) {
 		c.BreakerWindow = time.Minute
 	})
 	for range 4 {
-		_, _ = p.Enqueue(context.Background(), "k", struct{}{})
+		_, _ = p.Enqueue(context.Background(), "job", struct{}{})
 	}
 	if s := p.breaker.Snapshot(); s.State != resilience.StateOpen {
 		t.Fatalf("breaker after 2 failures in 4 calls with failure_rate 0.5, minimum_calls 4 = %s, want open", s.State)
@@ -212,12 +212,12 @@ func TestEnqueueOutcome(t *testing.T) {
 		kind  string
 		maybe bool
 	}{
-		{"not sent", []error{notEnqueued(errors.New("dial: refused"))}, "k", false},
-		{"sent, not confirmed", []error{maybeEnqueued(errors.New("no confirm"))}, "k", true},
-		{"unmarked is maybe", []error{errors.New("something")}, "k", true},
-		{"not sent twice", []error{notEnqueued(reset), notEnqueued(reset)}, "k", false},
-		{"maybe, then not sent", []error{maybeEnqueued(reset), notEnqueued(reset)}, "k", true},
-		{"not sent, then maybe", []error{notEnqueued(reset), maybeEnqueued(reset)}, "k", true},
+		{"not sent", []error{notEnqueued(errors.New("dial: refused"))}, "job", false},
+		{"sent, not confirmed", []error{maybeEnqueued(errors.New("no confirm"))}, "job", true},
+		{"unmarked is maybe", []error{errors.New("something")}, "job", true},
+		{"not sent twice", []error{notEnqueued(reset), notEnqueued(reset)}, "job", false},
+		{"maybe, then not sent", []error{maybeEnqueued(reset), notEnqueued(reset)}, "job", true},
+		{"not sent, then maybe", []error{notEnqueued(reset), maybeEnqueued(reset)}, "job", true},
 		{"bad kind", nil, "bad kind!", false},
 		{"undeclared kind", nil, "nobody.handles", false},
 	}
@@ -232,7 +232,7 @@ func TestEnqueueOutcome(t *testing.T) {
 			if errors.Is(err, ErrMaybeEnqueued) != tc.maybe || errors.Is(err, ErrNotEnqueued) == tc.maybe {
 				t.Fatalf("err = %v: maybe %v, not %v; want maybe = %v and exactly one", err, errors.Is(err, ErrMaybeEnqueued), errors.Is(err, ErrNotEnqueued), tc.maybe)
 			}
-			if tc.kind != "k" {
+			if tc.kind != "job" {
 				return // refused before the broker: not a dependency error
 			}
 			var de *problem.DependencyError
@@ -268,7 +268,7 @@ func TestEnqueueRefusedByBreaker(t *testing.T) {
 	b := &scriptedBackend{errs: []error{refused, refused, refused, refused, refused, refused}}
 	p := guardPlugin(t, b)
 	for i := range 6 {
-		_, err := p.Enqueue(context.Background(), "k", struct{}{})
+		_, err := p.Enqueue(context.Background(), "job", struct{}{})
 		var de *problem.DependencyError
 		if !errors.As(err, &de) || de.Dependency != Name || !errors.Is(err, resilience.ErrOpen) || !errors.Is(err, ErrNotEnqueued) || errors.Is(err, ErrMaybeEnqueued) {
 			t.Fatalf("enqueue %d = %v, want the queue's dependency error, breaker open, not enqueued", i, err)
@@ -287,9 +287,9 @@ func TestEnqueueRefusedByBreaker(t *testing.T) {
 	fail := maybeEnqueued(errors.New("no answer"))
 	p = guardPlugin(t, &scriptedBackend{errs: []error{fail, fail, fail, fail, fail}})
 	for range 5 {
-		_, _ = p.Enqueue(context.Background(), "k", struct{}{})
+		_, _ = p.Enqueue(context.Background(), "job", struct{}{})
 	}
-	_, err := p.Enqueue(context.Background(), "k", struct{}{})
+	_, err := p.Enqueue(context.Background(), "job", struct{}{})
 	if !errors.Is(err, resilience.ErrOpen) || !errors.Is(err, ErrNotEnqueued) || errors.Is(err, ErrMaybeEnqueued) {
 		t.Fatalf("enqueue on the queue's open breaker = %v, want not enqueued", err)
 	}
@@ -301,7 +301,7 @@ func TestEnqueueCancelledKeepsOutcome(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	p := guardPlugin(t, &scriptedBackend{errs: []error{maybeEnqueued(context.Canceled)}})
-	_, err := p.Enqueue(ctx, "k", struct{}{})
+	_, err := p.Enqueue(ctx, "job", struct{}{})
 	var de *problem.DependencyError
 	if !errors.Is(err, ErrMaybeEnqueued) || errors.Is(err, ErrNotEnqueued) || errors.As(err, &de) {
 		t.Fatalf("cancelled enqueue = %v, want maybe enqueued, not a dependency error", err)

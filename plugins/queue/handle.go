@@ -39,8 +39,8 @@ func Handle[T any](q *Plugin, kind string, fn func(context.Context, T) error) er
 }
 
 func (p *Plugin) register(kind string, h handler) error {
-	if !kindRe.MatchString(kind) {
-		return fmt.Errorf("queue: job kind %q must be letters, digits, _ . : and -, at most 100", kind)
+	if !validKind(kind) {
+		return kindError(kind)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -1,11 +1,25 @@
 package queue
 
-// validKind reports whether kind is a job kind: what kindRe matches (a letter
-// or digit, then letters, digits, _ . : and -, at most 100 in all), checked
-// byte by byte because Enqueue checks it on every call and the regexp costs
-// about as much as the rest of the envelope.
+import "fmt"
+
+// KindRule is the rule every job kind follows, on every backend: River
+// (postgres) refuses to start workers for a kind that is not a word
+// character followed by at least one more character of its own set (its
+// UserSpecifiedIDOrKindRE), so a kind of one character, which the other
+// backends would run, is refused by Handle, Enqueue and the kinds key alike,
+// and a service can change backend without renaming a job.
+const KindRule = "2 to 100 letters, digits, _ . : and -, starting with a letter or digit"
+
+// kindError is the refusal of a kind that breaks KindRule.
+func kindError(kind string) error {
+	return fmt.Errorf("queue: job kind %q must be %s", kind, KindRule)
+}
+
+// validKind reports whether kind follows KindRule: what kindRe matches,
+// checked byte by byte because Enqueue checks it on every call and the regexp
+// costs about as much as the rest of the envelope.
 func validKind(kind string) bool {
-	if len(kind) == 0 || len(kind) > 100 || !alnum(kind[0]) {
+	if len(kind) < 2 || len(kind) > 100 || !alnum(kind[0]) {
 		return false
 	}
 	for i := 1; i < len(kind); i++ {

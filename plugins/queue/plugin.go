@@ -303,7 +303,7 @@ func (p *Plugin) message(ctx context.Context, kind string, payload any, opts []O
 		return nil, errors.New("queue: the queue plugin is not started")
 	}
 	if !validKind(kind) {
-		return nil, fmt.Errorf("queue: job kind %q must be letters, digits, _ . : and -, at most 100", kind)
+		return nil, kindError(kind)
 	}
 	var o options
 	if len(opts) > 0 {
