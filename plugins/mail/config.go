@@ -3,6 +3,8 @@ package mail
 import (
 	"fmt"
 	"net/mail"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/jfastframework/jfast/framework"
@@ -122,7 +124,13 @@ func (c *Config) validate(v *framework.Validation) {
 }
 
 // loopback reports whether host is this machine, where SMTP AUTH PLAIN without
-// TLS is allowed (the SMTP library's own rule).
+// TLS is allowed: "localhost", or a loopback address in any form (all of
+// 127.0.0.0/8, ::1 written out, an IPv4-mapped 127.x). The name is never
+// resolved: a name that resolves to loopback today may not tomorrow.
 func loopback(host string) bool {
-	return host == "localhost" || host == "127.0.0.1" || host == "::1"
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }

@@ -39,6 +39,7 @@ type bundle struct {
 // below (short retry delays so retries are quick, not skipped).
 type config struct {
 	transport   string // default "smtp"
+	host        string // default "127.0.0.1"
 	routes      func(app *framework.App, r chi.Router) error
 	port        int
 	mail        string // extra [plugin.mail] lines
@@ -59,6 +60,9 @@ func setup(t *testing.T, c config) *bundle {
 	}
 	if c.db == "" {
 		c.db = dbURL()
+	}
+	if c.host == "" {
+		c.host = "127.0.0.1"
 	}
 	starttls := "use_starttls = false" // the test servers speak plain SMTP
 	if strings.Contains(c.mail, "use_starttls") {
@@ -82,13 +86,13 @@ concurrency = 2
 
 [plugin.mail]
 transport = %q
-host = "127.0.0.1"
+host = %q
 port = %d
 %s
 from = "Shop <shop@example.com>"
 queue = %q
 %s
-`, c.db, c.maxAttempts, c.queue, name, c.transport, c.port, starttls, name, c.mail)
+`, c.db, c.maxAttempts, c.queue, name, c.transport, c.host, c.port, starttls, name, c.mail)
 	m, q := mail.New(), queue.New()
 	if c.roots != nil {
 		mail.SetRootCAs(m, c.roots)
@@ -148,14 +152,22 @@ type delivered struct {
 
 func startScripted(t *testing.T) *scripted {
 	t.Helper()
+	return serveScripted(t, "127.0.0.1:0", func(s *scripted) smtp.Session { return &session{s: s} })
+}
+
+// serveScripted starts a scripted server listening on addr whose sessions
+// newSession makes (a session with more commands, such as AUTH, embeds
+// session).
+func serveScripted(t *testing.T, addr string, newSession func(s *scripted) smtp.Session) *scripted {
+	t.Helper()
 	s := &scripted{release: make(chan struct{})}
 	s.srv = smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) {
-		return &session{s: s}, nil
+		return newSession(s), nil
 	}))
 	s.srv.Domain = "localhost"
 	s.srv.AllowInsecureAuth = true
 	s.srv.ErrorLog = log.New(io.Discard, "", 0)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

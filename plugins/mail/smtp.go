@@ -62,10 +62,22 @@ func (s *smtpSender) options(job context.Context) []gomail.Option {
 		opts = append(opts, gomail.WithTLSPolicy(gomail.NoTLS))
 	}
 	if s.cfg.Username != "" {
-		opts = append(opts, gomail.WithSMTPAuth(gomail.SMTPAuthPlain),
+		opts = append(opts, gomail.WithSMTPAuth(s.authType()),
 			gomail.WithUsername(s.cfg.Username), gomail.WithPassword(s.cfg.Password))
 	}
 	return opts
+}
+
+// authType is AUTH PLAIN, allowed without TLS to a loopback host. go-mail's
+// own check takes only the spellings "localhost", "127.0.0.1" and "::1" for
+// loopback and would refuse 127.0.0.2 or a written-out ::1, which the boot
+// (loopback) lets through; everywhere else without TLS the boot has refused
+// the password already, and go-mail's check stays as a second guard.
+func (s *smtpSender) authType() gomail.SMTPAuthType {
+	if !s.cfg.UseSSL && !s.cfg.UseStartTLS && loopback(s.cfg.Host) {
+		return gomail.SMTPAuthPlainNoEnc
+	}
+	return gomail.SMTPAuthPlain
 }
 
 func (s *smtpSender) tlsConfig() *tls.Config {
