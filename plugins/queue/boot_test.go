@@ -50,6 +50,7 @@ func TestBootRules(t *testing.T) {
 		{"zero dead retention", `dead_retention = 0`, "plugin.queue.dead_retention", "positive duration"},
 		{"zero enqueue timeout", `enqueue_timeout = 0`, "plugin.queue.enqueue_timeout", "positive duration"},
 		{"zero poll interval", `poll_interval = 0`, "plugin.queue.poll_interval", "positive duration"},
+		{"poll interval below River's shortest", `poll_interval = "500us"`, "plugin.queue.poll_interval", `at least 1ms on the postgres backend (River's shortest), got 500µs; fix: set poll_interval = "1ms" or more`},
 		{"rescue not above job timeout", `job_timeout = "10m"`, "plugin.queue.rescue_after", "must exceed job_timeout"},
 		{"schema not an identifier", `schema = "jobs; drop table users"`, "plugin.queue.schema", "not an identifier"},
 		{"schema with a dash", `schema = "my-jobs"`, "plugin.queue.schema", "not an identifier"},

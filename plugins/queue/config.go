@@ -7,6 +7,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/riverqueue/river"
+
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/framework/resilience"
 )
@@ -75,7 +77,9 @@ type Config struct {
 	RescueAfter time.Duration `koanf:"rescue_after"`
 
 	// PollInterval is how often idle workers look for due jobs (scheduled,
-	// retried) besides the backend's own notifications. Defaults to 1s.
+	// retried) besides the backend's own notifications. On postgres it bounds
+	// how late a delayed job runs (docs/queue.md, "Retries") and must be at
+	// least 1ms, River's shortest. Defaults to 1s.
 	PollInterval time.Duration `koanf:"poll_interval"`
 
 	// BreakerConfig is the breaker_* keys of the enqueue breaker.
@@ -190,6 +194,10 @@ func (c *Config) validate(v *framework.Validation) {
 	v.Deadline("enqueue_timeout", c.EnqueueTimeout)
 	v.Deadline("rescue_after", c.RescueAfter)
 	v.Deadline("poll_interval", c.PollInterval)
+	if c.Backend == "postgres" && c.PollInterval > 0 && c.PollInterval < river.FetchPollIntervalMin {
+		v.Error("poll_interval", fmt.Sprintf("must be at least %s on the postgres backend (River's shortest), got %s", river.FetchPollIntervalMin, c.PollInterval),
+			fmt.Sprintf("set poll_interval = %q or more", river.FetchPollIntervalMin.String()))
+	}
 	c.BreakerConfig.Validate(v)
 	if c.Backend == "postgres" && c.JobTimeout > 0 && c.RescueAfter > 0 && c.RescueAfter < c.JobTimeout+time.Second {
 		// River's rescuer: the other backends have no rescue_after.

@@ -93,6 +93,9 @@ func (b *riverBackend) config(workers *river.Workers) *river.Config {
 		DiscardedJobRetentionPeriod: cfg.DeadRetention,
 		CancelledJobRetentionPeriod: cfg.DeadRetention,
 		FetchPollInterval:           cfg.PollInterval,
+		// River refuses a cooldown longer than the poll interval.
+		FetchCooldown: min(river.FetchCooldownDefault, cfg.PollInterval),
+		Hooks:         []rivertype.Hook{river.HookInsertBeginFunc(insertDelayedAvailable)},
 		// FetchOnlyKnownKinds stays false: a job of a kind this process has
 		// no handler for is fetched and fails with River's
 		// UnknownJobKindError, a counted attempt, dead once its attempts are spent
@@ -107,6 +110,21 @@ func (b *riverBackend) config(workers *river.Workers) *river.Config {
 		}
 	}
 	return rc
+}
+
+// insertDelayedAvailable stores a delayed job as available, not scheduled:
+// River's fetch takes only available jobs whose scheduled_at has passed, so
+// the job is fetched by the first poll of a worker after its due time (within
+// poll_interval), where a scheduled one waits for River's scheduler to make it
+// available, which runs every 5 s on the leader only (an interval River does
+// not let a client set). River does the same with its own short retries and
+// snoozes. The state is otherwise the same to jfast: depth counts both and
+// unique keys hold in both.
+func insertDelayedAvailable(_ context.Context, params *rivertype.JobInsertParams) error {
+	if params.State == rivertype.JobStateScheduled {
+		params.State = rivertype.JobStateAvailable
+	}
+	return nil
 }
 
 // ensureMigrated applies River's migrations in the configured schema once per
