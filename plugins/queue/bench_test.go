@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -176,9 +175,7 @@ func benchApp(b *testing.B, backend string, register func(*queue.Plugin), worker
 		b.Fatal(err)
 	}
 	if workers {
-		queuetest.Eventually(b, 10*time.Second, "workers running", func() bool {
-			return strings.Contains(svc.Get(b, "/ready").String(), `"workers":"running"`)
-		})
+		queuetest.WorkersRunning(b, svc, 10*time.Second)
 	}
 	// Warm up: migrations, connections.
 	if _, err := q.Enqueue(context.Background(), "warmup", struct{}{}, queue.Delay(time.Hour)); err != nil {

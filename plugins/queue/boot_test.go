@@ -213,9 +213,7 @@ func TestHandleAfterWorkersStarted(t *testing.T) {
 		_ = queue.Handle(q, "early", func(context.Context, struct{}) error { return nil })
 	}, appOpts{})
 	q, _ := queue.From(svc.App)
-	queuetest.Eventually(t, 5*time.Second, "workers running", func() bool {
-		return strings.Contains(svc.Get(t, "/ready").String(), `"workers":"running"`)
-	})
+	queuetest.WorkersRunning(t, svc, 5*time.Second)
 	if err := queue.Handle(q, "late", func(context.Context, struct{}) error { return nil }); err == nil || !strings.Contains(err.Error(), "after the workers started") {
 		t.Fatalf("late Handle = %v", err)
 	}

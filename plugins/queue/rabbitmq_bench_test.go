@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -132,9 +131,7 @@ func rabbitBenchApp(b *testing.B, register func(*queue.Plugin), workers bool) *q
 		b.Fatal(err)
 	}
 	if workers {
-		queuetest.Eventually(b, 10*time.Second, "workers running", func() bool {
-			return strings.Contains(svc.Get(b, "/ready").String(), `"workers":"running"`)
-		})
+		queuetest.WorkersRunning(b, svc, 10*time.Second)
 	}
 	// Warm up: connection, topology.
 	if _, err := q.Enqueue(context.Background(), "warmup", struct{}{}, queue.Delay(time.Hour)); err != nil {

@@ -3,7 +3,6 @@ package queue_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -49,9 +48,7 @@ func TestPostgresDelayedJobIsDueWithinPollInterval(t *testing.T) {
 			return nil
 		})
 	}, appOpts{})
-	queuetest.Eventually(t, 30*time.Second, "workers running", func() bool {
-		return strings.Contains(svc.Get(t, "/ready").String(), `"workers":"running"`)
-	})
+	queuetest.WorkersRunning(t, svc, 30*time.Second)
 	q, _ := queue.From(svc.App)
 	due := make([]time.Time, len(delays))
 	for i, d := range delays {

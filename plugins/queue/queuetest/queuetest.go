@@ -71,6 +71,15 @@ func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// WorkersRunning waits until svc's /ready says its queue workers are running
+// (a backend may start them in the background), failing t after d.
+func WorkersRunning(t testing.TB, svc *jfasttest.Service, d time.Duration) {
+	t.Helper()
+	Eventually(t, d, "workers running in /ready", func() bool {
+		return strings.Contains(svc.Get(t, "/ready").String(), `"workers":"running"`)
+	})
+}
+
 // Receipt is the typed payload of the suite's jobs.
 type Receipt struct {
 	Order int      `json:"order"`
@@ -639,9 +648,7 @@ func readyBeforeAnyJob(t *testing.T, h Harness) {
 	svc := h.Start(t, Config{Queue: QueueTOML(name, 1)}, func(q *queue.Plugin) {
 		must(t, queue.Handle(q, "noop", func(ctx context.Context, _ struct{}) error { return nil }))
 	})
-	Eventually(t, 10*time.Second, "workers running in /ready", func() bool {
-		return strings.Contains(svc.Get(t, "/ready").String(), `"workers":"running"`)
-	})
+	WorkersRunning(t, svc, 10*time.Second)
 	r := svc.Get(t, "/ready")
 	body := r.String()
 	for _, want := range []string{`"queue":{"healthy":true`, `"depth":{"` + name + `":0}`, `"dead":0`} {
