@@ -125,7 +125,20 @@ func (p *Plugin) Migrate(ctx context.Context, action MigrateAction) (MigrationRe
 		cancel()
 	}()
 
-	m, err := migrate.NewMigrator(ctx, conn, p.cfg.MigrationsTable)
+	return p.migrateOn(ctx, conn, action)
+}
+
+// migrateOn is Migrate on conn, which holds the lock.
+func (p *Plugin) migrateOn(ctx context.Context, conn *pgx.Conn, action MigrateAction) (MigrationReport, error) {
+	rep := MigrationReport{Action: action}
+	// tern's NewMigrator creates the version table. Status changes nothing
+	// (and may run as a role that cannot create), so its migrator has no
+	// connection: it only loads the files, and the version is read here.
+	mconn := conn
+	if action == MigrateStatus {
+		mconn = nil
+	}
+	m, err := migrate.NewMigrator(ctx, mconn, p.cfg.MigrationsTable)
 	if err != nil {
 		return rep, fmt.Errorf("db: migrate: version table %s: %w", p.cfg.MigrationsTable, err)
 	}
@@ -141,7 +154,7 @@ func (p *Plugin) Migrate(ctx context.Context, action MigrateAction) (MigrationRe
 			p.log.Info("db: migrating", "version", seq, "name", name, "direction", direction)
 		}
 	}
-	cur, err := m.GetCurrentVersion(ctx)
+	cur, err := schemaVersion(ctx, conn, p.cfg.MigrationsTable)
 	if err != nil {
 		return rep, fmt.Errorf("db: migrate: read the current version: %w", err)
 	}
@@ -156,7 +169,7 @@ func (p *Plugin) Migrate(ctx context.Context, action MigrateAction) (MigrationRe
 	if err != nil {
 		return rep, fmt.Errorf("db: migrate %s: %w", action, err)
 	}
-	if rep.Current, err = m.GetCurrentVersion(ctx); err != nil {
+	if rep.Current, err = schemaVersion(ctx, conn, p.cfg.MigrationsTable); err != nil {
 		return rep, fmt.Errorf("db: migrate: read the current version: %w", err)
 	}
 	for _, mg := range m.Migrations {
@@ -164,6 +177,20 @@ func (p *Plugin) Migrate(ctx context.Context, action MigrateAction) (MigrationRe
 		rep.Latest = max(rep.Latest, mg.Sequence)
 	}
 	return rep, nil
+}
+
+// schemaVersion reads the version that table records: 0 when the table
+// does not exist (tern creates it on the first up or down). table resolves
+// as in a statement, schema-qualified or by the search_path; validate
+// made sure it is an identifier.
+func schemaVersion(ctx context.Context, conn *pgx.Conn, table string) (int32, error) {
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&exists); err != nil || !exists {
+		return 0, err
+	}
+	var v int32
+	err := conn.QueryRow(ctx, "SELECT version FROM "+table).Scan(&v)
+	return v, err
 }
 
 func (p *Plugin) migrateAppName() string {

@@ -2,11 +2,15 @@ package db
 
 import (
 	"context"
+	"errors"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/jfasttest"
@@ -24,11 +28,17 @@ func migrations(prefix string) fstest.MapFS {
 // migrator builds (without starting) an App whose db plugin has fsys.
 func migrator(t *testing.T, table string, fsys fstest.MapFS) *Plugin {
 	t.Helper()
+	return migratorOn(t, testURL(), table, fsys)
+}
+
+// migratorOn is migrator on the database at dbURL.
+func migratorOn(t *testing.T, dbURL, table string, fsys fstest.MapFS) *Plugin {
+	t.Helper()
 	p := New(WithMigrations(fsys))
 	_, err := jfasttest.New(t, jfasttest.Options{
 		TOML:    "[plugins]\nenabled = [\"db\"]\n[plugin.db]\nmigrations_table = \"" + table + "\"\n",
 		Plugins: []framework.Plugin{p},
-		Env:     map[string]string{"JFAST_DB_URL": testURL()},
+		Env:     map[string]string{"JFAST_DB_URL": dbURL},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -126,4 +136,74 @@ func TestParseMigrateAction(t *testing.T) {
 	if _, err := ParseMigrateAction("sideways"); err == nil {
 		t.Fatal("sideways accepted")
 	}
+}
+
+// Status reads the version and creates nothing: not the version table on a
+// database never migrated (nor its schema), and it needs no CREATE privilege.
+func TestMigrateStatusCreatesNothing(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, table string
+		noCreate    bool
+	}{
+		{"default table", "public.schema_version", false},
+		{"schema that does not exist", "audit.schema_version", false},
+		{"role without create", "public.schema_version", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			dbURL := jfasttest.NewDatabase(t, "dbmig").URL()
+			runAs := dbURL
+			if tc.noCreate {
+				runAs = roleWithoutCreate(t, dbURL)
+			}
+			var out strings.Builder
+			if err := migratorOn(t, runAs, tc.table, migrations("st")).RunMigrations(ctx, "status", &out); err != nil {
+				t.Fatalf("status: %v\n%s", err, out.String())
+			}
+			want := "  pending  001 001_create_widgets\n  pending  002 002_create_gadgets\nversion 0 of 2 (" + tc.table + ")\n"
+			if out.String() != want {
+				t.Fatalf("status wrote:\n%s\nwant:\n%s", out.String(), want)
+			}
+			if created := queryText(t, dbURL, "SELECT to_regclass($1)::text", tc.table); created != nil {
+				t.Fatalf("status created %s", *created)
+			}
+		})
+	}
+}
+
+// roleWithoutCreate makes a login role that may not create anything in
+// the database at dbURL (dropped when the test ends) and returns dbURL as it.
+func roleWithoutCreate(t *testing.T, dbURL string) string {
+	t.Helper()
+	role := "jfast_mig_" + suffix()
+	queryText(t, dbURL, "REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+	queryText(t, dbURL, "CREATE ROLE "+role+" LOGIN")
+	t.Cleanup(func() { queryText(t, adminURL, "DROP ROLE IF EXISTS "+role) })
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(role)
+	return u.String()
+}
+
+// queryText runs sql on its own connection to dbURL and returns the first
+// column of its row, nil for NULL or no row.
+func queryText(t *testing.T, dbURL, sql string, args ...any) *string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var s *string
+	if err := conn.QueryRow(ctx, sql, args...).Scan(&s); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return s
 }
