@@ -66,8 +66,10 @@ type MigrationReport struct {
 	Current int32
 	// Latest is the highest version the service knows.
 	Latest int32
-	// Applied lists the migrations this call ran (up) or reverted (down),
-	// in the order it did; empty when another replica had already done it.
+	// Applied lists the migrations this call applied (up) or reverted
+	// (down) and committed, in the order it did; empty when another
+	// replica had already done it. With an error, it lists those that
+	// committed before the one that failed.
 	Applied []Migration
 	// Migrations lists every known migration.
 	Migrations []Migration
@@ -148,8 +150,15 @@ func (p *Plugin) migrateOn(ctx context.Context, conn *pgx.Conn, action MigrateAc
 	if len(m.Migrations) == 0 {
 		return rep, errors.New("db: migrate: no migration files (NNN_name.sql) at the root of the migrations fs")
 	}
+	// tern calls OnStart before a migration runs, and starts the next one
+	// only once the one before committed: a migration is done when the next
+	// starts, or when the whole run returns without an error.
+	var running *Migration
 	m.OnStart = func(seq int32, name, direction, _ string) {
-		rep.Applied = append(rep.Applied, Migration{Version: seq, Name: strings.TrimSuffix(name, ".sql"), Applied: direction == "up"})
+		if running != nil {
+			rep.Applied = append(rep.Applied, *running)
+		}
+		running = &Migration{Version: seq, Name: strings.TrimSuffix(name, ".sql"), Applied: direction == "up"}
 		if p.log != nil {
 			p.log.Info("db: migrating", "version", seq, "name", name, "direction", direction)
 		}
@@ -168,6 +177,9 @@ func (p *Plugin) migrateOn(ctx context.Context, conn *pgx.Conn, action MigrateAc
 	}
 	if err != nil {
 		return rep, fmt.Errorf("db: migrate %s: %w", action, err)
+	}
+	if running != nil {
+		rep.Applied = append(rep.Applied, *running)
 	}
 	if rep.Current, err = schemaVersion(ctx, conn, p.cfg.MigrationsTable); err != nil {
 		return rep, fmt.Errorf("db: migrate: read the current version: %w", err)

@@ -207,3 +207,32 @@ func queryText(t *testing.T, dbURL, sql string, args ...any) *string {
 	}
 	return s
 }
+
+// A migration that fails is not reported applied: the report and the
+// command's lines name only the migrations that committed before it, the
+// version stays at the last of them, and the error names the migration.
+func TestMigrateReportsOnlyWhatCommitted(t *testing.T) {
+	t.Parallel()
+	prefix := "mf_" + suffix()
+	fsys := fstest.MapFS{
+		"001_a.sql": {Data: []byte("CREATE TABLE " + prefix + "_a (id int);\n---- create above / drop below ----\nDROP TABLE " + prefix + "_a;\n")},
+		"002_b.sql": {Data: []byte("SELEC oops;\n---- create above / drop below ----\nSELECT 1;\n")},
+		"003_c.sql": {Data: []byte("CREATE TABLE " + prefix + "_c (id int);\n---- create above / drop below ----\nDROP TABLE " + prefix + "_c;\n")},
+	}
+	p := migrator(t, "public."+prefix+"_version", fsys)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out strings.Builder
+	err := p.RunMigrations(ctx, "up", &out)
+	if err == nil || !strings.Contains(err.Error(), "002_b.sql: ") || out.String() != "applied 001 001_a\n" {
+		t.Fatalf("up: %v; wrote:\n%s\nwant the error of 002_b.sql after \"applied 001 001_a\" alone", err, out.String())
+	}
+	r, err := p.Migrate(ctx, MigrateUp)
+	if err == nil || !strings.Contains(err.Error(), "002_b.sql: ") || len(r.Applied) != 0 {
+		t.Fatalf("up again: %+v, %v", r, err)
+	}
+	r, err = p.Migrate(ctx, MigrateStatus)
+	if err != nil || r.Current != 1 || r.Pending() != 2 || !r.Migrations[0].Applied || r.Migrations[1].Applied {
+		t.Fatalf("status: %+v, %v", r, err)
+	}
+}
