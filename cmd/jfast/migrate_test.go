@@ -74,3 +74,30 @@ func TestJfastMigrateNamesTheServiceCommand(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %q; want 1 naming `orders migrate up`", code, stdout.String(), stderr.String())
 	}
 }
+
+// A migration that fails through the service's command: the lines name only
+// the migration that committed, the error says "db: migrate up" once and
+// names the one that failed, and status then finds it pending.
+func TestMigrateFailureThroughTheServiceCommand(t *testing.T) {
+	t.Parallel()
+	url := privateDatabase(t)
+	opts := framework.Options{
+		Plugins: []framework.Plugin{db.New(db.WithMigrations(fstest.MapFS{
+			"001_a.sql": {Data: []byte("CREATE TABLE a (id int);\n---- create above / drop below ----\nDROP TABLE a;\n")},
+			"002_b.sql": {Data: []byte("SELEC oops;\n---- create above / drop below ----\nSELECT 1;\n")},
+		}))},
+		ConfigText: "[app]\nname = \"widgets\"\n[plugins]\nenabled = [\"observability\", \"db\"]\n",
+		Environ:    []string{"JFAST_DB_URL=" + url},
+	}
+	var stdout, stderr bytes.Buffer
+	code := cli.Run(context.Background(), cli.NewCommand(opts), []string{"migrate", "up"}, &stdout, &stderr)
+	if code != 1 || stdout.String() != "db: migrate up\napplied 001 001_a\n" ||
+		!strings.HasPrefix(stderr.String(), "error: db: migrate up: 002_b.sql: ERROR: syntax error") || strings.Count(stderr.String(), "migrate up") != 1 {
+		t.Fatalf("up: exit %d\nstdout %s\nstderr %s", code, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	code = cli.Run(context.Background(), cli.NewCommand(opts), []string{"migrate", "status"}, &stdout, &stderr)
+	if code != 0 || !strings.Contains(stdout.String(), "  applied  001 001_a\n  pending  002 002_b\nversion 1 of 2") {
+		t.Fatalf("status: exit %d\nstdout %s", code, stdout.String())
+	}
+}

@@ -86,17 +86,28 @@ func (r MigrationReport) Pending() int { return int(r.Latest - r.Current) }
 //
 // Migrate works on a plugin that has not started (the CLI loads the
 // configuration with framework.New and calls it), and is bounded by ctx
-// (connecting by connect_timeout as well).
+// (connecting by connect_timeout as well). Its errors begin
+// "db: migrate <action>: ".
 func (p *Plugin) Migrate(ctx context.Context, action MigrateAction) (MigrationReport, error) {
+	rep, err := p.migrate(ctx, action)
+	if err != nil {
+		return rep, fmt.Errorf("db: migrate %s: %w", action, err)
+	}
+	return rep, nil
+}
+
+// migrate is Migrate with errors that do not say "db: migrate <action>":
+// RunMigrations returns them to the command, which says it.
+func (p *Plugin) migrate(ctx context.Context, action MigrateAction) (MigrationReport, error) {
 	rep := MigrationReport{Action: action}
 	if p.migrations == nil {
-		return rep, errors.New("db: migrate: no migrations were compiled in; pass db.WithMigrations(fsys) to db.New")
+		return rep, errors.New("no migrations were compiled in; pass db.WithMigrations(fsys) to db.New")
 	}
 	if action < MigrateUp || action > MigrateStatus {
-		return rep, fmt.Errorf("db: migrate: unknown action %d", int(action))
+		return rep, errors.New("unknown action; use db.MigrateUp, db.MigrateDown or db.MigrateStatus")
 	}
 	if p.cfg.URL == "" {
-		return rep, errors.New("db: migrate: url is not set; set [plugin.db] url or JFAST_DB_URL")
+		return rep, errors.New("url is not set; set [plugin.db] url or JFAST_DB_URL")
 	}
 	pc, err := p.poolConfig(p.cfg.URL, 1, 0)
 	if err != nil {
@@ -106,7 +117,7 @@ func (p *Plugin) Migrate(ctx context.Context, action MigrateAction) (MigrationRe
 	cc.RuntimeParams["application_name"] = p.migrateAppName()
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
-		return rep, p.unavailableMigrate(fmt.Errorf("db: migrate: connect: %w", err))
+		return rep, p.unavailableMigrate(fmt.Errorf("connect: %w", err))
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -119,7 +130,7 @@ func (p *Plugin) Migrate(ctx context.Context, action MigrateAction) (MigrationRe
 	// takes its own (re-entrant) lock inside as well.
 	lockKey := "jfast.migrate:" + p.cfg.MigrationsTable
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(hashtextextended($1, 0))", lockKey); err != nil {
-		return rep, p.unavailableMigrate(fmt.Errorf("db: migrate: take the advisory lock: %w", err))
+		return rep, p.unavailableMigrate(fmt.Errorf("take the advisory lock: %w", err))
 	}
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -130,7 +141,7 @@ func (p *Plugin) Migrate(ctx context.Context, action MigrateAction) (MigrationRe
 	return p.migrateOn(ctx, conn, action)
 }
 
-// migrateOn is Migrate on conn, which holds the lock.
+// migrateOn is migrate on conn, which holds the lock.
 func (p *Plugin) migrateOn(ctx context.Context, conn *pgx.Conn, action MigrateAction) (MigrationReport, error) {
 	rep := MigrationReport{Action: action}
 	// tern's NewMigrator creates the version table. Status changes nothing
@@ -142,13 +153,13 @@ func (p *Plugin) migrateOn(ctx context.Context, conn *pgx.Conn, action MigrateAc
 	}
 	m, err := migrate.NewMigrator(ctx, mconn, p.cfg.MigrationsTable)
 	if err != nil {
-		return rep, fmt.Errorf("db: migrate: version table %s: %w", p.cfg.MigrationsTable, err)
+		return rep, fmt.Errorf("version table %s: %w", p.cfg.MigrationsTable, err)
 	}
 	if err := m.LoadMigrations(p.migrations); err != nil {
-		return rep, fmt.Errorf("db: migrate: load migrations: %w", err)
+		return rep, fmt.Errorf("load migrations: %w", err)
 	}
 	if len(m.Migrations) == 0 {
-		return rep, errors.New("db: migrate: no migration files (NNN_name.sql) at the root of the migrations fs")
+		return rep, errors.New("no migration files (NNN_name.sql) at the root of the migrations fs")
 	}
 	// tern calls OnStart before a migration runs, and starts the next one
 	// only once the one before committed: a migration is done when the next
@@ -165,7 +176,7 @@ func (p *Plugin) migrateOn(ctx context.Context, conn *pgx.Conn, action MigrateAc
 	}
 	cur, err := schemaVersion(ctx, conn, p.cfg.MigrationsTable)
 	if err != nil {
-		return rep, fmt.Errorf("db: migrate: read the current version: %w", err)
+		return rep, fmt.Errorf("read the current version: %w", err)
 	}
 	switch action {
 	case MigrateUp:
@@ -176,13 +187,13 @@ func (p *Plugin) migrateOn(ctx context.Context, conn *pgx.Conn, action MigrateAc
 		}
 	}
 	if err != nil {
-		return rep, fmt.Errorf("db: migrate %s: %w", action, err)
+		return rep, err
 	}
 	if running != nil {
 		rep.Applied = append(rep.Applied, *running)
 	}
 	if rep.Current, err = schemaVersion(ctx, conn, p.cfg.MigrationsTable); err != nil {
-		return rep, fmt.Errorf("db: migrate: read the current version: %w", err)
+		return rep, fmt.Errorf("read the current version: %w", err)
 	}
 	for _, mg := range m.Migrations {
 		rep.Migrations = append(rep.Migrations, Migration{Version: mg.Sequence, Name: strings.TrimSuffix(mg.Name, ".sql"), Applied: mg.Sequence <= rep.Current})
@@ -223,13 +234,14 @@ func (p *Plugin) unavailableMigrate(err error) error {
 // RunMigrations implements framework.Migrator, behind the service's
 // "migrate up|down|status" command: it runs [Plugin.Migrate] and writes one
 // line per migration it applied or reverted, then one per known migration
-// with its state, then the version.
+// with its state, then the version. Its errors leave out the
+// "db: migrate <direction>: " that the command puts in front of them.
 func (p *Plugin) RunMigrations(ctx context.Context, direction string, out io.Writer) error {
 	action, err := ParseMigrateAction(direction)
 	if err != nil {
 		return err
 	}
-	r, err := p.Migrate(ctx, action)
+	r, err := p.migrate(ctx, action)
 	for _, m := range r.Applied {
 		verb := "applied"
 		if action == MigrateDown {

@@ -224,11 +224,12 @@ func TestMigrateReportsOnlyWhatCommitted(t *testing.T) {
 	defer cancel()
 	var out strings.Builder
 	err := p.RunMigrations(ctx, "up", &out)
-	if err == nil || !strings.Contains(err.Error(), "002_b.sql: ") || out.String() != "applied 001 001_a\n" {
+	// The command puts "db: migrate up: " in front of the error itself.
+	if err == nil || !strings.HasPrefix(err.Error(), "002_b.sql: ") || out.String() != "applied 001 001_a\n" {
 		t.Fatalf("up: %v; wrote:\n%s\nwant the error of 002_b.sql after \"applied 001 001_a\" alone", err, out.String())
 	}
 	r, err := p.Migrate(ctx, MigrateUp)
-	if err == nil || !strings.Contains(err.Error(), "002_b.sql: ") || len(r.Applied) != 0 {
+	if err == nil || !strings.HasPrefix(err.Error(), "db: migrate up: 002_b.sql: ") || strings.Count(err.Error(), "migrate up") != 1 || len(r.Applied) != 0 {
 		t.Fatalf("up again: %+v, %v", r, err)
 	}
 	r, err = p.Migrate(ctx, MigrateStatus)
