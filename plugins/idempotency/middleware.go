@@ -219,15 +219,8 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		LeaseUntil:  now.Add(p.cfg.Lease),
 		ExpiresAt:   now.Add(p.cfg.TTL),
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.StoreTimeout)
-	acquired, rec, err := p.store.acquire(ctx, c)
-	cancel()
-	if err != nil {
-		g.count(outcomeUnavailable)
-		p.log.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: the store did not answer; the request is refused with 503 and not run",
-			slog.String("store", p.store.name()), slog.String("error", scrub(err)))
-		framework.WriteError(w, r, p.unavailable(err))
-		p.releaseLater(c)
+	acquired, rec, ok := g.take(w, r, c)
+	if !ok {
 		return
 	}
 	p.maybeSweep(now)
@@ -236,6 +229,39 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.run(w, r, c)
+}
+
+// take acquires c's key. When the first request with it has answered, in
+// this process, and is still writing its response to the store, take waits
+// for that write (bounded by store_timeout, as the write is) and asks again:
+// the repeat gets the stored response, or runs after a release, instead of a
+// 409 for a request whose client already has its answer. When the store
+// does not answer, take answers 503 and reports !ok.
+func (g *guard) take(w http.ResponseWriter, r *http.Request, c claim) (acquired bool, rec *record, ok bool) {
+	p := g.p
+	settled := p.settling.of(c.Key)
+	for {
+		ctx, cancel := context.WithTimeout(r.Context(), p.cfg.StoreTimeout)
+		acquired, rec, err := p.store.acquire(ctx, c)
+		cancel()
+		if err != nil {
+			g.count(outcomeUnavailable)
+			p.log.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: the store did not answer; the request is refused with 503 and not run",
+				slog.String("store", p.store.name()), slog.String("error", scrub(err)))
+			framework.WriteError(w, r, p.unavailable(err))
+			p.releaseLater(c)
+			return false, nil, false
+		}
+		if acquired || settled == nil || rec.State != stateRunning || rec.Fingerprint != c.Fingerprint {
+			return acquired, rec, true
+		}
+		select {
+		case <-settled:
+		case <-r.Context().Done():
+			return false, rec, true
+		}
+		settled = nil // once: a key still running after the write is held
+	}
 }
 
 // refuseTooLarge answers a keyed request whose body is over limit bytes, the
@@ -333,6 +359,8 @@ func (g *guard) run(w http.ResponseWriter, r *http.Request, c claim) {
 	if status == 0 {
 		status = http.StatusOK
 	}
+	// A repeat that finds the key still running waits for this write.
+	defer p.settling.begin(c.Key)()
 	if !stored(status) {
 		g.release(r, c)
 		g.count(outcomeReleased)

@@ -28,6 +28,8 @@ type Plugin struct {
 	dep     string // the plugin behind the store: "db" or "cache"
 	allowed []string
 	metrics *metrics
+	// settling makes a repeat wait for its first request's store write.
+	settling settling
 
 	// Background sweeps of the postgres store.
 	base      context.Context
