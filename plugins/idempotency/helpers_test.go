@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -72,6 +73,11 @@ type setupOpts struct {
 	opts       Opts
 	// wrap, when set, wraps the guarded /payments route outside the middleware.
 	wrap func(http.Handler) http.Handler
+	// redis, when set, is the Redis of the redis store instead of the
+	// machine's: a private server (drills.StartRedis) the test may pause.
+	redis *drills.Redis
+	// guarded, when set, adds the test's own routes behind the middleware.
+	guarded func(g chi.Router)
 }
 
 // setup starts a service with the db or cache plugin and the idempotency
@@ -84,12 +90,17 @@ type setupOpts struct {
 //	POST /too-many        guarded: 429
 //	POST /panics          guarded: panics
 //	POST /bad             guarded: 400 after counting
+//
+// and the routes setupOpts.guarded adds.
 func setup(t testing.TB, o setupOpts) *bundle {
 	t.Helper()
 	b := &bundle{clock: jfasttest.NewClock(), store: o.store}
 	target := sharedRedis
-	if o.store == StorePostgres {
+	switch {
+	case o.store == StorePostgres:
 		target = "127.0.0.1:5432"
+	case o.redis != nil:
+		target = o.redis.Addr()
 	}
 	addr := target
 	if o.proxy {
@@ -122,7 +133,9 @@ func setup(t testing.TB, o setupOpts) *bundle {
 		plugins = []framework.Plugin{db.New(), New()}
 	case StoreRedis:
 		b.prefix = fmt.Sprintf("jfasttest:idempotency:%s:%s:", strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()), suffix())
-		t.Cleanup(func() { deletePrefix(t, b.prefix) })
+		if o.redis == nil {
+			t.Cleanup(func() { deletePrefix(t, b.prefix) })
+		}
 		toml.WriteString("[plugins]\nenabled = [\"cache\", \"idempotency\"]\n")
 		if o.cacheTOML != "" {
 			fmt.Fprintf(&toml, "[plugin.cache]\n%s\n", o.cacheTOML)
@@ -186,6 +199,9 @@ func setup(t testing.TB, o setupOpts) *bundle {
 				_, err := w.Write([]byte(`{"error":"amount must be positive"}`))
 				return err
 			}))
+			if o.guarded != nil {
+				o.guarded(g)
+			}
 			return nil
 		},
 	})
@@ -226,6 +242,22 @@ func (b *bundle) hold() (entered <-chan struct{}, release func()) {
 	b.mu.Unlock()
 	var once sync.Once
 	return in, func() { once.Do(func() { close(gate) }) }
+}
+
+// settled waits until the first request with key, sent by post as
+// testCaller, has written its response to the store or failed to: its
+// client has the response before that.
+func (b *bundle) settled(key string) {
+	if done := b.idem.settling.of(callerKey(key)); done != nil {
+		<-done
+	}
+}
+
+// callerKey is the store key of key sent by post as testCaller.
+func callerKey(key string) string {
+	r := httptest.NewRequest(http.MethodPost, "/", nil)
+	r = r.WithContext(framework.ContextWithBearerToken(r.Context(), testCaller))
+	return storeKey(ScopeCaller, BearerSubject(r), key)
 }
 
 // bearerFromHeader records an Authorization: Bearer token in the context, as
