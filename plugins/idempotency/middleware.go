@@ -389,7 +389,7 @@ func (g *guard) run(w http.ResponseWriter, r *http.Request, c claim) {
 	switch {
 	case err != nil:
 		outcome = outcomeLost
-		p.log.LogAttrs(r.Context(), slog.LevelError, "idempotency: the response could not be stored; the key stays held until its lease ends, then a retry runs the handler again",
+		p.log.LogAttrs(r.Context(), slog.LevelError, "idempotency: the response could not be stored (its client gets it all the same); if the write reached the store after all (a timeout), repeats get it replayed; if not, the key stays held until its lease ends, then a retry runs the handler again",
 			slog.String("store", p.store.name()), slog.Duration("lease", p.cfg.Lease), slog.String("error", scrub(err)))
 	case !ok:
 		outcome = outcomeLost
@@ -404,7 +404,7 @@ func (g *guard) release(r *http.Request, c claim) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.cfg.StoreTimeout)
 	defer cancel()
 	if err := p.store.release(ctx, c.Key, c.Token); err != nil {
-		p.log.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: the key could not be released; repeats get 409 until its lease ends",
+		p.log.LogAttrs(r.Context(), slog.LevelWarn, "idempotency: the key could not be released; unless the release reached the store after all (a timeout), repeats get 409 until its lease ends",
 			slog.String("store", p.store.name()), slog.Duration("lease", p.cfg.Lease), slog.String("error", scrub(err)))
 	}
 }
