@@ -57,4 +57,9 @@
 // A 5xx or 429 first response is not stored and the key is released, so a
 // retry runs the handler again. A first request that crashes holds its key
 // until its lease ends.
+//
+// The first response goes to the client, with its Content-Length, when the
+// handler returns and before it is stored (or its key released), so a slow
+// store delays the record, not the answer; a repeat that reaches the same
+// instance while that write is under way waits for it.
 package idempotency
