@@ -152,58 +152,7 @@ func setup(t testing.TB, o setupOpts) *bundle {
 		Plugins: plugins,
 		Env:     env,
 		Clock:   b.clock,
-		Routes: func(app *framework.App, r chi.Router) error {
-			idem, err := From(app)
-			if err != nil {
-				return err
-			}
-			b.idem = idem
-			r = r.With(bearerFromHeader)
-			g := r.With(idem.Middleware(o.opts))
-			var payments http.Handler = framework.Handler(b.pay)
-			if o.wrap != nil {
-				payments = o.wrap(idem.Middleware(o.opts)(payments))
-				r.Method(http.MethodPost, "/payments", payments)
-			} else {
-				g.Method(http.MethodPost, "/payments", payments)
-			}
-			g.Method(http.MethodPost, "/orders/{id}", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
-				n := b.effects.Add(1)
-				return framework.JSON(w, http.StatusOK, map[string]any{"order": chi.URLParam(r, "id"), "n": n})
-			}))
-			g.Method(http.MethodPost, "/flaky", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
-				if b.failFirst.CompareAndSwap(true, false) {
-					return &problem.DependencyError{Dependency: "ledger", Err: errors.New("ledger refused the connection")}
-				}
-				return b.pay(w, r)
-			}))
-			g.Method(http.MethodPost, "/big", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
-				b.effects.Add(1)
-				w.Header().Set("Content-Type", "text/plain")
-				_, err := w.Write([]byte(strings.Repeat("x", 64)))
-				return err
-			}))
-			g.Method(http.MethodPost, "/too-many", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
-				b.effects.Add(1)
-				w.WriteHeader(http.StatusTooManyRequests)
-				return nil
-			}))
-			g.Method(http.MethodPost, "/panics", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
-				b.effects.Add(1)
-				panic("handler bug")
-			}))
-			g.Method(http.MethodPost, "/bad", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
-				b.effects.Add(1)
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusBadRequest)
-				_, err := w.Write([]byte(`{"error":"amount must be positive"}`))
-				return err
-			}))
-			if o.guarded != nil {
-				o.guarded(g)
-			}
-			return nil
-		},
+		Routes:  b.routes(o),
 	})
 	if b.proxy != nil {
 		// Let a blackholed proxy forward again before the App stops, so
@@ -211,6 +160,62 @@ func setup(t testing.TB, o setupOpts) *bundle {
 		t.Cleanup(func() { _ = b.proxy.Pass() })
 	}
 	return b
+}
+
+// routes adds setup's routes (see setup) to the service.
+func (b *bundle) routes(o setupOpts) func(app *framework.App, r chi.Router) error {
+	return func(app *framework.App, r chi.Router) error {
+		idem, err := From(app)
+		if err != nil {
+			return err
+		}
+		b.idem = idem
+		r = r.With(bearerFromHeader)
+		g := r.With(idem.Middleware(o.opts))
+		var payments http.Handler = framework.Handler(b.pay)
+		if o.wrap != nil {
+			payments = o.wrap(idem.Middleware(o.opts)(payments))
+			r.Method(http.MethodPost, "/payments", payments)
+		} else {
+			g.Method(http.MethodPost, "/payments", payments)
+		}
+		g.Method(http.MethodPost, "/orders/{id}", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+			n := b.effects.Add(1)
+			return framework.JSON(w, http.StatusOK, map[string]any{"order": chi.URLParam(r, "id"), "n": n})
+		}))
+		g.Method(http.MethodPost, "/flaky", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+			if b.failFirst.CompareAndSwap(true, false) {
+				return &problem.DependencyError{Dependency: "ledger", Err: errors.New("ledger refused the connection")}
+			}
+			return b.pay(w, r)
+		}))
+		g.Method(http.MethodPost, "/big", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+			b.effects.Add(1)
+			w.Header().Set("Content-Type", "text/plain")
+			_, err := w.Write([]byte(strings.Repeat("x", 64)))
+			return err
+		}))
+		g.Method(http.MethodPost, "/too-many", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+			b.effects.Add(1)
+			w.WriteHeader(http.StatusTooManyRequests)
+			return nil
+		}))
+		g.Method(http.MethodPost, "/panics", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+			b.effects.Add(1)
+			panic("handler bug")
+		}))
+		g.Method(http.MethodPost, "/bad", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+			b.effects.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, err := w.Write([]byte(`{"error":"amount must be positive"}`))
+			return err
+		}))
+		if o.guarded != nil {
+			o.guarded(g)
+		}
+		return nil
+	}
 }
 
 // pay acts once (a side effect), then answers 201 with the payment's number.
