@@ -506,12 +506,14 @@ func (t Ticket) hung() (spent, refuses bool) {
 	case t.trip():
 		spent = true
 	}
-	return spent, b.refuses()
+	return spent, b.Refuses()
 }
 
-// refuses reports whether Allow would refuse a call now, without taking a
-// ticket or moving an open breaker whose cool-down ended to half-open.
-func (b *Breaker) refuses() bool {
+// Refuses reports whether Allow would refuse a call now, without taking a
+// ticket or moving an open breaker whose cool-down ended to half-open: one
+// atomic load, and a clock read while open. A balancer reads it to choose
+// among the instances that would take a call.
+func (b *Breaker) Refuses() bool {
 	v := b.sg.Load()
 	switch State(v & sgStateMask) {
 	case StateOpen:

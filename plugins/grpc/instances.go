@@ -387,7 +387,21 @@ func (c *ServiceClient) choose(tried, refused []*instance, anyState bool) *insta
 		}
 		return cands[i]
 	}
-	return cands[int(c.next.Add(1)%uint64(n))]
+	// Round robin over the candidates whose breakers take a call now: were
+	// an ejected instance's turn passed to pick's next round, which takes
+	// a turn of its own, the instance after it would be skipped and the one
+	// after that get its share and the ejected one's (3 in 4 of 3 instances).
+	var takeBuf [maxPickBuffer]*instance
+	take := takeBuf[:0]
+	for _, in := range cands {
+		if !in.breaker.Load().Refuses() {
+			take = append(take, in)
+		}
+	}
+	if len(take) > 0 {
+		cands = take
+	}
+	return cands[int(c.next.Add(1)%uint64(len(cands)))]
 }
 
 // reconnected gives in a fresh breaker if its channel was lost since it was

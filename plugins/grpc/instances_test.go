@@ -70,6 +70,26 @@ func TestInstanceThatFailsIsEjected(t *testing.T) {
 	}
 }
 
+// With one of three instances ejected, round_robin takes turns among the
+// two that take calls: 60 calls in a row go 30 and 30 (before, the
+// ejected instance's turn skipped the one after it: 45 and 15).
+func TestRoundRobinAroundAnEjectedInstanceIsEven(t *testing.T) {
+	t.Parallel()
+	clock := jfasttest.NewClock()
+	clock.SetAutoAdvance(true) // the retries' backoff waits
+	srv := serveInstances(t, 3)
+	c := newClient(t, jgrpc.Upstream{Instances: addrsOf(srv), IdempotentMethods: []string{getStock}}, jgrpc.WithClock(clock))
+	ejectSecond(t, c, srv)
+	first, third := srv[0].inv.getStocks.Load(), srv[2].inv.getStocks.Load()
+	const calls = 60
+	n := 0
+	getUntil(t, c, func() bool { n++; return n > calls })
+	a, b := srv[0].inv.getStocks.Load()-first, srv[2].inv.getStocks.Load()-third
+	if a+b != calls || a != calls/2 || b != calls/2 {
+		t.Errorf("%d calls with the second instance ejected: %d to the first, %d to the third; want %d each", calls, a, b, calls/2)
+	}
+}
+
 // ejectSecond has c spread calls over the three servers, then makes the
 // second answer every call with UNAVAILABLE: it must get exactly
 // breaker_failures calls before its breaker opens (none failing, each
