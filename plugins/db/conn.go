@@ -41,7 +41,8 @@ func (c *Conn) Hijack() *pgx.Conn { return c.c.Hijack() }
 func (c *Conn) Ping(ctx context.Context) error {
 	ctx, cancel := c.db.statementCtx(ctx)
 	defer cancel()
-	return c.db.connErr(endOf(c.c.Conn()), c.c.Ping(ctx))
+	err := c.c.Ping(ctx) // before the connection is asked how the ping left it
+	return c.db.connErr(endOf(c.c.Conn()), err)
 }
 
 // Exec runs sql and returns its command tag.

@@ -443,15 +443,26 @@ func (t *poolTx) releaseConn() {
 }
 
 func (t *poolTx) Commit(ctx context.Context) error {
-	err := t.db.connErr(t.end(), t.Tx.Commit(ctx))
+	err := t.endErr(t.Tx.Commit(ctx))
 	t.releaseConn()
 	return err
 }
 
 func (t *poolTx) end() connEnd { return endOf(t.Tx.Conn()) }
 
+// endErr is connErr for the error of the COMMIT or ROLLBACK that ended the
+// transaction, the connection asked once it has run. A transaction that was
+// already over is not asked: its connection may be back in the pool,
+// serving another request.
+func (t *poolTx) endErr(err error) error {
+	if err == nil || isTxClosed(err) {
+		return err
+	}
+	return t.db.connErr(t.end(), err)
+}
+
 func (t *poolTx) Rollback(ctx context.Context) error {
-	err := t.Tx.Rollback(ctx)
+	err := t.endErr(t.Tx.Rollback(ctx))
 	t.releaseConn()
 	return err
 }
