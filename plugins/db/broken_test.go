@@ -70,9 +70,10 @@ func backendPID(ctx context.Context, t *testing.T, q interface {
 
 // A statement that breaks its connection is the db dependency error, a 503
 // naming db, whichever statement it is: the COMMIT and ROLLBACK that end a
-// transaction and a Conn's Ping too. Before, those asked the connection
-// whether it had broken before sending the statement, and answered pgx's
-// error, a 500.
+// transaction and a Conn's Ping too (before, those asked the connection
+// whether it had broken before sending the statement), and each statement
+// of a batch, read with Exec, Query or QueryRow (before, only Close's error
+// was): not pgx's error, a 500.
 func TestEveryStatementThatBreaksItsConnectionIs503(t *testing.T) {
 	t.Parallel()
 	table := tableName(t)
@@ -103,20 +104,8 @@ func TestEveryStatementThatBreaksItsConnectionIs503(t *testing.T) {
 		t.Errorf("a COMMIT whose session the server ended: %d %s; want a 503 naming db", r.Status, r.Body)
 	}
 
-	onConn := func(f func(c *Conn) error) func() error {
-		return func() error {
-			c, err := b.db.Acquire(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Release()
-			return f(c)
-		}
-	}
-	for _, tc := range []struct {
-		name string
-		run  func() error
-	}{
+	onConn := func(f func(c *Conn) error) func() error { return b.onConn(ctx, f) }
+	runs := []statementRun{
 		{"DB.Tx: COMMIT", func() error {
 			return b.db.Tx(ctx, func(tx pgx.Tx) error { _, err := tx.Exec(ctx, insert); return err })
 		}},
@@ -152,7 +141,11 @@ func TestEveryStatementThatBreaksItsConnectionIs503(t *testing.T) {
 			endSession(ctx, t, admin, backendPID(ctx, t, c))
 			return c.Ping(ctx)
 		})},
-	} {
+	}
+	// A batch whose statement ends its own session.
+	mustExec(t, b.db, fmt.Sprintf("CREATE FUNCTION %s_end_session() RETURNS int LANGUAGE plpgsql AS $$ BEGIN %s; RETURN 1; END $$", table, endOwnSession))
+	runs = append(runs, b.batchRuns(ctx, "SELECT "+table+"_end_session()")...)
+	for _, tc := range runs {
 		if err := tc.run(); !isDBDependencyError(err) {
 			t.Errorf("%s, its session ended by the server: %T %v; want a db dependency error", tc.name, err, err)
 		}

@@ -81,11 +81,7 @@ func (c *Conn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 // before the next statement on the connection.
 func (c *Conn) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	ctx, cancel := c.db.statementCtx(ctx)
-	br := c.c.SendBatch(ctx, b)
-	if tx := br.Tx(); tx != nil {
-		return &releasingBatch{BatchResults: br, tx: &poolTx{Tx: tx, db: c.db}, db: c.db, conn: c.c.Conn(), release: cancel}
-	}
-	return &releasingBatch{BatchResults: br, db: c.db, conn: c.c.Conn(), release: cancel}
+	return c.db.batchOf(c.c.SendBatch(ctx, b), c.c.Conn(), nil, cancel)
 }
 
 // CopyFrom copies rows into tableName with the COPY protocol.

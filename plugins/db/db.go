@@ -178,19 +178,16 @@ func (d *DB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 }
 
 // SendBatch sends every query of b in one round trip. The connection goes
-// back to the pool when the results are closed.
+// back to the pool when the results are closed. A query that broke the
+// connection is the db dependency error, whichever of the results' methods
+// returns its error (Exec, Query and its rows' Err, QueryRow, Close).
 func (d *DB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	c, _, err := d.acquire(ctx)
 	if err != nil {
 		return pgx.FailedBatchResults(b, err)
 	}
 	ctx, cancel := d.statementCtx(ctx)
-	br := c.SendBatch(ctx, b)
-	if tx := br.Tx(); tx != nil {
-		// The batch began a transaction: it owns the connection until it ends.
-		return &releasingBatch{BatchResults: br, tx: &poolTx{Tx: tx, conn: c, db: d}, db: d, conn: c.Conn(), release: cancel}
-	}
-	return &releasingBatch{BatchResults: br, db: d, conn: c.Conn(), release: func() { c.Release(); cancel() }}
+	return d.batchOf(c.SendBatch(ctx, b), c.Conn(), c, cancel)
 }
 
 // CopyFrom copies rows into tableName with the COPY protocol.
@@ -320,7 +317,7 @@ type releasingRows struct {
 	db       *DB
 	conn     *pgx.Conn          // asked how it ended before it is released
 	pooled   *pgxpool.Conn      // released on Close; nil in a transaction
-	cancel   context.CancelFunc // of the statement's context
+	cancel   context.CancelFunc // of the statement's context; nil in a batch
 	end      connEnd
 	released bool
 }
@@ -338,7 +335,9 @@ func (r *releasingRows) Close() {
 	if r.pooled != nil {
 		r.pooled.Release()
 	}
-	r.cancel()
+	if r.cancel != nil {
+		r.cancel()
+	}
 }
 
 func (r *releasingRows) Err() error {
@@ -399,12 +398,63 @@ type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
 
+// releasingBatch is a batch's results: each statement's error, and the
+// rows it returns, are those of a single statement (one that broke the
+// connection is the db dependency error), and Close gives the connection
+// back.
 type releasingBatch struct {
 	pgx.BatchResults
 	tx      *poolTx
 	db      *DB
-	conn    *pgx.Conn
-	release func()
+	conn    *pgx.Conn // asked how it ended until the batch is closed
+	release func()    // of the statement's context, and the connection unless held; nil once closed
+	end     connEnd   // how the connection ended, once closed
+}
+
+// batchOf is the results br of a batch sent on conn under the context
+// cancel ends. pooled is the pool's connection, released by Close (nil when
+// the caller holds it); a batch that began a transaction leaves it to the
+// transaction.
+func (d *DB) batchOf(br pgx.BatchResults, conn *pgx.Conn, pooled *pgxpool.Conn, cancel context.CancelFunc) *releasingBatch {
+	b := &releasingBatch{BatchResults: br, db: d, conn: conn, release: cancel}
+	if tx := br.Tx(); tx != nil {
+		// The batch began a transaction: it owns the connection until it ends.
+		b.tx = &poolTx{Tx: tx, conn: pooled, db: d}
+	} else if pooled != nil {
+		b.release = func() { pooled.Release(); cancel() }
+	}
+	return b
+}
+
+// connEnd is how the batch left its connection: asked of the connection
+// while the batch holds it, remembered once closed (the connection may then
+// be back in the pool, serving another request).
+func (b *releasingBatch) connEnd() connEnd {
+	if b.release == nil {
+		return b.end
+	}
+	return endOf(b.conn)
+}
+
+func (b *releasingBatch) Exec() (pgconn.CommandTag, error) {
+	tag, err := b.BatchResults.Exec()
+	return tag, b.db.connErr(b.connEnd(), err)
+}
+
+func (b *releasingBatch) Query() (pgx.Rows, error) { return asRows(b.query()) }
+
+func (b *releasingBatch) QueryRow() pgx.Row { return asRow(b.query()) }
+
+// query is the next statement's rows, which the batch holds: closing them
+// releases nothing.
+func (b *releasingBatch) query() (*releasingRows, error) {
+	rows, err := b.BatchResults.Query()
+	if err != nil {
+		return nil, b.db.connErr(b.connEnd(), err)
+	}
+	r := heldSlot(b.conn).newRows()
+	*r = releasingRows{Rows: rows, db: b.db, conn: b.conn}
+	return r, nil
 }
 
 func (b *releasingBatch) Tx() pgx.Tx {
@@ -416,14 +466,12 @@ func (b *releasingBatch) Tx() pgx.Tx {
 
 func (b *releasingBatch) Close() error {
 	err := b.BatchResults.Close()
-	if b.conn != nil && b.release != nil {
-		err = b.db.connErr(endOf(b.conn), err)
-	}
 	if b.release != nil {
+		b.end = endOf(b.conn)
 		b.release()
 		b.release = nil
 	}
-	return err
+	return b.db.connErr(b.end, err)
 }
 
 // poolTx is a transaction on a connection of the pool: statements get
@@ -502,9 +550,6 @@ func (t *poolTx) CopyFrom(ctx context.Context, tableName pgx.Identifier, columnN
 }
 
 func (t *poolTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	if t.db.commandTimeout <= 0 {
-		return t.Tx.SendBatch(ctx, b)
-	}
 	ctx, cancel := t.db.statementCtx(ctx)
-	return &releasingBatch{BatchResults: t.Tx.SendBatch(ctx, b), release: cancel}
+	return t.db.batchOf(t.Tx.SendBatch(ctx, b), t.Tx.Conn(), nil, cancel)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jfastframework/jfast/framework"
 	"github.com/jfastframework/jfast/problem"
@@ -179,25 +180,42 @@ func TestTxCommitsAndRollsBack(t *testing.T) {
 	}
 }
 
+// wantCut runs f, a statement that runs longer than command_timeout
+// (200ms in the tests), and fails unless its deadline cut it: a 503 naming
+// db that still says what happened.
+func wantCut(t *testing.T, name string, f func() error) {
+	t.Helper()
+	var err error
+	took := timed(func() { err = f() })
+	if err == nil || took > 3*time.Second {
+		t.Fatalf("%s: pg_sleep(5) returned %v after %s; want a timeout after about 200ms", name, err, took)
+	}
+	// The statement's deadline closed the connection: a 503 naming db
+	// that still says what happened.
+	var de *problem.DependencyError
+	if !errors.As(err, &de) || de.Dependency != "db" || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("%s: error %T %v; want a db dependency error wrapping context.DeadlineExceeded", name, err, err)
+	}
+}
+
+// onConn returns f run on a connection taken with Acquire, released after.
+func (b *bundle) onConn(ctx context.Context, f func(c *Conn) error) func() error {
+	return func() error {
+		c, err := b.db.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Release()
+		return f(c)
+	}
+}
+
 func TestCommandTimeoutBoundsEveryStatement(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{toml: `command_timeout = "200ms"`})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	check := func(name string, f func() error) {
-		t.Helper()
-		var err error
-		took := timed(func() { err = f() })
-		if err == nil || took > 3*time.Second {
-			t.Fatalf("%s: pg_sleep(5) returned %v after %s; want a timeout after about 200ms", name, err, took)
-		}
-		// The statement's deadline closed the connection: a 503 naming db
-		// that still says what happened.
-		var de *problem.DependencyError
-		if !errors.As(err, &de) || de.Dependency != "db" || !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("%s: error %T %v; want a db dependency error wrapping context.DeadlineExceeded", name, err, err)
-		}
-	}
+	check := func(name string, f func() error) { t.Helper(); wantCut(t, name, f) }
 	check("Exec", func() error { _, err := b.db.Exec(ctx, "SELECT pg_sleep(5)"); return err })
 	check("QueryRow", func() error { var s string; return b.db.QueryRow(ctx, "SELECT pg_sleep(5)::text").Scan(&s) })
 	check("Tx.Exec", func() error {
@@ -205,16 +223,7 @@ func TestCommandTimeoutBoundsEveryStatement(t *testing.T) {
 	})
 	// A connection taken with Acquire: each statement breaks it, so each
 	// check takes its own.
-	onConn := func(f func(c *Conn) error) func() error {
-		return func() error {
-			c, err := b.db.Acquire(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Release()
-			return f(c)
-		}
-	}
+	onConn := func(f func(c *Conn) error) func() error { return b.onConn(ctx, f) }
 	check("Acquire+Exec", onConn(func(c *Conn) error { _, err := c.Exec(ctx, "SELECT pg_sleep(5)"); return err }))
 	check("Acquire+QueryRow", onConn(func(c *Conn) error { var s string; return c.QueryRow(ctx, "SELECT pg_sleep(5)::text").Scan(&s) }))
 	check("Acquire+Query", onConn(func(c *Conn) error {
@@ -239,6 +248,72 @@ func TestCommandTimeoutBoundsEveryStatement(t *testing.T) {
 	if err := b.db.QueryRow(ctx, "SELECT 1").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// statementRun is one way of running a statement; run returns its error.
+type statementRun struct {
+	name string
+	run  func() error
+}
+
+// batchRuns are the ways of running sql, which returns one row, in a batch
+// of its own: its results read with Exec, Query (and the rows' Err) or
+// QueryRow, or only closed; sent on *DB, in DB.Tx, or on a Conn.
+func (b *bundle) batchRuns(ctx context.Context, sql string) []statementRun {
+	one := func() *pgx.Batch {
+		q := &pgx.Batch{}
+		q.Queue(sql)
+		return q
+	}
+	exec := func(br pgx.BatchResults) error {
+		defer br.Close()
+		_, err := br.Exec()
+		return err
+	}
+	return []statementRun{
+		{"DB.SendBatch: Exec", func() error { return exec(b.db.SendBatch(ctx, one())) }},
+		{"DB.SendBatch: Query, rows.Err", func() error {
+			br := b.db.SendBatch(ctx, one())
+			defer br.Close()
+			rows, err := br.Query()
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+			}
+			return rows.Err()
+		}},
+		{"DB.SendBatch: QueryRow", func() error {
+			br := b.db.SendBatch(ctx, one())
+			defer br.Close()
+			var n int
+			return br.QueryRow().Scan(&n)
+		}},
+		{"DB.Tx: SendBatch: Exec", func() error {
+			return b.db.Tx(ctx, func(tx pgx.Tx) error { return exec(tx.SendBatch(ctx, one())) })
+		}},
+		{"DB.Tx: SendBatch: Close", func() error {
+			return b.db.Tx(ctx, func(tx pgx.Tx) error { return tx.SendBatch(ctx, one()).Close() })
+		}},
+		{"Conn.SendBatch: Exec", b.onConn(ctx, func(c *Conn) error { return exec(c.SendBatch(ctx, one())) })},
+	}
+}
+
+// command_timeout bounds a batch as any statement, and a batch it cut is a
+// 503 naming db, however its results are read. Before, only Close's error
+// named db: Exec's, Query's and QueryRow's were pgx's.
+func TestCommandTimeoutBoundsBatchesAndCommits(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{toml: `command_timeout = "200ms"`})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, r := range b.batchRuns(ctx, "SELECT 1 FROM pg_sleep(5)") {
+		t.Run(r.name, func(t *testing.T) { wantCut(t, r.name, r.run) })
+	}
+	// Each batch broke its connection, which frees its slot once pgconn's
+	// cleanup ends: a cancel request bounded by ping_timeout, answered at
+	// once by a healthy server (as in TestPingCutFreesItsSlotAndStopIsPrompt).
+	waitPool(t, b.db, 2*defaultConfig().PingTimeout, "without a connection in use", func(s *pgxpool.Stat) bool { return s.AcquiredConns() == 0 })
 }
 
 func TestTenantPoolsEvictLeastRecentlyUsed(t *testing.T) {
