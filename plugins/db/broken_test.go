@@ -42,6 +42,27 @@ func atCommit(t *testing.T, d *DB, table, body string) {
 	mustExec(t, d, fmt.Sprintf("CREATE CONSTRAINT TRIGGER at_commit AFTER INSERT ON %s DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION %s_at_commit()", table, table))
 }
 
+// commitRuns are the ways of committing a transaction that ran insert:
+// DB.Tx, Commit of a transaction begun on *DB, and of one begun on a Conn.
+func (b *bundle) commitRuns(ctx context.Context, insert string) []statementRun {
+	commit := func(tx pgx.Tx, err error) error {
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, insert); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	}
+	return []statementRun{
+		{"DB.Tx: COMMIT", func() error {
+			return b.db.Tx(ctx, func(tx pgx.Tx) error { _, err := tx.Exec(ctx, insert); return err })
+		}},
+		{"DB.Begin: COMMIT", func() error { return commit(b.db.Begin(ctx)) }},
+		{"Conn.Begin: COMMIT", b.onConn(ctx, func(c *Conn) error { return commit(c.Begin(ctx)) })},
+	}
+}
+
 // endOwnSession is a PL/pgSQL body that makes the server end the session
 // running it (57P01, as pg_terminate_backend from another session).
 const endOwnSession = "PERFORM pg_terminate_backend(pg_backend_pid()); PERFORM pg_sleep(10)"
@@ -105,20 +126,7 @@ func TestEveryStatementThatBreaksItsConnectionIs503(t *testing.T) {
 	}
 
 	onConn := func(f func(c *Conn) error) func() error { return b.onConn(ctx, f) }
-	runs := []statementRun{
-		{"DB.Tx: COMMIT", func() error {
-			return b.db.Tx(ctx, func(tx pgx.Tx) error { _, err := tx.Exec(ctx, insert); return err })
-		}},
-		{"DB.Begin: COMMIT", func() error {
-			tx, err := b.db.Begin(ctx)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, insert); err != nil {
-				return err
-			}
-			return tx.Commit(ctx)
-		}},
+	runs := append(b.commitRuns(ctx, insert), []statementRun{
 		{"DB.Begin: ROLLBACK", func() error {
 			tx, err := b.db.Begin(ctx)
 			if err != nil {
@@ -127,21 +135,11 @@ func TestEveryStatementThatBreaksItsConnectionIs503(t *testing.T) {
 			endSession(ctx, t, admin, backendPID(ctx, t, tx))
 			return tx.Rollback(ctx)
 		}},
-		{"Conn.Begin: COMMIT", onConn(func(c *Conn) error {
-			tx, err := c.Begin(ctx)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, insert); err != nil {
-				return err
-			}
-			return tx.Commit(ctx)
-		})},
 		{"Conn.Ping", onConn(func(c *Conn) error {
 			endSession(ctx, t, admin, backendPID(ctx, t, c))
 			return c.Ping(ctx)
 		})},
-	}
+	}...)
 	// A batch whose statement ends its own session.
 	mustExec(t, b.db, fmt.Sprintf("CREATE FUNCTION %s_end_session() RETURNS int LANGUAGE plpgsql AS $$ BEGIN %s; RETURN 1; END $$", table, endOwnSession))
 	runs = append(runs, b.batchRuns(ctx, "SELECT "+table+"_end_session()")...)

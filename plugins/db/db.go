@@ -24,7 +24,7 @@ import (
 // for nothing in the breaker.
 //
 // When command_timeout is set, each statement runs under it as well as
-// under ctx; getting the connection is bounded by ctx, ping_timeout and
+// under ctx (a batch, and a transaction's COMMIT and ROLLBACK, too); getting the connection is bounded by ctx, ping_timeout and
 // connect_timeout, not by command_timeout. A DB is safe for concurrent use.
 type DB struct {
 	pool           *pgxpool.Pool
@@ -490,8 +490,19 @@ func (t *poolTx) releaseConn() {
 	}
 }
 
+// errCommitUnknown is added to the error of a COMMIT that broke its
+// connection after it may have reached the server (its deadline cut it,
+// the server ended the session, the watchdog cut it): the server may have
+// committed before the connection broke, and nothing can tell the caller.
+var errCommitUnknown = errors.New("db: the connection broke after the COMMIT was sent, before its answer: whether the transaction committed is unknown")
+
+// Commit commits under command_timeout, as any statement. A COMMIT that
+// broke its connection is the db dependency error, and says that whether
+// the transaction committed is unknown.
 func (t *poolTx) Commit(ctx context.Context) error {
-	err := t.endErr(t.Tx.Commit(ctx))
+	ctx, cancel := t.db.statementCtx(ctx)
+	defer cancel()
+	err := t.endErr(t.Tx.Commit(ctx), errCommitUnknown)
 	t.releaseConn()
 	return err
 }
@@ -499,18 +510,26 @@ func (t *poolTx) Commit(ctx context.Context) error {
 func (t *poolTx) end() connEnd { return endOf(t.Tx.Conn()) }
 
 // endErr is connErr for the error of the COMMIT or ROLLBACK that ended the
-// transaction, the connection asked once it has run. A transaction that was
-// already over is not asked: its connection may be back in the pool,
-// serving another request.
-func (t *poolTx) endErr(err error) error {
+// transaction, the connection asked once it has run; unknown, when not nil,
+// is added to the error when the statement broke the connection after it may
+// have reached the server. A transaction that was already over is not asked:
+// its connection may be back in the pool, serving another request.
+func (t *poolTx) endErr(err, unknown error) error {
 	if err == nil || isTxClosed(err) {
 		return err
 	}
-	return t.db.connErr(t.end(), err)
+	e := t.end()
+	if e.broken && unknown != nil && !pgconn.SafeToRetry(err) {
+		err = fmt.Errorf("%w: %w", unknown, err)
+	}
+	return t.db.connErr(e, err)
 }
 
+// Rollback rolls back under command_timeout, as any statement.
 func (t *poolTx) Rollback(ctx context.Context) error {
-	err := t.endErr(t.Tx.Rollback(ctx))
+	ctx, cancel := t.db.statementCtx(ctx)
+	defer cancel()
+	err := t.endErr(t.Tx.Rollback(ctx), nil)
 	t.releaseConn()
 	return err
 }

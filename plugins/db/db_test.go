@@ -299,9 +299,11 @@ func (b *bundle) batchRuns(ctx context.Context, sql string) []statementRun {
 	}
 }
 
-// command_timeout bounds a batch as any statement, and a batch it cut is a
-// 503 naming db, however its results are read. Before, only Close's error
-// named db: Exec's, Query's and QueryRow's were pgx's.
+// command_timeout bounds a batch and a COMMIT as any statement, and one it
+// cut is a 503 naming db, however a batch's results are read; a COMMIT's
+// error says that whether the transaction committed is unknown. Before,
+// only a batch's Close's error named db (Exec's, Query's and QueryRow's
+// were pgx's), and a COMMIT ran as long as it took.
 func TestCommandTimeoutBoundsBatchesAndCommits(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{toml: `command_timeout = "200ms"`})
@@ -309,6 +311,19 @@ func TestCommandTimeoutBoundsBatchesAndCommits(t *testing.T) {
 	defer cancel()
 	for _, r := range b.batchRuns(ctx, "SELECT 1 FROM pg_sleep(5)") {
 		t.Run(r.name, func(t *testing.T) { wantCut(t, r.name, r.run) })
+	}
+	slow := tableName(t)
+	atCommit(t, b.db, slow, "PERFORM pg_sleep(5)")
+	for _, r := range b.commitRuns(ctx, "INSERT INTO "+slow+" VALUES (1)") {
+		t.Run(r.name, func(t *testing.T) {
+			wantCut(t, r.name, func() error {
+				err := r.run()
+				if err != nil && !errors.Is(err, errCommitUnknown) {
+					t.Errorf("%s: %v; want it to say that whether the transaction committed is unknown", r.name, err)
+				}
+				return err
+			})
+		})
 	}
 	// Each batch broke its connection, which frees its slot once pgconn's
 	// cleanup ends: a cancel request bounded by ping_timeout, answered at
