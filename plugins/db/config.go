@@ -38,7 +38,8 @@ type Config struct {
 	MinIdle int `koanf:"min_idle"`
 
 	// ConnectTimeout bounds opening one connection: TCP, TLS, startup and
-	// authentication. Ten seconds covers TLS and SCRAM on a busy server
+	// authentication, on every host of a multi-host url together (pgconn
+	// alone gives each host its own). Ten seconds covers TLS and SCRAM on a busy server
 	// and still leaves the request time to answer 503 on its own within
 	// the 30 s request_timeout. Defaults to 10s.
 	ConnectTimeout time.Duration `koanf:"connect_timeout"`

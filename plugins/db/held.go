@@ -55,7 +55,10 @@ type connSlot struct {
 
 	// What ends the connection's other sockets (see sockets.go): up once
 	// the connection is made (its later dials are cancel requests).
+	// connectBy is when its connect must be over (connect_timeout from its
+	// start, whatever the number of hosts); owned by the connecting goroutine.
 	up         atomic.Bool
+	connectBy  time.Time
 	cancelMu   sync.Mutex
 	noCancel   bool               // the plugin closed the socket: the server did not answer
 	stopCancel context.CancelFunc // of the cancel request in flight

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -112,6 +113,54 @@ func TestConnectTimeout(t *testing.T) {
 	}
 	if p, _ := problem.As(err); p == nil || p.Status != 503 {
 		t.Fatalf("problem %+v; want a 503", p)
+	}
+}
+
+// connect_timeout bounds the whole connect of a multi-host connection
+// string, not each host: pgconn gives each its own, so three hosts that
+// accept and never answer cost three connect_timeouts (with the defaults,
+// the request's whole 30 s). The hosts after the first are not dialled once
+// its connect_timeout is used up.
+func TestConnectTimeoutCoversEveryHost(t *testing.T) {
+	t.Parallel()
+	const connectTimeout = 500 * time.Millisecond
+	first := jfasttest.SilentServer(t)
+	second, reachedSecond := jfasttest.CountingSilentServer(t)
+	third, reachedThird := jfasttest.CountingSilentServer(t)
+	b := setup(t, setupOpts{
+		url:  fmt.Sprintf("postgres://u@%s,%s,%s/db?sslmode=disable", first, second, third),
+		toml: fmt.Sprintf("connect_timeout = %q", connectTimeout),
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var err error
+	took := timed(func() { _, err = b.db.Exec(ctx, "SELECT 1") })
+	t.Logf("three silent hosts: %s (connect_timeout %s)", took, connectTimeout)
+	if !isDBDependencyError(err) || !resilience.IsTimeout(err) {
+		t.Fatalf("three silent hosts: %T %v; want a db dependency error that is a timeout", err, err)
+	}
+	// Exec returned once pgxpool's connect ended: every dial it made is done.
+	if n, m := reachedSecond.Load(), reachedThird.Load(); n != 0 || m != 0 {
+		t.Fatalf("the second and third hosts were dialled %d and %d times after the first used up connect_timeout; want never", n, m)
+	}
+	if took >= 3*connectTimeout {
+		t.Fatalf("the connect took %s; want less than a connect_timeout per host (%s)", took, 3*connectTimeout)
+	}
+}
+
+// The connect's deadline ends with the connect: a statement on a new
+// connection runs past connect_timeout from its start.
+func TestConnectionOutlivesItsConnectDeadline(t *testing.T) {
+	t.Parallel()
+	const connectTimeout = time.Second
+	b := setup(t, setupOpts{toml: fmt.Sprintf("connect_timeout = %q", connectTimeout)})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := b.db.Exec(ctx, "SELECT pg_sleep($1)", (2 * connectTimeout).Seconds()); err != nil {
+		t.Fatalf("a statement on a new connection, running past connect_timeout: %v", err)
+	}
+	if n := b.db.Stat().NewConnsCount(); n != 1 {
+		t.Fatalf("%d connections opened; want the statement on the one new connection", n)
 	}
 }
 

@@ -3,7 +3,9 @@ package db
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -55,18 +57,36 @@ func (g *gate) dialer(s *connSlot, dial pgconn.DialFunc) pgconn.DialFunc {
 
 // dialConnect dials the connection's socket, which the gate's close closes
 // until the connection is up (see connected).
+//
+// The socket gets the connect's deadline (connectBy: connect_timeout from
+// its start), cleared once the connection is up: pgconn gives each host of a
+// multi-host connection string a connect_timeout of its own, so two hosts
+// that do not answer would cost twice connect_timeout, three the request's
+// whole 30 s. Here the hosts share it: one tried once it has passed is not
+// dialled.
 func (g *gate) dialConnect(ctx context.Context, s *connSlot, dial pgconn.DialFunc, network, addr string) (net.Conn, error) {
-	ctx, cancel := context.WithCancel(ctx)
+	var cancel context.CancelFunc
+	if s.connectBy.IsZero() {
+		ctx, cancel = context.WithCancel(ctx)
+	} else {
+		ctx, cancel = context.WithDeadline(ctx, s.connectBy)
+	}
 	defer cancel()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("db: connect_timeout %s used up before %s was dialled: %w", g.connectTimeout, addr, err)
+	}
 	stop := context.AfterFunc(g.stopCtx, cancel)
 	conn, err := dial(ctx, network, addr)
 	stop()
 	if err != nil {
-		return nil, err
+		return nil, s.connectTimedOut(err)
 	}
 	if g.stopCtx.Err() != nil {
 		_ = conn.Close()
 		return nil, errPoolClosed
+	}
+	if !s.connectBy.IsZero() {
+		_ = conn.SetDeadline(s.connectBy)
 	}
 	closeOnStop := context.AfterFunc(g.stopCtx, func() { _ = conn.Close() })
 	s.cancelMu.Lock()
@@ -89,7 +109,21 @@ func (c *connectingConn) Read(b []byte) (int, error) {
 	if n > 0 && !c.s.answered.Load() {
 		c.s.answered.Store(true)
 	}
-	return n, err
+	return n, c.s.connectTimedOut(err)
+}
+
+// connectTimedOut is err, of the connect's socket before the connection is
+// up, saying that connect_timeout ended it when it did: a
+// context.DeadlineExceeded, as pgconn's own bound on a host makes it. The
+// connect's deadline on the socket (see dialConnect) comes before pgconn's,
+// and would otherwise end it with a bare i/o timeout.
+func (s *connSlot) connectTimedOut(err error) error {
+	var ne net.Error
+	if err == nil || s.up.Load() || s.connectBy.IsZero() || time.Now().Before(s.connectBy) ||
+		errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &ne) || !ne.Timeout() {
+		return err
+	}
+	return fmt.Errorf("%w (connect_timeout): %w", context.DeadlineExceeded, err)
 }
 
 func (c *connectingConn) Close() error {
@@ -218,6 +252,9 @@ func (g *gate) connected(s *connSlot, next pgconn.ValidateConnectFunc) pgconn.Va
 				return err
 			}
 		}
+		if !s.connectBy.IsZero() {
+			_ = pc.Conn().SetDeadline(time.Time{}) // the connect's (see dialConnect)
+		}
 		pc.CustomData()[heldKey] = s
 		s.up.Store(true)
 		g.endConnect(s, resilience.Success)
@@ -229,6 +266,9 @@ func (g *gate) connected(s *connSlot, next pgconn.ValidateConnectFunc) pgconn.Va
 // its slot and its DialFunc.
 func (g *gate) prepareConnect(cc *pgx.ConnConfig) *connSlot {
 	s := new(connSlot)
+	if g.connectTimeout > 0 {
+		s.connectBy = time.Now().Add(g.connectTimeout)
+	}
 	cc.DialFunc = g.dialer(s, cc.DialFunc)
 	cc.ValidateConnect = g.connected(s, cc.ValidateConnect)
 	return s
