@@ -2,7 +2,6 @@ package db
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
@@ -98,6 +97,7 @@ func backendPID(ctx context.Context, t *testing.T, q interface {
 func TestEveryStatementThatBreaksItsConnectionIs503(t *testing.T) {
 	t.Parallel()
 	table := tableName(t)
+	insert := "INSERT INTO " + table + " VALUES (1)"
 	b, admin := setupPrivate(t, setupOpts{routes: func(app *framework.App, r chi.Router) error {
 		pg, err := Get(app)
 		if err != nil {
@@ -105,7 +105,7 @@ func TestEveryStatementThatBreaksItsConnectionIs503(t *testing.T) {
 		}
 		r.Method(http.MethodPost, "/commit", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
 			return pg.Tx(r.Context(), func(tx pgx.Tx) error {
-				_, err := tx.Exec(r.Context(), "INSERT INTO "+table+" VALUES (1)")
+				_, err := tx.Exec(r.Context(), insert)
 				return err
 			})
 		}))
@@ -114,18 +114,11 @@ func TestEveryStatementThatBreaksItsConnectionIs503(t *testing.T) {
 	atCommit(t, b.db, table, endOwnSession)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	insert := "INSERT INTO " + table + " VALUES (1)"
 
-	r := b.svc.Do(t, http.MethodPost, "/commit", "")
-	var body struct {
-		Dependency string `json:"dependency"`
-	}
-	_ = json.Unmarshal(r.Body, &body)
-	if r.Status != http.StatusServiceUnavailable || body.Dependency != "db" {
+	if r := b.svc.Do(t, http.MethodPost, "/commit", ""); !isDB503(r.Status, r.Body) {
 		t.Errorf("a COMMIT whose session the server ended: %d %s; want a 503 naming db", r.Status, r.Body)
 	}
 
-	onConn := func(f func(c *Conn) error) func() error { return b.onConn(ctx, f) }
 	runs := append(b.commitRuns(ctx, insert), []statementRun{
 		{"DB.Begin: ROLLBACK", func() error {
 			tx, err := b.db.Begin(ctx)
@@ -135,7 +128,7 @@ func TestEveryStatementThatBreaksItsConnectionIs503(t *testing.T) {
 			endSession(ctx, t, admin, backendPID(ctx, t, tx))
 			return tx.Rollback(ctx)
 		}},
-		{"Conn.Ping", onConn(func(c *Conn) error {
+		{"Conn.Ping", b.onConn(ctx, func(c *Conn) error {
 			endSession(ctx, t, admin, backendPID(ctx, t, c))
 			return c.Ping(ctx)
 		})},

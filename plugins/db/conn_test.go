@@ -24,6 +24,15 @@ func isDBDependencyError(err error) bool {
 	return errors.As(err, &de) && de.Dependency == "db"
 }
 
+// isDB503 reports whether a response is the 503 problem naming db.
+func isDB503(status int, body []byte) bool {
+	var p struct {
+		Dependency string `json:"dependency"`
+	}
+	_ = json.Unmarshal(body, &p)
+	return status == http.StatusServiceUnavailable && p.Dependency == "db"
+}
+
 // A session the server ends while a statement runs on a connection taken
 // with Acquire is an outage for that request, as with DB.Exec: a 503 naming
 // db, not a 500. Before Conn, the handler got pgx's *pgconn.PgError as is.
@@ -80,11 +89,7 @@ func TestAcquiredConnTerminatedSessionIs503(t *testing.T) {
 		}
 	}
 	a := <-done
-	var body struct {
-		Dependency string `json:"dependency"`
-	}
-	_ = json.Unmarshal(a.body, &body)
-	if a.status != http.StatusServiceUnavailable || body.Dependency != "db" {
+	if !isDB503(a.status, a.body) {
 		t.Fatalf("terminated session on an acquired connection: %d %s; want a 503 naming db", a.status, a.body)
 	}
 
