@@ -24,7 +24,8 @@ import (
 // for nothing in the breaker.
 //
 // When command_timeout is set, each statement runs under it as well as
-// under ctx (a batch, and a transaction's COMMIT and ROLLBACK, too); getting the connection is bounded by ctx, ping_timeout and
+// under ctx (a batch, and a transaction's COMMIT and ROLLBACK, too);
+// getting the connection is bounded by ctx, ping_timeout and
 // connect_timeout, not by command_timeout. A DB is safe for concurrent use.
 type DB struct {
 	pool           *pgxpool.Pool
@@ -426,10 +427,10 @@ func (d *DB) batchOf(br pgx.BatchResults, conn *pgx.Conn, pooled *pgxpool.Conn, 
 	return b
 }
 
-// connEnd is how the batch left its connection: asked of the connection
+// ended is how the batch left its connection: asked of the connection
 // while the batch holds it, remembered once closed (the connection may then
 // be back in the pool, serving another request).
-func (b *releasingBatch) connEnd() connEnd {
+func (b *releasingBatch) ended() connEnd {
 	if b.release == nil {
 		return b.end
 	}
@@ -438,7 +439,7 @@ func (b *releasingBatch) connEnd() connEnd {
 
 func (b *releasingBatch) Exec() (pgconn.CommandTag, error) {
 	tag, err := b.BatchResults.Exec()
-	return tag, b.db.connErr(b.connEnd(), err)
+	return tag, b.db.connErr(b.ended(), err)
 }
 
 func (b *releasingBatch) Query() (pgx.Rows, error) { return asRows(b.query()) }
@@ -450,7 +451,7 @@ func (b *releasingBatch) QueryRow() pgx.Row { return asRow(b.query()) }
 func (b *releasingBatch) query() (*releasingRows, error) {
 	rows, err := b.BatchResults.Query()
 	if err != nil {
-		return nil, b.db.connErr(b.connEnd(), err)
+		return nil, b.db.connErr(b.ended(), err)
 	}
 	r := heldSlot(b.conn).newRows()
 	*r = releasingRows{Rows: rows, db: b.db, conn: b.conn}
