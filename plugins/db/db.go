@@ -501,9 +501,16 @@ var errCommitUnknown = errors.New("db: the connection broke after the COMMIT was
 // broke its connection is the db dependency error, and says that whether
 // the transaction committed is unknown.
 func (t *poolTx) Commit(ctx context.Context) error {
+	return t.finish(ctx, t.Tx.Commit, errCommitUnknown)
+}
+
+// finish runs the COMMIT or ROLLBACK that ends the transaction under
+// command_timeout, its error as endErr makes it, and gives back the
+// connection the transaction held.
+func (t *poolTx) finish(ctx context.Context, stmt func(context.Context) error, unknown error) error {
 	ctx, cancel := t.db.statementCtx(ctx)
 	defer cancel()
-	err := t.endErr(t.Tx.Commit(ctx), errCommitUnknown)
+	err := t.endErr(stmt(ctx), unknown)
 	t.releaseConn()
 	return err
 }
@@ -528,11 +535,7 @@ func (t *poolTx) endErr(err, unknown error) error {
 
 // Rollback rolls back under command_timeout, as any statement.
 func (t *poolTx) Rollback(ctx context.Context) error {
-	ctx, cancel := t.db.statementCtx(ctx)
-	defer cancel()
-	err := t.endErr(t.Tx.Rollback(ctx), nil)
-	t.releaseConn()
-	return err
+	return t.finish(ctx, t.Tx.Rollback, nil)
 }
 
 func (t *poolTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
