@@ -111,9 +111,9 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 	p.appName = app.Config().Name
 	p.tracer = newQueryTracer(app)
 	if p.cfg.MigrateOnStart {
-		r, err := p.Migrate(ctx, MigrateUp)
+		r, err := p.migrate(ctx, MigrateUp) // its errors do not say "db: migrate up" yet
 		if err != nil {
-			return fmt.Errorf("db: migrate_on_start: %w", err)
+			return fmt.Errorf("db: migrate_on_start: migrate up: %w", err)
 		}
 		p.log.Info("db: migrations", slog.Int("applied", len(r.Applied)), slog.Int("version", int(r.Current)))
 	}
