@@ -316,6 +316,9 @@ func (g *guard) answerHeld(w http.ResponseWriter, r *http.Request, c claim, rec 
 	case rec.State == stateTooLarge:
 		g.count(outcomeNotKept)
 		problem.Write(w, r, problem.Conflict("the request with this Idempotency-Key was already processed, but its response was too large to keep; it is not run again"))
+	case rec.State == stateNotKept:
+		g.count(outcomeNotKept)
+		problem.Write(w, r, problem.Conflict("the request with this Idempotency-Key was already processed, but its handler took the connection over, so there is no response to replay; it is not run again"))
 	default:
 		g.count(outcomeReplayed)
 		h := w.Header()
@@ -360,13 +363,16 @@ func (g *guard) run(w http.ResponseWriter, r *http.Request, c claim) {
 
 	status := cw.status
 	if status == 0 {
+		// Nothing written: net/http sends 200 with the headers the
+		// handler set, and a replay sends the same.
 		status = http.StatusOK
+		cw.snapshot()
 	}
 	// The client has its answer before the store is written: a slow or
 	// failing store delays only the record.
 	defer p.settling.begin(c.Key)()
 	cw.send(r.Method == http.MethodHead)
-	if !stored(status) {
+	if !stored(status) && !cw.hijacked {
 		g.release(r, c)
 		g.count(outcomeReleased)
 		return
@@ -375,7 +381,13 @@ func (g *guard) run(w http.ResponseWriter, r *http.Request, c claim) {
 	rec := &record{Fingerprint: c.Fingerprint, State: stateDone, LeaseUntil: now, ExpiresAt: now.Add(p.cfg.TTL),
 		Status: status, Header: cw.header, Body: cw.body.Bytes()}
 	outcome := outcomeExecuted
-	if cw.overflow {
+	switch {
+	case cw.hijacked:
+		// What went over the connection is the handler's own: replaying
+		// the status written before, with no body, would be a lie.
+		rec.State, rec.Header, rec.Body = stateNotKept, nil, nil
+		outcome = outcomeNotKept
+	case cw.overflow:
 		rec.State, rec.Header, rec.Body = stateTooLarge, nil, nil
 		outcome = outcomeNotKept
 	}

@@ -13,6 +13,7 @@ const (
 	stateRunning  state = "running"   // a first request holds the key under its lease
 	stateDone     state = "done"      // the response is stored and replayed
 	stateTooLarge state = "too_large" // done, but the response was over max_response_body
+	stateNotKept  state = "not_kept"  // done, but the handler took the connection over (a hijack): no response to replay
 )
 
 // record is what a store keeps per key.
