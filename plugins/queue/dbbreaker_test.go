@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/jfasttest"
+	"github.com/jfastframework/jfast/plugins/cache"
 	"github.com/jfastframework/jfast/plugins/db"
 	"github.com/jfastframework/jfast/plugins/queue"
 	"github.com/jfastframework/jfast/plugins/queue/queuetest"
@@ -92,4 +94,52 @@ func TestEnqueueFailsFastOnOpenDBBreaker(t *testing.T) {
 		_, err := q.Enqueue(ctx, "order", queuetest.Receipt{Order: 20})
 		return err == nil
 	})
+}
+
+// An enqueue the cache plugin's breaker refuses does no I/O, so
+// jfast_queue_enqueue_duration_seconds does not time it: after one enqueue
+// that reached Redis, the tripped breaker (on a test clock that does not
+// move, so it stays open) refuses three, and the histogram still counts one.
+func TestEnqueueRefusedByCacheBreakerIsNotTimed(t *testing.T) {
+	t.Parallel()
+	var q *queue.Plugin
+	svc := startApp(t, "redis", queuetest.Config{
+		Queue: queuetest.QueueTOML(queuetest.QueueName(t), 1, `workers = false`, `kinds = ["order"]`),
+	}, func(p *queue.Plugin) { q = p }, appOpts{clock: jfasttest.NewClock()})
+	ctx := context.Background()
+	if _, err := q.Enqueue(ctx, "order", queuetest.Receipt{Order: 1}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := cache.From(svc.App)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Breaker().Trip() {
+		t.Fatal("the cache breaker did not trip")
+	}
+	for i := range 3 {
+		_, err := q.Enqueue(ctx, "order", queuetest.Receipt{Order: 10 + i})
+		if !errors.Is(err, resilience.ErrOpen) || !errors.Is(err, queue.ErrNotEnqueued) {
+			t.Fatalf("enqueue %d with the cache breaker open = %v, want its refusal, not enqueued", i, err)
+		}
+	}
+	if n := enqueuesTimed(t, svc); n != 1 {
+		t.Fatalf("jfast_queue_enqueue_duration_seconds counts %d enqueues, want 1: the three the cache breaker refused are not timed", n)
+	}
+}
+
+// enqueuesTimed reads how many enqueues the App's enqueue histogram counts.
+func enqueuesTimed(t *testing.T, svc *jfasttest.Service) uint64 {
+	t.Helper()
+	families, err := svc.App.Metrics().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "jfast_queue_enqueue_duration_seconds" {
+			return f.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	t.Fatal("no jfast_queue_enqueue_duration_seconds in the App's metrics")
+	return 0
 }

@@ -485,10 +485,13 @@ func (p *Plugin) guard(ctx context.Context, kind string, m *Message, tx pgx.Tx) 
 	if c.run.Made() > 1 {
 		p.metrics.enqueued(kind, "retried")
 	}
-	// From the call's admission, on the policy's clock: one reading more,
-	// where the call's start is the loop's own.
-	p.metrics.enqDur.Observe(p.policy.Clock().Now().Sub(c.run.Start()).Seconds())
 	err, maybe := c.err, c.maybe
+	if refused := err != nil && !maybe && refusedByBreaker(err) && c.run.Made() == 1; !refused {
+		// From the call's admission, on the policy's clock: one reading
+		// more, where the call's start is the loop's own. An enqueue the
+		// db or cache plugin's breaker refused did no I/O: not timed.
+		p.metrics.enqDur.Observe(p.policy.Clock().Now().Sub(c.run.Start()).Seconds())
+	}
 	if err == nil {
 		p.metrics.enqueuedOK(kind)
 		return c.res, nil
