@@ -61,6 +61,8 @@ type rabbitBackend struct {
 
 	names sync.Map // every queue and exchange declared, for tests and tools
 
+	releases rmqReleases // unique-key locks being freed
+
 	mu          sync.Mutex
 	consuming   bool
 	stopConsume context.CancelFunc
@@ -96,6 +98,7 @@ func (b *rabbitBackend) Open(_ context.Context, env BackendEnv) error {
 	b.env, b.cfg = env, env.Config.RabbitMQ
 	b.clock = resilience.RealClock()
 	b.backoff = resilience.Backoff{Base: 200 * time.Millisecond, Max: 5 * time.Second}
+	b.releases.pending = map[string]*rmqRelease{}
 	b.pub = newLink(b, "publish")
 	go b.pub.run()
 	return nil
@@ -207,7 +210,7 @@ func (b *rabbitBackend) Enqueue(ctx context.Context, m *Message) (Result, error)
 				// The lock may hold this job's ID while the job was never
 				// published: free the key, or it would answer Duplicate
 				// for a job that does not exist.
-				b.release(lock)
+				b.releaseLater(lock, id)
 			}
 			// The job itself was not published.
 			return Result{}, notEnqueued(fmt.Errorf("rabbitmq unique key %s: %w", m.UniqueKey, unmark(err)))
@@ -241,68 +244,12 @@ func (b *rabbitBackend) Enqueue(ctx context.Context, m *Message) (Result, error)
 			// Freed even when the job may exist: a key held by a job that
 			// does not exist would lose the next Enqueue (Duplicate, and no
 			// job); a freed key at worst lets a retry make a second copy.
-			b.release(lock)
+			// In the background: the Enqueue returns within its deadline.
+			b.releaseLater(lock, id)
 		}
 		return Result{}, mark(err, mayBeEnqueued(err))
 	}
 	return Result{ID: id, Queue: m.Queue}, nil
-}
-
-// acquire takes the unique-key lock for id, or returns the ID of the pending
-// job that holds it.
-func (b *rabbitBackend) acquire(ctx context.Context, st *rmqState, lock, id string) (string, error) {
-	for range 3 {
-		err := st.adminDo(ctx, func(ch *amqp.Channel) error {
-			_, err := ch.QueueDeclare(lock, true, false, false, false, amqp.Table{"x-max-length": int64(1), "x-overflow": "reject-publish"})
-			return err
-		})
-		if err != nil {
-			return "", err
-		}
-		b.names.Store("queue:"+lock, struct{}{})
-		err = publish(ctx, st, "", lock, amqp.Publishing{DeliveryMode: amqp.Persistent, Body: []byte(id)})
-		if err == nil {
-			return "", nil
-		}
-		if !errors.Is(err, errNack) {
-			return "", err
-		}
-		var holder string
-		err = st.adminDo(ctx, func(ch *amqp.Channel) error {
-			d, ok, err := ch.Get(lock, false)
-			if err != nil || !ok {
-				return err
-			}
-			holder = string(d.Body)
-			return d.Nack(false, true)
-		})
-		if err != nil {
-			return "", err
-		}
-		if holder != "" {
-			return holder, nil
-		}
-		// Released between the refused publish and the get: try again.
-	}
-	return "", errors.New("the lock changed hands three times in a row")
-}
-
-// release deletes a unique-key lock: the key is free again.
-func (b *rabbitBackend) release(lock string) {
-	ctx, cancel := context.WithTimeout(context.Background(), b.env.Config.EnqueueTimeout)
-	defer cancel()
-	st, err := b.pub.wait(ctx)
-	if err == nil {
-		err = st.adminDo(ctx, func(ch *amqp.Channel) error {
-			_, err := ch.QueueDelete(lock, false, false, false)
-			return err
-		})
-	}
-	if err != nil {
-		b.env.Logger.Warn("rabbitmq unique-key lock not released; the key stays taken until it is deleted", "lock", lock, "error", err.Error())
-		return
-	}
-	b.names.Delete("queue:" + lock) // the list stays as long as the pending locks
 }
 
 // hdrInt reads an integer header whatever width the broker gave it (a
@@ -520,7 +467,7 @@ func republish(d amqp.Delivery, h amqp.Table) amqp.Publishing {
 
 func (b *rabbitBackend) releaseOf(d amqp.Delivery) {
 	if lock, _ := d.Headers[hdrUnique].(string); lock != "" {
-		b.release(lock)
+		b.releaseLater(lock, d.MessageId)
 	}
 }
 
@@ -721,6 +668,8 @@ func (b *rabbitBackend) Close(ctx context.Context) error {
 	if consuming {
 		errs = append(errs, b.StopWorkers(ctx))
 	}
+	b.waitReleases(ctx)
 	errs = append(errs, b.pub.stop(ctx))
+	b.releases.running.Wait() // each ends with the link's context
 	return errors.Join(errs...)
 }

@@ -1,0 +1,112 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/jfastframework/jfast/framework/resilience"
+	"github.com/jfastframework/jfast/plugins/queue"
+	"github.com/jfastframework/jfast/plugins/queue/queuetest"
+)
+
+// uniqueLockSetup starts a rabbitmq App behind a fault proxy (enqueue_timeout
+// 1 s) and makes one unique-key enqueue of order 7 fail the way a slow link
+// makes it fail: with 300 ms per chunk the lock queue's declare takes about
+// 600 ms and the lock's publish reaches the broker, but its confirm would
+// come back after the deadline. The lock then holds the ID of a job that was
+// never published; the enqueue must say "not enqueued", within its deadline
+// (enqueue_timeout + 0.5 s, the slack the outage tests allow), and the key
+// must not stay taken. The proxy passes again when it returns.
+func uniqueLockSetup(t *testing.T) (*queue.Plugin, *resilience.TestClock, chan int) {
+	t.Helper()
+	proxy, clk, name := proxied(t, "127.0.0.1:5672")
+	handled := make(chan int, 10)
+	var q *queue.Plugin
+	svc := startRabbitApp(t, queuetest.Config{
+		Queue: queuetest.QueueTOML(name, 1, `enqueue_timeout = "1s"`),
+	}, func(p *queue.Plugin) {
+		q = p
+		_ = queue.Handle(p, "order", func(ctx context.Context, r queuetest.Receipt) error { handled <- r.Order; return nil })
+	}, rabbitOpts{url: "amqp://guest:guest@" + proxy.Addr() + "/", clock: clk})
+	waitRabbitConnected(t, svc)
+	if err := proxy.Latency(300 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	_, err := q.Enqueue(context.Background(), "order", queuetest.Receipt{Order: 7}, queue.UniqueKey("order-7"))
+	took := time.Since(began)
+	if err := proxy.Pass(); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(err, queue.ErrNotEnqueued) || !strings.Contains(err.Error(), "did not confirm") {
+		t.Fatalf("enqueue over the slow link = %v, want not enqueued: the lock's publish was not confirmed", err)
+	}
+	if took > 1500*time.Millisecond {
+		t.Fatalf("enqueue over the slow link took %s, want within enqueue_timeout (1s): the lock is released in the background", took)
+	}
+	return q, clk, handled
+}
+
+// ErrNotEnqueued says enqueueing again is safe: once the broker answers again
+// the same enqueue stores the job (not Duplicate of the one never published)
+// and its handler runs. This process frees the failed enqueue's lock at once
+// when the retry meets it, should the background release not have landed.
+func TestRabbitMQUniqueKeyFreeAfterNotEnqueued(t *testing.T) {
+	t.Parallel()
+	q, clk, handled := uniqueLockSetup(t)
+	var res queue.Result
+	queuetest.Eventually(t, 30*time.Second, "the same enqueue succeeds once the broker answers", func() bool {
+		clk.Advance(16 * time.Second) // past the breaker's cool-down: the hang opened it
+		var err error
+		res, err = q.Enqueue(context.Background(), "order", queuetest.Receipt{Order: 7}, queue.UniqueKey("order-7"))
+		return err == nil
+	})
+	if res.Duplicate {
+		t.Fatalf("enqueue again = Duplicate of %s, a job never published: the key stayed taken", res.ID)
+	}
+	select {
+	case o := <-handled:
+		if o != 7 {
+			t.Fatalf("handled order %d, want 7", o)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("order 7 not handled")
+	}
+}
+
+// With no enqueue again in this process (what another replica sees), the
+// background release frees the lock by itself once the broker answers: the
+// broker no longer has the lock queue.
+func TestRabbitMQUniqueKeyReleasedInBackground(t *testing.T) {
+	t.Parallel()
+	q, _, _ := uniqueLockSetup(t)
+	lock := ""
+	for _, n := range q.Backend().(interface{ Topology() []string }).Topology() {
+		if _, name, _ := strings.Cut(n, ":"); strings.Contains(name, ".unique.") {
+			lock = name
+		}
+	}
+	if lock == "" {
+		t.Fatal("the failed enqueue declared no lock queue")
+	}
+	conn, err := amqp.Dial(rabbitURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	queuetest.Eventually(t, 30*time.Second, "the failed enqueue's lock queue deleted on the broker", func() bool {
+		ch, err := conn.Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ch.Close()
+		_, err = ch.QueueDeclarePassive(lock, true, false, false, false, nil)
+		var ae *amqp.Error
+		return errors.As(err, &ae) && ae.Code == amqp.NotFound
+	})
+}
