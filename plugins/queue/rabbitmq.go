@@ -39,7 +39,8 @@ import (
 //     headers;
 //   - a unique-key lock P+q+".unique.<hash>" per pending unique key: a queue of
 //     at most one message that refuses a second publish (x-overflow =
-//     reject-publish nacks it), deleted when the job is done or dead.
+//     reject-publish nacks it), released (rabbitmq_unique.go) when the job is
+//     done or dead, or its enqueue failed.
 //
 // Publishing uses one confirm-mode channel: an Enqueue returns after the
 // broker confirmed the persistent message. Consuming uses a second connection,
@@ -98,7 +99,7 @@ func (b *rabbitBackend) Open(_ context.Context, env BackendEnv) error {
 	b.env, b.cfg = env, env.Config.RabbitMQ
 	b.clock = resilience.RealClock()
 	b.backoff = resilience.Backoff{Base: 200 * time.Millisecond, Max: 5 * time.Second}
-	b.releases.pending = map[string]*rmqRelease{}
+	b.releases.pending = map[rmqRelease]chan struct{}{}
 	b.pub = newLink(b, "publish")
 	go b.pub.run()
 	return nil

@@ -15,19 +15,18 @@ import (
 )
 
 // rmqRelease is a unique-key lock that this process is freeing: the job that
-// holds it is done, dead, or was never published (its enqueue failed).
+// holds it (id) is done, dead, or was never published (its enqueue failed).
 type rmqRelease struct {
-	id string
-	// turn is a one-slot lock: the background release and an acquire that
-	// meets id in the lock take turns, so neither deletes the queue under the
-	// other's publish.
-	turn chan struct{}
+	lock, id string
 }
 
-// rmqReleases are the locks this process is freeing, by lock queue.
+// rmqReleases are the locks this process is freeing. Each pending release
+// has a one-slot turn: the background release and an acquire that meets its
+// ID in the lock take turns, so neither deletes the queue under the other's
+// publish.
 type rmqReleases struct {
 	mu      sync.Mutex
-	pending map[string]*rmqRelease
+	pending map[rmqRelease]chan struct{}
 	running sync.WaitGroup
 }
 
@@ -81,15 +80,15 @@ func (b *rabbitBackend) acquire(ctx context.Context, st *rmqState, lock, id stri
 // backoff until it is freed or the backend closes: an Enqueue returns within
 // its deadline, and a release on a slow link may need a new connection first.
 func (b *rabbitBackend) releaseLater(lock, id string) {
-	r := &rmqRelease{id: id, turn: make(chan struct{}, 1)}
+	r, turn := rmqRelease{lock: lock, id: id}, make(chan struct{}, 1)
 	b.releases.mu.Lock()
-	b.releases.pending[lock] = r
+	b.releases.pending[r] = turn
 	b.releases.mu.Unlock()
 	b.releases.running.Add(1)
-	go b.release(lock, r)
+	go b.release(r, turn)
 }
 
-func (b *rabbitBackend) release(lock string, r *rmqRelease) {
+func (b *rabbitBackend) release(r rmqRelease, turn chan struct{}) {
 	defer b.releases.running.Done()
 	var err error
 	for failures := 0; ; failures++ {
@@ -97,37 +96,26 @@ func (b *rabbitBackend) release(lock string, r *rmqRelease) {
 			break
 		}
 		var done bool
-		if done, err = b.releaseTurn(lock, r); done {
+		if done, err = b.releaseTurn(r, turn); done {
 			return
 		}
 	}
-	b.forget(lock, r)
+	b.forget(r)
 	b.env.Logger.Warn("rabbitmq unique-key lock not released before the backend closed; the key stays taken until the lock queue is deleted",
-		"lock", lock, "job_id", r.id, "error", fmt.Sprint(err))
+		"lock", r.lock, "job_id", r.id, "error", fmt.Sprint(err))
 }
 
 // releaseTurn makes one try at freeing r's lock, bounded by enqueue_timeout.
-func (b *rabbitBackend) releaseTurn(lock string, r *rmqRelease) (bool, error) {
+func (b *rabbitBackend) releaseTurn(r rmqRelease, turn chan struct{}) (bool, error) {
 	ctx, cancel := context.WithTimeout(b.pub.ctx, b.env.Config.EnqueueTimeout)
 	defer cancel()
-	select {
-	case r.turn <- struct{}{}:
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
-	defer func() { <-r.turn }()
-	if !b.pending(lock, r) {
-		return true, nil // an acquire freed it
-	}
-	st, err := b.pub.wait(ctx)
-	if err == nil {
-		err = b.free(ctx, st, lock, r.id, true)
-	}
-	if err != nil {
-		return false, err
-	}
-	b.forget(lock, r)
-	return true, nil
+	return b.inTurn(ctx, r, turn, func() error {
+		st, err := b.pub.wait(ctx)
+		if err != nil {
+			return err
+		}
+		return b.free(ctx, st, r.lock, r.id, true)
+	})
 }
 
 // releaseNow frees the lock at once when holder is a release pending here
@@ -135,25 +123,32 @@ func (b *rabbitBackend) releaseTurn(lock string, r *rmqRelease) (bool, error) {
 // after ErrNotEnqueued is safe without waiting for the background release.
 // The queue is kept: the caller publishes to it next.
 func (b *rabbitBackend) releaseNow(ctx context.Context, st *rmqState, lock, holder string) (bool, error) {
+	r := rmqRelease{lock: lock, id: holder}
 	b.releases.mu.Lock()
-	r := b.releases.pending[lock]
+	turn := b.releases.pending[r]
 	b.releases.mu.Unlock()
-	if r == nil || r.id != holder {
+	if turn == nil {
 		return false, nil
 	}
+	return b.inTurn(ctx, r, turn, func() error { return b.free(ctx, st, lock, holder, false) })
+}
+
+// inTurn runs free in r's turn, unless another turn freed r first; either
+// way true means r's lock no longer holds its ID.
+func (b *rabbitBackend) inTurn(ctx context.Context, r rmqRelease, turn chan struct{}, free func() error) (bool, error) {
 	select {
-	case r.turn <- struct{}{}:
+	case turn <- struct{}{}:
 	case <-ctx.Done():
 		return false, ctx.Err()
 	}
-	defer func() { <-r.turn }()
-	if !b.pending(lock, r) {
-		return true, nil // the background release landed meanwhile
+	defer func() { <-turn }()
+	if !b.pending(r) {
+		return true, nil
 	}
-	if err := b.free(ctx, st, lock, holder, false); err != nil {
+	if err := free(); err != nil {
 		return false, err
 	}
-	b.forget(lock, r)
+	b.forget(r)
 	return true, nil
 }
 
@@ -197,18 +192,17 @@ func (b *rabbitBackend) free(ctx context.Context, st *rmqState, lock, id string,
 	return err
 }
 
-func (b *rabbitBackend) pending(lock string, r *rmqRelease) bool {
+func (b *rabbitBackend) pending(r rmqRelease) bool {
 	b.releases.mu.Lock()
 	defer b.releases.mu.Unlock()
-	return b.releases.pending[lock] == r
+	_, ok := b.releases.pending[r]
+	return ok
 }
 
-func (b *rabbitBackend) forget(lock string, r *rmqRelease) {
+func (b *rabbitBackend) forget(r rmqRelease) {
 	b.releases.mu.Lock()
 	defer b.releases.mu.Unlock()
-	if b.releases.pending[lock] == r {
-		delete(b.releases.pending, lock)
-	}
+	delete(b.releases.pending, r)
 }
 
 // waitReleases gives the releases under way until ctx ends or one
