@@ -15,10 +15,11 @@ import (
 )
 
 // uniqueLockSetup starts a rabbitmq App behind a fault proxy (enqueue_timeout
-// 1 s) and makes one unique-key enqueue of order 7 fail the way a slow link
-// makes it fail: with 300 ms per chunk the lock queue's declare takes about
-// 600 ms and the lock's publish reaches the broker, but its confirm would
-// come back after the deadline. The lock then holds the ID of a job that was
+// 2 s) and makes one unique-key enqueue of order 7 fail the way a slow link
+// makes it fail: with 600 ms per chunk the lock queue's declare takes about
+// 1.2 s (0.8 s to spare on a busy machine) and the lock's publish reaches
+// the broker, but its confirm would come back after the deadline (2.4 s at
+// the soonest: a busy machine only delays it more). The lock then holds the ID of a job that was
 // never published; the enqueue must say "not enqueued", within its deadline
 // (enqueue_timeout + 0.5 s, the slack the outage tests allow), and the key
 // must not stay taken. The proxy passes again when it returns.
@@ -28,13 +29,13 @@ func uniqueLockSetup(t *testing.T) (*queue.Plugin, *resilience.TestClock, chan i
 	handled := make(chan int, 10)
 	var q *queue.Plugin
 	svc := startRabbitApp(t, queuetest.Config{
-		Queue: queuetest.QueueTOML(name, 1, `enqueue_timeout = "1s"`),
+		Queue: queuetest.QueueTOML(name, 1, `enqueue_timeout = "2s"`),
 	}, func(p *queue.Plugin) {
 		q = p
 		_ = queue.Handle(p, "order", func(ctx context.Context, r queuetest.Receipt) error { handled <- r.Order; return nil })
 	}, rabbitOpts{url: "amqp://guest:guest@" + proxy.Addr() + "/", clock: clk})
 	waitRabbitConnected(t, svc)
-	if err := proxy.Latency(300 * time.Millisecond); err != nil {
+	if err := proxy.Latency(600 * time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	began := time.Now()
@@ -46,8 +47,8 @@ func uniqueLockSetup(t *testing.T) (*queue.Plugin, *resilience.TestClock, chan i
 	if !errors.Is(err, queue.ErrNotEnqueued) || !strings.Contains(err.Error(), "did not confirm") {
 		t.Fatalf("enqueue over the slow link = %v, want not enqueued: the lock's publish was not confirmed", err)
 	}
-	if took > 1500*time.Millisecond {
-		t.Fatalf("enqueue over the slow link took %s, want within enqueue_timeout (1s): the lock is released in the background", took)
+	if took > 2500*time.Millisecond {
+		t.Fatalf("enqueue over the slow link took %s, want within enqueue_timeout (2s): the lock is released in the background", took)
 	}
 	return q, clk, handled
 }
