@@ -76,10 +76,7 @@ func TestLocalDiskErrorsAre503(t *testing.T) {
 		t.Parallel()
 		root := t.TempDir()
 		// A private 64 KiB tmpfs: ENOSPC for real, without filling a shared disk.
-		if err := syscall.Mount("tmpfs", root, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "size=64k,mode=0700"); err != nil {
-			t.Skipf("cannot mount a private tmpfs (needs root): %v", err)
-		}
-		t.Cleanup(func() { _ = syscall.Unmount(root, syscall.MNT_DETACH) })
+		mountTmpfs(t, root, "64k")
 		d := start(t, localTOML(root), "files", nil).disk
 		assertDiskDown(t, "put of 1 MiB on a 64 KiB disk", d.Put(ctx, "big/blob", bytes.NewReader(bytes.Repeat([]byte("x"), 1<<20)), ""))
 		if ok, err := d.Exists(ctx, "big/blob"); ok || err != nil {
@@ -92,6 +89,16 @@ func TestLocalDiskErrorsAre503(t *testing.T) {
 			t.Fatalf("a small put after the failed one: %v", err)
 		}
 	})
+}
+
+// mountTmpfs mounts a private tmpfs of size at dir, unmounted (lazily) at
+// cleanup; the test is skipped where mounting needs a root it does not have.
+func mountTmpfs(t *testing.T, dir, size string) {
+	t.Helper()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "size="+size+",mode=0700"); err != nil {
+		t.Skipf("cannot mount a private tmpfs (needs root): %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
 }
 
 // everyOperation runs each operation of d once, on the key "seed" (put before
@@ -192,10 +199,7 @@ func TestLocalRootThatWentAwayIs503(t *testing.T) {
 func TestLocalRootOnAnUnmountedVolumeIs503(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
-	if err := syscall.Mount("tmpfs", root, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "size=1m,mode=0700"); err != nil {
-		t.Skipf("cannot mount a private tmpfs (needs root): %v", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(root, syscall.MNT_DETACH) })
+	mountTmpfs(t, root, "1m")
 	s := start(t, localTOML(root), "files", nil)
 	if err := s.disk.Put(context.Background(), "seed", strings.NewReader("on the volume"), ""); err != nil {
 		t.Fatal(err)
@@ -211,6 +215,34 @@ func TestLocalRootOnAnUnmountedVolumeIs503(t *testing.T) {
 	}
 	r := s.svc.Get(t, "/ready")
 	if !strings.Contains(r.String(), `"status":"degraded"`) || !strings.Contains(r.String(), "another filesystem") {
+		t.Fatalf("/ready = %d %s, want the disk unreachable on another filesystem", r.Status, r.Body)
+	}
+}
+
+// A tmpfs mounted anew at the root, after the service's volume was unmounted
+// and an operation failed on it, is another filesystem and stays refused:
+// the service still holds the first root open, so the unmounted tmpfs keeps
+// its device number and the new one cannot be given the same (which, freed,
+// it would be: a new tmpfs takes the lowest free number).
+func TestLocalRootOnARemountedVolumeIs503(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	mountTmpfs(t, root, "1m")
+	s := start(t, localTOML(root), "files", nil)
+	ctx := context.Background()
+	if err := s.disk.Put(ctx, "seed", strings.NewReader("on the volume"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Unmount(root, syscall.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.disk.Get(ctx, "seed")
+	assertDiskDown(t, "get with the volume unmounted", err)
+	mountTmpfs(t, root, "1m")
+	for op, err := range everyOperation(s.disk) {
+		assertDiskDown(t, op+" on a new volume", err)
+	}
+	if r := s.svc.Get(t, "/ready"); !strings.Contains(r.String(), "another filesystem") {
 		t.Fatalf("/ready = %d %s, want the disk unreachable on another filesystem", r.Status, r.Body)
 	}
 }

@@ -32,6 +32,7 @@ type localDriver struct {
 	mu    sync.Mutex
 	root  *os.Root
 	first fs.FileInfo // the root when this process first opened it; nil before
+	pin   *os.Root    // that root, held open until close (see open)
 }
 
 func newLocalDriver(cfg DiskConfig, s *signer) *localDriver {

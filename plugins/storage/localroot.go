@@ -28,6 +28,12 @@ type fileID struct {
 // on the wrong filesystem and vanish from the service's view when the volume
 // comes back. The disk fails instead (a 503, and /ready says why) until the
 // directory is back.
+//
+// The first root opened stays open until close (d.pin), even once it went
+// away: a filesystem unmounted lazily lives while a file on it is open, so
+// its device number is not freed and cannot be given to a new filesystem
+// mounted at the path (a new tmpfs takes the lowest free number), which the
+// device check would otherwise take for the old one.
 func (d *localDriver) open() (*os.Root, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -35,7 +41,9 @@ func (d *localDriver) open() (*os.Root, error) {
 		if d.current() {
 			return d.root, nil
 		}
-		d.root.Close()
+		if d.root != d.pin {
+			d.root.Close()
+		}
 		d.root = nil
 	}
 	if d.first == nil {
@@ -60,7 +68,7 @@ func (d *localDriver) open() (*os.Root, error) {
 		return nil, rootError(d.dir, "is on another filesystem than when the service opened it (a volume unmounted from it or mounted over it): restore it, or restart the service to use this one", nil)
 	}
 	if d.first == nil {
-		d.first = fi
+		d.first, d.pin = fi, r
 	}
 	d.root = r
 	return r, nil
@@ -97,10 +105,13 @@ func (d *localDriver) missing(err error) error {
 func (d *localDriver) close() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.root != nil {
+	if d.root != nil && d.root != d.pin {
 		d.root.Close()
-		d.root = nil
 	}
+	if d.pin != nil {
+		d.pin.Close()
+	}
+	d.root, d.pin = nil, nil
 }
 
 // check is the /ready probe: the root is opened and checked as for an
