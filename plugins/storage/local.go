@@ -29,6 +29,12 @@ type localDriver struct {
 	dirPerm  os.FileMode
 	signer   *signer
 
+	// dirs is held while a Put makes a key's directories and its temporary
+	// file, or replaces an empty directory at its key, and while a Delete
+	// removes an object and the directories it leaves empty: otherwise the
+	// prune removes a directory a Put has just made and is about to use.
+	dirs sync.Mutex
+
 	mu    sync.Mutex
 	root  *os.Root
 	first fs.FileInfo // the root when this process first opened it; nil before
@@ -51,21 +57,9 @@ func (d *localDriver) put(ctx context.Context, key string, body watched, _ int64
 	if err != nil {
 		return err
 	}
-	dir := path.Dir(key)
-	if err := root.MkdirAll(dir, d.dirPerm); err != nil {
-		// Decided by what is on disk, not by the errno (os.Root reports a
-		// file in the way as EEXIST or ENOTDIR depending on its depth).
-		if above := objectAbove(root, key); above != "" {
-			return &ConflictError{Key: key, Existing: above}
-		}
-		return fmt.Errorf("create directory: %w", err)
-	}
-	var rnd [8]byte
-	_, _ = rand.Read(rnd[:])
-	tmp := path.Join(dir, tempPrefix+hex.EncodeToString(rnd[:]))
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, d.filePerm)
+	f, tmp, err := d.createTemp(root, key)
 	if err != nil {
-		return fmt.Errorf("create temporary file: %w", err)
+		return err
 	}
 	defer func() {
 		if err != nil {
@@ -85,22 +79,53 @@ func (d *localDriver) put(ctx context.Context, key string, body watched, _ int64
 		return fmt.Errorf("close: %w", err)
 	}
 	if err := root.Rename(tmp, key); err != nil {
-		if !isDir(root, key) {
-			_ = root.Remove(tmp)
-			return fmt.Errorf("rename into place: %w", err)
-		}
-		// The key is a directory. Empty (left behind by something other than
-		// Delete), it is no object: remove it and try again. Holding objects,
-		// it is the caller's conflict.
-		if root.Remove(key) != nil || root.Rename(tmp, key) != nil {
-			_ = root.Remove(tmp)
-			if isDir(root, key) {
-				return &ConflictError{Key: key, Existing: key, Under: true}
-			}
-			return fmt.Errorf("rename into place: %w", err)
-		}
+		return d.replaceDir(root, tmp, key, err)
 	}
 	return nil
+}
+
+// createTemp makes the directories of key and, in the last one, the
+// temporary file Put writes, under d.dirs: once the file is there its
+// directory is not empty, so a Delete pruning the directories it emptied
+// cannot remove it between the two steps.
+func (d *localDriver) createTemp(root *os.Root, key string) (*os.File, string, error) {
+	d.dirs.Lock()
+	defer d.dirs.Unlock()
+	dir := path.Dir(key)
+	if err := root.MkdirAll(dir, d.dirPerm); err != nil {
+		// Decided by what is on disk, not by the errno (os.Root reports a
+		// file in the way as EEXIST or ENOTDIR depending on its depth).
+		if above := objectAbove(root, key); above != "" {
+			return nil, "", &ConflictError{Key: key, Existing: above}
+		}
+		return nil, "", fmt.Errorf("create directory: %w", err)
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := path.Join(dir, tempPrefix+hex.EncodeToString(rnd[:]))
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, d.filePerm)
+	if err != nil {
+		return nil, "", fmt.Errorf("create temporary file: %w", err)
+	}
+	return f, tmp, nil
+}
+
+// replaceDir ends a Put whose rename of tmp over key failed with err. The key
+// is a directory: empty (left behind by something other than Delete), it is
+// no object, so it is removed and the rename tried again; holding objects,
+// it is the caller's conflict. Under d.dirs, so that the directory is not
+// removed while another Put is making it for a key under it.
+func (d *localDriver) replaceDir(root *os.Root, tmp, key string, err error) error {
+	d.dirs.Lock()
+	defer d.dirs.Unlock()
+	if isDir(root, key) && root.Remove(key) == nil && root.Rename(tmp, key) == nil {
+		return nil
+	}
+	_ = root.Remove(tmp)
+	if isDir(root, key) {
+		return &ConflictError{Key: key, Existing: key, Under: true}
+	}
+	return fmt.Errorf("rename into place: %w", err)
 }
 
 func (d *localDriver) get(ctx context.Context, key string) (*Object, error) {
@@ -162,11 +187,14 @@ func (d *localDriver) delete(ctx context.Context, key string) error {
 	case fi.IsDir():
 		return nil // a "directory" is not an object: there is nothing to delete
 	}
+	d.dirs.Lock()
+	defer d.dirs.Unlock()
 	if err := root.Remove(key); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	// Remove the directories the object leaves empty, as S3 has none; a
-	// directory that is not empty (or was just refilled) stays.
+	// directory that is not empty (or was just refilled) stays. Under
+	// d.dirs, so no Put is between making a directory and filling it.
 	for dir := path.Dir(key); dir != "."; dir = path.Dir(dir) {
 		if root.Remove(dir) != nil {
 			break
