@@ -217,15 +217,17 @@ func (d *localDriver) listPage(ctx context.Context, prefix, _ string) ([]Info, s
 	var out []Info
 	err = fs.WalkDir(root.FS(), start, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
-			if p == start && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
-				// Nothing under this prefix (or an object is in its way),
-				// unless the root itself went away meanwhile.
-				if err := d.missing(nil); err != nil {
-					return err
-				}
-				return fs.SkipAll
+			if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+				return err
 			}
-			return err
+			// Nothing under this prefix (or an object is in its way), or a
+			// directory a Delete removed (or replaced by an object) while
+			// we walked: nothing to list there, as for a file deleted
+			// meanwhile, unless the root itself went away.
+			if err := d.missing(nil); err != nil {
+				return err
+			}
+			return fs.SkipDir
 		}
 		if err := ctx.Err(); err != nil {
 			return err

@@ -1,6 +1,7 @@
 package storage_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -83,6 +84,45 @@ func TestLocalConflictingPutsRacing(t *testing.T) {
 		}
 		if stored != 1 || conflicts != 1 {
 			t.Fatalf("round %d: put a = %v, put a/b = %v; want one stored and one ConflictError", i, errs[0], errs[1])
+		}
+	}
+}
+
+// A List while Deletes empty the directories it walks lists what is still
+// there without an error: a directory removed under it is skipped like a
+// file deleted under it, not an error that says an object is missing.
+func TestLocalListRacingDeletes(t *testing.T) {
+	t.Parallel()
+	d := start(t, localTOML(t.TempDir()), "files", nil).disk
+	ctx := context.Background()
+	// 10 rounds of 20 directories each, fewer than raceRounds: each round
+	// gives the walk 20 directories to lose.
+	for i := range 10 {
+		prefix := fmt.Sprintf("r%d/", i)
+		var keys []string
+		for j := range 20 {
+			keys = append(keys, fmt.Sprintf("%s%d/x/k", prefix, j))
+			if err := d.Put(ctx, keys[j], strings.NewReader("v"), ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var listErr error
+		together(
+			func() {
+				for _, err := range d.List(ctx, prefix) {
+					listErr = cmp.Or(listErr, err)
+				}
+			},
+			func() {
+				for _, k := range keys {
+					if err := d.Delete(ctx, k); err != nil {
+						t.Error(err)
+					}
+				}
+			},
+		)
+		if listErr != nil {
+			t.Fatalf("round %d: list while deleting: %v", i, listErr)
 		}
 	}
 }
