@@ -432,6 +432,41 @@ func TestLocalTemporaryURL(t *testing.T) {
 	}
 }
 
+// A signed URL is accepted only as the service spelled it: another spelling
+// of the same expiry, or of the same signature bytes, is a tampered URL, a
+// 403 naming the signature.
+func TestLocalTemporaryURLRefusesOtherSpellings(t *testing.T) {
+	t.Parallel()
+	s := start(t, localTOML(t.TempDir()), "files", nil)
+	ctx := context.Background()
+	if err := s.disk.Put(ctx, "k.txt", strings.NewReader("v"), ""); err != nil {
+		t.Fatal(err)
+	}
+	u, err := s.disk.TemporaryURL(ctx, "k.txt", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := u[strings.Index(u, "signature=")+len("signature="):]
+	// 32 bytes of HMAC are 43 characters of base64url, whose last carries
+	// 2 bits that decode to nothing: flipping one gives the same bytes.
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	last := strings.IndexByte(alphabet, sig[len(sig)-1])
+	spellings := map[string]string{
+		"expires with a plus sign":    strings.Replace(u, "expires=", "expires=%2B", 1),
+		"expires with a leading zero": strings.Replace(u, "expires=", "expires=0", 1),
+		"signature's unused bits set": strings.Replace(u, sig, sig[:len(sig)-1]+string(alphabet[last^1]), 1),
+		"signature with a line break": strings.Replace(u, sig, sig[:20]+"%0A"+sig[20:], 1),
+	}
+	for name, su := range spellings {
+		if r := s.svc.Get(t, su); r.Status != http.StatusForbidden || !strings.Contains(r.String(), "signature") {
+			t.Errorf("%s: GET %s = %d %s; want 403 naming the signature", name, su, r.Status, r.Body)
+		}
+	}
+	if r := s.svc.Get(t, u); r.Status != http.StatusOK || r.String() != "v" {
+		t.Fatalf("GET as signed = %d %s", r.Status, r.Body)
+	}
+}
+
 func TestLocalTemporaryURLUsesPublicURL(t *testing.T) {
 	t.Parallel()
 	toml := "[plugin.storage]\npublic_url = \"https://api.example.com/\"\nroute_prefix = \"/files-signed\"\n" + localTOML(t.TempDir())

@@ -28,19 +28,18 @@ type signer struct {
 	random bool // the key was generated for this process
 }
 
-// mac is the signature of key on the disk called disk, which is s.disk for the
-// URLs s makes.
-func (s *signer) mac(disk, key string, expires int64) []byte {
+// signature is the signature of key on the disk called disk, which is
+// s.disk for the URLs s makes, in the form the URL carries.
+func (s *signer) signature(disk, key string, expires int64) string {
 	h := hmac.New(sha256.New, s.key)
 	h.Write([]byte("GET\n" + disk + "\n" + key + "\n" + strconv.FormatInt(expires, 10)))
-	return h.Sum(nil)
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
 }
 
 func (s *signer) url(key string, ttl time.Duration) string {
 	// Rounded up to the next second: a URL never expires before its ttl.
 	expires := s.clock.Now().Add(ttl + time.Second - 1).Unix()
-	sig := base64.RawURLEncoding.EncodeToString(s.mac(s.disk, key, expires))
-	return s.base + "/" + escapeKey(key) + "?expires=" + strconv.FormatInt(expires, 10) + "&signature=" + sig
+	return s.base + "/" + escapeKey(key) + "?expires=" + strconv.FormatInt(expires, 10) + "&signature=" + s.signature(s.disk, key, expires)
 }
 
 // errBadSignature and errExpired are the two reasons a signed request is refused.
@@ -51,17 +50,18 @@ var (
 
 // verify checks the signature of key on disk with s's key first, in constant
 // time, then the expiry, so a tampered URL learns nothing about expiry and an
-// expired one nothing about the signature.
+// expired one nothing about the signature. Both parameters must be spelled
+// exactly as url spells them: another spelling of the same value (a sign or
+// leading zeros in expires; a line break, or other unused bits in the last
+// character, in the signature) is a tampered URL, so the signature is
+// compared as text, not decoded.
 func (s *signer) verify(disk, key string, q url.Values) error {
-	expires, err := strconv.ParseInt(q.Get("expires"), 10, 64)
-	if err != nil {
+	raw := q.Get("expires")
+	expires, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || strconv.FormatInt(expires, 10) != raw {
 		return errBadSignature
 	}
-	got, err := base64.RawURLEncoding.DecodeString(q.Get("signature"))
-	if err != nil {
-		return errBadSignature
-	}
-	if !hmac.Equal(got, s.mac(disk, key, expires)) {
+	if !hmac.Equal([]byte(q.Get("signature")), []byte(s.signature(disk, key, expires))) {
 		return errBadSignature
 	}
 	if s.clock.Now().Unix() >= expires {
