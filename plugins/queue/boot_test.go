@@ -57,6 +57,8 @@ func TestBootRules(t *testing.T) {
 		{"schema on redis", `backend = "redis"` + "\n" + `schema = "jobs"`, "plugin.queue.schema", "PostgreSQL setting"},
 		{"queue name", "[plugin.queue.queues.Mail]\nconcurrency = 1", "plugin.queue.queues.Mail", "lowercase"},
 		{"zero concurrency", "[plugin.queue.queues.mail]\nconcurrency = 0", "plugin.queue.queues.mail.concurrency", "greater than zero"},
+		{"queue name River refuses", "[plugin.queue.queues.orders__high]\nconcurrency = 1", "plugin.queue.queues.orders__high", "not one the postgres backend (River) takes: it must also be " + queue.RiverQueueRule},
+		{"queue name over River's 64", "[plugin.queue.queues." + strings.Repeat("q", 65) + "]\nconcurrency = 1", "plugin.queue.queues." + strings.Repeat("q", 65), "not one the postgres backend (River) takes"},
 		{"zero breaker failures", `breaker_failures = 0`, "plugin.queue.breaker_failures", "greater than zero"},
 		{"negative breaker failures", `breaker_failures = -1`, "plugin.queue.breaker_failures", "greater than zero"},
 		{"failure rate above one", `breaker_failure_rate = 1.5`, "plugin.queue.breaker_failure_rate", "(0, 1]"},

@@ -176,6 +176,10 @@ func (c *Config) validate(v *framework.Validation) {
 		if !queuesTable.ValidateName(v, name) && framework.Unread(name) {
 			continue
 		}
+		if c.Backend == "postgres" && framework.ValidName(name) && !riverQueueName(name) {
+			v.Error("queues."+name, fmt.Sprintf("queue name %q is not one the postgres backend (River) takes: it must also be %s", name, RiverQueueRule),
+				"rename the queue, e.g. \"orders_high\" for \"orders__high_\"")
+		}
 		v.Positive("queues."+name+".concurrency", c.Queues[name].Concurrency)
 	}
 	for i, k := range c.Kinds {

@@ -33,3 +33,22 @@ func validKind(kind string) bool {
 func lowerOrDigit(c byte) bool { return ('a' <= c && c <= 'z') || ('0' <= c && c <= '9') }
 
 func alnum(c byte) bool { return lowerOrDigit(c) || ('A' <= c && c <= 'Z') }
+
+// RiverQueueRule is what the postgres backend (River) asks of a queue name
+// beyond the name rule every queue follows (framework.NameRule): River
+// refuses any other when its workers start, or the insert of a job.
+const RiverQueueRule = "at most 64 characters, and no two of - and _ in a row nor one at the end"
+
+// riverQueueName reports whether name, which follows framework.NameRule,
+// follows RiverQueueRule too.
+func riverQueueName(name string) bool {
+	if len(name) > 64 || !lowerOrDigit(name[len(name)-1]) {
+		return false
+	}
+	for i := 1; i < len(name); i++ {
+		if !lowerOrDigit(name[i]) && !lowerOrDigit(name[i-1]) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,11 +1,15 @@
 package queue
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/jfastframework/jfast/framework"
 )
 
 // riverAccepts reports whether River would start workers for kind: its
@@ -38,6 +42,33 @@ func TestKindRuleIsRiversRule(t *testing.T) {
 		}
 		if len(k) == 1 && (validKind(k) || err == nil) {
 			t.Errorf("kind %q: validKind %v, River's error %v; want both to refuse it", k, validKind(k), err)
+		}
+	}
+}
+
+// TestRiverQueueRuleIsRiversRule: on the postgres backend a queue name is
+// refused by jfast (riverQueueName) exactly when River's client refuses it
+// (no database is reached), for names the framework's name rule accepts.
+func TestRiverQueueRuleIsRiversRule(t *testing.T) {
+	t.Parallel()
+	names := []string{"a", "default", "orders_high", "orders-high", "a1", "1a", "a_", "a-", "a__b", "a-_b", "a_-b", "a--b",
+		"a_b-c", strings.Repeat("a", 64), strings.Repeat("a", 65), strings.Repeat("ab_", 21) + "a", strings.Repeat("a", 100)}
+	// A pool River can hold; it never connects (nothing is run).
+	pool, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for _, name := range names {
+		if !framework.ValidName(name) {
+			t.Fatalf("%q: not a name the framework's rule accepts; the table is wrong", name)
+		}
+		_, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+			Queues:  map[string]river.QueueConfig{name: {MaxWorkers: 1}},
+			Workers: river.NewWorkers(),
+		})
+		if ours := riverQueueName(name); ours != (err == nil) {
+			t.Errorf("queue %q: riverQueueName %v, River's error %v; want the same verdict", name, ours, err)
 		}
 	}
 }

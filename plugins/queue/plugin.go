@@ -321,6 +321,9 @@ func (p *Plugin) message(ctx context.Context, kind string, payload any, opts []O
 	if !framework.ValidName(o.queue) {
 		return nil, fmt.Errorf("queue: queue name %q must be %s", o.queue, framework.NameRule)
 	}
+	if p.cfg.Backend == "postgres" && !riverQueueName(o.queue) {
+		return nil, fmt.Errorf("queue: queue name %q must be %s on the postgres backend (River's rule)", o.queue, RiverQueueRule)
+	}
 	if o.timeout < 0 || o.timeout > p.cfg.JobTimeout {
 		return nil, fmt.Errorf("queue: timeout %s for %s must be positive and at most job_timeout (%s)", o.timeout, kind, p.cfg.JobTimeout)
 	}
