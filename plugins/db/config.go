@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	_ "time/tzdata" // session_timezone is checked against Go's own copy of the tz database, not the host's
+	_ "time/tzdata" // session_timezone is checked against the tz database where the host has none
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -158,7 +158,12 @@ func (c *Config) validate(v *framework.Validation, hasMigrations bool) {
 	v.Deadline("max_conn_lifetime", c.MaxConnLifetime)
 	v.Deadline("max_conn_idle", c.MaxConnIdle)
 	if c.SessionTimezone != "" {
-		if _, err := time.LoadLocation(c.SessionTimezone); err != nil || c.SessionTimezone == "Local" {
+		if strings.HasPrefix(c.SessionTimezone, "right/") {
+			// Zone files with leap seconds, which a host may have: PostgreSQL
+			// refuses every connection that asks for one.
+			v.Error("session_timezone", fmt.Sprintf("%q counts leap seconds, which PostgreSQL refuses (every connection would fail)", c.SessionTimezone),
+				fmt.Sprintf("set %q instead", strings.TrimPrefix(c.SessionTimezone, "right/")))
+		} else if _, err := time.LoadLocation(c.SessionTimezone); err != nil || c.SessionTimezone == "Local" {
 			v.Error("session_timezone", fmt.Sprintf("%q is not a time zone of the tz database", c.SessionTimezone),
 				`set an IANA zone name such as "UTC" or "America/Mexico_City", or remove it to keep the server's setting`)
 		}

@@ -110,8 +110,12 @@ func (d *DB) follow() (*DB, error) {
 		return d, nil
 	}
 	cur, err := d.tenants.get(d.tenant)
+	var de *problem.DependencyError
+	if err != nil && !errors.As(err, &de) {
+		err = &problem.DependencyError{Dependency: dependencyName, Err: err}
+	}
 	if err != nil {
-		return nil, &problem.DependencyError{Dependency: dependencyName, Err: err}
+		return nil, err
 	}
 	return cur, nil
 }
@@ -531,6 +535,20 @@ func (t *poolTx) endErr(err, unknown error) error {
 		err = fmt.Errorf("%w: %w", unknown, err)
 	}
 	return t.db.connErr(e, err)
+}
+
+// Begin starts a savepoint (a nested transaction), under command_timeout as
+// any statement; its statements are the plugin's too: command_timeout, and
+// the db dependency error when one breaks the connection. It holds no
+// connection of its own: the transaction's is given back when that ends.
+func (t *poolTx) Begin(ctx context.Context) (pgx.Tx, error) {
+	sctx, cancel := t.db.statementCtx(ctx)
+	defer cancel()
+	sp, err := t.Tx.Begin(sctx)
+	if err != nil {
+		return nil, t.db.connErr(t.end(), err)
+	}
+	return &poolTx{Tx: sp, db: t.db}, nil
 }
 
 // Rollback rolls back under command_timeout, as any statement.

@@ -621,3 +621,63 @@ func TestClosedPoolIsUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// A savepoint (a transaction's Begin) is the plugin's too: command_timeout
+// cuts its statements, a 503 naming db, on a transaction of the DB and on
+// one begun on a Conn. Before, Begin was pgx's, and its pg_sleep(5) ran
+// whole.
+func TestSavepointStatementsAreBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{toml: `command_timeout = "200ms"`})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	inSavepoint := func(tx pgx.Tx) error {
+		sp, err := tx.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		_, err = sp.Exec(ctx, "SELECT pg_sleep(5)")
+		return err
+	}
+	wantCut(t, "DB.Tx, then a savepoint", func() error { return b.db.Tx(ctx, inSavepoint) })
+	wantCut(t, "Conn.Begin, then a savepoint", func() error {
+		c, err := b.db.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Release()
+		tx, err := c.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		return inSavepoint(tx)
+	})
+}
+
+// A tenant asked for after the plugin stopped (a request still running
+// during shutdown) is the same 503 naming db as a pool closed under a DB
+// taken before: Get's error, not a plain one a handler turns into a 500.
+func TestTenantGetAfterStopIsUnavailable(t *testing.T) {
+	t.Parallel()
+	tmpl := "postgres://postgres@127.0.0.1:5432/" + testDB + "?sslmode=disable&application_name=tenant_{tenant}"
+	b := setup(t, setupOpts{toml: fmt.Sprintf("tenant_url_template = %q", tmpl)})
+	tp, err := Tenants(b.svc.App)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := From(b.svc.App)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Stop(ctx); err != nil { // a second Stop at cleanup is harmless
+		t.Fatal(err)
+	}
+	_, err = tp.Get("b")
+	var de *problem.DependencyError
+	if pr, _ := problem.As(err); !errors.As(err, &de) || de.Dependency != "db" || pr == nil || pr.Status != 503 || !strings.Contains(err.Error(), "the plugin has stopped") {
+		t.Errorf("Get after Stop: %v (%T); want a 503 naming db saying the plugin has stopped", err, err)
+	}
+}

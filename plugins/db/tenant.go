@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/problem"
 )
 
 // tenantName is what a tenant's name may be: it is put into a connection
@@ -80,7 +81,9 @@ func (t *tenantPools) get(tenant string) (*DB, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		return nil, errors.New("db: the plugin has stopped: its tenant pools are closed")
+		// A request still running during shutdown: a 503, as a *DB
+		// taken before the stop answers.
+		return nil, &problem.DependencyError{Dependency: dependencyName, Err: errors.New("db: the plugin has stopped: its tenant pools are closed")}
 	}
 	if e, ok := t.byName[tenant]; ok {
 		t.lru.MoveToFront(e)

@@ -39,6 +39,7 @@ func TestBootValidation(t *testing.T) {
 		{"pool_size negative", "pool_size = -3", nil, "plugin.db.pool_size", "at least 1"},
 		{"unknown session_timezone", `session_timezone = "Mars/Olympus_Mons"`, nil, "plugin.db.session_timezone", "not a time zone"},
 		{"Local is not a zone", `session_timezone = "Local"`, nil, "plugin.db.session_timezone", "not a time zone"},
+		{"leap-second zone", `session_timezone = "right/UTC"`, nil, "plugin.db.session_timezone", `"right/UTC" counts leap seconds, which PostgreSQL refuses`},
 		{"tenant template without {tenant}", `tenant_url_template = "postgres://app@db/tenants"`, nil, "plugin.db.tenant_url_template", "{tenant}"},
 		{"connect_timeout zero", `connect_timeout = "0s"`, nil, "plugin.db.connect_timeout", "positive"},
 		{"ping_timeout negative", `ping_timeout = "-1s"`, nil, "plugin.db.ping_timeout", "positive"},
