@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 )
@@ -47,7 +48,14 @@ func TestWhatAHandlerDidNotWriteIsReplayedOrRefused(t *testing.T) {
 		if first := b.post(t, "/hijack", "k-hijack", "{}"); first.Status != http.StatusCreated || string(first.Body) != "hello" {
 			t.Fatalf("/hijack: %d %q, want the handler's 201 hello", first.Status, first.Body)
 		}
-		b.settled("k-hijack")
+		// The client had the whole answer while the handler still ran (it
+		// wrote it on the connection it took over): wait for the record.
+		notKept := b.idem.metrics.requests.WithLabelValues(store, outcomeNotKept)
+		for deadline := time.Now().Add(10 * time.Second); counterValue(t, notKept) == 0; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the hijacked request's record was not written within 10 s")
+			}
+		}
 		again := b.post(t, "/hijack", "k-hijack", "{}")
 		if again.Status != http.StatusConflict || !strings.Contains(again.String(), "took the connection over") {
 			t.Errorf("/hijack repeated: %d %s; want a 409 saying there is no response to replay", again.Status, again.Body)
