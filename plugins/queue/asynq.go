@@ -391,9 +391,7 @@ func (b *asynqBackend) Dead(ctx context.Context, q DeadQuery) ([]DeadJob, error)
 	}
 	var out []DeadJob
 	for _, name := range queues {
-		tasks, err := call(ctx, func() ([]*asynq.TaskInfo, error) {
-			return b.inspector.ListArchivedTasks(name, asynq.PageSize(q.Limit))
-		})
+		tasks, err := b.newestArchived(ctx, name, q.Limit)
 		if errors.Is(err, asynq.ErrQueueNotFound) {
 			continue
 		}
@@ -418,6 +416,39 @@ func (b *asynqBackend) Dead(ctx context.Context, q DeadQuery) ([]DeadJob, error)
 		out = out[:q.Limit]
 	}
 	return out, nil
+}
+
+// newestArchived returns the newest limit dead tasks of queue name, in no
+// particular order. asynq lists its archive oldest first (a ZRANGE on the time
+// of death), in pages of a size: the first page is the whole archive when it
+// is not full, else the newest limit are on the page holding the limit-th
+// newest and the page after it, found from the archive's size.
+func (b *asynqBackend) newestArchived(ctx context.Context, name string, limit int) ([]*asynq.TaskInfo, error) {
+	page := func(n int) ([]*asynq.TaskInfo, error) {
+		return call(ctx, func() ([]*asynq.TaskInfo, error) {
+			return b.inspector.ListArchivedTasks(name, asynq.PageSize(limit), asynq.Page(n))
+		})
+	}
+	first, err := page(1)
+	if err != nil || len(first) < limit {
+		return first, err
+	}
+	info, err := call(ctx, func() (*asynq.QueueInfo, error) { return b.inspector.GetQueueInfo(name) })
+	if err != nil {
+		return nil, err
+	}
+	from := max(info.Archived-limit, 0)/limit + 1
+	var tasks []*asynq.TaskInfo
+	for n := from; n <= from+1; n++ {
+		more := first
+		if n > 1 {
+			if more, err = page(n); err != nil {
+				return nil, err
+			}
+		}
+		tasks = append(tasks, more...)
+	}
+	return tasks, nil
 }
 
 // archived checks that id ("queue/task") names a dead task.
