@@ -337,9 +337,9 @@ func (p *Plugin) message(ctx context.Context, kind string, payload any, opts []O
 	var md map[string]string
 	p.mu.Lock()
 	injectors := p.injectors
-	_, handled := p.handlers[kind]
+	declared := p.declared(kind)
 	p.mu.Unlock()
-	if !handled && !p.sends[kind] {
+	if !declared {
 		return nil, p.undeclared(kind)
 	}
 	if len(injectors) > 0 {
@@ -366,6 +366,35 @@ func (p *Plugin) message(ctx context.Context, kind string, payload any, opts []O
 		m.RunAt = time.Now().Add(o.delay)
 	}
 	return m, nil
+}
+
+// declared reports whether kind may be enqueued here: a handler registered
+// for it, or listed in the kinds key. p.mu is held.
+func (p *Plugin) declared(kind string) bool {
+	_, handled := p.handlers[kind]
+	return handled || p.sends[kind]
+}
+
+// undeclaredKindLabel is the kind label of an enqueue refused for a kind this
+// process does not declare: the kind is the caller's string, and as a label
+// every misspelt kind (or one made from input) would add a series. The kind
+// rule refuses parentheses, so no kind has this name.
+const undeclaredKindLabel = "(undeclared)"
+
+// refused counts an enqueue refused at the call, before anything was sent (a
+// plugin not started, a bad or undeclared kind, a payload that does not
+// encode, a bad option), with outcome "error" as any "not enqueued" failure,
+// and returns its error.
+func (p *Plugin) refused(kind string, err error) (Result, error) {
+	if p.metrics != nil { // made at Start
+		p.mu.Lock()
+		if !p.declared(kind) {
+			kind = undeclaredKindLabel
+		}
+		p.mu.Unlock()
+		p.metrics.enqueued(kind, "error")
+	}
+	return Result{}, notEnqueued(err)
 }
 
 // undeclared is the error of an Enqueue of a kind no handler in this process
@@ -440,7 +469,7 @@ func encodeEnvelope(payload []byte, requestID string, md map[string]string, time
 func (p *Plugin) Enqueue(ctx context.Context, kind string, payload any, opts ...Option) (Result, error) {
 	m, err := p.message(ctx, kind, payload, opts)
 	if err != nil {
-		return Result{}, notEnqueued(err)
+		return p.refused(kind, err)
 	}
 	return p.guard(ctx, kind, m, nil)
 }
@@ -453,11 +482,11 @@ func (p *Plugin) Enqueue(ctx context.Context, kind string, payload any, opts ...
 func (p *Plugin) EnqueueTx(ctx context.Context, tx pgx.Tx, kind string, payload any, opts ...Option) (Result, error) {
 	_, ok := p.backend.(TxBackend)
 	if !ok {
-		return Result{}, notEnqueued(fmt.Errorf("queue: EnqueueTx needs backend = \"postgres\"; the %s backend cannot join a PostgreSQL transaction", p.cfg.Backend))
+		return p.refused(kind, fmt.Errorf("queue: EnqueueTx needs backend = \"postgres\"; the %s backend cannot join a PostgreSQL transaction", p.cfg.Backend))
 	}
 	m, err := p.message(ctx, kind, payload, opts)
 	if err != nil {
-		return Result{}, notEnqueued(err)
+		return p.refused(kind, err)
 	}
 	return p.guard(ctx, kind, m, tx)
 }
