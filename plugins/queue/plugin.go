@@ -702,7 +702,9 @@ func (p *Plugin) DeadJobs(ctx context.Context, q DeadQuery) ([]DeadJob, error) {
 }
 
 // RetryDead makes a dead job run again. It returns ErrNotFound for an ID that
-// is not in the dead letter.
+// is not in the dead letter. On postgres a dead job with a unique key whose key
+// a pending job of its kind holds stays dead, and RetryDead returns an error
+// saying so (not a dependency error: the database answered).
 func (p *Plugin) RetryDead(ctx context.Context, id string) error {
 	return p.depErr("retry dead job "+id, p.backend.RetryDead(ctx, id))
 }
@@ -713,8 +715,15 @@ func (p *Plugin) DeleteDead(ctx context.Context, id string) error {
 	return p.depErr("delete dead job "+id, p.backend.DeleteDead(ctx, id))
 }
 
+// errUniqueKeyHeld is RetryDead's answer for a dead job whose unique key a
+// pending job of its kind holds (on postgres, where a dead job frees its key):
+// the database's answer, not its failure, so not a dependency error.
+var errUniqueKeyHeld = errors.New("its unique key is held by another pending job of its kind, so it stays dead: retry it once that job is done, or delete it")
+
+// depErr makes err a dependency error naming what failed, unless it is an
+// answer about the job (ErrNotFound, errUniqueKeyHeld).
 func (p *Plugin) depErr(what string, err error) error {
-	if err == nil || errors.Is(err, ErrNotFound) {
+	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, errUniqueKeyHeld) {
 		return err
 	}
 	return &problem.DependencyError{Dependency: Name, Err: fmt.Errorf("%s: %w", what, err)}

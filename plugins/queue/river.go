@@ -528,6 +528,14 @@ func (b *riverBackend) RetryDead(ctx context.Context, id string) error {
 		return err
 	}
 	_, err = b.insert.JobRetry(ctx, n)
+	// The key of a unique job is free while it is dead (River's unique
+	// states are the pending ones), so a new job may hold it: River's
+	// unique index then refuses the row's return to available, and the
+	// job stays dead.
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "river_job_unique_idx" { // unique_violation
+		return fmt.Errorf("queue: retry dead job %s: %w", id, errUniqueKeyHeld)
+	}
 	return err
 }
 
