@@ -382,9 +382,9 @@ func (p *Plugin) declared(kind string) bool {
 const undeclaredKindLabel = "(undeclared)"
 
 // refused counts an enqueue refused at the call, before anything was sent (a
-// plugin not started, a bad or undeclared kind, a payload that does not
-// encode, a bad option), with outcome "error" as any "not enqueued" failure,
-// and returns its error.
+// bad or undeclared kind, a payload that does not encode, a bad option), with
+// outcome "error" as any "not enqueued" failure, and returns its error. Before
+// Start there are no metrics to count in.
 func (p *Plugin) refused(kind string, err error) (Result, error) {
 	if p.metrics != nil { // made at Start
 		p.mu.Lock()
