@@ -142,12 +142,14 @@ var sources = []source{
 		duration: "jfast_auth_jwks_fetch_duration_seconds",
 	},
 	{
-		// An enqueue is one call; "retried" counts its second attempt and
+		// An enqueue is one call; "retried" counts its second attempt,
 		// "circuit_open" one refused with no I/O (by the queue's breaker or
-		// the db's or cache's).
+		// the db's or cache's) and "invalid" one refused at the call (a bad
+		// kind, payload or option), which sent nothing either.
 		owner: "queue", dep: func(string) string { return "queue" },
-		calls:    except("jfast_queue_enqueued_total", "outcome", "retried"),
-		attempts: except("jfast_queue_enqueued_total", "outcome", "circuit_open"),
+		calls: except("jfast_queue_enqueued_total", "outcome", "retried"),
+		attempts: append(except("jfast_queue_enqueued_total", "outcome", "circuit_open"),
+			term{family: "jfast_queue_enqueued_total", sign: -1, only: "outcome", is: "invalid"}),
 		duration: "jfast_queue_enqueue_duration_seconds",
 	},
 	{

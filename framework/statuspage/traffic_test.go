@@ -279,3 +279,26 @@ func TestChannelPublishesRefusedAreNoAttempts(t *testing.T) {
 		t.Fatalf("orders: %v calls, %v attempts; want 11 publishes, 7 sent to Redis (5 ok, 2 unavailable)", c.calls, c.attempts)
 	}
 }
+
+// An enqueue is a call to the broker; those that sent nothing (refused by
+// an open breaker, or at the call: a bad kind, payload or option) are not
+// attempts, and a retried one is one call of two attempts.
+func TestQueueEnqueuesRefusedAreNoAttempts(t *testing.T) {
+	t.Parallel()
+	m := prometheus.NewRegistry()
+	enqueued := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jfast_queue_enqueued_total"}, []string{"kind", "outcome"})
+	m.MustRegister(enqueued)
+	enqueued.WithLabelValues("send_receipt", "ok").Add(5)
+	enqueued.WithLabelValues("send_receipt", "error").Add(2)
+	enqueued.WithLabelValues("send_receipt", "retried").Add(1)
+	enqueued.WithLabelValues("send_receipt", "circuit_open").Add(3)
+	enqueued.WithLabelValues("(undeclared)", "invalid").Add(4)
+	fams, err := m.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := gatherCounts(fams)[trafficKey{"queue", "queue"}]
+	if c.calls != 14 || c.attempts != 8 {
+		t.Fatalf("queue: %v calls, %v attempts; want 14 enqueues, 8 attempts at the broker (5 ok, 2 error, 1 retried)", c.calls, c.attempts)
+	}
+}

@@ -27,7 +27,7 @@ type metrics struct {
 
 func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	m := &metrics{
-		enq:    framework.NewCounterVec("jfast_queue_enqueued_total", "Enqueue calls by job kind and outcome (ok; error: not enqueued; unconfirmed: may have been enqueued; circuit_open; cancelled; retried: a second attempt made).", "kind", "outcome"),
+		enq:    framework.NewCounterVec("jfast_queue_enqueued_total", "Enqueue calls by job kind and outcome (ok; error: not enqueued; invalid: refused at the call, a bad kind, payload or option, nothing sent; unconfirmed: may have been enqueued; circuit_open; cancelled; retried: a second attempt made).", "kind", "outcome"),
 		enqDur: framework.NewHistogram("jfast_queue_enqueue_duration_seconds", "Time of an enqueue that reached the broker, its retry included, to the broker's answer or enqueue_timeout.", []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}),
 		jobs:   framework.NewCounterVec("jfast_queue_attempts_total", "Job attempts by kind and outcome (done, failed, permanent, interrupted, unknown_kind).", "kind", "outcome"),
 		dur:    framework.NewHistogramVec("jfast_queue_attempt_duration_seconds", "Duration of job attempts by kind.", []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30, 60, 300}, "kind"),

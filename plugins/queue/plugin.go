@@ -383,8 +383,9 @@ const undeclaredKindLabel = "(undeclared)"
 
 // refused counts an enqueue refused at the call, before anything was sent (a
 // bad or undeclared kind, a payload that does not encode, a bad option), with
-// outcome "error" as any "not enqueued" failure, and returns its error. Before
-// Start there are no metrics to count in.
+// outcome "invalid" (not enqueued, and nothing sent: the status page counts
+// no attempt at the broker for it), and returns its error. Before Start
+// there are no metrics to count in.
 func (p *Plugin) refused(kind string, err error) (Result, error) {
 	if p.metrics != nil { // made at Start
 		p.mu.Lock()
@@ -392,7 +393,7 @@ func (p *Plugin) refused(kind string, err error) (Result, error) {
 			kind = undeclaredKindLabel
 		}
 		p.mu.Unlock()
-		p.metrics.enqueued(kind, "error")
+		p.metrics.enqueued(kind, "invalid")
 	}
 	return Result{}, notEnqueued(err)
 }
@@ -545,7 +546,7 @@ func (p *Plugin) guard(ctx context.Context, kind string, m *Message, tx pgx.Tx) 
 		p.metrics.enqueued(kind, "unconfirmed")
 		return Result{}, &unconfirmedError{dep: de}
 	}
-	p.metrics.enqueued(kind, "error")
+	p.metrics.enqueued(kind, "invalid")
 	return Result{}, de
 }
 

@@ -12,7 +12,7 @@ import (
 // TestEnqueueRefusedAtTheCallIsCounted: an enqueue refused before anything is
 // sent (a bad or undeclared kind, a payload that does not encode, a bad
 // option, EnqueueTx on a backend without transactions) is a "not enqueued"
-// failure, counted with outcome "error" as the others are; it was not counted
+// failure, counted with outcome "invalid"; it was not counted
 // at all. A kind not declared here is counted under "(undeclared)", never
 // under the caller's string.
 func TestEnqueueRefusedAtTheCallIsCounted(t *testing.T) {
@@ -57,11 +57,11 @@ func TestEnqueueRefusedAtTheCallIsCounted(t *testing.T) {
 				t.Fatalf("err = %v after %d backend calls, want ErrNotEnqueued before any", err, b.calls)
 			}
 			var m dto.Metric
-			if err := p.metrics.enq.WithLabelValues(tc.label, "error").Write(&m); err != nil {
+			if err := p.metrics.enq.WithLabelValues(tc.label, "invalid").Write(&m); err != nil {
 				t.Fatal(err)
 			}
 			if got := m.GetCounter().GetValue(); got != 1 {
-				t.Fatalf(`jfast_queue_enqueued_total{kind=%q,outcome="error"} = %v, want 1`, tc.label, got)
+				t.Fatalf(`jfast_queue_enqueued_total{kind=%q,outcome="invalid"} = %v, want 1`, tc.label, got)
 			}
 		})
 	}
