@@ -62,7 +62,8 @@ type rabbitBackend struct {
 
 	names sync.Map // every queue and exchange declared, for tests and tools
 
-	releases rmqReleases // unique-key locks being freed
+	releases  rmqReleases  // unique-key locks being freed
+	lockTurns rmqLockTurns // acquires and releases of one lock take turns
 
 	mu          sync.Mutex
 	consuming   bool
@@ -205,16 +206,10 @@ func (b *rabbitBackend) Enqueue(ctx context.Context, m *Message) (Result, error)
 	lock := ""
 	if m.UniqueKey != "" {
 		lock = b.lockQueue(m.Queue, m.Kind, m.UniqueKey)
-		existing, err := b.acquire(ctx, st, lock, id)
+		existing, err := b.takeKey(ctx, st, lock, id)
 		if err != nil {
-			if errors.Is(err, ErrMaybeEnqueued) {
-				// The lock may hold this job's ID while the job was never
-				// published: free the key, or it would answer Duplicate
-				// for a job that does not exist.
-				b.releaseLater(lock, id)
-			}
 			// The job itself was not published.
-			return Result{}, notEnqueued(fmt.Errorf("rabbitmq unique key %s: %w", m.UniqueKey, unmark(err)))
+			return Result{}, notEnqueued(fmt.Errorf("rabbitmq unique key %s: %w", m.UniqueKey, err))
 		}
 		if existing != "" {
 			return Result{ID: existing, Queue: m.Queue, Duplicate: true}, nil

@@ -3,7 +3,10 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,4 +113,105 @@ func TestRabbitMQUniqueKeyReleasedInBackground(t *testing.T) {
 		var ae *amqp.Error
 		return errors.As(err, &ae) && ae.Code == amqp.NotFound
 	})
+}
+
+// uniqueHeldSetup starts a rabbitmq App whose "order" jobs are held in their
+// handler until the test sends on hold; handled gets each order once done.
+// A handler whose job is refused (refuse true) fails it permanently instead.
+func uniqueHeldSetup(t *testing.T, refuse *atomic.Bool) (q *queue.Plugin, name string, hold chan struct{}, handled chan int) {
+	t.Helper()
+	name = queuetest.QueueName(t)
+	hold, handled = make(chan struct{}), make(chan int, 100)
+	startRabbitApp(t, queuetest.Config{Queue: queuetest.QueueTOML(name, 1)}, func(p *queue.Plugin) {
+		q = p
+		_ = queue.Handle(p, "order", func(ctx context.Context, r queuetest.Receipt) error {
+			if refuse != nil && refuse.Load() {
+				return queue.Permanent(fmt.Errorf("order %d refused", r.Order))
+			}
+			select {
+			case <-hold:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			handled <- r.Order
+			return nil
+		})
+	}, rabbitOpts{})
+	return q, name, hold, handled
+}
+
+// release lets one held job finish and waits until order is handled.
+func release(t *testing.T, hold chan struct{}, handled chan int, order int) {
+	t.Helper()
+	hold <- struct{}{}
+	select {
+	case o := <-handled:
+		if o != order {
+			t.Fatalf("handled order %d, want %d", o, order)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("order %d not handled", order)
+	}
+}
+
+// enqueueFree enqueues order with key until it is stored, not Duplicate: the
+// key is freed in the background once the job holding it is done.
+func enqueueFree(t *testing.T, q *queue.Plugin, order int, key string) queue.Result {
+	t.Helper()
+	var res queue.Result
+	queuetest.Eventually(t, 20*time.Second, "the key "+key+" free again", func() bool {
+		var err error
+		res, err = q.Enqueue(context.Background(), "order", queuetest.Receipt{Order: order}, queue.UniqueKey(key))
+		return err == nil && !res.Duplicate
+	})
+	return res
+}
+
+// Enqueues racing with one key store one job: every other answers Duplicate
+// with its ID. Before the change two jobs were stored within the first four
+// trials in 6 runs of 6 (a publish landing while another enqueue held the
+// lock's message unacked to read it), and the key could stay held after both
+// were done. Once the job is done the key is free again: a new enqueue with
+// it is stored and runs. Twenty trials, one key each.
+func TestRabbitMQUniqueKeyConcurrentEnqueues(t *testing.T) {
+	t.Parallel()
+	q, _, hold, handled := uniqueHeldSetup(t, nil)
+	const racers = 20
+	for trial := range 20 {
+		key := fmt.Sprintf("race-%d", trial)
+		results := make([]queue.Result, racers)
+		errs := make([]error, racers)
+		var wg sync.WaitGroup
+		for i := range racers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i], errs[i] = q.Enqueue(context.Background(), "order", queuetest.Receipt{Order: trial*100 + i}, queue.UniqueKey(key))
+			}()
+		}
+		wg.Wait()
+		stored := -1
+		for i, res := range results {
+			if errs[i] != nil {
+				t.Fatalf("trial %d: enqueue %d = %v", trial, i, errs[i])
+			}
+			if !res.Duplicate {
+				if stored >= 0 {
+					t.Fatalf("trial %d: enqueues %d and %d both stored a job (%s, %s) for one key", trial, stored, i, results[stored].ID, res.ID)
+				}
+				stored = i
+			}
+		}
+		if stored < 0 {
+			t.Fatalf("trial %d: every enqueue answered Duplicate: %+v", trial, results)
+		}
+		for i, res := range results {
+			if res.ID != results[stored].ID {
+				t.Fatalf("trial %d: enqueue %d = %+v, want Duplicate of %s", trial, i, res, results[stored].ID)
+			}
+		}
+		release(t, hold, handled, trial*100+stored)
+		enqueueFree(t, q, trial*100+99, key)
+		release(t, hold, handled, trial*100+99)
+	}
 }
