@@ -600,14 +600,31 @@ func (b *rabbitBackend) takeDead(ctx context.Context, id string, fn func(st *rmq
 	return err
 }
 
+// RetryDead republishes a dead job. A job with a unique key takes its key's
+// lock again first (released when it died; its name is still in the dead
+// message's headers), so that it holds the key while pending, as when it was
+// enqueued; while another job holds the key the dead job stays dead.
 func (b *rabbitBackend) RetryDead(ctx context.Context, id string) error {
 	return b.takeDead(ctx, id, func(st *rmqState, q string, d amqp.Delivery) error {
 		h := copyTable(d.Headers)
 		h[hdrAttempts] = int64(0) // a fresh attempt count
 		delete(h, hdrDiedAt)
 		delete(h, hdrDue)
-		delete(h, hdrUnique) // released when the job died
-		return b.send(ctx, st, q, 0, republish(d, h))
+		lock, _ := h[hdrUnique].(string)
+		if lock != "" {
+			holder, err := b.takeKey(ctx, st, lock, id)
+			if err != nil {
+				return fmt.Errorf("rabbitmq unique key lock %s: %w", lock, err)
+			}
+			if holder != "" && holder != id {
+				return fmt.Errorf("queue: dead job %s: its unique key is held by job %s", id, holder)
+			}
+		}
+		err := b.send(ctx, st, q, 0, republish(d, h))
+		if err != nil && lock != "" {
+			b.releaseLater(lock, id) // the job stays dead: not its key's holder
+		}
+		return err
 	})
 }
 

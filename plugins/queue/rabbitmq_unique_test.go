@@ -215,3 +215,44 @@ func TestRabbitMQUniqueKeyConcurrentEnqueues(t *testing.T) {
 		release(t, hold, handled, trial*100+99)
 	}
 }
+
+// A dead job brought back with RetryDead holds its unique key again, as
+// postgres and redis have it: a new enqueue with the key answers Duplicate
+// of it (before the change it stored a second job, and both could run at
+// once). While another job holds the key RetryDead refuses, naming that job,
+// and the job stays dead.
+func TestRabbitMQRetryDeadTakesUniqueKey(t *testing.T) {
+	t.Parallel()
+	var refuse atomic.Bool
+	refuse.Store(true)
+	q, name, hold, handled := uniqueHeldSetup(t, &refuse)
+	ctx := context.Background()
+	dead, err := q.Enqueue(ctx, "order", queuetest.Receipt{Order: 1}, queue.UniqueKey("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queuetest.Eventually(t, 20*time.Second, "order 1 dead", func() bool {
+		jobs, err := q.DeadJobs(ctx, queue.DeadQuery{Queue: name})
+		return err == nil && len(jobs) == 1
+	})
+	refuse.Store(false)
+	other := enqueueFree(t, q, 2, "k")
+	err = q.Backend().RetryDead(ctx, dead.ID)
+	if want := "its unique key is held by job " + other.ID; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("RetryDead while job %s holds the key = %v, want an error containing %q", other.ID, err, want)
+	}
+	if jobs, err := q.DeadJobs(ctx, queue.DeadQuery{Queue: name}); err != nil || len(jobs) != 1 || jobs[0].ID != dead.ID {
+		t.Fatalf("dead letter after the refused retry = %+v, %v; want job %s still dead", jobs, err, dead.ID)
+	}
+	release(t, hold, handled, 2)
+	queuetest.Eventually(t, 20*time.Second, "RetryDead once the key is free", func() bool {
+		return q.RetryDead(ctx, dead.ID) == nil
+	})
+	dup, err := q.Enqueue(ctx, "order", queuetest.Receipt{Order: 3}, queue.UniqueKey("k"))
+	if err != nil || !dup.Duplicate || dup.ID != dead.ID {
+		t.Fatalf("enqueue while the retried job is pending = %+v, %v; want Duplicate of %s", dup, err, dead.ID)
+	}
+	release(t, hold, handled, 1)
+	enqueueFree(t, q, 4, "k")
+	release(t, hold, handled, 4)
+}
