@@ -103,11 +103,11 @@ func (b *rabbitBackend) takeKey(ctx context.Context, st *rmqState, lock, id stri
 }
 
 // tryLock publishes id to the lock (taken); when the broker refuses it, it
-// reads the ID that holds the lock instead (empty: freed meanwhile). It runs in the
-// lock's turn: reading the holder leaves its message unacked for a moment,
-// and RabbitMQ's length limit counts only ready messages, so a publish of
-// another enqueue landing then would be accepted and the lock would hold two
-// IDs (two jobs stored for one key).
+// reads the ID that holds the lock instead (empty: freed meanwhile). It runs
+// in the lock's turn: reading the holder leaves its message unacked for a
+// moment, and RabbitMQ's length limit counts only ready messages, so a
+// publish of another enqueue landing then would be accepted and the lock
+// would hold two IDs (two jobs stored for one key).
 func (b *rabbitBackend) tryLock(ctx context.Context, st *rmqState, lock, id string) (holder string, taken bool, err error) {
 	done, err := b.lockTurns.take(ctx, lock)
 	if err != nil {
