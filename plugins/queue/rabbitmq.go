@@ -617,7 +617,8 @@ func (b *rabbitBackend) RetryDead(ctx context.Context, id string) error {
 				return fmt.Errorf("rabbitmq unique key lock %s: %w", lock, err)
 			}
 			if holder != "" && holder != id {
-				return fmt.Errorf("queue: dead job %s: its unique key is held by job %s", id, holder)
+				// Not the broker's failure: the plugin passes it on as is.
+				return fmt.Errorf("queue: dead job %s: its unique key is held by job %s: %w", id, holder, errUniqueKeyHeld)
 			}
 		}
 		err := b.send(ctx, st, q, 0, republish(d, h))
