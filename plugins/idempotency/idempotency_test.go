@@ -367,6 +367,7 @@ func TestTTLExpiry(t *testing.T) {
 	forStores(t, func(t *testing.T, store string) {
 		b := setup(t, setupOpts{store: store, toml: `ttl = "1h"`})
 		b.post(t, "/payments", "k", `{}`)
+		b.settled("k") // the record's ttl counts from its write, after the answer
 		b.clock.Advance(time.Hour - time.Second)
 		if r := b.post(t, "/payments", "k", `{}`); r.Header.Get(HeaderReplayed) != "true" {
 			t.Fatalf("before the ttl: %d replayed=%q", r.Status, r.Header.Get(HeaderReplayed))

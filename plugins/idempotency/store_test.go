@@ -36,6 +36,8 @@ func TestPostgresSweepDeletesExpiredRows(t *testing.T) {
 	b := setup(t, setupOpts{store: StorePostgres, toml: "ttl = \"1h\"\nsweep_interval = \"10m\""})
 	b.post(t, "/payments", "a", `{}`)
 	b.post(t, "/payments", "b", `{}`)
+	b.settled("a") // a record's expiry counts from its write, after the answer
+	b.settled("b")
 	if n := countRows(t, b.table); n != 2 {
 		t.Fatalf("%d rows, want 2", n)
 	}
