@@ -110,14 +110,14 @@ func (d *DB) follow() (*DB, error) {
 		return d, nil
 	}
 	cur, err := d.tenants.get(d.tenant)
+	if err == nil {
+		return cur, nil
+	}
 	var de *problem.DependencyError
-	if err != nil && !errors.As(err, &de) {
-		err = &problem.DependencyError{Dependency: dependencyName, Err: err}
+	if errors.As(err, &de) {
+		return nil, err // the plugin stopped: already the db dependency error
 	}
-	if err != nil {
-		return nil, err
-	}
-	return cur, nil
+	return nil, &problem.DependencyError{Dependency: dependencyName, Err: err}
 }
 
 // current is d, or for an evicted tenant's DB the tenant's open pool if there
