@@ -274,3 +274,60 @@ upstream = "shop"
 		t.Fatalf("gateway check %+v; want degraded naming route 'pay', its breaker open and stock's closed", g)
 	}
 }
+
+// An upstream that sends the headers of a body whose length it declared,
+// then breaks off or goes silent (past its read_timeout) before any of the
+// body, is a 503 problem naming it: the gateway holds the headers until the
+// body's first byte (net/http would not have sent them before then either),
+// so the client is told, not cut off with nothing. One whose first bytes
+// came is cut as before (TestResponseCutMidBodyIsCounted).
+func TestUpstreamFailingBeforeTheBodyIsA503(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, detail string
+		silent       bool
+	}{{"breaks off", "broke off its response before the body", false}, {"goes silent", "did not answer in time", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = ln.Close() })
+			go func() {
+				for {
+					conn, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					go func() {
+						defer conn.Close()
+						br := bufio.NewReader(conn)
+						if _, err := http.ReadRequest(br); err == nil {
+							_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
+						}
+						if tc.silent {
+							_, _ = br.ReadByte() // until the gateway closes the connection
+						}
+					}()
+				}
+			}()
+			svc := gatewayService(t, upstreamTOML("brk", "http://"+ln.Addr().String(), "attempts = 1", `read_timeout = "100ms"`)+`
+[plugin.gateway.routes.b]
+prefix = "/b"
+upstream = "brk"
+`)
+			resp := svc.Get(t, "/b/x")
+			if resp.Status != http.StatusServiceUnavailable {
+				t.Fatalf("status %d, want 503 (body %q)", resp.Status, resp.Body)
+			}
+			p := problemOf(t, resp)
+			if p["dependency"] != "brk" || p["route"] != "b" || !strings.Contains(p["detail"].(string), tc.detail) {
+				t.Fatalf("problem %v: want dependency brk, route b, a detail saying %q", p, tc.detail)
+			}
+			if n := jfasttest.Metric(t, svc.Metrics(), "jfast_gateway_requests_total", "route", "b", "status", "503"); n != 1 {
+				t.Fatalf("jfast_gateway_requests_total{route=b,status=503} = %v, want 1", n)
+			}
+		})
+	}
+}

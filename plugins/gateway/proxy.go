@@ -614,7 +614,42 @@ func (rt *route) response(resp *http.Response) error {
 	}
 	c.body = clientBody{ReadCloser: resp.Body, c: c, rt: rt, resp: resp}
 	resp.Body = &c.body
+	if resp.ContentLength > 0 && !rt.cfg.Stream && c.rc == nil && resp.Request.Method != http.MethodHead {
+		return c.body.first()
+	}
 	return nil
+}
+
+// errCutBeforeBody is a response whose upstream broke off after its
+// headers, before the first byte of its body.
+var errCutBeforeBody = errors.New("broke off its response before the body")
+
+// first reads the first byte of a body whose length the upstream declared,
+// before the ReverseProxy writes the response's headers: net/http sends
+// nothing of such a response before its body's first bytes either, so the
+// client waits no longer. An upstream that breaks off before it is a
+// failure the client is told of (fail), not a reply cut off before its
+// status line. A client that went away meanwhile gets the empty body
+// clientBody gives it.
+func (b *clientBody) first() error {
+	var one [1]byte
+	n, err := io.ReadFull(b, one[:])
+	switch {
+	case n == 1:
+		b.held, b.hasHeld = one[0], true
+		return nil
+	case b.gone:
+		return nil
+	case err == io.EOF:
+		err = io.ErrUnexpectedEOF // a declared length, and nothing of it
+	}
+	var slow interface{ Timeout() bool }
+	if errors.As(err, &slow) && slow.Timeout() {
+		return err // it went silent: the problem says it did not answer in time
+	}
+	// The problem fail writes says what happened, not "unreachable": the
+	// cause is kept as text, and fail finds errCutBeforeBody.
+	return fmt.Errorf("%w: %v", errCutBeforeBody, err)
 }
 
 // clientBody is a response body on its way to the client. When the client
@@ -629,9 +664,23 @@ type clientBody struct {
 	rt   *route
 	gone bool
 	resp *http.Response // its trailers, read with the body's end
+	// held is the body's first byte, read before the headers went on
+	// (first), which the next Read returns first.
+	held    byte
+	hasHeld bool
 }
 
 func (b *clientBody) Read(p []byte) (int, error) {
+	if b.hasHeld && len(p) > 0 {
+		b.hasHeld = false
+		p[0] = b.held
+		n, err := b.read(p[1:])
+		return n + 1, err
+	}
+	return b.read(p)
+}
+
+func (b *clientBody) read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err == io.EOF && len(b.resp.Trailer) > 0 {
 		dropHop(b.resp.Trailer) // the trailers it sent, announced or not
@@ -780,8 +829,11 @@ func (rt *route) fail(w http.ResponseWriter, r *http.Request, err error) {
 	p, ok := problem.As(err)
 	if !ok {
 		detail := "is unreachable"
-		if errors.Is(err, errTunnelRefused) {
+		switch {
+		case errors.Is(err, errTunnelRefused):
 			detail = err.Error() // it answered, with a 101 not passed on
+		case errors.Is(err, errCutBeforeBody):
+			detail = errCutBeforeBody.Error()
 		}
 		p = problem.UpstreamFailed(rt.cfg.Upstream, fmt.Sprintf("upstream '%s' %s", rt.cfg.Upstream, detail), true, 0, err)
 	}
