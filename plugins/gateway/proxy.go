@@ -191,6 +191,13 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	aborted := rt.proxy(w, r.WithContext(c))
+	if sw, ok := w.(*streamWriter); ok && aborted == nil && c.tun == nil {
+		// What net/http writes after the handler returns (a bodiless
+		// answer's headers, a chunked body's end, its trailers) gets the
+		// window of a write: the answer may come, or end, long after the
+		// last one.
+		sw.extend()
+	}
 	if c.tun != nil {
 		// The ReverseProxy wrote the upstream's 101 on the hijacked
 		// connection, past w: the access log and the metrics say so.
@@ -872,22 +879,37 @@ func isUpgrade(r *http.Request) bool {
 	return false
 }
 
-// streamWriter bounds each write to a stream route's client.
+// streamWriter bounds each write to a stream route's client to gap
+// (stream_write_timeout) from when it is asked for, in place of the
+// request's deadline (plus framework.WriteGrace) the framework set on the
+// connection, which a stream outlives.
 type streamWriter struct {
 	http.ResponseWriter
 	rc  *http.ResponseController
 	gap time.Duration
 }
 
+// WriteHeader moves the deadline too: net/http writes an interim (1xx)
+// response at once, and a final one's headers with the first write, a
+// flush or, for an answer without a body (a 204, a 304, an empty 200, a
+// HEAD's), only after the handler returns (ServeHTTP then moves it again).
+func (s *streamWriter) WriteHeader(code int) {
+	s.extend()
+	s.ResponseWriter.WriteHeader(code)
+}
+
 func (s *streamWriter) Write(b []byte) (int, error) {
-	_ = s.rc.SetWriteDeadline(time.Now().Add(s.gap))
+	s.extend()
 	return s.ResponseWriter.Write(b)
 }
 
 func (s *streamWriter) Flush() {
-	_ = s.rc.SetWriteDeadline(time.Now().Add(s.gap))
+	s.extend()
 	_ = s.rc.Flush()
 }
+
+// extend gives the next write gap from now.
+func (s *streamWriter) extend() { _ = s.rc.SetWriteDeadline(time.Now().Add(s.gap)) }
 
 func (s *streamWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"runtime"
 	"strconv"
 	"strings"
@@ -294,5 +296,147 @@ stream = true
 	}
 	if err := <-stopped; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A stream route's answer reaches the client however late it comes, with
+// or without a body: the framework sets the connection's write deadline to
+// the request's deadline plus framework.WriteGrace, and net/http writes a
+// bodiless answer's headers (a 204, a 304, an empty 200, a HEAD's, and an
+// interim 103 at once) with no Write or Flush to move it. The request's
+// deadline is made short here, by request_timeout and by the caller's
+// Jfast-Timeout-Ms (which does not shorten a stream route), and the
+// upstream answers once that deadline and its grace have passed: the
+// upstream hears the request after the framework set the deadline, so
+// waiting as long from then is waiting past it.
+func TestStreamRouteLateAnswerWithoutABodyReachesTheClient(t *testing.T) {
+	t.Parallel()
+	const short = 50 * time.Millisecond
+	late := short + framework.WriteGrace
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(late):
+		case <-r.Context().Done():
+			return
+		}
+		switch r.URL.Path {
+		case "/lp/204":
+			w.WriteHeader(http.StatusNoContent)
+		case "/lp/304":
+			w.WriteHeader(http.StatusNotModified)
+		case "/lp/empty":
+			w.WriteHeader(http.StatusOK)
+		case "/lp/103":
+			w.Header().Set("Link", "</a.css>; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+			w.WriteHeader(http.StatusNoContent)
+		default: // a body, and a HEAD's length without it
+			_, _ = io.WriteString(w, "hello")
+		}
+	})
+	route := upstreamTOML("lp", up.URL, `read_timeout = "30s"`, `timeout = "30s"`, "attempts = 1") + `
+[plugin.gateway.routes.lp]
+prefix = "/lp"
+upstream = "lp"
+stream = true
+`
+	byConfig := gatewayService(t, fmt.Sprintf("[app]\nrequest_timeout = %q\n", short)+route)
+	byCaller := gatewayService(t, route)
+	for _, tc := range []struct {
+		name, method, path string
+		status             int
+		body               string
+		interim            bool
+	}{
+		{"204", http.MethodGet, "/lp/204", http.StatusNoContent, "", false},
+		{"304", http.MethodGet, "/lp/304", http.StatusNotModified, "", false},
+		{"empty 200", http.MethodGet, "/lp/empty", http.StatusOK, "", false},
+		{"HEAD", http.MethodHead, "/lp/body", http.StatusOK, "", false},
+		{"103 then 204", http.MethodGet, "/lp/103", http.StatusNoContent, "", true},
+		{"a body", http.MethodGet, "/lp/body", http.StatusOK, "hello", false},
+	} {
+		for _, svc := range []struct {
+			name    string
+			url     string
+			headers []string
+		}{
+			{"request_timeout", byConfig.URL, nil},
+			{"Jfast-Timeout-Ms", byCaller.URL, []string{framework.TimeoutHeader, strconv.Itoa(int(short.Milliseconds()))}},
+		} {
+			t.Run(tc.name+" after "+svc.name, func(t *testing.T) {
+				t.Parallel()
+				interim := false
+				trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+					interim = interim || code == http.StatusEarlyHints && h.Get("Link") != ""
+					return nil
+				}}
+				ctx, cancel := context.WithTimeout(httptrace.WithClientTrace(t.Context(), trace), 30*time.Second) // generous: a loaded machine
+				defer cancel()
+				req, _ := http.NewRequestWithContext(ctx, tc.method, svc.url+tc.path, nil)
+				for i := 0; i < len(svc.headers); i += 2 {
+					req.Header.Set(svc.headers[i], svc.headers[i+1])
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatalf("an answer past the request's deadline and its %s grace never reached the client: %v", framework.WriteGrace, err)
+				}
+				b, err := io.ReadAll(resp.Body)
+				_ = resp.Body.Close()
+				if err != nil || resp.StatusCode != tc.status || string(b) != tc.body {
+					t.Fatalf("got %d %q (%v), want %d %q", resp.StatusCode, b, err, tc.status, tc.body)
+				}
+				if interim != tc.interim {
+					t.Errorf("the upstream's 103 reached the client: %v, want %v", interim, tc.interim)
+				}
+			})
+		}
+	}
+}
+
+// A stream route's chunked body whose end comes long after its last byte
+// (a long poll that sends its headers at once) ends cleanly: net/http
+// writes the body's end after the handler returns, with no Write or Flush
+// to move the write deadline that the last byte's write set
+// (stream_write_timeout from then). The upstream ends the body once the
+// client has read its first part and stream_write_timeout has passed.
+func TestStreamRouteLateEndOfABodyReachesTheClient(t *testing.T) {
+	t.Parallel()
+	const gap = 200 * time.Millisecond
+	read := make(chan struct{})
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "part\n")
+		_ = http.NewResponseController(w).Flush()
+		select {
+		case <-read:
+		case <-r.Context().Done():
+			return
+		}
+		select {
+		case <-time.After(gap):
+		case <-r.Context().Done():
+		}
+	})
+	svc := gatewayService(t, fmt.Sprintf("[plugin.gateway]\nstream_write_timeout = %q\n", gap)+
+		upstreamTOML("lp", up.URL, `read_timeout = "30s"`, "attempts = 1")+`
+[plugin.gateway.routes.lp]
+prefix = "/lp"
+upstream = "lp"
+stream = true
+`)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // generous: a loaded machine
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, svc.URL+"/lp/poll", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); line != "part\n" {
+		t.Fatalf("read %q, %v", line, err)
+	}
+	close(read)
+	if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
+		t.Fatalf("after its first part the body ended with %q, %v: want its clean end", rest, err)
 	}
 }
