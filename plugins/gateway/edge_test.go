@@ -355,6 +355,57 @@ upstream = "orders"
 	}
 }
 
+// A header the gateway removes or sets itself, spelled with "_" for "-"
+// (X_Real_IP, x_http_method_override), never reaches the upstream, from a
+// client or a trusted proxy alike: net/http keeps it as another header
+// (X_real_ip), but CGI, WSGI, PHP and Rack servers read X_Real_IP and
+// X-Real-IP alike (HTTP_X_REAL_IP), so it would claim an address, turn an
+// allowed GET into a DELETE or forge the request ID. Another header with an
+// "_" passes.
+func TestUnderscoreSpellingsOfDroppedHeadersDropped(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
+	untrusted := gatewayService(t, upstreamTOML("orders", up.URL)+`
+[plugin.gateway.routes.open]
+prefix = "/open"
+upstream = "orders"
+methods = ["GET"]
+`)
+	trustedUp, trusted := trustedGateway(t)
+	spelled := []string{
+		"X_Forwarded_For: 6.6.6.6", "X_Forwarded_Proto: https", "X_Forwarded_Host: evil.example",
+		"X_Real_IP: 6.6.6.6", "X-Real_Ip: 6.6.6.6", "x_http_method_override: DELETE", "X_HTTP_Method: DELETE",
+		"X_Method_Override: DELETE", "X_Request_Id: forged", "Jfast_Timeout_Ms: 1",
+		"Proxy_Authorization: Basic eDp5", "Keep_Alive: timeout=1", "Transfer_Encoding: gzip",
+	}
+	for _, g := range []struct {
+		name string
+		svc  *jfasttest.Service
+		up   *upstream
+	}{{"untrusted client", untrusted, up}, {"trusted proxy", trusted, trustedUp}} {
+		_, br := rawRequest(t, g.svc.URL, "GET /open/x HTTP/1.1\r\nHost: gw\r\n"+
+			strings.Join(spelled, "\r\n")+"\r\nX_Custom_Thing: kept\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: %v %v", g.name, resp, err)
+		}
+		_ = resp.Body.Close()
+		got := g.up.last.Load()
+		for k, v := range got.Header {
+			if strings.Contains(k, "_") && k != "X_custom_thing" {
+				t.Errorf("%s: the upstream got %s: %q", g.name, k, v)
+			}
+		}
+		if v := got.Header.Get("X_Custom_Thing"); v != "kept" {
+			t.Errorf("%s: X_Custom_Thing = %q, want it passed on", g.name, v)
+		}
+		if got.Method != http.MethodGet || got.Header.Get("X-Forwarded-For") != "127.0.0.1" || got.Header.Get("X-Real-Ip") != "" {
+			t.Errorf("%s: the upstream got %s, X-Forwarded-For %q, X-Real-IP %q", g.name,
+				got.Method, got.Header.Get("X-Forwarded-For"), got.Header.Get("X-Real-Ip"))
+		}
+	}
+}
+
 // A declared Content-Length over the route's body limit is answered 413
 // before anything is sent upstream — no connection is even opened — and
 // the client's connection is closed (the body was not read).

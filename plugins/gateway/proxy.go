@@ -418,22 +418,45 @@ func (rt *route) rewrite(pr *httputil.ProxyRequest) {
 // (Rails, Symfony, Express's method-override, Spring), which would turn a
 // route's allowed method into another on an upstream that honours one; and
 // every Proxy-* header (isProxyHeader).
+//
+// A name holding "_" is read with "-" for it (dashed), and removed when it
+// is one of those or another the gateway removes or sets itself: a
+// forwarding header, X-Real-Ip, X-Request-Id, a hop-by-hop one. net/http
+// keeps X_Real_IP apart from X-Real-Ip, but CGI, WSGI, PHP and Rack servers
+// read both as HTTP_X_REAL_IP, so it would pass for the other. nginx drops
+// every name with "_" by default; the gateway drops these only, and a name
+// without one costs a single scan.
 func (rt *route) dropInbound(h http.Header) {
 	for k := range h {
-		switch k {
+		name := k
+		if strings.IndexByte(k, '_') >= 0 {
+			name = dashed(k)
+		}
+		switch name {
 		case "Authorization":
 			if !rt.cfg.ForwardAuthorization {
 				delete(h, k)
 			}
 		case framework.TimeoutHeader, "X-Http-Method-Override", "X-Http-Method", "X-Method-Override":
 			delete(h, k)
+		case "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Real-Ip", "X-Request-Id", "Keep-Alive", "Transfer-Encoding":
+			// Spelled with "-", these are the ReverseProxy's to remove
+			// (the hop-by-hop ones, the forwarding ones) and forwarded's
+			// to set, or keep from a trusted proxy.
+			if name != k {
+				delete(h, k)
+			}
 		default:
-			if isProxyHeader(k) {
+			if isProxyHeader(name) {
 				delete(h, k)
 			}
 		}
 	}
 }
+
+// dashed returns the canonical form of the header name k with each "_" read
+// as "-": X_real_ip is X-Real-Ip.
+func dashed(k string) string { return http.CanonicalHeaderKey(strings.ReplaceAll(k, "_", "-")) }
 
 // isProxyHeader reports whether k is a Proxy-* header. The ReverseProxy
 // removes the hop-by-hop ones it knows (Proxy-Authorization,
