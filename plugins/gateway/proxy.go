@@ -776,11 +776,12 @@ func (rt *route) restore(c *call) {
 	}
 }
 
-// dropHop removes from h, an upstream's interim response header or its
-// trailers, what the gateway never passes on, as from a response's header:
-// the hop-by-hop headers (Connection and every header it names, Keep-Alive,
-// TE, Trailer, Transfer-Encoding, Upgrade), every Proxy-* header, and the
-// upstream's X-Request-Id (the client has the gateway's).
+// dropHop removes from h, an upstream's interim response header, its 101's
+// (openTunnel) or its trailers, what the gateway never passes on, as from a
+// final response's header: the hop-by-hop headers (Connection and every
+// header it names, Keep-Alive, TE, Trailer, Transfer-Encoding, Upgrade),
+// every Proxy-* header, and the upstream's X-Request-Id (the client has the
+// gateway's).
 func dropHop(h http.Header) {
 	for _, v := range h["Connection"] {
 		for f := range strings.SplitSeq(v, ",") {

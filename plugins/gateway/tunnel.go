@@ -44,10 +44,11 @@ var errTunnelRefused = errors.New("switched protocols")
 // connection is handed over. A 101 to a request that asked for no upgrade,
 // or to another protocol than the one asked for, is refused. Otherwise it
 // takes the tunnel's bulkhead place (waiting bulkhead_wait at most, as a
-// call does), takes the request out of the concurrency limit, lifts the
-// connection's request deadlines and starts the idle watch. An error makes
-// the ReverseProxy close the upstream's connection and answer the client
-// with the route's problem, nothing switched.
+// call does), removes the 101's hop-by-hop headers but for Connection:
+// Upgrade and Upgrade, takes the request out of the concurrency limit,
+// lifts the connection's request deadlines and starts the idle watch. An
+// error makes the ReverseProxy close the upstream's connection and answer
+// the client with the route's problem, nothing switched.
 func (rt *route) openTunnel(c *call, resp *http.Response) error {
 	asked, got := "", upgradeType(resp.Header)
 	if c.upgrade {
@@ -64,6 +65,12 @@ func (rt *route) openTunnel(c *call, resp *http.Response) error {
 	if err != nil {
 		return fmt.Errorf("%w, but no tunnel may open: %w", errTunnelRefused, err)
 	}
+	// The ReverseProxy removes no hop-by-hop header from a 101: they go
+	// as from any response, but for the switch itself, which the client's
+	// end of the handshake needs.
+	upgrade := resp.Header["Upgrade"]
+	dropHop(resp.Header)
+	resp.Header["Connection"], resp.Header["Upgrade"] = []string{"Upgrade"}, upgrade
 	// The connections are handed over: each side is bounded by the idle
 	// watch, not by the request's deadlines, which the framework set on the
 	// client's, nor by the upstream's write_timeout, which the http plugin

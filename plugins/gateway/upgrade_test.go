@@ -169,3 +169,56 @@ upstream = "sock"
 		t.Errorf("%v upstream latencies observed for 3 requests", n)
 	}
 }
+
+// An upstream's 101 reaches the client without its hop-by-hop headers (one
+// its Connection header names, Keep-Alive, TE), Proxy-* ones and
+// its X-Request-Id, as any response does (httputil.ReverseProxy removes
+// none from a 101), with Connection: Upgrade and its Upgrade kept, so the
+// tunnel opens and carries bytes both ways.
+func TestSwitchingProtocolsDropsHopByHopHeaders(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade, X-Hop\r\n" +
+			"X-Hop: secret\r\nKeep-Alive: timeout=5\r\nTe: trailers\r\nProxy-Foo: bar\r\n" +
+			"X-Request-Id: upstream-id\r\nSec-Websocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n")
+		_ = brw.Flush()
+		b := make([]byte, 1) // echo one byte: the tunnel works
+		if _, err := io.ReadFull(brw, b); err == nil {
+			_, _ = conn.Write(b)
+		}
+	})
+	svc := gatewayService(t, upstreamTOML("ws", up.URL)+`
+[plugin.gateway.routes.ws]
+prefix = "/ws"
+upstream = "ws"
+`)
+	conn, br := rawRequest(t, svc.URL, "GET /ws/x HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nX-Request-Id: client-id-1\r\n\r\n")
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second)) // generous: a loaded machine
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("%v %v, want the upstream's 101", resp, err)
+	}
+	for _, k := range []string{"X-Hop", "Keep-Alive", "Te", "Proxy-Foo"} {
+		if v := resp.Header.Values(k); len(v) > 0 {
+			t.Errorf("the 101 carried %s: %q", k, v)
+		}
+	}
+	want := map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "X-Request-Id": "client-id-1",
+		"Sec-Websocket-Accept": "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="}
+	for k, v := range want {
+		if got := strings.Join(resp.Header.Values(k), ","); got != v {
+			t.Errorf("the 101's %s = %q, want %q", k, got, v)
+		}
+	}
+	if _, err := io.WriteString(conn, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := br.ReadByte(); err != nil || b != 'x' {
+		t.Fatalf("through the tunnel: %q, %v", b, err)
+	}
+}
