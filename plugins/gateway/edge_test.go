@@ -336,6 +336,32 @@ stream = true
 	}
 }
 
+// A Proxy header, which a CGI upstream reads as HTTP_PROXY and many HTTP
+// clients then take for their own outbound proxy ("httpoxy"), never reaches
+// the upstream, in any spelling; a header that only starts with the letters
+// passes.
+func TestProxyHeaderIsDropped(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
+	svc := gatewayService(t, upstreamTOML("orders", up.URL)+`
+[plugin.gateway.routes.orders]
+prefix = "/api/orders"
+upstream = "orders"
+`)
+	for _, name := range []string{"Proxy", "proxy", "PROXY"} {
+		if r := svc.Get(t, "/api/orders/1", name, "http://127.0.0.1:9", "Proxyish", "kept"); r.Status != 200 {
+			t.Fatalf("%s: %d", name, r.Status)
+		}
+		got := up.last.Load().Header
+		if v := got.Get("Proxy"); v != "" {
+			t.Errorf("%s: the upstream got Proxy: %s", name, v)
+		}
+		if got.Get("Proxyish") != "kept" {
+			t.Errorf("%s: Proxyish did not pass", name)
+		}
+	}
+}
+
 // X-Real-IP from a trusted proxy passes.
 func TestRealIPFromTrustedProxy(t *testing.T) {
 	t.Parallel()

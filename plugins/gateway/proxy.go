@@ -458,11 +458,15 @@ func (rt *route) dropInbound(h http.Header) {
 // as "-": X_real_ip is X-Real-Ip.
 func dashed(k string) string { return http.CanonicalHeaderKey(strings.ReplaceAll(k, "_", "-")) }
 
-// isProxyHeader reports whether k is a Proxy-* header. The ReverseProxy
-// removes the hop-by-hop ones it knows (Proxy-Authorization,
+// isProxyHeader reports whether k is a Proxy-* header, or Proxy itself. The
+// ReverseProxy removes the hop-by-hop ones it knows (Proxy-Authorization,
 // Proxy-Connection, Proxy-Authenticate); the rest are for a proxy, and the
-// gateway is that proxy, so none is sent on either way.
-func isProxyHeader(k string) bool { return len(k) > 6 && strings.EqualFold(k[:6], "Proxy-") }
+// gateway is that proxy, so none is sent on either way. Proxy alone is for
+// no one: a CGI upstream reads it as HTTP_PROXY, which many HTTP clients
+// take for the proxy to send their own calls through ("httpoxy").
+func isProxyHeader(k string) bool {
+	return len(k) >= 5 && strings.EqualFold(k[:5], "Proxy") && (len(k) == 5 || k[5] == '-')
+}
 
 // forwarded sets X-Forwarded-For, -Proto, -Host and Forwarded on h for in,
 // and X-Request-Id to id unless it is "". The inbound forwarding headers are
