@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,8 +49,11 @@ type jwksCache struct {
 	timeout  time.Duration
 	coolDown time.Duration
 	interval time.Duration
-	clock    resilience.Clock
-	log      *slog.Logger
+	// algorithms is the allow-list: a key no algorithm of it fits verifies
+	// nothing, and is not counted usable (verifiable).
+	algorithms []string
+	clock      resilience.Clock
+	log        *slog.Logger
 
 	client    *http.Client
 	transport *http.Transport
@@ -70,7 +74,7 @@ type jwksCache struct {
 	inflight    *fetch
 	lastSuccess time.Time
 	lastErr     error // of the last fetch that ran; nil after a success
-	keys        int
+	keys        int   // of the cached set, those that can verify a token
 }
 
 // fetch is one download of the key set; waiters read err after done is closed.
@@ -82,6 +86,7 @@ type fetch struct {
 type jwksOpts struct {
 	url                    string
 	timeout, interval, min time.Duration
+	algorithms             []string
 	breaker                resilience.BreakerConfig
 	clock                  resilience.Clock
 	log                    *slog.Logger
@@ -91,7 +96,7 @@ type jwksOpts struct {
 func newJWKSCache(o jwksOpts) (*jwksCache, error) {
 	c := &jwksCache{
 		url: o.url, timeout: o.timeout, coolDown: o.breaker.BreakerCoolDown, interval: o.interval,
-		clock: o.clock, log: o.log,
+		algorithms: o.algorithms, clock: o.clock, log: o.log,
 		limiter: rate.NewLimiter(rate.Every(o.min), 1),
 		store:   jwkset.NewMemoryStorage(),
 		failed:  make(chan struct{}, 1),
@@ -130,13 +135,13 @@ func newJWKSCache(o jwksOpts) (*jwksCache, error) {
 	dep.Follow(c.breaker)
 	c.fetches = framework.NewCounterVec("jfast_auth_jwks_fetches_total", "JWK Set fetches by result: ok, error, or circuit_open (refused without I/O).", "result")
 	c.duration = framework.NewHistogram("jfast_auth_jwks_fetch_duration_seconds", "Time of a JWK Set fetch that made a request, to the key set parsed or the error (jwks_timeout bounds it).", []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10})
-	c.keyCount = framework.NewGauge("jfast_auth_jwks_keys", "Keys of the issuer's JWK Set cached in memory.")
+	c.keyCount = framework.NewGauge("jfast_auth_jwks_keys", "Keys of the issuer's JWK Set cached in memory that can verify a token (use sig or unset, an allowed algorithm).")
 	if err := framework.RegisterAll(o.registry, c.fetches, c.duration, c.keyCount); err != nil {
 		return nil, fmt.Errorf("auth: register jwks metrics: %w", err)
 	}
 	kf, err := keyfunc.New(keyfunc.Options{
 		Storage:      cacheStorage{c.store, c},
-		UseWhitelist: []jwkset.USE{jwkset.UseSig, ""},
+		UseWhitelist: signatureUses,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("auth: jwks keyfunc: %w", err)
@@ -250,7 +255,7 @@ func (c *jwksCache) run(f *fetch, ticket resilience.Ticket) {
 	defer c.wg.Done()
 	ctx, cancel := context.WithTimeout(c.ctx, c.timeout)
 	start := time.Now()
-	keys, err := c.download(ctx)
+	keys, usable, err := c.download(ctx)
 	c.duration.Observe(time.Since(start).Seconds())
 	cancel()
 	switch {
@@ -266,7 +271,7 @@ func (c *jwksCache) run(f *fetch, ticket resilience.Ticket) {
 	}
 	if err == nil {
 		_ = c.store.KeyReplaceAll(context.Background(), keys) // memory storage: never fails
-		c.keyCount.Set(float64(len(keys)))
+		c.keyCount.Set(float64(usable))
 		c.fetches.WithLabelValues("ok").Inc()
 	} else {
 		c.fetches.WithLabelValues("error").Inc()
@@ -282,7 +287,7 @@ func (c *jwksCache) run(f *fetch, ticket resilience.Ticket) {
 	c.mu.Lock()
 	if err == nil {
 		c.lastSuccess = c.clock.Now()
-		c.keys = len(keys)
+		c.keys = usable
 	}
 	c.lastErr = err
 	c.inflight = nil
@@ -291,12 +296,13 @@ func (c *jwksCache) run(f *fetch, ticket resilience.Ticket) {
 	close(f.done)
 }
 
-// download fetches and parses the key set. Errors never carry the URL (it is a
-// deploy key and may hold credentials).
-func (c *jwksCache) download(ctx context.Context) ([]jwkset.JWK, error) {
+// download fetches and parses the key set, and counts the keys that can
+// verify a token (verifiable). Errors never carry the URL (it is a deploy key
+// and may hold credentials).
+func (c *jwksCache) download(ctx context.Context) (keys []jwkset.JWK, usable int, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
 	if err != nil {
-		return nil, fmt.Errorf("auth: jwks request: %w", err)
+		return nil, 0, fmt.Errorf("auth: jwks request: %w", err)
 	}
 	req.Header.Set("Accept", "application/jwk-set+json, application/json")
 	resp, err := c.client.Do(req)
@@ -306,23 +312,23 @@ func (c *jwksCache) download(ctx context.Context) ([]jwkset.JWK, error) {
 			err = ue.Err
 		}
 		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("auth: jwks fetch: no answer within jwks_timeout (%s)", c.timeout)
+			return nil, 0, fmt.Errorf("auth: jwks fetch: no answer within jwks_timeout (%s)", c.timeout)
 		}
-		return nil, fmt.Errorf("auth: jwks fetch: %w", err)
+		return nil, 0, fmt.Errorf("auth: jwks fetch: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-		return nil, fmt.Errorf("auth: jwks fetch: the issuer answered %d", resp.StatusCode)
+		return nil, 0, fmt.Errorf("auth: jwks fetch: the issuer answered %d", resp.StatusCode)
 	}
 	var set jwkset.JWKSMarshal
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxJWKSBody)).Decode(&set); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("auth: jwks fetch: body not read within jwks_timeout (%s)", c.timeout)
+			return nil, 0, fmt.Errorf("auth: jwks fetch: body not read within jwks_timeout (%s)", c.timeout)
 		}
-		return nil, fmt.Errorf("auth: jwks fetch: the key set is not valid JSON: %w", err)
+		return nil, 0, fmt.Errorf("auth: jwks fetch: the key set is not valid JSON: %w", err)
 	}
-	keys := make([]jwkset.JWK, 0, len(set.Keys))
+	keys = make([]jwkset.JWK, 0, len(set.Keys))
 	skipped := 0
 	for _, m := range set.Keys {
 		// Public material only: a symmetric ("oct") key in a published set is
@@ -333,17 +339,46 @@ func (c *jwksCache) download(ctx context.Context) ([]jwkset.JWK, error) {
 			continue
 		}
 		keys = append(keys, k)
+		if verifiable(k, c.algorithms) {
+			usable++
+		}
 	}
-	if len(keys) == 0 {
-		// Keep the cached keys: an empty set is far more likely a broken issuer
-		// than the withdrawal of every key.
-		return nil, fmt.Errorf("auth: jwks fetch: the key set has no usable keys (%d skipped)", skipped)
+	if usable == 0 {
+		// Keep the cached keys: a set with nothing to verify a token with
+		// (empty, or only encryption keys or keys of algorithms not allowed)
+		// is far more likely a broken issuer than the withdrawal of every key.
+		return nil, 0, fmt.Errorf("auth: jwks fetch: the key set has no usable keys: none of its %d keys can verify a token (use sig or unset, an allowed algorithm), %d skipped", len(keys), skipped)
 	}
 	if skipped > 0 {
 		c.log.Warn("auth: jwks keys skipped (unsupported type, no kid, or invalid)",
 			slog.Int("skipped", skipped), slog.Int("kept", len(keys)))
 	}
-	return keys, nil
+	return keys, usable, nil
+}
+
+// signatureUses are the JWK "use" values a key may have to verify a token:
+// "sig", or none given.
+var signatureUses = []jwkset.USE{jwkset.UseSig, ""}
+
+// verifiable reports whether a token could verify with k: its "use" is one of
+// signatureUses (keyfunc's check), and some algorithm of the allow-list fits
+// both its "alg", when it has one (keyfunc's check), and its key type
+// (keyFits, Plugin.key's check).
+func verifiable(k jwkset.JWK, algorithms []string) bool {
+	m := k.Marshal()
+	if !slices.Contains(signatureUses, m.USE) {
+		return false
+	}
+	key := k.Key()
+	if pk, ok := key.(signer); ok {
+		key = pk.Public()
+	}
+	for _, alg := range algorithms {
+		if (m.ALG == "" || m.ALG.String() == alg) && keyFits(key, alg) {
+			return true
+		}
+	}
+	return false
 }
 
 // unknownKID is asked when kid is not cached. It returns nil when a refresh now

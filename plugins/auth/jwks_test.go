@@ -4,6 +4,7 @@ import (
 	"crypto"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -171,6 +172,51 @@ func TestJWKSKeyRotation(t *testing.T) {
 		t.Fatalf("new key: %d %s", r.Status, r.Body)
 	}
 	expect401(t, s.Get(t, "/me", bearer(old)...), auth.ReasonKID)
+}
+
+// TestJWKSSetWithoutSigningKeysKeepsTheCache: only keys a token could verify
+// with count as usable: use "sig" or unset, and an algorithm of the
+// allow-list fitting the key's "alg" and type. /ready counts those alone, and
+// a refreshed set holding none of them (an encryption key, a P-256 key and an
+// RSA key marked PS256 under algorithms = ["RS256"]) is a failed fetch that
+// keeps the cached signing key, not a new set that refuses every token.
+func TestJWKSSetWithoutSigningKeysKeepsTheCache(t *testing.T) {
+	t.Parallel()
+	testKeys(t)
+	is := newIssuer(t)
+	enc := jwkWith(t, "enc-1", &rsa2.PublicKey, jwkset.JWKMetadataOptions{USE: jwkset.UseEnc})
+	is.publishRaw([]byte(`{"keys":[` + jwkWith(t, "sig-1", &rsa1.PublicKey, jwkset.JWKMetadataOptions{USE: jwkset.UseSig}) + `,` + enc + `]}`))
+	s := startService(t, jwksTOML(is, "2s")+"algorithms = [\"RS256\"]\n")
+	cached := func() map[string]any {
+		_, c := readyCheck(t, s.Service)
+		return c
+	}
+	waitFor(t, "the first JWKS fetch", func() bool { return cached()["healthy"] == true })
+	if c := cached(); c["meta"].(map[string]any)["keys"] != float64(1) || c["detail"] != "jwks: 1 keys cached" {
+		t.Fatalf("/ready with a signing and an encryption key: %v, want 1 key counted", c)
+	}
+	tok := sign(t, "RS256", "sig-1", claimsAt(s.clock.Now()), rsa1)
+	if r := s.Get(t, "/me", bearer(tok)...); r.Status != 200 {
+		t.Fatalf("before: %d %s", r.Status, r.Body)
+	}
+
+	// The issuer breaks: nothing in its set verifies an RS256 token.
+	is.publishRaw([]byte(`{"keys":[` + enc + `,` +
+		jwkWith(t, "ec-1", &ec256.PublicKey, jwkset.JWKMetadataOptions{USE: jwkset.UseSig}) + `,` +
+		jwkWith(t, "ps-1", &rsa3.PublicKey, jwkset.JWKMetadataOptions{ALG: jwkset.AlgPS256}) + `]}`))
+	s.clock.BlockUntil(1) // the refresh loop waits on the clock
+	s.clock.Advance(auth.DefaultJWKSRefreshInterval)
+	waitFor(t, "the refresh to fail", func() bool { return cached()["meta"].(map[string]any)["last_error"] != nil })
+	c := cached()
+	if lastErr, _ := c["meta"].(map[string]any)["last_error"].(string); !strings.Contains(lastErr, "no usable keys") {
+		t.Errorf("last_error = %q, want it to say the set has no usable keys", lastErr)
+	}
+	if c["meta"].(map[string]any)["keys"] != float64(1) || c["healthy"] != false {
+		t.Errorf("/ready after the set without signing keys: %v, want unhealthy with the 1 cached key", c)
+	}
+	if r := s.Get(t, "/me", bearer(tok)...); r.Status != 200 {
+		t.Fatalf("a set without a signing key replaced the cached keys: a valid token now gets %d %s", r.Status, r.Body)
+	}
 }
 
 // TestJWKSPeriodicRefresh: the set is fetched again every jwks_refresh_interval

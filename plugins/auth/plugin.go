@@ -129,7 +129,7 @@ func (p *Plugin) Start(_ context.Context, app *framework.App) error {
 		c, err := newJWKSCache(jwksOpts{
 			url: p.cfg.JWKSURL, timeout: p.cfg.JWKSTimeout, breaker: p.cfg.BreakerConfig,
 			interval: p.cfg.JWKSRefreshInterval, min: p.cfg.JWKSMinRefreshInterval,
-			clock: p.clock, log: app.Logger(), registry: app.Metrics(),
+			algorithms: p.keys.algorithms, clock: p.clock, log: app.Logger(), registry: app.Metrics(),
 		})
 		if err != nil {
 			return err
