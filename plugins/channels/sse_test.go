@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -416,5 +418,33 @@ func TestSSEConnPendingBytes(t *testing.T) {
 	case <-sc.overflow:
 		t.Fatal("cut with room left")
 	default:
+	}
+}
+
+// docs/channels.md says how many events of the largest max_payload_bytes the
+// default sse_max_pending_bytes holds: as many as a stream that took none
+// queues before the next one cuts it. An encoded event is its id: and data:
+// lines around the payload (65,564 bytes at 64 KiB), so 8 MiB holds 127 of
+// them, not 128.
+func TestSSEMaxPendingBytesInLargestEvents(t *testing.T) {
+	sc := newSSEConn(DefaultSSEMaxPendingBytes, nil, false)
+	payload := make([]byte, DefaultMaxPayloadBytes)
+	held := 0
+	for ; ; held++ {
+		sc.push(newSSEEvent(&Message{ID: "1733000000000-" + strconv.Itoa(held), Payload: payload}))
+		select {
+		case <-sc.overflow:
+		default:
+			continue
+		}
+		break
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "channels.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("8 MiB holds %d events at the largest `max_payload_bytes`", held)
+	if !strings.Contains(string(doc), want) {
+		t.Fatalf("docs/channels.md does not say %q: the default sse_max_pending_bytes queues %d events of %d bytes, and the next cuts the stream", want, held, DefaultMaxPayloadBytes)
 	}
 }
