@@ -85,7 +85,9 @@ type Config struct {
 	// server-sent events client. Events are encoded once and shared by
 	// every stream, so this is what one stream may hold on to, not a copy:
 	// a channel's events waiting in a process take at most about this much
-	// memory, however many streams there are. An event that would take a
+	// memory, however many streams there are, and the pages its streams
+	// catching up from a Last-Event-ID hold at once (each their own) at most
+	// as much again (catchUpBudget). An event that would take a
 	// stream past it disconnects the stream as a slow client (the browser
 	// reconnects, and on a durable channel resumes from its
 	// Last-Event-ID); one event alone is always queued. Defaults to 8388608

@@ -34,6 +34,13 @@ type hub struct {
 	conns  map[*sseConn]struct{}
 	closed chan struct{}
 	once   sync.Once
+
+	// catchUps holds the catch-up pages the channel's streams may hold at
+	// once (catchUpBudget), one token each: a stream takes one before it
+	// reads a page and gives it back once the page is written.
+	catchUps chan struct{}
+	// catchUpEntries is how many entries a catch-up page reads.
+	catchUpEntries int
 }
 
 // sseEvent is one message encoded once as a server-sent event, shared by
@@ -169,6 +176,12 @@ func newHub(p *Plugin, c *channel) *hub {
 	h := &hub{p: p, c: c, conns: make(map[*sseConn]struct{}), closed: make(chan struct{})}
 	if c.mode == modeDurable {
 		h.tail = newLoop("sse tail "+c.name, p.clock)
+		var pages int
+		h.catchUpEntries, pages = catchUpBudget(p.cfg.MaxPayloadBytes, p.cfg.SSEMaxPendingBytes)
+		h.catchUps = make(chan struct{}, pages)
+		for range pages {
+			h.catchUps <- struct{}{}
+		}
 	}
 	return h
 }

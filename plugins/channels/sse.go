@@ -4,16 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/jfastframework/jfast/framework"
-	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/problem"
 )
 
@@ -59,7 +55,9 @@ const (
 //     reconnecting browser's Last-Event-ID resumes right after it (up to
 //     max_len entries back), with nothing missed or repeated. One that is
 //     not an entry ID is refused with 400; one past the stream's newest
-//     entry resumes from the newest.
+//     entry resumes from the newest. The catch-up reads pages of at most
+//     1 MiB, and a channel's catch-ups hold at most sse_max_pending_bytes of
+//     pages at once: a stream waits its turn (catchup.go).
 //   - A durable stream never skips entries silently: when entries it had
 //     not sent were trimmed (max_len) before they were read — a
 //     Last-Event-ID older than the stream keeps, or the process's reader
@@ -67,8 +65,9 @@ const (
 //     (data {"after":"<the last id it sent>"}, no id) before what follows.
 //   - Broadcast channels send no ids: what was published while a browser was
 //     away is gone, as for a replica.
-//   - A comment line every sse_heartbeat keeps proxies from closing an idle
-//     stream and finds clients that went away.
+//   - A comment line every sse_heartbeat, from the start and through a
+//     catch-up's waits, keeps proxies from closing an idle stream and finds
+//     clients that went away.
 //   - Every write has sse_write_timeout: a stalled client is disconnected
 //     rather than holding a goroutine.
 //   - The stream ends cleanly (the response completes) when the App begins
@@ -189,7 +188,8 @@ func peerAddr(r *http.Request) string {
 	return host
 }
 
-// stream writes events until the stream ends, and returns why.
+// stream writes events until the stream ends, and returns why. Heartbeats
+// go out from the start, through a catch-up's waits too.
 func (s *sseHandler) stream(ctx context.Context, r *http.Request, sc *sseConn, st *sseStream, last string) string {
 	p := s.p
 	retry := strconv.AppendInt([]byte("retry: "), p.cfg.SSERetry.Milliseconds(), 10)
@@ -199,39 +199,56 @@ func (s *sseHandler) stream(ctx context.Context, r *http.Request, sc *sseConn, s
 	if err := st.flush(); err != nil {
 		return closeWrite
 	}
+	heartbeat := time.NewTicker(p.cfg.SSEHeartbeat)
+	defer heartbeat.Stop()
 	if last != "" {
 		var reason string
-		last, reason = s.catchUp(ctx, r, sc, st, last)
+		last, reason = s.catchUp(ctx, r, sc, st, heartbeat.C, last)
 		if reason != "" {
 			return reason
 		}
 	}
-	heartbeat := time.NewTicker(p.cfg.SSEHeartbeat)
-	defer heartbeat.Stop()
+	for {
+		if reason := awaitStream(ctx, s, sc, st, heartbeat.C, sc.wake); reason != "" {
+			return reason
+		}
+		batch, n := sc.take()
+		var err error
+		last, err = s.writeEvents(r, st, batch, last)
+		sc.written(n)
+		if err != nil {
+			return closeWrite
+		}
+		if st.unflushed {
+			if err := st.flush(); err != nil {
+				return closeWrite
+			}
+		}
+	}
+}
+
+// awaitStream waits for ready while the stream lives, and sends a heartbeat
+// each time heartbeat ticks meanwhile: a stream waiting for its next event,
+// and a catch-up waiting out a Redis outage or its turn to read, keep
+// talking, so a proxy's idle timeout does not cut them. It returns "" once
+// ready delivers, or why the stream ended.
+func awaitStream[T any](ctx context.Context, s *sseHandler, sc *sseConn, st *sseStream, heartbeat <-chan time.Time, ready <-chan T) string {
 	for {
 		select {
+		case <-ready:
+			return ""
 		case <-ctx.Done():
 			return closeClient
-		case <-p.draining:
+		case <-s.p.draining:
 			return closeShutdown
 		case <-s.h.closed:
 			return closeShutdown
 		case <-sc.overflow:
 			return closeSlow
-		case <-heartbeat.C:
+		case <-heartbeat:
 			if err := st.write(ping); err != nil {
 				return closeWrite
 			}
-		case <-sc.wake:
-			batch, n := sc.take()
-			var err error
-			last, err = s.writeEvents(r, st, batch, last)
-			sc.written(n)
-			if err != nil {
-				return closeWrite
-			}
-		}
-		if st.unflushed {
 			if err := st.flush(); err != nil {
 				return closeWrite
 			}
@@ -279,100 +296,6 @@ func (s *sseHandler) sendGap(st *sseStream, last, reason string) error {
 }
 
 var errOverflow = errors.New("channels: the stream's pending bytes went past sse_max_pending_bytes")
-
-// catchUpPage is how many entries one catch-up read returns.
-const catchUpPage = 100
-
-// maxID is the largest stream entry ID: nothing can follow it.
-const maxID = "18446744073709551615-18446744073709551615"
-
-// catchUp sends the durable entries after last, page by page (readAfter),
-// until it has read to the stream's end; when entries after last were
-// trimmed before a page was read (a Last-Event-ID older than the stream
-// keeps, or a catch-up outrun by a burst), a gap event goes before the page.
-// What the hub hands the stream meanwhile is in the Redis stream before it
-// is in the queue, so each page first empties the queue (the read that
-// follows gets those entries), and a full queue is no overflow while it runs
-// (sseConn.push). A Last-Event-ID past the stream's newest entry (a stream
-// that was deleted and began again, an id made up) resumes from that newest
-// entry: the client gets what comes next. Redis being down is waited out
-// with backoff, within the stream's life; an error Redis answers (not a lost
-// connection) ends the stream. It returns the last id sent, or why the
-// stream ended.
-func (s *sseHandler) catchUp(ctx context.Context, r *http.Request, sc *sseConn, st *sseStream, last string) (string, string) {
-	p := s.p
-	backoff := resilience.Backoff{Base: 100 * time.Millisecond, Max: 2 * time.Second}
-	attempt := 0
-	checked := false
-	cur := cursor{after: last, n: -1}
-	if last == "0-0" {
-		cur.n = 0 // before every entry the stream ever took
-	}
-	for {
-		sc.discard()
-		var msgs []redis.XMessage
-		var err error
-		if !checked {
-			var newest cursor
-			if newest, err = newestCursor(ctx, p.client, s.c.key); err == nil {
-				checked = true
-				if compareIDs(last, newest.after) > 0 {
-					last, cur = newest.after, newest
-				}
-			}
-		}
-		var resumeAt string
-		if err == nil && last != maxID {
-			msgs, resumeAt, err = readAfter(ctx, p.client, s.c.key, &cur, catchUpPage)
-		}
-		if err != nil {
-			var reply redis.Error
-			if errors.As(err, &reply) && ctx.Err() == nil {
-				p.log.WarnContext(ctx, "channels: SSE catch-up refused by Redis; the stream ends", slog.String("channel", s.c.name),
-					slog.String("last_event_id", last), slog.String("error", err.Error()))
-				return last, closeCatchUp
-			}
-			cur.n = -1 // Redis may come back empty (runTail)
-			attempt++
-			t := time.NewTimer(backoff.Delay(attempt))
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return last, closeClient
-			case <-p.draining:
-				t.Stop()
-				return last, closeShutdown
-			case <-sc.overflow:
-				t.Stop()
-				return last, closeSlow
-			case <-t.C:
-			}
-			continue
-		}
-		attempt = 0
-		if resumeAt != "" {
-			p.log.InfoContext(ctx, "channels: SSE catch-up: entries after the stream's last id were trimmed (max_len) before it read them; the client is sent a gap event",
-				slog.String("channel", s.c.name), slog.String("after", last), slog.String("resumes_at", resumeAt), slog.Int("max_len", p.cfg.MaxLen))
-			if err := s.sendGap(st, last, gapCatchUp); err != nil {
-				return last, closeWrite
-			}
-		}
-		for i := range msgs {
-			m := entryMessage(s.c.name, msgs[i].ID, msgs[i].Values)
-			if last, err = s.writeEvents(r, st, []*sseEvent{newSSEEvent(&m)}, last); err != nil {
-				return last, closeWrite
-			}
-		}
-		if st.unflushed {
-			if err := st.flush(); err != nil {
-				return last, closeWrite
-			}
-		}
-		if len(msgs) < catchUpPage && sc.caughtUp() {
-			return last, ""
-		}
-	}
-}
 
 // sseStream is the writing end of one stream. Events go to the response
 // writer as they are (the shared bytes; net/http copies nothing large into

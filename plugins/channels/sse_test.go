@@ -246,8 +246,9 @@ func TestSSEHeartbeatAndShutdown(t *testing.T) {
 // frozen, a client behind a stuck network. It returns when it has read the
 // stream's opening retry: line, which the server writes after the stream is
 // registered, so the stream is counted when it returns (an event, not a
-// wait: the test's own timeout is the only bound).
-func stalledClient(t *testing.T, url, path string) net.Conn {
+// wait: the test's own timeout is the only bound). headers are sent with
+// the request (name, value pairs).
+func stalledClient(t *testing.T, url, path string, headers ...string) net.Conn {
 	t.Helper()
 	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
 	if err != nil {
@@ -255,7 +256,11 @@ func stalledClient(t *testing.T, url, path string) net.Conn {
 	}
 	t.Cleanup(func() { conn.Close() })
 	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
-	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n", path); err != nil {
+	var extra strings.Builder
+	for i := 0; i+1 < len(headers); i += 2 {
+		fmt.Fprintf(&extra, "%s: %s\r\n", headers[i], headers[i+1])
+	}
+	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n%s\r\n", path, extra.String()); err != nil {
 		t.Fatal(err)
 	}
 	var head []byte

@@ -1,0 +1,195 @@
+package channels
+
+import (
+	"context"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// commandCalls returns how many times the private Redis at addr ran
+// command since its statistics were last reset (INFO commandstats).
+func commandCalls(t *testing.T, addr, command string) int {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`cmdstat_` + command + `:calls=(\d+)`).FindStringSubmatch(info)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// A catch-up page is bounded by bytes as well as entries: a browser
+// resuming from 0-0 over 40 entries of the largest payload (2.5 MiB) gets
+// every one of them, read in pages of at most catchUpPageBytes (1 MiB), not
+// in one read of all 40 (up to 100 were read at once, 6.5 MB at 64 KiB,
+// under the cache's 1 s command_timeout). The entries are published by
+// another replica before the one serving the stream starts, so its reader
+// of the channel reads none of them and every XRANGE counted is the
+// catch-up's.
+func TestSSECatchUpPagesBoundedByBytes(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	const entries = 40
+	cl := newCluster(t, srv.URL(), `durable = ["orders"]`)
+	pub := cl.start(nil)
+	subscribed(t, pub.ch)
+	payload := []byte(strings.Repeat("x", DefaultMaxPayloadBytes))
+	for i := range entries {
+		copy(payload, strconv.Itoa(i)+" ")
+		if err := pub.ch.Publish(context.Background(), "orders", payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := cl.start(sseRoutes(SSEOpts{}, "orders"))
+	subscribed(t, rep.ch)
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer admin.Close()
+	if err := admin.ConfigResetStat(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := openSSE(t, rep.svc.URL+"/events/orders", "Last-Event-ID", "0-0")
+	for i := range entries {
+		if ev := c.next(t, 10*time.Second); !strings.HasPrefix(ev.data, strconv.Itoa(i)+" ") || len(ev.data) != len(payload) {
+			t.Fatalf("event %d: %d bytes starting %q", i, len(ev.data), ev.data[:min(8, len(ev.data))])
+		}
+	}
+	reads := commandCalls(t, srv.Addr(), "xrange")
+	if reads*catchUpPageBytes < entries*DefaultMaxPayloadBytes {
+		t.Fatalf("%d entries of %d bytes were read in %d XRANGE calls: more than %d bytes a read", entries, DefaultMaxPayloadBytes, reads, catchUpPageBytes)
+	}
+	t.Logf("%d entries of %d bytes caught up in %d reads", entries, DefaultMaxPayloadBytes, reads)
+}
+
+// catchUpHeapBound is the documented bound (docs/channels.md,
+// sse_max_pending_bytes) on what a channel's events take in a process,
+// however many streams: its live events, and as much again in the pages of
+// the streams catching up.
+const catchUpHeapBound = 2 * DefaultSSEMaxPendingBytes
+
+// Streams catching up from 0-0 whose clients read nothing hold their pages
+// while their writes block: the pages a channel's catch-ups hold at once
+// take at most sse_max_pending_bytes (the hub lends that many pages), so 16
+// such streams from one address over 100 entries of the largest payload
+// hold about 9 pages (7.4 MiB), not a page each (16 × 100 entries, about
+// 100 MiB before the bound); the others wait their turn. The streams first
+// fill their sockets (the kernel takes a few MiB each), then every page
+// holder is blocked until its write deadline (sse_write_timeout) cuts it:
+// the live heap is the last measured before that first cut, once nothing
+// moves (a measurement while pages are read and encoded counts what is
+// allocated during the collection too). Not parallel: it measures the
+// process's heap. The cache's command_timeout is burstWait, as in the other
+// heap tests: they measure the heap, not Redis's deadline.
+func TestSSECatchUpsHeapWithStalledClients(t *testing.T) {
+	const clients, entries = 16, 100
+	cl := newCluster(t, "", "durable = [\"orders\"]\nsse_write_timeout = \"5s\"")
+	cl.cacheTOML = burstCacheTOML
+	rep := cl.start(sseRoutes(SSEOpts{}, "orders"))
+	subscribed(t, rep.ch)
+	payload := []byte(strings.Repeat("x", DefaultMaxPayloadBytes))
+	for range entries {
+		if err := rep.ch.Publish(context.Background(), "orders", payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range clients {
+		stalledClient(t, rep.svc.URL, "/events/orders", "Last-Event-ID", "0-0")
+	}
+	h := rep.ch.chans["orders"].hub
+	var grew int64
+	waitFor(t, burstWait, "the first stalled stream cut by its write deadline", func() bool {
+		var now runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&now)
+		if h.clients() < clients {
+			return true // this measurement may be after the cut
+		}
+		grew = int64(now.HeapAlloc) - int64(before.HeapAlloc)
+		return false
+	})
+	t.Logf("live heap grew by %.1f MiB with %d stalled streams catching up", mib(uint64(max(grew, 0))), clients)
+	if grew > catchUpHeapBound {
+		t.Fatalf("%d stalled streams catching up hold %.1f MiB of live heap; the bound is %d MiB", clients, mib(uint64(grew)), catchUpHeapBound>>20)
+	}
+}
+
+// A browser reconnecting with Last-Event-ID while Redis is paused gets
+// heartbeats while its catch-up waits the outage out (a proxy's idle timeout
+// would cut a silent stream), stays open, and once Redis is back (and the
+// breaker's cool-down passed on the test clock) gets what was published
+// after its id.
+func TestSSECatchUpHeartbeatsThroughAnOutage(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	const heartbeat = 100 * time.Millisecond
+	cl := outageCluster(t, srv.URL(), "durable = [\"orders\"]\nsse_heartbeat = \""+heartbeat.String()+"\"")
+	rep := cl.start(sseRoutes(SSEOpts{}, "orders"))
+	subscribed(t, rep.ch)
+	ctx := context.Background()
+	if err := rep.ch.Publish(ctx, "orders", []byte("before")); err != nil {
+		t.Fatal(err)
+	}
+	id, err := lastID(ctx, rep.ch.client, rep.ch.chans["orders"].key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Resume() })
+	c := openSSE(t, rep.svc.URL+"/events/orders", "Last-Event-ID", id)
+	// The first read waits command_timeout and opens the breaker; then the
+	// catch-up waits between refused reads, its backoff growing to 2 s.
+	const pings = 5
+	deadline := time.After(commandTimeout + 2*time.Second + pings*heartbeat + 5*margin)
+	for n := 0; n < pings; {
+		select {
+		case l := <-c.lines:
+			if l == ": ping" {
+				n++
+			}
+		case <-c.done:
+			t.Fatal("the stream ended during the outage")
+		case <-deadline:
+			t.Fatalf("%d heartbeats while the catch-up waited out the outage, want %d (sse_heartbeat %s)", n, pings, heartbeat)
+		}
+	}
+	for sc := range snapshotConns(rep.ch.chans["orders"].hub) {
+		sc.mu.Lock()
+		up := sc.catchingUp
+		sc.mu.Unlock()
+		if !up {
+			t.Fatal("the catch-up ended while Redis was paused")
+		}
+	}
+
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	cl.clock.Advance(coolDown)
+	subscribed(t, rep.ch)
+	publishOnceBack(t, cl, rep.ch, "orders", []byte("after"))
+	for {
+		ev := c.next(t, 10*time.Second)
+		if ev.data == "during" || ev.data == "before" {
+			t.Fatalf("the catch-up sent %+v, at or before its Last-Event-ID %s", ev, id)
+		}
+		if ev.data == "after" {
+			break
+		}
+	}
+}
