@@ -417,6 +417,9 @@ func (k *call) classify(err error, actx context.Context, chunks int) (failure, r
 	c := k.c
 	e := &Error{Provider: c.cfg.Name, Err: err, Chunks: chunks}
 	f := failure{err: e}
+	// The provider's own message, which may quote the prompt, is never
+	// kept: a status it answered, or an error event in its stream, becomes
+	// a cause naming the status.
 	var apiErr *openai.Error
 	if errors.As(err, &apiErr) {
 		e.StatusCode = apiErr.StatusCode
@@ -424,7 +427,15 @@ func (k *call) classify(err error, actx context.Context, chunks int) (failure, r
 		if apiErr.Response != nil {
 			f.header = apiErr.Response.Header
 		}
-		c.metrics.attempts.WithLabelValues(c.cfg.Name, strconv.Itoa(e.StatusCode)).Inc()
+	} else if ev, ok := eventError(err); ok {
+		// An event standing for a refusal or a rate limit is taken as that
+		// status would be; any other, as the provider failing (below).
+		e.StatusCode, e.Err = ev.Status, ev
+	}
+	if e.StatusCode != 0 {
+		if chunks == 0 { // a stream cut later was counted when its first chunk came
+			c.metrics.attempts.WithLabelValues(c.cfg.Name, strconv.Itoa(e.StatusCode)).Inc()
+		}
 		switch {
 		case e.StatusCode == http.StatusTooManyRequests:
 			// The provider asks for calm: no evidence it is down.
@@ -509,7 +520,7 @@ func (k *call) end(e *Error, in, out int64) error {
 		attribute.Int64("gen_ai.usage.output_tokens", out),
 	)
 	if e != nil {
-		if e.StatusCode != 0 {
+		if e.StatusCode != 0 && !e.event() { // an error event came with a 200
 			k.span.SetAttributes(attribute.Int("http.response.status_code", e.StatusCode))
 		}
 		k.span.SetStatus(codes.Error, e.Kind.String())

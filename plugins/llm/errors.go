@@ -29,7 +29,9 @@ type Error struct {
 	// Kind says why the call failed.
 	Kind Kind
 	// StatusCode is the HTTP status of the provider's last answer (0 when
-	// the last attempt got none).
+	// the last attempt got none); for a stream the provider ended with an
+	// error event, the status the event stands for (an [EventError]'s
+	// Status: 400 for a refusal, 429 for a rate limit, 0 for any other).
 	StatusCode int
 	// Attempts is how many requests were sent (0 when refused before any).
 	Attempts int
@@ -40,8 +42,9 @@ type Error struct {
 	// succeed: the provider's rate-limit wait, or the time left of an open
 	// breaker's cool-down.
 	RetryAfter time.Duration
-	// Err is the cause, for logs: the SDK's error, a network error, the
-	// breaker's. It is never rendered to this service's callers.
+	// Err is the cause, for logs: a network error, the breaker's, the
+	// status the provider answered or an [*EventError] (never the
+	// provider's message). It is never rendered to this service's callers.
 	Err error
 }
 
@@ -50,19 +53,22 @@ type Kind uint8
 
 const (
 	// KindStatus is an error status the provider answered: a 4xx other than
-	// 429 or a 3xx (a redirect, never followed), never retried; or a 5xx
-	// whose retries ran out.
+	// 429 (or an error event in its stream standing for one, see
+	// [EventError]) or a 3xx (a redirect, never followed), never retried;
+	// or a 5xx whose retries ran out.
 	KindStatus Kind = iota
-	// KindRateLimited is a 429 whose wait (RetryAfter) was longer than
-	// max_retry_after or than the deadline could afford, or which came back
-	// with no retry left: the call returned at once instead of waiting.
+	// KindRateLimited is a 429 (or an error event standing for one) whose
+	// wait (RetryAfter) was longer than max_retry_after or than the
+	// deadline could afford, or which came back with no retry left: the
+	// call returned at once instead of waiting.
 	KindRateLimited
 	// KindTimeout is a call that ran out of time: timeout, the
 	// caller's deadline, the connect timeout, or a stream silent for
 	// read_gap.
 	KindTimeout
 	// KindUnavailable is a call that got no answer: refused, reset, a DNS
-	// or TLS failure.
+	// or TLS failure; or a stream the provider ended with an error event
+	// standing for no refusal or rate limit (a server error, an overload).
 	KindUnavailable
 	// KindCircuitOpen is a call the open breaker refused (and no fallback
 	// took): nothing was sent. errors.Is(err, resilience.ErrOpen) holds.
@@ -136,6 +142,8 @@ func (e *Error) detail() string {
 		return fmt.Sprintf("model provider '%s' did not answer in time", p)
 	case KindUnavailable:
 		switch {
+		case e.event():
+			return fmt.Sprintf("model provider '%s' cut the stream with an error event%s", p, e.afterChunks())
 		case e.Chunks > 0:
 			return fmt.Sprintf("model provider '%s' cut the stream after %d chunks", p, e.Chunks)
 		case errors.Is(e.Err, errNoDone):
@@ -162,7 +170,26 @@ func (e *Error) detail() string {
 	if e.StatusCode < 400 {
 		return fmt.Sprintf("model provider '%s' answered %d, a redirect, which is never followed (check its base_url)", p, e.StatusCode)
 	}
+	if e.event() {
+		return fmt.Sprintf("model provider '%s' refused the request with an error event%s (as a %d)", p, e.afterChunks(), e.StatusCode)
+	}
 	return fmt.Sprintf("model provider '%s' refused the request (answered %d)", p, e.StatusCode)
+}
+
+// event reports whether the provider ended the call's stream with an error
+// event ([EventError]).
+func (e *Error) event() bool {
+	var ev *EventError
+	return errors.As(e.Err, &ev)
+}
+
+// afterChunks is " after N chunks" for a stream cut after it delivered
+// chunks, "" otherwise.
+func (e *Error) afterChunks() string {
+	if e.Chunks == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" after %d chunks", e.Chunks)
 }
 
 // Problem renders the error as problem+json naming the provider in the
