@@ -120,3 +120,25 @@ func TestBootRefusesBadQueueNameInTheSharedWords(t *testing.T) {
 		}
 	}
 }
+
+// framework.md: boot errors never quote a deploy key's value but for a
+// listening address or a host name. from and port are deploy keys: their
+// errors name the key, the rule and the fix without the value, nor the
+// address parser's message, which may quote it.
+func TestBootErrorsNeverQuoteDeployKeyValues(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ table, value string }{
+		{`from = "ops-relay.internal.corp"`, "ops-relay.internal.corp"},
+		{`from = "a@example.com, ops-relay@internal.corp"`, "ops-relay"},
+		{`from = "<ops-relay@internal.corp"`, "ops-relay"},
+		{"port = 70000", "70000"},
+	} {
+		errs := bootErrors(t, "development", tc.table)
+		if len(errs) != 1 || errs[0].Fix == "" {
+			t.Fatalf("%s: mail errors %v, want one with a fix", tc.table, errs)
+		}
+		if strings.Contains(errs[0].Error(), tc.value) {
+			t.Errorf("%s: the error quotes the deploy key's value: %s", tc.table, errs[0].Error())
+		}
+	}
+}

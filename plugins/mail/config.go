@@ -83,7 +83,8 @@ func (c *Config) validate(v *framework.Validation) {
 		v.Error("transport", fmt.Sprintf("unknown transport %q", c.Transport), `set transport = "smtp" or "log"`)
 	}
 	if c.Port < 1 || c.Port > 65535 {
-		v.Error("port", fmt.Sprintf("must be a TCP port from 1 to 65535, got %d", c.Port), "set port = 587 (STARTTLS), 465 (use_ssl) or 25")
+		// port and from are deploy keys: their values are not quoted.
+		v.Error("port", "must be a TCP port from 1 to 65535", "set port = 587 (STARTTLS), 465 (use_ssl) or 25")
 	}
 	if c.UseSSL && c.UseStartTLS {
 		v.Error("use_starttls", "use_ssl and use_starttls are both true; a connection is either TLS from the start or upgraded with STARTTLS",
@@ -103,7 +104,8 @@ func (c *Config) validate(v *framework.Validation) {
 	switch {
 	case c.From != "":
 		if _, err := mail.ParseAddress(c.From); err != nil {
-			v.Error("from", fmt.Sprintf("%q is not an email address: %v", c.From, err), `set from = "Shop <orders@example.com>"`)
+			// Not the parser's message either: it may quote the value.
+			v.Error("from", "is not one email address", `set from = "orders@example.com" or "Shop <orders@example.com>"`)
 		}
 	case v.Production():
 		v.Error("from", "is empty; in production every message needs a valid sender", `set from = "Shop <orders@example.com>" (or JFAST_MAIL_FROM)`)
