@@ -43,7 +43,7 @@ type Config struct {
 	UseStartTLS bool `koanf:"use_starttls"`
 
 	// ConnectTimeout bounds the TCP connect, the TLS handshake (use_ssl) and the
-	// server's greeting. Defaults to 10s.
+	// server's whole greeting, from the dial. Defaults to 10s.
 	ConnectTimeout time.Duration `koanf:"connect_timeout"`
 
 	// CommandTimeout bounds every read and write after the greeting: one SMTP

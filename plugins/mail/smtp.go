@@ -29,12 +29,13 @@ type smtpSender struct {
 // send delivers m. A returned error with a 5xx reply code is a *DeliveryError
 // with Permanent() true; everything else (refused, timeouts, 4xx) is transient.
 func (s *smtpSender) send(ctx context.Context, m *gomail.Msg) error {
-	c, err := gomail.NewClient(s.cfg.Host, s.options(ctx)...)
+	var conn *deadlineConn // the attempt's connection, once dialled
+	c, err := gomail.NewClient(s.cfg.Host, s.options(ctx, &conn)...)
 	if err != nil {
 		return fmt.Errorf("mail: smtp client for %s: %w", s.addr(), err)
 	}
 	if err := c.DialAndSendWithContext(ctx, m); err != nil {
-		return classify(s.addr(), err)
+		return classify(s.addr(), err, conn.expired())
 	}
 	return nil
 }
@@ -43,7 +44,9 @@ func (s *smtpSender) addr() string {
 	return net.JoinHostPort(s.cfg.Host, strconv.Itoa(s.cfg.Port))
 }
 
-func (s *smtpSender) options(job context.Context) []gomail.Option {
+// options configures go-mail for one attempt; the connection it dials is
+// stored in conn.
+func (s *smtpSender) options(job context.Context, conn **deadlineConn) []gomail.Option {
 	opts := []gomail.Option{
 		gomail.WithPort(s.cfg.Port),
 		// go-mail uses this for the dial and as a whole-connection deadline it
@@ -51,7 +54,9 @@ func (s *smtpSender) options(job context.Context) []gomail.Option {
 		// per-operation deadlines (command_timeout).
 		gomail.WithTimeout(s.cfg.ConnectTimeout),
 		gomail.WithDialContextFunc(func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return s.dial(ctx, job, network, addr)
+			dc, c, err := s.dial(ctx, job, network, addr)
+			*conn = dc
+			return c, err
 		}),
 		gomail.WithTLSConfig(s.tlsConfig()),
 		gomail.WithoutNoop(),
@@ -87,25 +92,29 @@ func (s *smtpSender) tlsConfig() *tls.Config {
 // dial connects within connect_timeout (go-mail's dial context ctx carries it,
 // and ends when go-mail's dial step returns) and wraps the connection in
 // per-operation deadlines that also end with the job's context. With use_ssl
-// the TLS handshake happens here, so go-mail sees a *tls.Conn and treats the
-// connection as encrypted.
-func (s *smtpSender) dial(ctx, job context.Context, network, addr string) (net.Conn, error) {
+// the TLS handshake happens here, within connect_timeout from the dial
+// (the connection's deadline), so go-mail sees a *tls.Conn and treats the
+// connection as encrypted. It returns the deadline connection (nil when the
+// connect failed) and the one go-mail talks over.
+func (s *smtpSender) dial(ctx, job context.Context, network, addr string) (*deadlineConn, net.Conn, error) {
 	start := time.Now()
 	var d net.Dialer
 	raw, err := d.DialContext(ctx, network, addr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	dc := newDeadlineConn(job, raw, start.Add(s.cfg.ConnectTimeout), s.cfg.CommandTimeout)
 	if !s.cfg.UseSSL {
-		return dc, nil
+		return dc, dc, nil
 	}
+	dc.setStep(stepHandshake)
 	tc := tls.Client(dc, s.tlsConfig())
-	if err := tc.HandshakeContext(ctx); err != nil {
+	if err := tc.Handshake(); err != nil {
 		_ = tc.Close()
-		return nil, fmt.Errorf("tls handshake: %w", err)
+		return dc, nil, fmt.Errorf("tls handshake: %w", err)
 	}
-	return tc, nil
+	dc.setStep(stepGreeting)
+	return dc, tc, nil
 }
 
 // deadlineConn bounds every Read and Write by its own deadline, which go-mail
@@ -113,18 +122,35 @@ func (s *smtpSender) dial(ctx, job context.Context, network, addr string) (net.C
 // been read, by connect_timeout from the dial; after it, by command_timeout
 // from the start of each operation. Deadlines go-mail sets are ignored. The job
 // context ending (job timeout, shutdown) interrupts the operation in flight.
+//
+// The greeting has been read when go-mail first writes: it writes nothing
+// (EHLO is its first command) before its reader has the whole greeting, the
+// last line of a multi-line 220 included. Counting bytes instead would end
+// the greeting's wait at the first "220" of a greeting cut short, or, with
+// use_ssl, at the TLS handshake's first read.
 type deadlineConn struct {
 	net.Conn
 	command time.Duration
+	connect time.Time // connect_timeout's deadline, from the dial
 
 	mu        sync.Mutex
-	greeting  time.Time // zero once the first read returned data
+	step      step   // what the connection waits for
+	expiry    string // which wait ran out, "" while none has
 	done      bool
 	stopAfter func() bool
 }
 
-func newDeadlineConn(ctx context.Context, c net.Conn, greeting time.Time, command time.Duration) *deadlineConn {
-	dc := &deadlineConn{Conn: c, command: command, greeting: greeting}
+// step is what a connection waits for; each has its deadline.
+type step uint8
+
+const (
+	stepGreeting  step = iota // the server's greeting: connect_timeout
+	stepHandshake             // the TLS handshake of use_ssl: connect_timeout
+	stepCommands              // every read and write after the greeting: command_timeout each
+)
+
+func newDeadlineConn(ctx context.Context, c net.Conn, connect time.Time, command time.Duration) *deadlineConn {
+	dc := &deadlineConn{Conn: c, command: command, connect: connect}
 	dc.stopAfter = context.AfterFunc(ctx, func() {
 		dc.mu.Lock()
 		dc.done = true
@@ -134,15 +160,36 @@ func newDeadlineConn(ctx context.Context, c net.Conn, greeting time.Time, comman
 	return dc
 }
 
+func (c *deadlineConn) setStep(s step) {
+	c.mu.Lock()
+	c.step = s
+	c.mu.Unlock()
+}
+
+// expired says which wait ran out ("connected, but no greeting within
+// connect_timeout"), or "" when none did (or c is nil: no connection was
+// made).
+func (c *deadlineConn) expired() string {
+	if c == nil {
+		return ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.expiry
+}
+
 func (c *deadlineConn) arm(read bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.done {
 		return net.ErrClosed
 	}
-	d := time.Now().Add(c.command)
-	if !c.greeting.IsZero() {
-		d = c.greeting
+	if !read && c.step == stepGreeting {
+		c.step = stepCommands // go-mail's first command: the greeting is read
+	}
+	d := c.connect
+	if c.step == stepCommands {
+		d = time.Now().Add(c.command)
 	}
 	if read {
 		return c.Conn.SetReadDeadline(d)
@@ -155,23 +202,33 @@ func (c *deadlineConn) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	n, err := c.Conn.Read(p)
-	if n > 0 {
-		c.mu.Lock()
-		c.greeting = time.Time{}
-		c.mu.Unlock()
-	}
-	c.failed(err)
+	c.failed(err, true)
 	return n, err
 }
 
 // failed ends the connection after a timeout: the SMTP dialogue is out of step,
-// and go-mail's QUIT on close would otherwise wait another command_timeout.
-func (c *deadlineConn) failed(err error) {
+// and go-mail's QUIT on close would otherwise wait another command_timeout. It
+// records which wait ran out, unless the job's context ended it.
+func (c *deadlineConn) failed(err error, read bool) {
 	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		c.mu.Lock()
-		c.done = true
-		c.mu.Unlock()
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done {
+		return // the job's context woke the operation, or an earlier timeout
+	}
+	c.done = true
+	switch {
+	case c.step == stepHandshake:
+		c.expiry = "connected, but no TLS handshake within connect_timeout"
+	case c.step == stepGreeting:
+		c.expiry = "connected, but no greeting within connect_timeout"
+	case read:
+		c.expiry = "no reply within command_timeout"
+	default:
+		c.expiry = "the server took no data within command_timeout"
 	}
 }
 
@@ -180,7 +237,7 @@ func (c *deadlineConn) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	n, err := c.Conn.Write(p)
-	c.failed(err)
+	c.failed(err, false)
 	return n, err
 }
 
@@ -200,7 +257,9 @@ type DeliveryError struct {
 	Server string
 	// Code is the SMTP reply code (e.g. 451, 550), or 0.
 	Code int
-	// Err is go-mail's error, carrying the server's reply text.
+	// Err is go-mail's error, carrying the server's reply text; after a
+	// timeout, led by the wait that ran out ("no reply within
+	// command_timeout: ...").
 	Err error
 }
 
@@ -240,15 +299,17 @@ func (e *DeliveryError) Summary() string {
 // insisting with a rejected recipient is how a sending domain gets flagged).
 func (e *DeliveryError) Permanent() bool { return e.Code >= 500 && e.Code <= 599 }
 
-func classify(server string, err error) *DeliveryError {
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "read" && op.Timeout() {
+// classify makes err a DeliveryError; expired, when not empty, says which
+// wait of the connection ran out (deadlineConn.expired) and leads the text.
+func classify(server string, err error, expired string) *DeliveryError {
+	if expired != "" {
 		if inner := errors.Unwrap(err); inner != nil && strings.HasPrefix(err.Error(), "dial failed: ") {
 			// go-mail's "dial" step is the connect and the dialogue up to
-			// AUTH: a read that timed out in it is a connection made and
-			// not answered, not a dial that failed.
-			err = fmt.Errorf("connected, but no greeting or reply within connect_timeout: %w", inner)
+			// AUTH: a wait that ran out in it is a connection made and not
+			// answered, not a dial that failed.
+			err = inner
 		}
+		err = fmt.Errorf("%s: %w", expired, err)
 	}
 	return &DeliveryError{Server: server, Code: replyCode(err), Err: err}
 }
