@@ -18,7 +18,7 @@ import (
 //     ended, in the plugin's words (its page lists them).
 //   - jfast_client_attempts_total{plugin,dependency}: requests sent, first
 //     attempts and retries.
-//   - jfast_client_retries_total{plugin,dependency}: retries started.
+//   - jfast_client_retries_total{plugin,dependency}: retries sent.
 //   - jfast_client_retry_budget_refusals_total{plugin,dependency}: retries
 //     the budget refused.
 //   - jfast_client_bulkhead_rejections_total{plugin,dependency}: calls
@@ -79,7 +79,7 @@ func NewClientMetrics() *ClientMetrics {
 	return &ClientMetrics{
 		calls:      counter("jfast_client_calls_total", "Outbound calls by outcome, in the words of the plugin that made them.", "outcome"),
 		attempts:   counter("jfast_client_attempts_total", "Outbound requests sent: first attempts and retries."),
-		retries:    counter("jfast_client_retries_total", "Outbound retries started."),
+		retries:    counter("jfast_client_retries_total", "Outbound retries sent."),
 		refusals:   counter("jfast_client_retry_budget_refusals_total", "Retries the retry budget refused: the failure went back to the caller instead."),
 		rejections: counter("jfast_client_bulkhead_rejections_total", "Calls refused because max_concurrent calls were in flight for bulkhead_wait."),
 		throttled:  counter("jfast_client_throttled_retries_total", "Retries the adaptive throttle dropped: the last answer went back to the caller instead."),
@@ -147,20 +147,22 @@ func (d *DependencyMetrics) Calls(outcome string) prometheus.Counter {
 	return d.m.calls.WithLabelValues(d.plugin, d.dependency, outcome)
 }
 
-// Attempt counts one attempt the policy's loop made and sent (not one
-// that found no instance to take it, Verdict.Unsent), and the retry or the
-// budget refusal that followed it: a resilience.PolicyOpts OnAttempt hook.
+// Attempt counts one attempt the policy's loop made and sent, as a retry
+// or a hedge when it was one (not one that found no instance to take it,
+// Verdict.Unsent: such a retry or hedge sent nothing), and the budget
+// refusal or throttle drop that stopped the call after it: a
+// resilience.PolicyOpts OnAttempt hook.
 func (d *DependencyMetrics) Attempt(rec resilience.AttemptRecord) {
-	if !rec.Verdict.Unsent {
-		d.Sent()
+	d.HedgeRefused(rec.Stop) // a retry refused, as a hedge is
+	if rec.Verdict.Unsent {
+		return
 	}
-	if rec.Stop == resilience.StopNone {
-		d.Retried()
-	} else {
-		d.HedgeRefused(rec.Stop) // a retry refused, as a hedge is
-	}
-	if rec.Hedge {
+	d.Sent()
+	switch {
+	case rec.Hedge:
 		d.Hedged()
+	case rec.N > 1:
+		d.Retried()
 	}
 }
 

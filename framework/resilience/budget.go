@@ -164,8 +164,15 @@ func (b *RetryBudget) recordCall(now time.Time, known bool) {
 // is counted as a denial (see Snapshot); the caller returns the failure it
 // has instead of retrying.
 func (b *RetryBudget) TryRetry() bool {
+	ok, _ := b.grant()
+	return ok
+}
+
+// grant is TryRetry, also returning when the retry was granted (the time
+// since the budget's origin), for giveBack.
+func (b *RetryBudget) grant() (bool, time.Duration) {
 	if b == nil {
-		return true
+		return true, 0
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -174,12 +181,12 @@ func (b *RetryBudget) TryRetry() bool {
 		if b.tokens < 1000 {
 			b.denied++
 			b.minutes.add(now, 0, 1)
-			return false
+			return false, now
 		}
 		b.tokens -= 1000
 		b.retries++
 		b.minutes.add(now, 1, 0)
-		return true
+		return true, now
 	}
 	b.long.advance(now)
 	b.second.advance(now)
@@ -188,11 +195,31 @@ func (b *RetryBudget) TryRetry() bool {
 		b.second.add(now, 1, 0)
 		b.retries++
 		b.minutes.add(now, 1, 0)
-		return true
+		return true, now
 	}
 	b.denied++
 	b.minutes.add(now, 0, 1)
-	return false
+	return false, now
+}
+
+// giveBack undoes the retry granted at at (as grant returned it) whose
+// attempt sent nothing (every instance of the dependency refusing it): it
+// cost the dependency nothing, so it spends nothing. The bucket gets its
+// token back; the windows forget it while it is still in their span.
+func (b *RetryBudget) giveBack(at time.Duration) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.retries--
+	b.minutes.sub(at, 1, 0)
+	if b.bucket {
+		b.tokens = min(b.tokens+1000, b.maxTok)
+		return
+	}
+	b.long.sub(at, 0, 1)
+	b.second.sub(at, 1, 0)
 }
 
 // historyMinutes is how many one-minute buckets HistorySpan holds.

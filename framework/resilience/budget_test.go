@@ -128,3 +128,41 @@ func TestNewRetryBudgetPanicsOnNonsense(t *testing.T) {
 		}()
 	}
 }
+
+// A retry granted and then given back (its attempt sent nothing: no
+// instance would take it) spends nothing: the bucket gets its token back,
+// the window forgets it; given back once it has slid out of the window, it
+// changes nothing there (it no longer counts).
+func TestRetryBudgetGiveBack(t *testing.T) {
+	t.Parallel()
+	clock := NewTestClock(epoch)
+	window := NewRetryBudget(RetryBudgetOpts{Ratio: 0.5, MinPerSecond: 1, Clock: clock})
+	for range 4 {
+		window.RecordCall()
+	}
+	ok, at := window.grant()
+	if !ok {
+		t.Fatal("window: the first retry was refused")
+	}
+	clock.Advance(500 * time.Millisecond)
+	window.giveBack(at)
+	if s := window.Snapshot(); s.Retries != 0 || s.WindowRetries != 0 || s.WindowCalls != 4 {
+		t.Fatalf("window after the give-back: %+v, want no retry and the 4 calls", s)
+	}
+	_, at = window.grant()
+	clock.Advance(DefaultBudgetWindow + time.Second)
+	window.giveBack(at) // slid out: nothing left to take
+	if s := window.Snapshot(); s.WindowRetries != 0 || s.WindowCalls != 0 {
+		t.Fatalf("window after a late give-back: %+v, want empty", s)
+	}
+
+	bucket := NewRetryBudget(RetryBudgetOpts{Clock: clock, TokenBucket: &TokenBucketOpts{MaxTokens: 1}})
+	ok, at = bucket.grant()
+	if !ok || bucket.TryRetry() {
+		t.Fatal("bucket: want one token, then none")
+	}
+	bucket.giveBack(at)
+	if s := bucket.Snapshot(); s.Tokens != 1 || s.Retries != 0 {
+		t.Fatalf("bucket after the give-back: %+v, want its token back", s)
+	}
+}

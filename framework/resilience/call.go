@@ -100,7 +100,10 @@ type Verdict struct {
 	Judged bool
 	// Unsent says the attempt sent nothing to the dependency: no instance
 	// would take it (every one's breaker open, or none resolved). The loop
-	// counts it in the call's attempts; attempt metrics leave it out.
+	// counts it in the call's attempts; attempt metrics leave it out. A
+	// retry or a hedge that sent nothing gives back the budget it was
+	// granted, and in a hedged call it neither wins nor cancels the
+	// attempts in flight ([Run.Attempts]).
 	Unsent bool
 	// Ended is when the attempt ended, on the policy's clock, as the time
 	// since the call's start ([Run.Start]), when the plugin read the clock
@@ -225,6 +228,7 @@ type Run struct {
 	refused   bool          // an attempt hung and the call's breaker refused calls then
 	hedge     bool          // RunOpts.Hedge on a policy with hedge_after
 	atStart   bool          // admitted without a wait on the real clock: the first attempt begins at start
+	granted   time.Duration // when the budget granted the last retry or hedge (RetryBudget.grant)
 	lastEnd   time.Duration // since start: when the last attempt Attempts made ended (EndAnswered); 0 when none
 	began     time.Duration // since start: when the attempt Attempts makes, or the one Again ends, began
 }
@@ -285,6 +289,7 @@ func (r *Run) Attempts(a Attempter) Verdict {
 		}
 		r.began = began
 		v := a.Attempt(r.ctx, n)
+		r.giveBack(n, r.granted, v)
 		end := v.Ended
 		if end <= 0 || end < began {
 			end = elapsed(clock, r.start)
@@ -393,10 +398,26 @@ func (r *Run) next(v Verdict, took time.Duration) (Stop, time.Duration) {
 	if r.p.throttle.Allow() != nil {
 		return StopThrottled, 0
 	}
-	if !r.p.budget.TryRetry() {
+	if !r.grant() {
 		return StopBudget, 0
 	}
 	return StopNone, wait
+}
+
+// grant asks the retry budget for a retry (or a hedge) and keeps when it
+// was granted, for giveBack.
+func (r *Run) grant() bool {
+	ok, at := r.p.budget.grant()
+	r.granted = at
+	return ok
+}
+
+// giveBack gives the budget back the retry or hedge (attempt n, from 2)
+// granted at that sent nothing: no instance would take it.
+func (r *Run) giveBack(n int, granted time.Duration, v Verdict) {
+	if n > 1 && v.Unsent {
+		r.p.budget.giveBack(granted)
+	}
 }
 
 // silence applies the silence rule to an attempt that hung (see

@@ -118,32 +118,43 @@ func (p *Policy) recordLatency(took time.Duration) {
 
 // branchResult is one branch's attempt, back in the loop's goroutine.
 type branchResult struct {
-	b      Attempter
-	n      int
-	hedge  bool
-	cancel context.CancelFunc
-	v      Verdict
-	took   time.Duration
+	b       Attempter
+	n       int
+	hedge   bool
+	granted time.Duration // when the budget granted it (n > 1)
+	cancel  context.CancelFunc
+	v       Verdict
+	took    time.Duration
 }
 
 // hedged is the loop of a hedgeable call: the attempt runs on a branch; if
 // it has not answered after the hedge delay, and the call may make another
 // attempt (attempts, deadline, throttle, budget, in that order), a hedge
-// starts beside it on another branch, up to max_hedges. The first verdict
-// that asks for no retry wins: the others are cancelled, reported with
-// StopHedged and dropped. A retryable failure while another attempt is in
-// flight is dropped the same way; the last one standing decides as in the
-// sequential loop (stop, or wait and attempt again, hedges re-armed), the
-// silence rule included: a hang while another attempt is in flight decides
-// nothing, since the other may still answer.
+// starts beside it on another branch, up to max_hedges (and attempts − 1).
+// The first verdict that asks for no retry wins: the others are cancelled,
+// reported with StopHedged and dropped. A retryable failure while another
+// attempt is in flight is reported the same way and held; the last one
+// standing decides as in the sequential loop (stop, or wait and attempt
+// again, hedges re-armed), the silence rule included: a hang while another
+// attempt is in flight decides nothing, since the other may still answer.
+//
+// A branch that sent nothing (Verdict.Unsent: no instance would take it)
+// neither wins nor cancels the attempts in flight: it is reported with
+// StopHedged and dropped, and its budget given back; it counts in the
+// call's attempts but not in max_hedges, so a later hedge may still go out
+// (after hedge_after again) while attempts allow. Last standing, it
+// decides as the sequential loop's retry that found no instance does (it
+// asks for none: the call stops), and the call keeps the held attempt,
+// the last one sent, when there is one.
 func (r *Run) hedged(h Hedger, delay time.Duration) Verdict {
 	clock := r.p.clock
 	results := make(chan branchResult, r.max)
-	live := make(map[int]*branchResult, 1+r.p.maxHedges)
+	live := make(map[int]*branchResult, 1+min(r.p.maxHedges, r.max-1))
+	var held *branchResult // the last retryable failure reported while others were in flight
 	hedges := 0
 	launch := func(hedge bool) {
 		r.made++
-		br := &branchResult{b: h.Branch(), n: r.made, hedge: hedge}
+		br := &branchResult{b: h.Branch(), n: r.made, hedge: hedge, granted: r.granted}
 		var ctx context.Context
 		ctx, br.cancel = context.WithCancel(r.ctx)
 		live[br.n] = br
@@ -186,17 +197,39 @@ func (r *Run) hedged(h Hedger, delay time.Duration) Verdict {
 		case res := <-results:
 			delete(live, res.n)
 			v := r.judge(res.v, res.took)
-			if v.Retry && len(live) > 0 {
+			r.giveBack(res.n, res.granted, v)
+			if (v.Retry || v.Unsent) && len(live) > 0 {
 				// Another attempt in flight may still answer.
 				r.report(res, v, StopHedged, 0)
-				h.Drop(res.b)
+				if v.Unsent {
+					h.Drop(res.b) // nothing to hold
+					if res.hedge {
+						hedges-- // not a hedge sent: a later one may find an instance
+					}
+					if fire == nil {
+						arm()
+					}
+					continue
+				}
+				if held != nil {
+					h.Drop(held.b)
+				}
+				held = &res
 				continue
 			}
 			disarm()
 			r.cancelLosers(h, live, results)
 			stop, wait := r.decide(v, res.took)
 			r.report(res, v, stop, wait)
-			h.Keep(res.b)
+			keep := res.b
+			if held != nil {
+				if v.Unsent {
+					keep, held.b = held.b, keep // the call's attempt is the last one sent
+				}
+				h.Drop(held.b)
+				held = nil
+			}
+			h.Keep(keep)
 			if stop != StopNone {
 				return v
 			}
@@ -220,7 +253,7 @@ func (r *Run) mayHedge() Stop {
 		return StopEnded
 	case r.p.throttle.Allow() != nil:
 		return StopThrottled
-	case !r.p.budget.TryRetry():
+	case !r.grant():
 		return StopBudget
 	}
 	return StopNone

@@ -213,3 +213,64 @@ func TestHedgeRefusedIsReported(t *testing.T) {
 		t.Fatalf("verdict %+v, made %d, kept %v; want the first attempt alone", v, run.Made(), r.kept)
 	}
 }
+
+// unsentVerdict is the verdict of an attempt that found no instance to
+// take it (every one's breaker refusing it): nothing was sent.
+var unsentVerdict = Verdict{Err: errors.New("every instance refuses"), Outcome: Ignore, Unsent: true}
+
+// A hedge that sent nothing neither wins nor cancels the attempt in
+// flight (with instances, that attempt may be a half-open instance's
+// probe): it is reported StopHedged and dropped, its budget is given back,
+// the hedge timer is armed again (it was not a hedge sent), and the call's
+// answer is the first attempt's.
+func TestHedgeUnsentNeitherWinsNorCancels(t *testing.T) {
+	p, clock := hedgingPolicy("20ms", nil)
+	r := newRacer(clock, Verdict{Outcome: Success}, unsentVerdict)
+	run, done := startHedged(t, p, clock, r)
+	<-r.started
+	close(r.gate(2)) // the hedge finds no instance
+	if n := <-r.reported; n != 2 {
+		t.Fatalf("attempt %d reported first, want the unsent hedge (2), the first still in flight", n)
+	}
+	clock.BlockUntil(1) // the hedge timer, armed again
+	if s := p.Budget().Snapshot(); s.Retries != 0 {
+		t.Fatalf("budget retries %d, want the unsent hedge's given back", s.Retries)
+	}
+	close(r.gate(1))
+	v := <-done
+	run.End(run.Outcome())
+	if v.Err != nil || run.Stopped() != StopFinal || r.stops[2] != StopHedged {
+		t.Fatalf("verdict %+v, stop %v, stops %v; want the first attempt's answer", v, run.Stopped(), r.stops)
+	}
+	if len(r.kept) != 1 || r.kept[0] != 1 || len(r.dropped) != 1 || r.dropped[0] != 2 {
+		t.Fatalf("kept %v dropped %v, want the first kept and the hedge dropped", r.kept, r.dropped)
+	}
+}
+
+// When the attempt that sent nothing is the last one standing, after the
+// one sent failed retryably while it was in flight, the call stops (as a
+// retry that finds no instance stops the sequential loop) and keeps the
+// attempt sent, whose failure is what the dependency said.
+func TestHedgeUnsentLastStandingKeepsTheSentAttempt(t *testing.T) {
+	p, clock := hedgingPolicy("20ms", nil)
+	refused := Verdict{Err: errors.New("connection refused"), Outcome: Failure, Retry: true}
+	r := newRacer(clock, refused, unsentVerdict)
+	run, done := startHedged(t, p, clock, r)
+	<-r.started
+	close(r.gate(1)) // the first fails while the hedge is in flight
+	if n := <-r.reported; n != 1 {
+		t.Fatalf("attempt %d reported, want the failed first", n)
+	}
+	close(r.gate(2))
+	<-done
+	run.End(run.Outcome())
+	if run.Stopped() != StopFinal || run.Made() != 2 {
+		t.Fatalf("stop %v after %d attempts, want StopFinal after 2", run.Stopped(), run.Made())
+	}
+	if len(r.kept) != 1 || r.kept[0] != 1 || len(r.dropped) != 1 || r.dropped[0] != 2 {
+		t.Fatalf("kept %v dropped %v, want the sent attempt kept and the unsent one dropped", r.kept, r.dropped)
+	}
+	if s := p.Budget().Snapshot(); s.Retries != 0 {
+		t.Fatalf("budget retries %d, want the unsent hedge's given back", s.Retries)
+	}
+}

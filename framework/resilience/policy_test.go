@@ -667,3 +667,24 @@ func TestRunEndAnsweredCountsAtTheLastAttemptsEnd(t *testing.T) {
 		})
 	}
 }
+
+// A retry that sent nothing (no instance would take it) ends the call, as
+// its verdict asks for no retry, and gives back the budget it was granted.
+func TestUnsentRetryGivesItsBudgetBack(t *testing.T) {
+	t.Parallel()
+	b := setupPolicy(t, 3, time.Second, func(c *PolicyConfig) { c.RetryBudget = BudgetBucket })
+	var run Run
+	if err := b.p.Begin(context.Background(), &run, RunOpts{}); err != nil {
+		t.Fatal(err)
+	}
+	refused := Verdict{Err: errors.New("connection refused"), Outcome: Failure, Retry: true}
+	s := &script{clock: b.clock, verdicts: []Verdict{refused, {Err: errors.New("every instance refuses"), Outcome: Ignore, Unsent: true}}}
+	run.Attempts(s)
+	run.End(run.Outcome())
+	if got := s.stops(); len(got) != 2 || got[0] != StopNone || got[1] != StopFinal {
+		t.Fatalf("stops %v, want a retry, then the unsent one ending the call", got)
+	}
+	if snap := b.p.Budget().Snapshot(); snap.Retries != 0 || snap.Tokens != DefaultTokenBucketMaxTokens {
+		t.Fatalf("budget %+v, want the unsent retry's token given back", snap)
+	}
+}

@@ -65,6 +65,26 @@ func (w *window) add(now time.Duration, da, db int64) {
 	w.b += db
 }
 
+// sub takes da and db back from the bucket of at, an earlier add's time,
+// while that bucket is still in the span; once it has slid out (or when
+// it holds less, as when the add counted in a newer bucket) nothing is
+// taken.
+func (w *window) sub(at time.Duration, da, db int64) {
+	back := w.head - int64(at/w.width)
+	n := int64(len(w.buckets))
+	if back < 0 || back >= n {
+		return
+	}
+	bk := &w.buckets[(int64(w.idx)-back+n)%n]
+	if bk.a < da || bk.b < db {
+		return
+	}
+	bk.a -= da
+	bk.b -= db
+	w.a -= da
+	w.b -= db
+}
+
 // reset forgets everything.
 func (w *window) reset() {
 	clear(w.buckets)

@@ -167,3 +167,77 @@ func TestHedgeToAnotherInstance(t *testing.T) {
 		t.Fatalf("instances got %d and %d requests, want one each", ups[0].hits.Load(), ups[1].hits.Load())
 	}
 }
+
+// With instances (a list of one), the call after the cool-down is the
+// instance's half-open probe. A hedge due while the probe is in flight
+// finds no instance and sends nothing: it must neither win nor cancel the
+// probe (which would leave the breaker half-open for ever and fail the call
+// with CircuitOpen), and is not counted as a hedge. The probe's 200 is the
+// call's answer and closes the instance's breaker.
+func TestUnsentHedgeLeavesTheProbeAlone(t *testing.T) {
+	t.Parallel()
+	arrived, release := make(chan int, 4), make(chan struct{})
+	cancelled := make(chan struct{})
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable) // opens the instance's 1-failure breaker
+			return
+		}
+		arrived <- n
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			close(cancelled)
+		}
+	})
+	u := noBudget(jhttp.Upstream{BaseURL: "http://orders.internal:8000", Instances: []string{up.URL}})
+	u.BreakerFailures = 1
+	c, clk, reg := hedgingClient(t, u)
+	clk.SetAutoAdvance(true) // the first call's backoff
+	if resp, err := c.Get(t.Context(), "/x"); err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("first call: %v %v, want the 503", resp, err)
+	}
+	clk.SetAutoAdvance(false)
+	clk.Advance(resilience.DefaultBreakerCoolDown)
+
+	done := make(chan answer, 1)
+	go func() {
+		resp, err := c.Get(context.Background(), "/x")
+		done <- answer{resp, err}
+	}()
+	<-arrived // the probe
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := clk.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal("no hedge timer started")
+	}
+	clk.Advance(hedgeAfter)
+	// The hedge finds no instance; the timer armed again says the loop
+	// dropped it and waits on for the probe.
+	rearmed := make(chan error, 1)
+	go func() { rearmed <- clk.BlockUntilContext(ctx, 1) }()
+	select {
+	case a := <-done:
+		t.Fatalf("the call ended before the probe answered: %v %v", a.resp, a.err)
+	case <-cancelled:
+		t.Fatal("the hedge that sent nothing cancelled the probe")
+	case err := <-rearmed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	a := <-done
+	if a.err != nil || a.resp.StatusCode != http.StatusOK {
+		t.Fatalf("the probe's call: %v %v, want its 200", a.resp, a.err)
+	}
+	if s := c.Instances().List()[0].CurrentBreaker().Snapshot(); s.State != resilience.StateClosed {
+		t.Fatalf("instance breaker %v after its probe's 200, want closed", s.State)
+	}
+	if got := metric(t, reg, "jfast_client_hedges_total"); got != 0 {
+		t.Fatalf("hedges_total %v, want 0: the hedge sent nothing", got)
+	}
+	if hits := up.hits.Load(); hits != 2 {
+		t.Fatalf("%d requests, want the first call's and the probe", hits)
+	}
+}
