@@ -388,8 +388,8 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 }
 
 // noAttemptAnswered returns the error of an admitted call that got no
-// response: every instance's breaker refused its last attempt, or the last
-// attempt failed. (Its own function: the errors.As target would otherwise be
+// response: every instance's breaker refused its attempts (nothing was
+// sent), or the last attempt sent failed. (Its own function: the errors.As target would otherwise be
 // a heap allocation of every call, answered or not.)
 func (c *core) noAttemptAnswered(ctx context.Context, x *exchange) error {
 	var oe *resilience.OpenError
@@ -465,7 +465,7 @@ func (x *exchange) Attempt(callCtx context.Context, n int) resilience.Verdict {
 	c := x.c
 	if set := x.pol.instances; set != nil {
 		if v, ok := x.ia.choose(c, set); !ok {
-			x.lastErr = v.Err
+			x.failed(v.Err, false)
 			return v
 		}
 		if p := x.parent; p != nil {
@@ -552,11 +552,23 @@ func (x *exchange) Keep(a resilience.Attempter) {
 	if b.last != nil {
 		x.last, x.headersAt, x.bodyRead = b.last, b.headersAt, b.bodyRead
 	}
-	x.lastErr = b.lastErr
+	x.failed(b.lastErr, b.sent)
 	if b.tooLarge != nil {
 		x.tooLarge = b.tooLarge
 	}
 	x.settle(b)
+}
+
+// failed records err, the error of an attempt that sent (sent) or sent
+// nothing, as the call's last, unless the attempt sent nothing after one
+// of the call's was sent: a retry whose every instance is now open (the
+// attempts before it ejected them) leaves the call the error of the last
+// attempt sent, an UpstreamUnavailable or UpstreamTimeout, not a
+// CircuitOpen, which says nothing was sent.
+func (x *exchange) failed(err error, sent bool) {
+	if sent || !x.sent {
+		x.lastErr = err
+	}
 }
 
 // Drop lets go of branch a's attempt (resilience.Hedger): its response, if

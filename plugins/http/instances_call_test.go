@@ -183,6 +183,58 @@ func TestCallThatEjectsTheLastInstanceCarriesRetryAfter(t *testing.T) {
 	}
 }
 
+// A call whose attempts were sent and failed, each ejecting its instance,
+// and whose next retry then finds every instance open, returns the last
+// sent attempt's failure (UpstreamUnavailable: refused, or taken and
+// dropped) with the cool-down as its Retry-After, as the call that ejects
+// the last instance does; not a CircuitOpen, which says nothing was sent.
+// The retry that found no instance is no retry sent.
+func TestEjectingCallReturnsWhatWasSent(t *testing.T) {
+	t.Parallel()
+	drop := func(w http.ResponseWriter, _ *http.Request, _ int) {
+		conn, _, _ := w.(http.Hijacker).Hijack()
+		_ = conn.Close()
+	}
+	for _, tc := range []struct {
+		name      string
+		instances func(t *testing.T) []string
+	}{
+		{"refused", func(t *testing.T) []string {
+			return []string{"http://" + jfasttest.RefusedAddr(t), "http://" + jfasttest.RefusedAddr(t)}
+		}},
+		{"dropped", func(t *testing.T) []string {
+			_, u := replicas(2, t, drop, drop)
+			return u.Instances
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			u := noBudget(jhttp.Upstream{BaseURL: "http://orders.internal:8000", Instances: tc.instances(t)})
+			u.BreakerFailures = 1 // attempts stays at its default, 3: the third finds both open
+			c, _, reg := newClient(t, u)
+			_, err := c.Get(t.Context(), "/x")
+			var ua *jhttp.UpstreamUnavailable
+			if !errors.As(err, &ua) || ua.RetryAfter <= 0 || ua.RetryAfter > resilience.DefaultBreakerCoolDown {
+				t.Fatalf("%T %v, want UpstreamUnavailable with the cool-down left as its Retry-After", err, err)
+			}
+			// The waits moved the test clock: the soonest cool-down has that
+			// much less left, which the next call, refused, is told too.
+			var co *jhttp.CircuitOpen
+			if _, err := c.Get(t.Context(), "/x"); !errors.As(err, &co) || co.RetryAfter != ua.RetryAfter {
+				t.Fatalf("the next call: %v, want CircuitOpen with the same Retry-After (%v)", err, ua.RetryAfter)
+			}
+			for name, want := range map[string]float64{"jfast_client_attempts_total": 2, "jfast_client_retries_total": 1} {
+				if got := metric(t, reg, name); got != want {
+					t.Errorf("%s = %v, want %v", name, got, want)
+				}
+			}
+			if got := metric(t, reg, "jfast_client_calls_total", "outcome", "unavailable"); got != 1 {
+				t.Errorf("unavailable calls %v, want the first call", got)
+			}
+		})
+	}
+}
+
 // A hang is retried on another instance although another attempt as long
 // as the hung one would not end before the deadline (timeout is twice
 // read_timeout, as with the defaults): the hang's time is the cut that
