@@ -635,13 +635,22 @@ func finalResponse(last *http.Response, lastErr error) *http.Response {
 // rule (resilience.HTTPOutcome). An attempt that failed because its
 // caller's context ended first (cancelled, or its deadline sooner than
 // timeout) is no evidence: the loop applies resilience.CutByCaller.
-// One cut by timeout, read_timeout or connect_timeout is a failure.
+// One cut by timeout, read_timeout, connect_timeout or pool_timeout is a
+// failure.
 func outcome(resp *http.Response, err error) resilience.Outcome {
-	if _, ok := err.(*RequestBodyError); ok {
-		return resilience.Ignore // the caller's body, not the upstream
-	}
-	if err != nil && errors.Is(err, ErrAddressNotAllowed) {
-		return resilience.Ignore // this client's own refusal
+	if err != nil {
+		switch _, body := err.(*RequestBodyError); {
+		case body:
+			return resilience.Ignore // the caller's body, not the upstream
+		case errors.Is(err, ErrAddressNotAllowed):
+			return resilience.Ignore // this client's own refusal
+		case errors.Is(err, errPoolTimeout):
+			// The pool timer cancels the call's context, which the shared
+			// rule would read as the caller giving up: every connection
+			// stayed busy for pool_timeout, the calls in flight unanswered.
+			// A failure, not a hang: this attempt met no silence itself.
+			return resilience.Failure
+		}
 	}
 	status := 0
 	if resp != nil {

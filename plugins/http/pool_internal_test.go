@@ -6,16 +6,19 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jfastframework/jfast/framework/resilience"
 )
 
-// pool_timeout: with the only connection held by a request that bypasses the
-// bulkhead, a call waits pool_timeout for a connection and fails as a timeout.
-func TestPoolTimeout(t *testing.T) {
-	t.Parallel()
+// heldPool returns a client of u (pool_timeout 100 ms, max_concurrent 1,
+// one attempt) whose only connection a request that bypasses the bulkhead
+// holds, and what lets that request go (once: the test's cleanup, or the
+// test itself), which fails the test if the held request failed.
+func heldPool(t *testing.T, u Upstream) (*ServiceClient, func()) {
+	t.Helper()
 	release, arrived := make(chan struct{}), make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hold" {
@@ -27,7 +30,9 @@ func TestPoolTimeout(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	c, err := NewClient(Upstream{Name: "billing", BaseURL: srv.URL, PoolTimeout: 100 * time.Millisecond, PolicyConfig: resilience.PolicyConfig{MaxConcurrent: 1, Attempts: 1}})
+	u.Name, u.BaseURL, u.PoolTimeout = "billing", srv.URL, 100*time.Millisecond
+	u.MaxConcurrent, u.Attempts = 1, 1
+	c, err := NewClient(u)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,9 +48,26 @@ func TestPoolTimeout(t *testing.T) {
 		held <- err
 	}()
 	<-arrived // the held request owns the only connection
+	var once sync.Once
+	let := func() {
+		once.Do(func() {
+			close(release)
+			if err := <-held; err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(let)
+	return c, let
+}
 
+// pool_timeout: with the only connection held by a request that bypasses the
+// bulkhead, a call waits pool_timeout for a connection and fails as a timeout.
+func TestPoolTimeout(t *testing.T) {
+	t.Parallel()
+	c, release := heldPool(t, Upstream{})
 	start := time.Now()
-	_, err = c.Get(context.Background(), "/x")
+	_, err := c.Get(context.Background(), "/x")
 	elapsed := time.Since(start)
 	var to *UpstreamTimeout
 	if !errors.As(err, &to) || !errors.Is(err, errPoolTimeout) {
@@ -56,10 +78,24 @@ func TestPoolTimeout(t *testing.T) {
 	if elapsed < 100*time.Millisecond {
 		t.Errorf("took %s, less than pool_timeout (100ms)", elapsed)
 	}
-	close(release)
-	if err := <-held; err != nil {
-		t.Fatal(err)
+	release()
+}
+
+// A call cut by pool_timeout while its caller still waits is a failure for
+// the breaker (docs/http.md, "The circuit breaker"), though the pool timer
+// ends it by cancelling its context (a cancellation is otherwise no
+// evidence): a 1-failure breaker opens.
+func TestPoolTimeoutCountsForTheBreaker(t *testing.T) {
+	t.Parallel()
+	c, release := heldPool(t, Upstream{PolicyConfig: resilience.PolicyConfig{BreakerConfig: resilience.BreakerConfig{BreakerFailures: 1}}})
+	_, err := c.Get(context.Background(), "/x") // no deadline: the caller waits on
+	if !errors.Is(err, errPoolTimeout) {
+		t.Fatalf("err = %v, want the pool timeout", err)
 	}
+	if s := c.Breaker().Snapshot(); s.State != resilience.StateOpen {
+		t.Fatalf("breaker %+v after a pool timeout with the caller waiting, want open", s)
+	}
+	release()
 }
 
 // The pool timer of a pooled attempt stays set across attempts: an attempt
