@@ -509,8 +509,12 @@ func (x *exchange) Attempt(callCtx context.Context, n int) resilience.Verdict {
 	}
 	if c.retryable(callCtx, resp, err) && (x.retry || unsent(err)) {
 		v.Wait, v.Asked, v.Retry = c.retryAfter(resp)
-		if v.Outcome == resilience.Hang && x.pol.instances != nil {
-			v.Elsewhere = x.ia.another(c, x.pol.instances)
+		if set := x.pol.instances; set != nil && (v.Outcome == resilience.Hang || !v.Retry) {
+			v.Elsewhere = x.ia.another(c, set)
+			// A Retry-After over max_retry_after speaks for this instance
+			// (one draining, or overloaded): the retry goes to another,
+			// untried and usable, after the backoff, without that wait.
+			v.Retry = v.Retry || v.Elsewhere
 		}
 	}
 	return v
@@ -690,7 +694,8 @@ func (c *core) retryable(callCtx context.Context, resp *http.Response, err error
 // retryAfter reads the wait a retryable response asks for: its Retry-After
 // exactly, when it has a valid one (asked); otherwise the loop's backoff
 // decides. retry is false when Retry-After asks for more than
-// max_retry_after.
+// max_retry_after (with instances, Attempt retries on another one then,
+// when there is one untried).
 func (c *core) retryAfter(resp *http.Response) (wait time.Duration, asked, retry bool) {
 	if resp != nil {
 		if v := resp.Header.Get("Retry-After"); v != "" {

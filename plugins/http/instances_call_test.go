@@ -122,6 +122,41 @@ func TestRetryGoesToAnotherInstance(t *testing.T) {
 	}
 }
 
+// A replica answering 503 with a Retry-After over max_retry_after (one
+// draining) is not waited for, but that wait speaks for it alone: the call
+// is retried at once on another instance, untried and usable, so every call
+// is answered by the live replica. With no other instance (a list of one)
+// the 503 goes back to the caller after one request, as without instances.
+func TestLongRetryAfterGoesToAnotherInstance(t *testing.T) {
+	t.Parallel()
+	draining := status(http.StatusServiceUnavailable, "Retry-After", "60") // max_retry_after is 30s
+	ups, u := replicas(2, t, draining)
+	u.BreakerFailures = 1000 // the draining replica stays in the draws
+	c, clk, _ := newClient(t, noBudget(u))
+	for i := range 50 {
+		resp, err := c.Get(t.Context(), "/x")
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("call %d: %v %v, want the live replica's 200", i, resp, err)
+		}
+	}
+	// Each call draws the draining replica first with probability ½: none
+	// in 50 is a 2^-50 chance.
+	if ups[0].hits.Load() == 0 || ups[1].hits.Load() != 50 {
+		t.Fatalf("draining replica %d requests, live one %d; want some, and all 50", ups[0].hits.Load(), ups[1].hits.Load())
+	}
+	for _, d := range clk.Sleeps() {
+		if d >= time.Minute {
+			t.Fatalf("a retry waited %v: the draining replica's Retry-After", d)
+		}
+	}
+
+	alone := newUpstream(t, draining)
+	one, _, _ := newClient(t, noBudget(jhttp.Upstream{BaseURL: "http://orders.internal:8000", Instances: []string{alone.URL}}))
+	if resp, err := one.Get(t.Context(), "/x"); err != nil || resp.StatusCode != http.StatusServiceUnavailable || alone.hits.Load() != 1 {
+		t.Fatalf("one instance: %v %v after %d requests, want its 503 after one", resp, err, alone.hits.Load())
+	}
+}
+
 // A POST without an Idempotency-Key is not retried, except after an
 // attempt that sent nothing: one whose instance refused the connection (a
 // dead replica) goes to the live one, so every call is answered. A 503
