@@ -3,6 +3,7 @@ package resilience
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -272,5 +273,30 @@ func TestHedgeUnsentLastStandingKeepsTheSentAttempt(t *testing.T) {
 	}
 	if s := p.Budget().Snapshot(); s.Retries != 0 {
 		t.Fatalf("budget retries %d, want the unsent hedge's given back", s.Retries)
+	}
+}
+
+// A hedged call holds room for the branches it can run at once, 1 +
+// min(max_hedges, attempts − 1), whatever max_hedges says: a policy made
+// without validation (max_hedges = 1 000 000, attempts = 3) allocates a
+// few kilobytes per call, not tens of megabytes.
+func TestHedgedCallSizedByAttempts(t *testing.T) {
+	p, clock := hedgingPolicy("20ms", func(c *PolicyConfig) { c.MaxHedges = 1_000_000 })
+	r := newRacer(clock, Verdict{Outcome: Success})
+	close(r.gate(1))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var run Run
+	if err := p.Begin(context.Background(), &run, RunOpts{Hedge: true}); err != nil {
+		t.Fatal(err)
+	}
+	if v := run.Attempts(r); v.Err != nil {
+		t.Fatal(v.Err)
+	}
+	run.End(run.Outcome())
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Fatalf("a hedged call allocated %d bytes, want well under 1 MiB", got)
 	}
 }

@@ -126,7 +126,8 @@ type PolicyConfig struct {
 	// within timeout. Defaults to "" (no hedging).
 	HedgeAfter string `koanf:"hedge_after"`
 	// MaxHedges is how many hedges one call may start, each hedge_after
-	// after the last. Defaults to 1.
+	// after the last; at most attempts − 1 (a hedge is an attempt), or 1.
+	// Defaults to 1.
 	MaxHedges int `koanf:"max_hedges"`
 
 	// BreakerConfig is the breaker_* keys of the dependency's breaker,
@@ -188,6 +189,14 @@ func (c PolicyConfig) Validate(v Validator) {
 		v.Error("hedge_after", err.Error(), `set a delay such as "20ms", a percentile of the dependency's latency such as "p95", or leave it out`)
 	}
 	v.Positive("max_hedges", c.MaxHedges)
+	if n := c.MaxHedges; n > DefaultMaxHedges && c.Attempts >= 1 && n > c.Attempts-1 {
+		fix := fmt.Sprintf("set max_hedges ≤ %d or raise attempts to %d", c.Attempts-1, n+1)
+		if c.Attempts == 1 {
+			fix = fmt.Sprintf("leave max_hedges out (with attempts = 1 no call is hedged) or raise attempts to %d", n+1)
+		}
+		v.Error("max_hedges", fmt.Sprintf("must not be above attempts − 1 (%d): a hedge is an attempt, so a call never starts more, got %d",
+			c.Attempts-1, n), fix)
+	}
 }
 
 // ValidateUnhedged is Validate for a dependency whose calls are never

@@ -688,3 +688,34 @@ func TestUnsentRetryGivesItsBudgetBack(t *testing.T) {
 		t.Fatalf("budget %+v, want the unsent retry's token given back", snap)
 	}
 }
+
+// fixes records each problem with its fix.
+type fixes []string
+
+func (f *fixes) Error(key, problem, fix string) { *f = append(*f, key+": "+problem+"; fix: "+fix) }
+func (f *fixes) Positive(string, int)           {}
+func (f *fixes) Deadline(string, time.Duration) {}
+
+// max_hedges a call can never reach (above attempts − 1: a hedge is an
+// attempt) is refused, naming the key, the bound and both fixes; up to the
+// bound, and the default 1 whatever attempts, it passes.
+func TestMaxHedgesAboveAttemptsRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		attempts, maxHedges int
+		want                string
+	}{
+		{3, 1_000_000, "max_hedges: must not be above attempts − 1 (2): a hedge is an attempt, so a call never starts more, got 1000000; fix: set max_hedges ≤ 2 or raise attempts to 1000001"},
+		{1, 2, "max_hedges: must not be above attempts − 1 (0): a hedge is an attempt, so a call never starts more, got 2; fix: leave max_hedges out (with attempts = 1 no call is hedged) or raise attempts to 3"},
+		{3, 2, ""},
+		{1, 1, ""},
+	} {
+		c := DefaultPolicyConfig()
+		c.HedgeAfter, c.Attempts, c.MaxHedges = "20ms", tc.attempts, tc.maxHedges
+		var got fixes
+		c.Validate(&got)
+		if tc.want == "" && len(got) != 0 || tc.want != "" && (len(got) != 1 || got[0] != tc.want) {
+			t.Errorf("attempts %d, max_hedges %d: %q, want %q", tc.attempts, tc.maxHedges, got, tc.want)
+		}
+	}
+}

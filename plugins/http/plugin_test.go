@@ -67,6 +67,7 @@ func TestConfigErrors(t *testing.T) {
 		{"zero throttle_window", `throttle_window = "0s"`, "throttle_window"},
 		{"bad hedge_after", `hedge_after = "fast"`, "hedge_after"},
 		{"zero max_hedges", `max_hedges = 0`, "max_hedges"},
+		{"max_hedges no call reaches", "hedge_after = \"20ms\"\nmax_hedges = 1000000", "max_hedges"},
 		{"unknown backoff_jitter", `backoff_jitter = "equal"`, "backoff_jitter"},
 		{"unknown breaker_key", `breaker_key = "path"`, "breaker_key"},
 		{"zero max_routes", `max_routes = 0`, "max_routes"},

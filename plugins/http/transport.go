@@ -217,15 +217,16 @@ func newTransport(u Upstream, dial dialFunc, maxIdle int) *http.Transport {
 }
 
 // poolSize is the connections one host of u may have: max_concurrent, a
-// connection per call in flight, times 1 + max_hedges when calls are
-// hedged: a call's hedges run beside its first request, each on a
-// connection of its own, and a pool of max_concurrent would hold them back
-// (counted as sent, never sent) once the calls in flight fill it.
+// connection per call in flight, times 1 + max_hedges (at most attempts −
+// 1, the hedges a call can start) when calls are hedged: a call's hedges
+// run beside its first request, each on a connection of its own, and a
+// pool of max_concurrent would hold them back (counted as sent, never
+// sent) once the calls in flight fill it.
 func poolSize(u Upstream) int {
 	if u.HedgeAfter == "" {
 		return u.MaxConcurrent
 	}
-	return u.MaxConcurrent * (1 + u.MaxHedges)
+	return u.MaxConcurrent * (1 + max(min(u.MaxHedges, u.Attempts-1), 0))
 }
 
 // errPoolTimeout is the cause of an attempt that waited pool_timeout for a
