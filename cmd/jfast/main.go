@@ -95,8 +95,11 @@ dependencies. "go build ./... && go test ./..." passes in it straight away.
 go.mod requires the framework with a replace to the jfast checkout this binary was
 built from (or --framework PATH), and pins the framework's dependency versions.
 
-NAME is lower-case letters, digits and dashes. The directory must not exist or be
-empty: jfast new never overwrites a file.
+NAME is lower-case letters, digits and single dashes, starting with a letter, and
+not a Windows device name (con, aux, nul, com1, ...). Without --module it is the
+module path too, so not one the go command keeps for itself: std, cmd, all, tool,
+work, main, go, toolchain, or a standard library package's path (fmt, net). The
+directory must not exist or be empty: jfast new never overwrites a file.
 
 Plugins: ` + strings.Join(availableForNew(), ", ") + ` (observability is always there).`,
 		Example: `  jfast new orders
@@ -127,13 +130,8 @@ Plugins: ` + strings.Join(availableForNew(), ", ") + ` (observability is always 
 				}
 				o.Framework = abs
 			}
-			if err := scaffold.CheckName(o.Name); err != nil {
+			if err := scaffold.Check(o.Name, o.Module); err != nil {
 				return &cli.ExitError{Code: 2, Err: err, Usage: true}
-			}
-			if o.Module != "" {
-				if err := scaffold.CheckModulePath(o.Module); err != nil {
-					return &cli.ExitError{Code: 2, Err: err, Usage: true}
-				}
 			}
 			dir, err := scaffold.Write(o)
 			if err != nil {

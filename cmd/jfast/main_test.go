@@ -163,6 +163,32 @@ func TestNewUsageMistakes(t *testing.T) {
 	}
 }
 
+// TestNewRefusesWhatTheGoCommandRefuses: jfast new refuses a NAME or --module
+// that would give a service the go command cannot build or test, as a usage
+// mistake naming the rule, and writes nothing.
+func TestNewRefusesWhatTheGoCommandRefuses(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"new", "std"}, `invalid service name "std": without --module it is the module path too`},
+		{[]string{"new", "go"}, `"go" for the Go toolchain`},
+		{[]string{"new", "aux"}, `"aux" disallowed as path element component on Windows`},
+		{[]string{"new", "orders", "--module", "example.com/acme/con"}, `invalid module path "example.com/acme/con"`},
+		{[]string{"new", "orders", "--module", "example.com/acme~1/x"}, `trailing tilde and digits`},
+	} {
+		dir := filepath.Join(t.TempDir(), "svc")
+		code, _, stderr := jfast(t, append(tc.args, "--dir", dir)...)
+		if code != 2 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", tc.args, code, stderr, tc.want)
+		}
+		if _, err := os.Stat(dir); err == nil {
+			t.Errorf("%v: wrote %s", tc.args, dir)
+		}
+	}
+}
+
 func TestNewRefusesANonEmptyDirectory(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

@@ -43,49 +43,6 @@ type Options struct {
 	Available map[string]func() framework.Plugin
 }
 
-var nameRule = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
-
-// CheckName validates a service name.
-func CheckName(name string) error {
-	if !nameRule.MatchString(name) || strings.HasSuffix(name, "-") || strings.Contains(name, "--") {
-		return fmt.Errorf("invalid service name %q: use lower-case letters, digits and single dashes, starting with a letter (at most 63 characters), e.g. \"orders\" or \"billing-api\"", name)
-	}
-	return nil
-}
-
-var moduleElem = regexp.MustCompile(`^[A-Za-z0-9._~-]+$`)
-
-// CheckModulePath validates a Go module path the way the go command would accept
-// it for a main module: slash-separated elements of letters, digits and ._~-, no
-// element starting or ending with a dot, the first element lower case.
-func CheckModulePath(path string) error {
-	bad := func(why string) error {
-		return fmt.Errorf("invalid module path %q: %s (e.g. \"github.com/acme/orders\")", path, why)
-	}
-	if path == "" {
-		return bad("it is empty")
-	}
-	if strings.HasPrefix(path, "/") || strings.HasSuffix(path, "/") {
-		return bad("it starts or ends with a slash")
-	}
-	for i, elem := range strings.Split(path, "/") {
-		switch {
-		case elem == "":
-			return bad("it has an empty element (//)")
-		case !moduleElem.MatchString(elem):
-			return bad(fmt.Sprintf("element %q has a character outside letters, digits and ._~-", elem))
-		case strings.HasPrefix(elem, ".") || strings.HasSuffix(elem, "."):
-			return bad(fmt.Sprintf("element %q starts or ends with a dot", elem))
-		case i == 0 && strings.ToLower(elem) != elem:
-			return bad("its first element must be lower case")
-		}
-	}
-	if path == modulePath || strings.HasPrefix(path, modulePath+"/") {
-		return bad("it is inside the framework's own module")
-	}
-	return nil
-}
-
 // FrameworkModule reports whether dir holds the framework's go.mod.
 func FrameworkModule(dir string) error {
 	b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
@@ -193,14 +150,11 @@ func settings(service string, chosen []recipe) map[string]string {
 
 // Files returns the files of the service, without writing anything.
 func Files(o Options) ([]File, error) {
-	if err := CheckName(o.Name); err != nil {
+	if err := Check(o.Name, o.Module); err != nil {
 		return nil, err
 	}
 	if o.Module == "" {
 		o.Module = o.Name
-	}
-	if err := CheckModulePath(o.Module); err != nil {
-		return nil, err
 	}
 	if err := FrameworkModule(o.Framework); err != nil {
 		return nil, err

@@ -320,6 +320,56 @@ func TestRefusals(t *testing.T) {
 	}
 }
 
+// TestRefusesWhatTheGoCommandRefuses: a name or module path that passes the
+// character rules but that go mod init, go build or go test would refuse is
+// refused up front, naming the go command's rule; the name only while it is
+// the module path too, except a name Windows keeps for a device, which is
+// also the service's directory and binary. Bare names the go command builds
+// stay allowed.
+func TestRefusesWhatTheGoCommandRefuses(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, module string
+		want         string // "" for accepted
+	}{
+		{"std", "", `invalid service name "std": without --module it is the module path too, and the go command reads "std" as a pattern`},
+		{"cmd", "", `reads "cmd" as a pattern`},
+		{"all", "", `reads "all" as a pattern`},
+		{"tool", "", `reads "tool" as a pattern`},
+		{"work", "", `reads "work" as a pattern`},
+		{"go", "", `keeps the module path "go" for the Go toolchain`},
+		{"toolchain", "", `keeps the module path "toolchain" for the Go toolchain`},
+		{"main", "", `cannot import a package whose path is "main"`},
+		{"fmt", "", `"fmt" is also a package of Go's standard library`},
+		{"unsafe", "", `"unsafe" is also a package of Go's standard library`},
+		{"aux", "", `invalid service name "aux": the go command refuses it: "aux" disallowed as path element component on Windows`},
+		{"aux", "example.com/acme/aux-svc", `"aux" disallowed as path element component on Windows`},
+		{"lpt1", "", `"lpt1" disallowed as path element component on Windows`},
+		{"orders", "example.com/acme/con", `invalid module path "example.com/acme/con": the go command refuses it: "con" disallowed`},
+		{"orders", "example.com/acme~1/x", `trailing tilde and digits in path element`},
+		{"orders", "-acme/orders", `leading dash`},
+		{"orders", "net/http", `"net/http" is also a package of Go's standard library`},
+		{"orders", "std", `reads "std" as a pattern`},
+		{"orders", "example.com/orders/v1", `a major version suffix must be /vN, and only for v2 or later`},
+		{"orders", "gopkg.in/orders", `must end in a major version suffix .vN`},
+		{"std", "example.com/acme/std", ""},
+		{"fmt", "example.com/fmt", ""},
+		{"orders", "", ""},
+		{"internal", "", ""},
+		{"orders", "std/orders", ""},
+		{"orders", "example.com/orders/v2", ""},
+		{"orders", "gopkg.in/orders.v2", ""},
+	} {
+		err := Check(tc.name, tc.module)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("Check(%q, %q): %v, want it accepted", tc.name, tc.module, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("Check(%q, %q): %v, want an error containing %q", tc.name, tc.module, err, tc.want)
+		}
+	}
+}
+
 func TestWriteRefusesANonEmptyDirectory(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
