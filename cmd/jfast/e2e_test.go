@@ -107,6 +107,27 @@ func TestEndToEnd(t *testing.T) {
 	}
 }
 
+// TestEndToEndLongName: a service with the longest name (63 characters) and
+// its queue on PostgreSQL passes the test that works its queue: the queue its
+// tests make of their own (the name, -test- and 16 hex digits) is cut to the
+// 64 characters River takes. Only go test -run TestGreetingJob, which must
+// run, not skip (it makes a private database on the machine's PostgreSQL).
+// Skipped with -short.
+func TestEndToEndLongName(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a service: skipped with -short")
+	}
+	name := strings.Repeat("abcde-", 10) + "xyz"
+	dir := filepath.Join(t.TempDir(), "long")
+	if code, _, stderr := jfast(t, "new", name, "--dir", dir, "--module", "example.com/long", "--plugins", "db,queue"); code != 0 {
+		t.Fatalf("jfast new: exit %d: %s", code, stderr)
+	}
+	out := goCmd(t, dir, serviceEnv(""), "test", "-count=1", "-v", "-run", "^TestGreetingJob$", "./...")
+	if !strings.Contains(out, "--- PASS: TestGreetingJob ") {
+		t.Errorf("TestGreetingJob did not pass (skipped, or absent):\n%s", out)
+	}
+}
+
 // checkAgreesWithTheService enables channels (and the cache it needs) in a
 // service that compiles in neither: jfast check with its own plugins finds the
 // file valid, the service's check refuses it, and jfast check in the service's

@@ -87,6 +87,7 @@ type templateData struct {
 	Port                    string // Listen's port
 	DBPrefix                string // the name part of the tests' private databases
 	Queue                   string // the service's queue: its name
+	TestQueue               string // the name part of the tests' own queues
 	Recipes                 []recipe
 	Has                     map[string]bool
 	Enabled                 string // TOML list
@@ -121,12 +122,32 @@ func envName(key string) string {
 // dbPrefix is the service's name as the name part of a jfasttest private
 // database: dashes become underscores, at most 20 characters.
 func dbPrefix(name string) string {
-	p := strings.ReplaceAll(name, "-", "_")
-	if len(p) > 20 {
-		p = strings.TrimRight(p[:20], "_")
-	}
-	return p
+	return cut(strings.ReplaceAll(name, "-", "_"), 20, "_")
 }
+
+// cut shortens name to at most n bytes, without the separators the cut leaves
+// at its end.
+func cut(name string, n int, sep string) string {
+	if len(name) <= n {
+		return name
+	}
+	return strings.TrimRight(name[:n], sep)
+}
+
+// testQueueSuffix is what the generated tests add to testQueue(queue) to make a
+// queue of their own: "-test-" and 16 hex digits of a random uint64 (ownQueue
+// in templates/routes_test.go.tmpl).
+const testQueueSuffix = len("-test-") + 16
+
+// riverQueueMax is the longest queue name River, the postgres backend, takes
+// (queue.RiverQueueRule).
+const riverQueueMax = 64
+
+// testQueue is the name part of the generated tests' own queues: the service's
+// queue, cut so that with testQueueSuffix it stays within riverQueueMax (a
+// name of up to 42 characters is whole), and not ending in a dash, which River
+// refuses before another.
+func testQueue(queue string) string { return cut(queue, riverQueueMax-testQueueSuffix, "-") }
 
 // queueName is the queue the service works and enqueues to: its own name, so
 // that services sharing a database, a Redis or a broker never take each
@@ -172,7 +193,7 @@ func Files(o Options) ([]File, error) {
 		return nil, fmt.Errorf("framework checkout %s: %w", o.Framework, err)
 	}
 
-	d := templateData{Name: o.Name, Module: o.Module, Framework: o.Framework, Recipes: chosen, Has: map[string]bool{}, Port: Port, DBPrefix: dbPrefix(o.Name), Queue: queueName(o.Name)}
+	d := templateData{Name: o.Name, Module: o.Module, Framework: o.Framework, Recipes: chosen, Has: map[string]bool{}, Port: Port, DBPrefix: dbPrefix(o.Name), Queue: queueName(o.Name), TestQueue: testQueue(queueName(o.Name))}
 	d.GoVersion = goVersion(gomod)
 	names := []string{`"observability"`}
 	for _, r := range chosen {

@@ -3,7 +3,9 @@ package scaffold
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -437,6 +439,38 @@ func TestGeneratedQueueIsTheServices(t *testing.T) {
 		}
 		if !slices.Equal(queues, []string{"my-svc"}) {
 			t.Errorf("%v: the service works queues %v, want only its own, my-svc:\n%s", set, queues, b.String())
+		}
+	}
+}
+
+// TestTestQueueFitsRiver: the queue a generated test makes of its own
+// (ownQueue: the service's queue, -test- and 16 hex digits) is one River takes
+// for a name of any length, the longest (63 characters, with a dash where the
+// cut falls) included: the jfast.toml the test runs with validates. Unlike the
+// golden services, it was 22 characters longer than the name, and a service of
+// 43 or more failed its own tests on the postgres backend.
+func TestTestQueueFitsRiver(t *testing.T) {
+	t.Parallel()
+	root := frameworkRoot(t)
+	ownQueue := regexp.MustCompile(`own := fmt.Sprintf\("([^"]+)", rand.Uint64\(\)\)`)
+	for _, name := range []string{"orders", strings.Repeat("abcde-", 7) + "x", strings.Repeat("abcde-", 10) + "xyz"} {
+		o := Options{Name: name, Framework: root, Available: all, Plugins: []string{"db", "queue"}}
+		m := ownQueue.FindSubmatch(files(t, o)["routes_test.go"])
+		if m == nil {
+			t.Fatalf("%s: routes_test.go has no line matching %s", name, ownQueue)
+		}
+		own := fmt.Sprintf(string(m[1]), uint64(math.MaxUint64))
+		if len(own) > 64 || !strings.HasPrefix(own, name[:min(len(name), 41)]) {
+			t.Errorf("%s: the tests' queue %s (%d characters): want at most 64, starting with the name", name, own, len(own))
+		}
+		text, plugins := generated(t, o)
+		header := "[plugin.queue.queues." + name + "]"
+		if !bytes.Contains(text, []byte(header)) {
+			t.Fatalf("%s: jfast.toml has no %s", name, header)
+		}
+		text = bytes.Replace(text, []byte(header), []byte("[plugin.queue.queues."+own+"]"), 1)
+		if _, err := framework.New(framework.Options{Plugins: plugins, ConfigText: string(text), Environ: []string{}, LogOutput: io.Discard}); err != nil {
+			t.Errorf("%s: the jfast.toml of its tests, with queue %s, does not validate:\n%v", name, own, err)
 		}
 	}
 }
