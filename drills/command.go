@@ -44,7 +44,7 @@ ran, 2 command-line mistake.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.url, "url", "", "the running service's base URL (default: http:// + app.listen)")
-	fl.StringArrayVar(&f.routes, "route", nil, "a GET path that uses the dependencies, or plugin=/path for one plugin (repeatable)")
+	fl.StringArrayVar(&f.routes, "route", nil, "a GET path that uses the dependencies (a query string may follow), or plugin=/path for one plugin (repeatable)")
 	fl.StringVar(&f.other, "other", "", "a GET path that uses none of them")
 	fl.StringSliceVar(&f.only, "only", nil, "drill only these plugins (db,cache)")
 	fl.StringArrayVar(&f.headers, "header", nil, `a request header for the route, "Name: value" (repeatable)`)
@@ -84,6 +84,19 @@ func drilledPlugins(app *framework.App, plugins []framework.Plugin, out io.Write
 	return drilled, critical
 }
 
+// routeFlag reads one --route: plugin=/path is the route of that plugin's
+// drill; anything else is the route of the drills given none (plugin ""). A
+// value starting with / is a path whole, so the = of its query string
+// (/orders?status=paid) is not read as plugin=path.
+func routeFlag(r string) (plugin, path string) {
+	if !strings.HasPrefix(r, "/") {
+		if plugin, path, ok := strings.Cut(r, "="); ok {
+			return plugin, path
+		}
+	}
+	return "", r
+}
+
 func runCommand(s *cli.Service, cmd *cobra.Command, f *drillFlags) error {
 	app, err := s.Load(cmd)
 	if err != nil {
@@ -102,10 +115,10 @@ func runCommand(s *cli.Service, cmd *cobra.Command, f *drillFlags) error {
 		o.BaseURL = "http://" + net.JoinHostPort(host, port)
 	}
 	for _, r := range f.routes {
-		if plugin, path, ok := strings.Cut(r, "="); ok {
+		if plugin, path := routeFlag(r); plugin != "" {
 			o.Routes[plugin] = path
 		} else {
-			o.Route = r
+			o.Route = path
 		}
 	}
 	for _, h := range f.headers {

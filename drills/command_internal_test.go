@@ -36,3 +36,22 @@ url = "redis://127.0.0.1:6379/0"
 		t.Fatalf("drilled %v, critical %v; want [db cache] and [db]", drilled, critical)
 	}
 }
+
+// A --route starting with / is a path whole, its query string included; only
+// plugin=path, whose part before = does not start with /, names a plugin.
+// Before, /orders?status=paid was read as the route of a plugin
+// "/orders?status", and the drills had no route.
+func TestRouteFlag(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ flag, plugin, path string }{
+		{"/orders/1", "", "/orders/1"},
+		{"/orders?status=paid", "", "/orders?status=paid"},
+		{"/orders?status=paid&sku=sku-42", "", "/orders?status=paid&sku=sku-42"},
+		{"cache=/stock/sku-42", "cache", "/stock/sku-42"},
+		{"db=/orders?status=paid", "db", "/orders?status=paid"},
+	} {
+		if plugin, path := routeFlag(tc.flag); plugin != tc.plugin || path != tc.path {
+			t.Errorf("--route %s: plugin %q, path %q; want %q, %q", tc.flag, plugin, path, tc.plugin, tc.path)
+		}
+	}
+}
