@@ -88,6 +88,27 @@ func TestTimelineSegments(t *testing.T) {
 	}
 }
 
+// The timeline's tooltips name the states in the page's words: "half-open",
+// never the raw half_open the rest of the page never shows.
+func TestTimelineSaysHalfOpen(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	ts := []resilience.Transition{
+		{At: now.Add(-3 * time.Minute), From: resilience.StateClosed, To: resilience.StateOpen},
+		{At: now.Add(-2 * time.Minute), From: resilience.StateOpen, To: resilience.StateHalfOpen},
+		{At: now.Add(-time.Minute), From: resilience.StateHalfOpen, To: resilience.StateClosed},
+	}
+	svg := string(timeline(now.Add(-10*time.Minute), resilience.StateClosed, resilience.StateClosed, ts, now))
+	for _, want := range []string{`<title>closed</title>`, `<title>open</title>`, `fill="#bf8700"><title>half-open</title>`} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("timeline lacks %s:\n%s", want, svg)
+		}
+	}
+	if strings.Contains(svg, "half_open") {
+		t.Errorf("timeline shows the raw half_open:\n%s", svg)
+	}
+}
+
 // An open breaker's card says what opened it: its own counts restarted at
 // the opening.
 func TestTrippedBy(t *testing.T) {

@@ -42,7 +42,7 @@ func timeline(created time.Time, initial, current resilience.State, ts []resilie
 		if w <= 0 {
 			w = 1 // a state that lasted no time still shows as a line
 		}
-		fmt.Fprintf(&b, `<rect x="%.1f" y="0" width="%.1f" height="18" fill="%s"><title>%s</title></rect>`, from, w, stateColour[s], s)
+		fmt.Fprintf(&b, `<rect x="%.1f" y="0" width="%.1f" height="18" fill="%s"><title>%s</title></rect>`, from, w, stateColour[s], stateText(s))
 	}
 	at, state := 0.0, initial
 	if created.After(start) {
