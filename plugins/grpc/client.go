@@ -130,6 +130,7 @@ func newClient(u Upstream, opts ...ClientOption) (*ServiceClient, error) {
 	c.policy = resilience.NewPolicy(resilience.PolicyOpts{
 		Name: u.Name, Config: u.PolicyConfig, Clock: clock,
 		OnStateChange:  resilience.LogStateChanges(logger.With("upstream", u.Name), "grpc", u.BreakerCoolDown, c.metrics.transition),
+		OnAttempt:      c.metrics.dep.Attempt,
 		OnHedgeRefused: c.metrics.dep.HedgeRefused,
 	})
 	c.breaker = c.policy.Breaker()
@@ -299,7 +300,10 @@ func (u *unary) Attempt(callCtx context.Context, n int) resilience.Verdict {
 		}
 		in, ticket, err := c.pick(u.tried)
 		if err != nil {
-			return resilience.Verdict{Err: err, Outcome: resilience.Ignore}
+			// No instance would take it: a retry or a hedge that sent
+			// nothing neither wins nor cancels the attempts in flight (the
+			// loop's rule), nor counts as a retry or a hedge.
+			return resilience.Verdict{Err: err, Outcome: resilience.Ignore, Unsent: true}
 		}
 		u.inst, u.ticket, conn = in, ticket, in.conn
 		if p := u.parent; p != nil {
@@ -329,32 +333,15 @@ func (u *unary) Attempt(callCtx context.Context, n int) resilience.Verdict {
 	return v
 }
 
-// Report counts the retries and the budget's refusals, and gives the
-// attempt's instance (with instances) its outcome.
+// Report gives the attempt's instance (with instances) its outcome; the
+// policy metrics already counted it (PolicyOpts.OnAttempt), retry or
+// hedge, when it was sent.
 func (u *unary) Report(rec resilience.AttemptRecord) {
 	if in := u.inst; in != nil {
 		u.inst = nil
 		u.ticket.DoneAttempt(rec.Verdict.Outcome) // a Hang by the silence rule
 		in.outstanding.Add(-1)
 		u.tried = append(u.tried, in)
-	}
-	u.c.reportStop(rec)
-}
-
-// reportStop counts what the loop decided after an attempt, a unary call's
-// or a stream's: a retry, a retry the budget or the throttle refused, a
-// hedge.
-func (c *ServiceClient) reportStop(rec resilience.AttemptRecord) {
-	switch rec.Stop {
-	case resilience.StopNone:
-		c.metrics.dep.Retried()
-	case resilience.StopBudget:
-		c.metrics.dep.BudgetRefused()
-	case resilience.StopThrottled:
-		c.metrics.dep.ThrottledRetry()
-	}
-	if rec.Hedge {
-		c.metrics.dep.Hedged()
 	}
 }
 

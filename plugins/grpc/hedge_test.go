@@ -3,6 +3,7 @@ package grpc_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -127,5 +128,98 @@ func TestThrottleRefusesLocally(t *testing.T) {
 	}
 	if got := metricValue(t, reg, "jfast_grpc_client_calls_total"); got == 0 {
 		t.Errorf("no calls counted")
+	}
+}
+
+// With instances (a list of one), the call after the cool-down is the
+// instance's half-open probe. A hedge due while the probe is in flight
+// finds no instance and sends nothing: it must neither win nor cancel the
+// probe (which would leave the breaker half-open for ever and fail the call
+// with KindCircuitOpen), and is not counted as a hedge. The probe's answer
+// is the call's and closes the instance's breaker.
+func TestUnsentHedgeLeavesTheProbeAlone(t *testing.T) {
+	t.Parallel()
+	const after = 20 * time.Millisecond
+	arrived, cancelled := make(chan int, 4), make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free) // before the server stops, should the test fail first
+	inv := &inventory{getStockHook: func(ctx context.Context, n int) error {
+		if n == 0 {
+			return status.Error(codes.Unavailable, "down") // opens the instance's 1-failure breaker
+		}
+		arrived <- n
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			close(cancelled)
+			return ctx.Err()
+		}
+	}}
+	addr := serveInventory(t, inv)
+	clk := jfasttest.NewClock()
+	reg := prometheus.NewRegistry()
+	u := jgrpc.Upstream{Name: "inventory", Instances: []string{addr}, IdempotentMethods: []string{getStock},
+		PolicyConfig: resilience.PolicyConfig{HedgeAfter: after.String(), Timeout: 10 * time.Second, // the probe waits for the test, not the machine
+			RetryBudgetRatio: 1, RetryBudgetMinPerSecond: 1000}}
+	u.BreakerFailures = 1
+	c := newClient(t, u, jgrpc.WithClock(clk), jgrpc.WithMetrics(reg))
+	stub := shoppb.NewInventoryClient(c)
+	clk.SetAutoAdvance(true) // the first call's backoff
+	if _, err := stub.GetStock(ctxFor(t), &shoppb.GetStockRequest{Sku: "sku-1"}); err == nil {
+		t.Fatal("the first call succeeded, want its UNAVAILABLE")
+	}
+	clk.SetAutoAdvance(false)
+	clk.Advance(resilience.DefaultBreakerCoolDown)
+
+	type answer struct {
+		s   *shoppb.Stock
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		s, err := stub.GetStock(ctxFor(t), &shoppb.GetStockRequest{Sku: "sku-1"})
+		done <- answer{s, err}
+	}()
+	<-arrived // the probe
+	ctx := ctxFor(t)
+	if err := clk.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal("no hedge timer started")
+	}
+	clk.Advance(after)
+	// The hedge finds no instance; the timer armed again says the loop
+	// dropped it and waits on for the probe.
+	rearmed := make(chan error, 1)
+	go func() { rearmed <- clk.BlockUntilContext(ctx, 1) }()
+	select {
+	case a := <-done:
+		t.Fatalf("the call ended before the probe answered: %v %v", a.s, a.err)
+	case <-cancelled:
+		t.Fatal("the hedge that sent nothing cancelled the probe")
+	case err := <-rearmed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	free()
+	a := <-done
+	if a.err != nil || a.s.GetAvailable() != 7 {
+		t.Fatalf("the probe's call: %v %v, want its stock", a.s, a.err)
+	}
+	if s := c.Instances()[addr].Snapshot(); s.State != resilience.StateClosed {
+		t.Fatalf("instance breaker %v after its probe's answer, want closed", s.State)
+	}
+	// Nothing the loop made and could not send is a hedge or a retry: the
+	// first call's retry found the instance open, the second call's hedge
+	// found its probe in flight.
+	for name, want := range map[string]float64{"jfast_client_hedges_total": 0, "jfast_client_retries_total": 0, "jfast_client_attempts_total": 2} {
+		if got := metricValue(t, reg, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	if n := inv.getStocks.Load(); n != 2 {
+		t.Fatalf("%d calls reached the server, want the first call's and the probe", n)
 	}
 }

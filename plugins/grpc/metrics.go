@@ -103,10 +103,11 @@ func (u *upstreamMetrics) call(m *methodMetrics, method string, code codes.Code)
 	c.Inc()
 }
 
-// attempt counts an attempt that ended with code.
+// attempt counts an attempt that ended with code in the method's series;
+// the policy metrics count it when the loop reports it
+// (PolicyOpts.OnAttempt).
 func (u *upstreamMetrics) attempt(m *methodMetrics, method string, code codes.Code) {
 	m.counter(&m.attempts, u.set.attempts, u.name, method, code).Inc()
-	u.dep.Sent()
 }
 
 // refused counts a call refused before any attempt, under label.

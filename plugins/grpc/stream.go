@@ -56,6 +56,7 @@ func (c *ServiceClient) NewStream(ctx context.Context, desc *grpc.StreamDesc, me
 		in, ticket, err := c.pick(nil)
 		if err != nil {
 			if ni := (*noInstanceError)(nil); errors.As(err, &ni) {
+				s.unsent = true
 				return nil, s.finish(err) // nothing sent: UNAVAILABLE, as a unary call's
 			}
 			run.End(resilience.Ignore)
@@ -100,6 +101,7 @@ type clientStream struct {
 	opts    []grpc.CallOption
 	mm      *methodMetrics
 	restart bool
+	unsent  bool // no instance to open it on: nothing was sent
 
 	// Used by the caller's goroutine only.
 	cur        grpc.ClientStream
@@ -216,8 +218,8 @@ func (s *clientStream) judge(err error, restart bool) bool {
 		o = resilience.Ignore
 	}
 	v := resilience.Verdict{Err: err, Outcome: o, Retry: restart && err != nil && s.c.retryableCode(code),
-		Overloaded: code == codes.ResourceExhausted}
-	again := s.run.Again(v, s.c.reportStop)
+		Overloaded: code == codes.ResourceExhausted, Unsent: s.unsent}
+	again := s.run.Again(v, nil) // the policy metrics count it (PolicyOpts.OnAttempt)
 	s.judged = !again
 	return again
 }
