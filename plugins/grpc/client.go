@@ -197,11 +197,17 @@ func (c *ServiceClient) Invoke(ctx context.Context, method string, args, reply a
 	if run.Probe() {
 		u.opts = probeOptions(c.conn, opts)
 	}
-	err := run.Attempts(&u).Err
+	v := run.Attempts(&u)
 	run.End(run.Outcome())
+	err := v.Err
+	if v.Unsent && u.sentErr != nil {
+		// The call's attempts ejected every instance, and its last found
+		// none: the call failed as the last attempt sent did.
+		err = u.sentErr
+	}
 	var oe *resilience.OpenError
 	if c.multi && errors.As(err, &oe) {
-		// Every instance's breaker refused the last attempt.
+		// Every instance's breaker refused each attempt: nothing was sent.
 		c.metrics.refused(method, labelCircuitOpen)
 		return circuitOpen(c.up.Name, method, err)
 	}
@@ -211,7 +217,7 @@ func (c *ServiceClient) Invoke(ctx context.Context, method string, args, reply a
 	if err == nil {
 		return nil
 	}
-	return c.failure(method, run.Made(), err)
+	return c.failure(method, u.sent, err)
 }
 
 // unary is one unary call: its attempt and classifier for the policy's
@@ -224,6 +230,14 @@ type unary struct {
 	method      string
 	args, reply any
 	opts        []grpc.CallOption
+
+	// sent counts the call's attempts sent (reported without
+	// Verdict.Unsent), and sentErr is the error of the last one (its
+	// branch's, for a branch; the call's is the kept branch's): an attempt
+	// that finds no instance leaves the call that failure, not the
+	// refusal of the breakers its own attempts opened.
+	sent    int
+	sentErr error
 
 	// With instances: the attempt in flight's instance and its breaker
 	// ticket, and the instances tried.
@@ -258,6 +272,9 @@ func (u *unary) Keep(a resilience.Attempter) {
 	m := u.reply.(proto.Message)
 	proto.Reset(m)
 	proto.Merge(m, b.reply.(proto.Message))
+	if b.sentErr != nil {
+		u.sentErr = b.sentErr // a branch that sent nothing has none
+	}
 	u.settle(b)
 }
 
@@ -323,6 +340,7 @@ func (u *unary) Attempt(callCtx context.Context, n int) resilience.Verdict {
 	} else {
 		err = answered(base, connectFailed(conn.Invoke(base, u.method, u.args, u.reply, opts...)))
 	}
+	u.sentErr = err
 	code := status.Code(err)
 	c.metrics.attempt(u.mm, u.method, code)
 	v := resilience.Verdict{Err: err, Outcome: outcome(err), Retry: err != nil && c.retryableCode(code),
@@ -333,9 +351,10 @@ func (u *unary) Attempt(callCtx context.Context, n int) resilience.Verdict {
 	return v
 }
 
-// Report gives the attempt's instance (with instances) its outcome; the
-// policy metrics already counted it (PolicyOpts.OnAttempt), retry or
-// hedge, when it was sent.
+// Report gives the attempt's instance (with instances) its outcome and
+// counts it in the call's attempts sent; the policy metrics already
+// counted it (PolicyOpts.OnAttempt), retry or hedge, when it was sent.
+// The loop reports every attempt on the call's goroutine.
 func (u *unary) Report(rec resilience.AttemptRecord) {
 	if in := u.inst; in != nil {
 		u.inst = nil
@@ -343,6 +362,17 @@ func (u *unary) Report(rec resilience.AttemptRecord) {
 		in.outstanding.Add(-1)
 		u.tried = append(u.tried, in)
 	}
+	if !rec.Verdict.Unsent {
+		u.call().sent++
+	}
+}
+
+// call returns the unary call u is a branch of, or u.
+func (u *unary) call() *unary {
+	if u.parent != nil {
+		return u.parent
+	}
+	return u
 }
 
 // probeOptions prepares the breaker's probe call: a channel that failed

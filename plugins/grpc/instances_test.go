@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
 
 	"github.com/jfastframework/jfast/examples/inventory/shoppb"
 	"github.com/jfastframework/jfast/framework"
@@ -492,6 +494,56 @@ func TestInstancesBalancing(t *testing.T) {
 			getUntil(t, c, func() bool {
 				return srv[0].inv.getStocks.Load() > 0 && srv[1].inv.getStocks.Load() > 0 && srv[2].inv.getStocks.Load() > 0
 			})
+		})
+	}
+}
+
+// A call whose attempts were sent and failed, each ejecting its instance,
+// and whose next retry then finds every instance open, returns the last
+// sent attempt's failure (UNAVAILABLE, KindStatus) with the soonest
+// cool-down as its Retry-After, as the call that ejects the last instance
+// does; not KindCircuitOpen, which says nothing was sent. The retry that
+// found no instance is no attempt sent and no retry, in the error and in
+// the metrics. Hedged or not, the loop is the same.
+func TestEjectingCallReturnsWhatWasSent(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, hedgeAfter string }{{"sequential", ""}, {"hedged", "20ms"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clock := jfasttest.NewClock()
+			clock.SetAutoAdvance(true) // the retries' backoff waits
+			srv := serveInstances(t, 2)
+			srv[0].inv.failGetStock.Store(1 << 20)
+			srv[1].inv.failGetStock.Store(1 << 20)
+			reg := prometheus.NewRegistry()
+			u := jgrpc.Upstream{Name: "inventory", Instances: addrsOf(srv), IdempotentMethods: []string{getStock},
+				PolicyConfig: resilience.PolicyConfig{HedgeAfter: tc.hedgeAfter, RetryBudgetRatio: 1, RetryBudgetMinPerSecond: 1000}}
+			u.BreakerFailures = 1 // attempts stays at its default, 3: the third finds both open
+			c := newClient(t, u, jgrpc.WithClock(clock), jgrpc.WithMetrics(reg))
+			var e *jgrpc.Error
+			err := c.Invoke(ctxFor(t), getStock, &shoppb.GetStockRequest{Sku: "a"}, &shoppb.Stock{})
+			if !errors.As(err, &e) || e.Kind != jgrpc.KindStatus || e.Code != codes.Unavailable || e.Attempts != 2 ||
+				e.RetryAfter <= 0 || e.RetryAfter > resilience.DefaultBreakerCoolDown {
+				t.Fatalf("%v (%+v), want the second attempt's UNAVAILABLE after 2 attempts, the cool-down left as its Retry-After", err, e)
+			}
+			// The backoff moved the test clock: the soonest cool-down has
+			// that much less left, which the next call, refused, is told too.
+			ra := e.RetryAfter
+			if err := c.Invoke(ctxFor(t), getStock, &shoppb.GetStockRequest{Sku: "a"}, &shoppb.Stock{}); !errors.As(err, &e) ||
+				e.Kind != jgrpc.KindCircuitOpen || e.RetryAfter != ra {
+				t.Fatalf("the next call: %v, want KindCircuitOpen with the same Retry-After (%v)", err, ra)
+			}
+			for name, want := range map[string]float64{"jfast_client_attempts_total": 2, "jfast_client_retries_total": 1, "jfast_client_hedges_total": 0} {
+				if got := jfasttest.Metric(t, reg, name, "plugin", "grpc", "dependency", "inventory"); got != want {
+					t.Errorf("%s = %v, want %v", name, got, want)
+				}
+			}
+			if got := jfasttest.Metric(t, reg, "jfast_client_calls_total", "outcome", "UNAVAILABLE"); got != 1 {
+				t.Errorf("UNAVAILABLE calls %v, want the first call", got)
+			}
+			if a, b := srv[0].inv.getStocks.Load(), srv[1].inv.getStocks.Load(); a != 1 || b != 1 {
+				t.Errorf("the instances got %d and %d calls, want one each", a, b)
+			}
 		})
 	}
 }

@@ -251,7 +251,11 @@ func (s *clientStream) finish(err error) error {
 	s.c.metrics.call(s.mm, s.method, status.Code(err))
 	s.mm.duration.Observe(s.c.clock.Now().Sub(s.run.Start()).Seconds())
 	if err != nil {
-		s.err = s.c.failure(s.method, s.run.Made(), err)
+		sent := s.run.Made()
+		if s.unsent {
+			sent = 0
+		}
+		s.err = s.c.failure(s.method, sent, err)
 	}
 	return s.err
 }
