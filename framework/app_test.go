@@ -290,6 +290,56 @@ func TestPanicIsA500ProblemWithoutStack(t *testing.T) {
 	}
 }
 
+// TestPanicAfterTheResponseStartedAbortsIt: a handler that panics half-way
+// through a chunked body cannot be answered with a problem any more; the
+// connection is cut, so the client reads an error instead of a complete-looking
+// 200, the panic is logged, and the access log line keeps the status that
+// went out, marked aborted. A handler's own panic(http.ErrAbortHandler) is
+// aborted the same way and is not logged as a panic.
+func TestPanicAfterTheResponseStartedAbortsIt(t *testing.T) {
+	t.Parallel()
+	svc := jfasttest.Start(t, jfasttest.Options{Routes: func(_ *framework.App, r chi.Router) error {
+		half := func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			_, _ = io.WriteString(w, `[{"id":1},`)
+			_ = http.NewResponseController(w).Flush()
+		}
+		r.Get("/export", func(w http.ResponseWriter, _ *http.Request) {
+			half(w)
+			var m map[string]int
+			m["boom"] = 1 // a nil map: a bug half-way through the body
+		})
+		r.Get("/proxy", func(w http.ResponseWriter, _ *http.Request) {
+			half(w)
+			panic(http.ErrAbortHandler)
+		})
+		return nil
+	}})
+	for _, path := range []string{"/export", "/proxy"} {
+		res, err := http.Get(svc.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		if err == nil {
+			t.Errorf("%s: the client read a complete %d response %q; want the connection cut", path, res.StatusCode, body)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second) // a bound on a failure only
+	defer cancel()
+	if err := svc.WaitLogs(ctx, func(logs string) bool {
+		return strings.Count(logs, "status=200") == 2 && strings.Count(logs, "aborted=true") == 2
+	}); err != nil {
+		t.Fatalf("want both access log lines with status=200 aborted=true:\n%s", svc.Logs())
+	}
+	logs := svc.Logs()
+	if n := strings.Count(logs, "panic serving request"); n != 1 || !strings.Contains(logs, "assignment to entry in nil map") {
+		t.Errorf("want the handler's panic logged once (and the deliberate abort not at all), got %d:\n%s", n, logs)
+	}
+}
+
 func TestRequestDeadlineReachesTheHandler(t *testing.T) {
 	t.Parallel()
 	svc := jfasttest.Start(t, jfasttest.Options{

@@ -312,24 +312,33 @@ func callerTimeout(h http.Header, timeout time.Duration) (time.Duration, bool) {
 	return timeout, false
 }
 
+// recover answers a request whose handler panicked: with a 500 problem when
+// nothing was sent yet. A panic after the response started can no longer
+// become a problem, and returning would let net/http end the body properly,
+// so the client would read a complete-looking response; it is aborted
+// instead, as a handler's own panic(http.ErrAbortHandler) is: net/http cuts
+// the connection (or resets the HTTP/2 stream) without logging, and the
+// access log, which runs next, marks the line aborted with the status that
+// went out.
 func (s *serveRequest) recover(w *ResponseRecorder, r *http.Request) {
 	v := recover()
 	if v == nil {
 		return
 	}
-	if v == http.ErrAbortHandler {
-		w.aborted = true // the access log, which runs next, says so
-		panic(v)
+	if v != http.ErrAbortHandler {
+		s.log.LogAttrs(r.Context(), slog.LevelError, "panic serving request",
+			slog.String("method", r.Method),
+			slog.String("path", r.URL.Path),
+			// As text, so the logger's masking sees what the panic held.
+			slog.String("panic", fmt.Sprint(v)),
+			slog.String("stack", string(debug.Stack())))
+		if !w.Started() {
+			problem.Write(w, r, problem.Internal())
+			return
+		}
 	}
-	s.log.LogAttrs(r.Context(), slog.LevelError, "panic serving request",
-		slog.String("method", r.Method),
-		slog.String("path", r.URL.Path),
-		// As text, so the logger's masking sees what the panic held.
-		slog.String("panic", fmt.Sprint(v)),
-		slog.String("stack", string(debug.Stack())))
-	if !w.Started() {
-		problem.Write(w, r, problem.Internal())
-	}
+	w.aborted = true
+	panic(http.ErrAbortHandler)
 }
 
 // accessLog writes one line per request, straight to the logger's handler: a
