@@ -563,6 +563,45 @@ func TestMetricsUseRouteTemplates(t *testing.T) {
 	}
 }
 
+// TestPanickedRequestsAreCounted: a request whose handler panicked is in the
+// request metrics with the status it went out with: the recovery's 500, or,
+// for a panic after the response started (aborted), the status already sent.
+// The panic still reaches the recovery, which logs it once.
+func TestPanickedRequestsAreCounted(t *testing.T) {
+	t.Parallel()
+	svc := jfasttest.Start(t, jfasttest.Options{Routes: func(_ *framework.App, r chi.Router) error {
+		r.Get("/boom", func(http.ResponseWriter, *http.Request) { panic("boom") })
+		r.Get("/half", func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusAccepted)
+			_ = http.NewResponseController(w).Flush()
+			panic("half-way")
+		})
+		return nil
+	}})
+	for range 3 {
+		if r := svc.Get(t, "/boom"); r.Status != http.StatusInternalServerError {
+			t.Fatalf("/boom = %d", r.Status)
+		}
+	}
+	if res, err := http.Get(svc.URL + "/half"); err == nil {
+		_, _ = io.Copy(io.Discard, res.Body)
+		_ = res.Body.Close()
+	}
+	reg := svc.App.Metrics()
+	if n := jfasttest.Metric(t, reg, "http_server_requests_total", "route", "/boom", "status", "500"); n != 3 {
+		t.Errorf("requests{route=/boom,status=500} = %v, want 3", n)
+	}
+	if n := jfasttest.Metric(t, reg, "http_server_request_duration_seconds", "route", "/boom", "status", "500"); n != 3 {
+		t.Errorf("duration{route=/boom,status=500} count = %v, want 3", n)
+	}
+	if n := jfasttest.Metric(t, reg, "http_server_requests_total", "route", "/half", "status", "202"); n != 1 {
+		t.Errorf("requests{route=/half,status=202} = %v, want 1 (the aborted response, by the status it went out with)", n)
+	}
+	if n := strings.Count(svc.Logs(), "panic serving request"); n != 4 {
+		t.Errorf("%d panics logged, want 4:\n%s", n, svc.Logs())
+	}
+}
+
 // The framework hands chi its routing context inside the request context (see
 // serveRequest): URL parameters must reach handlers, and a service mounted
 // under another chi router must route the path that router left it.

@@ -46,6 +46,22 @@ func (w *ResponseRecorder) Status() int { return w.status }
 // Written returns the number of body bytes written.
 func (w *ResponseRecorder) Written() int64 { return w.written }
 
+// answered returns the status the request goes out with, as the access log
+// records it, given v, what its handler panicked with (nil when it
+// returned): the status written, or 200 when nothing was (net/http's); a
+// panic before anything was written, other than an abort, is answered 500
+// by the recovery (serveRequest.recover), and any other is aborted after
+// the status that went out.
+func (w *ResponseRecorder) answered(v any) int {
+	switch {
+	case w.status != 0:
+		return w.status
+	case v != nil && v != http.ErrAbortHandler:
+		return http.StatusInternalServerError
+	}
+	return http.StatusOK
+}
+
 // Started reports whether the status line has been sent.
 func (w *ResponseRecorder) Started() bool { return w.status != 0 }
 
@@ -357,10 +373,7 @@ func (s *serveRequest) accessLog(w *ResponseRecorder, r *http.Request, id string
 	if !h.Enabled(r.Context(), slog.LevelInfo) {
 		return
 	}
-	status := w.Status()
-	if status == 0 {
-		status = http.StatusOK
-	}
+	status := w.answered(nil) // the recovery, which ran before, wrote its 500
 	now := time.Now()
 	rec := slog.NewRecord(now, slog.LevelInfo, "request", 0)
 	rec.AddAttrs(

@@ -105,14 +105,22 @@ func (o *Observability) Middleware() func(http.Handler) http.Handler {
 			} else {
 				start = time.Now()
 			}
+			// Deferred, so a request whose handler panicked is counted too,
+			// with the status the recovery (further out) answers it with.
+			defer func() {
+				v := recover()
+				status := http.StatusOK
+				if ok {
+					status = rec.answered(v)
+				}
+				s := o.seriesFor(metricMethod(r.Method), metricRoute(r), status)
+				s.requests.Inc()
+				s.duration.Observe(time.Since(start).Seconds())
+				if v != nil {
+					panic(v)
+				}
+			}()
 			next.ServeHTTP(w, r)
-			status := http.StatusOK
-			if ok && rec.Status() != 0 {
-				status = rec.Status()
-			}
-			s := o.seriesFor(metricMethod(r.Method), metricRoute(r), status)
-			s.requests.Inc()
-			s.duration.Observe(time.Since(start).Seconds())
 		})
 	}
 }
