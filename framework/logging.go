@@ -91,8 +91,13 @@ func maskRecord(rec slog.Record) slog.Record {
 	return out
 }
 
-// maskAttr returns a with its value masked, and whether that changed it.
+// maskAttr returns a with its value masked, and whether that changed it:
+// the whole value when the key names a secret (secretAttr), else what
+// MaskSecrets finds in its text.
 func maskAttr(a slog.Attr) (slog.Attr, bool) {
+	if secretAttr(a) {
+		return slog.String(a.Key, Masked), true
+	}
 	switch a.Value.Kind() {
 	case slog.KindString:
 		s := a.Value.String()
@@ -133,4 +138,22 @@ func maskAttr(a slog.Attr) (slog.Attr, bool) {
 		}
 	}
 	return a, false
+}
+
+// secretAttr reports whether a is a secret by its key, the way a
+// configuration key is ([IsSecretKey]: password, token, api_key, …), as in
+// logger.Info("connecting", "password", pw): MaskSecrets, which reads text,
+// would see only the value. A boolean, a duration or a time holds no secret
+// (slog.Bool("admin_token", set) says whether one is set), nor does an empty
+// string; any other value, a group's included, is masked whole.
+func secretAttr(a slog.Attr) bool {
+	switch a.Value.Kind() {
+	case slog.KindBool, slog.KindDuration, slog.KindTime:
+		return false
+	case slog.KindString:
+		if a.Value.String() == "" {
+			return false
+		}
+	}
+	return IsSecretKey(a.Key)
 }

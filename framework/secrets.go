@@ -1,6 +1,8 @@
 package framework
 
 import (
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -110,13 +112,50 @@ var secretKeys = map[string]bool{
 // _signing_key or _secret_key. It is the net under [SecretKeyer], which plugins
 // use to declare their secrets by position.
 func IsSecretKey(key string) bool {
+	if !endsInSecretWord(key) {
+		return false // most keys: the logger asks about every attribute's
+	}
 	last := key[strings.LastIndexByte(key, '.')+1:]
 	last = strings.ReplaceAll(strings.ToLower(last), "-", "_")
 	if secretKeys[last] {
 		return true
 	}
-	for _, suffix := range []string{"_password", "_secret", "_secrets", "_token", "_api_key", "_private_key", "_signing_key", "_secret_key"} {
+	for _, suffix := range secretSuffixes {
 		if strings.HasSuffix(last, suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+// secretSuffixes end the names of keys that hold secrets beyond secretKeys.
+var secretSuffixes = []string{"_password", "_secret", "_secrets", "_token", "_api_key", "_private_key", "_signing_key", "_secret_key"}
+
+// secretWords are the last words (after the last "_") of secretKeys and
+// secretSuffixes: every key IsSecretKey holds secret ends in one.
+var secretWords = func() []string {
+	var words []string
+	for _, name := range append(slices.Collect(maps.Keys(secretKeys)), secretSuffixes...) {
+		if w := name[strings.LastIndexByte(name, '_')+1:]; !slices.Contains(words, w) {
+			words = append(words, w)
+		}
+	}
+	return words
+}()
+
+// endsInSecretWord reports whether key's last word (after its last ".", "_"
+// or "-"), in any case, is one of secretWords: a test that allocates
+// nothing, ahead of IsSecretKey's rule.
+func endsInSecretWord(key string) bool {
+	i := len(key)
+	for i > 0 && key[i-1] != '.' && key[i-1] != '_' && key[i-1] != '-' {
+		i--
+	}
+	word := key[i:]
+	for _, w := range secretWords {
+		// Lengths, then last letters (all of secretWords are lower case):
+		// most words end there, before EqualFold's slower loop.
+		if len(w) == len(word) && w[len(w)-1] == word[len(word)-1]|0x20 && strings.EqualFold(w, word) {
 			return true
 		}
 	}

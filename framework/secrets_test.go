@@ -226,6 +226,47 @@ func TestLogsAreMasked(t *testing.T) {
 	}
 }
 
+// TestAttributesNamedAsSecretsAreMasked: an attribute whose key names a
+// secret (password, api_key, token, …, as IsSecretKey reads a configuration
+// key) is masked whole, whatever its value holds: at the top of a record,
+// inside a group, added with With, as a number or a byte slice; a group named
+// as one is masked whole. A boolean (whether a token is set), an empty string
+// and attributes with other names keep their values.
+func TestAttributesNamedAsSecretsAreMasked(t *testing.T) {
+	t.Parallel()
+	for _, env := range []string{"development", "production"} {
+		t.Run(env, func(t *testing.T) {
+			t.Parallel()
+			var out bytes.Buffer
+			app, err := framework.New(framework.Options{LogOutput: &out, ConfigText: "[app]\nenv = \"" + env + "\"\nadmin_listen = \"127.0.0.1:0\"\n"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			log := app.Logger().With("db.password", "hunter1")
+			log.Info("connecting", "password", "hunter2", "api_key", "sk-live-hunter3",
+				slog.Group("upstream", slog.String("Authorization", "Bearer hunter4"), slog.String("host", "billing")),
+				slog.Group("credentials", slog.String("user", "hunter5")),
+				slog.Int("pin_token", 424242), slog.Any("client_secret", []byte("hunter6")),
+				slog.Bool("admin_token", true), slog.String("session_token", ""), slog.String("user", "app"))
+			logs := out.String()
+			for _, secret := range []string{"hunter", "424242"} {
+				if strings.Contains(logs, secret) {
+					t.Errorf("%q reached the log:\n%s", secret, logs)
+				}
+			}
+			want := []string{"password=***", "api_key=***", "upstream.Authorization=***", "upstream.host=billing", "credentials=***", "pin_token=***", "client_secret=***", "admin_token=true", "session_token=\"\"", "user=app"}
+			if env == "production" {
+				want = []string{`"password":"***"`, `"api_key":"***"`, `"upstream":{"Authorization":"***","host":"billing"}`, `"credentials":"***"`, `"pin_token":"***"`, `"client_secret":"***"`, `"admin_token":true`, `"session_token":""`, `"user":"app"`}
+			}
+			for _, w := range want {
+				if !strings.Contains(logs, w) {
+					t.Errorf("log lacks %s:\n%s", w, logs)
+				}
+			}
+		})
+	}
+}
+
 // TestPanicValueIsMasked: a handler's panic value goes to the log through the
 // same masking.
 func TestPanicValueIsMasked(t *testing.T) {
