@@ -340,6 +340,42 @@ func TestPanicAfterTheResponseStartedAbortsIt(t *testing.T) {
 	}
 }
 
+// unwrapping is what any response-wrapping middleware looks like (chi's
+// middleware.WrapResponseWriter, a compressor): it unwraps to the writer it
+// was given.
+type unwrapping struct{ http.ResponseWriter }
+
+func (w unwrapping) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// TestErrorAfterTheResponseStartedThroughAWrappedWriter: a handler that
+// fails after it started its response, behind middleware that wraps the
+// writer, has its error logged, not a problem document appended to the body
+// it already sent: WriteError finds the framework's recorder through Unwrap.
+func TestErrorAfterTheResponseStartedThroughAWrappedWriter(t *testing.T) {
+	t.Parallel()
+	svc := jfasttest.Start(t, jfasttest.Options{Routes: func(_ *framework.App, r chi.Router) error {
+		wrap := func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				next.ServeHTTP(unwrapping{w}, r)
+			})
+		}
+		r.With(wrap).Method(http.MethodGet, "/export", framework.Handler(func(w http.ResponseWriter, _ *http.Request) error {
+			w.Header().Set("Content-Type", "text/csv")
+			w.WriteHeader(http.StatusOK)
+			_, _ = io.WriteString(w, "id,name\n1,a\n")
+			return errors.New("the database went away half-way")
+		}))
+		return nil
+	}})
+	r := svc.Get(t, "/export")
+	if r.Status != http.StatusOK || r.String() != "id,name\n1,a\n" {
+		t.Errorf("got %d %q, want the 200 and its body as written, nothing appended", r.Status, r.Body)
+	}
+	if logs := svc.Logs(); !strings.Contains(logs, "error after the response started") || !strings.Contains(logs, "the database went away half-way") {
+		t.Errorf("the error is not logged as one after the response started:\n%s", logs)
+	}
+}
+
 func TestRequestDeadlineReachesTheHandler(t *testing.T) {
 	t.Parallel()
 	svc := jfasttest.Start(t, jfasttest.Options{

@@ -31,7 +31,8 @@ func Handler(f func(w http.ResponseWriter, r *http.Request) error) http.Handler 
 // WriteError renders err as problem+json. When the response has already started it
 // can only be logged.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
-	log := loggerFrom(w)
+	rec := recorderOf(w) // through the writers middleware wrapped it in
+	log := rec.logger()
 	var body *BodyReadError
 	if clientLeft(r) && !errors.As(err, &body) {
 		// Whatever failed, it failed because the client went away (its
@@ -49,7 +50,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		log.LogAttrs(r.Context(), slog.LevelError, "request failed",
 			slog.Int("status", p.Status), slog.String("route", routePattern(r)), slog.String("error", err.Error()))
 	}
-	if rec, ok := w.(*ResponseRecorder); ok && rec.Started() {
+	if rec != nil && rec.Started() {
 		log.LogAttrs(r.Context(), slog.LevelError, "error after the response started; it cannot be rendered",
 			slog.String("error", err.Error()))
 		return
@@ -76,17 +77,11 @@ func routePattern(r *http.Request) string {
 	return ""
 }
 
-// loggerFrom returns the App's logger through the recorder the framework serves
-// requests with, or slog's default for a writer something else wrapped.
-func loggerFrom(w http.ResponseWriter) *slog.Logger {
-	for {
-		switch x := w.(type) {
-		case *ResponseRecorder:
-			return x.log
-		case interface{ Unwrap() http.ResponseWriter }:
-			w = x.Unwrap()
-		default:
-			return slog.Default()
-		}
+// logger returns the App's logger, or slog's default for a writer with no
+// recorder (w nil: outside a jfast App).
+func (w *ResponseRecorder) logger() *slog.Logger {
+	if w == nil {
+		return slog.Default()
 	}
+	return w.log
 }

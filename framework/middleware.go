@@ -135,17 +135,22 @@ func ResponseStatus(w http.ResponseWriter) int {
 // metrics and [ResponseStatus] would say 200. It does nothing when a
 // status was already recorded, or when w has no recorder.
 func SetHijackedStatus(w http.ResponseWriter, status int) {
+	if rec := recorderOf(w); rec != nil && rec.status == 0 {
+		rec.status = status
+	}
+}
+
+// recorderOf returns the [ResponseRecorder] found through w and the writers
+// wrapping it (Unwrap), or nil outside a jfast App.
+func recorderOf(w http.ResponseWriter) *ResponseRecorder {
 	for {
 		switch x := w.(type) {
 		case *ResponseRecorder:
-			if x.status == 0 {
-				x.status = status
-			}
-			return
+			return x
 		case interface{ Unwrap() http.ResponseWriter }:
 			w = x.Unwrap()
 		default:
-			return
+			return nil
 		}
 	}
 }

@@ -486,7 +486,7 @@ func clientLeft(r *http.Request) bool {
 // clientGone records a 499 on w: the status line goes to a connection that
 // is most likely closed already, and the access log and metrics see 499.
 func clientGone(w http.ResponseWriter, r *http.Request) {
-	if rec, ok := w.(*ResponseRecorder); ok && rec.Started() {
+	if rec := recorderOf(w); rec != nil && rec.Started() {
 		return
 	}
 	w.WriteHeader(StatusClientClosedRequest)
