@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/jfastframework/jfast/readiness"
 )
@@ -182,8 +184,14 @@ type PluginsConfig struct {
 
 // listenProblem says what is wrong with a listen address, as net.Listen would
 // find it at boot, or "" when it is host:port with a port from 0 to 65535 (or a
-// service name such as "http").
+// service name such as "http", looked up as net.Listen looks it up, in
+// /etc/services or Go's own short list). A space anywhere is refused: the
+// listener would read it as part of the host or the port (" 127.0.0.1" is
+// no host it can resolve), and an environment variable can carry one unseen.
 func listenProblem(addr string) string {
+	if strings.ContainsFunc(addr, unicode.IsSpace) {
+		return fmt.Sprintf("must be host:port without spaces, got %q", addr)
+	}
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Sprintf("must be host:port, got %q", addr)
@@ -191,7 +199,14 @@ func listenProblem(addr string) string {
 	if port == "" {
 		return fmt.Sprintf("has no port, got %q", addr)
 	}
-	if n, err := strconv.Atoi(port); err == nil && (n < 0 || n > 65535) {
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		if _, err := net.LookupPort("tcp", port); err != nil {
+			return fmt.Sprintf("port must be a number from 0 to 65535 or a known service name, got %q", addr)
+		}
+		return ""
+	}
+	if n < 0 || n > 65535 {
 		return fmt.Sprintf("port must be from 0 to 65535, got %q", addr)
 	}
 	return ""

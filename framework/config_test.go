@@ -557,6 +557,38 @@ func TestListenErrorsQuoteTheAddress(t *testing.T) {
 	}
 }
 
+// TestListenRefusesWhatTheListenerCannotUse: a listen address the
+// listener would fail on at start (a space around or inside it, a port name
+// no service has) is refused by the validation, so by check too, naming the
+// key and the fix, for app.listen and app.admin_listen alike.
+func TestListenRefusesWhatTheListenerCannotUse(t *testing.T) {
+	t.Parallel()
+	const listenFix = `; fix: set listen = "127.0.0.1:8000" (":8000" listens on every interface), or JFAST_APP_LISTEN`
+	tests := []struct{ env, value, want string }{
+		{"JFAST_APP_LISTEN", " 127.0.0.1:0", `app.listen (JFAST_APP_LISTEN): must be host:port without spaces, got " 127.0.0.1:0"` + listenFix},
+		{"JFAST_APP_LISTEN", "127.0.0.1:0 ", `app.listen (JFAST_APP_LISTEN): must be host:port without spaces, got "127.0.0.1:0 "` + listenFix},
+		{"JFAST_APP_LISTEN", "127.0.0.1: 0", `app.listen (JFAST_APP_LISTEN): must be host:port without spaces, got "127.0.0.1: 0"` + listenFix},
+		{"JFAST_APP_LISTEN", "127.0.0.1:\t8000", `app.listen (JFAST_APP_LISTEN): must be host:port without spaces, got "127.0.0.1:\t8000"` + listenFix},
+		{"JFAST_APP_LISTEN", "127.0.0.1:htttp", `app.listen (JFAST_APP_LISTEN): port must be a number from 0 to 65535 or a known service name, got "127.0.0.1:htttp"` + listenFix},
+		{"JFAST_APP_ADMIN_LISTEN", "127.0.0.1:9000 ", `app.admin_listen (JFAST_APP_ADMIN_LISTEN): must be host:port without spaces, got "127.0.0.1:9000 "; fix: set admin_listen = "127.0.0.1:9000", or leave it unset to serve /metrics on the public listener`},
+	}
+	for _, tt := range tests {
+		key := "app.listen"
+		if tt.env == "JFAST_APP_ADMIN_LISTEN" {
+			key = "app.admin_listen"
+		}
+		errs := configErrors(t, jfasttest.Options{Env: map[string]string{tt.env: tt.value}})
+		if got := errs[key].Error(); got != tt.want {
+			t.Errorf("%s=%q:\n got %s\nwant %s", tt.env, tt.value, got, tt.want)
+		}
+	}
+	// A service name the listener knows still passes (net.Listen looks it up
+	// the same way), as do the forms TestListenIsHostAndPort accepts.
+	if _, err := jfasttest.New(t, jfasttest.Options{Env: map[string]string{"JFAST_APP_LISTEN": "127.0.0.1:https"}}); err != nil {
+		t.Errorf("listen = 127.0.0.1:https: %v", err)
+	}
+}
+
 func TestListenIsHostAndPort(t *testing.T) {
 	t.Parallel()
 	for _, listen := range []string{"8000", "127.0.0.1", "127.0.0.1:80000", "127.0.0.1:"} {
