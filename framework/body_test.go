@@ -465,6 +465,58 @@ func TestDecodeJSON(t *testing.T) {
 	}
 }
 
+// TestDecodeJSONRefusesATopLevelNull: a body that is only null, which
+// encoding/json would let leave a struct (or a slice, a number) as it was,
+// is a 422 naming what the route takes, so the handler never reads a zero
+// value the client did not send; a target that can hold null (a pointer, an
+// interface, json.RawMessage) still takes it.
+func TestDecodeJSONRefusesATopLevelNull(t *testing.T) {
+	t.Parallel()
+	decode := func(newTarget func() any) http.Handler {
+		return framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+			v := newTarget()
+			if err := framework.DecodeJSON(r, v); err != nil {
+				return err
+			}
+			return framework.JSON(w, http.StatusOK, v)
+		})
+	}
+	svc := jfasttest.Start(t, jfasttest.Options{
+		Routes: func(_ *framework.App, r chi.Router) error {
+			r.Method(http.MethodPost, "/struct", decode(func() any { return new(order) }))
+			r.Method(http.MethodPost, "/slice", decode(func() any { return new([]int) }))
+			r.Method(http.MethodPost, "/pointer", decode(func() any { return new(*order) }))
+			r.Method(http.MethodPost, "/any", decode(func() any { return new(any) }))
+			r.Method(http.MethodPost, "/raw", decode(func() any { return new(json.RawMessage) }))
+			return nil
+		},
+	})
+	tests := []struct {
+		path, body string
+		status     int
+		detail     string
+	}{
+		{"/struct", `null`, 422, "the request body must be an object, got null"},
+		{"/struct", " \n null \t", 422, "the request body must be an object, got null"},
+		{"/slice", `null`, 422, "the request body must be an array, got null"},
+		{"/struct", `{"sku":null}`, 200, ""}, // a member's null is the field's zero, as encoding/json reads it
+		{"/pointer", `null`, 200, ""},
+		{"/any", `null`, 200, ""},
+		{"/raw", `null`, 200, ""},
+	}
+	for _, tt := range tests {
+		r := svc.Do(t, http.MethodPost, tt.path, tt.body, "Content-Type", "application/json")
+		if r.Status != tt.status {
+			t.Errorf("%s %q: status %d %s, want %d", tt.path, tt.body, r.Status, r.Body, tt.status)
+			continue
+		}
+		var p struct{ Detail string }
+		if tt.detail != "" && (json.Unmarshal(r.Body, &p) != nil || p.Detail != tt.detail) {
+			t.Errorf("%s %q: body %s, want the detail %q", tt.path, tt.body, r.Body, tt.detail)
+		}
+	}
+}
+
 // A handler that aborts its response (panic(http.ErrAbortHandler), as a
 // reverse proxy does when a body breaks off) has its access log line say
 // so: the client got the response cut, or nothing, whatever status was

@@ -42,6 +42,9 @@ func DisallowUnknownFields() DecodeOption {
 //     byte of the error), or holds more than one value;
 //   - 422 when a value has the wrong type for its field, naming the field in
 //     the "errors" member (as a dotted path of JSON names: "items.quantity");
+//   - 422 when the body as a whole is not what v takes: an array, or null,
+//     for a struct (null is taken by a pointer, an interface or a type
+//     with its own UnmarshalJSON);
 //   - 422 naming an unknown field, with [DisallowUnknownFields].
 //
 // Any other error (v not a pointer) is the handler's mistake, returned as is
@@ -67,6 +70,9 @@ func DecodeJSON(r *http.Request, v any, opts ...DecodeOption) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return problem.BadRequest("the request body is empty; it must be a JSON value")
 	}
+	if err := nullBody(data, v); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if o.disallowUnknown {
 		dec.DisallowUnknownFields()
@@ -80,6 +86,25 @@ func DecodeJSON(r *http.Request, v any, opts ...DecodeOption) error {
 	}
 	return nil
 }
+
+// nullBody answers 422 for a body that is only null where v cannot hold
+// null: encoding/json leaves such a target as it was, and the handler would
+// read a zero value as if the client had sent one. A pointer, an interface
+// or a type with its own UnmarshalJSON takes null as encoding/json gives it.
+func nullBody(data []byte, v any) error {
+	t := reflect.TypeOf(v)
+	if !bytes.Equal(bytes.TrimSpace(data), []byte("null")) || t == nil || t.Kind() != reflect.Pointer {
+		return nil // not null, or v is not a pointer, which Decode answers
+	}
+	switch e := t.Elem(); {
+	case e.Kind() == reflect.Pointer, e.Kind() == reflect.Interface, t.Implements(jsonUnmarshaler):
+		return nil
+	default:
+		return problem.Unprocessable(fmt.Sprintf("the request body must be %s, got null", jsonKind(e)))
+	}
+}
+
+var jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
 
 // checkJSONContentType answers 415 unless the media type is JSON.
 func checkJSONContentType(ct string) error {
