@@ -4,6 +4,7 @@ import (
 	"encoding"
 	"fmt"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
 	"sort"
@@ -487,18 +488,18 @@ func listFromString(from, to reflect.Type, data any) (any, error) {
 func parseDuration(val any) (time.Duration, error) {
 	switch v := val.(type) {
 	case int64:
-		return time.Duration(v) * time.Second, nil
+		return wholeSeconds(v)
 	case int:
-		return time.Duration(v) * time.Second, nil
+		return wholeSeconds(int64(v))
 	case float64:
-		return time.Duration(v * float64(time.Second)), nil
+		return seconds(v, strconv.FormatFloat(v, 'g', -1, 64))
 	case string:
 		s := strings.TrimSpace(v)
 		if s == "" {
 			return 0, fmt.Errorf("is empty; a deadline must be set")
 		}
 		if f, err := strconv.ParseFloat(s, 64); err == nil {
-			return time.Duration(f * float64(time.Second)), nil
+			return seconds(f, s)
 		}
 		d, err := time.ParseDuration(s)
 		if err != nil {
@@ -508,6 +509,35 @@ func parseDuration(val any) (time.Duration, error) {
 	default:
 		return 0, fmt.Errorf("%s is not a duration", describe(val))
 	}
+}
+
+// A time.Duration holds at most 2^63-1 ns (about 292 years): a bare number of
+// seconds beyond it would wrap around into a short or negative duration.
+const maxSeconds = math.MaxInt64 / int64(time.Second)
+
+// wholeSeconds converts a whole number of seconds to a duration, exactly.
+func wholeSeconds(n int64) (time.Duration, error) {
+	if n > maxSeconds || n < -maxSeconds {
+		return 0, secondsOutOfRange(strconv.FormatInt(n, 10))
+	}
+	return time.Duration(n) * time.Second, nil
+}
+
+// seconds converts a number of seconds, written as text, to a duration.
+// "inf" and "nan", which ParseFloat reads as numbers, are no durations.
+func seconds(f float64, text string) (time.Duration, error) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("%q is not a duration", text)
+	}
+	ns := f * float64(time.Second)
+	if ns >= 1<<63 || ns <= -1<<63 {
+		return 0, secondsOutOfRange(text)
+	}
+	return time.Duration(ns), nil
+}
+
+func secondsOutOfRange(text string) error {
+	return fmt.Errorf("%s seconds is out of range: a duration holds at most %d seconds (about 292 years)", text, maxSeconds)
 }
 
 // describeKind names what a value of type t is, for "must be ..." (no Go

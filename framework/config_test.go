@@ -66,6 +66,44 @@ shutdown_timeout = 1.5
 	}
 }
 
+// TestDurationsOutOfRangeAreRefused: a bare number of seconds longer than a
+// time.Duration holds (2^63-1 ns, 9223372036 s) is refused naming its key,
+// from the file as an integer, a float or text and from the environment,
+// where it would wrap around into 290 ms or a negative duration; "inf" and
+// "nan", which read as numbers, are not durations. The largest that fits
+// still binds exactly.
+func TestDurationsOutOfRangeAreRefused(t *testing.T) {
+	t.Parallel()
+	const fix = `; fix: write a duration such as "250ms" or "5s", or a number of seconds`
+	const tooLong = " seconds is out of range: a duration holds at most 9223372036 seconds (about 292 years)" + fix
+	tests := []struct{ toml, env, key, want string }{
+		{"request_timeout = 18446744074", "", "app.request_timeout", "app.request_timeout: 18446744074" + tooLong},
+		{"request_timeout = 9223372037", "", "app.request_timeout", "app.request_timeout: 9223372037" + tooLong},
+		{"request_timeout = 1e19", "", "app.request_timeout", "app.request_timeout: 1e+19" + tooLong},
+		{"request_timeout = \"-9223372037\"", "", "app.request_timeout", "app.request_timeout: -9223372037" + tooLong},
+		{"drain_delay = \"inf\"", "", "app.drain_delay", `app.drain_delay: "inf" is not a duration` + fix},
+		{"drain_delay = \"NaN\"", "", "app.drain_delay", `app.drain_delay: "NaN" is not a duration` + fix},
+		{"", "18446744074", "app.shutdown_timeout", "app.shutdown_timeout (JFAST_APP_SHUTDOWN_TIMEOUT): 18446744074" + tooLong},
+	}
+	for _, tt := range tests {
+		o := jfasttest.Options{TOML: "[app]\n" + tt.toml + "\n"}
+		if tt.env != "" {
+			o.Env = map[string]string{"JFAST_APP_SHUTDOWN_TIMEOUT": tt.env}
+		}
+		errs := configErrors(t, o)
+		if got := errs[tt.key].Error(); got != tt.want {
+			t.Errorf("%s%s:\n got %s\nwant %s", tt.toml, tt.env, got, tt.want)
+		}
+	}
+	app, err := jfasttest.New(t, jfasttest.Options{TOML: "[app]\nidle_timeout = 9223372036\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := app.Config().IdleTimeout, 9223372036*time.Second; got != want {
+		t.Errorf("idle_timeout = 9223372036: %v, want %v", got, want)
+	}
+}
+
 func TestDeployKeyTakesEnvironmentOverFileWithWarning(t *testing.T) {
 	t.Parallel()
 	p := newFake("fake", nil)
