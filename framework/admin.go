@@ -226,14 +226,19 @@ func loopbackHost(host string) bool {
 	return err == nil && ip.IsLoopback()
 }
 
-// setProblemHandlers answers an unknown route and a wrong method with problems.
+// setProblemHandlers answers an unknown route and a wrong method with
+// problems. chi hands them on to every sub-router mounted afterwards
+// (r.Route, r.Mount of a chi router), so they also mark every request no
+// route matched for RouteTemplate.
 func setProblemHandlers(r *chi.Mux) {
 	r.NotFound(func(w http.ResponseWriter, req *http.Request) {
+		markUnrouted(w)
 		// The path is the instance member already; echoing it in the detail
 		// would reflect whatever a client put in it.
 		problem.Write(w, req, problem.NotFound("no route matches this path"))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		markUnrouted(w)
 		problem.Write(w, req, problem.MethodNotAllowed(allowedMethods(r, req.URL.Path)))
 	})
 }

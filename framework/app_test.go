@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -596,6 +597,64 @@ func TestMetricsUseRouteTemplates(t *testing.T) {
 	}
 	if !strings.Contains(m, `route="unmatched",status="404"`) || !strings.Contains(m, "go_goroutines") {
 		t.Fatal("unmatched routes or runtime metrics missing")
+	}
+}
+
+// TestUnmatchedUnderASubRouterIsUnmatched: a request no route matches
+// under a sub-router (r.Route) is counted as route="unmatched", as at the
+// top, for a 404 and a 405 alike, not under the mount's "/api/*", and
+// framework.RouteTemplate says "" for it; a route that is a catch-all of its
+// own ("/files/*", a mounted handler that is not a chi router) keeps its
+// template.
+func TestUnmatchedUnderASubRouterIsUnmatched(t *testing.T) {
+	t.Parallel()
+	var templates sync.Map // path → what RouteTemplate said after the handler
+	record := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			next.ServeHTTP(unwrapping{w}, r) // a wrapping middleware on the way, too
+			templates.Store(r.Method+" "+r.URL.Path, framework.RouteTemplate(w, r))
+		})
+	}
+	svc := jfasttest.Start(t, jfasttest.Options{Routes: func(_ *framework.App, r chi.Router) error {
+		r.Group(func(r chi.Router) {
+			r.Use(record)
+			r.Route("/api", func(r chi.Router) {
+				r.Get("/orders/{id}", func(http.ResponseWriter, *http.Request) {})
+			})
+			r.Get("/files/*", func(http.ResponseWriter, *http.Request) {})
+			r.Mount("/legacy", http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		})
+		return nil
+	}})
+	tests := []struct {
+		method, path string
+		status       int
+		route        string // the metric's label
+	}{
+		{http.MethodGet, "/api/no/such/12", 404, "unmatched"},
+		{http.MethodDelete, "/api/orders/1", 405, "unmatched"},
+		{http.MethodGet, "/api/orders/1", 200, "/api/orders/{id}"},
+		{http.MethodGet, "/files/a/b.txt", 200, "/files/*"},
+		{http.MethodGet, "/legacy/anything", 200, "/legacy/*"},
+	}
+	for _, tt := range tests {
+		if r := svc.Do(t, tt.method, tt.path, ""); r.Status != tt.status {
+			t.Fatalf("%s %s = %d, want %d", tt.method, tt.path, r.Status, tt.status)
+		}
+		code := strconv.Itoa(tt.status)
+		if n := jfasttest.Metric(t, svc.App.Metrics(), "http_server_requests_total", "method", tt.method, "route", tt.route, "status", code); n != 1 {
+			t.Errorf("%s %s: requests{route=%q,status=%s} = %v, want 1", tt.method, tt.path, tt.route, code, n)
+		}
+		want := tt.route
+		if want == "unmatched" {
+			want = ""
+		}
+		if got, _ := templates.Load(tt.method + " " + tt.path); got != want {
+			t.Errorf("%s %s: RouteTemplate = %q, want %q", tt.method, tt.path, got, want)
+		}
+	}
+	if n, ok := jfasttest.Series(t, svc.App.Metrics(), "http_server_requests_total", "route", "/api/*"); ok {
+		t.Errorf("requests{route=\"/api/*\"} = %v, want no such series", n)
 	}
 }
 

@@ -70,6 +70,30 @@ func JSON(w http.ResponseWriter, status int, v any) error {
 	return err
 }
 
+// RouteTemplate returns the chi route template that r was routed by
+// ("/orders/{id}"), or "" when no route matched it. Middleware reads it
+// once its next handler has returned, as metrics and spans name a request,
+// with the writer it was given: a request no route matched under a
+// sub-router (r.Route("/api", ...)) has chi's routing pattern say the
+// mount's, "/api/*", where the framework's 404 or 405 marked it, on the
+// [ResponseRecorder] found through w, as matching none. A route that is a
+// catch-all of its own ("/files/*", a mounted handler that is not a chi
+// router) keeps its template.
+func RouteTemplate(w http.ResponseWriter, r *http.Request) string {
+	if rec := recorderOf(w); rec != nil && rec.unrouted {
+		return ""
+	}
+	return routePattern(r)
+}
+
+// markUnrouted marks the request served with w as matching no route (see
+// RouteTemplate).
+func markUnrouted(w http.ResponseWriter) {
+	if rec := recorderOf(w); rec != nil {
+		rec.unrouted = true
+	}
+}
+
 func routePattern(r *http.Request) string {
 	if rctx := chi.RouteContext(r.Context()); rctx != nil {
 		return rctx.RoutePattern()

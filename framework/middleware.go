@@ -38,6 +38,9 @@ type ResponseRecorder struct {
 	// aborted is a handler that aborted the response (http.ErrAbortHandler):
 	// the client got it cut, or nothing, whatever status was written.
 	aborted bool
+	// unrouted is a request no route matched, which the framework's 404 or
+	// 405 answered (setProblemHandlers): see RouteTemplate.
+	unrouted bool
 }
 
 // Status returns the status written, or 0 when nothing has been written yet.

@@ -113,7 +113,7 @@ func (o *Observability) Middleware() func(http.Handler) http.Handler {
 				if ok {
 					status = rec.answered(v)
 				}
-				s := o.seriesFor(metricMethod(r.Method), metricRoute(r), status)
+				s := o.seriesFor(metricMethod(r.Method), metricRoute(w, r), status)
 				s.requests.Inc()
 				s.duration.Observe(time.Since(start).Seconds())
 				if v != nil {
@@ -141,8 +141,8 @@ func (o *Observability) seriesFor(method, route string, status int) *series {
 
 // metricRoute is the chi route template, never the raw path: a path can carry an
 // id per request and would make a series per id.
-func metricRoute(r *http.Request) string {
-	if p := routePattern(r); p != "" {
+func metricRoute(w http.ResponseWriter, r *http.Request) string {
+	if p := RouteTemplate(w, r); p != "" {
 		return p
 	}
 	return "unmatched"

@@ -3,7 +3,6 @@ package telemetry
 import (
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -53,12 +52,10 @@ func (p *Plugin) Middleware() func(http.Handler) http.Handler {
 }
 
 // endServerSpan names the span by the route template and records the status.
+// A request no route matched, at the top or under a sub-router, has no
+// template (framework.RouteTemplate), and its span keeps the method alone.
 func endServerSpan(span trace.Span, w http.ResponseWriter, r *http.Request, panicked bool) {
-	route := ""
-	if rctx := chi.RouteContext(r.Context()); rctx != nil {
-		route = rctx.RoutePattern()
-	}
-	if route != "" {
+	if route := framework.RouteTemplate(w, r); route != "" {
 		span.SetName(spanMethod(r.Method) + " " + route)
 		span.SetAttributes(attribute.String("http.route", route))
 	}

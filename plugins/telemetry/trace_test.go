@@ -442,5 +442,49 @@ func TestServerSpanStatusAndUnmatched(t *testing.T) {
 	}
 }
 
+// TestUnmatchedUnderASubRouterSpanIsNamedByItsMethod: a request no route
+// matches under a sub-router (r.Route("/api", ...)), a 404 or a 405, has its
+// span named by its method alone with no http.route, as at the top, not
+// by the mount's "/api/*"; a catch-all route of its own keeps its template.
+func TestUnmatchedUnderASubRouterSpanIsNamedByItsMethod(t *testing.T) {
+	t.Parallel()
+	exp := tracetest.NewInMemoryExporter()
+	tel := telemetry.New(telemetry.WithExporter(exp))
+	svc := jfasttest.Start(t, jfasttest.Options{
+		TOML:    "[plugins]\nenabled = [\"observability\", \"telemetry\"]\n",
+		Plugins: []framework.Plugin{tel},
+		Routes: func(app *framework.App, r chi.Router) error {
+			r.Route("/api", func(r chi.Router) {
+				r.Get("/orders/{id}", func(w http.ResponseWriter, r *http.Request) {})
+			})
+			r.Get("/files/*", func(w http.ResponseWriter, r *http.Request) {})
+			return nil
+		},
+	})
+	if r := svc.Get(t, "/api/no/such/12"); r.Status != http.StatusNotFound {
+		t.Fatalf("/api/no/such/12 = %d", r.Status)
+	}
+	if r := svc.Do(t, http.MethodDelete, "/api/orders/1", ""); r.Status != http.StatusMethodNotAllowed {
+		t.Fatalf("DELETE /api/orders/1 = %d", r.Status)
+	}
+	svc.Get(t, "/files/a.txt")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tel.ForceFlush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	spans := exp.GetSpans()
+	for _, name := range []string{"GET", "DELETE"} {
+		s := find(t, spans, name)
+		if route, ok := attr(s, "http.route"); ok {
+			t.Errorf("the unmatched %s request has http.route %q", name, route)
+		}
+	}
+	wantAttr(t, find(t, spans, "GET /files/*"), "http.route", "/files/*")
+	if len(spans) != 3 {
+		t.Errorf("%d spans, want 3", len(spans))
+	}
+}
+
 // The in-memory exporter is an sdktrace.SpanExporter.
 var _ sdktrace.SpanExporter = (*tracetest.InMemoryExporter)(nil)
