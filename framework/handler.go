@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/jfastframework/jfast/problem"
@@ -28,8 +29,13 @@ func Handler(f func(w http.ResponseWriter, r *http.Request) error) http.Handler 
 	return HandlerFunc(f)
 }
 
-// WriteError renders err as problem+json. When the response has already started it
-// can only be logged.
+// WriteError renders err as problem+json. When the response has already
+// started it can only be logged, and the response is then aborted
+// (panic(http.ErrAbortHandler), which the framework's recovery passes on to
+// net/http): ended normally, a body cut half-way would reach the client as a
+// complete one (net/http would even give a short one its Content-Length).
+// An event stream (text/event-stream) is the exception: its end claims no
+// completeness, and its handler may have told the client in an event.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	rec := recorderOf(w) // through the writers middleware wrapped it in
 	log := rec.logger()
@@ -53,9 +59,18 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	if rec != nil && rec.Started() {
 		log.LogAttrs(r.Context(), slog.LevelError, "error after the response started; it cannot be rendered",
 			slog.String("error", err.Error()))
+		if !isEventStream(w.Header().Get("Content-Type")) {
+			panic(http.ErrAbortHandler)
+		}
 		return
 	}
 	problem.Write(w, r, p)
+}
+
+// isEventStream reports whether the media type ct is text/event-stream.
+func isEventStream(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
 }
 
 // JSON writes v as a JSON response with the given status.
