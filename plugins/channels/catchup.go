@@ -77,6 +77,15 @@ type catchUpState struct {
 // channel's catch-up pages (the hub's catchUps). A Last-Event-ID past the
 // stream's newest entry (a stream that was deleted and began again, an id
 // made up) resumes from that newest entry: the client gets what comes next.
+// catchUpTurn reads and writes one page with one of the channel's catch-up
+// places, which goes back once the page is written or dropped, or when
+// writing it panics (an SSEOpts.Filter that panics): a place lost would
+// leave the channel's later catch-ups waiting for good.
+func (s *sseHandler) catchUpTurn(ctx context.Context, r *http.Request, st *sseStream, cu *catchUpState) (int, string, error) {
+	defer func() { s.h.catchUps <- struct{}{} }()
+	return s.catchUpPage(ctx, r, st, cu)
+}
+
 // Redis being down is waited out with backoff, within the stream's life; an
 // error Redis answers (not a lost connection) ends the stream. Heartbeats
 // go out through every wait. It returns the last id sent, or why the stream
@@ -93,8 +102,7 @@ func (s *sseHandler) catchUp(ctx context.Context, r *http.Request, sc *sseConn, 
 			return cu.last, reason
 		}
 		sc.discard()
-		n, reason, err := s.catchUpPage(ctx, r, st, &cu)
-		s.h.catchUps <- struct{}{} // the page is written or dropped: its place goes back
+		n, reason, err := s.catchUpTurn(ctx, r, st, &cu)
 		if reason != "" {
 			return cu.last, reason
 		}

@@ -37,6 +37,7 @@ const (
 	closeWrite    = "write_failed"
 	closeShutdown = "shutdown"
 	closeCatchUp  = "catch_up_failed"
+	closePanic    = "panic" // the handler panicked (an SSEOpts.Filter): the response is aborted
 )
 
 // SSE returns a handler that streams channel to a browser as server-sent
@@ -148,6 +149,8 @@ func (s *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.h.unregister(sc)
 	p.metrics.sseOpened(s.c)
+	reason := closePanic // unless the stream returns
+	defer func() { p.metrics.sseClosed(s.c, reason) }()
 
 	st := &sseStream{w: w, rc: rc, timeout: p.cfg.SSEWriteTimeout, overflow: sc.overflow}
 	if s.opts.Event != "" {
@@ -158,7 +161,7 @@ func (s *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
-	reason := s.stream(framework.StreamContext(r), r, sc, st, last)
+	reason = s.stream(framework.StreamContext(r), r, sc, st, last)
 	select {
 	case <-sc.overflow:
 		reason = closeSlow // the write that failed was cut by the overflow
@@ -167,7 +170,6 @@ func (s *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The last bytes (the end of the chunked body) get a write deadline of
 	// their own, so the response completes cleanly.
 	_ = st.rc.SetWriteDeadline(time.Now().Add(p.cfg.SSEWriteTimeout))
-	p.metrics.sseClosed(s.c, reason)
 }
 
 // clientKey is what the per-client stream limit counts r under.
