@@ -387,6 +387,32 @@ func TestErrorAfterTheResponseStartedThroughAWrappedWriter(t *testing.T) {
 	}
 }
 
+// TestBodilessAnswerIsNotAborted: an answer that has no body (a 204, a
+// 304) is whole once its status went out, so the error of a body write
+// net/http refused (http.ErrBodyNotAllowed), returned by the handler, is
+// logged and the answer still reaches the client.
+func TestBodilessAnswerIsNotAborted(t *testing.T) {
+	t.Parallel()
+	svc := jfasttest.Start(t, jfasttest.Options{Routes: func(_ *framework.App, r chi.Router) error {
+		r.Method(http.MethodDelete, "/orders/1", framework.Handler(func(w http.ResponseWriter, _ *http.Request) error {
+			return framework.JSON(w, http.StatusNoContent, map[string]string{})
+		}))
+		r.Method(http.MethodGet, "/etag", framework.Handler(func(w http.ResponseWriter, _ *http.Request) error {
+			w.Header().Set("ETag", `"v1"`)
+			return framework.JSON(w, http.StatusNotModified, map[string]string{"v": "1"})
+		}))
+		return nil
+	}})
+	for _, c := range []struct {
+		method, path string
+		status       int
+	}{{http.MethodDelete, "/orders/1", http.StatusNoContent}, {http.MethodGet, "/etag", http.StatusNotModified}} {
+		if r := svc.Do(t, c.method, c.path, ""); r.Status != c.status {
+			t.Errorf("%s %s: %d, want %d", c.method, c.path, r.Status, c.status)
+		}
+	}
+}
+
 func TestRequestDeadlineReachesTheHandler(t *testing.T) {
 	t.Parallel()
 	svc := jfasttest.Start(t, jfasttest.Options{

@@ -34,8 +34,9 @@ func Handler(f func(w http.ResponseWriter, r *http.Request) error) http.Handler 
 // (panic(http.ErrAbortHandler), which the framework's recovery passes on to
 // net/http): ended normally, a body cut half-way would reach the client as a
 // complete one (net/http would even give a short one its Content-Length).
-// An event stream (text/event-stream) is the exception: its end claims no
-// completeness, and its handler may have told the client in an event.
+// A response without a body (a HEAD's, a 204, a 304) and an event stream
+// (text/event-stream), whose end claims no completeness and whose handler
+// may have told the client in an event, are ended normally.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	rec := recorderOf(w) // through the writers middleware wrapped it in
 	log := rec.logger()
@@ -56,15 +57,50 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		log.LogAttrs(r.Context(), slog.LevelError, "request failed",
 			slog.Int("status", p.Status), slog.String("route", routePattern(r)), slog.String("error", err.Error()))
 	}
-	if rec != nil && rec.Started() {
+	if responseStarted(w) {
 		log.LogAttrs(r.Context(), slog.LevelError, "error after the response started; it cannot be rendered",
 			slog.String("error", err.Error()))
-		if !isEventStream(w.Header().Get("Content-Type")) {
+		if mayBeCut(w, r, err) {
 			panic(http.ErrAbortHandler)
 		}
 		return
 	}
 	problem.Write(w, r, p)
+}
+
+// responseStarted reports whether a status was written on w or on a writer
+// it wraps (found through Unwrap): the framework's recorder, or a writer
+// that holds the response before passing it on and says so with
+// Started() bool (the idempotency plugin's).
+func responseStarted(w http.ResponseWriter) bool {
+	for {
+		switch x := w.(type) {
+		case *ResponseRecorder:
+			return x.Started()
+		case interface{ Started() bool }:
+			if x.Started() {
+				return true
+			}
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return false
+		}
+		w = u.Unwrap()
+	}
+}
+
+// mayBeCut reports whether a started response that failed with err could
+// reach the client as a whole one though cut: one that has a body
+// (not a HEAD's, a 1xx, 204 or 304, nor one whose write net/http refused
+// as not allowed) and is no event stream, whose end claims nothing.
+func mayBeCut(w http.ResponseWriter, r *http.Request, err error) bool {
+	switch status := ResponseStatus(w); {
+	case r.Method == http.MethodHead, status < 200, status == http.StatusNoContent, status == http.StatusNotModified,
+		errors.Is(err, http.ErrBodyNotAllowed):
+		return false
+	}
+	return !isEventStream(w.Header().Get("Content-Type"))
 }
 
 // isEventStream reports whether the media type ct is text/event-stream.

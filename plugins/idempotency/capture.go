@@ -163,3 +163,8 @@ func hasTrailers(h http.Header) bool {
 
 // Unwrap lets http.ResponseController and the framework reach the underlying writer.
 func (w *captureWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Started reports whether the handler wrote a status, held or passed on:
+// framework.WriteError then knows the response started, and aborts it
+// instead of appending a problem to a held body.
+func (w *captureWriter) Started() bool { return w.status != 0 }
