@@ -290,10 +290,15 @@ func (r *Run) cancelLosers(h Hedger, live map[int]*branchResult, results <-chan 
 	for len(live) > 0 {
 		res := <-results
 		delete(live, res.n)
-		// A loser's latency is at least what it ran: a lower bound of a
-		// latency above the hedge delay, which leaves the percentile as
-		// it is.
-		r.p.recordLatency(res.took)
+		// The first attempt, a loser, ran at least the hedge delay: what it
+		// ran is a lower bound of a latency above the delay, which leaves
+		// the percentile as it is. A hedge's time runs from its own launch
+		// (it may have been cut a moment after), and one that sent nothing
+		// has none: neither is a latency.
+		if !res.hedge && !res.v.Unsent {
+			r.p.recordLatency(res.took)
+		}
+		r.giveBack(res.n, res.granted, res.v) // a hedge that sent nothing, as on the main path
 		v := res.v
 		v.Outcome = Ignore // cancelled by its call: no evidence
 		r.report(res, v, StopHedged, 0)
