@@ -330,6 +330,7 @@ func (c *jwksCache) download(ctx context.Context) (keys []jwkset.JWK, usable int
 	}
 	keys = make([]jwkset.JWK, 0, len(set.Keys))
 	skipped := 0
+	kids := make(map[string]bool, len(set.Keys))
 	for _, m := range set.Keys {
 		// Public material only: a symmetric ("oct") key in a published set is
 		// refused here, so it can never be used as an HMAC secret.
@@ -339,7 +340,11 @@ func (c *jwksCache) download(ctx context.Context) (keys []jwkset.JWK, usable int
 			continue
 		}
 		keys = append(keys, k)
-		if verifiable(k, c.algorithms) {
+		// A token's kid finds the first key that has it: a later key with
+		// the same kid is never used, so it is no usable key.
+		first := !kids[m.KID]
+		kids[m.KID] = true
+		if first && verifiable(k, c.algorithms) {
 			usable++
 		}
 	}

@@ -219,6 +219,36 @@ func TestJWKSSetWithoutSigningKeysKeepsTheCache(t *testing.T) {
 	}
 }
 
+// TestJWKSShadowedSigningKeyIsNotUsable: a token's kid finds the first key
+// of the set with it, so a signing key behind an encryption key of the same
+// kid verifies nothing and is no usable key: a refreshed set holding only
+// that pair is a failed fetch that keeps the cached key, not a set /ready
+// calls healthy while every token is refused.
+func TestJWKSShadowedSigningKeyIsNotUsable(t *testing.T) {
+	t.Parallel()
+	testKeys(t)
+	is := newIssuer(t)
+	sig := jwkWith(t, "k1", &rsa1.PublicKey, jwkset.JWKMetadataOptions{USE: jwkset.UseSig})
+	is.publishRaw([]byte(`{"keys":[` + sig + `]}`))
+	s := startService(t, jwksTOML(is, "2s"))
+	waitFor(t, "the first JWKS fetch", func() bool { _, c := readyCheck(t, s.Service); return c["healthy"] == true })
+	tok := sign(t, "RS256", "k1", claimsAt(s.clock.Now()), rsa1)
+	if r := s.Get(t, "/me", bearer(tok)...); r.Status != 200 {
+		t.Fatalf("before: %d %s", r.Status, r.Body)
+	}
+	enc := jwkWith(t, "k1", &rsa2.PublicKey, jwkset.JWKMetadataOptions{USE: jwkset.UseEnc})
+	is.publishRaw([]byte(`{"keys":[` + enc + `,` + sig + `]}`))
+	s.clock.BlockUntil(1) // the refresh loop waits on the clock
+	s.clock.Advance(auth.DefaultJWKSRefreshInterval)
+	waitFor(t, "the refresh to fail", func() bool {
+		_, c := readyCheck(t, s.Service)
+		return c["meta"].(map[string]any)["last_error"] != nil
+	})
+	if r := s.Get(t, "/me", bearer(tok)...); r.Status != 200 {
+		t.Fatalf("a set whose signing key is shadowed by an encryption key of the same kid replaced the cached keys: %d %s", r.Status, r.Body)
+	}
+}
+
 // TestJWKSPeriodicRefresh: the set is fetched again every jwks_refresh_interval
 // (on the App's clock), so a withdrawn key stops verifying without any unknown kid.
 func TestJWKSPeriodicRefresh(t *testing.T) {
