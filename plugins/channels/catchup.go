@@ -40,7 +40,7 @@ const catchUpPageBytes = 1 << 20
 
 // entryOverhead is about the most a stream entry the plugin wrote takes
 // besides its payload: its ID, the field names, a request ID, a traceparent
-// and a tracestate (at most 512 bytes, W3C).
+// and a tracestate (at most 512 bytes: trimTraceState).
 const entryOverhead = 1 << 10
 
 // catchUpBudget returns how many entries a catch-up page reads (at least

@@ -45,6 +45,7 @@ func (p *Plugin) Publish(ctx context.Context, channel string, payload []byte) er
 	if p.prop != nil {
 		md = make(map[string]string, 2)
 		p.prop.InjectMessage(ctx, md)
+		trimTraceState(md)
 	}
 	var err error
 	start := time.Now()
