@@ -181,19 +181,20 @@ func TestS3DroppedBodyGivesItsPlaceBack(t *testing.T) {
 	if err := s.disk.Put(ctx, "k", strings.NewReader("v"), ""); err != nil {
 		t.Fatal(err)
 	}
-	func() {
-		obj, err := s.disk.Get(ctx, "k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = obj // dropped, never closed
-	}()
+	obj, err := s.disk.Get(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	_, err := s.disk.Stat(short, "k")
+	_, err = s.disk.Stat(short, "k")
 	cancel()
 	if err == nil {
-		t.Fatal("a Stat while the dropped body holds the only place succeeded: the Get did not hold it")
+		t.Fatal("a Stat while the body holds the only place succeeded: the Get did not hold it")
 	}
+	// The body is dropped here, never closed: kept alive until now, so that
+	// no collection (another test's allocations start them at any moment)
+	// could find it before the Stat above.
+	runtime.KeepAlive(obj)
 	// The place comes back once a collection has found the body: wait for
 	// that event, collecting, within a bound that is not the test's subject.
 	deadline := time.Now().Add(10 * time.Second)
