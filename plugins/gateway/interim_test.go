@@ -18,6 +18,21 @@ import (
 // rawUpstream answers every request on its connections with answer, written
 // as is after the request's head is read (its body, if any, is not).
 func rawUpstream(t *testing.T, answer string) string {
+	return rawServer(t, func(conn net.Conn, br *bufio.Reader) {
+		for {
+			if _, err := http.ReadRequest(br); err != nil {
+				return
+			}
+			if _, err := io.WriteString(conn, answer); err != nil {
+				return
+			}
+		}
+	})
+}
+
+// rawServer listens on loopback and runs serve on each connection it
+// accepts, which it closes when serve returns; it returns the base URL.
+func rawServer(t *testing.T, serve func(conn net.Conn, br *bufio.Reader)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -32,15 +47,7 @@ func rawUpstream(t *testing.T, answer string) string {
 			}
 			go func() {
 				defer conn.Close()
-				br := bufio.NewReader(conn)
-				for {
-					if _, err := http.ReadRequest(br); err != nil {
-						return
-					}
-					if _, err := io.WriteString(conn, answer); err != nil {
-						return
-					}
-				}
+				serve(conn, bufio.NewReader(conn))
 			}()
 		}
 	}()
@@ -289,30 +296,15 @@ func TestUpstreamFailingBeforeTheBodyIsA503(t *testing.T) {
 	}{{"breaks off", "broke off its response before the body", false}, {"goes silent", "did not answer in time", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = ln.Close() })
-			go func() {
-				for {
-					conn, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					go func() {
-						defer conn.Close()
-						br := bufio.NewReader(conn)
-						if _, err := http.ReadRequest(br); err == nil {
-							_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
-						}
-						if tc.silent {
-							_, _ = br.ReadByte() // until the gateway closes the connection
-						}
-					}()
+			up := rawServer(t, func(conn net.Conn, br *bufio.Reader) {
+				if _, err := http.ReadRequest(br); err == nil {
+					_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
 				}
-			}()
-			svc := gatewayService(t, upstreamTOML("brk", "http://"+ln.Addr().String(), "attempts = 1", `read_timeout = "100ms"`)+`
+				if tc.silent {
+					_, _ = br.ReadByte() // until the gateway closes the connection
+				}
+			})
+			svc := gatewayService(t, upstreamTOML("brk", up, "attempts = 1", `read_timeout = "100ms"`)+`
 [plugin.gateway.routes.b]
 prefix = "/b"
 upstream = "brk"
