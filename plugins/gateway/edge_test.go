@@ -432,6 +432,61 @@ methods = ["GET"]
 	}
 }
 
+// The claims about the client and the original URL that frameworks read
+// from the proxy in front of them (X-Forwarded-Port, -Prefix, -Ssl,
+// X-Original-URL, …) pass from a trusted proxy and are dropped, in any
+// spelling, from anyone else: an upstream that routes by X-Original-URL
+// would otherwise serve a path outside the route's prefix.
+func TestClaimsOnlyFromTrustedProxies(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
+	untrusted := gatewayService(t, upstreamTOML("orders", up.URL)+`
+[plugin.gateway.routes.open]
+prefix = "/open"
+upstream = "orders"
+`)
+	trustedUp, trusted := trustedGateway(t)
+	claims := map[string]string{
+		"X-Forwarded-Port": "443", "X-Forwarded-Prefix": "/evil", "X-Forwarded-Ssl": "on",
+		"X-Forwarded-Scheme": "https", "X-Forwarded-Server": "evil.example", "X-Forwarded": "for=6.6.6.6",
+		"X-Original-Url": "/admin", "X-Rewrite-Url": "/admin", "X-Original-Uri": "/admin",
+		"X-Url-Scheme": "https", "Front-End-Https": "on", "X-Client-Ip": "6.6.6.6",
+		"True-Client-Ip": "6.6.6.6", "X-Cluster-Client-Ip": "6.6.6.6",
+	}
+	var lines []string
+	for k, v := range claims {
+		lines = append(lines, k+": "+v)
+	}
+	lines = append(lines, "x_original_url: /admin", "X-Forwarded_Prefix: /evil")
+	for _, g := range []struct {
+		name    string
+		svc     *jfasttest.Service
+		up      *upstream
+		trusted bool
+	}{{"untrusted client", untrusted, up, false}, {"trusted proxy", trusted, trustedUp, true}} {
+		_, br := rawRequest(t, g.svc.URL, "GET /open/x HTTP/1.1\r\nHost: gw\r\n"+strings.Join(lines, "\r\n")+"\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: %v %v", g.name, resp, err)
+		}
+		_ = resp.Body.Close()
+		got := g.up.last.Load()
+		for k, v := range claims {
+			if want := map[bool]string{true: v}[g.trusted]; got.Header.Get(k) != want {
+				t.Errorf("%s: the upstream got %s = %q, want %q", g.name, k, got.Header.Get(k), want)
+			}
+		}
+		for _, k := range []string{"X_original_url", "X-Forwarded_prefix"} {
+			if v, ok := got.Header[k]; ok != g.trusted {
+				t.Errorf("%s: the upstream got %s = %q", g.name, k, v)
+			}
+		}
+		if v := got.Header.Get("X-Forwarded-For"); v == "" || v == "6.6.6.6" {
+			t.Errorf("%s: X-Forwarded-For = %q, want the gateway's", g.name, v)
+		}
+	}
+}
+
 // A declared Content-Length over the route's body limit is answered 413
 // before anything is sent upstream — no connection is even opened — and
 // the client's connection is closed (the body was not read).

@@ -401,13 +401,15 @@ func (rt *route) rewrite(pr *httputil.ProxyRequest) {
 	// so it has nothing to disagree with the upstream about.
 	out.URL.RawQuery = in.URL.RawQuery
 	h := out.Header
-	rt.dropInbound(h)
+	claims := rt.dropInbound(h)
 	// The request ID sent on is the one the gateway accepted or made.
 	var buf *forwardedBuf
 	if c != nil {
 		buf = &c.fwd
 	}
-	rt.p.forwarded(in, h, requestid.FromContext(in.Context()), buf)
+	if trusted := rt.p.forwarded(in, h, requestid.FromContext(in.Context()), buf); claims && !trusted {
+		dropClaims(h)
+	}
 }
 
 // dropInbound removes, in one pass over the outgoing header h (net/http's
@@ -426,7 +428,11 @@ func (rt *route) rewrite(pr *httputil.ProxyRequest) {
 // read both as HTTP_X_REAL_IP, so it would pass for the other. nginx drops
 // every name with "_" by default; the gateway drops these only, and a name
 // without one costs a single scan.
-func (rt *route) dropInbound(h http.Header) {
+//
+// It reports whether h holds a claim only a trusted proxy may make
+// (isClaim): forwarded finds out who the peer is, and dropClaims removes
+// them when it is not a trusted proxy.
+func (rt *route) dropInbound(h http.Header) (claims bool) {
 	for k := range h {
 		name := k
 		if strings.IndexByte(k, '_') >= 0 {
@@ -449,7 +455,53 @@ func (rt *route) dropInbound(h http.Header) {
 		default:
 			if isProxyHeader(name) {
 				delete(h, k)
+			} else if isClaim(name) {
+				claims = true
 			}
+		}
+	}
+	return claims
+}
+
+// isClaim reports whether k, a canonical header name, is a claim about the
+// request's client or its original URL that upstream frameworks read from
+// the proxy in front of them: every X-Forwarded-* but the three the gateway
+// sets (Port, Prefix, Ssl, Scheme, Server, Uri, …: Spring, Symfony, Rails
+// and Django build links and redirects from them), the original URL's
+// headers (X-Original-Url, X-Rewrite-Url, X-Original-Uri: Symfony, Zend
+// and IIS route by them in place of the request's path, past the route's
+// prefix), the scheme's (X-Url-Scheme, Front-End-Https) and the client
+// address's that are not X-Real-Ip (forwarded's): X-Client-Ip,
+// True-Client-Ip, X-Cluster-Client-Ip. Only a trusted proxy may say them.
+func isClaim(k string) bool {
+	if len(k) < 12 { // "X-Client-Ip" and "X-Forwarded" are the shortest
+		return len(k) == 11 && (k == "X-Client-Ip" || k == "X-Forwarded")
+	}
+	if k[:12] == "X-Forwarded-" {
+		switch k[12:] {
+		case "For", "Proto", "Host": // forwarded's
+			return false
+		}
+		return true
+	}
+	switch k {
+	case "X-Original-Url", "X-Rewrite-Url", "X-Original-Uri", "X-Url-Scheme", "Front-End-Https",
+		"True-Client-Ip", "X-Cluster-Client-Ip":
+		return true
+	}
+	return false
+}
+
+// dropClaims removes from h, in any spelling, the claims isClaim names:
+// the peer is not a trusted proxy.
+func dropClaims(h http.Header) {
+	for k := range h {
+		name := k
+		if strings.IndexByte(k, '_') >= 0 {
+			name = dashed(k)
+		}
+		if isClaim(name) {
+			delete(h, k)
 		}
 	}
 }
@@ -476,7 +528,9 @@ func isProxyHeader(k string) bool {
 // RemoteAddr's own text when that is already canonical, and Forwarded is
 // written in one buffer. The values and that buffer are buf's (the call's,
 // allocated with it; nil: new ones), written once and never changed.
-func (p *Plugin) forwarded(in *http.Request, h http.Header, id string, buf *forwardedBuf) {
+//
+// It reports whether the peer is a trusted proxy.
+func (p *Plugin) forwarded(in *http.Request, h http.Header, id string, buf *forwardedBuf) (trusted bool) {
 	if buf == nil {
 		buf = new(forwardedBuf)
 	}
@@ -495,7 +549,6 @@ func (p *Plugin) forwarded(in *http.Request, h http.Header, id string, buf *forw
 	} else if host, _, err := net.SplitHostPort(in.RemoteAddr); err == nil {
 		client = host
 	}
-	trusted := false
 	for _, pr := range p.trusted {
 		if addr.IsValid() && pr.Contains(addr) {
 			trusted = true
@@ -552,6 +605,7 @@ func (p *Plugin) forwarded(in *http.Request, h http.Header, id string, buf *forw
 	if id != "" {
 		h["X-Request-Id"] = v[4:5:5]
 	}
+	return trusted
 }
 
 // hopValues returns h's values of name, a canonical header name, or nil
