@@ -335,10 +335,12 @@ func (g *guard) answerHeld(w http.ResponseWriter, r *http.Request, c claim, rec 
 }
 
 // stored reports whether a first response with this status is kept for
-// replay. A 5xx says the service failed, a 429 says "not now": a retry should
-// run the handler, so the key is released.
+// replay. A 5xx says the service failed, a 429 says "not now", and a 499
+// (framework.StatusClientClosedRequest) that the handler stopped because its
+// client went away, so nobody got an answer: a retry should run the handler,
+// so the key is released.
 func stored(status int) bool {
-	return status < 500 && status != http.StatusTooManyRequests
+	return status < 500 && status != http.StatusTooManyRequests && status != framework.StatusClientClosedRequest
 }
 
 // run executes the handler under the key c took, then stores or releases it.

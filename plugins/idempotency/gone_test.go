@@ -1,0 +1,69 @@
+package idempotency
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/jfastframework/jfast/framework"
+)
+
+// A client that gave up leaves no answer for its key: the handler, stopped
+// by the client's going (its context cancelled), returns that error, which
+// the framework answers 499 for the access log and nobody; the key is
+// released, so the client's retry with it runs the handler. Before, the 499
+// was stored, and the retry got it replayed without running.
+func TestAClientThatGaveUpLeavesTheKeyFree(t *testing.T) {
+	forStores(t, func(t *testing.T, store string) {
+		var runs atomic.Int64
+		entered := make(chan struct{})
+		b := setup(t, setupOpts{store: store, guarded: func(g chi.Router) {
+			g.Method(http.MethodPost, "/waits", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+				if runs.Add(1) == 1 {
+					close(entered)
+					<-r.Context().Done() // the client gave up
+					return r.Context().Err()
+				}
+				return framework.JSON(w, http.StatusCreated, map[string]int64{"run": runs.Load()})
+			}))
+		}})
+
+		ctx, cancel := context.WithCancel(context.Background())
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.svc.URL+"/waits", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set(HeaderKey, "k-gone")
+		req.Header.Set("Authorization", "Bearer "+testCaller)
+		sent := make(chan error, 1)
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			sent <- err
+		}()
+		<-entered
+		cancel()
+		if err := <-sent; err == nil {
+			t.Fatal("the cancelled request got an answer")
+		}
+		// The access log's line comes once the middleware has returned, its
+		// release or write of the key done.
+		wait, stop := context.WithTimeout(context.Background(), 10*time.Second)
+		defer stop()
+		if err := b.svc.WaitLogs(wait, func(logs string) bool { return strings.Contains(logs, "path=/waits status=499") }); err != nil {
+			t.Fatalf("no 499 in the access log: %v\n%s", err, b.svc.Logs())
+		}
+
+		r := b.post(t, "/waits", "k-gone", "{}")
+		if r.Status != http.StatusCreated || r.Header.Get(HeaderReplayed) != "" || runs.Load() != 2 {
+			t.Fatalf("retry: %d %q replayed=%q after %d runs; want a fresh 201 from a second run", r.Status, r.Body, r.Header.Get(HeaderReplayed), runs.Load())
+		}
+	})
+}
