@@ -192,10 +192,16 @@ func TestHungServerIsBoundedByTheTimeouts(t *testing.T) {
 // lands in the dead letter).
 func hungDelivery(t *testing.T, b *bundle) mail.Delivery {
 	t.Helper()
-	if err := b.mail.Send(context.Background(), msg("hung")); err != nil {
+	return hungDeliveryOf(t, b, msg("hung"))
+}
+
+// hungDeliveryOf is hungDelivery of the message m.
+func hungDeliveryOf(t *testing.T, b *bundle, m mail.Message) mail.Delivery {
+	t.Helper()
+	if err := b.mail.Send(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "hung delivery dead", func() bool { return len(b.dead(t)) == 1 })
+	eventually(t, 60*time.Second, "hung delivery dead", func() bool { return len(b.dead(t)) == 1 })
 	last, ok := b.mail.LastDelivery()
 	if !ok || last.Result != "transient" || !strings.Contains(last.Error, "timeout") {
 		t.Fatalf("last delivery = %+v, want a transient timeout", last)

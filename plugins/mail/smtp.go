@@ -35,9 +35,20 @@ func (s *smtpSender) send(ctx context.Context, m *gomail.Msg) error {
 		return fmt.Errorf("mail: smtp client for %s: %w", s.addr(), err)
 	}
 	if err := c.DialAndSendWithContext(ctx, m); err != nil {
-		return classify(s.addr(), err, conn.expired())
+		expired := conn.expired()
+		if conn == nil && ctx.Err() != nil {
+			expired = jobEnded(ctx, "the connection")
+		}
+		return classify(s.addr(), err, expired)
 	}
 	return nil
+}
+
+// jobEnded is what leads the error of an attempt whose job's context ended
+// (job_timeout, shutdown) while it waited for what: as a timeout names the
+// wait that ran out.
+func jobEnded(ctx context.Context, what string) string {
+	return fmt.Sprintf("the job's context ended (%v) while waiting for %s", context.Cause(ctx), what)
 }
 
 func (s *smtpSender) addr() string {
@@ -135,7 +146,8 @@ type deadlineConn struct {
 
 	mu        sync.Mutex
 	step      step   // what the connection waits for
-	expiry    string // which wait ran out, "" while none has
+	writing   bool   // the last operation is a write: the server must take data
+	expiry    string // which wait ran out, or the job's context ended, "" while neither
 	done      bool
 	stopAfter func() bool
 }
@@ -153,11 +165,28 @@ func newDeadlineConn(ctx context.Context, c net.Conn, connect time.Time, command
 	dc := &deadlineConn{Conn: c, command: command, connect: connect}
 	dc.stopAfter = context.AfterFunc(ctx, func() {
 		dc.mu.Lock()
-		dc.done = true
+		if !dc.done {
+			dc.done = true
+			dc.expiry = jobEnded(ctx, dc.waitingFor())
+		}
 		dc.mu.Unlock()
 		_ = c.SetDeadline(time.Now()) // wake the operation in flight
 	})
 	return dc
+}
+
+// waitingFor names what the connection waits for, as its timeouts do.
+// c.mu is held.
+func (c *deadlineConn) waitingFor() string {
+	switch {
+	case c.step == stepHandshake:
+		return "the TLS handshake"
+	case c.step == stepGreeting:
+		return "the greeting"
+	case c.writing:
+		return "the server to take data"
+	}
+	return "a reply"
 }
 
 func (c *deadlineConn) setStep(s step) {
@@ -167,8 +196,9 @@ func (c *deadlineConn) setStep(s step) {
 }
 
 // expired says which wait ran out ("connected, but no greeting within
-// connect_timeout"), or "" when none did (or c is nil: no connection was
-// made).
+// connect_timeout") or which the job's context ended ("the job's context
+// ended (context deadline exceeded) while waiting for a reply"), or "" when
+// neither happened (or c is nil: no connection was made).
 func (c *deadlineConn) expired() string {
 	if c == nil {
 		return ""
@@ -187,6 +217,7 @@ func (c *deadlineConn) arm(read bool) error {
 	if !read && c.step == stepGreeting {
 		c.step = stepCommands // go-mail's first command: the greeting is read
 	}
+	c.writing = !read
 	d := c.connect
 	if c.step == stepCommands {
 		d = time.Now().Add(c.command)
@@ -208,7 +239,8 @@ func (c *deadlineConn) Read(p []byte) (int, error) {
 
 // failed ends the connection after a timeout: the SMTP dialogue is out of step,
 // and go-mail's QUIT on close would otherwise wait another command_timeout. It
-// records which wait ran out, unless the job's context ended it.
+// records which wait ran out, unless the job's context ended it (which
+// recorded its own).
 func (c *deadlineConn) failed(err error, read bool) {
 	var ne net.Error
 	if !errors.As(err, &ne) || !ne.Timeout() {

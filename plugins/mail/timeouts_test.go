@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/jfastframework/jfast/plugins/mail"
 )
 
 // stalling starts a server that accepts connections, completes a TLS
@@ -129,5 +131,43 @@ func TestNoReplyAfterTheGreetingIsBoundedByCommandTimeout(t *testing.T) {
 	}
 	if !strings.Contains(last.Error, "no reply within command_timeout") || strings.Contains(last.Error, "greeting") {
 		t.Errorf("last error %q, want it to say no reply came within command_timeout (the greeting came)", last.Error)
+	}
+}
+
+// When the job's context ends (job_timeout, or a shutdown) while the
+// attempt waits, the error names the wait, as a timeout's does; the
+// connection's own timeouts (60 s) are far off. Before, it named none, and
+// said "dial failed" for a connection that was made. (A write the server
+// takes no data for is TestAWriteTheServerTakesNoDataForNamesItsWait's.)
+func TestTheJobsEndNamesTheWait(t *testing.T) {
+	t.Parallel()
+	const timeouts = "connect_timeout = \"60s\"\ncommand_timeout = \"60s\"\n"
+	small := func(*testing.T) mail.Message { return msg("hung") }
+	for _, tc := range []struct {
+		name    string
+		port    func(t *testing.T) int
+		mail    string
+		message func(t *testing.T) mail.Message
+		job     string
+		want    string
+	}{
+		{"no greeting", silent, "", small, "500ms", "while waiting for the greeting"},
+		{"use_ssl, no handshake", silent, "use_ssl = true\nuse_starttls = false\n", small, "500ms", "while waiting for the TLS handshake"},
+		{"no reply to EHLO", func(t *testing.T) int { return stalling(t, nil, "220 mx.example.com ready\r\n") }, "", small, "500ms",
+			"while waiting for a reply"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, config{port: tc.port(t), maxAttempts: 1, mail: timeouts + tc.mail,
+				queue: "job_timeout = \"" + tc.job + "\"\n"})
+			last := hungDeliveryOf(t, b, tc.message(t))
+			if last.Seconds > 30 {
+				t.Errorf("attempt took %.2fs, want it ended by job_timeout (%s), not a connection timeout (60s)", last.Seconds, tc.job)
+			}
+			want := "the job's context ended (job mail.send exceeded its timeout of " + tc.job + ") " + tc.want
+			if !strings.Contains(last.Error, want) || strings.Contains(last.Error, "dial failed") {
+				t.Errorf("last error %q, want it to say %q", last.Error, want)
+			}
+		})
 	}
 }
