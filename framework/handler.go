@@ -36,7 +36,9 @@ func Handler(f func(w http.ResponseWriter, r *http.Request) error) http.Handler 
 // complete one (net/http would even give a short one its Content-Length).
 // A response without a body (a HEAD's, a 204, a 304) and an event stream
 // (text/event-stream), whose end claims no completeness and whose handler
-// may have told the client in an event, are ended normally.
+// may have told the client in an event, are ended normally. A started
+// response whose client went away is aborted the same way: what was sent is
+// not a whole answer, whoever reads it.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	rec := recorderOf(w) // through the writers middleware wrapped it in
 	log := rec.logger()
@@ -49,6 +51,13 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 		// included.
 		log.LogAttrs(r.Context(), slog.LevelDebug, "client closed the request",
 			slog.String("route", routePattern(r)), slog.String("error", err.Error()))
+		if responseStarted(w) && mayBeCut(w, r, err) {
+			// A response cut half-way by the client's leaving is aborted
+			// as any other: nobody reads it, but the middleware around
+			// the handler (the idempotency plugin's, which would store it
+			// as a whole response for replay) learns it was not finished.
+			panic(http.ErrAbortHandler)
+		}
 		clientGone(w, r)
 		return
 	}

@@ -2,6 +2,8 @@ package idempotency
 
 import (
 	"context"
+	"io"
+	"regexp"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -66,4 +68,70 @@ func TestAClientThatGaveUpLeavesTheKeyFree(t *testing.T) {
 			t.Fatalf("retry: %d %q replayed=%q after %d runs; want a fresh 201 from a second run", r.Status, r.Body, r.Header.Get(HeaderReplayed), runs.Load())
 		}
 	})
+}
+
+// A client that went away while its answer was being written leaves no
+// answer for its key either: the handler, stopped half-way by the client's
+// going, returns that error after writing part of a 201 (held by the
+// middleware, or flushed), and the response is aborted, not ended as a
+// whole one. Before, the part written was stored as a complete 201 and
+// replayed to the client's retry.
+func TestAClientThatLeftMidAnswerLeavesTheKeyFree(t *testing.T) {
+	for _, flushed := range []bool{false, true} {
+		name := map[bool]string{false: "held", true: "flushed"}[flushed]
+		t.Run(name, func(t *testing.T) {
+			forStores(t, func(t *testing.T, store string) {
+				var runs atomic.Int64
+				entered := make(chan struct{})
+				b := setup(t, setupOpts{store: store, guarded: func(g chi.Router) {
+					g.Method(http.MethodPost, "/cut", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+						if runs.Add(1) > 1 {
+							return framework.JSON(w, http.StatusCreated, map[string]int64{"run": runs.Load()})
+						}
+						w.Header().Set("Content-Type", "application/json")
+						w.WriteHeader(http.StatusCreated)
+						_, _ = w.Write([]byte(`{"part":`))
+						if flushed {
+							_ = http.NewResponseController(w).Flush()
+						}
+						close(entered)
+						<-r.Context().Done() // the client went away
+						return r.Context().Err()
+					}))
+				}})
+				ctx, cancel := context.WithCancel(context.Background())
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.svc.URL+"/cut", strings.NewReader("{}"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header.Set(HeaderKey, "k-cut-"+name)
+				req.Header.Set("Authorization", "Bearer "+testCaller)
+				sent := make(chan struct{})
+				go func() {
+					defer close(sent)
+					if resp, err := http.DefaultClient.Do(req); err == nil {
+						_, _ = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+				}()
+				<-entered
+				cancel()
+				<-sent
+				// The access log's line comes once the middleware has
+				// returned, its release or write of the key done.
+				wait, stop := context.WithTimeout(context.Background(), 10*time.Second)
+				defer stop()
+				if err := b.svc.WaitLogs(wait, func(logs string) bool { return strings.Contains(logs, "path=/cut status=201") }); err != nil {
+					t.Fatalf("no access log line: %v\n%s", err, b.svc.Logs())
+				}
+				if logs := b.svc.Logs(); !regexp.MustCompile(`path=/cut status=201 .*aborted=true`).MatchString(logs) {
+					t.Errorf("the access log does not say the cut response was aborted:\n%s", logs)
+				}
+				r := b.post(t, "/cut", "k-cut-"+name, "{}")
+				if r.Status != http.StatusCreated || r.Header.Get(HeaderReplayed) != "" || runs.Load() != 2 {
+					t.Fatalf("retry: %d %q replayed=%q after %d runs; want a fresh 201 from a second run", r.Status, r.Body, r.Header.Get(HeaderReplayed), runs.Load())
+				}
+			})
+		})
+	}
 }
