@@ -3,8 +3,8 @@ package idempotency
 import (
 	"context"
 	"io"
-	"regexp"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
