@@ -342,6 +342,26 @@ func TestPanicAfterTheResponseStartedAbortsIt(t *testing.T) {
 	}
 }
 
+// A status net/http refuses (over 999) panics before anything is sent: the
+// recovery answers a 500 problem, as for any panic before the response
+// started, instead of cutting the connection of a response the recorder
+// took for started.
+func TestInvalidStatusIsAnsweredAsAPanic(t *testing.T) {
+	t.Parallel()
+	svc := jfasttest.Start(t, jfasttest.Options{Routes: func(_ *framework.App, r chi.Router) error {
+		r.Get("/bad", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(1000) })
+		return nil
+	}})
+	res, err := http.Get(svc.URL + "/bad")
+	if err != nil {
+		t.Fatalf("GET /bad: %v; want a 500 problem", err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusInternalServerError || res.Header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("GET /bad: %d %s; want a 500 problem", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+}
+
 // unwrapping is what any response-wrapping middleware looks like (chi's
 // middleware.WrapResponseWriter, a compressor): it unwraps to the writer it
 // was given.

@@ -72,7 +72,9 @@ func (w *ResponseRecorder) Started() bool { return w.status != 0 }
 func (w *ResponseRecorder) StartTime() time.Time { return w.start }
 
 func (w *ResponseRecorder) WriteHeader(code int) {
-	if w.status == 0 && code >= 200 {
+	// A code over 999 is not recorded: net/http panics on it before
+	// anything is sent, and the recovery answers 500.
+	if w.status == 0 && code >= 200 && code <= 999 {
 		w.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)

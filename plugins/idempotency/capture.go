@@ -35,6 +35,11 @@ type captureWriter struct {
 
 func (w *captureWriter) WriteHeader(code int) {
 	switch {
+	case code < 100 || code > 999:
+		// net/http panics on such a code: in the handler, whose panic
+		// releases the key, not when the held status is sent after it
+		// returned, which would leave the key held until its lease ends.
+		w.ResponseWriter.WriteHeader(code)
 	case code < 200 || w.sent:
 		// An interim response goes at once; a second status goes to
 		// net/http, which ignores it (and logs it).

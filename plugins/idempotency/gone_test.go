@@ -135,3 +135,27 @@ func TestAClientThatLeftMidAnswerLeavesTheKeyFree(t *testing.T) {
 		})
 	}
 }
+
+// A status net/http refuses (over 999) panics in the handler, as it does
+// without the middleware, so the key is released at once and the retry
+// runs: held and sent after the handler returned, its panic left the key
+// held until its lease ended (409 to every retry).
+func TestAnInvalidStatusReleasesTheKey(t *testing.T) {
+	forStores(t, func(t *testing.T, store string) {
+		var runs atomic.Int64
+		b := setup(t, setupOpts{store: store, guarded: func(g chi.Router) {
+			g.Method(http.MethodPost, "/bad-status", framework.Handler(func(w http.ResponseWriter, r *http.Request) error {
+				if runs.Add(1) == 1 {
+					w.WriteHeader(1000)
+					return nil
+				}
+				return framework.JSON(w, http.StatusCreated, map[string]int64{"run": runs.Load()})
+			}))
+		}})
+		wantProblem(t, b.post(t, "/bad-status", "k-bad", "{}"), http.StatusInternalServerError)
+		r := b.post(t, "/bad-status", "k-bad", "{}")
+		if r.Status != http.StatusCreated || r.Header.Get(HeaderReplayed) != "" || runs.Load() != 2 {
+			t.Fatalf("retry: %d %q replayed=%q after %d runs; want a fresh 201 from a second run", r.Status, r.Body, r.Header.Get(HeaderReplayed), runs.Load())
+		}
+	})
+}
