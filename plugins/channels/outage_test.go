@@ -3,7 +3,9 @@ package channels
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -152,8 +154,45 @@ func TestBroadcastRedisPaused(t *testing.T) {
 	}
 }
 
+// closesDelivered waits until no TCP connection to addr, a private Redis the
+// test killed, is still established on this side: the dead server's FIN or
+// RST has reached every client socket, so the client's check of a pooled
+// connection on checkout (a peek at the socket) finds it closed. Kill
+// returns once the process is gone and its sockets are closed, but the close
+// reaches the client sockets afterwards, as loopback packets do (processed
+// later on a busy machine); a command written before it arrived is the case
+// the client cannot tell from Redis dying after reading it.
+func closesDelivered(t *testing.T, addr string) {
+	t.Helper()
+	_, port, _ := strings.Cut(addr, ":")
+	rem := fmt.Sprintf("0100007F:%04X", mustAtoi(t, port)) // /proc/net/tcp's 127.0.0.1:port
+	waitFor(t, 5*time.Second, "the close of killed redis "+addr+" delivered", func() bool {
+		b, err := os.ReadFile("/proc/net/tcp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(b), "\n")[1:] {
+			// sl local_address rem_address st: 01 is ESTABLISHED
+			if f := strings.Fields(l); len(f) > 3 && f[2] == rem && f[3] == "01" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // A private redis-server is killed (SIGKILL) and started again, empty, on the
-// same port: publishes fail fast (refused, not maybe published), /ready is
+// same port: once its close has reached the client's connections, publishes
+// are refused fast (the redial is refused: not maybe published), /ready is
 // degraded, and once Redis is back the subscriptions resume by themselves.
 func TestBroadcastRedisKilled(t *testing.T) {
 	t.Parallel()
@@ -166,6 +205,7 @@ func TestBroadcastRedisKilled(t *testing.T) {
 	if err := srv.Kill(); err != nil {
 		t.Fatal(err)
 	}
+	closesDelivered(t, srv.Addr())
 	var err error
 	d := elapsed(func() { err = rep.ch.Publish(context.Background(), "news", []byte("during")) })
 	var ue *UnavailableError
