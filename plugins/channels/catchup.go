@@ -43,8 +43,9 @@ const catchUpPageBytes = 1 << 20
 // and a tracestate (at most 512 bytes: trimTraceState).
 const entryOverhead = 1 << 10
 
-// catchUpBudget returns how many entries a catch-up page reads (at least
-// one, at most catchUpPage), and how many pages a channel's catch-ups may
+// catchUpBudget returns how many entries a page of a channel's stream reads
+// (a catch-up's, and the hub's tail's: at least one, at most catchUpPage),
+// and how many pages a channel's catch-ups may
 // hold at once (at least one). With the defaults (64 KiB payloads, 8 MiB of
 // sse_max_pending_bytes): 13 entries of 65 KiB and 2 more in XINFO's part
 // of the reply, 975 KiB; 9 pages of 845 KiB, 7.4 MiB.
@@ -124,7 +125,7 @@ func (s *sseHandler) catchUp(ctx context.Context, r *http.Request, sc *sseConn, 
 			continue
 		}
 		attempt = 0
-		if n < s.h.catchUpEntries && sc.caughtUp() {
+		if n < s.h.pageEntries && sc.caughtUp() {
 			return cu.last, ""
 		}
 	}
@@ -148,7 +149,7 @@ func (s *sseHandler) catchUpPage(ctx context.Context, r *http.Request, st *sseSt
 	if cu.last == maxID {
 		return 0, "", nil
 	}
-	msgs, resumeAt, err := readAfter(ctx, p.client, s.c.key, &cu.cur, int64(s.h.catchUpEntries))
+	msgs, resumeAt, err := readAfter(ctx, p.client, s.c.key, &cu.cur, int64(s.h.pageEntries))
 	if err != nil {
 		return 0, "", err
 	}

@@ -30,6 +30,47 @@ func commandCalls(t *testing.T, addr, command string) int {
 	return n
 }
 
+// publishLargest publishes entries payloads of the largest size on
+// channel, the ith starting with "i ".
+func publishLargest(t *testing.T, ch *Plugin, channel string, entries int) {
+	t.Helper()
+	payload := []byte(strings.Repeat("x", DefaultMaxPayloadBytes))
+	for i := range entries {
+		copy(payload, strconv.Itoa(i)+" ")
+		if err := ch.Publish(context.Background(), channel, payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// readLargestInPages reads the entries publishLargest published from c, in
+// order, and checks that the private Redis at addr ran them in reads
+// (XRANGE, since its statistics were last reset) of at most
+// catchUpPageBytes each.
+func readLargestInPages(t *testing.T, c *sseClient, addr string, entries int) {
+	t.Helper()
+	for i := range entries {
+		if ev := c.next(t, 10*time.Second); !strings.HasPrefix(ev.data, strconv.Itoa(i)+" ") || len(ev.data) != DefaultMaxPayloadBytes {
+			t.Fatalf("event %d: %d bytes starting %q", i, len(ev.data), ev.data[:min(8, len(ev.data))])
+		}
+	}
+	reads := commandCalls(t, addr, "xrange")
+	if reads*catchUpPageBytes < entries*DefaultMaxPayloadBytes {
+		t.Fatalf("%d entries of %d bytes were read in %d XRANGE calls: more than %d bytes a read", entries, DefaultMaxPayloadBytes, reads, catchUpPageBytes)
+	}
+	t.Logf("%d entries of %d bytes read in %d reads", entries, DefaultMaxPayloadBytes, reads)
+}
+
+// resetStats resets the command statistics of the private Redis at addr.
+func resetStats(t *testing.T, addr string) {
+	t.Helper()
+	admin := redis.NewClient(&redis.Options{Addr: addr})
+	defer admin.Close()
+	if err := admin.ConfigResetStat(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A catch-up page is bounded by bytes as well as entries: a browser
 // resuming from 0-0 over 40 entries of the largest payload (2.5 MiB) gets
 // every one of them, read in pages of at most catchUpPageBytes (1 MiB), not
@@ -45,31 +86,48 @@ func TestSSECatchUpPagesBoundedByBytes(t *testing.T) {
 	cl := newCluster(t, srv.URL(), `durable = ["orders"]`)
 	pub := cl.start(nil)
 	subscribed(t, pub.ch)
-	payload := []byte(strings.Repeat("x", DefaultMaxPayloadBytes))
-	for i := range entries {
-		copy(payload, strconv.Itoa(i)+" ")
-		if err := pub.ch.Publish(context.Background(), "orders", payload); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publishLargest(t, pub.ch, "orders", entries)
 	rep := cl.start(sseRoutes(SSEOpts{}, "orders"))
 	subscribed(t, rep.ch)
-	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	defer admin.Close()
-	if err := admin.ConfigResetStat(context.Background()).Err(); err != nil {
+	resetStats(t, srv.Addr())
+	c := openSSE(t, rep.svc.URL+"/events/orders", "Last-Event-ID", "0-0")
+	readLargestInPages(t, c, srv.Addr(), entries)
+}
+
+// The reader of a durable channel's new entries (the hub's tail) reads
+// pages of the catch-up's size too: 40 entries of the largest payload
+// published while it is held reach a live stream read in pages of at most
+// catchUpPageBytes, not in one read of all 40 (it read up to 100 at once).
+// The stream does not catch up (no Last-Event-ID), so every XRANGE counted
+// is the tail's.
+func TestSSETailPagesBoundedByBytes(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	const entries = 40
+	cl := newCluster(t, srv.URL(), `durable = ["orders"]`)
+	rep := cl.start(sseRoutes(SSEOpts{}, "orders"))
+	c := openSSE(t, rep.svc.URL+"/events/orders")
+	subscribed(t, rep.ch)
+	if err := rep.ch.Publish(context.Background(), "orders", []byte("first")); err != nil {
 		t.Fatal(err)
 	}
-	c := openSSE(t, rep.svc.URL+"/events/orders", "Last-Event-ID", "0-0")
-	for i := range entries {
-		if ev := c.next(t, 10*time.Second); !strings.HasPrefix(ev.data, strconv.Itoa(i)+" ") || len(ev.data) != len(payload) {
-			t.Fatalf("event %d: %d bytes starting %q", i, len(ev.data), ev.data[:min(8, len(ev.data))])
-		}
+	if ev := c.next(t, 10*time.Second); ev.data != "first" {
+		t.Fatalf("first event %+v", ev)
 	}
-	reads := commandCalls(t, srv.Addr(), "xrange")
-	if reads*catchUpPageBytes < entries*DefaultMaxPayloadBytes {
-		t.Fatalf("%d entries of %d bytes were read in %d XRANGE calls: more than %d bytes a read", entries, DefaultMaxPayloadBytes, reads, catchUpPageBytes)
+	held, release := holdTail(t, rep.ch.chans["orders"].hub)
+	publishLargest(t, rep.ch, "orders", 1) // wakes the tail, which is held before it reads
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream reader did not come to its next read")
 	}
-	t.Logf("%d entries of %d bytes caught up in %d reads", entries, DefaultMaxPayloadBytes, reads)
+	publishLargest(t, rep.ch, "orders", entries) // entry 0 again, then 1 to 39
+	resetStats(t, srv.Addr())
+	release()
+	if ev := c.next(t, 10*time.Second); !strings.HasPrefix(ev.data, "0 ") {
+		t.Fatalf("the event that woke the tail: %d bytes starting %q", len(ev.data), ev.data[:min(8, len(ev.data))])
+	}
+	readLargestInPages(t, c, srv.Addr(), entries)
 }
 
 // catchUpHeapBound is the documented bound (docs/channels.md,

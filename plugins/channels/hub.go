@@ -39,8 +39,12 @@ type hub struct {
 	// once (catchUpBudget), one token each: a stream takes one before it
 	// reads a page and gives it back once the page is written.
 	catchUps chan struct{}
-	// catchUpEntries is how many entries a catch-up page reads.
-	catchUpEntries int
+	// pageEntries is how many entries one read of the channel's stream
+	// returns, the tail's and a catch-up's alike: a page bounded by bytes of
+	// the largest entries the plugin writes (catchUpBudget), so a burst of
+	// large events is read a few at a time, each read far inside
+	// command_timeout.
+	pageEntries int
 }
 
 // sseEvent is one message encoded once as a server-sent event, shared by
@@ -177,7 +181,7 @@ func newHub(p *Plugin, c *channel) *hub {
 	if c.mode == modeDurable {
 		h.tail = newLoop("sse tail "+c.name, p.clock)
 		var pages int
-		h.catchUpEntries, pages = catchUpBudget(p.cfg.MaxPayloadBytes, p.cfg.SSEMaxPendingBytes)
+		h.pageEntries, pages = catchUpBudget(p.cfg.MaxPayloadBytes, p.cfg.SSEMaxPendingBytes)
 		h.catchUps = make(chan struct{}, pages)
 		for range pages {
 			h.catchUps <- struct{}{}
@@ -238,11 +242,9 @@ func (h *hub) gap(resumeAt string) {
 
 func (h *hub) close() { h.once.Do(func() { close(h.closed) }) }
 
-// tailPage is how many entries one read of the tail returns.
-const tailPage = 100
-
 // runTail reads a durable channel's stream for the hub (no group: every
-// process sees every entry), from the entry that was last when it started,
+// process sees every entry), in pages of pageEntries, the catch-up's
+// (bounded by bytes), from the entry that was last when it started,
 // and after a failure from the last entry it read, so a stream open through
 // an outage misses nothing that the stream still keeps. Entries are read with
 // readAfter, which says whether entries were trimmed before the tail read
@@ -306,7 +308,7 @@ func (h *hub) runTail() {
 			(*hook)()
 		}
 		after := cur.after
-		msgs, resumeAt, err := readAfter(ctx, p.client, h.c.key, &cur, tailPage)
+		msgs, resumeAt, err := readAfter(ctx, p.client, h.c.key, &cur, int64(h.pageEntries))
 		if err != nil {
 			fail(err)
 			continue
@@ -321,6 +323,6 @@ func (h *hub) runTail() {
 			m := entryMessage(h.c.name, xm.ID, xm.Values)
 			h.publish(&m)
 		}
-		idle = len(msgs) < tailPage
+		idle = len(msgs) < h.pageEntries
 	}
 }
