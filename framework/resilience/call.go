@@ -100,7 +100,8 @@ type Verdict struct {
 	Judged bool
 	// Unsent says the attempt sent nothing to the dependency: no instance
 	// would take it (every one's breaker open, or none resolved). The loop
-	// counts it in the call's attempts; attempt metrics leave it out. A
+	// counts it in the call's attempts ([Run.Made]), not in those sent
+	// ([Run.Sent]); attempt metrics leave it out. A
 	// retry or a hedge that sent nothing gives back the budget it was
 	// granted, and in a hedged call it neither wins nor cancels the
 	// attempts in flight ([Run.Attempts]).
@@ -221,6 +222,7 @@ type Run struct {
 	own       time.Time // the same instant on the time package's clock
 	max       int
 	made      int
+	sent      int // attempts reported that sent something (not Verdict.Unsent)
 	outcome   Outcome
 	stop      Stop
 	ended     bool
@@ -299,9 +301,7 @@ func (r *Run) Attempts(a Attempter) Verdict {
 		v = r.judge(v, rec.Took)
 		rec.Verdict = v
 		rec.Stop, rec.Wait = r.decide(v, rec.Took)
-		if r.p.observe != nil {
-			r.p.observe(rec)
-		}
+		r.observe(rec)
 		a.Report(rec)
 		if rec.Stop != StopNone {
 			return v
@@ -343,9 +343,7 @@ func (r *Run) Again(v Verdict, report func(AttemptRecord)) bool {
 	v = r.weigh(v)
 	rec.Verdict = v
 	rec.Stop, rec.Wait = r.decide(v, rec.Took)
-	if r.p.observe != nil {
-		r.p.observe(rec)
-	}
+	r.observe(rec)
 	if report != nil {
 		report(rec)
 	}
@@ -486,8 +484,26 @@ func (r *Run) Own() time.Time { return r.own }
 // Probe reports whether the call is its breaker's half-open probe.
 func (r *Run) Probe() bool { return r.ticket.Probe() }
 
-// Made returns how many attempts the call made.
+// Made returns how many attempts the call made, those that sent nothing
+// (Verdict.Unsent) included: the count the attempts key bounds.
 func (r *Run) Made() int { return r.made }
+
+// Sent returns how many of the call's attempts, hedges included, were sent
+// to the dependency: [Run.Made] without those whose verdict was Unsent. It
+// is the count a plugin reports as the call's attempts (an error's, a
+// call observer's), as the policy metrics count them.
+func (r *Run) Sent() int { return r.sent }
+
+// observe counts one attempt the loop has decided on and reports it to the
+// policy's OnAttempt.
+func (r *Run) observe(rec AttemptRecord) {
+	if !rec.Verdict.Unsent {
+		r.sent++
+	}
+	if r.p.observe != nil {
+		r.p.observe(rec)
+	}
+}
 
 // Outcome returns the last attempt's outcome, what [Run.End] is usually
 // given.

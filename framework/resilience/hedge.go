@@ -310,9 +310,7 @@ func (r *Run) cancelLosers(h Hedger, live map[int]*branchResult, results <-chan 
 // and ends its context.
 func (r *Run) report(res branchResult, v Verdict, stop Stop, wait time.Duration) {
 	rec := AttemptRecord{N: res.n, Took: res.took, Verdict: v, Stop: stop, Wait: wait, Hedge: res.hedge}
-	if r.p.observe != nil {
-		r.p.observe(rec)
-	}
+	r.observe(rec)
 	res.b.Report(rec)
 	res.cancel()
 }

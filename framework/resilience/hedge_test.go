@@ -243,6 +243,9 @@ func TestHedgeUnsentNeitherWinsNorCancels(t *testing.T) {
 	if v.Err != nil || run.Stopped() != StopFinal || r.stops[2] != StopHedged {
 		t.Fatalf("verdict %+v, stop %v, stops %v; want the first attempt's answer", v, run.Stopped(), r.stops)
 	}
+	if run.Made() != 2 || run.Sent() != 1 {
+		t.Fatalf("made %d, sent %d; want the hedge made and not sent", run.Made(), run.Sent())
+	}
 	if len(r.kept) != 1 || r.kept[0] != 1 || len(r.dropped) != 1 || r.dropped[0] != 2 {
 		t.Fatalf("kept %v dropped %v, want the first kept and the hedge dropped", r.kept, r.dropped)
 	}

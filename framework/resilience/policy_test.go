@@ -669,7 +669,8 @@ func TestRunEndAnsweredCountsAtTheLastAttemptsEnd(t *testing.T) {
 }
 
 // A retry that sent nothing (no instance would take it) ends the call, as
-// its verdict asks for no retry, and gives back the budget it was granted.
+// its verdict asks for no retry, gives back the budget it was granted, and
+// is an attempt made, not one sent.
 func TestUnsentRetryGivesItsBudgetBack(t *testing.T) {
 	t.Parallel()
 	b := setupPolicy(t, 3, time.Second, func(c *PolicyConfig) { c.RetryBudget = BudgetBucket })
@@ -686,6 +687,9 @@ func TestUnsentRetryGivesItsBudgetBack(t *testing.T) {
 	}
 	if snap := b.p.Budget().Snapshot(); snap.Retries != 0 || snap.Tokens != DefaultTokenBucketMaxTokens {
 		t.Fatalf("budget %+v, want the unsent retry's token given back", snap)
+	}
+	if run.Made() != 2 || run.Sent() != 1 {
+		t.Fatalf("made %d, sent %d; want 2 made, the first alone sent", run.Made(), run.Sent())
 	}
 }
 

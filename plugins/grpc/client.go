@@ -217,7 +217,7 @@ func (c *ServiceClient) Invoke(ctx context.Context, method string, args, reply a
 	if err == nil {
 		return nil
 	}
-	return c.failure(method, u.sent, err)
+	return c.failure(method, run.Sent(), err)
 }
 
 // unary is one unary call: its attempt and classifier for the policy's
@@ -231,12 +231,10 @@ type unary struct {
 	args, reply any
 	opts        []grpc.CallOption
 
-	// sent counts the call's attempts sent (reported without
-	// Verdict.Unsent), and sentErr is the error of the last one (its
+	// sentErr is the error of the call's last attempt sent (its
 	// branch's, for a branch; the call's is the kept branch's): an attempt
 	// that finds no instance leaves the call that failure, not the
 	// refusal of the breakers its own attempts opened.
-	sent    int
 	sentErr error
 
 	// With instances: the attempt in flight's instance and its breaker
@@ -351,9 +349,9 @@ func (u *unary) Attempt(callCtx context.Context, n int) resilience.Verdict {
 	return v
 }
 
-// Report gives the attempt's instance (with instances) its outcome and
-// counts it in the call's attempts sent; the policy metrics already
-// counted it (PolicyOpts.OnAttempt), retry or hedge, when it was sent.
+// Report gives the attempt's instance (with instances) its outcome; the
+// loop counts the attempts sent (resilience.Run.Sent) and the policy
+// metrics too (PolicyOpts.OnAttempt), retry or hedge, when it was sent.
 // The loop reports every attempt on the call's goroutine.
 func (u *unary) Report(rec resilience.AttemptRecord) {
 	if in := u.inst; in != nil {
@@ -362,17 +360,6 @@ func (u *unary) Report(rec resilience.AttemptRecord) {
 		in.outstanding.Add(-1)
 		u.tried = append(u.tried, in)
 	}
-	if !rec.Verdict.Unsent {
-		u.call().sent++
-	}
-}
-
-// call returns the unary call u is a branch of, or u.
-func (u *unary) call() *unary {
-	if u.parent != nil {
-		return u.parent
-	}
-	return u
 }
 
 // probeOptions prepares the breaker's probe call: a channel that failed

@@ -251,11 +251,7 @@ func (s *clientStream) finish(err error) error {
 	s.c.metrics.call(s.mm, s.method, status.Code(err))
 	s.mm.duration.Observe(s.c.clock.Now().Sub(s.run.Start()).Seconds())
 	if err != nil {
-		sent := s.run.Made()
-		if s.unsent {
-			sent = 0
-		}
-		s.err = s.c.failure(s.method, sent, err)
+		s.err = s.c.failure(s.method, s.run.Sent(), err) // not an open that found no instance (Unsent)
 	}
 	return s.err
 }

@@ -326,7 +326,7 @@ func (c *core) call(ctx context.Context, x *exchange) (*http.Response, int, erro
 	}
 	x.c = c
 	run.Attempts(x)
-	attempts := run.Made()
+	attempts := run.Sent() // not an attempt that found no instance to take it
 	if x.tooLarge != nil {
 		// The upstream answered: the breaker counts the answer its status
 		// says. It wins over an earlier attempt's response, which the

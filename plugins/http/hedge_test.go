@@ -36,13 +36,13 @@ func slowFirst(gone chan<- struct{}, arrived chan<- int) func(http.ResponseWrite
 }
 
 // hedgingClient is a client on a test clock that does not move by itself.
-func hedgingClient(t *testing.T, u jhttp.Upstream) (*jhttp.ServiceClient, *resilience.TestClock, *prometheus.Registry) {
+func hedgingClient(t *testing.T, u jhttp.Upstream, opts ...jhttp.ClientOption) (*jhttp.ServiceClient, *resilience.TestClock, *prometheus.Registry) {
 	t.Helper()
 	clk := jfasttest.NewClock()
 	reg := prometheus.NewRegistry()
 	u.Name = "billing"
 	u.HedgeAfter = hedgeAfter.String()
-	c, err := jhttp.NewClient(u, jhttp.WithClock(clk), jhttp.WithMetrics(reg))
+	c, err := jhttp.NewClient(u, append([]jhttp.ClientOption{jhttp.WithClock(clk), jhttp.WithMetrics(reg)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,8 +172,9 @@ func TestHedgeToAnotherInstance(t *testing.T) {
 // instance's half-open probe. A hedge due while the probe is in flight
 // finds no instance and sends nothing: it must neither win nor cancel the
 // probe (which would leave the breaker half-open for ever and fail the call
-// with CircuitOpen), and is not counted as a hedge. The probe's 200 is the
-// call's answer and closes the instance's breaker.
+// with CircuitOpen), and is not counted as a hedge, nor as an attempt a
+// call observer is told of. The probe's 200 is the call's answer and
+// closes the instance's breaker.
 func TestUnsentHedgeLeavesTheProbeAlone(t *testing.T) {
 	t.Parallel()
 	arrived, release := make(chan int, 4), make(chan struct{})
@@ -192,10 +193,14 @@ func TestUnsentHedgeLeavesTheProbeAlone(t *testing.T) {
 	})
 	u := noBudget(jhttp.Upstream{BaseURL: "http://orders.internal:8000", Instances: []string{up.URL}})
 	u.BreakerFailures = 1
-	c, clk, reg := hedgingClient(t, u)
+	attempts := make(chan int, 2)
+	c, clk, reg := hedgingClient(t, u, jhttp.WithCallObserver(countAttempts(attempts)))
 	clk.SetAutoAdvance(true) // the first call's backoff
 	if resp, err := c.Get(t.Context(), "/x"); err != nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("first call: %v %v, want the 503", resp, err)
+	}
+	if n := <-attempts; n != 1 {
+		t.Fatalf("first call: the call observer was told of %d attempts, want 1 (its retry found the instance open)", n)
 	}
 	clk.SetAutoAdvance(false)
 	clk.Advance(resilience.DefaultBreakerCoolDown)
@@ -231,6 +236,9 @@ func TestUnsentHedgeLeavesTheProbeAlone(t *testing.T) {
 	if a.err != nil || a.resp.StatusCode != http.StatusOK {
 		t.Fatalf("the probe's call: %v %v, want its 200", a.resp, a.err)
 	}
+	if n := <-attempts; n != 1 {
+		t.Errorf("the probe's call: the call observer was told of %d attempts, want the probe alone", n)
+	}
 	if s := c.Instances().List()[0].CurrentBreaker().Snapshot(); s.State != resilience.StateClosed {
 		t.Fatalf("instance breaker %v after its probe's 200, want closed", s.State)
 	}
@@ -239,5 +247,13 @@ func TestUnsentHedgeLeavesTheProbeAlone(t *testing.T) {
 	}
 	if hits := up.hits.Load(); hits != 2 {
 		t.Fatalf("%d requests, want the first call's and the probe", hits)
+	}
+}
+
+// countAttempts is a call observer that sends each call's attempts, as it
+// is told them when the call ends, on attempts.
+func countAttempts(attempts chan<- int) jhttp.CallObserver {
+	return func(ctx context.Context, _, _ string) (context.Context, func(int, int, error)) {
+		return ctx, func(_, n int, _ error) { attempts <- n }
 	}
 }

@@ -223,7 +223,8 @@ func TestCallThatEjectsTheLastInstanceCarriesRetryAfter(t *testing.T) {
 // sent attempt's failure (UpstreamUnavailable: refused, or taken and
 // dropped) with the cool-down as its Retry-After, as the call that ejects
 // the last instance does; not a CircuitOpen, which says nothing was sent.
-// The retry that found no instance is no retry sent.
+// The retry that found no instance is no retry sent, nor an attempt a
+// call observer is told of.
 func TestEjectingCallReturnsWhatWasSent(t *testing.T) {
 	t.Parallel()
 	drop := func(w http.ResponseWriter, _ *http.Request, _ int) {
@@ -246,8 +247,12 @@ func TestEjectingCallReturnsWhatWasSent(t *testing.T) {
 			t.Parallel()
 			u := noBudget(jhttp.Upstream{BaseURL: "http://orders.internal:8000", Instances: tc.instances(t)})
 			u.BreakerFailures = 1 // attempts stays at its default, 3: the third finds both open
-			c, _, reg := newClient(t, u)
+			attempts := make(chan int, 2)
+			c, _, reg := newClient(t, u, jhttp.WithCallObserver(countAttempts(attempts)))
 			_, err := c.Get(t.Context(), "/x")
+			if n := <-attempts; n != 2 {
+				t.Errorf("the call observer was told of %d attempts, want the 2 sent", n)
+			}
 			var ua *jhttp.UpstreamUnavailable
 			if !errors.As(err, &ua) || ua.RetryAfter <= 0 || ua.RetryAfter > resilience.DefaultBreakerCoolDown {
 				t.Fatalf("%T %v, want UpstreamUnavailable with the cool-down left as its Retry-After", err, err)
