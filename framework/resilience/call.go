@@ -142,7 +142,9 @@ const (
 	StopThrottled
 	// StopHedged: another attempt of the call, in flight beside this one
 	// (hedging), decides: this one lost, or failed while the other may
-	// still answer. Its response is dropped.
+	// still answer. Its response is dropped, unless it is an answer that
+	// failed retryably (a 503) and the attempt that decides got none
+	// ([Hedger]).
 	StopHedged
 	// StopWaitCut: the call's context ended during the wait before the
 	// retry (reported by [Run.Stopped], after the attempt's record).

@@ -82,8 +82,13 @@ func (l *latencies) add(d time.Duration) {
 // runs on its own branch in its own goroutine; the loop reports each
 // attempt to its branch, then keeps the branch whose verdict the call
 // returns (or retries after) and drops the others, whose responses the
-// plugin lets go of (closing their bodies). Keep and Drop are called from
-// the loop's goroutine, once every branch's Attempt has returned.
+// plugin lets go of (closing their bodies). When that branch got no answer
+// (Verdict.Err) and the call holds another's answer (a 503 that ended
+// while it was in flight), the loop keeps both, the answer first: the
+// plugin sees them as the sequential loop's two attempts, and returns the
+// answer as it returns an earlier attempt's response when the last got
+// none. Keep and Drop are called from the loop's goroutine, once every
+// branch's Attempt has returned.
 type Hedger interface {
 	Attempter
 	// Branch returns the attempter of one more attempt of the call, with
@@ -137,6 +142,9 @@ type branchResult struct {
 // standing decides as in the sequential loop (stop, or wait and attempt
 // again, hedges re-armed), the silence rule included: a hang while another
 // attempt is in flight decides nothing, since the other may still answer.
+// The call does not lose an answer to a later failure that got none: a
+// retryable answer held (a 503) stays held over a later error, and is kept
+// before the last one standing when that one is an error ([Hedger]).
 //
 // A branch that sent nothing (Verdict.Unsent: no instance would take it)
 // neither wins nor cancels the attempts in flight: it is reported with
@@ -211,25 +219,15 @@ func (r *Run) hedged(h Hedger, delay time.Duration) Verdict {
 					}
 					continue
 				}
-				if held != nil {
-					h.Drop(held.b)
-				}
-				held = &res
+				held = hold(h, held, res)
 				continue
 			}
 			disarm()
 			r.cancelLosers(h, live, results)
 			stop, wait := r.decide(v, res.took)
 			r.report(res, v, stop, wait)
-			keep := res.b
-			if held != nil {
-				if v.Unsent {
-					keep, held.b = held.b, keep // the call's attempt is the last one sent
-				}
-				h.Drop(held.b)
-				held = nil
-			}
-			h.Keep(keep)
+			keepLast(h, held, res)
+			held = nil
 			if stop != StopNone {
 				return v
 			}
@@ -241,6 +239,47 @@ func (r *Run) hedged(h Hedger, delay time.Duration) Verdict {
 			launch(false)
 			arm()
 		}
+	}
+}
+
+// hold returns the attempt a hedged call holds once res, a retryable
+// failure, ended while other attempts were in flight, and drops the other:
+// the later one, unless the held one is the dependency's answer (Err nil: a
+// 503) and res is not (a transport error), so that the call does not lose
+// what the dependency said to a failure that said nothing.
+func hold(h Hedger, held *branchResult, res branchResult) *branchResult {
+	if held != nil && held.v.Err == nil && res.v.Err != nil {
+		h.Drop(res.b)
+		return held
+	}
+	if held != nil {
+		h.Drop(held.b)
+	}
+	return &res
+}
+
+// keepLast keeps the attempts a hedged call ends with, or retries after,
+// once res, the last one standing, was decided on, held being the attempt
+// held meanwhile (nil: none). res is kept, and held dropped, as the
+// sequential loop's plugin replaces an earlier attempt by a later one;
+// except that an answer held is kept before a res that got none (an error),
+// as the sequential loop's plugin still has an earlier attempt's response
+// when its last attempt got none; and that a res that sent nothing
+// (Unsent) is dropped and held kept: the call's attempt is the last one
+// sent.
+func keepLast(h Hedger, held *branchResult, res branchResult) {
+	switch {
+	case held == nil:
+		h.Keep(res.b)
+	case res.v.Unsent:
+		h.Drop(res.b)
+		h.Keep(held.b)
+	case held.v.Err == nil && res.v.Err != nil:
+		h.Keep(held.b)
+		h.Keep(res.b)
+	default:
+		h.Drop(held.b)
+		h.Keep(res.b)
 	}
 }
 

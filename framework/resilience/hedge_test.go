@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -301,5 +302,59 @@ func TestHedgedCallSizedByAttempts(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
 		t.Fatalf("a hedged call allocated %d bytes, want well under 1 MiB", got)
+	}
+}
+
+// A retryable answer (a 503: Err nil) that ends while another attempt is in
+// flight is not lost when the attempts still standing then fail with no
+// answer (a transport error): it stays held over a later such failure, and
+// the call, out of attempts, keeps it before the last one standing, as the
+// sequential loop's plugin still has an earlier attempt's response when
+// its last got none. An answer held is replaced by a later answer.
+func TestHedgeKeepsAnAnswerOverALaterError(t *testing.T) {
+	unavailable := Verdict{Outcome: Failure, Retry: true} // the dependency's 503
+	reset := Verdict{Err: errors.New("connection reset"), Outcome: Failure, Retry: true}
+	for _, tc := range []struct {
+		name     string
+		verdicts []Verdict
+		order    []int // the attempts' ends, the last one standing last
+		kept     []int
+		dropped  []int
+	}{
+		{"answer then error", []Verdict{reset, unavailable}, []int{2, 1}, []int{2, 1}, nil},
+		{"answer, error, error", []Verdict{reset, unavailable, reset}, []int{2, 3, 1}, []int{2, 1}, []int{3}},
+		{"error then answer", []Verdict{unavailable, reset}, []int{2, 1}, []int{1}, []int{2}},
+		{"answer, answer, error", []Verdict{reset, unavailable, unavailable}, []int{2, 3, 1}, []int{3, 1}, []int{2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, clock := hedgingPolicy("20ms", func(c *PolicyConfig) { c.Attempts, c.MaxHedges = len(tc.verdicts), len(tc.verdicts)-1 })
+			r := newRacer(clock, tc.verdicts...)
+			run, done := startHedged(t, p, clock, r)
+			for n := 2; n <= len(tc.verdicts); n++ {
+				if got := <-r.started; got != n {
+					t.Fatalf("attempt %d started, want the hedge %d", got, n)
+				}
+				if n < len(tc.verdicts) {
+					clock.BlockUntil(1) // the next hedge's timer
+					clock.Advance(20 * time.Millisecond)
+				}
+			}
+			for i, n := range tc.order {
+				close(r.gate(n))
+				if i < len(tc.order)-1 {
+					if got := <-r.reported; got != n {
+						t.Fatalf("attempt %d reported, want %d", got, n)
+					}
+				}
+			}
+			<-done
+			run.End(run.Outcome())
+			if run.Stopped() != StopAttempts {
+				t.Fatalf("stop %v, want StopAttempts", run.Stopped())
+			}
+			if !slices.Equal(r.kept, tc.kept) || !slices.Equal(r.dropped, tc.dropped) {
+				t.Fatalf("kept %v dropped %v, want kept %v dropped %v", r.kept, r.dropped, tc.kept, tc.dropped)
+			}
+		})
 	}
 }

@@ -3,7 +3,9 @@ package http_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -256,4 +258,73 @@ func countAttempts(attempts chan<- int) jhttp.CallObserver {
 	return func(ctx context.Context, _, _ string) (context.Context, func(int, int, error)) {
 		return ctx, func(_, n int, _ error) { attempts <- n }
 	}
+}
+
+// A hedge's 503 that arrives while the first request is in flight is the
+// call's answer when the first then gets none (its connection dropped) and
+// no attempt is left: as without hedging, the upstream's last response is
+// returned, not the later transport error. The instances' 1-failure
+// breakers say when the loop has the 503: its report opens the hedge's
+// instance's, which is logged.
+func TestHedgeKeepsTheUpstreamsAnswer(t *testing.T) {
+	t.Parallel()
+	arrived, drop := make(chan int, 4), make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(drop) }) }
+	t.Cleanup(free) // before the servers stop, should the test fail first
+	var calls atomic.Int32
+	h := func(w http.ResponseWriter, r *http.Request, _ int) {
+		n := int(calls.Add(1))
+		arrived <- n
+		if n > 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		<-drop
+		conn, _, _ := w.(http.Hijacker).Hijack()
+		_ = conn.Close()
+	}
+	_, u := replicas(2, t, h, h)
+	u = noBudget(u)
+	u.Attempts, u.BreakerFailures = 2, 1
+	opened := make(openedLog, 2)
+	c, clk, _ := hedgingClient(t, u, jhttp.WithLogger(slog.New(opened)))
+	done := make(chan answer, 1)
+	go func() {
+		resp, err := c.Get(context.Background(), "/x")
+		done <- answer{resp, err}
+	}()
+	<-arrived
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := clk.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal("no hedge timer started")
+	}
+	clk.Advance(hedgeAfter)
+	<-arrived // the hedge, answered 503
+	<-opened  // and reported: the loop holds it
+	free()    // the first request's connection is dropped
+	a := <-done
+	if a.err != nil || a.resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("%v %v, want the hedge's 503", a.resp, a.err)
+	}
+}
+
+// openedLog is a log handler that tells of each breaker opened.
+type openedLog chan struct{}
+
+func (o openedLog) Enabled(context.Context, slog.Level) bool { return true }
+func (o openedLog) WithAttrs([]slog.Attr) slog.Handler       { return o }
+func (o openedLog) WithGroup(string) slog.Handler            { return o }
+func (o openedLog) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "to" && a.Value.String() == resilience.StateOpen.String() {
+			select {
+			case o <- struct{}{}:
+			default: // the test waits for the first only
+			}
+		}
+		return true
+	})
+	return nil
 }
