@@ -139,33 +139,15 @@ func TestThrottleRefusesLocally(t *testing.T) {
 // is the call's and closes the instance's breaker.
 func TestUnsentHedgeLeavesTheProbeAlone(t *testing.T) {
 	t.Parallel()
-	const after = 20 * time.Millisecond
-	arrived, cancelled := make(chan int, 4), make(chan struct{})
-	release := make(chan struct{})
-	var once sync.Once
-	free := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(free) // before the server stops, should the test fail first
+	probe := newHeldProbe(t)
 	inv := &inventory{getStockHook: func(ctx context.Context, n int) error {
 		if n == 0 {
 			return status.Error(codes.Unavailable, "down") // opens the instance's 1-failure breaker
 		}
-		arrived <- n
-		select {
-		case <-release:
-			return nil
-		case <-ctx.Done():
-			close(cancelled)
-			return ctx.Err()
-		}
+		return probe.hold(ctx, n)
 	}}
 	addr := serveInventory(t, inv)
-	clk := jfasttest.NewClock()
-	reg := prometheus.NewRegistry()
-	u := jgrpc.Upstream{Name: "inventory", Instances: []string{addr}, IdempotentMethods: []string{getStock},
-		PolicyConfig: resilience.PolicyConfig{HedgeAfter: after.String(), Timeout: 10 * time.Second, // the probe waits for the test, not the machine
-			RetryBudgetRatio: 1, RetryBudgetMinPerSecond: 1000}}
-	u.BreakerFailures = 1
-	c := newClient(t, u, jgrpc.WithClock(clk), jgrpc.WithMetrics(reg))
+	c, clk, reg := probedClient(t, addr)
 	stub := shoppb.NewInventoryClient(c)
 	clk.SetAutoAdvance(true) // the first call's backoff
 	if _, err := stub.GetStock(ctxFor(t), &shoppb.GetStockRequest{Sku: "sku-1"}); err == nil {
@@ -173,38 +155,7 @@ func TestUnsentHedgeLeavesTheProbeAlone(t *testing.T) {
 	}
 	clk.SetAutoAdvance(false)
 	clk.Advance(resilience.DefaultBreakerCoolDown)
-
-	type answer struct {
-		s   *shoppb.Stock
-		err error
-	}
-	done := make(chan answer, 1)
-	go func() {
-		s, err := stub.GetStock(ctxFor(t), &shoppb.GetStockRequest{Sku: "sku-1"})
-		done <- answer{s, err}
-	}()
-	<-arrived // the probe
-	ctx := ctxFor(t)
-	if err := clk.BlockUntilContext(ctx, 1); err != nil {
-		t.Fatal("no hedge timer started")
-	}
-	clk.Advance(after)
-	// The hedge finds no instance; the timer armed again says the loop
-	// dropped it and waits on for the probe.
-	rearmed := make(chan error, 1)
-	go func() { rearmed <- clk.BlockUntilContext(ctx, 1) }()
-	select {
-	case a := <-done:
-		t.Fatalf("the call ended before the probe answered: %v %v", a.s, a.err)
-	case <-cancelled:
-		t.Fatal("the hedge that sent nothing cancelled the probe")
-	case err := <-rearmed:
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	free()
-	a := <-done
+	a := probe.besideUnsentHedge(t, clk, stub)
 	if a.err != nil || a.s.GetAvailable() != 7 {
 		t.Fatalf("the probe's call: %v %v, want its stock", a.s, a.err)
 	}
@@ -222,4 +173,157 @@ func TestUnsentHedgeLeavesTheProbeAlone(t *testing.T) {
 	if n := inv.getStocks.Load(); n != 2 {
 		t.Fatalf("%d calls reached the server, want the first call's and the probe", n)
 	}
+}
+
+// With two instances, one open and the other half-open with its probe in
+// flight, a hedge of the probe's call finds no instance to take it (the
+// other's cool-down is not over): as with one instance, it must neither win
+// nor cancel the probe, whose answer is the call's and closes its
+// instance's breaker, while the other stays open.
+func TestUnsentHedgeLeavesTheProbeAloneBesideAnOpenInstance(t *testing.T) {
+	t.Parallel()
+	probe := newHeldProbe(t)
+	inv := &inventory{getStockHook: func(ctx context.Context, n int) error {
+		switch n {
+		case 0, 2: // each opens its instance's 1-failure breaker
+			return status.Error(codes.Unavailable, "down")
+		case 1:
+			return nil
+		}
+		return probe.hold(ctx, n)
+	}}
+	c, clk, reg := probedClient(t, serveInventory(t, inv), serveInventory(t, inv))
+	stub := shoppb.NewInventoryClient(c)
+	clk.SetAutoAdvance(true) // the calls' backoff
+	// The first call's first attempt opens one instance (the probe's, later);
+	// its retry is answered by the other.
+	if _, err := stub.GetStock(ctxFor(t), &shoppb.GetStockRequest{Sku: "sku-1"}); err != nil {
+		t.Fatalf("the first call: %v, want its retry's stock", err)
+	}
+	var probed, other string
+	for addr, br := range c.Instances() {
+		if br.Snapshot().State == resilience.StateOpen {
+			probed = addr
+		} else {
+			other = addr
+		}
+	}
+	if probed == "" || other == "" {
+		t.Fatalf("instances %v: want one open by the first call", c.Instances())
+	}
+	// A second later the second call opens the other; its retry finds none.
+	clk.Advance(time.Second)
+	if _, err := stub.GetStock(ctxFor(t), &shoppb.GetStockRequest{Sku: "sku-1"}); err == nil {
+		t.Fatal("the second call succeeded, want its UNAVAILABLE")
+	}
+	clk.SetAutoAdvance(false)
+	clk.Advance(c.Instances()[probed].Snapshot().RetryAfter) // the first cool-down is over, not the second
+	a := probe.besideUnsentHedge(t, clk, stub)
+	if a.err != nil || a.s.GetAvailable() != 7 {
+		t.Fatalf("the probe's call: %v %v, want its stock", a.s, a.err)
+	}
+	if s := c.Instances()[probed].Snapshot(); s.State != resilience.StateClosed {
+		t.Fatalf("the probed instance's breaker %v after its probe's answer, want closed", s.State)
+	}
+	if s := c.Instances()[other].Snapshot(); s.State != resilience.StateOpen {
+		t.Fatalf("the other instance's breaker %v, want still open", s.State)
+	}
+	// Sent: the first call's two attempts, the second call's first, the
+	// probe; the first call's retry is the one retry sent.
+	for name, want := range map[string]float64{"jfast_client_hedges_total": 0, "jfast_client_retries_total": 1, "jfast_client_attempts_total": 4} {
+		if got := metricValue(t, reg, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	if n := inv.getStocks.Load(); n != 4 {
+		t.Fatalf("%d calls reached the servers, want 4", n)
+	}
+}
+
+// stockAnswer is a GetStock call's answer.
+type stockAnswer struct {
+	s   *shoppb.Stock
+	err error
+}
+
+// probeHedgeAfter is the hedge_after of the probe tests.
+const probeHedgeAfter = 20 * time.Millisecond
+
+// probedClient returns a client of addrs, each instance's breaker opened by
+// one failure, hedging after probeHedgeAfter, on a test clock.
+func probedClient(t *testing.T, addrs ...string) (*jgrpc.ServiceClient, *resilience.TestClock, *prometheus.Registry) {
+	t.Helper()
+	clk := jfasttest.NewClock()
+	reg := prometheus.NewRegistry()
+	u := jgrpc.Upstream{Name: "inventory", Instances: addrs, IdempotentMethods: []string{getStock},
+		PolicyConfig: resilience.PolicyConfig{HedgeAfter: probeHedgeAfter.String(), Timeout: 10 * time.Second, // the probe waits for the test, not the machine
+			RetryBudgetRatio: 1, RetryBudgetMinPerSecond: 1000}}
+	u.BreakerFailures = 1
+	return newClient(t, u, jgrpc.WithClock(clk), jgrpc.WithMetrics(reg)), clk, reg
+}
+
+// heldProbe is a server's GetStock that holds the call it is given (an
+// instance's half-open probe) until the test frees it.
+type heldProbe struct {
+	arrived   chan int
+	cancelled chan struct{}
+	release   chan struct{}
+	once      sync.Once
+}
+
+func newHeldProbe(t *testing.T) *heldProbe {
+	h := &heldProbe{arrived: make(chan int, 4), cancelled: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(h.free) // before the server stops, should the test fail first
+	return h
+}
+
+// hold sends GetStock call n's number on arrived and waits until it is
+// freed (answering), or cancelled (closing cancelled).
+func (h *heldProbe) hold(ctx context.Context, n int) error {
+	h.arrived <- n
+	select {
+	case <-h.release:
+		return nil
+	case <-ctx.Done():
+		close(h.cancelled)
+		return ctx.Err()
+	}
+}
+
+func (h *heldProbe) free() { h.once.Do(func() { close(h.release) }) }
+
+// besideUnsentHedge makes a GetStock call that is its instance's half-open
+// probe, held by the server. It moves the clock past hedge_after once the
+// probe arrived and checks that the hedge, which finds no instance, neither
+// ended the call nor cancelled the probe: the loop armed the hedge timer
+// again. It then frees the probe and returns the call's answer.
+func (h *heldProbe) besideUnsentHedge(t *testing.T, clk *resilience.TestClock, stub shoppb.InventoryClient) stockAnswer {
+	t.Helper()
+	done := make(chan stockAnswer, 1)
+	go func() {
+		s, err := stub.GetStock(ctxFor(t), &shoppb.GetStockRequest{Sku: "sku-1"})
+		done <- stockAnswer{s, err}
+	}()
+	<-h.arrived // the probe
+	ctx := ctxFor(t)
+	if err := clk.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal("no hedge timer started")
+	}
+	clk.Advance(probeHedgeAfter)
+	// The hedge finds no instance; the timer armed again says the loop
+	// dropped it and waits on for the probe.
+	rearmed := make(chan error, 1)
+	go func() { rearmed <- clk.BlockUntilContext(ctx, 1) }()
+	select {
+	case a := <-done:
+		t.Fatalf("the call ended before the probe answered: %v %v", a.s, a.err)
+	case <-h.cancelled:
+		t.Fatal("the hedge that sent nothing cancelled the probe")
+	case err := <-rearmed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.free()
+	return <-done
 }
