@@ -22,6 +22,10 @@ type racer struct {
 	dropped  []int
 	stops    map[int]Stop
 	clock    *TestClock
+	// late, when set, is the attempt that answers its verdict only once
+	// its gate opens, whatever its context, which it sends on lateCtx.
+	late    int
+	lateCtx chan context.Context
 }
 
 func newRacer(clock *TestClock, verdicts ...Verdict) *racer {
@@ -45,6 +49,11 @@ type branch struct {
 func (b *branch) Attempt(ctx context.Context, n int) Verdict {
 	b.n = n
 	b.r.started <- n
+	if n == b.r.late {
+		b.r.lateCtx <- ctx
+		<-b.r.gate(n)
+		return b.r.verdicts[n-1]
+	}
 	select {
 	case <-b.r.gate(n):
 		return b.r.verdicts[n-1]
@@ -356,5 +365,35 @@ func TestHedgeKeepsAnAnswerOverALaterError(t *testing.T) {
 				t.Fatalf("kept %v dropped %v, want kept %v dropped %v", r.kept, r.dropped, tc.kept, tc.dropped)
 			}
 		})
+	}
+}
+
+// A hedge that sent nothing gives its budget back when its result reaches
+// the loop only after another attempt won, and cancelLosers drains it: its
+// verdict is held back until the winner's is in and the loop has cancelled
+// it.
+func TestHedgeUnsentDrainedGivesItsBudgetBack(t *testing.T) {
+	p, clock := hedgingPolicy("20ms", nil)
+	r := newRacer(clock, Verdict{Outcome: Success}, unsentVerdict)
+	r.late, r.lateCtx = 2, make(chan context.Context, 1)
+	run, done := startHedged(t, p, clock, r)
+	<-r.started
+	hedgeCtx := <-r.lateCtx
+	if s := p.Budget().Snapshot(); s.Retries != 1 {
+		t.Fatalf("budget retries %d, want the hedge's 1", s.Retries)
+	}
+	close(r.gate(1))  // the first wins
+	<-hedgeCtx.Done() // the loop cancels the hedge: it read the winner's verdict first
+	close(r.gate(2))  // the hedge's verdict, Unsent, reaches cancelLosers
+	v := <-done
+	run.End(run.Outcome())
+	if v.Err != nil || r.stops[2] != StopHedged || len(r.kept) != 1 || r.kept[0] != 1 {
+		t.Fatalf("verdict %+v, stops %v, kept %v; want the first attempt's answer", v, r.stops, r.kept)
+	}
+	if s := p.Budget().Snapshot(); s.Retries != 0 {
+		t.Fatalf("budget retries %d, want the drained unsent hedge's given back", s.Retries)
+	}
+	if run.Sent() != 1 {
+		t.Fatalf("sent %d, want the first attempt alone", run.Sent())
 	}
 }
