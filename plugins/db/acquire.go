@@ -315,9 +315,11 @@ func (g *gate) cancelInflight() {
 	g.overflowMu.Unlock()
 }
 
+// close ends what would wait on the server for the pool's Close (the
+// attempts in flight, connects, cancel requests, drains of broken
+// connections). The watchdog goes on watching: see DB.close.
 func (g *gate) close() {
 	g.stopAll()
-	g.stopWatching()
 	g.cancelInflight()
 	g.brokenMu.Lock()
 	defer g.brokenMu.Unlock()

@@ -40,6 +40,18 @@ type DB struct {
 	evicted atomic.Bool // set (under tenants.mu) before the pool is closed
 }
 
+// close closes the pool for good: the plugin's Stop, a tenant pool's
+// eviction. pgxpool's Close waits for the connections in use, and the
+// watchdog keeps watching them until it returns: a statement in flight on a
+// server that stopped answering is cut within the watchdog's bound (a 503
+// naming db), and the Stop ends then, instead of waiting for a server that
+// may never answer.
+func (d *DB) close() {
+	d.gate.close()
+	d.pool.Close()
+	d.gate.stopWatching()
+}
+
 // maxFollows bounds how many times one acquisition follows a tenant to a
 // pool evicted again before it could use it. Only more tenants busy at once
 // than max_tenant_pools make a pool evicted that quickly.

@@ -137,7 +137,7 @@ func (p *Plugin) Start(ctx context.Context, app *framework.App) error {
 		p.db = d
 		p.mu.Unlock()
 		if err := registerMetrics(app.Metrics(), d, p.held); err != nil {
-			d.pool.Close()
+			d.close()
 			return err
 		}
 	}
@@ -219,7 +219,8 @@ func (p *Plugin) applyConnConfig(params map[string]string) {
 // connections in use to come back, so Stop runs after the server drained;
 // what would wait on a server that stopped answering (cancel requests and
 // drains of broken connections, connects in progress) ends at once (see
-// sockets.go).
+// sockets.go), and a statement in flight on it is cut by the watchdog,
+// which watches until the pool has closed (see DB.close).
 func (p *Plugin) Stop(ctx context.Context) error {
 	p.mu.Lock()
 	p.stopped = true
@@ -232,8 +233,7 @@ func (p *Plugin) Stop(ctx context.Context) error {
 			p.tenants.closeAll()
 		}
 		if d != nil {
-			d.gate.close()
-			d.pool.Close()
+			d.close()
 		}
 	}()
 	select {

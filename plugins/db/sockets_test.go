@@ -2,12 +2,14 @@ package db
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jfastframework/jfast/framework/resilience"
 	"github.com/jfastframework/jfast/jfasttest"
 )
 
@@ -84,4 +86,47 @@ func TestStopEndsMinIdleConnects(t *testing.T) {
 		}
 	}
 	stopWithin(t, pl, 2*pingTimeout)
+}
+
+// A Stop while a statement with no deadline (context.Background(), no
+// command_timeout) runs on a connection taken through the plugin, the
+// server paused for real (a private cluster): pgxpool's Close waits for
+// that connection, and the watchdog, which keeps watching until the pool
+// has closed, cuts the statement (the breaker's 503 naming db) within its
+// bound, so Stop returns nil. Before, Stop stopped the watchdog first: the
+// statement waited for the server until the resume, and Stop for
+// plugin_stop_timeout. The watchdog runs on the test clock: the test
+// advances it only once the Stop has begun.
+func TestStopDuringAHangWaitsForTheWatchdog(t *testing.T) {
+	t.Parallel()
+	target := privateCluster(t)
+	pl := New()
+	b := setup(t, setupOpts{url: target.url, plugin: pl, toml: `ping_timeout = "500ms"`})
+	t.Cleanup(target.resume) // before the App stops (cleanups run in reverse)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := b.db.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	target.pause()
+	statement := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(context.Background(), "SELECT 1")
+		c.Release()
+		statement <- err
+	}()
+	stopped := make(chan error, 1)
+	go func() { stopped <- pl.Stop(ctx) }()
+	<-b.db.gate.stopCtx.Done() // the Stop has begun
+	watchUntil(t, b, func() bool { return b.db.gate.watch.trips.Load() > 0 })
+	if err := <-statement; !isDBDependencyError(err) || !errors.Is(err, resilience.ErrOpen) {
+		t.Fatalf("the statement in flight during Stop: %v; want the breaker's error naming db", err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("Stop: %v; want nil once the watchdog cut the statement", err)
+	}
 }

@@ -125,8 +125,7 @@ func (t *tenantPools) closeLocked(e *tenantEntry) {
 	t.closing.Add(1)
 	go func() {
 		defer t.closing.Done()
-		e.db.gate.close()
-		e.db.pool.Close()
+		e.db.close()
 	}()
 }
 
