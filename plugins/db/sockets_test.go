@@ -122,11 +122,47 @@ func TestStopDuringAHangWaitsForTheWatchdog(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- pl.Stop(ctx) }()
 	<-b.db.gate.stopCtx.Done() // the Stop has begun
-	watchUntil(t, b, func() bool { return b.db.gate.watch.trips.Load() > 0 })
-	if err := <-statement; !isDBDependencyError(err) || !errors.Is(err, resilience.ErrOpen) {
+	if err := watchUntilEnds(t, b, statement); !isDBDependencyError(err) || !errors.Is(err, resilience.ErrOpen) {
 		t.Fatalf("the statement in flight during Stop: %v; want the breaker's error naming db", err)
+	}
+	if n := b.db.gate.watch.trips.Load(); n != 1 {
+		t.Fatalf("%d watchdog trips; want 1", n)
 	}
 	if err := <-stopped; err != nil {
 		t.Fatalf("Stop: %v; want nil once the watchdog cut the statement", err)
+	}
+}
+
+// watchUntilEnds advances the test clock a watchdog tick at a time, each
+// once the watchdog waits on the clock again, until it tripped; then it
+// waits for the statement to end and returns its error. Either may come
+// first: a Stop stops the watchdog once the cut statement's connection is
+// back, so after the trip it may never wait on the clock again.
+func watchUntilEnds(t *testing.T, b *bundle, ended <-chan error) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for n := 0; b.db.gate.watch.trips.Load() == 0; n++ {
+		if n > 10*watchSuspectTicks {
+			t.Fatalf("%d watchdog ticks and no trip", n)
+		}
+		waiting := make(chan error, 1)
+		go func() { waiting <- b.clock.BlockUntilContext(ctx, 1) }()
+		select {
+		case err := <-ended:
+			return err
+		case err := <-waiting:
+			if err != nil {
+				t.Fatalf("the watchdog did not wait on the clock again: %v", err)
+			}
+			b.clock.Advance(b.db.gate.watchTick())
+		}
+	}
+	select {
+	case err := <-ended:
+		return err
+	case <-ctx.Done():
+		t.Fatal("the watchdog tripped and the statement did not end")
+		return nil
 	}
 }
