@@ -217,32 +217,64 @@ type urlSetting struct {
 	inURL, inTemplate bool
 	parse             func(string) (any, bool)
 	field             func(*Config) any // a *int or *time.Duration
+	// rule is the key's own rule, which the parameter's value must keep
+	// too: the problem with v, or "" (see urlRule).
+	rule func(v any) string
+	// example is a value that keeps the rule, for the fix.
+	example string
 }
 
 var urlSettings = []urlSetting{
 	{key: "pool_size", param: "pool_max_conns", inURL: true, parse: parseURLSize, field: func(c *Config) any { return &c.PoolSize }},
 	{key: "tenant_pool_size", param: "pool_max_conns", inTemplate: true, parse: parseURLSize, field: func(c *Config) any { return &c.TenantPoolSize }},
-	{key: "min_idle", param: "pool_min_idle_conns", inURL: true, parse: parseURLCount, field: func(c *Config) any { return &c.MinIdle }},
-	{key: "max_conn_lifetime", param: "pool_max_conn_lifetime", inURL: true, inTemplate: true, parse: parseURLDuration, field: func(c *Config) any { return &c.MaxConnLifetime }},
-	{key: "max_conn_idle", param: "pool_max_conn_idle_time", inURL: true, inTemplate: true, parse: parseURLDuration, field: func(c *Config) any { return &c.MaxConnIdle }},
+	{key: "min_idle", param: "pool_min_idle_conns", inURL: true, parse: parseURLCount, field: func(c *Config) any { return &c.MinIdle },
+		rule: notNegative, example: "0"},
+	{key: "max_conn_lifetime", param: "pool_max_conn_lifetime", inURL: true, inTemplate: true, parse: parseURLDuration, field: func(c *Config) any { return &c.MaxConnLifetime },
+		rule: positiveDuration, example: "1h"},
+	{key: "max_conn_idle", param: "pool_max_conn_idle_time", inURL: true, inTemplate: true, parse: parseURLDuration, field: func(c *Config) any { return &c.MaxConnIdle },
+		rule: positiveDuration, example: "30m"},
 }
 
-// parseURLSize reads a pool size: one or more (a malformed one is the url
-// rule's to report: pgxpool refuses it).
+// parseURLSize reads a pool size: one or more. One below is the url rule's
+// to report, as a malformed one is: pgxpool refuses both.
 func parseURLSize(s string) (any, bool) {
 	n, err := strconv.ParseInt(s, 10, 32)
 	return int(n), err == nil && n >= 1
 }
 
+// parseURLCount and parseURLDuration read any value that parses (pgxpool
+// takes them all); the setting's rule refuses those its key refuses.
 func parseURLCount(s string) (any, bool) {
 	n, err := strconv.ParseInt(s, 10, 32)
-	return int(n), err == nil && n >= 0
+	return int(n), err == nil
 }
 
 func parseURLDuration(s string) (any, bool) {
 	d, err := time.ParseDuration(s)
-	return d, err == nil && d > 0
+	return d, err == nil
 }
+
+func notNegative(v any) string {
+	if n := v.(int); n < 0 {
+		return fmt.Sprintf("must be 0 or more, got %d", n)
+	}
+	return ""
+}
+
+// positiveDuration is the rule of a pool's lifetimes. pgxpool would read a
+// max_conn_lifetime of zero or below as "never" and such a max_conn_idle as
+// "at once": never what was meant.
+func positiveDuration(v any) string {
+	if d := v.(time.Duration); d <= 0 {
+		return "must be a positive duration, got " + framework.FormatDuration(d)
+	}
+	return ""
+}
+
+// fits reports whether v, read from a connection string, keeps the key's
+// rule. One that does not is neither the key's value nor compared with it:
+// validateURLSettings refuses it.
+func (s urlSetting) fits(v any) bool { return s.rule == nil || s.rule(v) == "" }
 
 // urlParam returns the value of param in dsn (URL query or key=value pair),
 // parsed, and whether dsn carries one that parses. A malformed one is the url
@@ -302,10 +334,10 @@ func (c *Config) resolveURLSettings(r *framework.Resolution) {
 		}
 		inURL, okURL, inTpl, okTpl := s.values(c)
 		switch {
-		case okURL:
+		case okURL && s.fits(inURL):
 			s.set(c, inURL)
 			r.FromURL(s.key, "url", s.param)
-		case okTpl:
+		case okTpl && s.fits(inTpl):
 			s.set(c, inTpl)
 			r.FromURL(s.key, "tenant_url_template", s.param)
 		}
@@ -344,11 +376,14 @@ func namesSessions(dsn string) bool {
 	return err == nil && pc.RuntimeParams["application_name"] != ""
 }
 
-// validateURLSettings refuses a setting given two different values.
+// validateURLSettings refuses a parameter whose value its key would refuse,
+// and a setting given two different values.
 func (c *Config) validateURLSettings(v *framework.Validation) {
 	for _, s := range urlSettings {
 		value := s.get(c)
 		inURL, okURL, inTpl, okTpl := s.values(c)
+		okURL = okURL && s.keepsRule(v, "url", inURL)
+		okTpl = okTpl && s.keepsRule(v, "tenant_url_template", inTpl)
 		if okURL {
 			v.AgreesWithURL(s.key, value, "url", s.param, inURL)
 		}
@@ -361,6 +396,21 @@ func (c *Config) validateURLSettings(v *framework.Validation) {
 		}
 	}
 }
+
+// keepsRule reports whether x, the parameter's value in urlKey, keeps the
+// key's rule; one that does not is refused, naming the parameter and the key,
+// instead of being ignored for the key's default.
+func (s urlSetting) keepsRule(v *framework.Validation, urlKey string, x any) bool {
+	if s.fits(x) {
+		return true
+	}
+	v.Error(urlKey, fmt.Sprintf("sets %s, the connection string's %s: it %s", s.param, v.Key(s.key), s.rule(x)),
+		fmt.Sprintf("set %s=%s in %s (or %s), or remove it and set %s", s.param, s.example, v.Key(urlKey), urlEnv[urlKey], v.Key(s.key)))
+	return false
+}
+
+// urlEnv names the environment variable of each deploy key.
+var urlEnv = map[string]string{"url": "JFAST_DB_URL", "tenant_url_template": "JFAST_DB_TENANT_URL_TEMPLATE"}
 
 // tenantDSN is tenant_url_template with a tenant in it, or "" when it is not
 // set.

@@ -255,3 +255,44 @@ func TestURLPoolSettingsDisagreeingAreRefused(t *testing.T) {
 		t.Fatalf("lifetime %s, want the agreeing 1h30m", got)
 	}
 }
+
+// A pool parameter in a connection string whose value its key would refuse
+// (a lifetime zero or negative, a negative min idle count) is refused at
+// boot, naming the parameter, the key and the way out, instead of being
+// ignored for the key's default; with the key set too, the refusal is the
+// same (the value is no value to compare with the key's).
+func TestURLPoolSettingsOutOfRangeAreRefused(t *testing.T) {
+	t.Parallel()
+	const lifetime = "pool_max_conn_lifetime, the connection string's plugin.db.max_conn_lifetime: it must be a positive duration, got "
+	const idle = "pool_max_conn_idle_time, the connection string's plugin.db.max_conn_idle: it must be a positive duration, got "
+	for _, tc := range []struct {
+		name, table, query string // query goes on url; with table's tenant_url_template, url is left out
+		key, says, fix     string
+	}{
+		{"lifetime zero", "", "pool_max_conn_lifetime=0s", "plugin.db.url", lifetime + "0s",
+			"set pool_max_conn_lifetime=1h in plugin.db.url (or JFAST_DB_URL), or remove it and set plugin.db.max_conn_lifetime"},
+		{"lifetime negative", "", "pool_max_conn_lifetime=-5s", "plugin.db.url", lifetime + "-5s", "pool_max_conn_lifetime=1h"},
+		{"lifetime zero, the key set", "max_conn_lifetime = \"2h\"\n", "pool_max_conn_lifetime=0s", "plugin.db.url", lifetime + "0s", "pool_max_conn_lifetime=1h"},
+		{"idle time zero", "", "pool_max_conn_idle_time=0s", "plugin.db.url", idle + "0s",
+			"set pool_max_conn_idle_time=30m in plugin.db.url (or JFAST_DB_URL), or remove it and set plugin.db.max_conn_idle"},
+		{"idle time negative", "", "pool_max_conn_idle_time=-1m", "plugin.db.url", idle + "-1m", "pool_max_conn_idle_time=30m"},
+		{"min idle negative", "", "pool_min_idle_conns=-1", "plugin.db.url",
+			"pool_min_idle_conns, the connection string's plugin.db.min_idle: it must be 0 or more, got -1",
+			"set pool_min_idle_conns=0 in plugin.db.url (or JFAST_DB_URL), or remove it and set plugin.db.min_idle"},
+		{"template lifetime zero", "tenant_url_template = \"postgres://app@db/t_{tenant}?pool_max_conn_lifetime=0s\"\n", "",
+			"plugin.db.tenant_url_template", lifetime + "0s",
+			"set pool_max_conn_lifetime=1h in plugin.db.tenant_url_template (or JFAST_DB_TENANT_URL_TEMPLATE)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := map[string]string{}
+			if tc.query != "" {
+				env["JFAST_DB_URL"] = testURL() + "&" + tc.query
+			}
+			e := bootErrors(t, tc.table, env).Only(t, tc.key)
+			if e.Problem != "sets "+tc.says || !strings.Contains(e.Fix, tc.fix) {
+				t.Errorf("got %q; want the problem %q and a fix saying %q", e.Error(), "sets "+tc.says, tc.fix)
+			}
+		})
+	}
+}
