@@ -135,7 +135,7 @@ func (d *Disk) Put(ctx context.Context, key string, body io.Reader, contentType 
 	}
 	size := sizeOf(body)
 	if s, ok := body.(*sized); ok {
-		body = s.r
+		body = s.exact(ctx)
 	}
 	src := watchBody(body)
 	start := time.Now()
@@ -598,6 +598,92 @@ type sized struct {
 }
 
 func (s *sized) Read(p []byte) (int, error) { return s.r.Read(p) }
+
+// exact returns the body Put reads: s's reader, held to its declared length
+// when there is one. Sent as is, a body shorter than declared was stored
+// short on a local disk and failed as S3's fault on s3 (a 503 the breaker
+// counted), and a longer one was stored cut at the declared length on s3
+// while Put failed; either is now a body that failed (a BodyError, nothing
+// stored). A seekable reader stays seekable, so a retry can rewind it.
+func (s *sized) exact(ctx context.Context) io.Reader {
+	if s.n < 0 {
+		return s.r
+	}
+	e := &exactBody{ctx: ctx, r: s.r, n: s.n, left: s.n}
+	if sk, ok := s.r.(io.Seeker); ok {
+		if pos, err := sk.Seek(0, io.SeekCurrent); err == nil {
+			return &exactSeeker{exactBody: e, sk: sk, start: pos}
+		}
+	}
+	return e
+}
+
+// exactBody reads r, which must hold exactly n bytes: one fewer ends with an
+// error, and one more is found before the last byte is given out, so that
+// the request carrying the body never completes with a length it does not
+// have. A body that ends short once ctx, Put's, is done ends as it does
+// (io.EOF): the caller's deadline or cancellation, which cut the operation,
+// most likely cut the body's producer too (an io.Pipe closed on it), and the
+// operation's error is then that, not the body's.
+type exactBody struct {
+	ctx     context.Context
+	r       io.Reader
+	n, left int64
+}
+
+func (e *exactBody) Read(p []byte) (int, error) {
+	if e.left == 0 {
+		return 0, e.atEnd()
+	}
+	if int64(len(p)) > e.left {
+		p = p[:e.left]
+	}
+	m, err := e.r.Read(p)
+	e.left -= int64(m)
+	switch {
+	case err != nil && err != io.EOF:
+		return m, err
+	case e.left == 0:
+		if end := e.atEnd(); end != io.EOF {
+			return 0, end
+		}
+		return m, nil
+	case err == io.EOF && e.ctx.Err() != nil:
+		return m, io.EOF
+	case err == io.EOF:
+		return m, fmt.Errorf("the body ended after %d of the %d bytes Sized declared: %w", e.n-e.left, e.n, io.ErrUnexpectedEOF)
+	}
+	return m, err
+}
+
+// atEnd reads r past the declared length: io.EOF when it ends there.
+func (e *exactBody) atEnd() error {
+	var one [1]byte
+	for {
+		m, err := e.r.Read(one[:])
+		switch {
+		case m > 0:
+			return fmt.Errorf("the body is longer than the %d bytes Sized declared", e.n)
+		case err != nil:
+			return err
+		}
+	}
+}
+
+// exactSeeker is an exactBody over a seekable reader.
+type exactSeeker struct {
+	*exactBody
+	sk    io.Seeker
+	start int64 // where the reader stood when Put got it
+}
+
+func (e *exactSeeker) Seek(offset int64, whence int) (int64, error) {
+	pos, err := e.sk.Seek(offset, whence)
+	if err == nil {
+		e.left = max(e.n-(pos-e.start), 0)
+	}
+	return pos, err
+}
 
 // sizeOf returns the bytes left in body, or -1 when it cannot be known without
 // reading it.

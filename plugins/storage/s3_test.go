@@ -610,3 +610,59 @@ func gauge(t *testing.T, s setup, name, label, value string) float64 {
 	}
 	return found[0]
 }
+
+// A Sized body that is not the length it declares is a body that failed
+// (a BodyError, 400), on s3 and on a local disk alike: nothing is stored and
+// the breaker hears nothing. A short one used to fail as S3's fault (a 503
+// the breaker counted, so one caller's reader opened the disk's breaker for
+// everyone) and was stored short on a local disk; a long one was stored cut
+// at the declared length on s3 while Put failed, and whole on a local disk.
+// A seekable Sized body of the right length still goes, and is still sent
+// again by a retry.
+func TestSizedBodyOfAnotherLengthStoresNothing(t *testing.T) {
+	t.Parallel()
+	srv := sharedS3(t)
+	disks := map[string]*storage.Disk{
+		"s3":    start(t, s3TOML(srv.Endpoint, srv.newBucket(t), `breaker_failures = 1`), "files", nil).disk,
+		"local": start(t, localTOML(t.TempDir()), "files", nil).disk,
+	}
+	ctx := context.Background()
+	for name, d := range disks {
+		for _, tc := range []struct {
+			name string
+			body io.Reader
+			want string
+		}{
+			{"short", storage.Sized(strings.NewReader("abc"), 10), "ended after 3 of the 10 bytes"},
+			{"long", storage.Sized(strings.NewReader("0123456789"), 3), "longer than the 3 bytes"},
+			{"long, unsized reader", storage.Sized(io.MultiReader(strings.NewReader("0123456789")), 3), "longer than the 3 bytes"},
+		} {
+			err := d.Put(ctx, "mismatch", tc.body, "")
+			var be *storage.BodyError
+			if !errors.As(err, &be) || !strings.Contains(err.Error(), tc.want) || problem.From(err).Status != http.StatusBadRequest {
+				t.Fatalf("%s, %s: put = %v; want a BodyError saying %q, 400", name, tc.name, err, tc.want)
+			}
+			if st, err := d.Stat(ctx, "mismatch"); !errors.Is(err, storage.ErrNotExist) {
+				t.Fatalf("%s, %s: an object was stored: %+v %v", name, tc.name, st, err)
+			}
+		}
+		if b := d.Breaker(); b != nil {
+			if st := b.Snapshot(); st.State.String() != "closed" || st.Consecutive != 0 {
+				t.Fatalf("%s: breaker = %+v", name, st)
+			}
+		}
+		f, err := os.CreateTemp(t.TempDir(), "body")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = f.WriteString("xx0123456789")
+		_, _ = f.Seek(2, io.SeekStart)
+		if err := d.Put(ctx, "exact", storage.Sized(f, 10), ""); err != nil {
+			t.Fatalf("%s: exact put = %v", name, err)
+		}
+		_ = f.Close()
+		if body, _ := readAll(t, d, "exact"); body != "0123456789" {
+			t.Fatalf("%s: exact body = %q", name, body)
+		}
+	}
+}
