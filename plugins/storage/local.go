@@ -70,6 +70,12 @@ func (d *localDriver) put(ctx context.Context, key string, body watched, _ int64
 	if _, err := io.Copy(f, contextReader{ctx, body}); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
+	if err := ctx.Err(); err != nil {
+		// The caller gave up while the last read waited, and the body
+		// ended then (a producer closed on the same cancellation, as an
+		// io.Pipe's is): what arrived is most likely short.
+		return fmt.Errorf("write: %w", err)
+	}
 	// Synced before the rename: after a crash the key holds the old object or
 	// the new one, never a truncated file.
 	if err := f.Sync(); err != nil {

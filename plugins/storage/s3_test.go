@@ -666,3 +666,59 @@ func TestSizedBodyOfAnotherLengthStoresNothing(t *testing.T) {
 		}
 	}
 }
+
+// A body whose producer stops when the caller gives up (an io.Pipe closed,
+// without an error, on the caller's cancellation) stores nothing and gives
+// the caller its context.Canceled, Sized or not, on s3 and local disks
+// alike. A local disk used to store the part that arrived, and Put
+// returned nil.
+func TestBodyEndedByTheCallersCancellationStoresNothing(t *testing.T) {
+	t.Parallel()
+	srv := sharedS3(t)
+	disks := map[string]*storage.Disk{
+		"s3":    start(t, s3TOML(srv.Endpoint, srv.newBucket(t)), "files", nil).disk,
+		"local": start(t, localTOML(t.TempDir()), "files", nil).disk,
+	}
+	for name, d := range disks {
+		for _, n := range []int64{10, -1} {
+			ctx, cancel := context.WithCancel(context.Background())
+			pr, pw := io.Pipe()
+			more := make(chan struct{})
+			waiting := &readAfter{r: pr, after: 3, waiting: more}
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				_, _ = pw.Write([]byte("abc"))
+				<-more // Put waits for more: the cancellation ends that wait
+				cancel()
+				_ = pw.Close()
+			})
+			err := d.Put(ctx, "given-up", storage.Sized(waiting, n), "")
+			wg.Wait()
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("%s, size %d: put = %v; want context.Canceled", name, n, err)
+			}
+			if st, err := d.Stat(context.Background(), "given-up"); !errors.Is(err, storage.ErrNotExist) {
+				t.Fatalf("%s, size %d: an object was stored: %+v %v", name, n, st, err)
+			}
+		}
+	}
+}
+
+// readAfter reads r and closes waiting when a read begins after the first
+// `after` bytes were read.
+type readAfter struct {
+	r       io.Reader
+	after   int
+	read    int
+	waiting chan struct{}
+}
+
+func (w *readAfter) Read(p []byte) (int, error) {
+	if w.read >= w.after && w.waiting != nil {
+		close(w.waiting)
+		w.waiting = nil
+	}
+	n, err := w.r.Read(p)
+	w.read += n
+	return n, err
+}
