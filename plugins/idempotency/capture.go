@@ -35,10 +35,11 @@ type captureWriter struct {
 
 func (w *captureWriter) WriteHeader(code int) {
 	switch {
-	case code < 100 || code > 999:
-		// net/http panics on such a code: in the handler, whose panic
-		// releases the key, not when the held status is sent after it
-		// returned, which would leave the key held until its lease ends.
+	case w.status == 0 && (code < 100 || code > 999):
+		// net/http panics on such a code as a first status: in the
+		// handler, whose panic releases the key, not when the held status
+		// is sent after it returned, which would leave the key held until
+		// its lease ends. A second one it drops, as it drops any.
 		w.ResponseWriter.WriteHeader(code)
 	case code < 200 || w.sent:
 		// An interim response goes at once; a second status goes to

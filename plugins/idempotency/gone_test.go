@@ -151,7 +151,17 @@ func TestAnInvalidStatusReleasesTheKey(t *testing.T) {
 				}
 				return framework.JSON(w, http.StatusCreated, map[string]int64{"run": runs.Load()})
 			}))
+			// A second status, an invalid one too, is dropped as net/http
+			// drops it: the first goes out whole.
+			g.Method(http.MethodPost, "/two", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusCreated)
+				w.WriteHeader(1000)
+				_, _ = w.Write([]byte("{}"))
+			}))
 		}})
+		if r := b.post(t, "/two", "k-two", "{}"); r.Status != http.StatusCreated || string(r.Body) != "{}" {
+			t.Fatalf("a second, invalid status: %d %q; want the first, 201, whole", r.Status, r.Body)
+		}
 		wantProblem(t, b.post(t, "/bad-status", "k-bad", "{}"), http.StatusInternalServerError)
 		r := b.post(t, "/bad-status", "k-bad", "{}")
 		if r.Status != http.StatusCreated || r.Header.Get(HeaderReplayed) != "" || runs.Load() != 2 {
