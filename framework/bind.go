@@ -452,13 +452,9 @@ func (b *binder) nearMisses(key string, dst reflect.Value, m map[string]any) map
 		for i, v := range vars {
 			meant[i] = envName(join(key, near) + strings.TrimPrefix(envKey(v), full))
 		}
-		edits := "one edit"
-		if editDistance(name, near) > 1 {
-			edits = "two edits"
-		}
 		b.errorf(strings.Join(vars, ", "),
 			fmt.Sprintf("did you mean %s? (to add the entry %q on purpose, declare [%s] in the file, or give it a name unlike %q)", strings.Join(meant, ", "), name, full, near),
-			"would create %s, which the file does not have, and %q is %s from %q", full, name, edits, near)
+			"would create %s, which the file does not have, and %q is %s from %q", full, name, edits(name, near), near)
 	}
 	return refused
 }
@@ -637,6 +633,15 @@ func suggest(name string, known []string) string {
 	return best
 }
 
+// edits says how far name is from near, a name [suggest] returned for it:
+// "one edit" or "two edits".
+func edits(name, near string) string {
+	if editDistance(name, near) > 1 {
+		return "two edits"
+	}
+	return "one edit"
+}
+
 // editDistance is the Levenshtein distance between a and b.
 func editDistance(a, b string) int {
 	prev := make([]int, len(b)+1)
@@ -737,38 +742,7 @@ func (a *App) bind(errs *ConfigErrors) {
 	}
 
 	pluginTables, _ := tableAt(b, tree, "plugin")
-	for _, name := range slices.Sorted(maps.Keys(pluginTables)) {
-		if a.compiled[name] != nil {
-			continue
-		}
-		if _, isTable := pluginTables[name].(map[string]any); !isTable && name == "enabled" {
-			// [plugin] holds one table per plugin; [plugins] the list.
-			*errs = append(*errs, ConfigError{Key: "plugin.enabled", Problem: "is in [plugin], which holds one table per plugin ([plugin.db], [plugin.cache])",
-				Fix: "write the list under [plugins] (with an s): [plugins] enabled = [...]"})
-			continue
-		}
-		fix := a.compileFix(name)
-		suggestion := suggest(name, slices.Collect(maps.Keys(a.compiled)))
-		if vars := envOnly(a.raw.sources, "plugin."+name); len(vars) > 0 {
-			// Only the environment speaks of it: deployments share environments
-			// between services, so a variable meant for a sibling is not this
-			// service's mistake. It is ignored, loudly.
-			verb := "configures"
-			if len(vars) > 1 {
-				verb = "configure"
-			}
-			w := fmt.Sprintf("plugin.%s: %s %s a plugin this service does not compile in; ignored", name, strings.Join(vars, ", "), verb)
-			if suggestion != "" {
-				w += fmt.Sprintf(" (did you mean %s?)", strings.ToUpper(suggestion))
-			}
-			a.raw.warnings = append(a.raw.warnings, w)
-			continue
-		}
-		if suggestion != "" {
-			fix = fmt.Sprintf("did you mean [plugin.%s]?", suggestion)
-		}
-		*errs = append(*errs, ConfigError{Key: "plugin." + name, Problem: "configures a plugin that is not compiled into this service", Fix: fix})
-	}
+	a.uncompiledTables(pluginTables, errs)
 	// Every table is bound, and every enabled plugin's defaults resolved,
 	// before any plugin validates: Validation.RequirePlugin asks the plugin a
 	// rule runs on (a Provider) about its table, whichever name sorts first.
@@ -814,6 +788,76 @@ func (a *App) bind(errs *ConfigErrors) {
 	a.plugins = order
 	a.raw.nameVariables(*errs)
 	a.raw.relabel(*errs)
+}
+
+// uncompiledTables reports each table of [plugin] that names no plugin
+// compiled in: an error when the file writes it, and when only the
+// environment does, what [App.uncompiledVariables] says.
+func (a *App) uncompiledTables(pluginTables map[string]any, errs *ConfigErrors) {
+	for _, name := range slices.Sorted(maps.Keys(pluginTables)) {
+		if a.compiled[name] != nil {
+			continue
+		}
+		if _, isTable := pluginTables[name].(map[string]any); !isTable && name == "enabled" {
+			// [plugin] holds one table per plugin; [plugins] the list.
+			*errs = append(*errs, ConfigError{Key: "plugin.enabled", Problem: "is in [plugin], which holds one table per plugin ([plugin.db], [plugin.cache])",
+				Fix: "write the list under [plugins] (with an s): [plugins] enabled = [...]"})
+			continue
+		}
+		if vars := envOnly(a.raw.sources, "plugin."+name); len(vars) > 0 {
+			a.uncompiledVariables(name, vars, errs)
+			continue
+		}
+		fix := a.compileFix(name)
+		if s := suggest(name, slices.Collect(maps.Keys(a.compiled))); s != "" {
+			fix = fmt.Sprintf("did you mean [plugin.%s]?", s)
+		}
+		*errs = append(*errs, ConfigError{Key: "plugin." + name, Problem: "configures a plugin that is not compiled into this service", Fix: fix})
+	}
+}
+
+// uncompiledVariables judges the variables JFAST_<NAME>_* that alone speak
+// of name, a plugin not compiled in. Deployments share environments between
+// services, so a variable meant for a sibling's plugin is not this
+// service's mistake: it is ignored, loudly. But a NAME within the
+// did-you-mean distance of a section (APP, PLUGINS) or of a plugin
+// compiled in or shipped with jfast, and itself no plugin jfast ships, is a
+// misspelling (JFAST_APPP_LISTEN, JFAST_PLUGIN_ENABLED, JFAST_CAHCE_URL):
+// ignored, the service would boot without the setting, so each variable is
+// an error naming the one it was meant to be.
+func (a *App) uncompiledVariables(name string, vars []string, errs *ConfigErrors) {
+	if near := a.sectionNear(name); near != "" {
+		section := "plugin." + near
+		if near == "app" || near == "plugins" {
+			section = near
+		}
+		meant := make([]string, len(vars))
+		for i, v := range vars {
+			meant[i] = envName(section + strings.TrimPrefix(envKey(v), "plugin."+name))
+		}
+		*errs = append(*errs, ConfigError{Key: strings.Join(vars, ", "),
+			Problem: fmt.Sprintf("%q is no section (app, plugins) and no plugin jfast ships or this service compiles in, and it is %s from %q", name, edits(name, near), near),
+			Fix:     fmt.Sprintf("did you mean %s? (JFAST_* variables for another service's own plugin need a plugin name unlike %q)", strings.Join(meant, ", "), near)})
+		return
+	}
+	verb := "configures"
+	if len(vars) > 1 {
+		verb = "configure"
+	}
+	a.raw.warnings = append(a.raw.warnings, fmt.Sprintf("plugin.%s: %s %s a plugin this service does not compile in; ignored", name, strings.Join(vars, ", "), verb))
+}
+
+// sectionNear returns the section or plugin name that name, the first
+// segment of a JFAST_* variable and no plugin compiled in, is a misspelling
+// of: the closest of app, plugins and the plugins compiled in or shipped
+// with jfast within the did-you-mean distance, or "" when name is a plugin
+// jfast ships or close to none of them.
+func (a *App) sectionNear(name string) string {
+	if roster.Has(name) {
+		return ""
+	}
+	known := append(slices.Collect(maps.Keys(a.compiled)), roster.Names...)
+	return suggest(name, append(known, "app", "plugins"))
 }
 
 // bindPlugin decodes the [plugin.<name>] table (its critical key, then the

@@ -887,6 +887,53 @@ func TestEnvironmentForAPluginNotCompiledInIsIgnoredWithAWarning(t *testing.T) {
 	}
 }
 
+// TestEnvironmentSectionNearAKnownOneIsRefused: a variable whose first
+// segment is no section and no plugin compiled in or shipped, but within
+// the did-you-mean distance of one, is a misspelling the boot would
+// otherwise ignore (leaving the service without the setting), so it is
+// refused naming the variable meant; a plugin jfast ships but the service
+// does not compile in, or a name close to none, is a sibling's and only
+// warned about.
+func TestEnvironmentSectionNearAKnownOneIsRefused(t *testing.T) {
+	t.Parallel()
+	const also = " and no plugin jfast ships or this service compiles in, and it is "
+	for _, c := range []struct {
+		name string
+		env  []string
+		want string // the one error, or the warning when the boot accepts the variables
+	}{
+		{"plugin for plugins", []string{"JFAST_PLUGIN_ENABLED=observability,fake"},
+			`JFAST_PLUGIN_ENABLED: "plugin" is no section (app, plugins)` + also + `one edit from "plugins"; fix: did you mean JFAST_PLUGINS_ENABLED? (JFAST_* variables for another service's own plugin need a plugin name unlike "plugins")`},
+		{"appp for app", []string{"JFAST_APPP_LISTEN=0.0.0.0:9", "JFAST_APPP_ADMIN_TOKEN=t"},
+			`JFAST_APPP_ADMIN_TOKEN, JFAST_APPP_LISTEN: "appp" is no section (app, plugins)` + also + `one edit from "app"; fix: did you mean JFAST_APP_ADMIN_TOKEN, JFAST_APP_LISTEN? (JFAST_* variables for another service's own plugin need a plugin name unlike "app")`},
+		{"a shipped plugin misspelt", []string{"JFAST_CAHCE_URL=redis://127.0.0.1:6379"},
+			`JFAST_CAHCE_URL: "cahce" is no section (app, plugins)` + also + `two edits from "cache"; fix: did you mean JFAST_CACHE_URL? (JFAST_* variables for another service's own plugin need a plugin name unlike "cache")`},
+		{"a compiled plugin misspelt", []string{"JFAST_FAK_ADDRESS=127.0.0.1:1"},
+			`JFAST_FAK_ADDRESS: "fak" is no section (app, plugins)` + also + `one edit from "fake"; fix: did you mean JFAST_FAKE_ADDRESS? (JFAST_* variables for another service's own plugin need a plugin name unlike "fake")`},
+		{"a shipped plugin not compiled in", []string{"JFAST_DB_URL=postgres://x@db/orders"},
+			"plugin.db: JFAST_DB_URL configures a plugin this service does not compile in; ignored"},
+		{"a name close to none", []string{"JFAST_EXAMPLES_DIR=/tmp/x", "JFAST_EXAMPLES_RUN=1"},
+			"plugin.examples: JFAST_EXAMPLES_DIR, JFAST_EXAMPLES_RUN configure a plugin this service does not compile in; ignored"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var logs strings.Builder
+			_, err := framework.New(framework.Options{Plugins: []framework.Plugin{newFake("fake", nil)},
+				ConfigText: "[plugins]\nenabled = [\"fake\"]\n", Environ: c.env, LogOutput: &logs})
+			if !strings.Contains(c.want, "fix: ") {
+				if err != nil || !strings.Contains(logs.String(), c.want) {
+					t.Fatalf("%v: boot error %v, logs:\n%s\nwant the boot to go on, warning %q", c.env, err, logs.String(), c.want)
+				}
+				return
+			}
+			var errs framework.ConfigErrors
+			if !errors.As(err, &errs) || len(errs) != 1 || errs[0].Error() != c.want {
+				t.Fatalf("%v: boot error\n %v\nwant the one error\n %s", c.env, err, c.want)
+			}
+		})
+	}
+}
+
 // lineWith returns the first line of logs that contains s.
 func lineWith(logs, s string) string {
 	for line := range strings.Lines(logs) {
