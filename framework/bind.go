@@ -723,23 +723,7 @@ func (a *App) bind(errs *ConfigErrors) {
 	v := &Validation{prefix: "app", app: &a.cfg, errs: errs, set: b.set}
 	a.cfg.validate(v)
 
-	enabled := map[string]bool{}
-	for _, name := range plugins.Enabled {
-		switch {
-		case enabled[name]:
-			*errs = append(*errs, ConfigError{Key: "plugins.enabled", Problem: fmt.Sprintf("plugin %q is listed twice", name), Fix: "list each plugin once"})
-		case a.compiled[name] == nil:
-			problem := fmt.Sprintf("plugin %q is enabled but not compiled into this service", name)
-			if a.misspelt(name) {
-				// A name one or two edits from a known plugin is a typo,
-				// not a plugin to compile in.
-				problem = fmt.Sprintf("plugin %q is enabled, but no plugin has that name", name)
-			}
-			*errs = append(*errs, ConfigError{Key: "plugins.enabled", Problem: problem, Fix: a.compileFix(name)})
-		default:
-			enabled[name] = true
-		}
-	}
+	enabled := a.enabledSet(plugins.Enabled, errs)
 
 	pluginTables, _ := tableAt(b, tree, "plugin")
 	a.uncompiledTables(pluginTables, errs)
@@ -788,6 +772,38 @@ func (a *App) bind(errs *ConfigErrors) {
 	a.plugins = order
 	a.raw.nameVariables(*errs)
 	a.raw.relabel(*errs)
+}
+
+// enabledSet returns the plugins of [plugins] enabled that can run,
+// reporting each entry that cannot: an empty one, one listed twice, one
+// not compiled in.
+func (a *App) enabledSet(names []string, errs *ConfigErrors) map[string]bool {
+	enabled := map[string]bool{}
+	for i, name := range names {
+		switch {
+		case name == "":
+			// A trailing comma in JFAST_PLUGINS_ENABLED, or "" in the file:
+			// no plugin is meant, so no plugin is suggested.
+			fix := `remove the "" from the list`
+			if a.raw.sources["plugins.enabled"].Kind == "env" {
+				fix = "remove the comma that has no plugin name after it (or before it)"
+			}
+			*errs = append(*errs, ConfigError{Key: "plugins.enabled", Problem: fmt.Sprintf("entry %d of %d is empty", i+1, len(names)), Fix: fix})
+		case enabled[name]:
+			*errs = append(*errs, ConfigError{Key: "plugins.enabled", Problem: fmt.Sprintf("plugin %q is listed twice", name), Fix: "list each plugin once"})
+		case a.compiled[name] == nil:
+			problem := fmt.Sprintf("plugin %q is enabled but not compiled into this service", name)
+			if a.misspelt(name) {
+				// A name one or two edits from a known plugin is a typo,
+				// not a plugin to compile in.
+				problem = fmt.Sprintf("plugin %q is enabled, but no plugin has that name", name)
+			}
+			*errs = append(*errs, ConfigError{Key: "plugins.enabled", Problem: problem, Fix: a.compileFix(name)})
+		default:
+			enabled[name] = true
+		}
+	}
+	return enabled
 }
 
 // uncompiledTables reports each table of [plugin] that names no plugin

@@ -1057,3 +1057,27 @@ func TestMisspeltPluginIsNotCalledNotCompiledIn(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
+
+// TestEmptyPluginNameIsNoTypo: an empty entry of [plugins] enabled (a
+// trailing comma in the variable) is refused with the fix of removing it,
+// not a did-you-mean to a plugin nobody meant.
+func TestEmptyPluginNameIsNoTypo(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		o    jfasttest.Options
+		want string
+	}{
+		{"in the file", jfasttest.Options{TOML: "[plugins]\nenabled = [\"observability\", \"\"]"},
+			`plugins.enabled: entry 2 of 2 is empty; fix: remove the "" from the list`},
+		{"a trailing comma in the environment", jfasttest.Options{Env: map[string]string{"JFAST_PLUGINS_ENABLED": "observability,"}},
+			`plugins.enabled (JFAST_PLUGINS_ENABLED): entry 2 of 2 is empty; fix: remove the comma that has no plugin name after it (or before it)`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			if got := jfasttest.ConfigErrors(t, c.o).Only(t, "plugins.enabled").Error(); got != c.want {
+				t.Errorf("got  %s\nwant %s", got, c.want)
+			}
+		})
+	}
+}
