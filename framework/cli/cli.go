@@ -268,19 +268,35 @@ func (s *Service) check(cmd *cobra.Command, _ []string) error {
 	// decided by a binary carrying stand-in plugins (the jfast binary): they
 	// are named, never reported as errors.
 	undecided := app.Undecided()
+	bin, named := serviceBinary(app)
+	own := "`" + bin + " check`"
+	if !named {
+		own = "the service's own " + own
+	}
 	for _, e := range undecided {
-		fmt.Fprintf(out, "%s: cannot know here: run `%s check` (whether it holds depends on what the service's main compiled in)\n", e.Key, app.Config().Name)
+		fmt.Fprintf(out, "%s: cannot know here: run %s (whether it holds depends on what the service's main compiled in)\n", e.Key, own)
 	}
 	fmt.Fprintf(out, "%s: %s is valid (env %s; plugins: %s)", mark, app.ConfigName(), app.Config().Env, strings.Join(pluginNames(app.Plugins()), ", "))
 	switch len(undecided) {
 	case 0:
 		fmt.Fprintln(out)
 	case 1:
-		fmt.Fprintf(out, " but for 1 rule only `%s check` can decide\n", app.Config().Name)
+		fmt.Fprintf(out, " but for 1 rule only %s can decide\n", own)
 	default:
-		fmt.Fprintf(out, " but for %d rules only `%s check` can decide\n", len(undecided), app.Config().Name)
+		fmt.Fprintf(out, " but for %d rules only %s can decide\n", len(undecided), own)
 	}
 	return nil
+}
+
+// serviceBinary is how the jfast binary names the service's own binary:
+// app.name, which names the service (and, by convention, its binary), or
+// "<binary>" when neither the file nor the environment sets it (named
+// false): its default, "jfast", would name the jfast binary itself.
+func serviceBinary(app *framework.App) (name string, named bool) {
+	if _, named := app.Sources()["app.name"]; named {
+		return app.Config().Name, true
+	}
+	return "<binary>", false
 }
 
 func (s *Service) printConfig(cmd *cobra.Command, _ []string) error {

@@ -377,3 +377,54 @@ func TestServeIsTheDefault(t *testing.T) {
 	}
 	http.DefaultClient.CloseIdleConnections()
 }
+
+// codeBound is a plugin with a rule that depends on what the service's
+// main compiled in, as db's migrate_on_start, and with migrations.
+type codeBound struct{ *fakePlugin }
+
+func (p codeBound) Validate(v *framework.Validation) {
+	v.CompiledInError("address", "needs code main did not compile in", "compile it in")
+}
+
+func (p codeBound) RunMigrations(context.Context, string, io.Writer) error { return nil }
+
+// The jfast binary names the service's own command where it cannot decide:
+// by app.name when the file or the environment sets it, else generically,
+// never by app.name's default "jfast", which is the command just run.
+func TestStandInNamesTheServiceCommand(t *testing.T) {
+	t.Parallel()
+	const enable = "[plugins]\nenabled = [\"observability\", \"bound\"]\n"
+	for _, c := range []struct {
+		name, text string
+		env        []string
+		check      string // the undecided line and the verdict's end
+		migrate    string
+	}{
+		{"app.name in the file", "[app]\nname = \"orders\"\n" + enable, nil,
+			"plugin.bound.address: cannot know here: run `orders check` (whether it holds depends on what the service's main compiled in)\n" +
+				"ok: %s is valid (env development; plugins: observability, bound) but for 1 rule only `orders check` can decide\n",
+			"run the service's: `orders migrate up`\n"},
+		{"app.name in the environment", enable, []string{"JFAST_APP_NAME=orders"},
+			"plugin.bound.address: cannot know here: run `orders check` (whether it holds depends on what the service's main compiled in)\n" +
+				"ok: %s is valid (env development; plugins: observability, bound) but for 1 rule only `orders check` can decide\n",
+			"run the service's: `orders migrate up`\n"},
+		{"no app.name", enable, nil,
+			"plugin.bound.address: cannot know here: run the service's own `<binary> check` (whether it holds depends on what the service's main compiled in)\n" +
+				"ok: %s is valid (env development; plugins: observability, bound) but for 1 rule only the service's own `<binary> check` can decide\n",
+			"run the service's: `<binary> migrate up`\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			path := writeConfig(t, c.text)
+			opts := framework.Options{Plugins: []framework.Plugin{codeBound{newFake("bound", nil)}}, StandIn: true, Environ: c.env}
+			code, out, errOut := run(t, opts, "check", "--config", path)
+			if want := fmt.Sprintf(c.check, path); code != 0 || out != want {
+				t.Errorf("check: exit %d\n%s%s\nwant exit 0 and\n%s", code, out, errOut, want)
+			}
+			code, out, errOut = run(t, opts, "migrate", "up", "--config", path)
+			if code != 1 || out != "" || !strings.HasSuffix(errOut, c.migrate) {
+				t.Errorf("migrate up: exit %d\n%s%s\nwant exit 1 and a line ending %q", code, out, errOut, c.migrate)
+			}
+		})
+	}
+}

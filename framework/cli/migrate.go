@@ -48,7 +48,8 @@ func (s *Service) migrate(cmd *cobra.Command, args []string) error {
 	if s.opts.StandIn {
 		// The jfast binary: a service's migrations are compiled into the
 		// service, never into jfast.
-		fmt.Fprintf(cmd.ErrOrStderr(), "migrate: the jfast binary carries no service's migrations (a service compiles its own in with db.WithMigrations); run the service's: `%s migrate %s`\n", app.Config().Name, args[0])
+		bin, _ := serviceBinary(app)
+		fmt.Fprintf(cmd.ErrOrStderr(), "migrate: the jfast binary carries no service's migrations (a service compiles its own in with db.WithMigrations); run the service's: `%s migrate %s`\n", bin, args[0])
 		return reported
 	}
 	var errs []error
