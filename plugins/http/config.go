@@ -166,14 +166,18 @@ type Upstream struct {
 	// audience; sending it elsewhere hands the caller's identity to a service
 	// outside it. Defaults to false.
 	ForwardAuthorization bool `koanf:"forward_authorization"`
-	// Headers are sent with every call to this upstream; per-call headers win
-	// over them. Each entry is a deploy key, since it often carries a
-	// credential that differs per environment:
-	// JFAST_HTTP_UPSTREAMS__<NAME>__HEADERS__<HEADER> wins over the file. The
-	// environment names the entry in lower case with "_" kept as is, so only a
-	// header whose name has no "-" can come from it, and it overrides only an
-	// entry the file also writes in lower case. Two entries for one header
-	// (names differing only in case) are refused. Defaults to none.
+	// Headers are sent with every call of this client (an upstream, or a
+	// shared client to every origin); per-call headers win over them. Each
+	// entry is a deploy key, since it often carries a credential that
+	// differs per environment: JFAST_HTTP_UPSTREAMS__<NAME>__HEADERS__<HEADER>
+	// for an upstream, JFAST_HTTP_SHARED__<NAME>__HEADERS__<HEADER> for a
+	// shared client, wins over the file. The variable names the header in
+	// lower case with "-" and "_" as written: <HEADER> X-API-KEY is the
+	// header x-api-key (env(1), Docker and Kubernetes set such a variable; a
+	// shell's export cannot), and X_API_KEY is x_api_key, refused as every
+	// header name with "_" is. It overrides only an entry the file also
+	// writes in lower case. Two entries for one header (names differing only
+	// in case) are refused. Defaults to none.
 	Headers map[string]string `koanf:"headers"`
 
 	// TLS is the TLS configuration for an https base_url, such as a custom CA

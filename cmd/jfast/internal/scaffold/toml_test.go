@@ -1,10 +1,13 @@
 package scaffold
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/jfastframework/jfast/framework"
+	"github.com/jfastframework/jfast/jfasttest"
+	"github.com/jfastframework/jfast/plugins/http"
 )
 
 // generated is the jfast.toml `jfast new` writes for o, and the plugins it
@@ -86,5 +89,52 @@ func TestWithoutWrongDefault(t *testing.T) {
 		if got := withoutWrongDefault(tc.doc, tc.shown); got != tc.want {
 			t.Errorf("withoutWrongDefault(%q, %s) = %q, want %q", tc.doc, tc.shown, got, tc.want)
 		}
+	}
+}
+
+// TestHeadersCommentIsTrueOfItsTable: the comment jfast new writes above
+// the headers of an upstream and of a shared client (one Go doc comment,
+// rendered under both tables) names the variable of each table, and that
+// variable, for a header whose name has "-", sets that header.
+func TestHeadersCommentIsTrueOfItsTable(t *testing.T) {
+	t.Parallel()
+	text, _ := generated(t, Options{Name: "shop", Framework: frameworkRoot(t), Available: all, Plugins: []string{"http"}})
+	for _, c := range []struct {
+		table, file string
+		headers     func(*http.Config) map[string]string
+	}{
+		{"upstreams", "[plugin.http.upstreams.ada]\nbase_url = \"http://127.0.0.1:1\"\n", func(c *http.Config) map[string]string { return c.Upstreams["ada"].Headers }},
+		{"shared", "[plugin.http.shared.ada]\n", func(c *http.Config) map[string]string { return c.Shared["ada"].Headers }},
+	} {
+		t.Run(c.table, func(t *testing.T) {
+			t.Parallel()
+			header := regexp.MustCompile(`^# \[plugin\.http\.` + c.table + `\.[^.\]]+\.headers\]$`)
+			var block []string // the comment lines above the current line
+			for line := range strings.Lines(string(text)) {
+				line = strings.TrimSuffix(line, "\n")
+				if header.MatchString(line) {
+					break
+				}
+				if strings.HasPrefix(line, "# ") && !commentedKey.MatchString(line) {
+					block = append(block, strings.TrimPrefix(line, "# "))
+				} else {
+					block = nil
+				}
+			}
+			doc := strings.Join(block, " ")
+			pattern := "JFAST_HTTP_" + strings.ToUpper(c.table) + "__<NAME>__HEADERS__<HEADER>"
+			if !strings.Contains(doc, pattern) || !strings.Contains(doc, "X-API-KEY is the header x-api-key") {
+				t.Fatalf("the comment above [plugin.http.%s.<name>.headers] must name %s and how a header with \"-\" is named:\n%s", c.table, pattern, doc)
+			}
+			name := strings.NewReplacer("<NAME>", "ADA", "<HEADER>", "X-API-KEY").Replace(pattern)
+			p := http.New()
+			_, err := jfasttest.New(t, jfasttest.Options{TOML: "[plugins]\nenabled = [\"http\"]\n" + c.file, Plugins: []framework.Plugin{p}, Env: map[string]string{name: "k1"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.headers(p.Config().(*http.Config)); got["x-api-key"] != "k1" || len(got) != 1 {
+				t.Fatalf("%s set the headers %v, want x-api-key alone", name, got)
+			}
+		})
 	}
 }
