@@ -867,13 +867,19 @@ func (a *App) uncompiledVariables(name string, vars []string, errs *ConfigErrors
 // segment of a JFAST_* variable and no plugin compiled in, is a misspelling
 // of: the closest of app, plugins and the plugins compiled in or shipped
 // with jfast within the did-you-mean distance, or "" when name is a plugin
-// jfast ships or close to none of them.
+// jfast ships or close to none of them. Between short names the distance
+// is one edit: every name of two letters is two edits from db, and a
+// sibling's JFAST_CI_* or JFAST_GO_* is no misspelt JFAST_DB_*.
 func (a *App) sectionNear(name string) string {
 	if roster.Has(name) {
 		return ""
 	}
 	known := append(slices.Collect(maps.Keys(a.compiled)), roster.Names...)
-	return suggest(name, append(known, "app", "plugins"))
+	near := suggest(name, append(known, "app", "plugins"))
+	if near != "" && min(len(name), len(near)) < 5 && editDistance(name, near) > 1 {
+		return ""
+	}
+	return near
 }
 
 // bindPlugin decodes the [plugin.<name>] table (its critical key, then the

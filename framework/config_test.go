@@ -914,6 +914,10 @@ func TestEnvironmentSectionNearAKnownOneIsRefused(t *testing.T) {
 			"plugin.db: JFAST_DB_URL configures a plugin this service does not compile in; ignored"},
 		{"a name close to none", []string{"JFAST_EXAMPLES_DIR=/tmp/x", "JFAST_EXAMPLES_RUN=1"},
 			"plugin.examples: JFAST_EXAMPLES_DIR, JFAST_EXAMPLES_RUN configure a plugin this service does not compile in; ignored"},
+		{"a short name two edits from a short one", []string{"JFAST_CI_BUILD=1"},
+			"plugin.ci: JFAST_CI_BUILD configures a plugin this service does not compile in; ignored"},
+		{"a short name two edits from a longer one", []string{"JFAST_FAKIR_X=1"},
+			"plugin.fakir: JFAST_FAKIR_X configures a plugin this service does not compile in; ignored"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
