@@ -197,6 +197,14 @@ type OutboundCall struct {
 	// ReverseProxy's, which passes it on to the client): it may change the
 	// header in place. ctx is the attempt's.
 	Interim func(ctx context.Context, code int, header textproto.MIMEHeader)
+	// InterruptBody, when set, ends a Read of the request's streamed body
+	// that waits on the caller, and every Read after it (a reverse proxy
+	// moves its client connection's read deadline into the past). The
+	// RoundTripper calls it when the call ends (its timeout, the caller's
+	// deadline) while the transport waits on the body: that Read would
+	// otherwise last until the caller's bytes arrive or its own read
+	// deadline passes, and the call with it.
+	InterruptBody func()
 
 	attempts atomic.Int32
 }

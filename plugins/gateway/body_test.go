@@ -81,6 +81,45 @@ upstream = "slow"
 	}
 }
 
+// A streamed body that stops coming gets its 408 when the upstream's
+// timeout ends the call, and the connection is then closed at once: the
+// transport's Read waiting on the client is interrupted (it lasted until
+// the request's deadline, and the 408 with it), and the rest of the body is
+// not read, where net/http would read it, for a client that holds it back,
+// until the request's deadline, keeping the connection and its goroutine
+// that long.
+func TestStreamedBodyConnectionClosesAfterIts408(t *testing.T) {
+	t.Parallel()
+	const requestTimeout = 30 * time.Second // what the connection was held for
+	for _, route := range []string{"", "stream = true"} {
+		t.Run("route "+route, func(t *testing.T) {
+			t.Parallel()
+			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) })
+			svc := gatewayService(t, "[app]\nrequest_timeout = \"30s\"\n"+
+				upstreamTOML("slow", up.URL, `timeout = "300ms"`, `read_timeout = "30s"`)+`
+[plugin.gateway.routes.up]
+prefix = "/api/up"
+upstream = "slow"
+`+route+"\n")
+			// A POST without an Idempotency-Key is streamed: 10 of its
+			// 1,000 bytes, then nothing.
+			conn, br := rawRequest(t, svc.URL, "POST /api/up/x HTTP/1.1\r\nHost: gw\r\nContent-Length: 1000\r\n\r\n0123456789")
+			_ = conn.SetReadDeadline(time.Now().Add(requestTimeout / 3)) // a bound on a failure only
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			if resp.StatusCode != http.StatusRequestTimeout || !resp.Close {
+				t.Fatalf("%d, close %v; want a 408 with Connection: close", resp.StatusCode, resp.Close)
+			}
+			if _, err := br.ReadByte(); err != io.EOF {
+				t.Fatalf("after the 408 the connection gave %v; want it closed by the gateway (EOF)", err)
+			}
+		})
+	}
+}
+
 // A small body the gateway reads whole before the call (a PUT, a GET, a keyed
 // POST: it may be retried) is held to the upstream's timeout too, as a
 // streamed one is by the call that copies it: a client that sends part of

@@ -190,6 +190,11 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rt.m.request(framework.ResponseStatus(w))
 		return
 	}
+	if r.GetBody == nil && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+		// Streamed: a call that ends while the upstream's RoundTripper
+		// waits on the client's next bytes interrupts that wait.
+		c.InterruptBody = c.interruptBody
+	}
 	aborted := rt.proxy(w, r.WithContext(c))
 	if sw, ok := w.(*streamWriter); ok && aborted == nil && c.tun == nil {
 		// What net/http writes after the handler returns (a bodiless
@@ -344,6 +349,20 @@ func (rt *route) bufferBody(w http.ResponseWriter, r *http.Request) error {
 	r.Body = io.NopCloser(bytes.NewReader(b))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 	return nil
+}
+
+// interruptBody is the call's OutboundCall.InterruptBody when the client's
+// body is streamed: the connection's read deadline is moved into the past,
+// so the Read waiting on the client fails at once (the framework's 408, the
+// body having not arrived in time) instead of when the request's deadline
+// passes, which kept the call, its bulkhead place and the connection that
+// long after the 408 was due.
+func (c *call) interruptBody() {
+	rc := c.rc // a stream's or an upgrade's, made for the writer under c.w
+	if rc == nil {
+		rc = http.NewResponseController(c.w)
+	}
+	_ = rc.SetReadDeadline(time.Unix(1, 0))
 }
 
 // mayRetry reports whether the upstream's rules could retry r: a method safe
@@ -890,8 +909,13 @@ func (rt *route) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &bodyErr):
 		// The client's body, late or broken off (the upstream's
 		// RoundTripper counts it against no one): the rest of it cannot be
-		// trusted to arrive, so the connection is not kept for it.
+		// trusted to arrive, so the connection is not kept for it, and
+		// not read either: net/http would read up to 256 KiB more of the
+		// body once the answer is out, until the request's deadline, for
+		// a client that trickles it. The read deadline passed, that read
+		// fails at once and the connection closes after the 408 or 400.
 		w.Header().Set("Connection", "close")
+		_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0))
 		problem.Write(w, client, problem.From(bodyErr))
 		return
 	case c != nil && c.canceled() && rt.p.drain.Err() != nil && c.in.Context().Err() == nil:

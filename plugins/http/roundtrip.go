@@ -244,7 +244,13 @@ func (c *core) open(callCtx context.Context, cancel context.CancelFunc, x *excha
 		body.ctx = callCtx
 		r.Body = body
 	}
+	var interrupt func()
+	if x.out != nil {
+		interrupt = x.out.InterruptBody
+	}
+	stop := body.interruptWhenEnded(interrupt)
 	resp, err := c.rt.RoundTrip(r)
+	stop()
 	headersAt := c.after(now)
 	if err != nil {
 		pooled := a.poolTimedOut()
@@ -446,6 +452,9 @@ type callerBody struct {
 	reading atomic.Bool     // a Read is waiting on the caller now
 	late    atomic.Bool     // a Read was waiting on the caller when ctx ended
 	failed  atomic.Pointer[error]
+	// interrupt ends a Read waiting on the caller, set before the
+	// transport reads (interruptWhenEnded); nil when the caller gave none.
+	interrupt func()
 }
 
 // errCallEnded ends the read of a request body whose call is over.
@@ -453,6 +462,12 @@ var errCallEnded = errors.New("http: the call ended while its request body was b
 
 func (b *callerBody) Read(p []byte) (int, error) {
 	b.reading.Store(true)
+	if b.interrupt != nil && b.ctx.Err() != nil {
+		// Past the call's end: interruptWhenEnded saw no Read waiting.
+		b.reading.Store(false)
+		b.late.Store(true)
+		return 0, errCallEnded
+	}
 	n, err := b.rc.Read(p)
 	b.reading.Store(false)
 	switch {
@@ -466,6 +481,25 @@ func (b *callerBody) Read(p []byte) (int, error) {
 }
 
 func (b *callerBody) Close() error { return b.rc.Close() }
+
+// interruptWhenEnded arranges for interrupt (the call's
+// framework.OutboundCall.InterruptBody) to be called if the call's context
+// ends while a Read waits on the caller, and returns what stops that
+// (called once RoundTrip has returned). b may be nil, interrupt too.
+func (b *callerBody) interruptWhenEnded(interrupt func()) (stop func() bool) {
+	if b == nil || interrupt == nil {
+		return noStop
+	}
+	b.interrupt = interrupt
+	return context.AfterFunc(b.ctx, func() {
+		// A Read that begins after this sees the context ended itself.
+		if b.reading.Load() {
+			interrupt()
+		}
+	})
+}
+
+func noStop() bool { return false }
 
 // blame returns the *RequestBodyError of an attempt that failed with err
 // while the transport waited on the body, or on a Read of it that failed;
