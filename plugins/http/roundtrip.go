@@ -455,6 +455,7 @@ type callerBody struct {
 	// interrupt ends a Read waiting on the caller, set before the
 	// transport reads (interruptWhenEnded); nil when the caller gave none.
 	interrupt func()
+	ended     atomic.Bool // a Read returned the body's end
 }
 
 // errCallEnded ends the read of a request body whose call is over.
@@ -462,13 +463,18 @@ var errCallEnded = errors.New("http: the call ended while its request body was b
 
 func (b *callerBody) Read(p []byte) (int, error) {
 	b.reading.Store(true)
-	if b.interrupt != nil && b.ctx.Err() != nil {
-		// Past the call's end: interruptWhenEnded saw no Read waiting.
-		b.reading.Store(false)
-		b.late.Store(true)
-		return 0, errCallEnded
+	if b.interrupt != nil && b.ctx.Err() != nil && !b.ended.Load() {
+		// Past the call's end, and interruptWhenEnded saw no Read
+		// waiting: interrupted first, the Read ends at once, with the
+		// body's end when it has come (net/http then clears the read
+		// deadline to hear the client go away), or with the read
+		// deadline's error when the caller holds the rest back.
+		b.interrupt()
 	}
 	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		b.ended.Store(true)
+	}
 	b.reading.Store(false)
 	switch {
 	case err != nil && err != io.EOF:
@@ -484,22 +490,36 @@ func (b *callerBody) Close() error { return b.rc.Close() }
 
 // interruptWhenEnded arranges for interrupt (the call's
 // framework.OutboundCall.InterruptBody) to be called if the call's context
-// ends while a Read waits on the caller, and returns what stops that
-// (called once RoundTrip has returned). b may be nil, interrupt too.
-func (b *callerBody) interruptWhenEnded(interrupt func()) (stop func() bool) {
+// ends while a Read waits on the caller, and returns what stops that,
+// called once RoundTrip has returned: it waits for an interrupt already
+// under way, so none reaches the caller's connection after the call (a
+// keep-alive connection may be reading its next request by then). b may be
+// nil, interrupt too.
+//
+// A Read that hits the body's end as the context ends may still be
+// interrupted: net/http then reads the connection to hear the client go
+// away, that read fails, and the request's context ends, on a call that
+// failed anyway (its context ended): the client gets that call's failure
+// as one whose client left.
+func (b *callerBody) interruptWhenEnded(interrupt func()) (stop func()) {
 	if b == nil || interrupt == nil {
-		return noStop
+		return func() {}
 	}
 	b.interrupt = interrupt
-	return context.AfterFunc(b.ctx, func() {
+	done := make(chan struct{})
+	stopAfter := context.AfterFunc(b.ctx, func() {
+		defer close(done)
 		// A Read that begins after this sees the context ended itself.
-		if b.reading.Load() {
+		if b.reading.Load() && !b.ended.Load() {
 			interrupt()
 		}
 	})
+	return func() {
+		if !stopAfter() {
+			<-done
+		}
+	}
 }
-
-func noStop() bool { return false }
 
 // blame returns the *RequestBodyError of an attempt that failed with err
 // while the transport waited on the body, or on a Read of it that failed;
