@@ -866,20 +866,34 @@ func (a *App) uncompiledVariables(name string, vars []string, errs *ConfigErrors
 // sectionNear returns the section or plugin name that name, the first
 // segment of a JFAST_* variable and no plugin compiled in, is a misspelling
 // of: the closest of app, plugins and the plugins compiled in or shipped
-// with jfast within the did-you-mean distance, or "" when name is a plugin
-// jfast ships or close to none of them. Between short names the distance
-// is one edit: every name of two letters is two edits from db, and a
-// sibling's JFAST_CI_* or JFAST_GO_* is no misspelt JFAST_DB_*.
+// with jfast one typo away (a letter added, dropped or changed, or two
+// neighbouring letters swapped), or "" when name is a plugin jfast ships or
+// further from all of them. The did-you-mean distance of keys (two edits)
+// would refuse what is no typo: every name of two letters is two edits from
+// db (a sibling's JFAST_CI_*), and a deployment's JFAST_STAGE_* two from
+// storage.
 func (a *App) sectionNear(name string) string {
 	if roster.Has(name) {
 		return ""
 	}
 	known := append(slices.Collect(maps.Keys(a.compiled)), roster.Names...)
 	near := suggest(name, append(known, "app", "plugins"))
-	if near != "" && min(len(name), len(near)) < 5 && editDistance(name, near) > 1 {
+	if near == "" || editDistance(name, near) > 1 && !swapped(name, near) {
 		return ""
 	}
 	return near
+}
+
+// swapped reports whether a is b with two neighbouring letters swapped.
+func swapped(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	i := 0
+	for i < len(a) && a[i] == b[i] {
+		i++
+	}
+	return i+1 < len(a) && a[i] == b[i+1] && a[i+1] == b[i] && a[i+2:] == b[i+2:]
 }
 
 // bindPlugin decodes the [plugin.<name>] table (its critical key, then the

@@ -916,6 +916,8 @@ func TestEnvironmentSectionNearAKnownOneIsRefused(t *testing.T) {
 			"plugin.examples: JFAST_EXAMPLES_DIR, JFAST_EXAMPLES_RUN configure a plugin this service does not compile in; ignored"},
 		{"a short name two edits from a short one", []string{"JFAST_CI_BUILD=1"},
 			"plugin.ci: JFAST_CI_BUILD configures a plugin this service does not compile in; ignored"},
+		{"a name two edits from a long one", []string{"JFAST_STAGE_NAME=blue"},
+			"plugin.stage: JFAST_STAGE_NAME configures a plugin this service does not compile in; ignored"},
 		{"a short name two edits from a longer one", []string{"JFAST_FAKIR_X=1"},
 			"plugin.fakir: JFAST_FAKIR_X configures a plugin this service does not compile in; ignored"},
 	} {
