@@ -117,8 +117,19 @@ func (p *Plugin) Validate(v *framework.Validation) {
 		return append(u.problems(), headerProblems(u.Headers)...)
 	})
 	framework.ValidateNamed(v, sharedTable, p.cfg.Shared, func(s SharedConfig) []framework.ConfigError {
-		return append(s.problems(), headerProblems(s.Headers)...)
+		return sharedVariables(append(s.problems(), headerProblems(s.Headers)...))
 	})
+}
+
+// sharedVariables makes the problems a shared client's keys share with an
+// upstream's name the shared client's variables (JFAST_HTTP_SHARED__…),
+// not an upstream's.
+func sharedVariables(l []framework.ConfigError) []framework.ConfigError {
+	r := strings.NewReplacer("JFAST_HTTP_UPSTREAMS__", "JFAST_HTTP_SHARED__")
+	for i := range l {
+		l[i].Problem, l[i].Fix = r.Replace(l[i].Problem), r.Replace(l[i].Fix)
+	}
+	return l
 }
 
 // headerProblems are the problems of a client's configured headers that

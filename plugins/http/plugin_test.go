@@ -327,6 +327,28 @@ func TestHeaderEnvironmentMismatchRefused(t *testing.T) {
 	}
 }
 
+// A shared client's header errors name its own variables
+// (JFAST_HTTP_SHARED__<NAME>__HEADERS__…), as an upstream's name
+// JFAST_HTTP_UPSTREAMS__…: the fix must be one the operator can follow.
+func TestSharedHeaderErrorsNameTheSharedVariable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, file, env, key string }{
+		{"a dash the environment cannot spell", `"X-Api-Key" = "dev-key"`, "JFAST_HTTP_SHARED__WEB__HEADERS__X_API_KEY", "headers.x_api_key"},
+		{"a capitalised entry in the file", `Authorization = "Bearer dev-key"`, "JFAST_HTTP_SHARED__WEB__HEADERS__AUTHORIZATION", "headers.authorization"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			toml := "[plugins]\nenabled = [\"http\"]\n[plugin.http.shared.web]\n[plugin.http.shared.web.headers]\n" + tc.file + "\n"
+			errs := jfasttest.ConfigErrors(t, jfasttest.Options{TOML: toml, Plugins: []framework.Plugin{jhttp.New()},
+				Env: map[string]string{tc.env: "prod-key"}})
+			errs.Only(t, "plugin.http.shared.web."+tc.key)
+			if strings.Contains(errs.Error(), "UPSTREAMS") {
+				t.Errorf("the error does not name the shared client's variable: %v", errs)
+			}
+		})
+	}
+}
+
 // Asking for an upstream that is not configured fails the boot, naming it.
 func TestUnknownUpstreamFailsBoot(t *testing.T) {
 	t.Parallel()
